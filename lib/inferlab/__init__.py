@@ -1,0 +1,12 @@
+"""inferlab: the executable companion to chapter 15, "The Inference Workload".
+
+Everything is in SI base units (FLOPs, bytes, seconds); conversion happens only at display time.
+"""
+from inferlab.specs import (
+    Accelerator, ModelConfig, Precision, get_accelerator, get_model,
+    list_accelerators, list_models,
+)
+from inferlab.units import bytes_per_element, DTYPES
+from inferlab.validation import DoesNotFitError
+
+__version__ = "0.1.0"

@@ -1,0 +1,130 @@
+"""Command line: `inferlab list`, `inferlab estimate ...`, and the subcommands other modules register.
+
+Each subcommand module exposes `register(subparsers)`; heavy imports (torch) stay inside handlers
+so `inferlab list` answers instantly.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+import numpy as np
+
+from inferlab.specs import Precision, get_accelerator, get_model, list_accelerators, list_models
+from inferlab.units import DTYPES, GB, MS
+
+# Modules that add subcommands (each has register(subparsers)); missing ones are skipped.
+SUBCOMMAND_MODULES = ("inferlab.claims.cli", "inferlab.measure.cli")
+
+
+def _cmd_list(args) -> int:
+    print("Models (exact parameter count from the architecture):")
+    for name in list_models():
+        m = get_model(name)
+        print(f"  {name:18s} {m.n_params / 1e9:7.3f} B params  L={m.n_layers:<3d} d={m.d_model:<5d} "
+              f"heads={m.n_heads}/{m.n_kv_heads} kv ({m.attention_kind})  "
+              f"{'gated' if m.gated_mlp else 'plain'} MLP d_ff={m.d_ff}")
+    print("\nAccelerators (dense peaks; GB = 1e9 bytes):")
+    for name in list_accelerators():
+        a = get_accelerator(name)
+        peaks = ", ".join(f"{k} {v / 1e12:g}" for k, v in a.peak_flops_per_s.items())
+        print(f"  {name:10s} {a.memory_bytes / GB:5.0f} GB  {a.hbm_bytes_per_s / 1e12:5.2f} TB/s  "
+              f"TFLOP/s: {peaks}")
+    return 0
+
+
+def _cmd_estimate(args) -> int:
+    from inferlab.costs import decode_costs, prefill_costs
+    from inferlab.latency import (cost_per_1k_tokens_usd, decode_step_time_s, kv_crossover_batch,
+                                  prefill_time_s)
+    from inferlab.memory import kv_cache_bytes, max_batch, memory_budget
+    from inferlab.parallel import tp_shard
+    from inferlab.roofline import ridge_point, time_weighted_regime
+
+    model, acc = get_model(args.model), get_accelerator(args.gpu)
+    prec = Precision(weights=args.weights_dtype, activations=args.activations_dtype, kv=args.kv_dtype)
+    context = args.prompt + args.output
+    shard = tp_shard(model, args.tp)
+    kw = dict(tp=args.tp, allreduce=not args.no_allreduce)
+    budget = memory_budget(model, acc, args.batch, context, prec, tp=args.tp,
+                           reserved_bytes=args.reserved_gb * GB)
+    ttft = prefill_time_s(model, acc, args.prompt, args.batch, prec, mfu=args.mfu, mbu=args.mbu, **kw)
+    itl = decode_step_time_s(model, acc, context, args.batch, prec, mfu=args.mfu, mbu=args.mbu, **kw)
+    dtype = prec.compute_dtype
+    pre_regime = time_weighted_regime(prefill_costs(shard, args.batch, args.prompt, prec), acc, dtype)
+    dec_regime = time_weighted_regime(decode_costs(shard, args.batch, context, prec), acc, dtype)
+    try:
+        bmax = max_batch(model, acc, context, prec, tp=args.tp, reserved_bytes=args.reserved_gb * GB)
+        bmax_text = str(bmax)
+    except ValueError as err:
+        bmax_text = f"none ({err})"
+
+    print(f"{model.name} on {args.tp} x {acc.name}: batch {args.batch}, prompt {args.prompt}, "
+          f"output {args.output} tokens; weights {prec.weights}, activations {prec.activations}, "
+          f"KV {prec.kv}; MFU {args.mfu}, MBU {args.mbu}")
+    print(f"ridge point {ridge_point(acc, dtype):.0f} FLOP/byte ({dtype})")
+    print("memory per device (GB = 1e9 bytes):")
+    print(f"  weights {budget.weight_bytes / GB:8.2f} GB")
+    print(f"  KV cache {budget.kv_bytes / GB:7.2f} GB  ({kv_cache_bytes(model, context, 1, prec, args.tp) / GB:.3f} GB "
+          f"per sequence of {context} tokens)")
+    print(f"  free     {budget.free_bytes / GB:8.2f} GB of {acc.memory_bytes / GB:.0f} GB  -> "
+          f"{'fits' if budget.fits else 'DOES NOT FIT'}; max batch at this context: {bmax_text}")
+    print(f"prefill / TTFT   {ttft / MS:9.2f} ms   ({pre_regime}-bound)")
+    print(f"decode step/ITL  {itl / MS:9.2f} ms   ({dec_regime}-bound, at context {context})")
+    thr = args.batch / itl
+    print(f"decode throughput {thr:9.0f} tokens/s  ({thr / args.batch:.0f} per sequence)")
+    print(f"KV-crossover B*  {kv_crossover_batch(model, context, prec, args.tp):9.1f}")
+    if args.usd_per_gpu_hour:
+        cost = cost_per_1k_tokens_usd(thr, args.usd_per_gpu_hour, args.tp)
+        print(f"cost             ${cost:.5f} per 1k output tokens at ${args.usd_per_gpu_hour}/GPU-hour")
+    if not budget.fits:
+        print("warning: this configuration does not fit in memory; times are for an impossible run",
+              file=sys.stderr)
+        return 2
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="inferlab", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("list", help="known models and accelerators").set_defaults(func=_cmd_list)
+
+    est = sub.add_parser("estimate", help="memory, TTFT, ITL, throughput and regimes of one configuration")
+    est.add_argument("--model", default="llama-2-13b-book", help="a name from `inferlab list`")
+    est.add_argument("--gpu", default="h100-sxm", help="an accelerator from `inferlab list`")
+    est.add_argument("--batch", type=int, default=1)
+    est.add_argument("--prompt", type=int, default=1024, help="prompt length S in tokens")
+    est.add_argument("--output", type=int, default=0, help="tokens generated; ITL is at context prompt+output")
+    est.add_argument("--tp", type=int, default=1, help="tensor-parallel degree")
+    est.add_argument("--no-allreduce", action="store_true", help="ignore tensor-parallel communication")
+    for cls, default in (("weights", "bf16"), ("activations", "bf16"), ("kv", "bf16")):
+        est.add_argument(f"--{cls}-dtype", default=default, choices=list(DTYPES))
+    est.add_argument("--mfu", type=float, default=1.0, help="achieved fraction of peak FLOP/s")
+    est.add_argument("--mbu", type=float, default=1.0, help="achieved fraction of peak bandwidth")
+    est.add_argument("--reserved-gb", type=float, default=0.0, help="memory kept free (activations, slack)")
+    est.add_argument("--usd-per-gpu-hour", type=float, default=0.0)
+    est.set_defaults(func=_cmd_estimate)
+
+    for modname in SUBCOMMAND_MODULES:
+        try:
+            module = importlib.import_module(modname)
+        except ModuleNotFoundError as err:
+            if err.name and modname.startswith(err.name):
+                continue
+            raise
+        module.register(sub)
+    return parser
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except ValueError as err:  # bad input: one clear line, no traceback
+        print(f"inferlab: error: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

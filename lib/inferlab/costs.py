@@ -1,0 +1,226 @@
+"""FLOPs and bytes moved by each operator of one forward pass (prefill, decode step or chunk).
+
+One general pass: each of `batch` sequences feeds `q_len` new tokens while `past_len` tokens of
+it already sit in the KV cache. Prefill is (q_len=S, past_len=0); a decode step is (q_len=1,
+past_len=context-1); a prefill chunk is (q_len=C, past_len=i*C). All arguments broadcast as numpy
+arrays, so one call evaluates a whole (B, S) sweep.
+
+Assumptions, stated once:
+- FLOPs are those of matrix products (2 per multiply-add), as torch's FlopCounterMode counts them;
+  norms, rotary, activation functions and residual adds are O(T*d) and left out.
+- Each operator reads its inputs from HBM and writes its outputs once (no cross-operator fusion);
+  attention is fused (FlashAttention style): the S x S score matrix never reaches HBM.
+- Bytes are split into weights, activations and KV cache, each in its own dtype (`Precision`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+
+import numpy as np
+
+from inferlab.specs import BF16, ModelConfig, Precision, get_model
+from inferlab.units import bytes_per_element
+from inferlab.validation import nonneg_int, positive_int
+
+ATTENTION_OPS = ("attn_scores", "attn_values")
+
+
+@dataclass(frozen=True)
+class Cost:
+    """FLOPs and HBM bytes of one operator (scalars or broadcast numpy arrays)."""
+
+    flops: object = 0.0
+    weight_bytes: object = 0.0
+    activation_bytes: object = 0.0
+    kv_bytes: object = 0.0
+
+    @property
+    def bytes(self):
+        """All bytes moved to or from HBM: weights + activations + KV cache."""
+        return self.weight_bytes + self.activation_bytes + self.kv_bytes
+
+    @property
+    def intensity(self):
+        """Arithmetic intensity, FLOPs per byte moved."""
+        return np.divide(self.flops, self.bytes)
+
+    def __add__(self, other: "Cost") -> "Cost":
+        return Cost(*(getattr(self, f.name) + getattr(other, f.name) for f in fields(self)))
+
+    def __mul__(self, k) -> "Cost":
+        return Cost(*(getattr(self, f.name) * k for f in fields(self)))
+
+    __rmul__ = __mul__
+
+
+def total_cost(costs) -> Cost:
+    """Sum of an iterable of Costs."""
+    out = Cost()
+    for c in costs:
+        out = out + c
+    return out
+
+
+@dataclass(frozen=True)
+class ForwardCosts:
+    """Per-operator costs of one forward pass: `per_layer` ops repeat n_layers times; `head` ops
+    (embedding lookup, LM head) run once."""
+
+    per_layer: dict = field(hash=False)
+    head: dict = field(hash=False)
+    n_layers: int
+
+    def operators(self) -> dict:
+        """Whole-model cost of each operator (per-layer ones multiplied by n_layers)."""
+        ops = {name: c * self.n_layers for name, c in self.per_layer.items()}
+        ops.update(self.head)
+        return ops
+
+    @property
+    def layer(self) -> Cost:
+        """One transformer layer."""
+        return total_cost(self.per_layer.values())
+
+    @property
+    def total(self) -> Cost:
+        return total_cost(self.operators().values())
+
+    @property
+    def attention(self) -> Cost:
+        """The two attention products (QK^T and PV) over all layers, without projections."""
+        return total_cost(self.per_layer[n] for n in ATTENTION_OPS) * self.n_layers
+
+    @property
+    def mlp(self) -> Cost:
+        return total_cost(c for n, c in self.per_layer.items() if n.startswith("mlp_")) * self.n_layers
+
+    def without(self, *names: str) -> "ForwardCosts":
+        """The same pass with some operators dropped (e.g. the quadratic attention terms)."""
+        return ForwardCosts({n: c for n, c in self.per_layer.items() if n not in names},
+                            {n: c for n, c in self.head.items() if n not in names}, self.n_layers)
+
+
+def linear_cost(tokens, d_in: int, d_out: int, precision: Precision = BF16) -> Cost:
+    """y = x W for x: tokens x d_in, W: d_in x d_out.
+    FLOPs 2*tokens*d_in*d_out; bytes: W once, x read and y written (activation dtype)."""
+    wb, ab = bytes_per_element(precision.weights), bytes_per_element(precision.activations)
+    tokens = np.asarray(tokens, dtype=float) if np.ndim(tokens) else float(tokens)
+    return Cost(flops=2.0 * tokens * d_in * d_out,
+                weight_bytes=float(d_in * d_out) * wb + 0.0 * tokens,
+                activation_bytes=tokens * (d_in + d_out) * ab)
+
+
+def attention_pairs(q_len, past_len, causal: bool = True):
+    """Query-key pairs scored per head per sequence when q_len new tokens follow past_len cached ones.
+    Dense: q_len*(past_len+q_len). Causal: query i of the block sees past_len+i+1 keys,
+    q_len*past_len + q_len*(q_len+1)/2 in total (what a causal FlashAttention kernel computes)."""
+    q = np.asarray(q_len, dtype=float)
+    p = np.asarray(past_len, dtype=float)
+    pairs = q * p + (q * (q + 1) / 2 if causal else q * q)
+    return pairs if pairs.ndim else float(pairs)
+
+
+def forward_costs(model: ModelConfig | str, batch=1, q_len=1, past_len=0,
+                  precision: Precision = BF16, *, causal: bool = True,
+                  all_logits: bool = False) -> ForwardCosts:
+    """Per-operator FLOPs and bytes for `batch` sequences each adding `q_len` tokens after
+    `past_len` cached ones. T = batch*q_len tokens flow through every projection.
+    all_logits: apply the LM head to every new token (training-style forward) instead of only
+    the last one per sequence (what a server needs to sample)."""
+    model = get_model(model)
+    positive_int("batch", batch)
+    positive_int("q_len", q_len)
+    nonneg_int("past_len", past_len)
+    b = np.asarray(batch, dtype=float)
+    q = np.asarray(q_len, dtype=float)
+    kv_len = q + np.asarray(past_len, dtype=float)
+    tokens = b * q
+    ab = bytes_per_element(precision.activations)
+    kvb = bytes_per_element(precision.kv)
+    wb = bytes_per_element(precision.weights)
+    d, f = model.d_model, model.d_ff
+
+    def kv_proj() -> Cost:
+        # The projection's output goes straight into the KV cache, in the KV dtype.
+        lin = linear_cost(tokens, d, model.kv_dim, precision)
+        return Cost(lin.flops, lin.weight_bytes, tokens * d * ab, tokens * model.kv_dim * kvb)
+
+    score_flops = 2.0 * b * model.n_heads * model.head_dim * attention_pairs(q, past_len, causal)
+    kv_read = b * kv_len * model.kv_dim * kvb  # K (or V) of every cached and new position
+    per_layer = {
+        "q_proj": linear_cost(tokens, d, model.q_dim, precision),
+        "k_proj": kv_proj(),
+        "v_proj": kv_proj(),
+        "attn_scores": Cost(score_flops, 0.0, tokens * model.q_dim * ab, kv_read),  # Q K^T
+        "attn_values": Cost(score_flops, 0.0, tokens * model.q_dim * ab, kv_read),  # P V -> O
+        "o_proj": linear_cost(tokens, model.q_dim, d, precision),
+    }
+    if model.gated_mlp:
+        per_layer["mlp_gate"] = linear_cost(tokens, d, f, precision)
+    per_layer["mlp_up"] = linear_cost(tokens, d, f, precision)
+    per_layer["mlp_down"] = linear_cost(tokens, f, d, precision)
+
+    logit_tokens = tokens if all_logits else b
+    head = {
+        # A lookup: one row of the table per token, no FLOPs.
+        "embedding": Cost(0.0 * tokens, np.minimum(tokens, model.vocab_size) * d * wb,
+                          tokens * d * ab, 0.0),
+        "lm_head": linear_cost(logit_tokens, d, model.vocab_size, precision),
+    }
+    return ForwardCosts(per_layer, head, model.n_layers)
+
+
+def prefill_costs(model, batch=1, prompt_len=1, precision: Precision = BF16, *,
+                  causal: bool = True, all_logits: bool = False) -> ForwardCosts:
+    """One prefill pass: `batch` prompts of `prompt_len` tokens, empty cache."""
+    positive_int("prompt_len", prompt_len)
+    return forward_costs(model, batch, prompt_len, 0, precision, causal=causal, all_logits=all_logits)
+
+
+def decode_costs(model, batch=1, context_len=1, precision: Precision = BF16) -> ForwardCosts:
+    """One decode step: each of `batch` sequences adds one token and attends over
+    `context_len` positions (the cached ones plus the new token)."""
+    positive_int("context_len", context_len)
+    past = np.asarray(context_len) - 1
+    return forward_costs(model, batch, 1, past if past.ndim else int(past), precision)
+
+
+@dataclass(frozen=True)
+class ChunkedPrefill:
+    """Prefill of one prompt in chunks of `chunk_len` tokens; `chunks` holds per-chunk arrays
+    (index i: q_len = chunk length, past_len = i*chunk_len)."""
+
+    chunk_len: int
+    q_len: np.ndarray
+    past_len: np.ndarray
+    chunks: ForwardCosts
+
+    @property
+    def n_chunks(self) -> int:
+        return len(self.q_len)
+
+    @property
+    def per_chunk(self) -> Cost:
+        return self.chunks.total
+
+    @property
+    def total(self) -> Cost:
+        c = self.per_chunk
+        return Cost(*(np.sum(getattr(c, f.name)) for f in fields(c)))
+
+
+def chunked_prefill_costs(model, prompt_len: int, chunk_len: int, batch=1,
+                          precision: Precision = BF16, *, causal: bool = True) -> ChunkedPrefill:
+    """Prefill of `prompt_len` tokens in ceil(S/C) chunks of C. Total FLOPs equal one-shot causal
+    prefill (each key-query pair is scored once, logits only for the last chunk); bytes grow: every chunk re-reads the weights
+    (S/C times) and the KV cache of all earlier chunks (O(S^2/C) bytes)."""
+    positive_int("prompt_len", prompt_len)
+    positive_int("chunk_len", chunk_len)
+    n = -(-int(prompt_len) // int(chunk_len))
+    past = np.arange(n) * int(chunk_len)
+    q = np.minimum(int(chunk_len), int(prompt_len) - past)
+    costs = forward_costs(model, batch, q, past, precision, causal=causal)
+    # Only the final chunk needs logits (to sample the first token).
+    last = (np.arange(n) == n - 1).astype(float)
+    head = dict(costs.head, lm_head=costs.head["lm_head"] * last)
+    return ChunkedPrefill(int(chunk_len), q, past, ForwardCosts(costs.per_layer, head, costs.n_layers))

@@ -1,0 +1,110 @@
+"""Serving-level predictions: TTFT, ITL, throughput, the KV-crossover batch and cost per token.
+
+All times come from the per-operator roofline (`roofline.pass_time_s`) applied to the exact
+operator costs (`costs`), on one of `tp` devices, plus the tensor-parallel all-reduces.
+The closed forms the chapter uses (2*P*S/peak, (M + B*C_kv)/BW) are here too, named `*_rule`,
+so a reader can set the book's shortcut beside the full count.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from inferlab.costs import ATTENTION_OPS, decode_costs, prefill_costs
+from inferlab.memory import kv_cache_bytes, weight_bytes
+from inferlab.parallel import tp_communication_time_s, tp_shard
+from inferlab.roofline import pass_time_s
+from inferlab.specs import BF16, Precision, get_accelerator, get_model
+from inferlab.validation import fraction, positive_float, positive_int
+
+
+def prefill_time_s(model, accelerator, prompt_len, batch=1, precision: Precision = BF16, *,
+                   mfu: float = 1.0, mbu: float = 1.0, include_attention: bool = True,
+                   causal: bool = True, tp: int = 1, allreduce: bool = True,
+                   allreduce_latency_s: float = 0.0, overlap: str = "per_operator"):
+    """Time of one prefill pass of `batch` prompts of `prompt_len` tokens (= TTFT with no queueing).
+    include_attention=False drops the quadratic QK^T and PV terms: the linear model TTFT ~ 2*P*S/peak."""
+    model = get_model(model)
+    shard = tp_shard(model, tp)
+    costs = prefill_costs(shard, batch, prompt_len, precision, causal=causal)
+    if not include_attention:
+        costs = costs.without(*ATTENTION_OPS)
+    t = pass_time_s(costs, accelerator, precision.compute_dtype, mfu, mbu, overlap)
+    if allreduce:
+        tokens = np.asarray(batch) * np.asarray(prompt_len)
+        t = t + tp_communication_time_s(model, tokens, tp, accelerator, precision, allreduce_latency_s)
+    return t if np.ndim(t) else float(t)
+
+
+ttft_s = prefill_time_s
+
+
+def decode_step_time_s(model, accelerator, context_len, batch=1, precision: Precision = BF16, *,
+                       mfu: float = 1.0, mbu: float = 1.0, tp: int = 1, allreduce: bool = True,
+                       allreduce_latency_s: float = 0.0, overlap: str = "per_operator"):
+    """Time of one decode step producing `batch` tokens, each attending over `context_len` positions.
+    At small batch this is ~ (weight bytes + batch * KV bytes) / bandwidth."""
+    model = get_model(model)
+    shard = tp_shard(model, tp)
+    costs = decode_costs(shard, batch, context_len, precision)
+    t = pass_time_s(costs, accelerator, precision.compute_dtype, mfu, mbu, overlap)
+    if allreduce:
+        t = t + tp_communication_time_s(model, batch, tp, accelerator, precision, allreduce_latency_s)
+    return t if np.ndim(t) else float(t)
+
+
+itl_s = decode_step_time_s
+
+
+def throughput_tokens_per_s(model, accelerator, context_len, batch=1, precision: Precision = BF16,
+                            **kwargs):
+    """Decode throughput of one model instance: batch / decode step time (tokens/s)."""
+    t = decode_step_time_s(model, accelerator, context_len, batch, precision, **kwargs)
+    out = np.asarray(batch, dtype=float) / t
+    return out if out.ndim else float(out)
+
+
+def kv_crossover_batch(model, context_len, precision: Precision = BF16, tp: int = 1):
+    """B* = weight bytes / KV bytes per sequence: the batch at which the KV cache read per step
+    equals the weight read. Below it throughput grows almost linearly with B; above, it saturates."""
+    out = weight_bytes(model, precision, tp) / np.asarray(kv_cache_bytes(model, context_len, 1, precision, tp))
+    return out if out.ndim else float(out)
+
+
+def cost_per_1k_tokens_usd(tokens_per_s, usd_per_gpu_hour: float, n_gpus: int = 1):
+    """Dollars per 1000 generated tokens: n_gpus * $/GPU-hour / 3600 / (tokens/s) * 1000."""
+    positive_float("tokens_per_s", tokens_per_s)
+    positive_float("usd_per_gpu_hour", usd_per_gpu_hour)
+    positive_int("n_gpus", n_gpus)
+    out = n_gpus * usd_per_gpu_hour / 3600.0 / np.asarray(tokens_per_s, dtype=float) * 1000.0
+    return out if out.ndim else float(out)
+
+
+# The chapter's closed forms -----------------------------------------------------------------------
+
+def prefill_flops_rule(n_params, tokens, flops_per_param_token: float = 2.0):
+    """FLOPs of a forward pass ~ 2 * P * tokens (one multiply-add per parameter per token).
+    6 * P * tokens is the training rule (forward + backward), not an inference one."""
+    positive_float("n_params", n_params)
+    positive_float("tokens", tokens)
+    return flops_per_param_token * np.asarray(n_params, dtype=float) * tokens
+
+
+def ttft_rule_s(n_params, prompt_len, accelerator, dtype: str = "bf16", batch=1, mfu: float = 1.0,
+                flops_per_param_token: float = 2.0):
+    """TTFT ~ 2 * P * B * S / (mfu * peak): compute-bound prefill, attention's S^2 term ignored."""
+    fraction("mfu", mfu)
+    acc = get_accelerator(accelerator)
+    flops = prefill_flops_rule(n_params, np.asarray(batch) * np.asarray(prompt_len), flops_per_param_token)
+    out = flops / (mfu * acc.peak(dtype))
+    return out if np.ndim(out) else float(out)
+
+
+def decode_step_rule_s(weight_bytes_total, kv_bytes_per_seq, batch, accelerator, mbu: float = 1.0):
+    """step time ~ (M_weights + B * C_kv) / BW: every weight and every cached K/V read once per step."""
+    fraction("mbu", mbu)
+    positive_float("weight_bytes_total", weight_bytes_total)
+    positive_float("kv_bytes_per_seq", kv_bytes_per_seq, allow_zero=True)
+    positive_float("batch", batch)
+    acc = get_accelerator(accelerator)
+    out = (weight_bytes_total + np.asarray(batch, dtype=float) * kv_bytes_per_seq) / (mbu * acc.hbm_bytes_per_s)
+    return out if np.ndim(out) else float(out)

@@ -1,0 +1,65 @@
+"""Tensor parallelism over K devices (Megatron-style): heads, MLP columns and vocabulary split.
+
+Each device holds n_heads/K query heads, max(n_kv_heads/K, 1) KV heads (KV heads are replicated
+when K exceeds them), d_ff/K MLP columns and ceil(V/K) vocabulary rows, so per-device weights and
+KV cache shrink about K-fold. Each layer then needs two all-reduces of the T x d activations
+(after the attention output projection and after the MLP down projection).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from inferlab.specs import ModelConfig, Precision, BF16, get_accelerator, get_model
+from inferlab.units import bytes_per_element
+from inferlab.validation import positive_float, positive_int
+
+ALLREDUCES_PER_LAYER = 2
+
+
+def check_tp(model: ModelConfig, tp: int) -> int:
+    positive_int("tp", tp)
+    tp = int(tp)
+    if model.n_heads % tp or model.d_ff % tp:
+        raise ValueError(
+            f"tp must divide n_heads={model.n_heads} and d_ff={model.d_ff} of {model.name}; got tp={tp}")
+    kv = model.n_kv_heads
+    if (kv >= tp and kv % tp) or (kv < tp and tp % kv):
+        raise ValueError(
+            f"tp={tp} and n_kv_heads={kv} of {model.name}: one must be a multiple of the other")
+    return tp
+
+
+def tp_shard(model: ModelConfig | str, tp: int) -> ModelConfig:
+    """The slice of `model` that one of `tp` devices holds and computes."""
+    model = get_model(model)
+    tp = check_tp(model, tp)
+    if tp == 1:
+        return model
+    return model.with_(
+        name=f"{model.name}/tp{tp}",
+        n_heads=model.n_heads // tp,
+        n_kv_heads=max(model.n_kv_heads // tp, 1),
+        d_ff=model.d_ff // tp,
+        vocab_size=-(-model.vocab_size // tp),
+    )
+
+
+def allreduce_time_s(message_bytes, tp: int, accelerator, latency_s: float = 0.0):
+    """Ring all-reduce: each device sends and receives 2(K-1)/K of the message over its link.
+    time = 2(K-1)/K * bytes / link bandwidth + latency_s (0 for K = 1)."""
+    positive_int("tp", tp)
+    positive_float("latency_s", latency_s, allow_zero=True)
+    acc = get_accelerator(accelerator)
+    if tp == 1:
+        return 0.0 * np.asarray(message_bytes, dtype=float)
+    if acc.interconnect_bytes_per_s <= 0:
+        raise ValueError(f"accelerator {acc.name!r} has no interconnect bandwidth for tp={tp}")
+    return 2 * (tp - 1) / tp * np.asarray(message_bytes, dtype=float) / acc.interconnect_bytes_per_s + latency_s
+
+
+def tp_communication_time_s(model, tokens, tp: int, accelerator, precision: Precision = BF16,
+                            latency_s: float = 0.0):
+    """All-reduce time of one forward pass over `tokens` tokens: 2 per layer of tokens*d activations."""
+    model = get_model(model)
+    message = np.asarray(tokens, dtype=float) * model.d_model * bytes_per_element(precision.activations)
+    return model.n_layers * ALLREDUCES_PER_LAYER * allreduce_time_s(message, tp, accelerator, latency_s)

@@ -1,0 +1,84 @@
+"""The roofline model (Williams, Waterman & Patterson 2009) and the time it predicts.
+
+attainable FLOP/s = min(peak, intensity * bandwidth); ridge point = peak / bandwidth.
+An efficiency below 1 (MFU for compute, MBU for memory) scales the ceiling it applies to.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from inferlab.costs import ForwardCosts
+from inferlab.specs import Accelerator, get_accelerator
+from inferlab.validation import choice, fraction, positive_float
+
+OVERLAP_MODES = ("per_operator", "whole_model", "none")
+
+
+def ridge_point(accelerator: Accelerator | str, dtype: str = "bf16") -> float:
+    """FLOPs per byte at which compute and memory time are equal: peak / bandwidth."""
+    acc = get_accelerator(accelerator)
+    return acc.peak(dtype) / acc.hbm_bytes_per_s
+
+
+def attainable_flops_per_s(intensity, accelerator, dtype: str = "bf16", mfu: float = 1.0,
+                           mbu: float = 1.0):
+    """min(mfu * peak, intensity * mbu * bandwidth), elementwise over `intensity`."""
+    acc = get_accelerator(accelerator)
+    positive_float("intensity", intensity, allow_zero=True)
+    fraction("mfu", mfu)
+    fraction("mbu", mbu)
+    return np.minimum(mfu * acc.peak(dtype), np.asarray(intensity, dtype=float) * mbu * acc.hbm_bytes_per_s)
+
+
+def bound(intensity, accelerator, dtype: str = "bf16"):
+    """'compute' where intensity >= ridge point, else 'memory' (a str, or an array of them)."""
+    positive_float("intensity", intensity, allow_zero=True)
+    out = np.where(np.asarray(intensity) >= ridge_point(accelerator, dtype), "compute", "memory")
+    return str(out) if out.ndim == 0 else out
+
+
+def roofline_time_s(flops, bytes_moved, accelerator, dtype: str = "bf16", mfu: float = 1.0,
+                    mbu: float = 1.0, overlap: bool = True):
+    """Time of a kernel: max(compute, memory) if compute and transfers overlap, else their sum
+    (an upper bound). compute = flops / (mfu * peak); memory = bytes / (mbu * bandwidth)."""
+    acc = get_accelerator(accelerator)
+    fraction("mfu", mfu)
+    fraction("mbu", mbu)
+    compute_s = np.asarray(flops, dtype=float) / (mfu * acc.peak(dtype))
+    memory_s = np.asarray(bytes_moved, dtype=float) / (mbu * acc.hbm_bytes_per_s)
+    out = np.maximum(compute_s, memory_s) if overlap else compute_s + memory_s
+    return out if out.ndim else float(out)
+
+
+def pass_time_s(costs: ForwardCosts, accelerator, dtype: str = "bf16", mfu: float = 1.0,
+                mbu: float = 1.0, overlap: str = "per_operator"):
+    """Time of a forward pass under the roofline.
+    per_operator: each kernel takes max(compute, memory), kernels run back to back (default);
+    whole_model: max(total compute, total memory), the optimistic bound of perfect overlap;
+    none: total compute + total memory, the pessimistic bound of no overlap at all."""
+    choice("overlap", overlap, OVERLAP_MODES)
+    if overlap == "per_operator":
+        times = [roofline_time_s(c.flops, c.bytes, accelerator, dtype, mfu, mbu)
+                 for c in costs.operators().values()]
+        return sum(times)
+    total = costs.total
+    return roofline_time_s(total.flops, total.bytes, accelerator, dtype, mfu, mbu,
+                           overlap=(overlap == "whole_model"))
+
+
+def operator_regimes(costs: ForwardCosts, accelerator, dtype: str = "bf16") -> dict:
+    """{operator: 'compute' | 'memory'} for every operator of a pass (FLOP-free ops: 'memory')."""
+    return {name: bound(c.intensity, accelerator, dtype) for name, c in costs.operators().items()}
+
+
+def time_weighted_regime(costs: ForwardCosts, accelerator, dtype: str = "bf16") -> str:
+    """The regime of the whole pass: 'compute' if compute-bound kernels take most of its roofline time."""
+    acc = get_accelerator(accelerator)
+    compute_s = memory_s = 0.0
+    for c in costs.operators().values():
+        t = roofline_time_s(c.flops, c.bytes, acc, dtype)
+        is_compute = np.asarray(c.flops / acc.peak(dtype)) >= np.asarray(c.bytes / acc.hbm_bytes_per_s)
+        compute_s = compute_s + np.where(is_compute, t, 0.0)
+        memory_s = memory_s + np.where(is_compute, 0.0, t)
+    out = np.where(compute_s >= memory_s, "compute", "memory")
+    return str(out) if out.ndim == 0 else out

@@ -1,0 +1,205 @@
+"""Model architectures, accelerators and precisions: frozen dataclasses loaded from `data/`.
+
+Every accelerator number is dense (no structured sparsity) and carries its source.
+"""
+from __future__ import annotations
+
+import functools
+import os
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from inferlab.units import DTYPES
+from inferlab.validation import choice, positive_float, positive_int
+
+
+def data_dir() -> Path:
+    """The repository's `data/` folder (override with the INFERLAB_DATA environment variable)."""
+    env = os.environ.get("INFERLAB_DATA")
+    path = Path(env) if env else Path(__file__).resolve().parents[2] / "data"
+    if not path.is_dir():
+        raise FileNotFoundError(
+            f"inferlab data folder not found at {path}; install with `pip install -e .` from the "
+            "repository root, or set INFERLAB_DATA to the repository's data/ folder")
+    return path
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """A decoder-only transformer (Llama family): RMSNorm, rotary positions, no biases."""
+
+    name: str
+    d_model: int
+    n_layers: int
+    n_heads: int
+    n_kv_heads: int
+    head_dim: int
+    d_ff: int
+    gated_mlp: bool
+    vocab_size: int
+    tied_embeddings: bool = False
+    description: str = ""
+    source: str = ""
+
+    def __post_init__(self):
+        for name in ("d_model", "n_layers", "n_heads", "n_kv_heads", "head_dim", "d_ff", "vocab_size"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise ValueError(f"{name} must be a positive integer; got {value!r}")
+            positive_int(name, value)
+        if self.n_heads % self.n_kv_heads:
+            raise ValueError(
+                f"n_kv_heads must divide n_heads; got n_heads={self.n_heads}, "
+                f"n_kv_heads={self.n_kv_heads} (allowed: a divisor of {self.n_heads})")
+
+    @property
+    def q_dim(self) -> int:
+        """Width of the concatenated query heads, n_heads * head_dim."""
+        return self.n_heads * self.head_dim
+
+    @property
+    def kv_dim(self) -> int:
+        """Width of the concatenated key (or value) heads, n_kv_heads * head_dim."""
+        return self.n_kv_heads * self.head_dim
+
+    @property
+    def group_size(self) -> int:
+        """Query heads per KV head: 1 for MHA, n_heads for MQA."""
+        return self.n_heads // self.n_kv_heads
+
+    @property
+    def attention_kind(self) -> str:
+        if self.n_kv_heads == self.n_heads:
+            return "MHA"
+        return "MQA" if self.n_kv_heads == 1 else "GQA"
+
+    @property
+    def n_mlp_matrices(self) -> int:
+        return 3 if self.gated_mlp else 2
+
+    # Parameter counts -------------------------------------------------------------------------
+    @property
+    def attention_params_per_layer(self) -> int:
+        """W_q, W_o: d x (n_heads*head_dim); W_k, W_v: d x (n_kv_heads*head_dim)."""
+        return 2 * self.d_model * self.q_dim + 2 * self.d_model * self.kv_dim
+
+    @property
+    def mlp_params_per_layer(self) -> int:
+        """(3 if gated else 2) matrices of d x d_ff."""
+        return self.n_mlp_matrices * self.d_model * self.d_ff
+
+    @property
+    def params_per_layer(self) -> int:
+        """Attention + MLP matrices + two RMSNorm weight vectors."""
+        return self.attention_params_per_layer + self.mlp_params_per_layer + 2 * self.d_model
+
+    @property
+    def embedding_params(self) -> int:
+        """Input embedding V x d, plus the LM head V x d unless tied."""
+        return self.vocab_size * self.d_model * (1 if self.tied_embeddings else 2)
+
+    @property
+    def n_params(self) -> int:
+        """Exact parameter count: L * per-layer + embeddings (+ head) + final norm."""
+        return self.n_layers * self.params_per_layer + self.embedding_params + self.d_model
+
+    @property
+    def n_matmul_params(self) -> int:
+        """Parameters that take part in a matrix product per token (everything but the
+        embedding lookup and the norms): the P of the 2*P FLOPs-per-token rule."""
+        head = self.vocab_size * self.d_model
+        return self.n_layers * (self.attention_params_per_layer + self.mlp_params_per_layer) + head
+
+    def with_(self, **changes) -> "ModelConfig":
+        """A copy with some fields changed, e.g. `cfg.with_(n_kv_heads=8)` for a GQA variant."""
+        from dataclasses import replace
+        if "name" not in changes:
+            changes["name"] = self.name + "(" + ",".join(f"{k}={v}" for k, v in changes.items()) + ")"
+        return replace(self, **changes)
+
+
+@dataclass(frozen=True)
+class Accelerator:
+    """One accelerator: dense peak per dtype, memory bandwidth and capacity, with the source."""
+
+    name: str
+    memory_bytes: float
+    hbm_bytes_per_s: float
+    peak_flops_per_s: dict = field(hash=False)
+    interconnect_bytes_per_s: float = 0.0
+    description: str = ""
+    source: str = ""
+
+    def __post_init__(self):
+        positive_float("memory_bytes", self.memory_bytes)
+        positive_float("hbm_bytes_per_s", self.hbm_bytes_per_s)
+        positive_float("interconnect_bytes_per_s", self.interconnect_bytes_per_s, allow_zero=True)
+        for dtype, peak in self.peak_flops_per_s.items():
+            choice("dtype", dtype, DTYPES)
+            positive_float(f"peak_flops_per_s[{dtype}]", peak)
+
+    def peak(self, dtype: str = "bf16") -> float:
+        """Dense peak FLOP/s of matrix products in `dtype`."""
+        if dtype not in self.peak_flops_per_s:
+            choice("dtype", dtype, DTYPES)
+            raise ValueError(
+                f"accelerator {self.name!r} has no {dtype} peak; dtypes with a peak: "
+                f"{', '.join(self.peak_flops_per_s)}")
+        return self.peak_flops_per_s[dtype]
+
+
+@dataclass(frozen=True)
+class Precision:
+    """Number formats per tensor class. `compute` is the format the matrix units run in
+    (defaults to the activations' format: weight-only int8/int4 is dequantised to it)."""
+
+    weights: str = "bf16"
+    activations: str = "bf16"
+    kv: str = "bf16"
+    compute: str | None = None
+
+    def __post_init__(self):
+        for name in ("weights", "activations", "kv"):
+            choice(f"{name} dtype", getattr(self, name), DTYPES)
+        if self.compute is not None:
+            choice("compute dtype", self.compute, DTYPES)
+
+    @property
+    def compute_dtype(self) -> str:
+        return self.compute or self.activations
+
+
+BF16 = Precision()
+
+
+@functools.cache
+def _load(kind: str) -> dict:
+    with open(data_dir() / f"{kind}.toml", "rb") as fh:
+        return tomllib.load(fh)
+
+
+def list_models() -> list[str]:
+    return list(_load("models"))
+
+
+def list_accelerators() -> list[str]:
+    return list(_load("accelerators"))
+
+
+def get_model(name: str | ModelConfig) -> ModelConfig:
+    """The named architecture from data/models.toml (a ModelConfig is passed through)."""
+    if isinstance(name, ModelConfig):
+        return name
+    table = _load("models")
+    choice("model", name, table)
+    return ModelConfig(name=name, **table[name])
+
+
+def get_accelerator(name: str | Accelerator) -> Accelerator:
+    """The named accelerator from data/accelerators.toml (an Accelerator is passed through)."""
+    if isinstance(name, Accelerator):
+        return name
+    table = _load("accelerators")
+    choice("accelerator", name, table)
+    return Accelerator(name=name, **table[name])
