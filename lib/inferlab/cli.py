@@ -13,9 +13,10 @@ import numpy as np
 
 from inferlab.specs import Precision, get_accelerator, get_model, list_accelerators, list_models
 from inferlab.units import DTYPES, GB, MS
+from inferlab.validation import fraction, nonneg_int, positive_float, positive_int
 
 # Modules that add subcommands (each has register(subparsers)); missing ones are skipped.
-SUBCOMMAND_MODULES = ("inferlab.claims.cli", "inferlab.measure.cli")
+SUBCOMMAND_MODULES = ("inferlab.claims.cli", "inferlab.measure.cli", "inferlab.figures")
 
 
 def _cmd_list(args) -> int:
@@ -42,6 +43,14 @@ def _cmd_estimate(args) -> int:
     from inferlab.parallel import tp_shard
     from inferlab.roofline import ridge_point, time_weighted_regime
 
+    # Check the options under the names the user typed, before any library call renames them.
+    for name in ("batch", "prompt", "tp"):
+        positive_int(f"--{name}", getattr(args, name))
+    nonneg_int("--output", args.output)
+    fraction("--mfu", args.mfu)
+    fraction("--mbu", args.mbu)
+    positive_float("--reserved-gb", args.reserved_gb, allow_zero=True)
+    positive_float("--usd-per-gpu-hour", args.usd_per_gpu_hour, allow_zero=True)
     model, acc = get_model(args.model), get_accelerator(args.gpu)
     prec = Precision(weights=args.weights_dtype, activations=args.activations_dtype, kv=args.kv_dtype)
     context = args.prompt + args.output
@@ -71,6 +80,9 @@ def _cmd_estimate(args) -> int:
     print(f"  free     {budget.free_bytes / GB:8.2f} GB of {acc.memory_bytes / GB:.0f} GB  -> "
           f"{'fits' if budget.fits else 'DOES NOT FIT'}; max batch at this context: {bmax_text}")
     print(f"prefill / TTFT   {ttft / MS:9.2f} ms   ({pre_regime}-bound)")
+    if args.batch > 1:
+        alone = prefill_time_s(model, acc, args.prompt, 1, prec, mfu=args.mfu, mbu=args.mbu, **kw)
+        print(f"  ({args.batch} prompts in one pass; one prompt alone: {alone / MS:.2f} ms)")
     print(f"decode step/ITL  {itl / MS:9.2f} ms   ({dec_regime}-bound, at context {context})")
     thr = args.batch / itl
     print(f"decode throughput {thr:9.0f} tokens/s  ({thr / args.batch:.0f} per sequence)")

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, fields
 
 import numpy as np
 
-from inferlab.specs import BF16, ModelConfig, Precision, get_model
+from inferlab.specs import BF16, ModelConfig, Precision, as_precision, get_model
 from inferlab.units import bytes_per_element
 from inferlab.validation import nonneg_int, positive_int
 
@@ -103,6 +103,10 @@ class ForwardCosts:
 def linear_cost(tokens, d_in: int, d_out: int, precision: Precision = BF16) -> Cost:
     """y = x W for x: tokens x d_in, W: d_in x d_out.
     FLOPs 2*tokens*d_in*d_out; bytes: W once, x read and y written (activation dtype)."""
+    positive_int("tokens", tokens)
+    positive_int("d_in", d_in)
+    positive_int("d_out", d_out)
+    as_precision(precision)
     wb, ab = bytes_per_element(precision.weights), bytes_per_element(precision.activations)
     tokens = np.asarray(tokens, dtype=float) if np.ndim(tokens) else float(tokens)
     return Cost(flops=2.0 * tokens * d_in * d_out,
@@ -114,6 +118,8 @@ def attention_pairs(q_len, past_len, causal: bool = True):
     """Query-key pairs scored per head per sequence when q_len new tokens follow past_len cached ones.
     Dense: q_len*(past_len+q_len). Causal: query i of the block sees past_len+i+1 keys,
     q_len*past_len + q_len*(q_len+1)/2 in total (what a causal FlashAttention kernel computes)."""
+    positive_int("q_len", q_len)
+    nonneg_int("past_len", past_len)
     q = np.asarray(q_len, dtype=float)
     p = np.asarray(past_len, dtype=float)
     pairs = q * p + (q * (q + 1) / 2 if causal else q * q)
@@ -131,6 +137,7 @@ def forward_costs(model: ModelConfig | str, batch=1, q_len=1, past_len=0,
     positive_int("batch", batch)
     positive_int("q_len", q_len)
     nonneg_int("past_len", past_len)
+    as_precision(precision)
     b = np.asarray(batch, dtype=float)
     q = np.asarray(q_len, dtype=float)
     kv_len = q + np.asarray(past_len, dtype=float)

@@ -24,6 +24,7 @@ def prefill_time_s(model, accelerator, prompt_len, batch=1, precision: Precision
     """Time of one prefill pass of `batch` prompts of `prompt_len` tokens (= TTFT with no queueing).
     include_attention=False drops the quadratic QK^T and PV terms: the linear model TTFT ~ 2*P*S/peak."""
     model = get_model(model)
+    positive_float("allreduce_latency_s", allreduce_latency_s, allow_zero=True)
     shard = tp_shard(model, tp)
     costs = prefill_costs(shard, batch, prompt_len, precision, causal=causal)
     if not include_attention:
@@ -44,6 +45,7 @@ def decode_step_time_s(model, accelerator, context_len, batch=1, precision: Prec
     """Time of one decode step producing `batch` tokens, each attending over `context_len` positions.
     At small batch this is ~ (weight bytes + batch * KV bytes) / bandwidth."""
     model = get_model(model)
+    positive_float("allreduce_latency_s", allreduce_latency_s, allow_zero=True)
     shard = tp_shard(model, tp)
     costs = decode_costs(shard, batch, context_len, precision)
     t = pass_time_s(costs, accelerator, precision.compute_dtype, mfu, mbu, overlap)
@@ -66,6 +68,7 @@ def throughput_tokens_per_s(model, accelerator, context_len, batch=1, precision:
 def kv_crossover_batch(model, context_len, precision: Precision = BF16, tp: int = 1):
     """B* = weight bytes / KV bytes per sequence: the batch at which the KV cache read per step
     equals the weight read. Below it throughput grows almost linearly with B; above, it saturates."""
+    positive_int("context_len", context_len)
     out = weight_bytes(model, precision, tp) / np.asarray(kv_cache_bytes(model, context_len, 1, precision, tp))
     return out if out.ndim else float(out)
 
@@ -85,7 +88,8 @@ def prefill_flops_rule(n_params, tokens, flops_per_param_token: float = 2.0):
     """FLOPs of a forward pass ~ 2 * P * tokens (one multiply-add per parameter per token).
     6 * P * tokens is the training rule (forward + backward), not an inference one."""
     positive_float("n_params", n_params)
-    positive_float("tokens", tokens)
+    positive_int("tokens", tokens)
+    positive_float("flops_per_param_token", flops_per_param_token)
     return flops_per_param_token * np.asarray(n_params, dtype=float) * tokens
 
 
@@ -93,6 +97,8 @@ def ttft_rule_s(n_params, prompt_len, accelerator, dtype: str = "bf16", batch=1,
                 flops_per_param_token: float = 2.0):
     """TTFT ~ 2 * P * B * S / (mfu * peak): compute-bound prefill, attention's S^2 term ignored."""
     fraction("mfu", mfu)
+    positive_int("prompt_len", prompt_len)
+    positive_int("batch", batch)
     acc = get_accelerator(accelerator)
     flops = prefill_flops_rule(n_params, np.asarray(batch) * np.asarray(prompt_len), flops_per_param_token)
     out = flops / (mfu * acc.peak(dtype))
@@ -104,7 +110,7 @@ def decode_step_rule_s(weight_bytes_total, kv_bytes_per_seq, batch, accelerator,
     fraction("mbu", mbu)
     positive_float("weight_bytes_total", weight_bytes_total)
     positive_float("kv_bytes_per_seq", kv_bytes_per_seq, allow_zero=True)
-    positive_float("batch", batch)
+    positive_int("batch", batch)
     acc = get_accelerator(accelerator)
     out = (weight_bytes_total + np.asarray(batch, dtype=float) * kv_bytes_per_seq) / (mbu * acc.hbm_bytes_per_s)
     return out if np.ndim(out) else float(out)

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from inferlab.parallel import tp_shard
-from inferlab.specs import BF16, Precision, get_accelerator, get_model
+from inferlab.specs import BF16, Precision, as_precision, get_accelerator, get_model
 from inferlab.units import GB, bytes_per_element
 from inferlab.validation import DoesNotFitError, positive_float, positive_int
 
@@ -17,13 +17,13 @@ from inferlab.validation import DoesNotFitError, positive_float, positive_int
 def weight_bytes(model, precision: Precision = BF16, tp: int = 1) -> float:
     """Bytes of all parameters (embeddings and norms included) on one of `tp` devices."""
     shard = tp_shard(get_model(model), tp)
-    return shard.n_params * bytes_per_element(precision.weights)
+    return shard.n_params * bytes_per_element(as_precision(precision).weights)
 
 
 def kv_cache_bytes_per_token(model, precision: Precision = BF16, tp: int = 1) -> float:
     """2 * L * n_kv_heads * head_dim * bytes per element (per device under tensor parallelism)."""
     shard = tp_shard(get_model(model), tp)
-    return 2.0 * shard.n_layers * shard.kv_dim * bytes_per_element(precision.kv)
+    return 2.0 * shard.n_layers * shard.kv_dim * bytes_per_element(as_precision(precision).kv)
 
 
 def kv_cache_bytes(model, seq_len, batch=1, precision: Precision = BF16, tp: int = 1):

@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from inferlab.specs import ModelConfig, Precision, BF16, get_accelerator, get_model
+from inferlab.specs import ModelConfig, Precision, BF16, as_precision, get_accelerator, get_model
 from inferlab.units import bytes_per_element
 from inferlab.validation import positive_float, positive_int
 
 ALLREDUCES_PER_LAYER = 2
 
 
-def check_tp(model: ModelConfig, tp: int) -> int:
+def check_tp(model: ModelConfig | str, tp: int) -> int:
+    """Check that `tp` devices can split `model` evenly; return tp as an int."""
+    model = get_model(model)
     positive_int("tp", tp)
     tp = int(tp)
     if model.n_heads % tp or model.d_ff % tp:
@@ -48,6 +50,7 @@ def allreduce_time_s(message_bytes, tp: int, accelerator, latency_s: float = 0.0
     """Ring all-reduce: each device sends and receives 2(K-1)/K of the message over its link.
     time = 2(K-1)/K * bytes / link bandwidth + latency_s (0 for K = 1)."""
     positive_int("tp", tp)
+    positive_float("message_bytes", message_bytes, allow_zero=True)
     positive_float("latency_s", latency_s, allow_zero=True)
     acc = get_accelerator(accelerator)
     if tp == 1:
@@ -61,5 +64,7 @@ def tp_communication_time_s(model, tokens, tp: int, accelerator, precision: Prec
                             latency_s: float = 0.0):
     """All-reduce time of one forward pass over `tokens` tokens: 2 per layer of tokens*d activations."""
     model = get_model(model)
+    positive_int("tokens", tokens)
+    as_precision(precision)
     message = np.asarray(tokens, dtype=float) * model.d_model * bytes_per_element(precision.activations)
     return model.n_layers * ALLREDUCES_PER_LAYER * allreduce_time_s(message, tp, accelerator, latency_s)

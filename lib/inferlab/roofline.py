@@ -42,6 +42,8 @@ def roofline_time_s(flops, bytes_moved, accelerator, dtype: str = "bf16", mfu: f
     """Time of a kernel: max(compute, memory) if compute and transfers overlap, else their sum
     (an upper bound). compute = flops / (mfu * peak); memory = bytes / (mbu * bandwidth)."""
     acc = get_accelerator(accelerator)
+    positive_float("flops", flops, allow_zero=True)
+    positive_float("bytes_moved", bytes_moved, allow_zero=True)
     fraction("mfu", mfu)
     fraction("mbu", mbu)
     compute_s = np.asarray(flops, dtype=float) / (mfu * acc.peak(dtype))
@@ -50,13 +52,22 @@ def roofline_time_s(flops, bytes_moved, accelerator, dtype: str = "bf16", mfu: f
     return out if out.ndim else float(out)
 
 
+def _check_costs(costs) -> ForwardCosts:
+    if not isinstance(costs, ForwardCosts):
+        raise ValueError(f"costs must be a ForwardCosts (from forward_costs, prefill_costs or "
+                         f"decode_costs); got {costs!r}")
+    return costs
+
+
 def pass_time_s(costs: ForwardCosts, accelerator, dtype: str = "bf16", mfu: float = 1.0,
                 mbu: float = 1.0, overlap: str = "per_operator"):
     """Time of a forward pass under the roofline.
     per_operator: each kernel takes max(compute, memory), kernels run back to back (default);
     whole_model: max(total compute, total memory), the optimistic bound of perfect overlap;
     none: total compute + total memory, the pessimistic bound of no overlap at all."""
+    _check_costs(costs)
     choice("overlap", overlap, OVERLAP_MODES)
+    accelerator = get_accelerator(accelerator)  # once, not once per operator
     if overlap == "per_operator":
         times = [roofline_time_s(c.flops, c.bytes, accelerator, dtype, mfu, mbu)
                  for c in costs.operators().values()]
@@ -68,11 +79,14 @@ def pass_time_s(costs: ForwardCosts, accelerator, dtype: str = "bf16", mfu: floa
 
 def operator_regimes(costs: ForwardCosts, accelerator, dtype: str = "bf16") -> dict:
     """{operator: 'compute' | 'memory'} for every operator of a pass (FLOP-free ops: 'memory')."""
+    _check_costs(costs)
+    accelerator = get_accelerator(accelerator)
     return {name: bound(c.intensity, accelerator, dtype) for name, c in costs.operators().items()}
 
 
 def time_weighted_regime(costs: ForwardCosts, accelerator, dtype: str = "bf16") -> str:
     """The regime of the whole pass: 'compute' if compute-bound kernels take most of its roofline time."""
+    _check_costs(costs)
     acc = get_accelerator(accelerator)
     compute_s = memory_s = 0.0
     for c in costs.operators().values():

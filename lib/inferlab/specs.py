@@ -144,7 +144,7 @@ class Accelerator:
         if dtype not in self.peak_flops_per_s:
             choice("dtype", dtype, DTYPES)
             raise ValueError(
-                f"accelerator {self.name!r} has no {dtype} peak; dtypes with a peak: "
+                f"dtype {dtype!r} has no peak on accelerator {self.name!r}; allowed: "
                 f"{', '.join(self.peak_flops_per_s)}")
         return self.peak_flops_per_s[dtype]
 
@@ -171,6 +171,16 @@ class Precision:
 
 
 BF16 = Precision()
+
+
+def as_precision(precision) -> Precision:
+    """Check that `precision` is a Precision. A bare dtype string is refused: which tensors it
+    would apply to is ambiguous (Precision(...) itself rejects unknown dtypes with a suggestion)."""
+    if not isinstance(precision, Precision):
+        raise ValueError(
+            f"precision must be a Precision, e.g. Precision(weights='int8', kv='int8'); "
+            f"got {precision!r}")
+    return precision
 
 
 @functools.cache

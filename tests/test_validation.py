@@ -1,0 +1,246 @@
+"""Bad input: every public function rejects it with a ValueError naming the parameter, the value
+and what is allowed (unknown names come with the closest known ones)."""
+import inspect
+import math
+import re
+
+import numpy as np
+import pytest
+
+from inferlab import costs, latency, memory, parallel, roofline, specs, units, validation
+from inferlab.specs import BF16, Precision, get_model
+from inferlab.validation import DoesNotFitError
+
+BOOK = "llama-2-13b-book"
+FC = costs.decode_costs(BOOK, 2, 16)
+
+# One valid call per public function; each test below spoils one argument of it.
+GOOD = {
+    costs.linear_cost: dict(tokens=4, d_in=8, d_out=8, precision=BF16),
+    costs.attention_pairs: dict(q_len=4, past_len=2),
+    costs.forward_costs: dict(model=BOOK, batch=2, q_len=3, past_len=4, precision=BF16),
+    costs.prefill_costs: dict(model=BOOK, batch=2, prompt_len=8, precision=BF16),
+    costs.decode_costs: dict(model=BOOK, batch=2, context_len=8, precision=BF16),
+    costs.chunked_prefill_costs: dict(model=BOOK, prompt_len=100, chunk_len=32, batch=1, precision=BF16),
+    roofline.ridge_point: dict(accelerator="h100-sxm", dtype="bf16"),
+    roofline.attainable_flops_per_s: dict(intensity=10.0, accelerator="h100-sxm", dtype="bf16", mfu=1.0, mbu=1.0),
+    roofline.bound: dict(intensity=10.0, accelerator="h100-sxm", dtype="bf16"),
+    roofline.roofline_time_s: dict(flops=1e9, bytes_moved=1e9, accelerator="h100-sxm", dtype="bf16",
+                                   mfu=1.0, mbu=1.0),
+    roofline.pass_time_s: dict(costs=FC, accelerator="h100-sxm", dtype="bf16", mfu=1.0, mbu=1.0,
+                               overlap="per_operator"),
+    roofline.operator_regimes: dict(costs=FC, accelerator="h100-sxm", dtype="bf16"),
+    roofline.time_weighted_regime: dict(costs=FC, accelerator="h100-sxm", dtype="bf16"),
+    memory.weight_bytes: dict(model=BOOK, precision=BF16, tp=1),
+    memory.kv_cache_bytes_per_token: dict(model=BOOK, precision=BF16, tp=1),
+    memory.kv_cache_bytes: dict(model=BOOK, seq_len=10, batch=2, precision=BF16, tp=1),
+    memory.memory_budget: dict(model=BOOK, accelerator="h100-sxm", batch=2, seq_len=10, precision=BF16,
+                               tp=1, reserved_bytes=0.0),
+    memory.max_batch: dict(model=BOOK, accelerator="h100-sxm", seq_len=10, precision=BF16, tp=1,
+                           reserved_bytes=0.0),
+    parallel.check_tp: dict(model=BOOK, tp=2),
+    parallel.tp_shard: dict(model=BOOK, tp=2),
+    parallel.allreduce_time_s: dict(message_bytes=1e6, tp=2, accelerator="h100-sxm", latency_s=0.0),
+    parallel.tp_communication_time_s: dict(model=BOOK, tokens=4, tp=2, accelerator="h100-sxm",
+                                           precision=BF16, latency_s=0.0),
+    latency.prefill_time_s: dict(model=BOOK, accelerator="h100-sxm", prompt_len=16, batch=1, precision=BF16,
+                                 mfu=1.0, mbu=1.0, tp=2, allreduce_latency_s=0.0, overlap="per_operator"),
+    latency.decode_step_time_s: dict(model=BOOK, accelerator="h100-sxm", context_len=16, batch=1,
+                                     precision=BF16, mfu=1.0, mbu=1.0, tp=2, allreduce_latency_s=0.0,
+                                     overlap="per_operator"),
+    latency.throughput_tokens_per_s: dict(model=BOOK, accelerator="h100-sxm", context_len=16, batch=1,
+                                          precision=BF16),
+    latency.kv_crossover_batch: dict(model=BOOK, context_len=16, precision=BF16, tp=1),
+    latency.cost_per_1k_tokens_usd: dict(tokens_per_s=100.0, usd_per_gpu_hour=4.0, n_gpus=1),
+    latency.prefill_flops_rule: dict(n_params=1e9, tokens=100, flops_per_param_token=2.0),
+    latency.ttft_rule_s: dict(n_params=1e9, prompt_len=100, accelerator="h100-sxm", dtype="bf16", batch=1,
+                              mfu=1.0, flops_per_param_token=2.0),
+    latency.decode_step_rule_s: dict(weight_bytes_total=1e9, kv_bytes_per_seq=1e6, batch=2,
+                                     accelerator="h100-sxm", mbu=1.0),
+    specs.get_model: dict(name=BOOK),
+    specs.get_accelerator: dict(name="h100-sxm"),
+    units.bytes_per_element: dict(dtype="bf16"),
+}
+
+COUNT = [0, -3, 2.5, "8", True, None, np.array([4, 0])]  # a batch, a length, a head count ...
+NONNEG_COUNT = [-1, 0.5, "0", None, np.array([3, -1])]
+AMOUNT = [-1.0, math.nan, math.inf, "1e9", None]  # FLOPs, bytes, seconds, dollars
+FRACTION = [0, -0.1, 1.5, math.nan, "0.5"]
+BAD = {
+    "batch": COUNT, "seq_len": COUNT, "context_len": COUNT, "prompt_len": COUNT, "q_len": COUNT,
+    "chunk_len": COUNT, "d_in": COUNT, "d_out": COUNT, "n_gpus": COUNT,
+    "tp": [0, -2, 1.5, "2", True],
+    "past_len": NONNEG_COUNT,
+    "tokens": [0, -1, 1.5, None],
+    "n_params": AMOUNT, "tokens_per_s": AMOUNT, "usd_per_gpu_hour": AMOUNT, "flops_per_param_token": AMOUNT,
+    "weight_bytes_total": AMOUNT, "kv_bytes_per_seq": [-1.0, math.nan, None],
+    "intensity": [-1.0, math.nan, None], "flops": [-1.0, math.inf, None], "bytes_moved": [-1.0, math.nan],
+    "message_bytes": [-1.0, math.nan], "latency_s": [-1e-6, math.inf],
+    "allreduce_latency_s": [-1e-6, math.nan], "reserved_bytes": [-1.0, math.nan],
+    "mfu": FRACTION, "mbu": FRACTION,
+    "model": ["llama-2-13", "lama-3-8b", "gpt-4", None],
+    "accelerator": ["h100", "h100-sxm5", "tpu-v5", None],
+    "dtype": ["bf17", "float16", None],
+    "precision": ["bf16", None, 2],
+    "costs": ["decode", None],
+    "overlap": ["per-operator", "max"],
+}
+# Flags that accept anything truthy; no bad value exists.
+FLAGS = {"causal", "all_logits", "include_attention", "allreduce", "allow_zero", "kwargs"}
+# Parameters whose message uses another word for the same thing.
+WORD = {("get_model", "name"): "model", ("get_accelerator", "name"): "accelerator"}
+BAD_NAME = {("get_model", "name"): BAD["model"], ("get_accelerator", "name"): BAD["accelerator"],
+            ("roofline_time_s", "overlap"): []}  # there a flag: overlap or add
+# Helpers outside the contract: display conversions, listings, aggregation and the checkers themselves.
+EXEMPT = {"data_dir", "list_models", "list_accelerators", "to_gb", "to_ms", "total_cost", "as_precision",
+          "positive_int", "nonneg_int", "positive_float", "fraction", "choice"}
+
+
+def public_functions():
+    for module in (costs, roofline, memory, parallel, latency, specs, units, validation):
+        for name, obj in vars(module).items():
+            if (inspect.isfunction(obj) and obj.__module__ == module.__name__
+                    and not name.startswith("_") and name not in EXEMPT):
+                yield obj
+
+
+def cases():
+    for func, good in GOOD.items():
+        for param in inspect.signature(func).parameters:
+            for value in BAD_NAME.get((func.__name__, param), BAD.get(param, [])):
+                ident = f"{func.__name__}-{param}={value!r}".replace(" ", "")
+                yield pytest.param(func, good, param, value, id=ident)
+
+
+def test_every_public_function_and_parameter_is_covered():
+    missing = [f.__name__ for f in public_functions() if f not in GOOD]
+    assert not missing, f"add a valid call to GOOD for {missing}"
+    for func in GOOD:
+        for param in inspect.signature(func).parameters:
+            assert param in FLAGS or param in BAD or (func.__name__, param) in BAD_NAME, (
+                f"{func.__name__}({param}=...) has no bad values to try")
+
+
+@pytest.mark.parametrize("func, good", [pytest.param(f, g, id=f.__name__) for f, g in GOOD.items()])
+def test_the_valid_calls_succeed(func, good):
+    func(**good)
+
+
+@pytest.mark.parametrize("func, good, param, value", list(cases()))
+def test_bad_argument_is_rejected_by_name(func, good, param, value):
+    with pytest.raises(ValueError) as info:
+        func(**{**good, param: value})
+    msg = str(info.value)
+    word = WORD.get((func.__name__, param), param)
+    assert word in msg, msg
+    if isinstance(value, np.ndarray):
+        assert f"array of shape {value.shape}" in msg and f"min {value.min()}" in msg, msg
+    else:
+        assert repr(value) in msg, msg
+    assert re.search(r"allowed|must|>=|> 0|<=", msg), msg
+    assert "\n" not in msg
+
+
+@pytest.mark.parametrize("func, param, value, suggestion", [
+    (specs.get_model, "name", "llama-2-13", "llama-2-13b"),
+    (specs.get_model, "name", "Llama-3-8B", "llama-3-8b"),
+    (specs.get_accelerator, "name", "h100", "h100-sxm"),
+    (specs.get_accelerator, "name", "mi300", "mi300x"),
+    (latency.decode_step_time_s, "model", "lama-3-8b", "llama-3-8b"),
+    (latency.decode_step_time_s, "accelerator", "h100-sxm5", "h100-sxm"),
+    (roofline.ridge_point, "dtype", "bf17", "bf16"),
+    (units.bytes_per_element, "dtype", "in8", "int8"),
+])
+def test_unknown_names_suggest_the_closest(func, param, value, suggestion):
+    good = GOOD[func]
+    with pytest.raises(ValueError, match=r"Did you mean .*" + re.escape(repr(suggestion))):
+        func(**{**good, param: value})
+
+
+def test_unknown_names_list_what_is_allowed():
+    with pytest.raises(ValueError) as info:
+        specs.get_model("gpt-4")
+    for name in specs.list_models():
+        assert name in str(info.value)
+
+
+@pytest.mark.parametrize("field, value, pattern", [
+    ("n_heads", 40.5, r"n_heads must be a positive integer; got 40\.5"),
+    ("n_kv_heads", 8.0, r"n_kv_heads must be a positive integer; got 8\.0"),
+    ("n_kv_heads", 0, r"n_kv_heads must be an integer >= 1; got 0"),
+    ("n_kv_heads", 7, r"n_kv_heads must divide n_heads; got n_heads=40, n_kv_heads=7 \(allowed: a divisor of 40\)"),
+    ("n_layers", -1, r"n_layers must be an integer >= 1; got -1"),
+    ("d_model", "5120", r"d_model must be a positive integer; got '5120'"),
+    ("head_dim", True, r"head_dim must be a positive integer; got True"),
+])
+def test_model_config_rejects_bad_shapes(field, value, pattern):
+    with pytest.raises(ValueError, match=pattern):
+        get_model(BOOK).with_(**{field: value})
+
+
+@pytest.mark.parametrize("field", ["weights", "activations", "kv", "compute"])
+def test_precision_rejects_unknown_dtypes(field):
+    with pytest.raises(ValueError, match=rf"unknown {field} dtype 'bf17'; allowed: .*Did you mean 'bf16'"):
+        Precision(**{field: "bf17"})
+
+
+def test_dtype_without_a_peak_on_that_accelerator():
+    with pytest.raises(ValueError, match=r"dtype 'fp8' has no peak on accelerator 'a100-80gb'; allowed: "):
+        roofline.ridge_point("a100-80gb", "fp8")
+    with pytest.raises(ValueError, match=r"dtype 'fp32' has no peak on accelerator 'b200'"):
+        latency.decode_step_time_s(BOOK, "b200", 16, precision=Precision(activations="fp32"))
+
+
+@pytest.mark.parametrize("func", [parallel.tp_shard, parallel.check_tp, memory.weight_bytes,
+                                  latency.decode_step_time_s, latency.kv_crossover_batch])
+def test_tp_that_does_not_divide_the_heads(func):
+    with pytest.raises(ValueError, match=r"tp must divide n_heads=40 and d_ff=20480 .*got tp=3"):
+        func(**{**GOOD[func], "tp": 3})
+
+
+def test_accelerator_without_a_link_cannot_run_tp():
+    l4 = specs.get_accelerator("l4")
+    island = specs.Accelerator("island", l4.memory_bytes, l4.hbm_bytes_per_s, dict(l4.peak_flops_per_s))
+    with pytest.raises(ValueError, match="'island' has no interconnect bandwidth for tp=2"):
+        parallel.allreduce_time_s(1e6, 2, island)
+    assert parallel.allreduce_time_s(1e6, 1, island) == 0
+
+
+@pytest.mark.parametrize("field, value", [("memory_bytes", 0), ("hbm_bytes_per_s", -1.0),
+                                          ("interconnect_bytes_per_s", -5.0)])
+def test_accelerator_rejects_bad_numbers(field, value):
+    kwargs = dict(name="x", memory_bytes=1e9, hbm_bytes_per_s=1e12, peak_flops_per_s={"bf16": 1e14})
+    with pytest.raises(ValueError, match=rf"{field} must be .*got {value!r}"):
+        specs.Accelerator(**{**kwargs, field: value})
+    with pytest.raises(ValueError, match=r"unknown dtype 'bf17'"):
+        specs.Accelerator(**{**kwargs, "peak_flops_per_s": {"bf17": 1e14}})
+
+
+def test_does_not_fit_is_a_value_error_with_a_way_out():
+    with pytest.raises(DoesNotFitError, match=r"use more devices \(tp\), a smaller weight dtype"):
+        memory.max_batch("llama-3-70b", "h100-sxm", 1000)
+    with pytest.raises(ValueError, match=r"shorten seq_len, quantise the KV cache or add devices"):
+        memory.max_batch(BOOK, "h100-sxm", 10**6)
+
+
+def test_validation_helpers():
+    assert validation.positive_int("n", 3) == 3
+    assert validation.positive_int("n", np.array([1.0, 2.0])) is not None
+    assert validation.nonneg_int("n", 0) == 0
+    assert validation.positive_float("x", 0.0, allow_zero=True) == 0.0
+    assert validation.fraction("mfu", 1.0) == 1.0
+    assert validation.choice("c", "a", ["a", "b"]) == "a"
+    with pytest.raises(ValueError, match=r"x must be a finite number > 0 and <= 2; got 3"):
+        validation.positive_float("x", 3, maximum=2)
+    with pytest.raises(ValueError, match=r"n must be an integer >= 1; got an empty array of shape \(0,\)"):
+        validation.positive_int("n", np.array([], dtype=int))
+    with pytest.raises(ValueError, match=r"unknown c 'zzz'; allowed: a, b\.$"):
+        validation.choice("c", "zzz", ["a", "b"])
+
+
+@pytest.mark.parametrize("typed, first", [("h100", "h100-sxm"), ("llama-2-13", "llama-2-13b"),
+                                          ("LLAMA-3-8B", "llama-3-8b"), ("mistral", "mistral-7b"),
+                                          ("h100-sxm5", "h100-sxm")])
+def test_first_suggestion_is_the_nearest_name(typed, first):
+    with pytest.raises(ValueError, match=rf"Did you mean {re.escape(repr(first))}[,?]"):
+        validation.choice("model", typed, specs.list_models() + specs.list_accelerators())
