@@ -1,0 +1,80 @@
+"""`inferlab verify` (the claims table) and `inferlab errata` (write or check ERRATA.md)."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from inferlab.claims.registry import SECTIONS, VERDICTS, RegistryError
+
+
+def _repo_root() -> Path:
+    from inferlab.specs import data_dir
+    return data_dir().parent
+
+
+def _evaluate(args):
+    from inferlab.claims.evaluate import evaluate_registry
+    from inferlab.claims.registry import load_registry
+    registry = load_registry(args.registry)
+    return registry, evaluate_registry(registry, getattr(args, "section", None),
+                                       getattr(args, "verdict", None))
+
+
+def _cmd_verify(args) -> int:
+    from inferlab.claims.render import as_json, explanations, table
+    try:
+        _, claims = _evaluate(args)
+    except RegistryError as err:
+        print(f"inferlab verify: error: {err}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(as_json(claims))
+        return 0
+    print(table(claims))
+    notes = explanations(claims)
+    if notes:
+        print("\nWhy (every claim that is not consistent):")
+        print(notes)
+    return 0
+
+
+def _cmd_errata(args) -> int:
+    from inferlab.claims.render import errata_markdown
+    try:
+        registry, claims = _evaluate(args)
+        text = errata_markdown(claims, registry.defaults)
+    except RegistryError as err:
+        print(f"inferlab errata: error: {err}", file=sys.stderr)
+        return 2
+    path = Path(args.output) if args.output else _repo_root() / "ERRATA.md"
+    if args.check:
+        current = path.read_text(encoding="utf-8") if path.exists() else None
+        if current != text:
+            print(f"inferlab errata: {path} is out of date with data/claims.toml; "
+                  "run `inferlab errata` and commit the result", file=sys.stderr)
+            return 1
+        print(f"{path} is up to date")
+        return 0
+    path.write_text(text, encoding="utf-8")
+    print(f"wrote {path}")
+    return 0
+
+
+def register(subparsers) -> None:
+    verify = subparsers.add_parser(
+        "verify", help="check every number of the chapter against the library",
+        description="Evaluate data/claims.toml: the book's value, ours, and a computed verdict "
+                    "(consistent, approximation, erratum, unchecked) per claim.")
+    verify.add_argument("--section", choices=SECTIONS, help="only this subsection")
+    verify.add_argument("--verdict", choices=VERDICTS, help="only claims with this verdict")
+    verify.add_argument("--json", action="store_true", help="machine-readable output")
+    verify.add_argument("--registry", default=None, help="a claims file other than data/claims.toml")
+    verify.set_defaults(func=_cmd_verify)
+
+    errata = subparsers.add_parser(
+        "errata", help="write ERRATA.md from the claims registry (--check: fail if stale)")
+    errata.add_argument("--check", action="store_true",
+                        help="exit 1 if the file differs from what the registry gives")
+    errata.add_argument("--output", default=None, help="path to write (default: ERRATA.md at the repository root)")
+    errata.add_argument("--registry", default=None, help="a claims file other than data/claims.toml")
+    errata.set_defaults(func=_cmd_errata)

@@ -1,0 +1,70 @@
+"""Every number printed in the chapter is accounted for by a registry entry (or a reviewed ignore rule)."""
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from inferlab.claims.chapter import numbers_in
+from inferlab.claims.coverage import CHAPTER_NAME, load_ignore, uncovered, unprinted
+from inferlab.claims.registry import load_registry
+
+# CI checks the clone out beside ../shared, which holds the book.
+CHAPTER = Path(__file__).resolve().parents[1].parent / "shared" / "book" / CHAPTER_NAME
+
+
+@pytest.fixture
+def chapter():
+    """The chapter's path; a missing book fails the test that needs it (it is never skipped)."""
+    return CHAPTER
+
+
+def _require(path: Path) -> Path:
+    if not path.exists():
+        pytest.fail(f"the chapter text is missing: expected {path} (the book lives in ../shared/book "
+                    "beside the repository); the coverage test cannot run without it")
+    return path
+
+
+def test_every_printed_number_is_accounted_for(chapter):
+    missing = uncovered(_require(chapter))
+    assert not missing, "numbers in the chapter that no claim accounts for:\n" + "\n".join(
+        f"  line {n.line} ({n.section} {n.part}): {n.text}" for n in missing)
+
+
+def test_every_printed_claim_is_where_it_says(chapter):
+    assert not unprinted(_require(chapter)), ("claims whose book value is not printed in their section and "
+                                    f"part: {unprinted(chapter)}")
+
+
+def test_coverage_notices_a_missing_claim(chapter):
+    _require(chapter)
+    registry = load_registry()
+    without = replace(registry, claims=tuple(c for c in registry.claims if c.id != "15.2.2-ag"))
+    # its book value and the inputs only it prints: 64 KV heads, head dim 128
+    assert [n.text for n in uncovered(chapter, without)] == ["64", "128", "68"]
+
+
+def test_a_missing_chapter_fails_with_a_clear_message(tmp_path):
+    with pytest.raises(pytest.fail.Exception, match="chapter text is missing"):
+        _require(tmp_path / CHAPTER_NAME)
+
+
+def test_every_ignore_rule_says_why():
+    rules = load_ignore()
+    assert rules and all(len(r.reason) > 20 for r in rules)
+
+
+@pytest.mark.parametrize("text, values", [
+    ("$S = 2 , 048$ tokens", [2048]),
+    ("$26$ GB $+ 0 . 82$ GB", [26, 0.82]),
+    ("roughly $\\sim 160$ ms", [160]),
+    ("The model has 13.0B parameters", [13.0e9]),
+    ("a 4$\\times$ longer prompt", [4]),
+    ("$6 \\times 13 \\times 10^{9} \\times 2048 \\approx 1 . 6 \\times 10^{14}$", [6, 13e9, 2048, 1.6e14]),
+    ("$2 \\times 13$B $\\times 1000 / 989$T", [2, 13e9, 1000, 989e12]),
+    ("At 100k-token prompts and $\\$ 0 . 0004$/1k tokens", [1e5, 0.0004, 1e3]),
+    ("an H100 in bf16 with INT8 and p99 ITL", []),
+    ("$B = 50$-$70$ for 3,200 tok/s", [50, 70, 3200]),
+])
+def test_numbers_are_read_through_the_extraction_quirks(text, values):
+    assert [n.value for n in numbers_in(text)] == pytest.approx(values)
