@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 TORCH_SPEC ?= torch==2.13.0
 TORCH_ARGS ?=
 
-.PHONY: setup lab test figures errata bench clean
+.PHONY: setup lab test figures notebooks errata bench clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -25,8 +25,34 @@ lab: setup
 test: setup
 	$(PY) -m pytest
 
+# Every figure of the chapter as SVG and PNG, named by section and figure: build/figures/15.1.1-fig1-roofline.svg
+figures: setup
+	$(PY) -m inferlab figures --out build/figures
+
+# After editing a chapters/*.py notebook: sync its .ipynb twin and store fresh outputs for nbval.
+notebooks: setup
+	$(VENV)/bin/jupytext --sync chapters/*.py
+	$(VENV)/bin/jupyter nbconvert --to notebook --execute --inplace chapters/*.ipynb
+
+# ERRATA.md is generated from data/claims.toml; tests/test_errata.py fails when it is stale.
+errata: setup
+	$(VENV)/bin/inferlab errata
+
 bench: setup
 	$(PY) benchmarks/sweep_vectorised.py
 
 clean:
 	rm -rf $(VENV) build
+
+# Classroom (see classroom/README.md): student versions of the chapter notebooks, and grading.
+#   make student                       -> build/student/*.ipynb (solution cells emptied, checks kept)
+#   make grade SUBMISSIONS=path/to/dir -> build/grades/grades.csv, details.csv, summary.md
+SUBMISSIONS ?= submissions
+GRADE_ARGS ?=
+.PHONY: student grade
+
+student: setup
+	$(PY) -m inferlab.exercises build-student $(wildcard chapters/*.ipynb) --out build/student
+
+grade: setup
+	$(PY) -m inferlab.exercises grade $(SUBMISSIONS) --out build/grades $(GRADE_ARGS)

@@ -16,7 +16,8 @@ from inferlab.units import DTYPES, GB, MS
 from inferlab.validation import fraction, nonneg_int, positive_float, positive_int
 
 # Modules that add subcommands (each has register(subparsers)); missing ones are skipped.
-SUBCOMMAND_MODULES = ("inferlab.claims.cli", "inferlab.measure.cli", "inferlab.figures")
+SUBCOMMAND_MODULES = ("inferlab.claims.cli", "inferlab.measure.cli", "inferlab.figures",
+                      "inferlab.exercises.cli")
 
 
 def _cmd_list(args) -> int:
@@ -136,6 +137,9 @@ def main(argv=None) -> int:
     except ValueError as err:  # bad input: one clear line, no traceback
         print(f"inferlab: error: {err}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # output piped into `head` and closed early: not an error
+        sys.stderr.close()
+        return 0
 
 
 if __name__ == "__main__":

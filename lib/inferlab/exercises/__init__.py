@@ -1,0 +1,16 @@
+"""Classroom exercises with machine-checked answers (one module per subsection).
+
+    from inferlab.exercises import check
+    check("15.1.2-ex1", ex1)   # prints PASS, or FAIL with a hint; never the expected value
+
+Instructors: `python -m inferlab.exercises build-student ...` and `... grade ...` (see classroom/README.md).
+"""
+from inferlab.exercises.core import (
+    LOG_ENV, SECTIONS, CheckResult, Exercise, Mistake, Part, check, exercises, get, summary,
+)
+# Importing the subsection modules registers their exercises.
+from inferlab.exercises import s15_1_1_prefill, s15_1_2_decode, s15_2_1_latency, s15_2_2_batching  # noqa: F401
+from inferlab.exercises.cells import exercise_cells, exercise_section, solution_source
+
+__all__ = ["check", "summary", "get", "exercises", "exercise_cells", "exercise_section", "solution_source",
+           "Exercise", "Part", "Mistake", "CheckResult", "SECTIONS", "LOG_ENV"]

@@ -1,0 +1,5 @@
+import sys
+
+from inferlab.exercises.cli import main
+
+sys.exit(main())

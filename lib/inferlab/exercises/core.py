@@ -1,0 +1,484 @@
+"""Exercises with machine-checked answers: the registry, answer checking and result recording.
+
+An exercise names its parameters; `solve(**params)` computes the expected answer through inferlab,
+and `mistakes(**params)` recomputes it with one classic slip each (6*P*S for a forward pass,
+n_heads for n_kv_heads, GiB for GB, ...), so a wrong answer that lands on a slip gets that slip's
+hint. Nothing here ever prints an expected value.
+
+Under the grader, `check` also appends the answer it was given (as JSON) to the file named by the
+INFERLAB_CHECK_LOG environment variable; the grader re-checks those answers in its own process,
+so a notebook that redefines `check` or prints "PASS" itself gains nothing.
+"""
+from __future__ import annotations
+
+import inspect
+import json
+import math
+import os
+import sys
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from inferlab.validation import choice as _choice
+
+LOG_ENV = "INFERLAB_CHECK_LOG"
+KINDS = ("recompute", "predict", "inconsistency", "design")
+SECTIONS = {
+    "15.1.1": "Compute-bound prefill",
+    "15.1.2": "Memory-bound generation and the KV cache",
+    "15.2.1": "Time-to-first-token and inter-token latency",
+    "15.2.2": "Throughput under batching",
+}
+GB_PER_GIB = 2.0**30 / 1e9  # 1.0737...
+
+
+# Answer parts ---------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Part:
+    """One checked value of an answer. kind: number (relative tolerance), integer (exact unless
+    abs_tol), choice (one of `options`), choices (a set of option letters)."""
+
+    name: str
+    description: str
+    kind: str = "number"
+    unit: str = ""
+    rel_tol: float = 0.0
+    abs_tol: float = 0.0
+    options: tuple = ()
+    hint: str = ""  # shown for a wrong value that matches no known slip
+
+    def spec(self, params: Mapping) -> str:
+        """What the student must give, with its unit and tolerance (for the statement)."""
+        what = self.description.format(**params)
+        if self.kind == "number":
+            unit = f" in {self.unit}" if self.unit else " (dimensionless)"
+            tol = f"±{self.rel_tol * 100:g} %" if self.rel_tol else f"±{self.abs_tol:g}"
+            return f"{what}{unit}, a number (tolerance {tol})"
+        if self.kind == "integer":
+            unit = f" ({self.unit})" if self.unit else ""
+            tol = "exact" if not self.abs_tol else f"tolerance ±{self.abs_tol:g}"
+            return f"{what}{unit}, an integer ({tol})"
+        opts = ", ".join(repr(o) for o in self.options)
+        if self.kind == "choice":
+            return f"{what}: one of {opts}"
+        return f"{what}: a set of letters among {opts}, e.g. {{'A', 'C'}}"
+
+
+def number(name, description, unit="", rel_tol=0.01, hint=""):
+    return Part(name, description, "number", unit, rel_tol=rel_tol, hint=hint)
+
+
+def integer(name, description, unit="", abs_tol=0, hint=""):
+    return Part(name, description, "integer", unit, abs_tol=abs_tol, hint=hint)
+
+
+def one_of(name, description, options, hint=""):
+    """One of `options` (compared case-insensitively)."""
+    return Part(name, description, "choice", options=tuple(str(o) for o in options), hint=hint)
+
+
+def letters(name, description, options, hint=""):
+    return Part(name, description, "choices", options=tuple(str(o).upper() for o in options), hint=hint)
+
+
+@dataclass(frozen=True)
+class Mistake:
+    """The value a classic slip produces, computed from the exercise's parameters, and its hint."""
+
+    value: object
+    hint: str
+    part: str = ""
+
+
+# Exercises ------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Exercise:
+    """One exercise: `solve(**params)` gives the expected answer (a value, or a dict by part name),
+    `mistakes(**params)` the classic slips; `statement` is a format string or a function of params."""
+
+    id: str
+    title: str
+    kind: str
+    points: int
+    params: Mapping = field(hash=False)
+    parts: tuple
+    statement: str | Callable = ""
+    solve: Callable = field(default=None, hash=False, repr=False)
+    mistakes: Callable | None = field(default=None, hash=False, repr=False)
+
+    def __post_init__(self):
+        _choice("exercise kind", self.kind, KINDS)
+        _choice("section", self.section, SECTIONS)
+        signature = list(inspect.signature(self.solve).parameters)
+        if signature != list(self.params):
+            raise ValueError(f"{self.id}: solve() takes {signature} but params are {list(self.params)}")
+        if len({p.name for p in self.parts}) != len(self.parts):
+            raise ValueError(f"{self.id}: duplicate part names")
+
+    @property
+    def section(self) -> str:
+        return self.id.split("-")[0]
+
+    @property
+    def answer_name(self) -> str:
+        """The notebook variable that holds the answer: 'ex3' for '15.1.2-ex3'."""
+        return "ex" + self.id.split("-ex")[1]
+
+    @property
+    def single(self) -> bool:
+        return len(self.parts) == 1
+
+    def heading(self) -> str:
+        return self.title.format(**self.params)
+
+    def text(self) -> str:
+        """The statement with the parameters filled in, followed by the answer's form."""
+        body = self.statement(**self.params) if callable(self.statement) else self.statement.format(**self.params)
+        if self.single:
+            form = f"**Answer** `{self.answer_name}`: {self.parts[0].spec(self.params)}."
+        else:
+            keys = "\n".join(f"- `{p.name!r}`: {p.spec(self.params)}" for p in self.parts)
+            form = f"**Answer** `{self.answer_name}`: a dict with the keys\n{keys}"
+        return body.strip() + "\n\n" + form
+
+    def template(self) -> str:
+        """The empty answer a student starts from (Python source)."""
+        if self.single:
+            return "None"
+        return "{" + ", ".join(f"{p.name!r}: None" for p in self.parts) + "}"
+
+    def expected(self) -> dict:
+        """{part name: expected value}, computed by `solve` (cached)."""
+        if self.id not in _EXPECTED:
+            raw = self.solve(**self.params)
+            raw = raw if not self.single else {self.parts[0].name: raw}
+            out = {}
+            for part in self.parts:
+                value, error = _normalise(part, _to_jsonable(raw[part.name]))
+                if error:
+                    raise ValueError(f"{self.id}: solve() gave an invalid {part.name!r}: {error}")
+                out[part.name] = value
+            _EXPECTED[self.id] = out
+        return dict(_EXPECTED[self.id])
+
+    def known_mistakes(self) -> list[Mistake]:
+        """The slips, their values normalised like answers (cached)."""
+        if self.id not in _MISTAKES:
+            out = []
+            for m in (self.mistakes(**self.params) if self.mistakes else []):
+                part = m.part or self.parts[0].name
+                value, error = _normalise(self._part(part), _to_jsonable(m.value))
+                if error:
+                    raise ValueError(f"{self.id}: mistake for {part!r} has an invalid value: {error}")
+                out.append(Mistake(value, m.hint, part))
+            _MISTAKES[self.id] = out
+        return list(_MISTAKES[self.id])
+
+    def _part(self, name: str) -> Part:
+        for p in self.parts:
+            if p.name == name:
+                return p
+        raise ValueError(f"{self.id} has no part {name!r}; parts: {', '.join(p.name for p in self.parts)}")
+
+    def evaluate(self, payload) -> "CheckResult":
+        """Score a JSON-able answer (what `check` records): per part pass/fail and a hint."""
+        values, notes = self._split(payload)
+        expected = self.expected()
+        mistakes = self.known_mistakes()
+        results = []
+        for part in self.parts:
+            raw = values.get(part.name)
+            if raw is None:
+                results.append(PartResult(part.name, "missing", "no answer yet"))
+                continue
+            value, error = _normalise(part, raw)
+            if error:
+                results.append(PartResult(part.name, "invalid", error))
+            elif _matches(part, value, expected[part.name]):
+                results.append(PartResult(part.name, "pass", ""))
+            else:
+                hint = self._hint(part, value, expected[part.name], mistakes)
+                results.append(PartResult(part.name, "fail", hint))
+        n_pass = sum(r.status == "pass" for r in results)
+        score = self.points * n_pass / len(self.parts)
+        return CheckResult(self.id, score, float(self.points), tuple(results), tuple(notes))
+
+    def _split(self, payload):
+        """Map an answer onto the parts: a bare value (single part), a dict, or a list in order."""
+        if self.single:
+            if isinstance(payload, dict) and set(payload) == {self.parts[0].name}:
+                payload = payload[self.parts[0].name]
+            return {self.parts[0].name: payload}, []
+        if payload is None:
+            return {}, []
+        if isinstance(payload, list) and len(payload) == len(self.parts):
+            return dict(zip((p.name for p in self.parts), payload)), []
+        if isinstance(payload, dict) and "__set__" not in payload:
+            names = [p.name for p in self.parts]
+            extra = [k for k in payload if k not in names]
+            notes = ([f"ignored key(s) {', '.join(map(repr, extra))}; expected {', '.join(map(repr, names))}"]
+                     if extra else [])
+            return {k: v for k, v in payload.items() if k in names}, notes
+        keys = ", ".join(repr(p.name) for p in self.parts)
+        return {p.name: {"__invalid__": f"expected a dict with the keys {keys}"} for p in self.parts}, []
+
+    def _hint(self, part: Part, value, expected, mistakes) -> str:
+        hints = [m.hint for m in mistakes
+                 if m.part == part.name and _matches(part, value, m.value)
+                 and not _matches(part, m.value, expected)]
+        if hints:
+            return " Or: ".join(dict.fromkeys(hints))
+        if part.kind in ("number", "integer") and expected != 0:
+            for factor, hint in _generic_slips(part):
+                slip = expected * factor
+                if _matches(part, value, slip) and not _matches(part, slip, expected):
+                    return hint
+            if part.kind == "number" and part.rel_tol and abs(value - expected) <= 3 * part.rel_tol * abs(expected):
+                return (f"close, but outside the ±{part.rel_tol * 100:g} % tolerance: check the exact "
+                        "inputs the statement names (parameter counts, dtypes, peak or bandwidth)")
+        if part.hint:
+            return part.hint.format(**self.params)
+        return "not the expected value; recheck the formula and the units"
+
+
+def _generic_slips(part: Part):
+    unit = f" (the answer is in {part.unit})" if part.unit else ""
+    slips = []
+    if part.unit and "GB" in part.unit:
+        gib = ("off by 7.4 %: GB (1e9 bytes) versus GiB (2**30 bytes)?" + unit)
+        slips += [(1 / GB_PER_GIB, gib), (GB_PER_GIB, gib)]
+    for k, what in ((1e3, "1000: ms versus s, or GB versus MB?"), (1e6, "a million: check the unit prefix."),
+                    (1e9, "1e9: bytes versus GB, or FLOP/s versus GFLOP/s?"),
+                    (1e12, "1e12: FLOP/s versus TFLOP/s, or bytes/s versus TB/s?")):
+        slips += [(k, f"off by a factor of {what}{unit}"), (1 / k, f"off by a factor of {what}{unit}")]
+    two = ("off by a factor of exactly 2: the factor 2 for K and V, 2 bytes per bf16 element, "
+           "or 2 FLOPs per multiply-add?")
+    return slips + [(2.0, two), (0.5, two)]
+
+
+_EXPECTED: dict = {}
+_MISTAKES: dict = {}
+_REGISTRY: dict[str, Exercise] = {}
+
+
+def register(exercise: Exercise) -> Exercise:
+    if exercise.id in _REGISTRY:
+        raise ValueError(f"exercise id {exercise.id!r} is registered twice")
+    _REGISTRY[exercise.id] = exercise
+    return exercise
+
+
+def get(exercise_id: str) -> Exercise:
+    """The exercise with this id, e.g. '15.1.2-ex3'."""
+    _choice("exercise id", exercise_id, _REGISTRY)
+    return _REGISTRY[exercise_id]
+
+
+def exercises(section: str | None = None) -> list[Exercise]:
+    """All exercises (of one section), in id order."""
+    if section is not None:
+        _choice("section", section, SECTIONS)
+    out = [e for e in _REGISTRY.values() if section is None or e.section == section]
+    return sorted(out, key=lambda e: (e.section, int(e.id.split("-ex")[1])))
+
+
+# Normalising answers ------------------------------------------------------------------------------
+
+def _to_jsonable(x, depth: int = 0):
+    """What `check` records: plain numbers, strings, lists, dicts; sets as {'__set__': [...]}."""
+    if x is None or x is Ellipsis:
+        return None
+    if depth > 4:
+        return {"__invalid__": "answer nested too deeply"}
+    if isinstance(x, (bool, str)):
+        return x
+    if isinstance(x, int):
+        return int(x)
+    if isinstance(x, float):
+        return x if math.isfinite(x) else {"__invalid__": f"not a finite number ({x!r})"}
+    if isinstance(x, np.generic):
+        return _to_jsonable(x.item(), depth + 1)
+    if isinstance(x, np.ndarray):
+        if x.size == 1:
+            return _to_jsonable(x.reshape(()).item(), depth + 1)
+        return {"__invalid__": f"expected one value, got an array of shape {x.shape}"}
+    if isinstance(x, Mapping):
+        return {str(k): _to_jsonable(v, depth + 1) for k, v in x.items()}
+    if isinstance(x, (set, frozenset)):
+        return {"__set__": sorted((_to_jsonable(v, depth + 1) for v in x), key=repr)}
+    if isinstance(x, (list, tuple)):
+        return [_to_jsonable(v, depth + 1) for v in x]
+    try:
+        return _to_jsonable(float(x), depth + 1)  # torch scalars, Fraction, Decimal
+    except (TypeError, ValueError):
+        return {"__invalid__": f"cannot check an answer of type {type(x).__name__}"}
+
+
+def _normalise(part: Part, raw):
+    """(value, None) or (None, error message)."""
+    if isinstance(raw, dict) and "__invalid__" in raw:
+        return None, str(raw["__invalid__"])
+    if part.kind in ("number", "integer"):
+        if isinstance(raw, bool) or not isinstance(raw, (int, float)):
+            return None, f"expected a number, got {_describe(raw)}"
+        if not math.isfinite(raw):
+            return None, "not a finite number"
+        return float(raw), None
+    if part.kind == "choice":
+        if not isinstance(raw, str):
+            return None, f"expected one of {', '.join(map(repr, part.options))}, got {_describe(raw)}"
+        canonical = {o.lower(): o for o in part.options}
+        value = canonical.get(raw.strip().lower())
+        if value is None:
+            return None, f"{raw!r} is not one of {', '.join(map(repr, part.options))}"
+        return value, None
+    # choices: a set of letters, also given as a list, a tuple or a string such as "A, C"
+    items = raw["__set__"] if isinstance(raw, dict) and "__set__" in raw else raw
+    if isinstance(items, str):
+        items = [c for c in items.upper() if c.isalpha()]
+    if not isinstance(items, list) or not all(isinstance(i, str) for i in items):
+        return None, f"expected a set of letters such as {{'A', 'C'}}, got {_describe(raw)}"
+    value = frozenset(i.strip().upper() for i in items)
+    bad = sorted(value - set(part.options))
+    if bad:
+        return None, f"{', '.join(map(repr, bad))} not among the options {', '.join(map(repr, part.options))}"
+    return value, None
+
+
+def _describe(raw) -> str:
+    if isinstance(raw, dict) and "__set__" in raw:
+        return "a set"
+    return {dict: "a dict", list: "a list", str: "a string", bool: "a bool"}.get(type(raw), type(raw).__name__)
+
+
+def _matches(part: Part, value, expected) -> bool:
+    if part.kind in ("number", "integer"):
+        return abs(value - expected) <= max(part.rel_tol * abs(expected), part.abs_tol) + 1e-12 * abs(expected)
+    return value == expected
+
+
+# Results and the student-facing check ------------------------------------------------------------
+
+@dataclass(frozen=True)
+class PartResult:
+    name: str
+    status: str  # pass | fail | invalid | missing
+    hint: str
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """The outcome of one check. It holds the score and hints, never the expected value."""
+
+    exercise_id: str
+    score: float
+    points: float
+    parts: tuple
+    notes: tuple = ()
+
+    @property
+    def passed(self) -> bool:
+        return all(p.status == "pass" for p in self.parts)
+
+    @property
+    def answered(self) -> bool:
+        return any(p.status != "missing" for p in self.parts)
+
+    @property
+    def status(self) -> str:
+        """pass | partial | fail | no answer."""
+        if self.passed:
+            return "pass"
+        if not self.answered:
+            return "no answer"
+        return "partial" if self.score > 0 else "fail"
+
+    @property
+    def message(self) -> str:
+        head = (f"{self.exercise_id} {'PASS' if self.passed else 'FAIL'}  "
+                f"{_fmt(self.score)}/{_fmt(self.points)} point{'s' if self.points != 1 else ''}")
+        if self.passed:
+            lines = [head]
+        elif len(self.parts) == 1:
+            lines = [f"{head}: {self.parts[0].hint}"]
+        else:
+            width = max(len(p.name) for p in self.parts)
+            lines = [head] + [f"  {p.name:<{width}}  {'ok' if p.status == 'pass' else p.hint}" for p in self.parts]
+        return "\n".join(lines + [f"  note: {n}" for n in self.notes])
+
+    def __str__(self) -> str:
+        return self.message
+
+    def __repr__(self) -> str:
+        return f"CheckResult({self.exercise_id!r}, {self.status}, score={_fmt(self.score)}/{_fmt(self.points)})"
+
+
+def _fmt(x: float) -> str:
+    return f"{round(x, 2):g}"
+
+
+def sci(x: float, digits: int = 2) -> str:
+    """x as text in scientific notation, e.g. 1.72 × 10¹⁵ (for the numbers a statement quotes)."""
+    mantissa, exponent = f"{x:.{digits}e}".split("e")
+    superscript = str(int(exponent)).translate(str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹"))
+    return f"{mantissa} × 10{superscript}"
+
+
+_SESSION: dict[str, CheckResult] = {}
+
+
+def check(exercise_id: str, answer) -> CheckResult:
+    """Check `answer` for exercise `exercise_id`: prints PASS, or FAIL with a hint per wrong part
+    (never the expected value), and returns the CheckResult. None or ... means 'no answer yet'."""
+    exercise = get(exercise_id)
+    payload = _to_jsonable(answer)
+    result = exercise.evaluate(payload)
+    _SESSION[exercise_id] = result
+    _record(exercise_id, payload)
+    print(result.message)
+    return result
+
+
+def summary() -> str:
+    """This session's results so far: one line per exercise checked, and the total."""
+    lines = [r.message.splitlines()[0] for r in _SESSION.values()]
+    got, out_of = sum(r.score for r in _SESSION.values()), sum(r.points for r in _SESSION.values())
+    lines.append(f"{sum(r.passed for r in _SESSION.values())} of {len(_SESSION)} checked exercises passed, "
+                 f"{_fmt(got)}/{_fmt(out_of)} points")
+    text = "\n".join(lines)
+    print(text)
+    return text
+
+
+def _record(exercise_id: str, payload) -> None:
+    path = os.environ.get(LOG_ENV)
+    if not path:
+        return
+    line = json.dumps({"id": exercise_id, "answer": payload, "time": time.time()})
+    try:
+        with open(path, "a", encoding="utf-8") as fh:
+            fh.write(line + "\n")
+    except OSError as exc:  # the grader would score this exercise 0: say so loudly
+        print(f"warning: could not record the answer for the grader ({exc})", file=sys.stderr)
+
+
+def read_log(path) -> dict:
+    """{exercise id: last recorded payload} from a check log; malformed lines are skipped."""
+    answers = {}
+    try:
+        text = open(path, encoding="utf-8", errors="replace").read()
+    except OSError:
+        return answers
+    for line in text.splitlines():
+        try:
+            entry = json.loads(line)
+            if isinstance(entry, dict) and isinstance(entry.get("id"), str) and entry["id"] in _REGISTRY:
+                answers[entry["id"]] = entry.get("answer")
+        except ValueError:
+            continue
+    return answers

@@ -1,0 +1,232 @@
+"""Exercises for 15.1.1, compute-bound prefill.
+
+Each `solve_*` body is, word for word, the instructor's solution cell (see `cells.solution_source`):
+keep its imports inside, and end it with one `return`.
+"""
+import math
+
+from inferlab.exercises.core import Exercise, Mistake, integer, letters, number, one_of, register, sci
+from inferlab.latency import prefill_time_s, ttft_rule_s
+from inferlab.roofline import ridge_point
+from inferlab.specs import get_accelerator, get_model
+
+
+# ex1: recompute -----------------------------------------------------------------------------------
+
+def solve_ttft_rule(model, accelerator, prompt_len):
+    from inferlab import get_model
+    from inferlab.latency import ttft_rule_s
+
+    # P of the 2*P*S rule: the parameters that take part in a matrix product (not the embedding lookup).
+    P = get_model(model).n_matmul_params
+    return ttft_rule_s(P, prompt_len, accelerator) * 1e3
+
+
+def mistakes_ttft_rule(model, accelerator, prompt_len):
+    m = get_model(model)
+
+    def ms(*args, **kwargs):
+        return ttft_rule_s(*args, **kwargs) * 1e3
+
+    return [
+        Mistake(ms(m.n_matmul_params, prompt_len, accelerator, flops_per_param_token=6),
+                "that is 6*P*S, the training rule (forward and backward); one forward pass is 2*P*S"),
+        Mistake(ms(m.n_params, prompt_len, accelerator),
+                "you counted every parameter; the embedding table is a lookup and does no FLOPs "
+                "(use n_matmul_params)"),
+        Mistake(ms(m.n_matmul_params, prompt_len, "h100-sxm"),
+                "that is the H100's bf16 peak; use the accelerator the statement names"),
+        Mistake(ms(m.n_matmul_params, prompt_len, accelerator, dtype="fp8"),
+                "that is twice the dense bf16 peak (the fp8 peak, or a sparse datasheet figure)"),
+    ]
+
+
+register(Exercise(
+    id="15.1.1-ex1", kind="recompute", points=1,
+    title="TTFT of {model} on an {accelerator}",
+    params=dict(model="llama-3-8b", accelerator="mi300x", prompt_len=4096),
+    parts=(number("ttft_ms", "TTFT", "ms", rel_tol=0.01),),
+    statement="""\
+Recompute the chapter's TTFT estimate for another model and accelerator: `{model}` on one `{accelerator}`,
+one prompt of S = {prompt_len} tokens, bf16, MFU = 1. Use the chapter's linear rule
+TTFT ≈ 2·P·S / peak, with P the parameters that take part in a matrix product
+(`ModelConfig.n_matmul_params`) and the accelerator's dense bf16 peak.""",
+    solve=solve_ttft_rule, mistakes=mistakes_ttft_rule))
+
+
+# ex2: predict a regime ---------------------------------------------------------------------------
+
+def solve_mlp_regime(model, accelerator, operator, prompt_len, max_len):
+    import numpy as np
+
+    from inferlab.costs import prefill_costs
+    from inferlab.roofline import bound
+
+    op = prefill_costs(model, batch=1, prompt_len=prompt_len).operators()[operator]
+    regime = bound(op.intensity, accelerator)
+    # Every prompt length at once: the costs broadcast over an array of S.
+    S = np.arange(1, max_len + 1)
+    sweep = prefill_costs(model, batch=1, prompt_len=S).operators()[operator]
+    s_min = int(S[bound(sweep.intensity, accelerator) == "compute"][0])
+    return {"regime": regime, "s_min": s_min}
+
+
+def mistakes_mlp_regime(model, accelerator, operator, prompt_len, max_len):
+    return [
+        Mistake(math.ceil(ridge_point(accelerator)),
+                "that is the ridge point itself; the intensity of S tokens through a weight matrix is "
+                "below S, because the activations read and written cost bytes too", "s_min"),
+        Mistake(math.ceil(ridge_point(accelerator, "fp8")),
+                "that is the fp8 ridge point; the model runs in bf16", "s_min"),
+        Mistake("compute",
+                "prefill is compute-bound only once enough tokens share each weight byte: compare the "
+                "kernel's FLOPs per byte at S = {prompt_len} with the ridge point peak / bandwidth"
+                .format(prompt_len=prompt_len), "regime"),
+    ]
+
+
+register(Exercise(
+    id="15.1.1-ex2", kind="predict", points=1,
+    title="When does prefill become compute-bound?",
+    params=dict(model="llama-2-13b-book", accelerator="h100-sxm", operator="mlp_up", prompt_len=256,
+                max_len=4096),
+    parts=(one_of("regime", "the regime at S = {prompt_len}", ("compute", "memory")),
+           integer("s_min", "the smallest S at which it is compute-bound", "tokens", abs_tol=2,
+                   hint="sweep S (the cost functions accept an array) and find the first S whose "
+                        "intensity reaches the ridge point")),
+    statement="""\
+The chapter says prefill is compute-bound "once S is even modestly long". Take the MLP up-projection
+(`{operator}`) of `{model}` on an `{accelerator}`, batch 1, bf16.
+
+1. **Predict before you compute:** for a prompt of S = {prompt_len} tokens, is this kernel compute- or memory-bound?
+2. Find the smallest prompt length S at which it becomes compute-bound, counting its weight bytes and the
+   activations it reads and writes (`inferlab.costs.prefill_costs(...).operators()['{operator}']`)
+   against the ridge point (`inferlab.roofline`).""",
+    solve=solve_mlp_regime, mistakes=mistakes_mlp_regime))
+
+
+# ex3: find the inconsistency ---------------------------------------------------------------------
+
+def _memo_prefill(model, accelerator, prompt_len, tp):
+    """The colleague's figures: 6*P*S with P rounded to the name's size, over tp sparse peaks."""
+    p_round = float(f"{get_model(model).n_params:.1g}")
+    sparse_peak = 2 * get_accelerator(accelerator).peak("bf16")
+    flops = 6 * p_round * prompt_len
+    return p_round, sparse_peak, flops, flops / (tp * sparse_peak)
+
+
+def solve_prefill_memo(model, accelerator, prompt_len, tp):
+    from inferlab import get_model
+    from inferlab.latency import ttft_rule_s
+
+    # One forward pass: 2 FLOPs (a multiply-add) per matmul parameter per token, at the DENSE bf16 peak,
+    # split over the tp GPUs (the linear rule: no attention term, no communication).
+    P = get_model(model).n_matmul_params
+    ttft_ms = ttft_rule_s(P, prompt_len, accelerator) / tp * 1e3
+    return {"ttft_ms": ttft_ms, "true": {"A", "B"}}
+
+
+def mistakes_prefill_memo(model, accelerator, prompt_len, tp):
+    P = get_model(model).n_matmul_params
+    _, _, _, memo_s = _memo_prefill(model, accelerator, prompt_len, tp)
+    dense = ttft_rule_s(P, prompt_len, accelerator)
+    return [
+        Mistake(memo_s * 1e3, "that is the memo's own figure", "ttft_ms"),
+        Mistake(dense / 2 / tp * 1e3, "you fixed the FLOP count but kept the sparse peak", "ttft_ms"),
+        Mistake(3 * dense / tp * 1e3, "you fixed the peak but kept 6*P*S, the training rule", "ttft_ms"),
+        Mistake(dense * 1e3, "the tp GPUs share the FLOPs: divide by tp", "ttft_ms"),
+        Mistake(frozenset("A"), "the memo has one more error", "true"),
+        Mistake(frozenset("B"), "the memo has one more error", "true"),
+    ]
+
+
+def statement_prefill_memo(model, accelerator, prompt_len, tp):
+    p_round, peak, flops, memo_s = _memo_prefill(model, accelerator, prompt_len, tp)
+    return f"""\
+A colleague's capacity memo for `{model}` on `{accelerator}` GPUs reads: *"Prefill of a
+{prompt_len:,}-token prompt costs 6 · P · S = 6 × {sci(p_round, 0)} × {prompt_len:,} ≈ {sci(flops)} FLOPs.
+Spread over {tp} GPUs (tensor parallelism) at {peak / 1e12:,.0f} TFLOP/s each, that is {memo_s * 1e3:.0f} ms."*
+
+1. Redo the estimate with the same linear rule, corrected: no attention term, no communication,
+   P = `ModelConfig.n_matmul_params`, MFU = 1.
+2. Which of these statements are true?
+   - **A** 6 · P · S prices a training step (forward and backward); one forward pass is 2 · P · S.
+   - **B** {peak / 1e12:,.0f} TFLOP/s is the datasheet's sparse figure; the dense bf16 peak is half of it.
+   - **C** Tensor parallelism does not split a prefill's FLOPs across the GPUs.
+   - **D** At {prompt_len:,} tokens prefill is memory-bound, so a FLOP count cannot give its time.
+   - **E** P should include the KV cache."""
+
+
+register(Exercise(
+    id="15.1.1-ex3", kind="inconsistency", points=2,
+    title="Check a colleague's prefill estimate",
+    params=dict(model="llama-3-70b", accelerator="h100-sxm", prompt_len=4096, tp=4),
+    parts=(number("ttft_ms", "the corrected estimate", "ms", rel_tol=0.02),
+           letters("true", "the letters of every true statement", "ABCDE",
+                   hint="test each statement against the chapter's FLOP count and the datasheet")),
+    statement=statement_prefill_memo,
+    solve=solve_prefill_memo, mistakes=mistakes_prefill_memo))
+
+
+# ex4: design ---------------------------------------------------------------------------------------
+
+def solve_prefill_pool(model, accelerator, prompt_len, mfu, arrival_rate, ttft_slo_ms, max_utilisation,
+                       tp_options):
+    import math
+
+    from inferlab.latency import prefill_time_s
+
+    ttft_s = {tp: prefill_time_s(model, accelerator, prompt_len, mfu=mfu, tp=tp) for tp in tp_options}
+    # A replica is busy one TTFT per prompt: enough replicas to keep each below the utilisation cap,
+    # for the TP degrees that meet the TTFT target.
+    n_gpus = {tp: tp * math.ceil(arrival_rate * t / max_utilisation)
+              for tp, t in ttft_s.items() if t * 1e3 <= ttft_slo_ms}
+    tp = min(n_gpus, key=n_gpus.get)  # the first of equals is the smaller tp
+    return {"tp": tp, "n_gpus": n_gpus[tp], "ttft_ms": ttft_s[tp] * 1e3}
+
+
+def mistakes_prefill_pool(model, accelerator, prompt_len, mfu, arrival_rate, ttft_slo_ms, max_utilisation,
+                          tp_options):
+    def t(tp, mfu=mfu):
+        return prefill_time_s(model, accelerator, prompt_len, mfu=mfu, tp=tp)
+
+    best = solve_prefill_pool(model, accelerator, prompt_len, mfu, arrival_rate, ttft_slo_ms, max_utilisation,
+                              tp_options)
+    tp = best["tp"]
+    out = [
+        Mistake(t(tp, 1.0) * 1e3, "that TTFT assumes MFU = 1; the statement gives the MFU to use", "ttft_ms"),
+        Mistake(math.ceil(arrival_rate * t(tp)) * tp,
+                "that runs the replicas flat out; keep each below the utilisation cap", "n_gpus"),
+        Mistake(math.floor(arrival_rate * t(tp) / max_utilisation) * tp,
+                "round the number of replicas up, not down", "n_gpus"),
+    ]
+    for other in tp_options:
+        if other == tp:
+            continue
+        if t(other) * 1e3 > ttft_slo_ms:
+            why = f"tp = {other} misses the TTFT target"
+        else:
+            why = f"tp = {other} meets the TTFT target but needs more GPUs"
+        out += [Mistake(other, why, "tp"), Mistake(t(other) * 1e3, f"that is the TTFT at tp = {other}", "ttft_ms"),
+                Mistake(math.ceil(arrival_rate * t(other) / max_utilisation) * other,
+                        f"that is the GPU count with tp = {other}; {why}", "n_gpus")]
+    return out
+
+
+register(Exercise(
+    id="15.1.1-ex4", kind="design", points=3,
+    title="Size a prefill pool",
+    params=dict(model="llama-3-8b", accelerator="h100-sxm", prompt_len=4096, mfu=0.5, arrival_rate=60,
+                ttft_slo_ms=100, max_utilisation=0.7, tp_options=(1, 2, 4, 8)),
+    parts=(integer("tp", "the tensor-parallel degree of a replica"),
+           integer("n_gpus", "the GPUs of the whole pool", "GPUs"),
+           number("ttft_ms", "the TTFT a prompt sees on an idle replica", "ms", rel_tol=0.02)),
+    statement="""\
+You run prefill on its own pool of `{accelerator}` GPUs (disaggregated serving). Prompts of S = {prompt_len}
+tokens for `{model}` (bf16) arrive at {arrival_rate} per second. The product needs TTFT ≤ {ttft_slo_ms} ms on an
+idle replica, and each replica must stay below {max_utilisation:.0%} busy, to leave headroom for queueing.
+A replica is a group of tp GPUs, tp ∈ {tp_options}. Take the time one replica spends on one prompt from
+`inferlab.latency.prefill_time_s(..., mfu={mfu}, tp=tp)` (it counts attention and the all-reduces).
+
+Choose tp and the number of replicas so that the pool needs the fewest GPUs (on a tie, the smaller tp).""",
+    solve=solve_prefill_pool, mistakes=mistakes_prefill_pool))

@@ -1,0 +1,263 @@
+"""Exercises for 15.1.2, memory-bound generation and the KV cache.
+
+Each `solve_*` body is, word for word, the instructor's solution cell: imports inside, one `return`.
+"""
+import dataclasses
+import math
+
+from inferlab.costs import decode_costs
+from inferlab.exercises.core import Exercise, Mistake, integer, letters, number, one_of, register
+from inferlab.latency import decode_step_rule_s, decode_step_time_s
+from inferlab.memory import kv_cache_bytes, max_batch, memory_budget, weight_bytes
+from inferlab.specs import Precision, get_accelerator, get_model
+from inferlab.units import GB, GiB
+
+
+def _mha(model):
+    """The same model with every query head cached: the n_heads-for-n_kv_heads slip."""
+    m = get_model(model)
+    return m.with_(n_kv_heads=m.n_heads)
+
+
+def _gib_card(accelerator):
+    """The accelerator read as if its 'GB' were GiB: the GB-versus-GiB slip on capacity."""
+    acc = get_accelerator(accelerator)
+    return dataclasses.replace(acc, memory_bytes=acc.memory_bytes / GB * GiB)
+
+
+# ex1: recompute -----------------------------------------------------------------------------------
+
+def solve_kv_per_sequence(model, seq_len, kv_dtype):
+    from inferlab import Precision
+    from inferlab.memory import kv_cache_bytes
+
+    # 2 (K and V) * L * n_kv_heads * head_dim * S * bytes per element
+    kv_bytes = kv_cache_bytes(model, seq_len, batch=1, precision=Precision(kv=kv_dtype))
+    return kv_bytes / 1e9
+
+
+def mistakes_kv_per_sequence(model, seq_len, kv_dtype):
+    p = Precision(kv=kv_dtype)
+    right = kv_cache_bytes(model, seq_len, 1, p) / GB
+    return [
+        Mistake(kv_cache_bytes(_mha(model), seq_len, 1, p) / GB,
+                "you cached every query head; with grouped-query attention only n_kv_heads K and V heads "
+                "are stored"),
+        Mistake(right / 2, "half: the factor 2 for K and V, or 2 bytes per bf16 element, is missing"),
+        Mistake(kv_cache_bytes(model, seq_len, 1, Precision(kv="fp32")) / GB,
+                "4 bytes per element is fp32; the cache is bf16 (2 bytes)"),
+    ]
+
+
+register(Exercise(
+    id="15.1.2-ex1", kind="recompute", points=1,
+    title="The KV cache of one {model} sequence",
+    params=dict(model="llama-3-70b", seq_len=8192, kv_dtype="bf16"),
+    parts=(number("kv_gb", "the KV cache of one sequence", "GB", rel_tol=0.01),),
+    statement="""\
+The chapter sizes the KV cache of Llama-2 13B, a multi-head-attention model. Recompute it for `{model}`,
+which uses grouped-query attention: one sequence of S = {seq_len} tokens, {kv_dtype} cache. GB = 10⁹ bytes.""",
+    solve=solve_kv_per_sequence, mistakes=mistakes_kv_per_sequence))
+
+
+# ex2: recompute (max batch with an int8 cache) ---------------------------------------------------
+
+def solve_int8_batch(model, accelerator, seq_len, kv_dtype):
+    from inferlab import Precision
+    from inferlab.memory import max_batch
+
+    # bf16 weights; only the cache is quantised. max_batch floors (weights + B * KV <= capacity).
+    return max_batch(model, accelerator, seq_len, Precision(kv=kv_dtype))
+
+
+def mistakes_int8_batch(model, accelerator, seq_len, kv_dtype):
+    p = Precision(kv=kv_dtype)
+    acc = get_accelerator(accelerator)
+    free = acc.memory_bytes - weight_bytes(model, p)
+    per_seq = kv_cache_bytes(model, seq_len, 1, p)
+    return [
+        Mistake(max_batch(model, accelerator, seq_len, allow_zero=True),
+                "that is the batch with a bf16 cache; the statement quantises the cache to int8"),
+        Mistake(max_batch(_mha(model), accelerator, seq_len, p, allow_zero=True),
+                "you cached every query head; only the n_kv_heads K and V heads are stored"),
+        Mistake(max_batch(model, _gib_card(accelerator), seq_len, p, allow_zero=True),
+                "the datasheet's GB are 1e9 bytes, not GiB"),
+        Mistake(math.floor(acc.memory_bytes / per_seq),
+                "the weights sit in the same memory: subtract them first"),
+        Mistake(max_batch(model, accelerator, seq_len, Precision(weights="int8", kv="int8"), allow_zero=True),
+                "only the KV cache is int8; the weights stay bf16"),
+        Mistake(round(free / per_seq), "a batch that fits is the floor of free / per-sequence, not the rounded value"),
+    ]
+
+
+register(Exercise(
+    id="15.1.2-ex2", kind="recompute", points=1,
+    title="Max batch with an int8 KV cache",
+    params=dict(model="mistral-7b", accelerator="l4", seq_len=8192, kv_dtype="int8"),
+    parts=(integer("max_batch", "the largest batch that fits", "sequences"),),
+    statement="""\
+The chapter says quantising the KV cache to int8 "doubles the effective maximum batch size". Take
+`{model}` on one `{accelerator}`: bf16 weights, {kv_dtype} KV cache, every sequence S = {seq_len} tokens long
+(prompt plus output), nothing else in memory. What is the largest batch that fits? GB = 10⁹ bytes, as on
+the datasheet.""",
+    solve=solve_int8_batch, mistakes=mistakes_int8_batch))
+
+
+# ex3: predict regimes --------------------------------------------------------------------------------
+
+def solve_decode_regimes(model, accelerator, batch, context_len):
+    from inferlab.costs import decode_costs
+    from inferlab.roofline import bound
+
+    costs = decode_costs(model, batch, context_len)
+    mlp_up = costs.operators()["mlp_up"]
+    attention = costs.attention  # QK^T and PV over all layers
+    return {
+        "mlp": bound(mlp_up.intensity, accelerator),
+        "attention": bound(attention.intensity, accelerator),
+        "attention_intensity": float(attention.intensity),
+    }
+
+
+def mistakes_decode_regimes(model, accelerator, batch, context_len):
+    return [
+        Mistake("memory", "at B = {b} every weight byte serves {b} tokens: compare the MLP's intensity (about B) "
+                          "with the ridge point".format(b=batch), "mlp"),
+        Mistake("compute", "batching shares the weights, not the KV cache: each sequence reads its own", "attention"),
+        Mistake(float(decode_costs(_mha(model), batch, context_len).attention.intensity),
+                "about 1 FLOP per byte is the multi-head value; with grouped-query attention each cached K/V head "
+                "serves n_heads / n_kv_heads query heads", "attention_intensity"),
+        Mistake(0.5, "0.5 is the book's figure for an MHA model, itself off by 2: per cached bf16 element, "
+                     "QK^T does 2 FLOPs on 2 bytes", "attention_intensity"),
+        Mistake(float(batch), "batching does not amortise the KV cache: the intensity does not grow with B",
+                "attention_intensity"),
+    ]
+
+
+register(Exercise(
+    id="15.1.2-ex3", kind="predict", points=2,
+    title="Does a big batch make decode compute-bound?",
+    params=dict(model="llama-3-8b", accelerator="h100-sxm", batch=512, context_len=4096),
+    parts=(one_of("mlp", "the regime of the MLP up-projection", ("compute", "memory")),
+           one_of("attention", "the regime of attention (QK^T and PV together)", ("compute", "memory")),
+           number("attention_intensity", "attention's arithmetic intensity", "FLOP/byte", rel_tol=0.02)),
+    statement="""\
+One decode step of `{model}` on an `{accelerator}`, B = {batch} sequences, each attending over {context_len}
+positions, bf16. **Predict first:** is the MLP up-projection compute- or memory-bound at this batch, and
+is attention? Then compute attention's arithmetic intensity (its FLOPs over its HBM bytes, all layers,
+`inferlab.costs.decode_costs(...).attention`). The chapter says it "stays pinned near 1" — does that hold
+for this model?""",
+    solve=solve_decode_regimes, mistakes=mistakes_decode_regimes))
+
+
+# ex4: find the inconsistency ---------------------------------------------------------------------
+
+def solve_batch_memo(model, accelerator, context_len, batch):
+    from inferlab.latency import decode_step_rule_s
+    from inferlab.memory import kv_cache_bytes, weight_bytes
+
+    # The chapter's rule: every weight byte once per step, and every sequence's own cache.
+    step_s = decode_step_rule_s(weight_bytes(model), kv_cache_bytes(model, context_len), batch, accelerator)
+    return {"step_ms": step_s * 1e3, "tokens_per_s": batch / step_s, "cause": "A"}
+
+
+def mistakes_batch_memo(model, accelerator, context_len, batch):
+    w, kv = weight_bytes(model), kv_cache_bytes(model, context_len)
+    one = decode_step_rule_s(w, kv, 1, accelerator)
+    weights_only = w / get_accelerator(accelerator).hbm_bytes_per_s
+    return [
+        Mistake(one * 1e3, "that is the memo's step, the one of B = 1", "step_ms"),
+        Mistake(weights_only * 1e3, "you left out the KV cache reads", "step_ms"),
+        Mistake(batch / one, "that is the memo's throughput; the step grows with B", "tokens_per_s"),
+        Mistake(batch / weights_only, "that throughput leaves out the KV cache reads", "tokens_per_s"),
+        Mistake("B", "compare B = {b} with the ridge point, and recall that attention never gets there".format(b=batch),
+                "cause"),
+        Mistake("C", "the weights are read once per step and shared by the whole batch", "cause"),
+        Mistake("D", "the memo's mistake is in the bytes it counts, not in the bandwidth", "cause"),
+    ]
+
+
+def statement_batch_memo(model, accelerator, context_len, batch):
+    w, kv = weight_bytes(model), kv_cache_bytes(model, context_len)
+    one = decode_step_rule_s(w, kv, 1, accelerator)
+    return f"""\
+A colleague's memo on `{model}` (bf16) on one `{accelerator}`, contexts of S = {context_len:,} tokens:
+*"At B = 1 a decode step reads the weights and one KV cache, {(w + kv) / GB:.1f} GB: {one * 1e3:.2f} ms.
+Batching shares the weight read, so at B = {batch} the step stays at {one * 1e3:.2f} ms and we get
+{batch / one:,.0f} tokens/s."*
+
+1. With the chapter's rule, step = (M_weights + B·C_kv) / BW (`inferlab.latency.decode_step_rule_s`, weights from
+   `memory.weight_bytes`, C_kv from `memory.kv_cache_bytes`), compute the step time and the throughput at B = {batch}.
+2. What is wrong with the memo?
+   - **A** Each sequence reads its own KV cache every step; the memo counts one cache instead of {batch}.
+   - **B** At B = {batch} decode becomes compute-bound, so the memory rule no longer applies.
+   - **C** The weights are read once per sequence, so the step takes {batch} times the B = 1 step.
+   - **D** The bandwidth is split between the sequences, each getting 1/{batch} of it."""
+
+
+register(Exercise(
+    id="15.1.2-ex4", kind="inconsistency", points=2,
+    title="Check a colleague's batching memo",
+    params=dict(model="llama-2-7b", accelerator="a100-80gb", context_len=2048, batch=48),
+    parts=(number("step_ms", "the decode step time at B = {batch}", "ms", rel_tol=0.02),
+           number("tokens_per_s", "the throughput at B = {batch}", "tokens/s", rel_tol=0.02),
+           one_of("cause", "the letter of what is wrong", "ABCD")),
+    statement=statement_batch_memo,
+    solve=solve_batch_memo, mistakes=mistakes_batch_memo))
+
+
+# ex5: design ---------------------------------------------------------------------------------------
+
+def solve_precision_choice(model, accelerator, batch, context_len, options):
+    from inferlab import Precision
+    from inferlab.latency import decode_step_time_s
+    from inferlab.memory import memory_budget
+
+    # Weight-only quantisation: the matrix units still compute in bf16.
+    plans = {letter: Precision(weights=w, kv=kv) for letter, (w, kv) in options.items()}
+    fits = [k for k, p in plans.items() if memory_budget(model, accelerator, batch, context_len, p).fits]
+    itl_ms = {k: decode_step_time_s(model, accelerator, context_len, batch, plans[k]) * 1e3 for k in fits}
+    best = min(itl_ms, key=itl_ms.get)
+    return {"fits": set(fits), "best": best, "itl_ms": itl_ms[best]}
+
+
+def mistakes_precision_choice(model, accelerator, batch, context_len, options):
+    best = solve_precision_choice(model, accelerator, batch, context_len, options)["best"]
+    out = []
+    for letter, (weights, kv) in options.items():
+        p = Precision(weights=weights, kv=kv)
+        if letter == best:
+            continue
+        if memory_budget(model, accelerator, batch, context_len, p).fits:
+            out.append(Mistake(decode_step_time_s(model, accelerator, context_len, batch, p) * 1e3,
+                               f"that is the ITL of option {letter}", "itl_ms"))
+        else:
+            out.append(Mistake(letter, f"option {letter} does not fit: add its weight bytes and {batch} caches",
+                               "best"))
+    return out
+
+
+def statement_precision_choice(model, accelerator, batch, context_len, options):
+    listing = "\n".join(f"   - **{k}** {w} weights, {kv} KV cache" for k, (w, kv) in options.items())
+    return f"""\
+You must serve `{model}` on one `{accelerator}` with B = {batch} concurrent sequences of up to
+S = {context_len} tokens. Four precision plans (weight-only quantisation: the matrix units still compute in bf16):
+{listing}
+
+1. Which plans fit in memory (weights plus the KV cache of the full batch, nothing reserved)?
+2. Of those, which gives the lowest inter-token latency (`inferlab.latency.decode_step_time_s` at S = {context_len},
+   B = {batch})?
+3. What is that ITL?"""
+
+
+register(Exercise(
+    id="15.1.2-ex5", kind="design", points=3,
+    title="Pick a precision plan",
+    params=dict(model="llama-2-13b", accelerator="h100-sxm", batch=24, context_len=4096,
+                options={"A": ("bf16", "bf16"), "B": ("bf16", "int8"), "C": ("int8", "bf16"), "D": ("int8", "int8")}),
+    parts=(letters("fits", "the plans that fit", "ABCD",
+                   hint="for each plan compare weights + B·KV (memory.memory_budget) with the capacity"),
+           one_of("best", "the plan with the lowest ITL among those that fit", "ABCD"),
+           number("itl_ms", "its ITL", "ms", rel_tol=0.02)),
+    statement=statement_precision_choice,
+    solve=solve_precision_choice, mistakes=mistakes_precision_choice))

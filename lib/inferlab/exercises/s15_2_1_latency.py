@@ -1,0 +1,189 @@
+"""Exercises for 15.2.1, time-to-first-token and inter-token latency.
+
+Each `solve_*` body is, word for word, the instructor's solution cell: imports inside, one `return`.
+"""
+import numpy as np
+
+from inferlab.costs import prefill_costs
+from inferlab.exercises.core import Exercise, Mistake, number, one_of, register
+from inferlab.latency import decode_step_rule_s, decode_step_time_s, prefill_time_s, ttft_rule_s
+from inferlab.memory import kv_cache_bytes, weight_bytes
+from inferlab.specs import Precision, get_model
+
+
+# ex1: recompute -----------------------------------------------------------------------------------
+
+def solve_itl_rule(model, accelerator, context_len, batch):
+    from inferlab.latency import decode_step_rule_s
+    from inferlab.memory import kv_cache_bytes, weight_bytes
+
+    # ITL ~ (M_weights + B * C_kv) / BW: every weight and every cached K/V byte is read once per token.
+    step_s = decode_step_rule_s(weight_bytes(model), kv_cache_bytes(model, context_len), batch, accelerator)
+    return step_s * 1e3
+
+
+def mistakes_itl_rule(model, accelerator, context_len, batch):
+    w, kv = weight_bytes(model), kv_cache_bytes(model, context_len)
+    return [
+        Mistake(decode_step_rule_s(w, kv, batch, "h100-sxm") * 1e3,
+                "that is the H100 SXM's bandwidth; use the accelerator the statement names"),
+        Mistake(w / (w + batch * kv) * decode_step_rule_s(w, kv, batch, accelerator) * 1e3,
+                "you left out the KV cache read (C_kv at the context length)"),
+        Mistake(decode_step_rule_s(weight_bytes(model, Precision(weights="int8")), kv, batch, accelerator) * 1e3,
+                "1 byte per parameter: bf16 weights take 2"),
+    ]
+
+
+register(Exercise(
+    id="15.2.1-ex1", kind="recompute", points=1,
+    title="The ITL of {model} on an {accelerator}",
+    params=dict(model="llama-2-7b", accelerator="h200", context_len=4096, batch=1),
+    parts=(number("itl_ms", "the inter-token latency", "ms", rel_tol=0.02),),
+    statement="""\
+Recompute the chapter's ITL estimate, ITL ≈ (M_weights + B·C_kv) / BW, for `{model}` on one `{accelerator}`,
+bf16, B = {batch}, at the step where the context holds S = {context_len} tokens. Take M_weights from
+`inferlab.memory.weight_bytes` and C_kv from `inferlab.memory.kv_cache_bytes`.""",
+    solve=solve_itl_rule, mistakes=mistakes_itl_rule))
+
+
+# ex2: predict --------------------------------------------------------------------------------------
+
+def solve_gpu_upgrade(model, old, new, prompt_len, batch, threshold):
+    from inferlab.latency import decode_step_time_s, prefill_time_s
+
+    ttft_speedup = prefill_time_s(model, old, prompt_len) / prefill_time_s(model, new, prompt_len)
+    # The first decode step attends over the prompt.
+    itl_speedup = (decode_step_time_s(model, old, prompt_len, batch)
+                   / decode_step_time_s(model, new, prompt_len, batch))
+    better = [name for name, s in (("ttft", ttft_speedup), ("itl", itl_speedup)) if s > 1 + threshold]
+    improves = "both" if len(better) == 2 else better[0] if better else "neither"
+    return {"improves": improves, "itl_speedup": itl_speedup, "ttft_speedup": ttft_speedup}
+
+
+def mistakes_gpu_upgrade(model, old, new, prompt_len, batch, threshold):
+    itl = decode_step_time_s(model, old, prompt_len, batch) / decode_step_time_s(model, new, prompt_len, batch)
+    return [
+        Mistake("both", "compare the two GPUs' bf16 peaks and their bandwidths: which one changed?", "improves"),
+        Mistake("ttft", "prefill is compute-bound; decode is bound by memory bandwidth", "improves"),
+        Mistake(1 / itl, "upside down: the speedup is the old time over the new one", "itl_speedup"),
+        Mistake(itl, "prefill is compute-bound, and the bf16 peak did not change", "ttft_speedup"),
+    ]
+
+
+register(Exercise(
+    id="15.2.1-ex2", kind="predict", points=1,
+    title="What does an {new} buy over an {old}?",
+    params=dict(model="llama-2-13b", old="h100-sxm", new="h200", prompt_len=1024, batch=1, threshold=0.05),
+    parts=(one_of("improves", "which latency improves by more than {threshold:.0%}",
+                  ("ttft", "itl", "both", "neither")),
+           number("itl_speedup", "ITL on the {old} divided by ITL on the {new}", "", rel_tol=0.02),
+           number("ttft_speedup", "TTFT on the {old} divided by TTFT on the {new}", "", rel_tol=0.02)),
+    statement="""\
+You serve `{model}` (bf16, B = {batch}, prompts of {prompt_len} tokens) on `{old}` GPUs and could move to `{new}`.
+**Predict before you compute:** which of TTFT and ITL improves by more than {threshold:.0%}? Then compute both
+speedups with the full per-operator model: `inferlab.latency.prefill_time_s` for TTFT and
+`inferlab.latency.decode_step_time_s` for the first decode step (context = the prompt).""",
+    solve=solve_gpu_upgrade, mistakes=mistakes_gpu_upgrade))
+
+
+# ex3: find the inconsistency ---------------------------------------------------------------------
+
+def solve_long_prompt(model, accelerator, prompt_len):
+    from inferlab.costs import prefill_costs
+    from inferlab.latency import prefill_time_s
+
+    # The full operator count: causal attention's QK^T and PV grow as S^2, the projections as S.
+    costs = prefill_costs(model, batch=1, prompt_len=prompt_len)
+    attention_share = costs.attention.flops / costs.total.flops
+    return {"ttft_s": prefill_time_s(model, accelerator, prompt_len), "attention_share": attention_share,
+            "cause": "A"}
+
+
+def mistakes_long_prompt(model, accelerator, prompt_len):
+    dense = prefill_costs(model, 1, prompt_len, causal=False)
+    return [
+        Mistake(prefill_time_s(model, accelerator, prompt_len, include_attention=False),
+                "that is the linear rule, the memo's method: it leaves out attention's S^2 FLOPs", "ttft_s"),
+        Mistake(prefill_time_s(model, accelerator, prompt_len, causal=False),
+                "you scored all S^2 query-key pairs; a causal model scores only the lower triangle", "ttft_s"),
+        Mistake(float(dense.attention.flops / dense.total.flops),
+                "you scored all S^2 query-key pairs; a causal model scores only the lower triangle",
+                "attention_share"),
+        Mistake("B", "at long S the intensity grows further: prefill stays compute-bound", "cause"),
+        Mistake("C", "the memo divides by the dense bf16 peak", "cause"),
+        Mistake("D", "the KV cache written is O(S) bytes; compare it with the FLOPs at this S", "cause"),
+    ]
+
+
+def statement_long_prompt(model, accelerator, prompt_len):
+    P = get_model(model).n_matmul_params
+    memo = ttft_rule_s(P, prompt_len, accelerator)
+    return f"""\
+A product manager wants whole books as prompts: {prompt_len:,} tokens to `{model}` on one `{accelerator}`
+(Llama 3.1 8B has the same architecture and a 128k-token window). The team's estimate:
+*"TTFT ≈ 2 · P · S / peak = {memo:.2f} s, acceptable."*
+
+1. Compute the TTFT with `inferlab.latency.prefill_time_s` (B = 1, MFU = 1, causal attention counted), and the
+   share of the prefill FLOPs spent in attention's QK^T and PV (`inferlab.costs.prefill_costs(...).attention`
+   over `.total`).
+2. Why does the estimate fall short?
+   - **A** The linear rule leaves out attention's QK^T and PV FLOPs, which grow as S².
+   - **B** At this length prefill becomes memory-bound.
+   - **C** The estimate used the sparse bf16 peak.
+   - **D** Writing the KV cache to HBM dominates the time."""
+
+
+register(Exercise(
+    id="15.2.1-ex3", kind="inconsistency", points=2,
+    title="Whole books as prompts",
+    params=dict(model="llama-3-8b", accelerator="h100-sxm", prompt_len=131_072),
+    parts=(number("ttft_s", "TTFT with attention counted", "s", rel_tol=0.03),
+           number("attention_share", "attention's share of the prefill FLOPs", "", rel_tol=0.02),
+           one_of("cause", "the letter of the cause", "ABCD")),
+    statement=statement_long_prompt,
+    solve=solve_long_prompt, mistakes=mistakes_long_prompt))
+
+
+# ex4: design ---------------------------------------------------------------------------------------
+
+def solve_prompt_cap(model, accelerator, ttft_slo_ms, mfu, max_len):
+    import numpy as np
+
+    from inferlab.latency import prefill_time_s
+
+    S = np.arange(1, max_len + 1)  # every prompt length at once
+    ttft_ms = {tp: prefill_time_s(model, accelerator, S, mfu=mfu, tp=tp) * 1e3 for tp in (1, 2)}
+    return {f"s_max_tp{tp}": int(S[t <= ttft_slo_ms].max()) for tp, t in ttft_ms.items()}
+
+
+def mistakes_prompt_cap(model, accelerator, ttft_slo_ms, mfu, max_len):
+    S = np.arange(1, max_len + 1)
+    P = get_model(model).n_matmul_params
+    out = []
+    for tp in (1, 2):
+        key = f"s_max_tp{tp}"
+        linear = prefill_time_s(model, accelerator, S, mfu=mfu, tp=tp, include_attention=False) * 1e3
+        out.append(Mistake(int(S[linear <= ttft_slo_ms].max()),
+                           "without attention's S^2 term the cap is too generous", key))
+        six = ttft_rule_s(P, S, accelerator, mfu=mfu, flops_per_param_token=6) / tp * 1e3
+        out.append(Mistake(int(S[six <= ttft_slo_ms].max()), "6*P*S is the training rule; prefill is 2*P*S", key))
+        full_mfu = prefill_time_s(model, accelerator, S, tp=tp) * 1e3
+        out.append(Mistake(int(S[full_mfu <= ttft_slo_ms].max()), "that cap assumes MFU = 1", key))
+    cap1 = solve_prompt_cap(model, accelerator, ttft_slo_ms, mfu, max_len)["s_max_tp1"]
+    out.append(Mistake(2 * cap1, "two GPUs do not double the cap: attention's S^2 term and the all-reduces grow "
+                                 "with S", "s_max_tp2"))
+    return out
+
+
+register(Exercise(
+    id="15.2.1-ex4", kind="design", points=3,
+    title="Publish a prompt-length cap",
+    params=dict(model="llama-2-13b", accelerator="h100-sxm", ttft_slo_ms=200, mfu=0.6, max_len=32768),
+    parts=(number("s_max_tp1", "the longest prompt that meets the target at tp = 1", "tokens", rel_tol=0.01),
+           number("s_max_tp2", "the same with tensor parallelism over 2 GPUs", "tokens", rel_tol=0.01)),
+    statement="""\
+Your API promises TTFT ≤ {ttft_slo_ms} ms for `{model}` on `{accelerator}` GPUs (bf16, B = 1, MFU = {mfu}), so it
+must reject longer prompts. What is the longest prompt (in tokens) that meets the target on one GPU, and on a
+tensor-parallel pair? Use `inferlab.latency.prefill_time_s(..., mfu={mfu}, tp=...)`, which counts attention's S²
+term and the all-reduces.""",
+    solve=solve_prompt_cap, mistakes=mistakes_prompt_cap))

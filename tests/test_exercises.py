@@ -1,0 +1,365 @@
+"""The classroom exercises without a kernel: the registry, the checks and their hints, the cells,
+the student-version builder. (Executing and grading notebooks: test_exercises_grading.py.)"""
+from __future__ import annotations
+
+import ast
+import contextlib
+import io
+import json
+import signal
+import subprocess
+from pathlib import Path
+
+import jupytext
+import nbformat
+import numpy as np
+import pytest
+
+from inferlab.exercises import SECTIONS, check, exercise_cells, exercise_section, exercises, get, solution_source
+from inferlab.exercises.cells import sample_notebook_text
+from inferlab.exercises.core import GB_PER_GIB, LOG_ENV, _to_jsonable, read_log
+from inferlab.exercises.grade import _kill, collect
+from inferlab.exercises.student import answer_strings, build_student, find_leaks, make_student, notebook_text
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLE = ROOT / "classroom" / "sample_instructor"
+ALL = exercises()
+IDS = [e.id for e in ALL]
+# What the chapter notebooks forbid in a cell (tests/test_notebooks.py): the solution cells are
+# appended to those notebooks, so they must do without.
+FORBIDDEN = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda, ast.For, ast.While)
+
+
+def checked(ex_id, answer):
+    """(result, printed text) of check()."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        result = check(ex_id, answer)
+    return result, out.getvalue()
+
+
+def expected_payload(ex):
+    exp = ex.expected()
+    return exp[ex.parts[0].name] if ex.single else exp
+
+
+def run_solution_cell(ex):
+    namespace = {}
+    exec(compile(solution_source(ex), f"<{ex.id}>", "exec"), namespace)
+    return namespace[ex.answer_name]
+
+
+# The registry ---------------------------------------------------------------------------------------
+
+def test_each_subsection_has_at_least_four_exercises_of_every_kind_graded_in_difficulty():
+    for section in SECTIONS:
+        items = exercises(section)
+        assert len(items) >= 4, section
+        assert {e.kind for e in items} == {"recompute", "predict", "inconsistency", "design"}, section
+        points = [e.points for e in items]
+        assert points == sorted(points), f"{section}: exercises should grow in difficulty"
+        assert items[-1].kind == "design"
+
+
+def test_ids_name_the_section_and_number_the_exercises():
+    for section in SECTIONS:
+        assert [e.id for e in exercises(section)] == [f"{section}-ex{i}" for i in range(1, len(exercises(section)) + 1)]
+        assert all(e.answer_name == "ex" + e.id.split("-ex")[1] for e in exercises(section))
+
+
+@pytest.mark.parametrize("ex", ALL, ids=IDS)
+def test_statement_states_units_and_tolerance(ex):
+    text = ex.text()
+    assert "{" not in text.replace("{'A', 'C'}", ""), "an unformatted placeholder in the statement"
+    for part in ex.parts:
+        if part.kind == "number":
+            assert "tolerance ±" in text and (part.unit in text if part.unit else "dimensionless" in text)
+        elif part.kind == "integer":
+            assert "an integer (" in text
+        else:
+            assert all(repr(o) in text for o in part.options)
+
+
+@pytest.mark.parametrize("ex", ALL, ids=IDS)
+def test_the_solution_cell_runs_the_checker_s_own_computation_and_passes(ex):
+    answer = run_solution_cell(ex)
+    result, printed = checked(ex.id, answer)
+    assert result.passed and result.score == ex.points, printed
+    assert printed.startswith(f"{ex.id} PASS")
+
+
+@pytest.mark.parametrize("ex", ALL, ids=IDS)
+def test_solution_cells_obey_the_chapter_notebook_rules(ex):
+    src = solution_source(ex)
+    assert src.splitlines()[0] == "# SOLUTION"
+    for node in ast.walk(ast.parse(src)):
+        assert not isinstance(node, FORBIDDEN), f"{ex.id}: {type(node).__name__} in the solution cell"
+
+
+@pytest.mark.parametrize("ex", ALL, ids=IDS)
+def test_each_known_mistake_is_told_apart_and_gets_its_hint(ex):
+    expected = ex.expected()
+    mistakes = ex.known_mistakes()
+    assert mistakes, f"{ex.id} has no mistake variants"
+    for m in mistakes:
+        answer = dict(expected, **{m.part: m.value})
+        if isinstance(m.value, frozenset):
+            answer[m.part] = set(m.value)
+        result, printed = checked(ex.id, answer[m.part] if ex.single else answer)
+        part = next(p for p in result.parts if p.name == m.part)
+        assert part.status == "fail", f"{ex.id}: the slip {m.hint!r} is within tolerance of the answer"
+        assert m.hint in part.hint, printed
+        assert all(p.status == "pass" for p in result.parts if p.name != m.part)
+        assert result.score == pytest.approx(ex.points * (len(ex.parts) - 1) / len(ex.parts))
+
+
+@pytest.mark.parametrize("ex", ALL, ids=IDS)
+def test_unit_slips_get_a_unit_hint(ex):
+    expected = ex.expected()
+    specific = ex.known_mistakes()
+    for part in ex.parts:
+        if part.kind != "number":
+            continue
+        slips = [(1e3, "1000"), (1e-3, "1000"), (1e9, "1e9"), (1e-9, "1e9")]
+        if "GB" in part.unit:
+            slips += [(1 / GB_PER_GIB, "GiB"), (GB_PER_GIB, "GiB")]
+        for factor, word in slips:
+            wrong = expected[part.name] * factor
+            if any(m.part == part.name and abs(m.value - wrong) <= part.rel_tol * abs(wrong) for m in specific):
+                continue  # a specific slip lands on the same value and says more
+            result, _ = checked(ex.id, wrong if ex.single else dict(expected, **{part.name: wrong}))
+            hint = next(p.hint for p in result.parts if p.name == part.name)
+            assert word in hint, (ex.id, part.name, factor, hint)
+
+
+@pytest.mark.parametrize("ex", ALL, ids=IDS)
+def test_check_never_prints_the_expected_value(ex):
+    expected = ex.expected()
+    answers = [None, ...] + [dict(expected, **{m.part: m.value}) for m in ex.known_mistakes()]
+    for part in ex.parts:
+        if part.kind == "number":
+            answers += [dict(expected, **{part.name: expected[part.name] * f}) for f in (1e3, 2.0, 1.02, 1.5)]
+    forms = set().union(*(answer_strings(v, strict=False) for v in expected.values()))
+    for answer in answers:
+        if isinstance(answer, dict):
+            answer = {k: set(v) if isinstance(v, frozenset) else v for k, v in answer.items()}
+            if ex.single:
+                answer = answer[ex.parts[0].name]
+        result, printed = checked(ex.id, answer)
+        text = printed + repr(result) + str(result)
+        leaked = [f for f in forms if f in text]
+        assert not leaked, (ex.id, leaked, printed)
+
+
+def test_check_accepts_the_usual_forms_of_an_answer():
+    ex = get("15.2.2-ex3")
+    exp = ex.expected()
+    letters = "".join(sorted(exp["true"]))
+    as_list = [np.float64(exp["kv_gb_per_gpu"]), np.int64(exp["max_batch"]), ", ".join(letters.lower())]
+    assert checked(ex.id, as_list)[0].passed
+    assert checked(ex.id, dict(exp, true=sorted(exp["true"])))[0].passed
+    assert checked(ex.id, dict(exp, true=tuple(exp["true"]), max_batch=np.array([exp["max_batch"]])))[0].passed
+    one = get("15.1.2-ex1")
+    assert checked(one.id, {"kv_gb": one.expected()["kv_gb"]})[0].passed
+    assert checked("15.1.1-ex2", {"regime": " MEMORY ", "s_min": get("15.1.1-ex2").expected()["s_min"]})[0].passed
+
+
+def test_check_explains_what_it_cannot_use():
+    cases = [
+        (None, "no answer yet"), (..., "no answer yet"), ("12", "expected a number, got a string"),
+        (True, "expected a number"), (float("nan"), "not a finite number"), (np.arange(3), "array of shape (3,)"),
+        (object(), "cannot check an answer of type object"),
+    ]
+    for answer, words in cases:
+        result, printed = checked("15.1.2-ex1", answer)
+        assert not result.passed and result.score == 0 and words in printed, (answer, printed)
+    result, printed = checked("15.2.2-ex4", {"tp": "four", "batch": None, "n_gpus": 4, "tps": 4})
+    assert [p.status for p in result.parts] == ["invalid", "missing", "fail" if get("15.2.2-ex4").expected()[
+        "n_gpus"] != 4 else "pass"]
+    assert "ignored key(s) 'tps'" in printed
+    assert "'X' not among the options" in checked("15.2.2-ex3", {"true": "AX"})[1]
+    assert "not one of" in checked("15.1.1-ex2", {"regime": "io", "s_min": 1})[1]
+    assert "expected a dict with the keys" in checked("15.2.2-ex4", 4)[1]
+    with pytest.raises(ValueError, match="unknown exercise id"):
+        check("15.9.9-ex1", 1)
+
+
+def test_result_status_and_repr():
+    ex = get("15.1.2-ex4")
+    exp = ex.expected()
+    partial, _ = checked(ex.id, dict(exp, cause="D"))
+    assert (partial.status, partial.score, partial.passed) == ("partial", pytest.approx(4 / 3), False)
+    assert repr(partial) == "CheckResult('15.1.2-ex4', partial, score=1.33/2)"
+    assert checked(ex.id, None)[0].status == "no answer"
+    assert checked(ex.id, {"step_ms": 1.0, "tokens_per_s": 1.0, "cause": "D"})[0].status == "fail"
+
+
+def test_check_records_each_answer_for_the_grader(tmp_path, monkeypatch):
+    log = tmp_path / "checks.jsonl"
+    monkeypatch.setenv(LOG_ENV, str(log))
+    ex = get("15.2.2-ex1")
+    checked(ex.id, {"b_star": 1.0, "max_batch": 2})
+    checked(ex.id, ex.expected())  # the last answer counts
+    checked("15.1.2-ex1", np.float32(2.5))
+    with open(log, "a") as fh:
+        fh.write("not json\n" + json.dumps({"id": "99.9.9-ex1", "answer": 1}) + "\n" + json.dumps([1]) + "\n")
+    answers = read_log(log)
+    assert set(answers) == {ex.id, "15.1.2-ex1"}
+    assert ex.evaluate(answers[ex.id]).passed
+    assert answers["15.1.2-ex1"] == 2.5
+    assert read_log(tmp_path / "missing.jsonl") == {}
+
+
+def test_answers_are_recorded_as_plain_json():
+    assert _to_jsonable({"a": {"B", "A"}, "b": (np.int32(3), np.float64(1.5)), "c": ...}) == \
+        {"a": {"__set__": ["A", "B"]}, "b": [3, 1.5], "c": None}
+    json.dumps(_to_jsonable({"x": float("inf"), "y": object(), "z": [[[[[[1]]]]]]}))
+
+
+# Cells and the sample notebook -----------------------------------------------------------------------
+
+@pytest.mark.parametrize("section", SECTIONS)
+def test_exercise_cells_are_py_percent_cells_jupytext_reads_back(section):
+    cells = exercise_cells(section)
+    n = len(exercises(section))
+    assert len(cells) == 2 + 3 * n
+    assert all(c.startswith("# %%") for c in cells)
+    nb = jupytext.reads(exercise_section(section), fmt="py:percent")
+    kinds = [c.cell_type for c in nb.cells]
+    assert kinds == ["markdown", "code"] + ["markdown", "code", "code"] * n
+    solutions = [c.source for c in nb.cells if c.source.startswith("# SOLUTION")]
+    assert solutions == [solution_source(e) for e in exercises(section)]
+    assert len(exercise_cells(section, heading=False)) == 3 * n
+
+
+def test_the_sample_notebook_is_generated_from_the_registry():
+    """Regenerate with `python -m inferlab.exercises sample classroom/sample_instructor.py`."""
+    assert SAMPLE.with_suffix(".py").read_text() == sample_notebook_text()
+    text = [(c.cell_type, c.source.strip()) for c in jupytext.read(SAMPLE.with_suffix(".py")).cells]
+    stored = [(c.cell_type, c.source.strip()) for c in nbformat.read(SAMPLE.with_suffix(".ipynb"), 4).cells]
+    assert text == stored
+
+
+# The student version -----------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def instructor():
+    return nbformat.read(SAMPLE.with_suffix(".ipynb"), as_version=4)
+
+
+@pytest.fixture(scope="module")
+def student(instructor):
+    return make_student(instructor)[0]
+
+
+def test_the_stored_instructor_notebook_shows_its_answers(instructor):
+    """Else the leak test below would prove nothing."""
+    assert len(find_leaks(instructor)) >= len(ALL)
+    outputs = "".join(o.get("text", "") for c in instructor.cells if c.cell_type == "code" for o in c.outputs)
+    assert outputs.count(" PASS ") == len(ALL)
+
+
+def test_no_solution_code_survives_in_the_student_version(student):
+    text = notebook_text(student)
+    assert not any(c.source.lstrip().startswith("# SOLUTION") for c in student.cells)
+    for ex in ALL:
+        for line in solution_source(ex).splitlines()[1:]:
+            line = line.strip()
+            if len(line) >= 10:
+                assert line not in text, f"{ex.id}: solution line survives: {line!r}"
+
+
+def test_no_answer_value_survives_in_the_student_version(student):
+    assert find_leaks(student, strict=False) == []
+    text = notebook_text(student)
+    for ex in ALL:
+        for value in ex.expected().values():
+            for form in answer_strings(value, strict=False):
+                assert form not in text, f"{ex.id}: {form!r} appears in the student version"
+
+
+def test_the_student_version_keeps_statements_and_checks_and_empties_answers(instructor, student):
+    assert len(student.cells) == len(instructor.cells)
+    for a, b in zip(instructor.cells, student.cells):
+        if a.source.startswith("# SOLUTION"):
+            assert b.outputs == [] and b.execution_count is None
+            ns = {}
+            exec(b.source, ns)
+            name = next(n for n in ns if n.startswith("ex"))
+            assert ns[name] is None or all(v is None for v in ns[name].values())
+        elif a.source.startswith("check("):
+            assert b.source == a.source and b.outputs == []
+        else:
+            assert b == a
+    assert student.metadata["inferlab"] == {"student_version": True} and "jupytext" not in student.metadata
+    nbformat.validate(student)
+
+
+def test_the_empty_answers_have_the_shape_of_each_check(student):
+    for i, cell in enumerate(student.cells):
+        if cell.source.startswith("check("):
+            ex = get(cell.source.split('"')[1])
+            assert f"{ex.answer_name} = {ex.template()}" in student.cells[i - 1].source
+
+
+def test_builder_conventions_tags_explicit_names_markdown_and_magics(tmp_path):
+    v4 = nbformat.v4
+    nb = v4.new_notebook(cells=[
+        v4.new_code_cell("%matplotlib inline\nx = 1"),
+        v4.new_code_cell("# SOLUTION: a, b\na, b, helper = 1, 2, 3"),
+        v4.new_code_cell("print(a + b)"),
+        v4.new_code_cell("helper2 = 4\nmine = helper2 * 2", metadata={"tags": ["solution", "keep"]}),
+        v4.new_code_cell("%time y = mine"),
+        v4.new_markdown_cell("<!-- SOLUTION -->\nBecause 6PS is training."),
+        v4.new_markdown_cell("The statement stays.", metadata={"tags": ["solution"]}),
+        v4.new_code_cell("# SOLUTION\nunused = 5"),
+    ])
+    out, report = make_student(nb)
+    src = [c.source for c in out.cells]
+    assert "a = None" in src[1] and "b = None" in src[1] and "helper" not in src[1]
+    assert "mine = None" in src[3] and "helper2" not in src[3] and out.cells[3].metadata["tags"] == ["keep"]
+    assert src[5] == src[6] == "*Your explanation here.*"
+    assert "unused = None" in src[7]
+    assert report["solutions"] == 3 and report["written_solutions"] == 2 and report["cleared"] == 2
+    assert src[0] == nb.cells[0].source and src[4] == nb.cells[4].source
+
+
+def test_builder_refuses_a_notebook_that_still_shows_an_answer(tmp_path, instructor):
+    leaky = nbformat.v4.new_notebook(cells=list(instructor.cells))
+    value = get("15.1.2-ex1").expected()["kv_gb"]
+    leaky.cells.insert(1, nbformat.v4.new_markdown_cell(f"Hint: about {value:.4g} GB."))
+    path = tmp_path / "leaky.ipynb"
+    nbformat.write(leaky, path)
+    with pytest.raises(ValueError, match="15.1.2-ex1 kv_gb"):
+        build_student([path], tmp_path / "out")
+    assert build_student([path], tmp_path / "out", allow_leaks=True)
+
+
+def test_builder_reads_jupytext_text_and_writes_ipynb(tmp_path):
+    (dest,) = build_student([SAMPLE.with_suffix(".py")], tmp_path)
+    assert dest == tmp_path / "sample_instructor.ipynb"
+    assert find_leaks(nbformat.read(dest, 4), strict=False) == []
+
+
+# Grader plumbing that needs no kernel ------------------------------------------------------------------
+
+def test_submissions_are_files_or_folders_one_student_each(tmp_path):
+    for name in ("b.ipynb", "a.ipynb", "notes.txt", "dana/one.ipynb", "dana/sub/two.ipynb",
+                 "dana/.ipynb_checkpoints/one-checkpoint.ipynb", "empty/readme.md", ".hidden/x.ipynb"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("{}")
+    subs = collect([tmp_path])
+    assert [(s.student, [p.name for p in s.notebooks]) for s in subs] == \
+        [("a", ["a.ipynb"]), ("b", ["b.ipynb"]), ("dana", ["one.ipynb", "two.ipynb"])]
+    with pytest.raises(ValueError, match="two submissions for student 'a'"):
+        collect([tmp_path, tmp_path / "a.ipynb"])
+    with pytest.raises(FileNotFoundError):
+        collect([tmp_path / "nope"])
+
+
+def test_a_hard_kill_takes_the_runner_and_the_kernel_process_groups(tmp_path):
+    runner = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    kernel = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    (tmp_path / "pid").write_text(str(kernel.pid))
+    _kill(runner, tmp_path / "pid")
+    assert runner.wait(timeout=5) == -signal.SIGKILL and kernel.wait(timeout=5) == -signal.SIGKILL
