@@ -19,8 +19,10 @@ $(VENV)/.installed: pyproject.toml
 
 setup: $(VENV)/.installed
 
+# Token auth on localhost; --allow-root only where we run as root (containers, CI machines).
+ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 lab: setup
-	$(VENV)/bin/jupyter lab --ip=127.0.0.1 --ServerApp.root_dir=. chapters/00_index.ipynb
+	$(VENV)/bin/jupyter lab --ip=127.0.0.1 --ServerApp.root_dir=. $(ROOT_FLAG) chapters/00_index.ipynb
 
 test: setup
 	$(PY) -m pytest

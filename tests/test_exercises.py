@@ -363,3 +363,39 @@ def test_a_hard_kill_takes_the_runner_and_the_kernel_process_groups(tmp_path):
     (tmp_path / "pid").write_text(str(kernel.pid))
     _kill(runner, tmp_path / "pid")
     assert runner.wait(timeout=5) == -signal.SIGKILL and kernel.wait(timeout=5) == -signal.SIGKILL
+
+
+# The chapter notebooks are the instructor notebooks -----------------------------------------------
+
+CHAPTER_NOTEBOOKS = {section: ROOT / "chapters" / f"{stem}.ipynb" for section, stem in (
+    ("15.1.1", "15_1_1_prefill"), ("15.1.2", "15_1_2_decode_kv_cache"),
+    ("15.2.1", "15_2_1_ttft_itl"), ("15.2.2", "15_2_2_batching"))}
+
+
+@pytest.mark.parametrize("section", SECTIONS)
+def test_each_chapter_notebook_ends_with_its_exercises_all_passing(section):
+    """Every exercise of the section is in its notebook, and the stored output of each check (which
+    nbval re-executes and compares) is a PASS with full points."""
+    nb = nbformat.read(CHAPTER_NOTEBOOKS[section], as_version=4)
+    text = notebook_text(nb)
+    for ex in exercises(section):
+        cell = next((c for c in nb.cells if c.cell_type == "code"
+                     and c.source.startswith(f'check("{ex.id}"')), None)
+        assert cell is not None, f"{ex.id} has no check cell in {CHAPTER_NOTEBOOKS[section].name}"
+        printed = "".join(o.get("text", "") for o in cell.outputs if o.output_type == "stream")
+        assert printed.startswith(f"{ex.id} PASS"), printed
+    assert "## Exercises" in text
+
+
+@pytest.mark.parametrize("section", SECTIONS)
+def test_the_student_version_of_each_chapter_notebook_leaks_no_solution(section):
+    nb = nbformat.read(CHAPTER_NOTEBOOKS[section], as_version=4)
+    student_nb, report = make_student(nb)
+    assert report["solutions"] == len(exercises(section))
+    assert find_leaks(student_nb) == []
+    student_text = notebook_text(student_nb)
+    for ex in exercises(section):
+        body = solution_source(ex).splitlines()
+        # every non-trivial line of the solution is gone (parameter lines may reappear in statements)
+        computed = [line for line in body if "(" in line and not line.startswith(("#", "from ", "import "))]
+        assert computed and not any(line in student_text for line in computed), ex.id

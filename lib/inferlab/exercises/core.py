@@ -414,6 +414,12 @@ class CheckResult:
     def __str__(self) -> str:
         return self.message
 
+    def _ipython_display_(self) -> None:
+        # check() has already printed the verdict. Showing nothing here keeps a check cell's output
+        # the same whether or not IPython honours its trailing ';' (nbval runs cells without
+        # history, where the ';' is not seen and the result would otherwise be displayed).
+        return None
+
     def __repr__(self) -> str:
         return f"CheckResult({self.exercise_id!r}, {self.status}, score={_fmt(self.score)}/{_fmt(self.points)})"
 

@@ -1,0 +1,74 @@
+# ---
+# jupyter:
+#   jupytext:
+#     cell_metadata_filter: -all
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Chapter 15, The Inference Workload: the executable companion
+#
+# Four notebooks, one per subsection of the chapter, in reading order. Each asks one question,
+# derives the formula that answers it, computes the numbers with the `inferlab` library, draws the
+# figure, and sets every number the book prints beside ours with a verdict.
+#
+# | # | notebook | what it teaches | figures |
+# |---|---|---|---|
+# | 1 | [15.1.1 Compute-bound prefill](15_1_1_prefill.ipynb) | Arithmetic intensity and the roofline; why a prompt's forward pass is limited by FLOP/s; $2PS$ (not $6PS$) FLOPs; the KV cache it leaves behind | roofline with prefill and decode operators; TTFT against prompt length |
+# | 2 | [15.1.2 Memory-bound generation and the KV cache](15_1_2_decode_kv_cache.ipynb) | Why a decode step is bound by bandwidth; MLP intensity $\approx B$ but attention pinned at 1; the memory wall on the batch; GQA and int8 KV | decode intensity against batch; memory budget against batch; MHA vs GQA vs int8 KV |
+# | 3 | [15.2.1 TTFT and ITL](15_2_1_ttft_itl.ipynb) | Two latencies, two resources: TTFT from compute, ITL from bandwidth; which optimisation moves which | TTFT against prompt length; ITL against context and batch; weight dtype against TTFT and ITL |
+# | 4 | [15.2.2 Throughput under batching](15_2_2_batching.ipynb) | Throughput against batch; the KV-crossover $B^*$; the memory limit; cost per token; the latency-throughput trade-off | step time and throughput against batch; latency-throughput curve; cost per 1k tokens; MHA vs GQA vs int8 KV throughput |
+#
+# **How to use them.** Open a notebook and *Run → Run All Cells*. Near the top of each is a
+# **"What if?"** cell: change the model, the accelerator, the number formats, the lengths or the
+# batch there and run all again; every derived number and figure follows. The book-vs-ours tables
+# are the exception: they always check the book's own configuration. Near the end of each,
+# **"Measure it here"** times the same effect live on your machine with a tiny model (a few
+# seconds; its output varies, so the tests check only the qualitative result).
+#
+# **Verdicts.** Each number the book prints is an entry of the claims registry
+# (`data/claims.toml`), evaluated by `inferlab.claims`:
+# *consistent* (ours agrees within the book's rounding), *approximation* (the book's own stated
+# simplification reproduces it and does not change the conclusion), *erratum* (it follows from no
+# stated method, or from arithmetic that is wrong), *unchecked* (a claim the model cannot test,
+# with the reason). Errata are explained where they occur and collected in `ERRATA.md`.
+#
+# **Conventions.** GB = $10^9$ bytes and TB/s = $10^{12}$ bytes/s, as on datasheets and in the book.
+# FLOPs are those of matrix products, two per multiply-add. Accelerator peaks are dense (no 2:4
+# sparsity). The book's Llama-2 13B is its simplified version (`llama-2-13b-book`: $f = 4d$, two
+# MLP matrices); the real architecture (`llama-2-13b`) is in the library beside it.
+#
+# **For authors.** `make figures` writes every figure below as SVG and PNG into `build/figures/`;
+# `make test` re-executes these notebooks under nbval and compares every printed output.
+
+# %% [markdown]
+# The setup this companion is checked against, and the verdicts over the whole chapter:
+
+# %%
+from inferlab import get_accelerator, get_model, list_accelerators, list_models
+from inferlab.notebook import verdict_summary
+from inferlab.figures import BOOK_GPU, BOOK_MODEL, FIGURES
+
+book_model, book_gpu = get_model(BOOK_MODEL), get_accelerator(BOOK_GPU)
+print(f"model: {book_model.name}, {book_model.n_params / 1e9:.2f} B parameters ({book_model.description})")
+print(f"accelerator: {book_gpu.name}, {book_gpu.description}")
+print(f"\nmodels to try in a 'What if?' cell: {', '.join(list_models())}")
+print(f"accelerators to try: {', '.join(list_accelerators())}")
+
+# %%
+print(verdict_summary())
+
+# %% [markdown]
+# Every figure of the chapter, by section (the names `make figures` uses):
+
+# %%
+print("\n".join(FIGURES))

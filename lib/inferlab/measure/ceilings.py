@@ -1,0 +1,180 @@
+"""Ceilings measured on the spot: copy bandwidth, matrix-product rate, and the measured roofline.
+
+copy bandwidth = 2 * buffer bytes / time of dst.copy_(src)   (bytes read plus bytes written)
+matmul rate    = 2 * n^3 / time of an n x n by n x n product  (random data, output preallocated)
+A product of M rows against a d x f weight has the FLOPs and bytes of `costs.linear_cost`; its
+achieved FLOP/s, placed at its arithmetic intensity, is one point of the measured roofline.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from inferlab.costs import linear_cost
+from inferlab.measure.timing import Timing, time_fn
+from inferlab.roofline import attainable_flops_per_s
+from inferlab.specs import Accelerator, Precision
+from inferlab.units import bytes_per_element
+from inferlab.validation import positive_int
+
+
+def torch_dtype(dtype: str):
+    """The torch dtype of a library dtype name (fp32, bf16, fp16)."""
+    import torch
+
+    table = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+    if dtype not in table:
+        raise ValueError(f"dtype {dtype!r} cannot be measured (allowed: {', '.join(table)})")
+    return table[dtype]
+
+
+def fill_random_(t, generator=None, scale: float = 1.0):
+    """Fill `t` in place with uniform noise in [-scale, scale] (never zeros: some kernels and
+    memory systems take shortcuts on zeros)."""
+    return t.uniform_(-scale, scale, generator=generator)
+
+
+def random_tensor(shape, dtype: str, device: str, generator=None, scale: float = 1.0):
+    import torch
+
+    return fill_random_(torch.empty(shape, dtype=torch_dtype(dtype), device=device), generator, scale)
+
+
+def generator(device: str, seed: int):
+    import torch
+
+    return torch.Generator(device=device).manual_seed(seed)
+
+
+def copy_bandwidth(device: str, nbytes: float, *, seed: int = 0, warmup: int = 2, repeats: int = 10,
+                   max_time_s: float = 2.0) -> tuple[float, Timing, float]:
+    """(bytes/s, Timing, buffer bytes) of a device-to-device copy of an `nbytes` buffer,
+    counting 2 * nbytes per copy. Make nbytes several times the last-level cache."""
+    import torch
+
+    n = max(int(nbytes) // 4, 1024)
+    src = random_tensor((n,), "fp32", device, generator(device, seed))
+    dst = torch.empty_like(src)
+    with torch.inference_mode():
+        timing = time_fn(dst.copy_, [(src,)], device=device, warmup=warmup, repeats=repeats,
+                         max_time_s=max_time_s)
+    del src, dst
+    return 2.0 * n * 4 / timing.median_s, timing, float(n * 4)
+
+
+def matmul_rate(device: str, dtype: str, n: int, *, seed: int = 0, warmup: int = 2, repeats: int = 8,
+                max_time_s: float = 3.0) -> tuple[float, Timing]:
+    """(FLOP/s, Timing) of an n x n by n x n product in `dtype`: 2 n^3 FLOPs per product.
+    Two pairs of random operands alternate; the output is preallocated."""
+    import torch
+
+    positive_int("n", n)
+    gen = generator(device, seed)
+    pairs = [(random_tensor((n, n), dtype, device, gen), random_tensor((n, n), dtype, device, gen))
+             for _ in range(2)]
+    out = torch.empty((n, n), dtype=torch_dtype(dtype), device=device)
+    with torch.inference_mode():
+        timing = time_fn(lambda a, b: torch.mm(a, b, out=out), pairs, device=device, warmup=warmup,
+                         repeats=repeats, max_time_s=max_time_s)
+    del pairs, out
+    return 2.0 * n ** 3 / timing.median_s, timing
+
+
+def choose_dtype(kind: str, matmul_flops_per_s: dict) -> tuple[str, str]:
+    """(dtype, reason): bf16 on a GPU; on a CPU fp32 unless bf16's measured product is faster."""
+    if kind in ("cuda", "mps"):
+        half = "bf16" if "bf16" in matmul_flops_per_s else "fp16"
+        return half, f"{half} on {kind}: the tensor-core path"
+    fp32, bf16 = matmul_flops_per_s.get("fp32"), matmul_flops_per_s.get("bf16")
+    if fp32 and bf16 and bf16 > fp32:
+        return "bf16", f"bf16 product {bf16 / fp32:.1f}x faster than fp32 on this CPU"
+    return "fp32", "fp32: bf16 products are not faster on this CPU"
+
+
+@dataclass(frozen=True)
+class Ceilings:
+    """What the device reached on the spot: copy bandwidth (bytes/s) and matmul FLOP/s per dtype."""
+
+    copy_bytes_per_s: float
+    matmul_flops_per_s: dict = field(hash=False)
+    memory_bytes: float
+    copy_buffer_bytes: float = 0.0
+    matmul_n: int = 0
+    copy_timing: Timing | None = None
+    matmul_timing: dict = field(default_factory=dict, hash=False)
+
+    def accelerator(self, name: str = "measured") -> Accelerator:
+        """These ceilings as a library Accelerator: feed it to inferlab.latency and roofline."""
+        return Accelerator(name=name, memory_bytes=self.memory_bytes,
+                           hbm_bytes_per_s=self.copy_bytes_per_s,
+                           peak_flops_per_s=dict(self.matmul_flops_per_s),
+                           description="ceilings measured on the spot by inferlab.measure",
+                           source="copy bandwidth (bytes read + written) and n x n matmul rate")
+
+    def to_dict(self) -> dict:
+        return {"copy_bytes_per_s": self.copy_bytes_per_s,
+                "matmul_flops_per_s": dict(self.matmul_flops_per_s),
+                "memory_bytes": self.memory_bytes, "copy_buffer_bytes": self.copy_buffer_bytes,
+                "matmul_n": self.matmul_n,
+                "copy_timing": self.copy_timing.to_dict() if self.copy_timing else None,
+                "matmul_timing": {k: t.to_dict() for k, t in self.matmul_timing.items()}}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Ceilings":
+        return cls(d["copy_bytes_per_s"], dict(d["matmul_flops_per_s"]), d["memory_bytes"],
+                   d.get("copy_buffer_bytes", 0.0), d.get("matmul_n", 0),
+                   Timing.from_dict(d["copy_timing"]) if d.get("copy_timing") else None,
+                   {k: Timing.from_dict(t) for k, t in d.get("matmul_timing", {}).items()})
+
+
+def measure_ceilings(device: str, dtypes, *, copy_bytes: float, matmul_n: int, memory_bytes: float,
+                     seed: int = 0, max_time_s: float = 2.0) -> Ceilings:
+    """Copy bandwidth with a `copy_bytes` buffer and the n x n product rate in each of `dtypes`."""
+    bw, bw_timing, buf = copy_bandwidth(device, copy_bytes, seed=seed, max_time_s=max_time_s)
+    rates, timings = {}, {}
+    for dt in dtypes:
+        rates[dt], timings[dt] = matmul_rate(device, dt, matmul_n, seed=seed, max_time_s=max_time_s)
+    return Ceilings(bw, rates, float(memory_bytes), buf, int(matmul_n), bw_timing, timings)
+
+
+MAX_WEIGHT_COPIES = 64
+
+
+def roofline_sweep(device: str, dtype: str, d: int, f: int, ms, accelerator: Accelerator, *,
+                   cache_bytes: float = 0.0, max_pool_bytes: float = 2e9, seed: int = 0,
+                   max_time_s: float = 1.0, progress=None) -> list[dict]:
+    """Products of M rows (each of `ms`) against a d x f weight, as nn.Linear computes them
+    (x @ W^T with W stored f x d). Weight copies rotate so that together they exceed twice
+    `cache_bytes` (within `max_pool_bytes`): every call reads its weight from memory.
+    Returns one dict per M: FLOPs, bytes, intensity, Timing, achieved and attainable FLOP/s."""
+    import torch
+
+    prec = Precision(dtype, dtype, dtype)
+    w_bytes = d * f * bytes_per_element(dtype)
+    n_w = max(2, math.ceil(2 * cache_bytes / w_bytes) + 1)
+    n_w = max(2, min(n_w, MAX_WEIGHT_COPIES, int(max_pool_bytes // w_bytes)))
+    gen = generator(device, seed)
+    weights = [random_tensor((f, d), dtype, device, gen, 0.02) for _ in range(n_w)]
+    points = []
+    with torch.inference_mode():
+        for m in ms:
+            m = int(m)
+            xs = [random_tensor((m, d), dtype, device, gen) for _ in range(2)]
+            out = torch.empty((m, f), dtype=torch_dtype(dtype), device=device)
+            pool = [(xs[i % 2], weights[i % n_w]) for i in range(max(n_w, 2))]
+            timing = time_fn(lambda x, w: torch.mm(x, w.t(), out=out), pool, device=device,
+                             warmup=min(n_w, 3), repeats=max(n_w, 5), min_repeats=5,
+                             max_time_s=max_time_s)
+            cost = linear_cost(m, d, f, prec)
+            flops, nbytes = float(cost.flops), float(cost.bytes)
+            points.append({"m": m, "d": d, "f": f, "flops": flops, "bytes": nbytes,
+                           "intensity": flops / nbytes, "timing": timing.to_dict(),
+                           "achieved_flops_per_s": flops / timing.median_s,
+                           "attainable_flops_per_s": float(attainable_flops_per_s(flops / nbytes,
+                                                                                  accelerator, dtype)),
+                           "weight_copies": n_w})
+            del xs, out
+            if progress is not None:
+                progress.update(1)
+    del weights
+    return points

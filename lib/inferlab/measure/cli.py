@@ -1,0 +1,54 @@
+"""`inferlab measure`: the measurement suite from the command line (torch loads only here)."""
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+DEFAULT_DIR = Path("build") / "measurements"
+
+
+def register(subparsers) -> None:
+    from inferlab.measure.plan import DECODE_MODES, PRESETS
+
+    p = subparsers.add_parser(
+        "measure", help="measure ceilings, TTFT, ITL, throughput, MBU and MFU on this machine",
+        description="Measure copy bandwidth, matmul rate, a roofline, TTFT, ITL, the batch sweep, "
+                    "MBU and MFU with a Llama-style model sized to the device, each beside the "
+                    "library's prediction from the measured ceilings. TTFT, ITL and TPOT as vLLM's "
+                    "serving benchmark defines them (see `inferlab.measure`).")
+    p.add_argument("--quick", action="store_true", help="fewer points (under a minute on 2 CPU cores)")
+    p.add_argument("--out", type=Path, default=None,
+                   help=f"JSON file to write (default: {DEFAULT_DIR}/measure-<device>-<time>.json)")
+    p.add_argument("--device", default="auto", choices=("auto", "cuda", "mps", "cpu"))
+    p.add_argument("--dtype", default="auto", choices=("auto", "fp32", "bf16", "fp16"),
+                   help="auto: bf16 on a GPU; fp32 on a CPU unless bf16 products are faster there")
+    p.add_argument("--model", default=None,
+                   help=f"a preset ({', '.join(PRESETS)}) or a name from `inferlab list` "
+                        "(default: cpu-0.5b on a CPU, the largest Llama-2 that fits on a GPU)")
+    p.add_argument("--decode-mode", default="auto", choices=DECODE_MODES,
+                   help="auto: CUDA graphs on a GPU, eager elsewhere; compile: torch.compile")
+    p.add_argument("--threads", type=int, default=None, help="CPU threads (default: one per core)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    p.set_defaults(func=_cmd_measure)
+
+
+def _cmd_measure(args) -> int:
+    from inferlab.measure.suite import run_suite
+
+    def log(text):
+        if args.no_progress:
+            print(f"[{time.strftime('%H:%M:%S')}] {text}", file=sys.stderr, flush=True)
+
+    result = run_suite(quick=args.quick, device=args.device, dtype=args.dtype, model=args.model,
+                       decode_mode=args.decode_mode, seed=args.seed, threads=args.threads,
+                       progress=not args.no_progress, log=log)
+    out = args.out
+    if out is None:
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        out = DEFAULT_DIR / f"measure-{result.device['kind']}-{stamp}.json"
+    print(result.table())
+    path = result.save(out)
+    print(f"\nwrote {path}")
+    return 0

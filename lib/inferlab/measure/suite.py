@@ -1,0 +1,401 @@
+"""The measurement suite: ceilings, the measured roofline, TTFT, ITL, one request, the batch
+sweep, MBU and MFU, each beside the library's prediction from the measured ceilings.
+
+Definitions (as vLLM's serving benchmark, benchmarks/benchmark_serving.py, uses them):
+  TTFT  time to first token: from sending a request to receiving its first output token. Here
+        (no queue, no network, no tokenizer) it is the prefill pass that yields the first token.
+  ITL   inter-token latency: each gap between two consecutive output tokens of one request.
+        Here one decode step: every sequence in the batch gets one token per step.
+  TPOT  time per output token: (end-to-end latency - TTFT) / (output tokens - 1) of a request,
+        i.e. the mean of its ITLs.
+  MBU   bytes the library says one decode step moves (weights + KV cache + activations)
+        / step time / measured copy bandwidth.
+  MFU   FLOPs the library counts for the pass / its time / measured matmul FLOP/s.
+"""
+from __future__ import annotations
+
+import gc
+import sys
+import time
+from dataclasses import asdict, replace
+from datetime import datetime, timezone
+
+from inferlab.costs import decode_costs, prefill_costs
+from inferlab.latency import decode_step_time_s, prefill_time_s
+from inferlab.measure import device as _device
+from inferlab.measure import plan as _plan
+from inferlab.measure.ceilings import (Ceilings, choose_dtype, generator, measure_ceilings,
+                                       roofline_sweep, torch_dtype)
+from inferlab.measure.runner import (decode_runner, drop_kv_cache, fill_kv_cache_, random_model,
+                                     token_pool)
+from inferlab.measure.result import TARGETS, SCHEMA, SuiteResult
+from inferlab.measure.timing import time_fn
+from inferlab.memory import weight_bytes
+from inferlab.specs import get_accelerator
+from inferlab.units import bytes_per_element
+from inferlab.validation import positive_int
+
+CONTENTION_RETRY = 0.25  # re-measure a CPU point once if others took this much of our CPUs
+CONTENTION_NOTE = 0.10   # list points measured while others took more than this of our CPUs
+CONTENTION_CLEAN = 0.05  # efficiency rounds count only below this
+
+
+def encroachment(contention, threads=None) -> float:
+    """How much of the CPUs this run uses other processes took: their share of the machine
+    beyond what `threads` threads leave spare (0 when unknown)."""
+    import torch
+
+    if contention is None:
+        return 0.0
+    return max(contention - _device.spare_share(threads or torch.get_num_threads()), 0.0)
+
+
+def timed(fn, pool, kind: str, **kwargs):
+    """time_fn, measured once more on a CPU if other processes took a large share of this
+    run's CPUs meanwhile; the less disturbed of the two is kept (its contention is recorded)."""
+    t = time_fn(fn, pool, device=kind, **kwargs)
+    if kind == "cpu" and encroachment(t.contention) > CONTENTION_RETRY:
+        again = time_fn(fn, pool, device=kind, **kwargs)
+        if (again.contention or 0.0) < t.contention:
+            t = again
+    return t
+
+
+class _Progress:
+    """A tqdm bar on stderr (or nothing), with messages written above it."""
+
+    def __init__(self, total: int, enabled: bool, log):
+        self.bar = None
+        self.log = log
+        if enabled:
+            from tqdm.auto import tqdm
+            self.bar = tqdm(total=total, file=sys.stderr, desc="measure", unit="pt", leave=False,
+                            dynamic_ncols=True)
+
+    def stage(self, text: str):
+        if self.bar is not None:
+            self.bar.set_description(text)
+        if self.log:
+            self.log(text)
+
+    def update(self, n: int = 1):
+        if self.bar is not None:
+            self.bar.update(n)
+
+    def close(self):
+        if self.bar is not None:
+            self.bar.close()
+
+
+def _auto_candidates(kind: str) -> list:
+    import torch
+
+    if kind == "cpu":
+        return ["fp32", "bf16"]
+    if kind == "cuda":
+        return ["bf16"] if torch.cuda.is_bf16_supported() else ["fp16"]
+    return ["fp16"]
+
+
+def _resolve_plan(kind, info, free, *, quick, dtype, model, decode_mode, plan):
+    """The plan, checked against free memory with the smallest candidate dtype, before any
+    allocation (the exact dtype is checked again once the ceilings have chosen it)."""
+    candidates = [dtype] if dtype != "auto" else _auto_candidates(kind)
+    smallest = min(candidates, key=bytes_per_element)
+    if plan is None:
+        if model is None and kind != "cpu":
+            plan = _plan.largest_fitting_plan(kind, smallest, free, quick=quick,
+                                              cache_bytes=info.cache_bytes, decode_mode=decode_mode)
+        else:
+            plan = _plan.make_plan(kind, smallest, quick=quick, model=model,
+                                   cache_bytes=info.cache_bytes, decode_mode=decode_mode)
+    _plan.check_fits(replace(plan, dtype=smallest), free, f"{kind} ({info.name})")
+    return plan, candidates
+
+
+def run_suite(*, quick: bool = False, device: str = "auto", dtype: str = "auto", model=None,
+              decode_mode: str = "auto", plan=None, seed: int = 0, progress: bool = True,
+              threads: int | None = None, log=None) -> SuiteResult:
+    """Measure everything on one device and return the run (SuiteResult; .save(path) for JSON).
+
+    device: auto | cuda | mps | cpu. dtype: auto (bf16 on a GPU; on a CPU fp32 unless bf16's
+    measured product is faster) or fp32 | bf16 | fp16. model: a preset (cpu-0.5b, tiny) or a
+    data/models.toml name; default cpu-0.5b on a CPU, the largest of llama-2-13b / llama-2-7b
+    that fits on a GPU. threads: CPU threads for this run (default: torch's, one per core).
+    Raises DoesNotFitError before allocating anything if the plan cannot fit."""
+    import torch
+
+    t_start = time.perf_counter()
+    if threads is not None:
+        positive_int("threads", threads)
+        saved_threads = torch.get_num_threads()
+        torch.set_num_threads(int(threads))
+        try:
+            return run_suite(quick=quick, device=device, dtype=dtype, model=model,
+                             decode_mode=decode_mode, plan=plan, seed=seed, progress=progress, log=log)
+        finally:
+            torch.set_num_threads(saved_threads)
+    kind = _device.resolve_kind(device)
+    info = _device.describe(kind)
+    free = _device.free_memory_bytes(kind)
+    plan, candidates = _resolve_plan(kind, info, free, quick=quick, dtype=dtype, model=model,
+                                     decode_mode=decode_mode, plan=plan)
+    if dtype != "auto":
+        torch_dtype(dtype)
+    notes = []
+    n_points = (len(plan.roofline_ms) + len(plan.prompt_lens) + len(plan.contexts) + 3
+                + (1 if plan.generate_tokens else 0) + len(_plan.fit_batches(plan, free).batches))
+    bar = _Progress(n_points, progress, log)
+    try:
+        with torch.inference_mode():
+            result = _measure(plan, kind, info, free, candidates, dtype, seed, bar, notes)
+    finally:
+        bar.close()
+    result.data["elapsed_s"] = time.perf_counter() - t_start
+    return result
+
+
+def quick_suite(**kwargs) -> SuiteResult:
+    """run_suite(quick=True, ...): fewer points, well under a minute on two CPU cores."""
+    return run_suite(quick=True, **kwargs)
+
+
+def _measure(plan, kind, info, free, candidates, dtype, seed, bar, notes) -> SuiteResult:
+    import torch
+
+    # Ceilings first, in a share of the free memory: the copy buffer is several times the cache.
+    bar.stage("ceilings")
+    mm_dtypes = sorted(set(candidates) | ({"fp32", "bf16"} if kind == "cpu" else set()))
+    copy_bytes = min(plan.copy_bytes, 0.2 * free)
+    ceil = measure_ceilings(kind, mm_dtypes, copy_bytes=copy_bytes, matmul_n=plan.matmul_n,
+                            memory_bytes=free, seed=seed)
+    bar.update(1)
+    if dtype == "auto":
+        chosen, reason = choose_dtype(kind, ceil.matmul_flops_per_s)
+    else:
+        chosen, reason = dtype, "requested"
+    plan = replace(plan, dtype=chosen)
+    free_now = _device.free_memory_bytes(kind)
+    need = _plan.check_fits(plan, free_now, f"{kind} ({info.name})")
+    prec = plan.precision
+    acc = ceil.accelerator(f"measured-{kind}")
+    cfg = plan.model
+    wbytes = weight_bytes(cfg, prec)
+    if info.cache_bytes and wbytes < 2 * info.cache_bytes:
+        notes.append(f"the weights ({wbytes / 2**20:.0f} MiB) are less than twice the cache "
+                     f"({info.cache_bytes / 2**20:.0f} MiB): decode times may be flattered by it")
+
+    bar.stage("roofline")
+    d, f = plan.roofline_shape
+    roof = roofline_sweep(kind, chosen, d, f, plan.roofline_ms, acc, cache_bytes=info.cache_bytes,
+                          max_pool_bytes=min(2e9, 0.2 * free_now), seed=seed,
+                          max_time_s=plan.point_time_s / 2, progress=bar)
+
+    bar.stage(f"building {cfg.name}")
+    model = random_model(cfg, kind, chosen, seed)
+    model.setup_cache(1, plan.max_seq_len)
+    gen = generator(kind, seed + 1)
+    fill_kv_cache_(model, gen)
+    bar.update(1)
+    mode = plan.decode_mode if plan.decode_mode != "auto" else ("graph" if kind == "cuda" else "eager")
+    used_modes = set()
+
+    # TTFT against prompt length, B = 1.
+    bar.stage("TTFT")
+    ttft, ttft_pred = [], []
+    for s in plan.prompt_lens:
+        pool = token_pool(cfg, 1, s, 3, kind, gen)
+        t = timed(lambda tok: model(tok, 0, all_logits=False), pool, kind, warmup=1,
+                  repeats=10, min_repeats=3, max_time_s=plan.point_time_s)
+        c = prefill_costs(cfg, 1, s, prec).total
+        ttft.append({"prompt_len": s, "batch": 1, "timing": t.to_dict(), "flops": float(c.flops),
+                     "bytes": float(c.bytes), "mfu": float(c.flops) / t.median_s / acc.peak(chosen)})
+        ttft_pred.append({"prompt_len": s, "predicted_s": float(prefill_time_s(cfg, acc, s, 1, prec))})
+        bar.update(1)
+
+    # ITL against context length, B = 1.
+    bar.stage("ITL")
+    itl, itl_pred = [], []
+    fill_kv_cache_(model, gen)
+    for ctx in plan.contexts:
+        pool = token_pool(cfg, 1, 1, 8, kind, gen)
+        fn, used, note = decode_runner(model, pool, ctx - 1, mode, kind)
+        used_modes.add(used)
+        if note and note not in notes:
+            notes.append(note)
+        t = timed(fn, pool, kind, warmup=2, repeats=30, min_repeats=5, max_time_s=plan.point_time_s)
+        del fn
+        itl.append(_decode_point(cfg, prec, acc, chosen, 1, ctx, t))
+        itl_pred.append(_decode_pred(cfg, prec, acc, 1, ctx))
+        bar.update(1)
+
+    # One request as a server streams it: prefill, then one token per step.
+    generation = {}
+    if plan.generate_tokens:
+        bar.stage("one request")
+        generation = _generate(model, cfg, plan, kind, gen, mode)
+        bar.update(1)
+
+    # Decode step against batch size at a fixed context, up to the memory limit.
+    bar.stage("batch sweep")
+    drop_kv_cache(model, kind)
+    # The weights are allocated already: what is free now plus them is what fit_batches divides.
+    plan = _plan.fit_batches(plan, _device.free_memory_bytes(kind) + wbytes)
+    if bar.bar is not None:
+        bar.bar.total = bar.bar.n + len(plan.batches) + 1
+    batch, batch_pred = [], []
+    if plan.batches:
+        model.setup_cache(max(plan.batches), plan.batch_context)
+        fill_kv_cache_(model, gen)
+        for b in plan.batches:
+            pool = token_pool(cfg, b, 1, 4, kind, gen)
+            fn, used, note = decode_runner(model, pool, plan.batch_context - 1, mode, kind)
+            used_modes.add(used)
+            if note and note not in notes:
+                notes.append(note)
+            t = timed(fn, pool, kind, warmup=2, repeats=20, min_repeats=3,
+                      max_time_s=plan.point_time_s)
+            del fn
+            point = _decode_point(cfg, prec, acc, chosen, b, plan.batch_context, t)
+            point["throughput_tokens_per_s"] = b / t.median_s
+            batch.append(point)
+            pred = _decode_pred(cfg, prec, acc, b, plan.batch_context)
+            pred["predicted_tokens_per_s"] = b / pred["predicted_s"]
+            batch_pred.append(pred)
+            bar.update(1)
+    else:
+        notes.append("no batch fits beside the weights at the batch context")
+    del model
+    _release(kind)
+
+    # The ceilings again: a drift between start and end means the machine changed under us.
+    bar.stage("ceilings again")
+    after = measure_ceilings(kind, [chosen], copy_bytes=copy_bytes, matmul_n=plan.matmul_n,
+                             memory_bytes=free, seed=seed + 2, max_time_s=1.0)
+    bar.update(1)
+    for what, a, b in (("copy bandwidth", ceil.copy_bytes_per_s, after.copy_bytes_per_s),
+                       (f"{chosen} matmul rate", ceil.matmul_flops_per_s[chosen],
+                        after.matmul_flops_per_s[chosen])):
+        if abs(b / a - 1) > 0.15:
+            notes.append(f"{what} changed {b / a - 1:+.0%} between the start and the end of the run: "
+                         "the machine's speed varied (shared host?); ratios carry that uncertainty")
+
+    if kind == "cpu":
+        _contention_note(notes, ceil, after, roof, ttft, itl, batch)
+    data = _assemble(plan, kind, info, ceil, after, acc, reason, roof, ttft, ttft_pred, itl,
+                     itl_pred, generation, batch, batch_pred, need, used_modes, mode, notes)
+    result = SuiteResult(data)
+    data["checks"] = {k: c.to_dict() for k, c in result.checks().items()}
+    return result
+
+
+def _contention_note(notes, ceil, after, *sweeps):
+    shares = [p["timing"].get("contention") for sweep in sweeps for p in sweep]
+    for c in (ceil, after):
+        shares += [c.copy_timing.contention] + [t.contention for t in c.matmul_timing.values()]
+    shares = [encroachment(x) for x in shares if x is not None]
+    bad = [x for x in shares if x > CONTENTION_NOTE]
+    if bad:
+        notes.append(f"{len(bad)} of {len(shares)} timings ran while other processes took more than "
+                     f"{CONTENTION_NOTE:.0%} of the CPUs this run uses (up to {max(bad):.0%}; read from "
+                     "/proc/stat): those times are inflated; rerun on a quiet machine, or with fewer threads")
+
+
+def _release(kind: str) -> None:
+    import torch
+
+    gc.collect()
+    if kind == "cuda":
+        torch.cuda.empty_cache()
+
+
+def _decode_point(cfg, prec, acc, dtype, b, ctx, t) -> dict:
+    c = decode_costs(cfg, b, ctx, prec).total
+    return {"batch": b, "context_len": ctx, "timing": t.to_dict(), "flops": float(c.flops),
+            "bytes": float(c.bytes), "mbu": float(c.bytes) / t.median_s / acc.hbm_bytes_per_s,
+            "mfu": float(c.flops) / t.median_s / acc.peak(dtype)}
+
+
+def _decode_pred(cfg, prec, acc, b, ctx) -> dict:
+    return {"batch": b, "context_len": ctx,
+            "predicted_s": float(decode_step_time_s(cfg, acc, ctx, b, prec))}
+
+
+def _generate(model, cfg, plan, kind, gen, mode) -> dict:
+    """Greedy generation of one request, timed as a streaming client sees it: TTFT until the
+    first token is on the host, then each ITL until the next one is. Eager unless the decode
+    mode is compile (a CUDA graph is per position, so a fresh one per token would be unfair)."""
+    import torch
+
+    _device_sync = _device.synchronize
+    run = model
+    used = "eager"
+    if mode == "compile" and model.__dict__.get("_inferlab_compiled") is not None:
+        run, used = model.__dict__["_inferlab_compiled"], "compile"
+    p, n = plan.generate_prompt, plan.generate_tokens
+
+    def once(prompt, n_tokens):
+        _device_sync(kind)
+        t0 = time.perf_counter()
+        nxt = run(prompt, 0, all_logits=False).argmax(-1)
+        nxt.cpu()  # the token is on the host: it could be streamed
+        t_first = time.perf_counter()
+        gaps, last = [], t_first
+        for i in range(n_tokens - 1):
+            nxt = run(nxt, p + i, all_logits=False).argmax(-1)
+            nxt.cpu()
+            now = time.perf_counter()
+            gaps.append(now - last)
+            last = now
+        return t_first - t0, gaps, last - t0
+
+    prompts = token_pool(cfg, 1, p, 2, kind, gen)
+    once(prompts[0], min(n, 3))  # warm-up: first-call costs are not part of a request
+    ttft, gaps, e2e = once(prompts[1], n)
+    return {"prompt_len": p, "output_tokens": n, "ttft_s": ttft, "itl_s": gaps,
+            "tpot_s": (e2e - ttft) / max(n - 1, 1), "e2e_s": e2e, "decode_mode": used}
+
+
+def _assemble(plan, kind, info, ceil: Ceilings, after: Ceilings, acc, reason, roof, ttft, ttft_pred,
+              itl, itl_pred, generation, batch, batch_pred, need, used_modes, mode, notes):
+    import torch
+
+    datasheet = None
+    if info.datasheet:
+        a = get_accelerator(info.datasheet)
+        datasheet = {"name": a.name, "hbm_bytes_per_s": a.hbm_bytes_per_s,
+                     "peak_flops_per_s": dict(a.peak_flops_per_s), "source": a.source}
+    b1 = next((p for p in batch if p["batch"] == 1), itl[0] if itl else None)
+    big = max(ttft, key=lambda p: p["prompt_len"]) if ttft else None
+    decode_used = "/".join(sorted(used_modes)) or mode
+    config = {"model": asdict(plan.model), "dtype": plan.dtype, "dtype_reason": reason,
+              "decode_mode": decode_used, "threads": torch.get_num_threads(),
+              "plan": plan.to_dict(), "memory_needed": need}
+    return {
+        "schema": SCHEMA,
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "elapsed_s": 0.0,
+        "device": info.to_dict(),
+        "versions": _device.versions(),
+        "config": config,
+        "ceilings": ceil.to_dict(),
+        "ceilings_after": after.to_dict(),
+        "measurements": {"roofline": roof, "ttft": ttft, "itl": itl, "batch": batch,
+                         "batch_memory_limit": plan.batch_limit,
+                         "generation": generation},
+        "predictions": {
+            "accelerator": {"name": acc.name, "memory_bytes": acc.memory_bytes,
+                            "hbm_bytes_per_s": acc.hbm_bytes_per_s,
+                            "peak_flops_per_s": dict(acc.peak_flops_per_s)},
+            "method": "inferlab.latency.prefill_time_s / decode_step_time_s: per-operator roofline "
+                      "at the measured ceilings with MFU = MBU = 1",
+            "datasheet": datasheet,
+            "ttft": ttft_pred, "itl": itl_pred, "batch": batch_pred},
+        "summary": {
+            "mbu_b1": b1["mbu"] if b1 else None, "mbu_context": b1["context_len"] if b1 else None,
+            "mfu_prefill": big["mfu"] if big else None,
+            "mfu_prompt_len": big["prompt_len"] if big else None,
+            "targets": TARGETS.get(kind),
+            "weights_bytes": weight_bytes(plan.model, plan.precision)},
+        "notes": notes,
+    }

@@ -1,0 +1,128 @@
+"""Honest wall times: warm-up, many repeats, median and interquartile range.
+
+Each timed call is bracketed by CUDA events on a GPU, or by a synchronisation and the host's
+monotonic clock elsewhere, so queued device work is never mistaken for finished work. Inputs
+rotate through a pool made beforehand: no call sees the data of the call before it (a cache
+cannot flatter the result) and making inputs is never timed.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from inferlab.measure import device as _device
+from inferlab.validation import nonneg_int, positive_float, positive_int
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Repeated times of one operation in seconds, with summary statistics."""
+
+    samples_s: tuple
+    warmup: int = 0
+    method: str = "host-clock"
+    contention: float | None = None  # share of all CPUs other processes used meanwhile
+
+    def __post_init__(self):
+        if not self.samples_s:
+            raise ValueError("a Timing needs at least one sample; got none")
+
+    @property
+    def n(self) -> int:
+        return len(self.samples_s)
+
+    @property
+    def median_s(self) -> float:
+        return float(np.median(self.samples_s))
+
+    @property
+    def q1_s(self) -> float:
+        return float(np.percentile(self.samples_s, 25))
+
+    @property
+    def q3_s(self) -> float:
+        return float(np.percentile(self.samples_s, 75))
+
+    @property
+    def iqr_s(self) -> float:
+        return self.q3_s - self.q1_s
+
+    @property
+    def rel_iqr(self) -> float:
+        """Spread relative to the median: IQR / median."""
+        return self.iqr_s / self.median_s if self.median_s > 0 else float("inf")
+
+    @property
+    def min_s(self) -> float:
+        return float(min(self.samples_s))
+
+    @property
+    def max_s(self) -> float:
+        return float(max(self.samples_s))
+
+    def to_dict(self) -> dict:
+        return {"median_s": self.median_s, "q1_s": self.q1_s, "q3_s": self.q3_s,
+                "min_s": self.min_s, "max_s": self.max_s, "n": self.n, "warmup": self.warmup,
+                "method": self.method, "contention": self.contention,
+                "samples_s": [float(s) for s in self.samples_s]}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Timing":
+        return cls(tuple(d["samples_s"]), int(d.get("warmup", 0)), d.get("method", "host-clock"),
+                   d.get("contention"))
+
+    def __str__(self) -> str:
+        return (f"{self.median_s * 1e3:.3g} ms (IQR {self.q1_s * 1e3:.3g}-{self.q3_s * 1e3:.3g}, "
+                f"n={self.n})")
+
+
+def time_fn(fn, inputs=None, *, device: str = "cpu", warmup: int = 2, repeats: int = 10,
+            min_repeats: int = 3, max_time_s: float | None = None) -> Timing:
+    """Time `fn(*inputs[i % len(inputs)])` (or `fn()` without inputs) `repeats` times after
+    `warmup` untimed calls. With `max_time_s`, stop early once `min_repeats` calls are done and
+    the timed calls have taken that long. CUDA: events around each call; else synchronise the
+    device, read time.perf_counter, call, synchronise, read it again. The Timing records the
+    share of the machine's CPUs other processes used meanwhile (`contention`)."""
+    nonneg_int("warmup", warmup)
+    positive_int("repeats", repeats)
+    positive_int("min_repeats", min_repeats)
+    if max_time_s is not None:
+        positive_float("max_time_s", max_time_s)
+    pool = list(inputs) if inputs is not None else [()]
+    if not pool:
+        raise ValueError("inputs must hold at least one argument tuple; got an empty pool")
+    min_repeats = min(min_repeats, repeats)
+
+    def call(i):
+        args = pool[i % len(pool)]
+        return fn(*args) if isinstance(args, tuple) else fn(args)
+
+    for i in range(warmup):
+        call(i)
+    use_events = device == "cuda"
+    if use_events:
+        import torch
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    samples, spent = [], 0.0
+    meter = _device.CpuMeter()
+    for i in range(repeats):
+        k = warmup + i
+        _device.synchronize(device)
+        t0 = time.perf_counter()
+        if use_events:
+            start.record()
+            call(k)
+            end.record()
+            end.synchronize()
+            samples.append(start.elapsed_time(end) / 1e3)
+        else:
+            call(k)
+            _device.synchronize(device)
+            samples.append(time.perf_counter() - t0)
+        spent += time.perf_counter() - t0
+        if max_time_s is not None and i + 1 >= min_repeats and spent >= max_time_s:
+            break
+    return Timing(tuple(samples), warmup, "cuda-events" if use_events else "host-clock",
+                  meter.others_share())

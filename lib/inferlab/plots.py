@@ -1,0 +1,565 @@
+"""The chapter's figures: one function per figure, each computing its points through the library.
+
+Every function takes the inputs (model, accelerator, precision, ranges) and returns a `Plot`:
+the matplotlib Figure, the plotted points as a plain-text table (rounded, deterministic: what a
+notebook prints so nbval checks the figure's data) and the points themselves in `data`.
+`fig, table = plots.ttft_plot(...)` unpacks the first two.
+
+The book's own numbers are passed in as `book_points` [(x, y, label), ...] in display units and
+drawn as black crosses on our curves. Figures are `matplotlib.figure.Figure` objects (no pyplot
+state), so they work headless and in a notebook alike.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from matplotlib.figure import Figure
+
+from inferlab.claims.reproduce import model_variant
+from inferlab.costs import ATTENTION_OPS, decode_costs, prefill_costs
+from inferlab.latency import (cost_per_1k_tokens_usd, decode_step_time_s, kv_crossover_batch,
+                              prefill_time_s, throughput_tokens_per_s)
+from inferlab.memory import kv_cache_bytes, max_batch, weight_bytes
+from inferlab.roofline import attainable_flops_per_s, ridge_point
+from inferlab.specs import BF16, Precision, get_accelerator, get_model
+from inferlab.tables import text_table
+from inferlab.units import GB, MS, TFLOP
+from inferlab.validation import DoesNotFitError
+
+# Operator groups placed on the roofline (their per-layer FLOPs and bytes are summed).
+OPERATOR_GROUPS = {
+    "QKV/O projections": ("q_proj", "k_proj", "v_proj", "o_proj"),
+    "MLP": ("mlp_gate", "mlp_up", "mlp_down"),
+    "attention QK\u1d40, PV": ATTENTION_OPS,
+}
+GROUP_COLORS = {"QKV/O projections": "tab:blue", "MLP": "tab:orange", "attention QK\u1d40, PV": "tab:green"}
+BOOK_STYLE = dict(marker="X", s=70, color="black", zorder=5, label="book")
+FIGSIZE = (7.0, 4.2)
+WIDE = (10.5, 4.0)
+
+
+@dataclass
+class Plot:
+    """A figure, its plotted points as text, and the points as arrays (`data`)."""
+
+    fig: Figure
+    table: str
+    data: dict = field(default_factory=dict)
+
+    def __iter__(self):
+        return iter((self.fig, self.table))
+
+
+def _figure(size=FIGSIZE, ncols=1):
+    fig = Figure(figsize=size, layout="constrained")
+    axes = fig.subplots(1, ncols)
+    return fig, axes
+
+
+def _book(ax, book_points, annotate=True):
+    """Mark the book's values [(x, y, label), ...] on `ax`."""
+    pts = [(float(x), float(y), str(label)) for x, y, label in (book_points or ())]
+    if not pts:
+        return
+    ax.scatter([p[0] for p in pts], [p[1] for p in pts], **BOOK_STYLE)
+    if annotate:
+        for x, y, label in pts:
+            ax.annotate(label, (x, y), textcoords="offset points", xytext=(6, -12), fontsize=8)
+
+
+def _book_rows(book_points):
+    return [(float(x), float(y), str(label)) for x, y, label in (book_points or ())]
+
+
+def _with_book(table, book_points, x_name, y_name, x_fmt=".6g", y_fmt=".4g"):
+    rows = _book_rows(book_points)
+    if not rows:
+        return table
+    return table + "\n\nbook's points\n" + text_table((x_name, y_name, "label"), rows, (x_fmt, y_fmt, "s"))
+
+
+def fit_limit(model, accelerator, context_len, precision: Precision = BF16):
+    """Largest batch whose KV cache at `context_len` fits beside the weights: `memory.max_batch`,
+    but 0 (instead of an error) when not even the weights fit. Arrays of lengths give arrays."""
+    try:
+        out = max_batch(model, accelerator, context_len, precision, allow_zero=True)
+    except DoesNotFitError:
+        out = np.zeros(np.shape(context_len), dtype=np.int64)
+    return out if np.ndim(out) else int(out)
+
+
+def group_costs(costs, groups=OPERATOR_GROUPS):
+    """{group: (FLOPs, bytes)} of one layer, summing the operators present in each group."""
+    out = {}
+    for name, ops in groups.items():
+        present = [costs.per_layer[o] for o in ops if o in costs.per_layer]
+        out[name] = (sum(c.flops for c in present), sum(c.bytes for c in present))
+    return out
+
+
+# 15.1.1 / 15.1.2: the roofline ---------------------------------------------------------------------
+
+def roofline_plot(model, accelerator, precision: Precision = BF16, *,
+                  prompt_lens=(128, 512, 2048, 8192), prefill_batch=1,
+                  decode_batches=(1, 16, 64, 256), context_len=1024,
+                  intensity_range=(0.1, 1e5)) -> Plot:
+    """Williams-style roofline (log-log, ridge marked) with each operator group of a prefill
+    (at several prompt lengths S) and of a decode step (at several batches B) placed at its
+    arithmetic intensity, on the roof it attains."""
+    model, acc = get_model(model), get_accelerator(accelerator)
+    dtype = precision.compute_dtype
+    ridge = ridge_point(acc, dtype)
+    fig, ax = _figure()
+    x = np.geomspace(*intensity_range, 400)
+    ax.plot(x, attainable_flops_per_s(x, acc, dtype) / TFLOP, color="0.2", lw=2,
+            label=f"{acc.name} roofline ({dtype})")
+    ax.axvline(ridge, color="0.5", ls=":", lw=1)
+    ax.annotate(f"ridge point\n{ridge:.0f} FLOP/byte", (ridge, acc.peak(dtype) / TFLOP / 30),
+                xytext=(6, 0), textcoords="offset points", fontsize=8, color="0.3")
+    rows = []
+    points = []
+    for phase, sweep, marker in (("prefill", prompt_lens, "o"), ("decode", decode_batches, "s")):
+        for value in sweep:
+            if phase == "prefill":
+                b, s = int(prefill_batch), int(value)
+                costs = prefill_costs(model, b, s, precision)
+                tag = f"S={s}"
+            else:
+                b, s = int(value), int(context_len)
+                costs = decode_costs(model, b, s, precision)
+                tag = f"B={b}"
+            for group, (flops, nbytes) in group_costs(costs).items():
+                intensity = float(flops / nbytes)
+                perf = float(attainable_flops_per_s(intensity, acc, dtype)) / TFLOP
+                regime = "compute" if intensity >= ridge else "memory"
+                rows.append((phase, b, s, group, intensity, perf, regime))
+                points.append((phase, b, s, group, intensity, perf))
+                ax.scatter([intensity], [perf], marker=marker, s=36, color=GROUP_COLORS[group],
+                           facecolors=GROUP_COLORS[group] if phase == "prefill" else "none", zorder=4)
+                if group == "MLP":  # one label per pass, rotated so neighbours do not collide
+                    up = phase == "prefill"
+                    ax.annotate(tag, (intensity, perf), textcoords="offset points",
+                                xytext=(0, 8 if up else -8), fontsize=7, rotation=90,
+                                ha="center", va="bottom" if up else "top")
+                elif phase == "decode" and "attention" in group and value == sweep[-1]:
+                    ax.annotate("attention: B=1..%d\nall at the same point" % b, (intensity, perf),
+                                textcoords="offset points", xytext=(8, 4), fontsize=7,
+                                color=GROUP_COLORS[group])
+    for group, color in GROUP_COLORS.items():
+        ax.scatter([], [], marker="o", color=color, label=group)
+    ax.scatter([], [], marker="o", color="0.4", label=f"prefill, B={prefill_batch} (filled)")
+    ax.scatter([], [], marker="s", facecolors="none", color="0.4", label=f"decode, context {context_len} (open)")
+    ax.set(xscale="log", yscale="log", xlabel="arithmetic intensity (FLOP/byte)",
+           ylabel="attainable performance (TFLOP/s)", ylim=(None, acc.peak(dtype) / TFLOP * 8),
+           title=f"{model.name}: prefill sits right of the ridge, decode left")
+    ax.legend(fontsize=7, loc="lower right")
+    ax.grid(True, which="major", alpha=0.3)
+    table = text_table(("phase", "B", "S", "operator group", "FLOP/byte", "TFLOP/s", "bound"), rows,
+                       ("s", "d", "d", "s", ",.1f", ",.1f", "s"))
+    table = f"ridge point {ridge:.1f} FLOP/byte; peak {acc.peak(dtype) / TFLOP:.1f} TFLOP/s\n" + table
+    return Plot(fig, table, {"ridge": ridge, "points": points})
+
+
+def decode_intensity_plot(model, accelerator, precision: Precision = BF16, *,
+                          batches=tuple(2 ** np.arange(0, 11)), context_len=1024) -> Plot:
+    """Arithmetic intensity of each operator group of one decode step against batch B (log-log):
+    the weight-bound groups climb with B towards the ridge, attention stays pinned near 1."""
+    model, acc = get_model(model), get_accelerator(accelerator)
+    dtype = precision.compute_dtype
+    ridge = ridge_point(acc, dtype)
+    b = np.asarray(batches, dtype=np.int64)
+    costs = decode_costs(model, b, context_len, precision)
+    groups = group_costs(costs)
+    fig, ax = _figure()
+    series = {}
+    for group, (flops, nbytes) in groups.items():
+        series[group] = np.asarray(flops / nbytes, dtype=float) * np.ones(b.shape)
+        ax.plot(b, series[group], marker="o", ms=3, color=GROUP_COLORS[group], label=group)
+    whole = costs.layer
+    series["whole step (one layer)"] = np.asarray(whole.intensity, dtype=float) * np.ones(b.shape)
+    ax.plot(b, series["whole step (one layer)"], color="0.3", ls="--", label="whole layer")
+    ax.axhline(ridge, color="0.5", ls=":")
+    ax.annotate(f"ridge {ridge:.0f} FLOP/byte: compute-bound above", (b[0], ridge), xytext=(2, 4),
+                textcoords="offset points", fontsize=8)
+    mlp_cross = mlp_ridge_batch(model, acc, precision, context_len)
+    if mlp_cross:
+        ax.axvline(mlp_cross, color=GROUP_COLORS["MLP"], ls=":", lw=1)
+        ax.annotate(f"MLP reaches the ridge at B={mlp_cross}", (mlp_cross, 1.5), xytext=(-6, 0),
+                    textcoords="offset points", fontsize=8, ha="right", color=GROUP_COLORS["MLP"])
+    ax.set(xscale="log", yscale="log", xlabel="batch size B (sequences per decode step)",
+           ylabel="arithmetic intensity (FLOP/byte)",
+           title=f"Decode at context {context_len}: batching lifts MLP, not attention")
+    ax.legend(fontsize=8, loc="center left")
+    ax.grid(True, which="major", alpha=0.3)
+    names = list(series)
+    rows = [(int(bi), *(series[n][i] for n in names)) for i, bi in enumerate(b)]
+    table = text_table(["B"] + names, rows, ["d"] + [",.2f"] * len(names))
+    table = (f"ridge point {ridge:.1f} FLOP/byte; MLP reaches it at B={mlp_cross}\n" + table)
+    return Plot(fig, table, {"batches": b, "intensity": series, "ridge": ridge, "mlp_ridge_batch": mlp_cross})
+
+
+def mlp_ridge_batch(model, accelerator, precision: Precision = BF16, context_len=1024,
+                    max_batch_searched: int = 1 << 16):
+    """Smallest decode batch at which the MLP's intensity reaches the ridge point (None if none
+    up to max_batch_searched). The MLP's intensity is ~B, so this is ~ the ridge point."""
+    ridge = ridge_point(accelerator, precision.compute_dtype)
+    b = np.arange(1, max_batch_searched + 1)
+    flops, nbytes = group_costs(decode_costs(model, b, context_len, precision))["MLP"]
+    hit = np.nonzero(np.asarray(flops / nbytes) >= ridge)[0]
+    return int(b[hit[0]]) if hit.size else None
+
+
+# 15.1.1 / 15.2.1: TTFT ----------------------------------------------------------------------------
+
+def ttft_plot(model, accelerator, precision: Precision = BF16, *, batch=1,
+              prompt_lens=None, table_lens=(512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072),
+              book_points=(), mfu: float = 1.0, title=None) -> Plot:
+    """TTFT (one prefill pass, no queueing) against prompt length S, log-log: the linear model
+    (projections and MLP only, ~2*P*S/peak) and the full count with causal attention's S^2 term.
+    book_points: [(S, TTFT in ms, label)]."""
+    model, acc = get_model(model), get_accelerator(accelerator)
+    table_lens = sorted({int(s) for s in table_lens} | {int(p[0]) for p in (book_points or ())})
+    lens = np.unique(np.concatenate([np.geomspace(128, 131072, 120).round().astype(np.int64),
+                                     np.asarray(table_lens, dtype=np.int64)]))
+    if prompt_lens is not None:
+        lens = np.asarray(prompt_lens, dtype=np.int64)
+    kw = dict(batch=batch, precision=precision, mfu=mfu)
+    linear = prefill_time_s(model, acc, lens, include_attention=False, **kw)
+    full = prefill_time_s(model, acc, lens, **kw)
+    fig, ax = _figure()
+    ax.plot(lens, linear / MS, ls="--", color="tab:blue", label="linear: projections + MLP (2·P·S / peak)")
+    ax.plot(lens, full / MS, color="tab:red", label="with causal attention (S² term)")
+    _book(ax, book_points)
+    ax.set(xscale="log", yscale="log", xlabel="prompt length S (tokens)", ylabel="TTFT (ms)",
+           title=title or f"{model.name} on {acc.name}, B={batch}: TTFT ∝ S until attention takes over")
+    ax.legend(fontsize=8, loc="upper left")
+    ax.grid(True, which="major", alpha=0.3)
+    t_lin = prefill_time_s(model, acc, np.asarray(table_lens), include_attention=False, **kw)
+    t_full = prefill_time_s(model, acc, np.asarray(table_lens), **kw)
+    rows = [(s, a / MS, f / MS, 100 * (f - a) / f) for s, a, f in zip(table_lens, t_lin, t_full)]
+    table = text_table(("S", "linear ms", "with attention ms", "attention share %"), rows,
+                       ("d", ",.1f", ",.1f", ".1f"))
+    return Plot(fig, _with_book(table, book_points, "S", "book ms"),
+                {"prompt_lens": lens, "linear_s": linear, "full_s": full})
+
+
+# 15.1.2: memory ----------------------------------------------------------------------------------
+
+def memory_budget_plot(model, accelerator, context_len, precision: Precision = BF16, *,
+                       batches=None, table_batches=(1, 8, 16, 32, 64), book_points=()) -> Plot:
+    """Stacked device memory against batch B at one context length: weights, KV cache and what is
+    left free; the largest batch that fits is marked. book_points: [(B, GB, label)]."""
+    model, acc = get_model(model), get_accelerator(accelerator)
+    limit = fit_limit(model, acc, context_len, precision)
+    if batches is None:
+        batches = np.arange(1, max(2 * limit, 16) + 1)
+    b = np.asarray(batches, dtype=float)
+    w = weight_bytes(model, precision) / GB
+    kv = kv_cache_bytes(model, context_len, b.astype(np.int64), precision) / GB
+    cap = acc.memory_bytes / GB
+    free = np.maximum(cap - w - kv, 0.0)
+    fig, ax = _figure()
+    ax.stackplot(b, np.full_like(b, w), kv, free, labels=("weights", "KV cache", "free"),
+                 colors=("tab:blue", "tab:orange", "0.85"))
+    ax.axhline(cap, color="black", lw=1)
+    ax.annotate(f"{acc.name}: {cap:.0f} GB", (b[0], cap), xytext=(2, 4), textcoords="offset points", fontsize=8)
+    if limit:
+        ax.axvline(limit, color="tab:red", ls="--")
+        ax.annotate(f"max batch {limit}", (limit, cap * 0.5), xytext=(4, 0), textcoords="offset points",
+                    color="tab:red", fontsize=9)
+    ax.axvspan(limit + 0.5, b[-1], color="tab:red", alpha=0.08, label="does not fit")
+    _book(ax, book_points)
+    ax.set(xlabel="batch size B (sequences)", ylabel="memory (GB = 1e9 bytes)",
+           xlim=(b[0], b[-1]), ylim=(0, max(cap, w + kv[-1]) * 1.05),
+           title=f"{model.name}, context {context_len}: the KV cache eats the free memory")
+    ax.legend(fontsize=8, loc="upper left")
+    tb = sorted({int(x) for x in table_batches} | ({limit} if limit else set()))
+    kv_t = kv_cache_bytes(model, context_len, np.asarray(tb), precision) / GB
+    rows = [(bi, w, k, cap - w - k, bool(cap - w - k >= 0)) for bi, k in zip(tb, kv_t)]
+    table = text_table(("B", "weights GB", "KV GB", "free GB", "fits"), rows,
+                       ("d", ".2f", ".2f", ".2f", "s"))
+    table = f"capacity {cap:.0f} GB; max batch at context {context_len}: {limit}\n" + table
+    return Plot(fig, _with_book(table, book_points, "B", "book GB"),
+                {"batches": b, "weights_gb": w, "kv_gb": kv, "free_gb": free, "max_batch": limit})
+
+
+def kv_variants(model, precision: Precision = BF16, gqa_kv_heads: int = 8) -> dict:
+    """{label: (model, precision)}: the model as given, a grouped-query version with
+    `gqa_kv_heads` KV heads at the same parameter count (or, for a model that already groups,
+    its full multi-head version), and each with an int8 KV cache. The variant is the claims
+    registry's (`claims.reproduce.model_variant`: the K/V weights saved widen the MLP, as in
+    Llama-3), so the figures and the book-vs-ours tables agree."""
+    model = get_model(model)
+    int8 = Precision(precision.weights, precision.activations, "int8", precision.compute)
+    base = f"{model.attention_kind} {model.n_kv_heads} KV heads"
+    if model.n_kv_heads != gqa_kv_heads and model.n_heads % gqa_kv_heads == 0:
+        other = model_variant(model, gqa_kv_heads)
+    else:
+        other = model_variant(model, model.n_heads)
+    other_label = f"{other.attention_kind} {other.n_kv_heads} KV heads"
+    return {
+        f"{base}, {precision.kv} KV": (model, precision),
+        f"{base}, int8 KV": (model, int8),
+        f"{other_label}, {precision.kv} KV": (other, precision),
+        f"{other_label}, int8 KV": (other, int8),
+    }
+
+
+def kv_variants_plot(model, accelerator, context_len, precision: Precision = BF16, *,
+                     gqa_kv_heads: int = 8, batches=None, book_points=()) -> Plot:
+    """Total memory (weights + KV) against batch for MHA vs GQA vs int8 KV; each variant's largest
+    batch that fits is marked where its line crosses the device capacity.
+    book_points: [(B, GB, label)]."""
+    acc = get_accelerator(accelerator)
+    variants = kv_variants(model, precision, gqa_kv_heads)
+    limits = {k: fit_limit(m, acc, context_len, p) for k, (m, p) in variants.items()}
+    if batches is None:
+        batches = np.unique(np.geomspace(1, max(1024, 2 * max(limits.values())), 200).round())
+    b = np.asarray(batches, dtype=np.int64)
+    cap = acc.memory_bytes / GB
+    fig, ax = _figure()
+    rows = []
+    for (label, (m, p)), color in zip(variants.items(), ("tab:red", "tab:orange", "tab:blue", "tab:cyan")):
+        total = (weight_bytes(m, p) + kv_cache_bytes(m, context_len, b, p)) / GB
+        ax.plot(b, total, color=color, label=label)
+        lim = limits[label]
+        if lim:
+            ax.scatter([lim], [(weight_bytes(m, p) + kv_cache_bytes(m, context_len, lim, p)) / GB],
+                       color=color, zorder=4)
+            ax.annotate(f"B={lim}", (lim, cap), xytext=(0, 6), textcoords="offset points",
+                        color=color, fontsize=8, ha="center")
+        rows.append((label, kv_cache_bytes(m, context_len, 1, p) / GB, weight_bytes(m, p) / GB,
+                     kv_crossover_batch(m, context_len, p), lim))
+    ax.axhline(cap, color="black", lw=1)
+    ax.annotate(f"{acc.name}: {cap:.0f} GB", (b[0], cap), xytext=(2, -12), textcoords="offset points", fontsize=8)
+    _book(ax, book_points, annotate=False)
+    ax.set(xscale="log", xlabel="batch size B (sequences)", ylabel="weights + KV cache (GB)",
+           ylim=(0, cap * 2), title=f"Context {context_len}: fewer KV heads or bytes move the memory wall")
+    ax.legend(fontsize=8, loc="upper left")
+    ax.grid(True, which="major", alpha=0.3)
+    table = text_table(("variant", "KV/seq GB", "weights GB", "B*", "max batch"), rows,
+                       ("s", ".3f", ".2f", ".1f", "d"))
+    return Plot(fig, _with_book(table, book_points, "B", "book GB", x_fmt="d"),
+                {"batches": b, "max_batch": limits})
+
+
+# 15.2.1: ITL ------------------------------------------------------------------------------------
+
+def itl_plot(model, accelerator, precision: Precision = BF16, *, batches=(1, 8, 32, 64),
+             context_lens=None, table_contexts=(512, 1024, 4096, 16384, 32768), book_points=()) -> Plot:
+    """ITL (decode step time) against context length for several batches, log x: solid where the
+    batch's KV cache fits on the device, dotted where it does not. book_points: [(S, ms, label)]."""
+    model, acc = get_model(model), get_accelerator(accelerator)
+    if context_lens is None:
+        context_lens = np.unique(np.geomspace(128, 131072, 100).round())
+    s = np.asarray(context_lens, dtype=np.int64)
+    fig, ax = _figure()
+    rows = []
+    series = {}
+    for bi, color in zip(batches, ("tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown")):
+        t = decode_step_time_s(model, acc, s, int(bi), precision) / MS
+        fits = fit_limit(model, acc, s, precision) >= bi
+        series[int(bi)] = (t, fits)
+        ax.plot(s, np.where(fits, t, np.nan), color=color, label=f"B={bi}")
+        ax.plot(s, np.where(fits, np.nan, t), color=color, ls=":")
+        tc = np.asarray(table_contexts, dtype=np.int64)
+        t_tab = decode_step_time_s(model, acc, tc, int(bi), precision) / MS
+        fit_tab = fit_limit(model, acc, tc, precision) >= bi
+        rows += [(int(bi), int(c), x, bool(f)) for c, x, f in zip(tc, t_tab, fit_tab)]
+    _book(ax, book_points)
+    ax.plot([], [], color="0.4", ls=":", label="does not fit in memory")
+    ax.set(xscale="log", yscale="log", xlabel="context length (tokens in the KV cache)",
+           ylabel="ITL = decode step time (ms)",
+           title=f"{model.name} on {acc.name}: ITL is set by weights until B·context grows")
+    ax.legend(fontsize=8, loc="upper left")
+    ax.grid(True, which="major", alpha=0.3)
+    table = text_table(("B", "context", "ITL ms", "fits"), rows, ("d", "d", ".2f", "s"))
+    return Plot(fig, _with_book(table, book_points, "context", "book ms"),
+                {"context_lens": s, "itl_ms": series})
+
+
+def weight_dtype_plot(model, accelerator, precision: Precision = BF16, *, prompt_len=1024,
+                      context_len=1024, batch=1, dtypes=("bf16", "int8", "int4"), book_points=()) -> Plot:
+    """TTFT and ITL for weight-only quantisation: `precision` with only its weight dtype changed
+    (activations, KV cache and compute stay as they are). The weight dtype moves ITL
+    (memory-bound), barely TTFT (compute-bound). book_points: [(bar index, ITL ms, label)]."""
+    model, acc = get_model(model), get_accelerator(accelerator)
+    ttft, itl = [], []
+    for dt in dtypes:
+        p = Precision(dt, precision.activations, precision.kv, precision.compute)
+        ttft.append(prefill_time_s(model, acc, prompt_len, batch, p) / MS)
+        itl.append(decode_step_time_s(model, acc, context_len, batch, p) / MS)
+    fig, (a1, a2) = _figure(WIDE, 2)
+    x = np.arange(len(dtypes))
+    a1.bar(x, ttft, color="tab:red")
+    a1.set(xticks=x, xticklabels=dtypes, xlabel="weight dtype", ylabel="TTFT (ms)",
+           title=f"TTFT, S={prompt_len}: compute-bound, barely moves")
+    a2.bar(x, itl, color="tab:blue")
+    _book(a2, book_points)
+    a2.set(xticks=x, xticklabels=dtypes, xlabel="weight dtype", ylabel="ITL (ms)",
+           title=f"ITL, context {context_len}: follows the weight bytes")
+    fig.suptitle(f"{model.name} on {acc.name}, B={batch}: weight-only quantisation")
+    rows = [(dt, a, b_, itl[0] / b_) for dt, a, b_ in zip(dtypes, ttft, itl)]
+    table = text_table(("weights", "TTFT ms", "ITL ms", "ITL speed-up"), rows, ("s", ".2f", ".2f", ".2f"))
+    return Plot(fig, _with_book(table, book_points, "bar", "book ms", x_fmt="d"),
+                {"dtypes": list(dtypes), "ttft_ms": ttft, "itl_ms": itl})
+
+
+# 15.2.2: batching -----------------------------------------------------------------------------------
+
+def _batches(limit, batches):
+    if batches is not None:
+        return np.asarray(batches, dtype=np.int64)
+    """Default batch sweep: dense on a log scale up to twice the memory limit (at least 256),
+    every power of two and the limit itself included."""
+    top = max(256, 2 ** int(np.ceil(np.log2(max(limit, 1) * 2))))
+    powers = 2 ** np.arange(int(np.log2(top)) + 1)
+    return np.unique(np.concatenate([np.geomspace(1, top, 120).round(), powers,
+                                     [limit] if limit else []])).astype(np.int64)
+
+
+def throughput_plot(model, accelerator, context_len, precision: Precision = BF16, *, batches=None,
+                    table_batches=(1, 8, 16, 32, 64, 128), book_step=(), book_throughput=()) -> Plot:
+    """Decode step time and throughput against batch B (log x), with the KV-crossover B* and the
+    memory limit marked; batches beyond the limit are dotted. book_step: [(B, ms, label)],
+    book_throughput: [(B, tokens/s, label)]."""
+    model, acc = get_model(model), get_accelerator(accelerator)
+    limit = fit_limit(model, acc, context_len, precision)
+    bstar = kv_crossover_batch(model, context_len, precision)
+    b = _batches(limit, batches)
+    step = decode_step_time_s(model, acc, context_len, b, precision) / MS
+    tput = throughput_tokens_per_s(model, acc, context_len, b, precision)
+    fits = b <= limit
+    fig, (a1, a2) = _figure(WIDE, 2)
+    for ax, y, ylabel, book in ((a1, step, "decode step time = ITL (ms)", book_step),
+                                (a2, tput, "throughput (tokens/s)", book_throughput)):
+        ax.plot(b, np.where(fits, y, np.nan), color="tab:blue", label="fits in memory")
+        ax.plot(b, np.where(fits, np.nan, y), color="tab:blue", ls=":", label="does not fit")
+        ax.axvline(bstar, color="tab:green", ls="--", lw=1)
+        ax.annotate(f"B*={bstar:.1f}", (bstar, 0.05), xycoords=("data", "axes fraction"),
+                    xytext=(3, 0), textcoords="offset points", color="tab:green", fontsize=8)
+        if limit:
+            ax.axvline(limit, color="tab:red", ls="--", lw=1)
+            ax.annotate(f"memory limit B={limit}", (limit, 0.9), xycoords=("data", "axes fraction"),
+                        xytext=(3, 0), textcoords="offset points", color="tab:red", fontsize=8)
+        _book(ax, book)
+        ax.set(xscale="log", xlabel="batch size B (sequences)", ylabel=ylabel)
+        ax.grid(True, which="major", alpha=0.3)
+    a1.set_yscale("log")
+    a1.set_title("step time: flat below B*, ∝ B above")
+    a2.set_title("throughput: saturates above B*")
+    a1.legend(fontsize=8, loc="upper left")
+    fig.suptitle(f"{model.name} on {acc.name}, context {context_len}")
+    tb = sorted({int(x) for x in table_batches} | ({limit} if limit else set()))
+    ts = decode_step_time_s(model, acc, context_len, np.asarray(tb), precision) / MS
+    tt = throughput_tokens_per_s(model, acc, context_len, np.asarray(tb), precision)
+    rows = [(bi, s_, t_, bool(bi <= limit)) for bi, s_, t_ in zip(tb, ts, tt)]
+    table = (f"B* = {bstar:.1f}; memory limit B = {limit}\n"
+             + text_table(("B", "step ms", "tokens/s", "fits"), rows, ("d", ".2f", ",.0f", "s")))
+    table = _with_book(table, book_step, "B", "book step ms", x_fmt="d")
+    table = _with_book(table, book_throughput, "B", "book tokens/s", x_fmt="d")
+    return Plot(fig, table, {"batches": b, "step_ms": step, "tokens_per_s": tput, "b_star": bstar,
+                             "max_batch": limit})
+
+
+def cost_plot(model, accelerator, context_len, usd_per_gpu_hour: float, precision: Precision = BF16, *,
+              batches=None, table_batches=(1, 8, 32, 64), book_points=()) -> Plot:
+    """Dollars per 1000 generated tokens against batch B (log-log), memory limit marked.
+    book_points: [(B, $ per 1k tokens, label)]."""
+    model, acc = get_model(model), get_accelerator(accelerator)
+    limit = fit_limit(model, acc, context_len, precision)
+    b = _batches(limit, batches)
+    cost = cost_per_1k_tokens_usd(throughput_tokens_per_s(model, acc, context_len, b, precision),
+                                  usd_per_gpu_hour)
+    fits = b <= limit
+    fig, ax = _figure()
+    ax.plot(b, np.where(fits, cost, np.nan), color="tab:purple", label="fits in memory")
+    ax.plot(b, np.where(fits, np.nan, cost), color="tab:purple", ls=":", label="does not fit")
+    if limit:
+        ax.axvline(limit, color="tab:red", ls="--", lw=1)
+        ax.annotate(f"memory limit B={limit}", (limit, 0.9), xycoords=("data", "axes fraction"),
+                    xytext=(3, 0), textcoords="offset points", color="tab:red", fontsize=8)
+    _book(ax, book_points)
+    ax.set(xscale="log", yscale="log", xlabel="batch size B (sequences)",
+           ylabel="cost (US$ per 1000 output tokens)",
+           title=f"{model.name} on {acc.name} at ${usd_per_gpu_hour:g}/h: batching is the cost lever")
+    ax.legend(fontsize=8)
+    ax.grid(True, which="major", alpha=0.3)
+    tb = sorted({int(x) for x in table_batches} | ({limit} if limit else set()))
+    tt = throughput_tokens_per_s(model, acc, context_len, np.asarray(tb), precision)
+    tc = cost_per_1k_tokens_usd(tt, usd_per_gpu_hour)
+    rows = [(bi, t_, c_, tc[0] / c_, bool(bi <= limit)) for bi, t_, c_ in zip(tb, tt, tc)]
+    table = text_table(("B", "tokens/s", "$ per 1k", "cheaper than B=%d" % tb[0], "fits"), rows,
+                       ("d", ",.0f", ".5f", ".1f", "s"))
+    return Plot(fig, _with_book(table, book_points, "B", "book $/1k", x_fmt="d", y_fmt=".4f"),
+                {"batches": b, "usd_per_1k": cost, "max_batch": limit})
+
+
+def latency_throughput_plot(model, accelerator, context_len, precision: Precision = BF16, *,
+                            batches=None, label_batches=(1, 8, 16, 32, 128, 256),
+                            book_points=()) -> Plot:
+    """The latency-throughput trade-off: per-token latency (ITL) against throughput, one point per
+    batch B; dotted beyond the memory limit. book_points: [(ITL ms, tokens/s, label)]."""
+    model, acc = get_model(model), get_accelerator(accelerator)
+    limit = fit_limit(model, acc, context_len, precision)
+    b = _batches(limit, batches)
+    itl = decode_step_time_s(model, acc, context_len, b, precision) / MS
+    tput = throughput_tokens_per_s(model, acc, context_len, b, precision)
+    fits = b <= limit
+    fig, ax = _figure()
+    ax.plot(np.where(fits, itl, np.nan), tput, color="tab:blue", label="fits in memory")
+    ax.plot(np.where(fits, np.nan, itl), tput, color="tab:blue", ls=":", label="does not fit")
+    lb = sorted({int(x) for x in label_batches} | ({limit} if limit else set()))
+    li = decode_step_time_s(model, acc, context_len, np.asarray(lb), precision) / MS
+    lt = throughput_tokens_per_s(model, acc, context_len, np.asarray(lb), precision)
+    for bi, x, y in zip(lb, li, lt):
+        at_limit = bi == limit
+        ax.scatter([x], [y], color="tab:red" if at_limit else "tab:blue", s=30 if at_limit else 16, zorder=4)
+        ax.annotate(f"memory limit B={bi}" if at_limit else f"B={bi}", (x, y),
+                    xytext=(-6, 6) if at_limit else (5, -10), textcoords="offset points", fontsize=7,
+                    ha="right" if at_limit else "left", color="tab:red" if at_limit else "black")
+    _book(ax, book_points)
+    ax.set(xlabel="per-token latency ITL (ms)", ylabel="throughput (tokens/s)", xlim=(0, None), ylim=(0, None),
+           title=f"{model.name} on {acc.name}, context {context_len}: throughput costs latency")
+    ax.legend(fontsize=8, loc="lower right")
+    ax.grid(True, which="major", alpha=0.3)
+    rows = [(bi, x, y, bool(bi <= limit)) for bi, x, y in zip(lb, li, lt)]
+    table = text_table(("B", "ITL ms", "tokens/s", "fits"), rows, ("d", ".2f", ",.0f", "s"))
+    return Plot(fig, _with_book(table, book_points, "book ITL ms", "book tokens/s", x_fmt=".3g"),
+                {"batches": b, "itl_ms": itl, "tokens_per_s": tput, "max_batch": limit})
+
+
+def kv_variants_throughput_plot(model, accelerator, context_len, precision: Precision = BF16, *,
+                                gqa_kv_heads: int = 8, batches=None, book_points=()) -> Plot:
+    """Throughput against batch for MHA vs GQA vs int8 KV, each curve stopping at the largest batch
+    that fits: fewer KV bytes per sequence raise both B* and the reachable batch.
+    book_points: [(B, tokens/s, label)]."""
+    acc = get_accelerator(accelerator)
+    variants = kv_variants(model, precision, gqa_kv_heads)
+    limits = {k: fit_limit(m, acc, context_len, p) for k, (m, p) in variants.items()}
+    b = _batches(max(limits.values()), batches)
+    fig, ax = _figure()
+    rows = []
+    for (label, (m, p)), color in zip(variants.items(), ("tab:red", "tab:orange", "tab:blue", "tab:cyan")):
+        lim = limits[label]
+        bb = b[b <= lim] if lim else b[:0]
+        if bb.size:
+            t = throughput_tokens_per_s(m, acc, context_len, bb, p)
+            ax.plot(bb, t, color=color, label=label)
+            t_lim = throughput_tokens_per_s(m, acc, context_len, lim, p)
+            ax.scatter([lim], [t_lim], color=color, zorder=4)
+            ax.annotate(f"B={lim}", (lim, t_lim), xytext=(4, -10), textcoords="offset points",
+                        color=color, fontsize=8)
+        t1 = throughput_tokens_per_s(m, acc, context_len, 1, p)
+        t_max = throughput_tokens_per_s(m, acc, context_len, lim, p) if lim else float("nan")
+        rows.append((label, kv_crossover_batch(m, context_len, p), lim, t1, t_max))
+    _book(ax, book_points)
+    ax.set(xscale="log", yscale="log", xlabel="batch size B (sequences)", ylabel="throughput (tokens/s)",
+           title=f"Context {context_len}: smaller KV per sequence buys batch, batch buys throughput")
+    ax.legend(fontsize=8, loc="upper left")
+    ax.grid(True, which="major", alpha=0.3)
+    table = text_table(("variant", "B*", "max batch", "tok/s at B=1", "tok/s at max batch"), rows,
+                       ("s", ".1f", "d", ",.0f", ",.0f"))
+    return Plot(fig, _with_book(table, book_points, "B", "book tokens/s", x_fmt="d"),
+                {"max_batch": limits})

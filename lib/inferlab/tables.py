@@ -1,0 +1,79 @@
+"""Plain-text tables for notebooks and figures: fixed columns, rounded numbers, nothing volatile.
+
+A notebook prints these beside every figure so that nbval, which compares text but not images,
+checks the plotted data.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from inferlab.costs import ForwardCosts
+from inferlab.roofline import bound, roofline_time_s
+from inferlab.specs import get_accelerator
+
+
+def fmt(value, spec: str = ".3g") -> str:
+    """One cell: numbers through `spec` (a "d" spec rounds to an integer; negative zero shows as
+    0), strings and bools as they are, None as "-"."""
+    if isinstance(value, (str, bool, np.str_, np.bool_)):
+        return str(value)
+    if value is None:
+        return "-"
+    x = float(value)
+    if not np.isfinite(x):
+        return str(x)
+    text = format(int(round(x)), spec) if spec.endswith("d") else format(x, spec)
+    return "0" if text.lstrip("-").strip("0.") == "" and text.startswith("-") else text
+
+
+def text_table(headers, rows, formats=None) -> str:
+    """Rows under headers, right-aligned; `formats` gives a format spec per column (default .3g)."""
+    headers = [str(h) for h in headers]
+    formats = list(formats) if formats is not None else [".3g"] * len(headers)
+    if len(formats) != len(headers):
+        raise ValueError(f"formats must have one spec per column ({len(headers)}); got {len(formats)}")
+    cells = [[fmt(v, f) for v, f in zip(row, formats)] for row in rows]
+    widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(headers)]
+    lines = ["  ".join(h.rjust(w) for h, w in zip(headers, widths)),
+             "  ".join("-" * w for w in widths)]
+    lines += ["  ".join(c.rjust(w) for c, w in zip(r, widths)) for r in cells]
+    return "\n".join(lines)
+
+
+def operator_table(costs: ForwardCosts, accelerator, dtype: str = "bf16") -> str:
+    """Per-operator FLOPs, bytes, intensity, regime and roofline time of one (scalar) forward pass,
+    whole model (per-layer operators times n_layers). The total row's time is the sum of the
+    operator times (kernels back to back, as `roofline.pass_time_s` per_operator)."""
+    acc = get_accelerator(accelerator)
+    rows, total_s = [], 0.0
+    for name, c in costs.operators().items():
+        t = roofline_time_s(c.flops, c.bytes, acc, dtype)
+        total_s += t
+        intensity = float(c.intensity) if float(c.bytes) else 0.0
+        rows.append((name, float(c.flops) / 1e9, float(c.bytes) / 1e6, intensity,
+                     bound(intensity, acc, dtype), t * 1e3))
+    c = costs.total
+    rows.append(("total", float(c.flops) / 1e9, float(c.bytes) / 1e6, float(c.intensity), "-",
+                 total_s * 1e3))
+    return text_table(("operator", "GFLOP", "MB moved", "FLOP/byte", "bound", "roofline ms"), rows,
+                      ("s", ",.1f", ",.1f", ",.1f", "s", ".3f"))
+
+
+def tensor_parallel_table(model, accelerator, prompt_len, context_len, batch=1, precision=None,
+                          tps=(1, 2, 4, 8), allreduce_latency_s: float = 0.0) -> str:
+    """TTFT and ITL on 1, 2, 4, ... devices with tensor parallelism, and each one's speed-up over
+    one device. The two all-reduces per layer cost bytes / interconnect bandwidth plus
+    `allreduce_latency_s` each (a fixed start-up cost the bandwidth term leaves out)."""
+    from inferlab.latency import decode_step_time_s, prefill_time_s
+    from inferlab.specs import BF16
+
+    precision = precision or BF16
+    rows, base = [], None
+    for tp in tps:
+        kw = dict(tp=tp, allreduce_latency_s=allreduce_latency_s)
+        ttft = prefill_time_s(model, accelerator, prompt_len, batch, precision, **kw)
+        itl = decode_step_time_s(model, accelerator, context_len, batch, precision, **kw)
+        base = base or (ttft, itl)
+        rows.append((tp, ttft * 1e3, base[0] / ttft, itl * 1e3, base[1] / itl))
+    return text_table(("devices", "TTFT ms", "TTFT speed-up", "ITL ms", "ITL speed-up"), rows,
+                      ("d", ".2f", ".2f", ".3f", ".2f"))

@@ -1,0 +1,254 @@
+"""The measurement harness: honest timing, memory checks before allocation, the JSON schema,
+and the chapter's qualitative claims on a tiny model (seconds on two cores)."""
+import json
+import time
+
+import pytest
+import torch
+
+from inferlab import DoesNotFitError
+from inferlab import measure
+from inferlab.cli import main as cli_main
+from inferlab.latency import decode_step_time_s, prefill_time_s
+from inferlab.measure import ceilings, device, plan, suite
+from inferlab.measure.timing import Timing, time_fn
+
+
+# Timing ---------------------------------------------------------------------------------------
+
+def test_a_sleep_of_known_length_is_measured_within_tolerance():
+    t = time_fn(time.sleep, [(0.02,)], warmup=1, repeats=5)
+    assert t.n == 5 and t.warmup == 1 and t.method == "host-clock"
+    assert 0.0195 <= t.median_s <= 0.045
+    assert t.q1_s <= t.median_s <= t.q3_s and t.min_s <= t.q1_s and t.q3_s <= t.max_s
+
+
+def test_inputs_rotate_and_warmup_calls_are_not_timed():
+    seen = []
+    t = time_fn(seen.append, [(k,) for k in range(3)], warmup=2, repeats=4)
+    assert seen == [0, 1, 2, 0, 1, 2]  # 2 warm-up calls, then 4 timed ones, cycling the pool
+    assert t.n == 4
+
+
+def test_time_budget_stops_after_min_repeats():
+    t = time_fn(time.sleep, [(0.01,)], warmup=0, repeats=100, min_repeats=3, max_time_s=0.05)
+    assert 3 <= t.n < 20
+
+
+def test_contention_meter_reads_a_share_or_nothing():
+    meter = device.CpuMeter()
+    assert meter.others_share() is None  # a window of microseconds is too coarse to read
+    time.sleep(device.CpuMeter.MIN_WALL_S + 0.05)
+    share = meter.others_share()
+    assert share is None or 0.0 <= share <= 1.0
+    assert device.spare_share(os_cpus := (device.os.cpu_count() or 1)) == 0.0
+    assert device.spare_share(1) == pytest.approx((os_cpus - 1) / os_cpus)
+
+
+def test_timing_statistics_and_round_trip():
+    t = Timing((0.005, 0.001, 0.004, 0.002, 0.003), warmup=2)
+    assert t.median_s == pytest.approx(0.003) and t.q1_s == pytest.approx(0.002)
+    assert t.q3_s == pytest.approx(0.004) and t.iqr_s == pytest.approx(0.002)
+    assert Timing.from_dict(json.loads(json.dumps(t.to_dict()))) == t
+    with pytest.raises(ValueError, match="at least one sample"):
+        Timing(())
+    with pytest.raises(ValueError, match="repeats"):
+        time_fn(time.sleep, [(0,)], repeats=0)
+
+
+# Memory ---------------------------------------------------------------------------------------
+
+def test_impossible_size_is_refused_before_anything_is_allocated(monkeypatch):
+    monkeypatch.setattr(device, "free_memory_bytes", lambda kind: 2e9)
+
+    def must_not_run(*args, **kwargs):
+        raise AssertionError("allocated before the memory check")
+    monkeypatch.setattr(suite, "measure_ceilings", must_not_run)
+    monkeypatch.setattr(suite, "random_model", must_not_run)
+    with pytest.raises(DoesNotFitError) as err:
+        measure.run_suite(device="cpu", model="llama-2-13b", progress=False)
+    text = str(err.value)
+    assert isinstance(err.value, ValueError)
+    assert "llama-2-13b" in text and "needs" in text and "2.00 GB is free" in text
+
+
+def test_memory_estimate_uses_the_library_and_names_the_parts():
+    p = plan.make_plan("cpu", "bf16", model="cpu-0.5b")
+    need = plan.memory_needed(p)
+    from inferlab.memory import kv_cache_bytes, weight_bytes
+    assert need["weights"] == weight_bytes(p.model, p.precision)
+    assert need["kv_cache"] == kv_cache_bytes(p.model, p.max_seq_len, 1, p.precision)
+    assert need["total"] > need["weights"] + need["kv_cache"]
+    with pytest.raises(DoesNotFitError, match=r"weights 1\.08 GB"):
+        plan.check_fits(p, 1e9, "cpu")
+
+
+def test_batch_sweep_stops_at_the_memory_limit():
+    p = plan.make_plan("cpu", "bf16", model="tiny")
+    roomy = plan.fit_batches(p, 1e12)
+    assert roomy.batches == (1, 2, 4, 8, 16)  # the plan's cap
+    need = plan.fit_batches(p, 1e12)
+    # Free memory for exactly 5 sequences beside weights, activations and margin.
+    from inferlab.memory import kv_cache_bytes, weight_bytes
+    reserved = (plan.activation_bytes(p.model, p.batch_cap, p.batch_cap, p.precision) + p.margin_bytes
+                + 0.1 * weight_bytes(p.model, p.precision))
+    per_seq = kv_cache_bytes(p.model, p.batch_context, 1, p.precision)
+    free = weight_bytes(p.model, p.precision) + reserved + 5.5 * per_seq
+    tight = plan.fit_batches(p, free)
+    assert tight.batches == (1, 2, 4, 5) and tight.batch_limit == 5 and need.batch_limit > 16
+
+
+def test_unknown_names_fail_with_the_allowed_values():
+    with pytest.raises(ValueError, match="allowed"):
+        plan.resolve_model("llama-13")
+    with pytest.raises(ValueError, match="allowed"):
+        device.resolve_kind("tpu")
+
+
+# Devices and ceilings -------------------------------------------------------------------------
+
+def test_device_probe_and_datasheet_names():
+    info = device.describe("cpu")
+    assert info.kind == "cpu" and info.threads == torch.get_num_threads()
+    assert 0 < info.free_memory_bytes <= info.total_memory_bytes
+    assert device.datasheet_name("NVIDIA H100 80GB HBM3") == "h100-sxm"
+    assert device.datasheet_name("NVIDIA H100 PCIe") == "h100-pcie"
+    assert device.datasheet_name("NVIDIA H200") == "h200"
+    assert device.datasheet_name("NVIDIA H100 NVL") is None
+    assert device.datasheet_name("Intel(R) Xeon(R)") is None
+
+
+def test_dtype_rule():
+    assert ceilings.choose_dtype("cuda", {"bf16": 1.0})[0] == "bf16"
+    assert ceilings.choose_dtype("cpu", {"fp32": 2.0, "bf16": 1.0})[0] == "fp32"
+    assert ceilings.choose_dtype("cpu", {"fp32": 1.0, "bf16": 3.0})[0] == "bf16"
+
+
+def test_ceilings_become_a_library_accelerator():
+    c = ceilings.measure_ceilings("cpu", ["fp32"], copy_bytes=8e6, matmul_n=128, memory_bytes=1e9)
+    acc = c.accelerator("measured-cpu")
+    assert acc.hbm_bytes_per_s == c.copy_bytes_per_s > 0 and acc.peak("fp32") > 0
+    assert ceilings.Ceilings.from_dict(json.loads(json.dumps(c.to_dict()))).to_dict() == c.to_dict()
+
+
+# The suite on a tiny model --------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def tiny_run():
+    # One thread: on a shared two-core machine a busy neighbour stalls every OpenMP barrier.
+    return measure.run_suite(device="cpu", model="tiny", progress=False, threads=1)
+
+
+def test_decode_per_token_costs_many_prefill_tokens(tiny_run):
+    check = measure.decode_slower_than_prefill(tiny_run)
+    assert check, check
+
+
+def test_throughput_grows_with_batch(tiny_run):
+    check = measure.throughput_grows_with_batch(tiny_run)
+    assert check, check
+
+
+def test_json_round_trip_keeps_every_field(tiny_run, tmp_path):
+    path = tiny_run.save(tmp_path / "run.json")
+    back = measure.load(path)
+    assert back.data == json.loads(tiny_run.to_json()) and back.recorded and not tiny_run.recorded
+    d = back.data
+    assert d["schema"] == measure.SCHEMA and d["versions"]["torch"] == torch.__version__
+    assert d["device"]["kind"] == "cpu" and d["config"]["model"]["name"] == "tiny"
+    for kind in ("roofline", "ttft", "itl", "batch"):
+        assert d["measurements"][kind], kind
+        for p in d["measurements"][kind]:
+            assert p["timing"]["n"] >= 1 and p["timing"]["median_s"] > 0
+            assert all(s > 0 for s in p["timing"]["samples_s"])
+    gen = d["measurements"]["generation"]
+    assert len(gen["itl_s"]) == gen["output_tokens"] - 1
+    assert gen["tpot_s"] == pytest.approx((gen["e2e_s"] - gen["ttft_s"]) / (gen["output_tokens"] - 1))
+    assert back.model() == measure.TINY_MODEL
+    assert "TTFT" in back.table() and "MBU" in back.table()
+    bad = dict(d, schema="other/9")
+    with pytest.raises(ValueError, match="schema"):
+        measure.SuiteResult.from_dict(bad)
+    with pytest.raises(ValueError, match="lacks"):
+        measure.SuiteResult.from_dict({k: v for k, v in d.items() if k != "ceilings"})
+
+
+def test_predictions_are_the_librarys_at_the_measured_ceilings(tiny_run):
+    acc, cfg, prec = tiny_run.accelerator(), tiny_run.model(), tiny_run.precision()
+    for p in tiny_run.points("ttft"):
+        assert p["predicted_s"] == pytest.approx(prefill_time_s(cfg, acc, p["prompt_len"], 1, prec))
+        assert p["mfu"] == pytest.approx(p["flops"] / p["median_s"] / acc.peak(tiny_run.dtype))
+    for p in tiny_run.points("batch"):
+        assert p["predicted_s"] == pytest.approx(decode_step_time_s(cfg, acc, p["context_len"], p["batch"], prec))
+        assert p["mbu"] == pytest.approx(p["bytes"] / p["median_s"] / acc.hbm_bytes_per_s)
+    s = tiny_run.summary
+    assert s["mbu_b1"] == tiny_run.points("batch")[0]["mbu"]
+    assert s["mfu_prompt_len"] == max(tiny_run.data["config"]["plan"]["prompt_lens"])
+
+
+def test_plots_draw_live_and_recorded_runs(tiny_run):
+    from inferlab.measure import plots
+    recorded = measure.SuiteResult(tiny_run.data, source="recorded.json")
+    for fn in (plots.ttft_plot, plots.itl_plot, plots.throughput_plot, plots.step_time_plot):
+        p = fn([tiny_run, recorded])
+        assert p.fig.axes and "live tiny" in p.table
+        assert f"recorded {tiny_run.data['created'][:10]} tiny" in p.table
+    roof = plots.roofline_plot(tiny_run)
+    assert len(roof.data["intensity"]) == len(tiny_run.points("roofline")) and roof.data["ridge"] > 0
+
+
+def test_kv_cache_and_inputs_are_random_never_zeros():
+    model = suite.random_model(measure.TINY_MODEL, "cpu", "bf16")
+    assert all(p.abs().sum() > 0 for p in model.parameters())
+    model.setup_cache(64, 512)  # 8.4 M elements per buffer: the tiled path
+    suite.fill_kv_cache_(model, ceilings.generator("cpu", 0))
+    for layer in model.layers:
+        k = layer.attention.kv_cache.k_cache
+        assert k.numel() > 1 << 22 and int((k == 0).sum()) < k.numel() // 1000
+    pool = suite.token_pool(measure.TINY_MODEL, 2, 8, 3, "cpu", ceilings.generator("cpu", 1))
+    assert not torch.equal(pool[0], pool[1])
+
+
+def test_decode_modes_fall_back_cleanly_without_cuda(monkeypatch):
+    model = suite.random_model(measure.TINY_MODEL, "cpu", "fp32")
+    model.setup_cache(1, 16)
+    pool = suite.token_pool(measure.TINY_MODEL, 1, 1, 2, "cpu", ceilings.generator("cpu", 0))
+    with torch.inference_mode():
+        fn, used, note = suite.decode_runner(model, pool, 3, "graph", "cpu")
+        assert used == "eager" and "CUDA" in note and fn(pool[0]).shape == (1, 1, 4096)
+
+        def broken(*args, **kwargs):
+            raise RuntimeError("no compiler here")
+        monkeypatch.setattr(torch, "compile", broken)
+        fn, used, note = suite.decode_runner(model, pool, 3, "compile", "cpu")
+        assert used == "eager" and "no compiler here" in note
+        assert torch.allclose(fn(pool[0]), model(pool[0], 3, all_logits=False))
+
+
+# Command line ---------------------------------------------------------------------------------
+
+def test_cli_measure_quick_writes_valid_json(tmp_path, capsys):
+    out = tmp_path / "m.json"
+    assert cli_main(["measure", "--quick", "--model", "tiny", "--threads", "1", "--no-progress",
+                     "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    for word in ("ceilings", "TTFT", "ITL", "tokens/s", "MBU", "MFU", "predicted", str(out)):
+        assert word in text, word
+    r = measure.load(out)
+    assert r.data["config"]["plan"]["quick"] and r.points("ttft") and r.points("batch")
+
+
+def test_cli_refuses_an_impossible_model_in_one_line(monkeypatch, capsys):
+    monkeypatch.setattr(device, "free_memory_bytes", lambda kind: 1e9)
+    assert cli_main(["measure", "--model", "llama-2-70b", "--device", "cpu", "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("inferlab: error: measuring llama-2-70b") and "Traceback" not in err
+
+
+def test_live_run_is_measured_once_and_then_read_back(tmp_path):
+    path = tmp_path / "live.json"
+    first = measure.live_run(path=path, model="tiny", device="cpu", threads=1, progress=False)
+    again = measure.live_run(path=path, model="tiny", device="cpu", threads=1, progress=False)
+    assert path.exists() and again.data["created"] == first.data["created"] and not again.recorded
+    other = measure.live_run(path=path, model="tiny", device="cpu", threads=1, progress=False, max_age_s=0)
+    assert other.data["created"] >= first.data["created"] and other.data["request"] == first.data["request"]

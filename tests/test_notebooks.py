@@ -1,0 +1,170 @@
+"""The chapter notebooks as files: pairs in sync, outputs stored, no logic hiding in cells.
+
+nbval (configured in pyproject.toml) re-executes each .ipynb and compares its outputs; these
+tests check what nbval cannot: that the .py people edit and the .ipynb nbval runs hold the same
+cells, that every cell which should show something has a stored output from one top-to-bottom
+run, and that the figures a notebook prints are the figures `inferlab figures` exports.
+"""
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import jupytext
+import nbformat
+import pytest
+
+CHAPTERS = Path(__file__).resolve().parents[1] / "chapters"
+NOTEBOOKS = ["00_index", "15_1_1_prefill", "15_1_2_decode_kv_cache", "15_2_1_ttft_itl", "15_2_2_batching"]
+SECTIONS = {"15_1_1_prefill": "15.1.1", "15_1_2_decode_kv_cache": "15.1.2", "15_2_1_ttft_itl": "15.2.1",
+            "15_2_2_batching": "15.2.2"}
+# Statements that would make a notebook compute on its own instead of calling the library.
+FORBIDDEN = {ast.FunctionDef: "def", ast.AsyncFunctionDef: "async def", ast.ClassDef: "class",
+             ast.Lambda: "lambda", ast.For: "for loop", ast.While: "while loop"}
+FIGURE_MARK = re.compile(r"^# Figure (\S+)", re.M)
+CLAIM_ROW = re.compile(r"^(15\.\d\.\d-[a-z]+) {2,}\S", re.M)  # a row of a claims table
+
+
+def cells(path: Path, fmt: str):
+    return [(c.cell_type, c.source.strip()) for c in jupytext.read(path, fmt=fmt).cells]
+
+
+def stored(name: str):
+    return nbformat.read(CHAPTERS / f"{name}.ipynb", as_version=4)
+
+
+def python_of(source: str) -> str:
+    """A cell's source without IPython magics (%...) and shell escapes (!...), for ast."""
+    return "\n".join("" if line.lstrip().startswith(("%", "!")) else line for line in source.splitlines())
+
+
+def shows_something(source: str) -> bool:
+    """True when a cell prints, displays, or ends in an expression (whose value Jupyter shows)."""
+    tree = ast.parse(python_of(source))
+    calls = {n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
+    ends_in_expr = bool(tree.body) and isinstance(tree.body[-1], ast.Expr) and not source.rstrip().endswith(";")
+    return bool(calls & {"print", "display"}) or ends_in_expr
+
+
+def test_the_chapter_folder_holds_exactly_the_paired_notebooks():
+    assert sorted(p.stem for p in CHAPTERS.glob("*.py")) == NOTEBOOKS
+    assert sorted(p.stem for p in CHAPTERS.glob("*.ipynb")) == NOTEBOOKS
+    assert NOTEBOOKS == sorted(NOTEBOOKS), "file names must sort in reading order"
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_text_and_ipynb_hold_the_same_cells(name):
+    """Fails when someone edits the .py (or the .ipynb in Lab without the pairing) and does not
+    sync: run `.venv/bin/jupytext --sync chapters/<name>.py` and re-execute (`make notebooks`)."""
+    text = cells(CHAPTERS / f"{name}.py", "py:percent")
+    nb = cells(CHAPTERS / f"{name}.ipynb", "ipynb")
+    assert [c[0] for c in text] == [c[0] for c in nb], "cell types differ: the pair is out of sync"
+    for i, (a, b) in enumerate(zip(text, nb)):
+        assert a == b, f"cell {i} differs between {name}.py and {name}.ipynb: the pair is out of sync"
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_pairing_is_declared(name):
+    nb = stored(name)
+    assert nb.metadata.get("jupytext", {}).get("formats", "ipynb,py:percent") == "ipynb,py:percent"
+    assert nb.metadata["kernelspec"]["name"] == "python3"
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_outputs_are_stored_from_one_top_to_bottom_run(name):
+    code = [c for c in stored(name).cells if c.cell_type == "code" and c.source.strip()]
+    assert code, f"{name} has no code"
+    counts = [c.execution_count for c in code]
+    assert counts == list(range(1, len(code) + 1)), \
+        f"{name}: execution counts {counts}; store outputs from one clean run (make notebooks)"
+    for c in code:
+        if shows_something(c.source):
+            assert c.outputs, f"{name}: a cell that shows something has no stored output:\n{c.source}"
+        for out in c.outputs:
+            assert out.output_type != "error", f"{name}: a stored output is an error:\n{c.source}"
+            if out.output_type == "stream":
+                assert out.name == "stdout", f"{name}: stderr output (a warning?) in:\n{c.source}"
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_cells_call_the_library_instead_of_computing(name):
+    for c in stored(name).cells:
+        if c.cell_type != "code":
+            continue
+        for node in ast.walk(ast.parse(python_of(c.source))):
+            for kind, label in FORBIDDEN.items():
+                assert not isinstance(node, kind), \
+                    f"{name}: a {label} in a cell; put the logic in lib/inferlab with a test:\n{c.source}"
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS[1:])
+def test_each_subsection_has_a_what_if_cell_and_its_errata(name):
+    nb = stored(name)
+    sources = [c.source for c in nb.cells]
+    assert any(s.startswith("# What if?") for s in sources if s), f"{name}: no 'What if?' cell"
+    code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
+    assert f'"{SECTIONS[name]}"' in code, f"{name}: no claims of section {SECTIONS[name]} shown"
+
+
+def printed(name: str) -> str:
+    """Every text output a notebook stored (streams and the text/plain of displays)."""
+    out = []
+    for c in stored(name).cells:
+        for o in c.get("outputs", []):
+            out.append(o.text if o.output_type == "stream" else o.get("data", {}).get("text/plain", ""))
+    return "\n".join(out)
+
+
+def test_every_claim_of_the_chapter_is_shown_in_exactly_one_notebook_its_own():
+    from inferlab.claims import evaluate_claims
+    shown = {}
+    for name in SECTIONS:
+        for claim_id in CLAIM_ROW.findall(printed(name)):
+            shown.setdefault(claim_id, []).append(name)
+    registry = {c.id: c.section for c in evaluate_claims()}
+    assert sorted(set(registry) - set(shown)) == [], "claims of the registry no notebook shows"
+    assert sorted(set(shown) - set(registry)) == [], "notebooks show claims the registry lacks"
+    for claim_id, where in shown.items():
+        assert len(where) == 1, f"{claim_id} is shown {len(where)} times ({where})"
+        assert SECTIONS[where[0]] == registry[claim_id], f"{claim_id} is shown in {where[0]}"
+
+
+@pytest.mark.parametrize("name", list(SECTIONS))
+def test_the_lost_formulas_of_the_subsection_are_shown(name):
+    from inferlab.claims import lost_formulas
+    formulas = lost_formulas(SECTIONS[name])
+    assert formulas, f"the registry has no lost formulas for {SECTIONS[name]}"
+    text = printed(name)
+    for f in formulas:
+        assert f.id in text and f.latex.splitlines()[0] in text, f"{name} does not show {f.id}"
+
+
+def figure_cells():
+    out = {}
+    for name in NOTEBOOKS:
+        for c in stored(name).cells:
+            if c.cell_type == "code":
+                for fig in FIGURE_MARK.findall(c.source):
+                    out.setdefault(fig, []).append((name, c))
+    return out
+
+
+def test_every_exported_figure_is_drawn_in_exactly_one_notebook():
+    from inferlab.figures import FIGURES
+    found = figure_cells()
+    assert sorted(found) == sorted(FIGURES), "figure names in notebooks and in inferlab.figures differ"
+    for fig, where in found.items():
+        assert len(where) == 1, f"{fig} is drawn in {len(where)} cells"
+        name, _ = where[0]
+        assert fig.startswith(SECTIONS[name] + "-"), f"{fig} is drawn in {name}"
+
+
+@pytest.mark.parametrize("figure", sorted(figure_cells()))
+def test_notebook_figure_prints_the_exported_figures_points(figure):
+    """At the notebook defaults, the table printed under a figure is the exported figure's table."""
+    from inferlab.figures import FIGURES
+    (_, cell), = figure_cells()[figure]
+    printed = "".join(o.text for o in cell.outputs if o.output_type == "stream")
+    plot = FIGURES[figure]()
+    assert plot.table in printed
