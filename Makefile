@@ -46,7 +46,7 @@ bench: setup
 clean:
 	rm -rf $(VENV) build
 
-# Classroom (see classroom/README.md): student versions of the chapter notebooks, and grading.
+# Classroom (see README.md, "For instructors"): student versions of the chapter notebooks, and grading.
 #   make student                       -> build/student/*.ipynb (solution cells emptied, checks kept)
 #   make grade SUBMISSIONS=path/to/dir -> build/grades/grades.csv, details.csv, summary.md
 SUBMISSIONS ?= submissions

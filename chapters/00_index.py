@@ -35,6 +35,12 @@
 # **"Measure it here"** times the same effect live on your machine with a tiny model (a few
 # seconds; its output varies, so the tests check only the qualitative result).
 #
+# **Exercises.** Each of the four notebooks ends with four or five exercises, from recomputing a
+# number for another model or accelerator to a small design question. Write your answer in the
+# cell under each statement and run the `check(...)` cell below it: it prints PASS, or FAIL with a
+# hint about the likely slip (a unit, GB vs GiB, a missing factor 2), never the answer. Instructors:
+# see the README for student versions and grading.
+#
 # **Verdicts.** Each number the book prints is an entry of the claims registry
 # (`data/claims.toml`), evaluated by `inferlab.claims`:
 # *consistent* (ours agrees within the book's rounding), *approximation* (the book's own stated

@@ -230,6 +230,21 @@ assert check, check.text  # a decode token costs many prefill tokens
 measure.plots.ttft_plot(run).fig
 
 # %% [markdown]
+# ### Recorded runs
+# The runs kept in `data/measurements/`, labelled as recorded: a larger CPU model (weights well
+# beyond the last-level cache) in bf16 and in fp32 and, once one is recorded with
+# `benchmarks/gpu_suite.sh`, a GPU run at the book's 13B shapes. They come from files, so their
+# numbers are compared by nbval. The figure puts them beside this machine's live run.
+
+# %%
+recorded = measure.recorded_runs()
+print(measure.recorded_summary(recorded))
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+measure.plots.ttft_plot([run] + recorded).fig
+
+# %% [markdown]
 # ## Takeaways
 # - The same weight matrix serves all $BS$ prompt tokens of a prefill, so its bytes are paid once
 #   for $BS$ rows of work: intensity grows with $BS$ (until the activations dominate) and passes

@@ -205,6 +205,21 @@ assert check, check.text  # one token per step: far more time per token than pre
 measure.plots.step_time_plot(run).fig
 
 # %% [markdown]
+# ### Recorded runs
+# The runs kept in `data/measurements/`, labelled as recorded: a larger CPU model (weights well
+# beyond the last-level cache) in bf16 and in fp32 and, once one is recorded with
+# `benchmarks/gpu_suite.sh`, a GPU run at the book's 13B shapes. They come from files, so their
+# numbers are compared by nbval. The figure puts them beside this machine's live run.
+
+# %%
+recorded = measure.recorded_runs()
+print(measure.recorded_summary(recorded))
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+measure.plots.step_time_plot([run] + recorded).fig
+
+# %% [markdown]
 # ## Takeaways
 # - A decode step reads every weight to produce one token per sequence: at $B=1$ its intensity
 #   is about 1 FLOP/byte, some 300 times below the H100's ridge, so ITL is bytes over bandwidth.

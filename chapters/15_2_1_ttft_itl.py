@@ -182,6 +182,21 @@ assert check, check.text  # at B = 1 ITL barely moves while the prompt grows 8-f
 measure.plots.itl_plot(run).fig
 
 # %% [markdown]
+# ### Recorded runs
+# The runs kept in `data/measurements/`, labelled as recorded: a larger CPU model (weights well
+# beyond the last-level cache) in bf16 and in fp32 and, once one is recorded with
+# `benchmarks/gpu_suite.sh`, a GPU run at the book's 13B shapes. They come from files, so their
+# numbers are compared by nbval. The figure puts them beside this machine's live run.
+
+# %%
+recorded = measure.recorded_runs()
+print(measure.recorded_summary(recorded))
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+measure.plots.itl_plot([run] + recorded).fig
+
+# %% [markdown]
 # ## Takeaways
 # - TTFT is a compute budget: about $2P$ FLOPs per prompt token, linear in $S$ until tens of
 #   thousands of tokens, when attention's quadratic term takes over.

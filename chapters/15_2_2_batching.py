@@ -181,6 +181,21 @@ assert check, check.text  # more sequences per step, more tokens per second
 measure.plots.throughput_plot(run).fig
 
 # %% [markdown]
+# ### Recorded runs
+# The runs kept in `data/measurements/`, labelled as recorded: a larger CPU model (weights well
+# beyond the last-level cache) in bf16 and in fp32 and, once one is recorded with
+# `benchmarks/gpu_suite.sh`, a GPU run at the book's 13B shapes. They come from files, so their
+# numbers are compared by nbval. The figure puts them beside this machine's live run.
+
+# %%
+recorded = measure.recorded_runs()
+print(measure.recorded_summary(recorded))
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+measure.plots.throughput_plot([run] + recorded).fig
+
+# %% [markdown]
 # ## Takeaways
 # - Below $B^*$ the step time grows slowly, so each extra sequence adds nearly its full share of
 #   throughput; above it, each one mostly adds latency. For the book's 13B model at 1k context, $B^*$ is about 31 and memory stops the batch

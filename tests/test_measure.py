@@ -252,3 +252,17 @@ def test_live_run_is_measured_once_and_then_read_back(tmp_path):
     assert path.exists() and again.data["created"] == first.data["created"] and not again.recorded
     other = measure.live_run(path=path, model="tiny", device="cpu", threads=1, progress=False, max_age_s=0)
     assert other.data["created"] >= first.data["created"] and other.data["request"] == first.data["request"]
+
+
+def test_recorded_summary_has_one_labelled_row_per_recorded_file():
+    from inferlab.measure.result import recorded_dir
+    runs = measure.recorded_runs()
+    assert len(runs) == len(list(recorded_dir().glob("*.json")))
+    text = measure.recorded_summary(runs)
+    body = text.splitlines()[2:]
+    assert len(body) == len(runs)
+    assert all("recorded" in line for line in body)
+    # the efficiencies printed are those stored in the file, not recomputed from a live run
+    for run, line in zip(runs, body):
+        assert f"{run.summary['mbu_b1']:.2f} (>=" in line
+    assert measure.recorded_summary([]) == "no recorded runs in data/measurements/"

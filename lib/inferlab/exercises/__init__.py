@@ -3,7 +3,7 @@
     from inferlab.exercises import check
     check("15.1.2-ex1", ex1)   # prints PASS, or FAIL with a hint; never the expected value
 
-Instructors: `python -m inferlab.exercises build-student ...` and `... grade ...` (see classroom/README.md).
+Instructors: `python -m inferlab.exercises build-student ...` and `... grade ...` (see README.md, "For instructors").
 """
 from inferlab.exercises.core import (
     LOG_ENV, SECTIONS, CheckResult, Exercise, Mistake, Part, check, exercises, get, summary,

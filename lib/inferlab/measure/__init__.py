@@ -22,7 +22,7 @@ from inferlab.measure.checks import (Check, all_checks, decode_slower_than_prefi
                                      itl_flat_with_context, throughput_grows_with_batch,
                                      ttft_grows_with_prompt)
 from inferlab.measure.plan import CPU_MODEL, PRESETS, TINY_MODEL, Plan, check_fits, make_plan, memory_needed
-from inferlab.measure.result import SCHEMA, TARGETS, SuiteResult, load, recorded_runs
+from inferlab.measure.result import SCHEMA, TARGETS, SuiteResult, load, recorded_runs, recorded_summary
 from inferlab.measure.timing import Timing, time_fn
 
 

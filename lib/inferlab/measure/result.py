@@ -278,3 +278,23 @@ def format_result(r: SuiteResult) -> str:
     if notes:
         lines += ["", "notes"] + [f"  - {n}" for n in notes]
     return "\n".join(lines)
+
+
+def recorded_summary(runs) -> str:
+    """One row per run (recorded ones, typically): the measured ceilings, the largest prefill and
+    the B = 1 decode step beside the library's prediction, and MBU / MFU against their targets."""
+    rows = []
+    for r in runs:
+        c, ce, s = r.data["config"], r.data["ceilings"], r.summary
+        ttft, itl = r.points("ttft"), r.points("itl")
+        big, first = ttft[-1], itl[0]
+        rows.append((
+            r.label, f"{ce['copy_bytes_per_s'] / GB:.1f}",
+            f"{ce['matmul_flops_per_s'][c['dtype']] / 1e12:.3g}",
+            f"{big['prompt_len']}: {big['timing']['median_s'] * 1e3:.0f} / {big['predicted_s'] * 1e3:.0f}",
+            f"{first['timing']['median_s'] * 1e3:.1f} / {first['predicted_s'] * 1e3:.1f}",
+            f"{s['mbu_b1']:.2f} (>= {s['targets']['mbu']})", f"{s['mfu_prefill']:.2f} (>= {s['targets']['mfu']})"))
+    if not rows:
+        return "no recorded runs in data/measurements/"
+    return text_table(("run", "copy GB/s", "matmul TFLOP/s", "TTFT at S (ms, meas / pred)",
+                       "ITL B=1 (ms, meas / pred)", "MBU B=1", "MFU prefill"), rows)
