@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import matplotlib.ticker
 import numpy as np
 from matplotlib.figure import Figure
 
@@ -65,7 +66,7 @@ def _book(ax, book_points, annotate=True):
     ax.scatter([p[0] for p in pts], [p[1] for p in pts], **BOOK_STYLE)
     if annotate:
         for x, y, label in pts:
-            ax.annotate(label, (x, y), textcoords="offset points", xytext=(6, -12), fontsize=8)
+            ax.annotate(label, (x, y), textcoords="offset points", xytext=(7, 4), fontsize=8)
 
 
 def _book_rows(book_points):
@@ -447,6 +448,8 @@ def throughput_plot(model, accelerator, context_len, precision: Precision = BF16
         ax.set(xscale="log", xlabel="batch size B (sequences)", ylabel=ylabel)
         ax.grid(True, which="major", alpha=0.3)
     a1.set_yscale("log")
+    a1.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+    a1.yaxis.set_minor_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
     a1.set_title("step time: flat below B*, ∝ B above")
     a2.set_title("throughput: saturates above B*")
     a1.legend(fontsize=8, loc="upper left")
