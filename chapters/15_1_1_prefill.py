@@ -245,6 +245,18 @@ print(measure.recorded_summary(recorded))
 measure.plots.ttft_plot([run] + recorded).fig
 
 # %% [markdown]
+# ### The measured roofline
+# The first recorded run also timed matrix products with M = 1 to 4096 rows against one weight
+# matrix: achieved FLOP/s against arithmetic intensity, over the roofline drawn from the ceilings
+# measured in that same run. Small M (a decode step) climbs the bandwidth slope; large M (a
+# prefill) reaches the flat roof: Figure 1 of this notebook, on a real machine.
+
+# %%
+roof = measure.plots.roofline_plot(recorded[0])
+print(roof.table)
+roof.fig
+
+# %% [markdown]
 # ## Takeaways
 # - The same weight matrix serves all $BS$ prompt tokens of a prefill, so its bytes are paid once
 #   for $BS$ rows of work: intensity grows with $BS$ (until the activations dominate) and passes
