@@ -111,6 +111,18 @@ class ModelConfig:
         head = self.vocab_size * self.d_model
         return self.n_layers * (self.attention_params_per_layer + self.mlp_params_per_layer) + head
 
+    def gqa_variant(self, n_kv_heads: int) -> "ModelConfig":
+        """The same model with `n_kv_heads` KV heads at (almost) the same parameter count: the K and
+        V projection weights saved widen the MLP, as Llama-3 does, so only the KV cache changes.
+        d_ff grows by round(2*d*(kv_old - kv_new)*head_dim / (n_mlp_matrices*d))."""
+        positive_int("n_kv_heads", n_kv_heads)
+        n_kv_heads = int(n_kv_heads)
+        if n_kv_heads == self.n_kv_heads:
+            return self
+        saved = 2 * self.d_model * (self.n_kv_heads - n_kv_heads) * self.head_dim
+        wider = self.d_ff + round(saved / (self.n_mlp_matrices * self.d_model))
+        return self.with_(name=f"{self.name}-gqa{n_kv_heads}", n_kv_heads=n_kv_heads, d_ff=wider)
+
     def with_(self, **changes) -> "ModelConfig":
         """A copy with some fields changed, e.g. `cfg.with_(n_kv_heads=8)` for a GQA variant."""
         from dataclasses import replace

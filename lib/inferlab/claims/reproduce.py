@@ -61,15 +61,10 @@ def arithmetic(fn: Callable) -> Callable:
 
 
 def model_variant(model, n_kv_heads=None):
-    """`model`, or its GQA variant with n_kv_heads at the same parameter count: the K and V
-    projection weights it saves go to a wider MLP, as Llama-3 does, so the weights stay the
-    book's M (15.2.2 keeps M = 26 GB when it moves Llama-2 13B to 8 KV heads)."""
+    """`model`, or its parameter-preserving GQA variant (`ModelConfig.gqa_variant`): 15.2.2 keeps
+    M = 26 GB when it moves Llama-2 13B to 8 KV heads."""
     m = get_model(model)
-    if n_kv_heads is None or int(n_kv_heads) == m.n_kv_heads:
-        return m
-    saved = 2 * m.d_model * (m.n_kv_heads - int(n_kv_heads)) * m.head_dim
-    wider = m.d_ff + round(saved / (m.n_mlp_matrices * m.d_model))
-    return m.with_(name=f"{m.name}-gqa{int(n_kv_heads)}", n_kv_heads=int(n_kv_heads), d_ff=wider)
+    return m if n_kv_heads is None else m.gqa_variant(n_kv_heads)
 
 
 def _precision(weights="bf16", kv="bf16") -> Precision:
