@@ -22,7 +22,6 @@ from inferlab.exercises.grade import _kill, collect
 from inferlab.exercises.student import answer_strings, build_student, find_leaks, make_student, notebook_text
 
 ROOT = Path(__file__).resolve().parents[1]
-SAMPLE = ROOT / "classroom" / "sample_instructor"
 ALL = exercises()
 IDS = [e.id for e in ALL]
 # What the chapter notebooks forbid in a cell (tests/test_notebooks.py): the solution cells are
@@ -232,19 +231,20 @@ def test_exercise_cells_are_py_percent_cells_jupytext_reads_back(section):
     assert len(exercise_cells(section, heading=False)) == 3 * n
 
 
-def test_the_sample_notebook_is_generated_from_the_registry():
-    """Regenerate with `python -m inferlab.exercises sample classroom/sample_instructor.py`."""
-    assert SAMPLE.with_suffix(".py").read_text() == sample_notebook_text()
-    text = [(c.cell_type, c.source.strip()) for c in jupytext.read(SAMPLE.with_suffix(".py")).cells]
-    stored = [(c.cell_type, c.source.strip()) for c in nbformat.read(SAMPLE.with_suffix(".ipynb"), 4).cells]
+def test_the_sample_notebook_is_generated_from_the_registry(sample_instructor):
+    """`python -m inferlab.exercises sample OUT.py` writes the text form and its executed twin."""
+    assert sample_instructor.read_text() == sample_notebook_text()
+    text = [(c.cell_type, c.source.strip()) for c in jupytext.read(sample_instructor).cells]
+    stored = [(c.cell_type, c.source.strip())
+              for c in nbformat.read(sample_instructor.with_suffix(".ipynb"), 4).cells]
     assert text == stored
 
 
 # The student version -----------------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def instructor():
-    return nbformat.read(SAMPLE.with_suffix(".ipynb"), as_version=4)
+def instructor(sample_instructor):
+    return nbformat.read(sample_instructor.with_suffix(".ipynb"), as_version=4)
 
 
 @pytest.fixture(scope="module")
@@ -335,8 +335,8 @@ def test_builder_refuses_a_notebook_that_still_shows_an_answer(tmp_path, instruc
     assert build_student([path], tmp_path / "out", allow_leaks=True)
 
 
-def test_builder_reads_jupytext_text_and_writes_ipynb(tmp_path):
-    (dest,) = build_student([SAMPLE.with_suffix(".py")], tmp_path)
+def test_builder_reads_jupytext_text_and_writes_ipynb(tmp_path, sample_instructor):
+    (dest,) = build_student([sample_instructor], tmp_path)
     assert dest == tmp_path / "sample_instructor.ipynb"
     assert find_leaks(nbformat.read(dest, 4), strict=False) == []
 

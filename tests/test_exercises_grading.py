@@ -18,8 +18,6 @@ from inferlab.exercises import get, solution_source
 from inferlab.exercises.grade import grade
 from inferlab.exercises.student import find_leaks, make_student
 
-ROOT = Path(__file__).resolve().parents[1]
-SAMPLE = ROOT / "classroom" / "sample_instructor.ipynb"
 CELL_TIMEOUT, TIME_LIMIT = 3, 10
 SWALLOW_INTERRUPTS = """\
 import time
@@ -69,8 +67,8 @@ def mistake(ex_id, part):
 
 # The submissions and what each must score -----------------------------------------------------------
 
-def submissions(folder: Path):
-    instructor = nbformat.read(SAMPLE, as_version=4)
+def submissions(folder: Path, sample: Path):
+    instructor = nbformat.read(sample, as_version=4)
     student = make_student(instructor)[0]
     expected = {}
 
@@ -133,9 +131,9 @@ ALL_IDS = [e.id for e in __import__("inferlab.exercises", fromlist=["exercises"]
 
 
 @pytest.fixture(scope="module")
-def graded(tmp_path_factory):
+def graded(tmp_path_factory, sample_instructor):
     folder = tmp_path_factory.mktemp("submissions")
-    expected = submissions(folder)
+    expected = submissions(folder, sample_instructor.with_suffix(".ipynb"))
     out = tmp_path_factory.mktemp("grades")
     # Relative paths, as on the command line: the kernels run in other folders.
     grades = grade([os.path.relpath(folder)], os.path.relpath(out), cell_timeout=CELL_TIMEOUT,

@@ -24,30 +24,40 @@ def _cmd_cells(args) -> int:
     return 0
 
 
-def _cmd_sample(args) -> int:
-    """Write the instructor sample (py:percent) and its executed .ipynb twin."""
+def write_sample(out, execute: bool = True) -> Path:
+    """Write the instructor sample (every exercise, py:percent) to `out` and its .ipynb twin beside
+    it, executed unless execute=False. Raises RuntimeError if executing it fails."""
     import jupytext
     import nbformat
 
     from inferlab.exercises.cells import sample_notebook_text
     from inferlab.exercises.grade import run_one
 
-    out = Path(args.out)
+    out = Path(out)
     out.write_text(sample_notebook_text())
     ipynb = out.with_suffix(".ipynb")
     nb = jupytext.read(out)
     for i, cell in enumerate(nb.cells):
         cell["id"] = f"cell-{i}"  # stable ids: regenerating changes nothing that did not change
     nbformat.write(nb, ipynb)
-    if not args.no_execute:
+    if execute:
         import tempfile
         with tempfile.TemporaryDirectory() as tmp:
             report = run_one(ipynb, report_path=Path(tmp) / "r.json", executed_path=ipynb,
                              pidfile=Path(tmp) / "pid", cell_timeout=120, time_limit=600, kernel_name="python3")
         if report["errors"] or report["timeouts"] or report["start_error"]:
-            print(f"executing {ipynb} failed: {report}", file=sys.stderr)
-            return 1
-    print(f"wrote {out} and {ipynb}")
+            raise RuntimeError(f"executing {ipynb} failed: {report}")
+    return ipynb
+
+
+def _cmd_sample(args) -> int:
+    """Write the instructor sample (py:percent) and its executed .ipynb twin."""
+    try:
+        ipynb = write_sample(args.out, execute=not args.no_execute)
+    except RuntimeError as err:
+        print(err, file=sys.stderr)
+        return 1
+    print(f"wrote {args.out} and {ipynb}")
     return 0
 
 
@@ -85,7 +95,7 @@ def add_commands(sub) -> None:
     p.set_defaults(func=_cmd_cells)
 
     p = sub.add_parser("sample", help="write the instructor sample notebook (.py and executed .ipynb)")
-    p.add_argument("out", help="e.g. classroom/sample_instructor.py")
+    p.add_argument("out", help="e.g. build/sample_instructor.py")
     p.add_argument("--no-execute", action="store_true")
     p.set_defaults(func=_cmd_sample)
 

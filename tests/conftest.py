@@ -1,0 +1,12 @@
+"""Shared fixtures."""
+import pytest
+
+
+@pytest.fixture(scope="session")
+def sample_instructor(tmp_path_factory):
+    """The instructor sample notebook with every exercise, generated from the registry and executed
+    once per test session: returns the py:percent path; its executed .ipynb twin lies beside it."""
+    from inferlab.exercises.cli import write_sample
+    path = tmp_path_factory.mktemp("classroom") / "sample_instructor.py"
+    write_sample(path)
+    return path
