@@ -399,3 +399,14 @@ def test_the_student_version_of_each_chapter_notebook_leaks_no_solution(section)
         # every non-trivial line of the solution is gone (parameter lines may reappear in statements)
         computed = [line for line in body if "(" in line and not line.startswith(("#", "from ", "import "))]
         assert computed and not any(line in student_text for line in computed), ex.id
+
+
+def test_the_readme_lists_every_exercise_with_its_kind_and_points():
+    """The instructors' table in README.md must follow the registry (ids, kinds, points)."""
+    readme = (ROOT / "README.md").read_text()
+    rows = {}
+    for line in readme.splitlines():
+        cols = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cols) == 4 and cols[0] in IDS:
+            rows[cols[0]] = (cols[1], cols[2])
+    assert rows == {e.id: (e.kind, str(e.points)) for e in ALL}
