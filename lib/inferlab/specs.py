@@ -39,6 +39,8 @@ class ModelConfig:
     gated_mlp: bool
     vocab_size: int
     tied_embeddings: bool = False
+    max_context_tokens: int | None = None
+    max_context_source: str = ""
     description: str = ""
     source: str = ""
 
@@ -48,6 +50,11 @@ class ModelConfig:
             if not isinstance(value, int) or isinstance(value, bool):
                 raise ValueError(f"{name} must be a positive integer; got {value!r}")
             positive_int(name, value)
+        if self.max_context_tokens is not None:
+            if not isinstance(self.max_context_tokens, int) or isinstance(self.max_context_tokens, bool):
+                raise ValueError(
+                    f"max_context_tokens must be a positive integer or None; got {self.max_context_tokens!r}")
+            positive_int("max_context_tokens", self.max_context_tokens)
         if self.n_heads % self.n_kv_heads:
             raise ValueError(
                 f"n_kv_heads must divide n_heads; got n_heads={self.n_heads}, "
