@@ -1,0 +1,18 @@
+"""Serving under load: an iteration-level simulator of an LLM server on the library's step time.
+
+workload (arrivals, lengths) -> policies (static, continuous, prefill-first, chunked) -> engine
+(one replica: scheduler, paged KV, preemption) -> simulate (replicas, router) -> metrics
+(TTFT, ITL, TPOT, E2E, queueing; percentiles, throughput, goodput). `compare` reads a vLLM
+`bench serve` result and sets it beside the simulation of the same workload.
+"""
+from inferlab.serving.kv import blocks_for, kv_capacity_blocks
+from inferlab.serving.metrics import SLO, SimResult
+from inferlab.serving.policies import (ChunkedPrefill, ContinuousBatching, PrefillFirst,
+                                       StaticBatching, make_policy)
+from inferlab.serving.simulate import simulate
+from inferlab.serving.steptime import RooflineStepTime
+from inferlab.serving.workload import LengthDist, Workload, burst, load_trace, synthetic
+
+__all__ = ["SLO", "SimResult", "ChunkedPrefill", "ContinuousBatching", "PrefillFirst", "StaticBatching",
+           "make_policy", "simulate", "RooflineStepTime", "LengthDist", "Workload", "burst",
+           "load_trace", "synthetic", "blocks_for", "kv_capacity_blocks"]

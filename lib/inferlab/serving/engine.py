@@ -1,0 +1,369 @@
+"""One model instance (a replica, tp devices) stepping through requests, iteration by iteration.
+
+Discrete-event, one event per engine step: the scheduler picks the step's work (policies.py), the
+step time comes from a StepTimeModel (steptime.py), and the clock jumps by it. Per-token work is
+never done in Python: a decoding sequence takes part in every decode step from the one after its
+prefill until it finishes or is preempted, so its token times are a slice of the decode steps'
+end times, and its finish and its next KV block are scheduled by decode-step index.
+
+Token accounting (vLLM's): a prefill of n tokens writes n keys and samples one token; each decode
+step feeds the last sampled token (one key written) and samples the next. A request of S prompt
+and N output tokens holds S + j tokens in its cache after decode step j, at most S + N - 1.
+Preemption by recompute frees all of a sequence's blocks; it re-enters the front of the queue
+and later prefills its prompt plus the g tokens it has generated (S + g), which samples token g+1.
+"""
+from __future__ import annotations
+
+from collections import defaultdict, deque
+
+from inferlab.serving.kv import blocks_for
+from inferlab.serving.policies import StaticBatching
+
+INF = float("inf")
+
+
+class Req:
+    """Mutable state of one request inside the engine."""
+
+    __slots__ = ("i", "arrival", "prompt", "output", "generated", "target", "done", "blocks",
+                 "epoch", "first_sched", "first_token", "finish", "parts", "preemptions",
+                 "admit_seq", "d_start", "c0", "end_d", "replica", "rejected")
+
+    def __init__(self, i, arrival, prompt, output):
+        self.i, self.arrival, self.prompt, self.output = i, arrival, prompt, output
+        self.generated = 0
+        self.target = prompt  # tokens the next prefill must process
+        self.done = 0         # of those, processed so far (chunked prefill)
+        self.blocks = 0
+        self.epoch = 0        # bumped on preemption: stale scheduled events are skipped
+        self.first_sched = self.first_token = self.finish = None
+        self.parts = []       # token times: a float (a prefill's token) or (first decode step, count)
+        self.preemptions = 0
+        self.admit_seq = 0
+        self.d_start = self.c0 = self.end_d = 0
+        self.replica = 0
+        self.rejected = False
+
+
+class Replica:
+    """The scheduler and KV block pool of one model instance."""
+
+    def __init__(self, step_time, policy, kv_blocks: int, block_tokens: int,
+                 watermark_blocks: int = 0, index: int = 0):
+        self.step_time, self.policy = step_time, policy
+        self.static = isinstance(policy, StaticBatching)
+        self.kind = policy.name
+        self.total_blocks, self.bs = int(kv_blocks), int(block_tokens)
+        self.watermark = int(watermark_blocks)
+        self.index = index
+        self.clock = 0.0
+        self.waiting: deque = deque()
+        self.prefilling: list = []
+        self.decoding: dict = {}
+        self.n_dec = 0
+        self.sum_cache = 0     # tokens in the caches of the decoding sequences
+        self.d = 0             # index of the next decode step
+        self.dec_end: list = []  # end time of every decode step
+        self.finish_at = defaultdict(list)
+        self.block_at = defaultdict(list)
+        self.free = self.total_blocks
+        self.admitted = 0
+        self.static_batch = None
+        self.static_end_d = -1
+        self.requests: list = []
+        # time series, one entry per step
+        self.log_start, self.log_dt, self.log_batch, self.log_tokens, self.log_kv = [], [], [], [], []
+
+    # -- bookkeeping -----------------------------------------------------------------------------
+    def busy(self) -> bool:
+        return bool(self.prefilling or self.n_dec or self.static_batch)
+
+    def outstanding(self) -> int:
+        """Requests accepted and not finished (the least-loaded router's measure)."""
+        return len(self.waiting) + len(self.prefilling) + len(self.decoding) + len(self.static_batch or ())
+
+    def add(self, r: Req) -> None:
+        r.replica = self.index
+        self.requests.append(r)
+        limit = self.total_blocks - (0 if self.static else self.watermark)
+        if blocks_for(r.prompt + r.output, self.bs) > limit:
+            r.rejected = True  # can never fit, even alone
+            return
+        if not self.busy() and self.clock < r.arrival:
+            self.clock = r.arrival
+        self.waiting.append(r)
+
+    def _finish(self, r: Req, t: float) -> None:
+        r.finish = t
+        if not self.static:
+            self.free += r.blocks
+            r.blocks = 0
+
+    def _log(self, t0, dt, batch, tokens):
+        self.log_start.append(t0)
+        self.log_dt.append(dt)
+        self.log_batch.append(batch)
+        self.log_tokens.append(tokens)
+        self.log_kv.append(self.total_blocks - self.free)
+
+    # -- admission, blocks, preemption --------------------------------------------------------------
+    def _admit(self, t: float, token_cap=None, max_seqs=None, first_chunk=None) -> int:
+        """Admit waiting requests in FIFO order while blocks (beyond the watermark), the sequence
+        cap and the prompt-token cap allow; return the prompt tokens admitted."""
+        admitted_tokens = 0
+        while self.waiting and len(self.prefilling) + self.n_dec < max_seqs:
+            r = self.waiting[0]
+            need = blocks_for(r.target, self.bs)
+            if self.free - need < self.watermark:
+                break
+            take = r.target if first_chunk is None else min(first_chunk - admitted_tokens, r.target)
+            if token_cap is not None and admitted_tokens + take > token_cap and admitted_tokens > 0:
+                break
+            if take <= 0:
+                break
+            self.waiting.popleft()
+            self.free -= need
+            r.blocks = need
+            r.done = 0
+            self.admitted += 1
+            r.admit_seq = self.admitted
+            if r.first_sched is None:
+                r.first_sched = t
+            self.prefilling.append(r)
+            admitted_tokens += take
+        return admitted_tokens
+
+    def _preempt(self, v: Req) -> None:
+        if v.i in self.decoding:
+            k = self.d - v.d_start
+            if k > 0:
+                v.parts.append((v.d_start, k))
+                v.generated += k
+            self.sum_cache -= v.c0 + k
+            del self.decoding[v.i]
+            self.n_dec -= 1
+        else:
+            self.prefilling.remove(v)
+        self.free += v.blocks
+        v.blocks = 0
+        v.epoch += 1
+        v.preemptions += 1
+        v.target = v.prompt + v.generated
+        v.done = 0
+        self.waiting.appendleft(v)
+
+    def _reserve_decode_blocks(self) -> bool:
+        """Give every decoding sequence that crosses a block boundary at this step a new block,
+        evicting the latest admitted sequences while the pool is short; True if any was evicted."""
+        d = self.d
+        needs = [r for r, ep in self.block_at.pop(d, ()) if r.epoch == ep]
+        preempted = False
+        while self.free < len(needs):
+            preempted = True
+            victim = max((*self.decoding.values(), *self.prefilling), key=lambda r: r.admit_seq)
+            self._preempt(victim)
+            if victim in needs:
+                needs.remove(victim)
+        for r in needs:
+            r.blocks += 1
+            self.free -= 1
+            nxt = d + self.bs
+            if nxt <= r.end_d:
+                self.block_at[nxt].append((r, r.epoch))
+        return preempted
+
+    def _join_decoding(self, r: Req) -> None:
+        r.d_start = self.d
+        r.c0 = r.target
+        r.end_d = self.d + (r.output - r.generated) - 1
+        self.finish_at[r.end_d].append((r, r.epoch))
+        k = self.d + r.blocks * self.bs - r.c0
+        if k <= r.end_d:
+            self.block_at[k].append((r, r.epoch))
+        self.decoding[r.i] = r
+        self.n_dec += 1
+        self.sum_cache += r.c0
+
+    # -- one step of the iteration-level policies ---------------------------------------------------
+    def _step(self) -> bool:
+        t0 = self.clock
+        pol = self.policy
+        kind = self.kind
+        chunks = []
+        do_decode = False
+        if kind == "prefill-first":
+            self._admit(t0, pol.max_batched_tokens, pol.max_num_seqs)
+            if self.prefilling:
+                chunks = [(r, r.target) for r in self.prefilling]
+            elif self.n_dec:
+                self._reserve_decode_blocks()
+                do_decode = self.n_dec > 0
+        elif kind == "continuous":
+            preempted = False
+            if self.n_dec:
+                preempted = self._reserve_decode_blocks()
+                do_decode = self.n_dec > 0
+            if not preempted:  # as vLLM: no new prompts in a step that had to evict
+                self._admit(t0, pol.max_batched_tokens, pol.max_num_seqs)
+            chunks = [(r, r.target) for r in self.prefilling]
+        else:  # chunked
+            preempted = False
+            if self.n_dec:
+                preempted = self._reserve_decode_blocks()
+                do_decode = self.n_dec > 0
+            budget = pol.token_budget - self.n_dec
+            for r in self.prefilling:
+                if budget <= 0:
+                    break
+                q = min(budget, r.target - r.done)
+                chunks.append((r, q))
+                budget -= q
+            if budget > 0 and not preempted:
+                n0 = len(self.prefilling)
+                self._admit(t0, None, pol.max_num_seqs, first_chunk=budget)
+                for r in self.prefilling[n0:]:
+                    if budget <= 0:
+                        break
+                    q = min(budget, r.target)
+                    chunks.append((r, q))
+                    budget -= q
+        if not chunks and not do_decode:
+            return False
+
+        n_dec = self.n_dec if do_decode else 0
+        tokens = logits = n_dec
+        pairs = kv = float(self.sum_cache + n_dec) if do_decode else 0.0
+        for r, q in chunks:
+            p = r.done
+            tokens += q
+            pairs += q * p + q * (q + 1) / 2
+            kv += p + q
+            if p + q == r.target:
+                logits += 1
+        dt = self.step_time(tokens, logits, pairs, kv)
+        t1 = t0 + dt
+        self._log(t0, dt, n_dec + len(chunks), tokens)
+
+        if do_decode:
+            d = self.d
+            self.dec_end.append(t1)
+            self.sum_cache += n_dec
+            for r, ep in self.finish_at.pop(d, ()):
+                if r.epoch != ep:
+                    continue
+                k = d - r.d_start + 1
+                r.parts.append((r.d_start, k))
+                r.generated += k
+                self.sum_cache -= r.c0 + k
+                del self.decoding[r.i]
+                self.n_dec -= 1
+                self._finish(r, t1)
+            self.d += 1
+        finished_prefill = False
+        for r, q in chunks:
+            r.done += q
+            if r.done == r.target:
+                finished_prefill = True
+                r.generated += 1
+                r.parts.append(t1)
+                if r.first_token is None:
+                    r.first_token = t1
+                if r.generated >= r.output:
+                    self._finish(r, t1)
+                else:
+                    self._join_decoding(r)
+        if finished_prefill:
+            self.prefilling = [r for r in self.prefilling if r.done < r.target]
+        self.clock = t1
+        return True
+
+    # -- static batching ----------------------------------------------------------------------------
+    def _static_form(self) -> None:
+        t0 = self.clock
+        batch = []
+        while self.waiting and len(batch) < self.policy.batch_size:
+            r = self.waiting[0]
+            need = blocks_for(r.prompt + r.output, self.bs)  # reserved for the whole generation
+            if need > self.free:
+                break
+            self.waiting.popleft()
+            self.free -= need
+            r.blocks = need
+            batch.append(r)
+        n = len(batch)
+        s = max(r.prompt for r in batch)  # prompts padded to the longest
+        dt = self.step_time(n * s, n, n * s * (s + 1) / 2, float(n * s))
+        t1 = t0 + dt
+        self._log(t0, dt, n, n * s)
+        self.clock = t1
+        longest = max(r.output for r in batch)
+        for r in batch:
+            r.first_sched, r.first_token, r.generated = t0, t1, 1
+            r.parts.append(t1)
+            r.d_start, r.c0 = self.d, s
+            r.end_d = self.d + r.output - 2
+            if r.output == 1:
+                r.finish = t1
+            else:
+                self.finish_at[r.end_d].append((r, r.epoch))
+        if longest == 1:
+            self._static_release(batch)
+            return
+        self.static_batch = batch
+        self.static_end_d = self.d + longest - 2
+        self.n_dec = n  # finished sequences stay in the batch as padding
+        self.sum_cache = n * s
+
+    def _static_release(self, batch) -> None:
+        for r in batch:
+            self.free += r.blocks
+            r.blocks = 0
+        self.static_batch = None
+        self.n_dec = 0
+        self.sum_cache = 0
+
+    def _static_decode(self) -> None:
+        t0, n = self.clock, self.n_dec
+        ctx = float(self.sum_cache + n)
+        dt = self.step_time(n, n, ctx, ctx)
+        t1 = t0 + dt
+        self._log(t0, dt, n, n)
+        d = self.d
+        self.dec_end.append(t1)
+        self.sum_cache += n
+        for r, ep in self.finish_at.pop(d, ()):
+            k = d - r.d_start + 1
+            r.parts.append((r.d_start, k))
+            r.generated += k
+            r.finish = t1
+        self.d += 1
+        self.clock = t1
+        if d == self.static_end_d:
+            self._static_release(self.static_batch)
+
+    # -- driving ------------------------------------------------------------------------------------
+    def run_until(self, t: float, final: bool = False) -> None:
+        """Run every step that starts before time t (all remaining work when final)."""
+        while self.clock < t:
+            if self.static:
+                if self.static_batch:
+                    self._static_decode()
+                    continue
+                if not self.waiting:
+                    break
+                pol = self.policy
+                if len(self.waiting) >= pol.batch_size or final:
+                    ready = self.clock
+                elif pol.timeout_s is not None:
+                    ready = max(self.clock, self.waiting[0].arrival + pol.timeout_s)
+                else:
+                    break
+                if ready >= t:
+                    break
+                self.clock = ready
+                self._static_form()
+                continue
+            if not (self.waiting or self.busy()):
+                break
+            if not self._step():
+                break

@@ -1,0 +1,36 @@
+"""Paged KV cache (vLLM's PagedAttention): memory as blocks of `block_tokens` tokens.
+
+A sequence holding n tokens occupies ceil(n / block_tokens) blocks; only the last block has slack.
+Blocks per device = floor((memory * utilisation - weights) / (KV bytes per token * block_tokens)),
+with weights and KV bytes per token per device under tensor parallelism (`memory`).
+"""
+from __future__ import annotations
+
+from inferlab.memory import kv_cache_bytes_per_token, weight_bytes
+from inferlab.specs import BF16, Precision, get_accelerator, get_model
+from inferlab.units import GB
+from inferlab.validation import DoesNotFitError, fraction, positive_int
+
+
+def blocks_for(tokens: int, block_tokens: int) -> int:
+    """ceil(tokens / block_tokens)."""
+    return -(-tokens // block_tokens)
+
+
+def kv_capacity_blocks(model, accelerator, precision: Precision = BF16, tp: int = 1,
+                       block_tokens: int = 16, memory_utilization: float = 0.9) -> int:
+    """KV blocks that fit beside the weights on each device (vLLM's gpu_memory_utilization
+    default 0.9 leaves 10 % for activations and the allocator)."""
+    model, acc = get_model(model), get_accelerator(accelerator)
+    positive_int("block_tokens", block_tokens)
+    fraction("memory_utilization", memory_utilization)
+    w = weight_bytes(model, precision, tp)
+    free = acc.memory_bytes * memory_utilization - w
+    per_block = kv_cache_bytes_per_token(model, precision, tp) * block_tokens
+    n = int(free // per_block) if free > 0 else 0
+    if n < 1:
+        raise DoesNotFitError(
+            f"{model.name} weights take {w / GB:.1f} GB per device (tp={tp}) of the "
+            f"{memory_utilization:g} x {acc.memory_bytes / GB:.0f} GB usable on {acc.name}: no room "
+            "for a KV block; use more devices (tp), a smaller weight dtype or a smaller model")
+    return n

@@ -1,0 +1,88 @@
+"""Scheduling policies of the serving simulator (frozen configurations; the engine runs them).
+
+- StaticBatching: wait for `batch_size` requests (or `timeout_s` after the oldest arrived), prefill
+  them padded to the longest prompt, decode all of them (finished ones as padding) until the
+  longest output is done; KV for prompt + output reserved up front. No request joins mid-batch.
+- ContinuousBatching (Orca): iteration-level; at every step waiting requests join, their whole
+  prompts prefilled in the same step as the running sequences' decode tokens.
+- PrefillFirst (vLLM's default without chunking): a step either prefills newly admitted prompts
+  (up to `max_batched_tokens`) or decodes every running sequence; prefills go first, so decodes
+  stall while prompts arrive.
+- ChunkedPrefill (Sarathi-Serve): each step carries every decode token, then fills the rest of a
+  `token_budget` with prompt chunks (in-progress prompts first, then new ones).
+All but static: paged KV with admission when the prompt's blocks are free (beyond a watermark),
+and preemption by recompute (the latest admitted sequence is evicted) when a decode needs a block.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from inferlab.validation import positive_float, positive_int
+
+POLICY_NAMES = ("static", "continuous", "prefill-first", "chunked")
+
+
+@dataclass(frozen=True)
+class StaticBatching:
+    batch_size: int = 8
+    timeout_s: float | None = None  # None: wait until the batch is full (or no more arrivals)
+    name = "static"
+
+    def __post_init__(self):
+        positive_int("batch_size", self.batch_size)
+        if self.timeout_s is not None:
+            positive_float("timeout_s", self.timeout_s, allow_zero=True)
+
+
+@dataclass(frozen=True)
+class ContinuousBatching:
+    max_num_seqs: int = 256
+    max_batched_tokens: int | None = None  # prompt tokens admitted per step; None: no limit
+    name = "continuous"
+
+    def __post_init__(self):
+        positive_int("max_num_seqs", self.max_num_seqs)
+        if self.max_batched_tokens is not None:
+            positive_int("max_batched_tokens", self.max_batched_tokens)
+
+
+@dataclass(frozen=True)
+class PrefillFirst:
+    max_num_seqs: int = 256
+    max_batched_tokens: int | None = 8192
+    name = "prefill-first"
+
+    def __post_init__(self):
+        positive_int("max_num_seqs", self.max_num_seqs)
+        if self.max_batched_tokens is not None:
+            positive_int("max_batched_tokens", self.max_batched_tokens)
+
+
+@dataclass(frozen=True)
+class ChunkedPrefill:
+    token_budget: int = 512
+    max_num_seqs: int = 256
+    name = "chunked"
+
+    def __post_init__(self):
+        positive_int("token_budget", self.token_budget)
+        positive_int("max_num_seqs", self.max_num_seqs)
+        if self.token_budget < self.max_num_seqs:
+            raise ValueError(
+                f"token_budget must be >= max_num_seqs={self.max_num_seqs} so every running sequence "
+                f"decodes each step; got token_budget={self.token_budget}")
+
+
+def make_policy(name: str, *, batch_size: int = 8, timeout_s: float | None = None,
+                max_num_seqs: int = 256, token_budget: int = 512,
+                max_batched_tokens: int | None = 8192):
+    """A policy from its name in POLICY_NAMES and the options that apply to it."""
+    from inferlab.validation import choice
+    choice("policy", name, POLICY_NAMES)
+    if name == "static":
+        return StaticBatching(batch_size, timeout_s)
+    if name == "continuous":
+        return ContinuousBatching(max_num_seqs)
+    if name == "prefill-first":
+        return PrefillFirst(max_num_seqs, max_batched_tokens)
+    return ChunkedPrefill(token_budget, max_num_seqs)

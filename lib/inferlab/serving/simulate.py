@@ -1,0 +1,106 @@
+"""simulate(): a workload through one or more replicas of a model under a scheduling policy.
+
+Each replica is one model instance on `tp` devices (its step time includes the tensor-parallel
+all-reduces); a router sends each arriving request to a replica: 'round-robin' in turn, or
+'least-loaded', the one with the fewest unfinished requests at that moment (ties: lowest index).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from inferlab.serving.engine import Replica, Req
+from inferlab.serving.kv import kv_capacity_blocks
+from inferlab.serving.metrics import ReplicaTrace, SimResult
+from inferlab.serving.policies import ContinuousBatching
+from inferlab.serving.steptime import RooflineStepTime
+from inferlab.serving.workload import Workload
+from inferlab.specs import BF16, Precision, get_accelerator, get_model
+from inferlab.validation import choice, fraction, positive_float, positive_int
+
+ROUTERS = ("round-robin", "least-loaded")
+
+
+def simulate(workload: Workload, model="llama-2-13b-book", accelerator="h100-sxm",
+             policy=ContinuousBatching(), *, precision: Precision = BF16, tp: int = 1,
+             replicas: int = 1, router: str = "round-robin", block_tokens: int = 16,
+             kv_blocks: int | None = None, memory_utilization: float = 0.9,
+             watermark: float = 0.01, mfu: float = 1.0, mbu: float = 1.0,
+             step_time=None) -> SimResult:
+    """Run `workload` to completion. KV blocks per replica: `kv_blocks`, or what fits beside the
+    weights (`kv.kv_capacity_blocks`). watermark: fraction of blocks kept free at admission
+    (vLLM's 1 %). step_time: a StepTimeModel; default the roofline (`RooflineStepTime`)."""
+    if not isinstance(workload, Workload):
+        raise ValueError(f"workload must be a serving.Workload; got {type(workload).__name__}")
+    if not hasattr(policy, "name"):
+        raise ValueError(f"policy must be one of the serving.policies classes; got {policy!r}")
+    model, acc = get_model(model), get_accelerator(accelerator)
+    positive_int("replicas", replicas)
+    positive_int("block_tokens", block_tokens)
+    choice("router", router, ROUTERS)
+    positive_float("watermark", watermark, maximum=0.5, allow_zero=True)
+    if kv_blocks is None:
+        kv_blocks = kv_capacity_blocks(model, acc, precision, tp, block_tokens, memory_utilization)
+    else:
+        positive_int("kv_blocks", kv_blocks)
+        fraction("memory_utilization", memory_utilization)
+    if step_time is None:
+        step_time = RooflineStepTime(model, acc, precision, tp=tp, mfu=mfu, mbu=mbu)
+    elif not callable(step_time):
+        raise ValueError(f"step_time must be callable(tokens, logits, attn_pairs, attn_kv_tokens); "
+                         f"got {step_time!r}")
+    wm = int(watermark * kv_blocks)
+    engines = [Replica(step_time, policy, kv_blocks, block_tokens, wm, i) for i in range(int(replicas))]
+
+    arrivals = workload.arrival_s.tolist()
+    prompts = workload.prompt_tokens.tolist()
+    outputs = workload.output_tokens.tolist()
+    reqs = [Req(i, a, p, o) for i, (a, p, o) in enumerate(zip(arrivals, prompts, outputs))]
+    if len(engines) == 1:
+        e = engines[0]
+        for r in reqs:
+            e.run_until(r.arrival)
+            e.add(r)
+    else:
+        for i, r in enumerate(reqs):
+            if router == "round-robin":
+                e = engines[i % len(engines)]
+                e.run_until(r.arrival)
+            else:
+                for x in engines:
+                    x.run_until(r.arrival)
+                e = min(engines, key=lambda x: x.outstanding())
+            e.add(r)
+    for e in engines:
+        e.run_until(float("inf"), final=True)
+    return _result(reqs, engines, f"{model.name} on {replicas} x {tp} x {acc.name}, {policy}")
+
+
+def _result(reqs, engines, description) -> SimResult:
+    n = len(reqs)
+    nan = float("nan")
+    ends = [np.asarray(e.dec_end) for e in engines]
+    itls = []
+    for r in reqs:
+        if r.rejected or r.finish is None:
+            itls.append(np.zeros(0))
+            continue
+        dec = ends[r.replica]
+        pieces = [np.array([p]) if isinstance(p, float) else dec[p[0]:p[0] + p[1]] for p in r.parts]
+        times = np.concatenate(pieces) if len(pieces) > 1 else pieces[0]
+        itls.append(np.diff(times))
+
+    def col(attr):
+        return np.array([nan if getattr(r, attr) is None or r.rejected else getattr(r, attr) for r in reqs],
+                        dtype=float)
+
+    traces = tuple(ReplicaTrace(np.asarray(e.log_start), np.asarray(e.log_dt), np.asarray(e.log_batch),
+                                np.asarray(e.log_tokens), np.asarray(e.log_kv), e.total_blocks)
+                   for e in engines)
+    return SimResult(
+        arrival_s=np.array([r.arrival for r in reqs], dtype=float),
+        prompt_tokens=np.array([r.prompt for r in reqs], dtype=np.int64),
+        output_tokens=np.array([r.output for r in reqs], dtype=np.int64),
+        first_scheduled_s=col("first_sched"), first_token_s=col("first_token"), finish_s=col("finish"),
+        preemptions=np.array([r.preemptions for r in reqs], dtype=np.int64),
+        replica=np.array([r.replica for r in reqs], dtype=np.int64),
+        itls_s=itls, traces=traces, description=description)
