@@ -352,10 +352,12 @@ class Replica:
                 if not self.waiting:
                     break
                 pol = self.policy
-                if len(self.waiting) >= pol.batch_size or final:
+                if len(self.waiting) >= pol.batch_size:
                     ready = self.clock
-                elif pol.timeout_s is not None:
+                elif pol.timeout_s is not None:  # the server cannot know no one else is coming
                     ready = max(self.clock, self.waiting[0].arrival + pol.timeout_s)
+                elif final:  # no timeout: the last partial batch starts when arrivals end
+                    ready = self.clock
                 else:
                     break
                 if ready >= t:
