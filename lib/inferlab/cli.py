@@ -17,7 +17,7 @@ from inferlab.validation import fraction, nonneg_int, positive_float, positive_i
 
 # Modules that add subcommands (each has register(subparsers)); missing ones are skipped.
 SUBCOMMAND_MODULES = ("inferlab.claims.cli", "inferlab.measure.cli", "inferlab.figures",
-                      "inferlab.exercises.cli")
+                      "inferlab.exercises.cli", "inferlab.serving.cli")
 
 
 def _cmd_list(args) -> int:

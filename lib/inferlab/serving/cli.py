@@ -1,0 +1,156 @@
+"""`inferlab serve` (simulate a server under load) and `inferlab serving compare` (a vLLM run
+beside the simulation of the same workload). Simulation only: nothing is served for real."""
+from __future__ import annotations
+
+import json
+
+from inferlab.specs import Precision
+from inferlab.units import DTYPES, MS
+from inferlab.validation import choice, fraction, positive_float, positive_int
+
+from inferlab.serving.policies import POLICY_NAMES
+from inferlab.serving.simulate import ROUTERS
+from inferlab.serving.workload import LENGTH_KINDS
+
+
+def _engine_options(p) -> None:
+    p.add_argument("--model", default="llama-2-13b-book", help="a name from `inferlab list`")
+    p.add_argument("--gpu", default="h100-sxm", help="an accelerator from `inferlab list`")
+    p.add_argument("--tp", type=int, default=1, help="tensor-parallel degree of each replica")
+    p.add_argument("--replicas", type=int, default=1, help="model instances behind the router")
+    p.add_argument("--router", default="round-robin", help=f"one of {', '.join(ROUTERS)}")
+    p.add_argument("--policy", default=None, help=f"one of {', '.join(POLICY_NAMES)}")
+    p.add_argument("--batch-size", type=int, default=8, help="static: requests per batch")
+    p.add_argument("--timeout-ms", type=float, default=None,
+                   help="static: start a partial batch this long after its oldest request arrived")
+    p.add_argument("--max-num-seqs", type=int, default=256, help="sequences running at once")
+    p.add_argument("--token-budget", type=int, default=None, help="chunked: tokens per step")
+    p.add_argument("--max-batched-tokens", type=int, default=8192,
+                   help="prefill-first: prompt tokens per prefill step")
+    p.add_argument("--block-tokens", type=int, default=16, help="KV block size in tokens")
+    p.add_argument("--kv-blocks", type=int, default=None,
+                   help="KV blocks per replica (default: what fits beside the weights at 90%% of memory)")
+    for cls in ("weights", "kv"):
+        p.add_argument(f"--{cls}-dtype", default="bf16", choices=list(DTYPES))
+    p.add_argument("--mfu", type=float, default=1.0, help="achieved fraction of peak FLOP/s")
+    p.add_argument("--mbu", type=float, default=1.0, help="achieved fraction of peak bandwidth")
+    p.add_argument("--slo-ttft-ms", type=float, default=500.0)
+    p.add_argument("--slo-tpot-ms", type=float, default=50.0)
+    p.add_argument("--slo-itl-ms", type=float, default=None, help="a bound on every ITL (default: none)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+
+
+def _check_engine(args, default_policy: str, default_budget: int):
+    from inferlab.serving.metrics import SLO
+    from inferlab.serving.policies import make_policy
+    for name in ("tp", "replicas", "batch_size", "max_num_seqs", "max_batched_tokens", "block_tokens"):
+        positive_int("--" + name.replace("_", "-"), getattr(args, name))
+    for name in ("token_budget", "kv_blocks"):
+        if getattr(args, name) is not None:
+            positive_int("--" + name.replace("_", "-"), getattr(args, name))
+    positive_int("--seed", args.seed, minimum=0)
+    fraction("--mfu", args.mfu)
+    fraction("--mbu", args.mbu)
+    choice("--router", args.router, ROUTERS)
+    policy_name = choice("--policy", args.policy or default_policy, POLICY_NAMES)
+    if args.timeout_ms is not None:
+        positive_float("--timeout-ms", args.timeout_ms, allow_zero=True)
+    for name in ("slo_ttft_ms", "slo_tpot_ms", "slo_itl_ms"):
+        if getattr(args, name) is not None:
+            positive_float("--" + name.replace("_", "-"), getattr(args, name))
+    budget = args.token_budget if args.token_budget is not None else default_budget
+    if policy_name == "chunked" and budget < args.max_num_seqs:
+        raise ValueError(f"--token-budget must be >= --max-num-seqs={args.max_num_seqs} so every running "
+                         f"sequence decodes each step; got --token-budget={budget}")
+    policy = make_policy(policy_name, batch_size=args.batch_size,
+                         timeout_s=None if args.timeout_ms is None else args.timeout_ms * MS,
+                         max_num_seqs=args.max_num_seqs, token_budget=budget,
+                         max_batched_tokens=args.max_batched_tokens)
+    slo = SLO(ttft_s=args.slo_ttft_ms * MS if args.slo_ttft_ms is not None else None,
+              tpot_s=args.slo_tpot_ms * MS if args.slo_tpot_ms is not None else None,
+              itl_s=args.slo_itl_ms * MS if args.slo_itl_ms is not None else None)
+    kwargs = dict(precision=Precision(weights=args.weights_dtype, kv=args.kv_dtype), tp=args.tp,
+                  replicas=args.replicas, router=args.router, block_tokens=args.block_tokens,
+                  kv_blocks=args.kv_blocks, mfu=args.mfu, mbu=args.mbu)
+    return policy, slo, kwargs
+
+
+def _cmd_serve(args) -> int:
+    from inferlab.serving.simulate import simulate
+    from inferlab.serving.workload import LengthDist, load_trace, synthetic
+    policy, slo, kwargs = _check_engine(args, "chunked", 512)
+    if args.trace:
+        workload = load_trace(args.trace)
+        source = f"trace {args.trace}"
+    else:
+        positive_float("--rate", args.rate)
+        positive_float("--duration", args.duration)
+        positive_float("--cv", args.cv, allow_zero=True)
+        for which in ("prompt", "output"):
+            positive_int(f"--{which}", getattr(args, which))
+            choice(f"--{which}-dist", getattr(args, f"{which}_dist"), LENGTH_KINDS)
+            positive_float(f"--{which}-cv", getattr(args, f"{which}_cv"), allow_zero=True)
+        lengths = {w: LengthDist(getattr(args, f"{w}_dist"), getattr(args, w), getattr(args, f"{w}_cv"),
+                                 1, 4 * getattr(args, w) if getattr(args, f"{w}_dist") != "fixed" else None)
+                   for w in ("prompt", "output")}
+        workload = synthetic(args.rate, duration_s=args.duration, prompt=lengths["prompt"],
+                             output=lengths["output"], cv=args.cv, seed=args.seed)
+        source = (f"{args.rate:g} requests/s for {args.duration:g} s (cv {args.cv:g}), prompt "
+                  f"{args.prompt_dist} {args.prompt}, output {args.output_dist} {args.output} tokens")
+    result = simulate(workload, args.model, args.gpu, policy, **kwargs)
+    if args.json:
+        print(json.dumps(result.summary(slo), indent=2))
+        return 0
+    print(f"simulated (not served): {args.model} on {args.replicas} replica(s) x tp {args.tp} x {args.gpu}, "
+          f"policy {policy}")
+    print(f"workload: {len(workload)} requests, {source}")
+    print(result.table(slo))
+    return 0
+
+
+def _cmd_compare(args) -> int:
+    from inferlab.serving.compare import compare, read_vllm_result
+    policy, slo, kwargs = _check_engine(args, "chunked", 2048)
+    run = read_vllm_result(args.vllm_result)
+    cmp = compare(run, args.model, args.gpu, policy, seed=args.seed, **kwargs)
+    if args.json:
+        rows = {m: {k: {"vllm_s": a, "sim_s": b, "ratio": r} for k, (a, b, r) in stats.items()}
+                for m, stats in cmp.rows().items()}
+        print(json.dumps(rows, indent=2))
+    else:
+        print(f"vLLM run {args.vllm_result} vs simulated {args.model} on {args.replicas} x tp {args.tp} x "
+              f"{args.gpu}, policy {policy}")
+        print(cmp.table())
+    if args.figure:
+        path = cmp.figure(args.figure)
+        if not args.json:
+            print(f"figure: {path}")
+    return 0
+
+
+def register(sub) -> None:
+    serve = sub.add_parser("serve", help="simulate a server under load: TTFT/ITL percentiles, goodput")
+    _engine_options(serve)
+    serve.add_argument("--rate", type=float, default=10.0, help="requests per second")
+    serve.add_argument("--duration", type=float, default=60.0, help="seconds of arrivals")
+    serve.add_argument("--cv", type=float, default=1.0,
+                       help="coefficient of variation of the gaps: 1 Poisson, >1 bursty, 0 constant")
+    serve.add_argument("--prompt", type=int, default=512, help="mean prompt length in tokens")
+    serve.add_argument("--prompt-dist", default="fixed", help=f"one of {', '.join(LENGTH_KINDS)}")
+    serve.add_argument("--prompt-cv", type=float, default=1.0, help="lognormal: coefficient of variation")
+    serve.add_argument("--output", type=int, default=128, help="mean output length in tokens")
+    serve.add_argument("--output-dist", default="fixed", help=f"one of {', '.join(LENGTH_KINDS)}")
+    serve.add_argument("--output-cv", type=float, default=1.0, help="lognormal: coefficient of variation")
+    serve.add_argument("--trace", default=None,
+                       help="CSV with arrival_s, prompt_tokens, output_tokens (replaces the synthetic workload)")
+    serve.set_defaults(func=_cmd_serve)
+
+    serving = sub.add_parser("serving", help="serving tools: compare a vLLM benchmark with the simulator")
+    ssub = serving.add_subparsers(dest="serving_command", required=True)
+    cmp = ssub.add_parser("compare", help="overlay a `vllm bench serve` result on the simulation")
+    cmp.add_argument("--vllm-result", required=True,
+                     help="JSON from `vllm bench serve --save-result --save-detailed`")
+    _engine_options(cmp)
+    cmp.add_argument("--figure", default=None, help="save the CDF overlay here (.png or .svg)")
+    cmp.set_defaults(func=_cmd_compare)

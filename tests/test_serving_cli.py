@@ -1,0 +1,116 @@
+"""`inferlab serve` and `inferlab serving compare` (with a fixture in vLLM's result schema)."""
+import json
+
+import numpy as np
+import pytest
+
+from inferlab.cli import main
+from inferlab.latency import decode_step_time_s, prefill_time_s
+from inferlab.serving import ChunkedPrefill, Workload, simulate
+from inferlab.serving.compare import compare, parse_vllm_result, read_vllm_result, workload_of
+
+M, G = "llama-2-13b-book", "h100-sxm"
+
+
+def test_serve_prints_percentiles_of_a_light_load(capsys):
+    # 0.2 requests/s of 256 + 4 tokens, constant gaps: each alone, TTFT = prefill, ITL = decode step
+    assert main(["serve", "--rate", "0.2", "--duration", "20", "--cv", "0", "--prompt", "256",
+                 "--output", "4", "--json"]) == 0
+    s = json.loads(capsys.readouterr().out)
+    assert s["requests"] == 3  # arrivals every 1/0.2 = 5 s, before 20 s: at 5, 10 and 15 s
+    assert s["ttft_s"]["p50"] == pytest.approx(prefill_time_s(M, G, 256), rel=1e-9)
+    # ITLs at contexts 257, 258, 259 (three per request): the median is the middle one
+    assert s["itl_s"]["p50"] == pytest.approx(decode_step_time_s(M, G, 258), rel=1e-9)
+    assert s["queue_s"]["p99"] == 0.0
+
+
+def test_serve_text_output(capsys):
+    assert main(["serve", "--rate", "5", "--duration", "5", "--policy", "static", "--batch-size", "4",
+                 "--timeout-ms", "100"]) == 0
+    out = capsys.readouterr().out
+    assert "simulated (not served)" in out
+    for word in ("TTFT", "ITL", "TPOT", "E2E", "queueing", "goodput"):
+        assert word in out
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["serve", "--rate", "0"], ["--rate", "0", "> 0"]),
+    (["serve", "--policy", "fifo"], ["--policy", "fifo", "continuous"]),
+    (["serve", "--router", "random"], ["--router", "random", "least-loaded"]),
+    (["serve", "--tp", "3"], ["tp", "3"]),
+    (["serve", "--mfu", "1.5"], ["--mfu", "1.5", "<= 1"]),
+    (["serve", "--policy", "chunked", "--token-budget", "64"], ["--token-budget", "64", "--max-num-seqs"]),
+    (["serve", "--model", "llama-9"], ["model", "llama-9"]),
+    (["serving", "compare", "--vllm-result", "/nonexistent.json"], ["--vllm-result", "no such file"]),
+])
+def test_bad_input_is_one_line_naming_the_parameter(capsys, argv, words):
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err
+    for w in words:
+        assert w in err
+
+
+# -- vLLM interop -------------------------------------------------------------------------------------
+def vllm_fixture(ttft_scale=1.25, itl_scale=0.8):
+    """A `vllm bench serve --save-result --save-detailed` result (keys as vLLM writes them) for 12
+    requests sent at once (request_rate inf), whose TTFTs are 1.25x and ITLs 0.8x what the simulator
+    predicts for the same lengths, plus one failed request."""
+    prompts, outputs = [200 + 40 * i for i in range(12)], [5 + 3 * i for i in range(12)]
+    sim = simulate(Workload(np.zeros(12), np.array(prompts), np.array(outputs)), M, G,
+                   ChunkedPrefill(token_budget=2048))
+    return {
+        "date": "20260101-000000", "endpoint_type": "vllm", "model_id": "meta-llama/Llama-2-13b-hf",
+        "num_prompts": 13, "request_rate": "inf", "burstiness": 1.0, "max_concurrency": None,
+        "duration": 3.0, "completed": 12, "total_input_tokens": sum(prompts),
+        "total_output_tokens": sum(outputs), "request_throughput": 4.0,
+        "output_throughput": 100.0, "total_token_throughput": 1000.0,
+        "mean_ttft_ms": 1.0, "median_ttft_ms": 1.0, "std_ttft_ms": 0.0, "p99_ttft_ms": 1.0,
+        "input_lens": prompts + [300], "output_lens": outputs + [0],
+        "ttfts": [float(x) * ttft_scale for x in sim.ttft_s] + [0.0],
+        "itls": [[float(v) * itl_scale for v in x] for x in sim.itls_s] + [[]],
+        "generated_texts": [""] * 13, "errors": [""] * 12 + ["Bad Request"],
+    }, sim
+
+
+def test_compare_reads_vllm_schema_and_reports_the_ratios(tmp_path):
+    data, sim = vllm_fixture()
+    path = tmp_path / "vllm.json"
+    path.write_text(json.dumps(data))
+    run = read_vllm_result(path)
+    assert run.n_failed == 1 and len(run.ttft_s) == 12
+    assert np.all(workload_of(run).arrival_s == 0.0)
+    cmp = compare(run, M, G, ChunkedPrefill(token_budget=2048))
+    rows = cmp.rows()
+    # the fixture is the simulation with TTFT x 1.25 and ITL x 0.8: sim/vLLM = 0.8 and 1.25
+    for k in ("p50", "p90", "p99", "mean"):
+        assert rows["TTFT"][k][2] == pytest.approx(1 / 1.25, rel=1e-9)
+        assert rows["ITL"][k][2] == pytest.approx(1 / 0.8, rel=1e-9)
+        assert rows["TPOT"][k][2] == pytest.approx(1 / 0.8, rel=1e-9)
+    fig = cmp.figure(tmp_path / "overlay.png")
+    assert fig.stat().st_size > 10_000
+
+
+def test_compare_cli_table_json_and_figure(tmp_path, capsys):
+    data, _ = vllm_fixture()
+    path = tmp_path / "vllm.json"
+    path.write_text(json.dumps(data))
+    assert main(["serving", "compare", "--vllm-result", str(path), "--token-budget", "2048",
+                 "--figure", str(tmp_path / "f.svg")]) == 0
+    out = capsys.readouterr().out
+    assert "sim/vLLM" in out and "TTFT" in out and "1 failed" in out
+    assert (tmp_path / "f.svg").exists()
+    assert main(["serving", "compare", "--vllm-result", str(path), "--token-budget", "2048", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert rows["TTFT"]["p50"]["ratio"] == pytest.approx(0.8, rel=1e-9)
+
+
+def test_compare_uses_rate_and_burstiness_for_arrivals():
+    data, _ = vllm_fixture()
+    data["request_rate"], data["burstiness"] = 4.0, 4.0  # gamma shape 4: cv = 1/sqrt(4) = 0.5
+    w = workload_of(parse_vllm_result(data))
+    assert w.arrival_s[0] > 0 and np.all(np.diff(w.arrival_s) > 0)
+    # without per-request fields (no --save-detailed) the error says what to do
+    del data["itls"]
+    with pytest.raises(ValueError, match="--save-detailed"):
+        parse_vllm_result(data)
