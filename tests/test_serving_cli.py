@@ -117,10 +117,10 @@ def test_compare_uses_rate_and_burstiness_for_arrivals():
 
 
 def test_serve_reads_a_trace(tmp_path, capsys):
-    # two requests far apart: each alone, TTFT = its own prefill time
+    # two requests far apart, unchunked: each alone, TTFT = its own prefill time in one step
     path = tmp_path / "trace.csv"
     path.write_text("arrival_s,prompt_tokens,output_tokens\n0.0,128,3\n10.0,2048,3\n")
-    assert main(["serve", "--trace", str(path), "--json"]) == 0
+    assert main(["serve", "--trace", str(path), "--policy", "continuous", "--json"]) == 0
     s = json.loads(capsys.readouterr().out)
     assert s["requests"] == 2
     assert s["ttft_s"]["p50"] == pytest.approx((prefill_time_s(M, G, 128) + prefill_time_s(M, G, 2048)) / 2)
