@@ -265,3 +265,18 @@ def test_burst_and_constant_arrivals():
 def test_bad_input_names_the_parameter(call, name):
     with pytest.raises(ValueError, match=name):
         call()
+
+
+def test_batch_and_kv_use_time_series():
+    # Two identical requests together (32 + 100 tokens): every step holds both sequences; at the
+    # end each caches 32 + 99 = 131 tokens = ceil(131/16) = 9 blocks, 18 of 40 = 45 % of the pool.
+    w = Workload(np.zeros(2), np.array([32, 32]), np.array([100, 100]))
+    r = simulate(w, M, G, ContinuousBatching(), kv_blocks=40, block_tokens=16, watermark=0)
+    s = r.summary()
+    assert s["batch"] == {"max": 2, "mean": pytest.approx(2.0)}
+    assert s["kv_use"]["peak_fraction"] == pytest.approx(18 / 40)
+    # blocks in use start at 2 x ceil(32/16) = 4 and only grow
+    kv = r.traces[0].kv_blocks_used
+    assert kv[0] == 4 and np.all(np.diff(kv) >= 0)
+    csv = r.timeseries_csv().splitlines()
+    assert csv[0].startswith("replica,start_s") and len(csv) == 1 + 100  # 1 prefill + 99 decode steps

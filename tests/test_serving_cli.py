@@ -24,10 +24,12 @@ def test_serve_prints_percentiles_of_a_light_load(capsys):
     assert s["queue_s"]["p99"] == 0.0
 
 
-def test_serve_text_output(capsys):
+def test_serve_text_output(capsys, tmp_path):
     assert main(["serve", "--rate", "5", "--duration", "5", "--policy", "static", "--batch-size", "4",
-                 "--timeout-ms", "100"]) == 0
+                 "--timeout-ms", "100", "--timeseries", str(tmp_path / "ts.csv")]) == 0
     out = capsys.readouterr().out
+    rows = (tmp_path / "ts.csv").read_text().splitlines()
+    assert rows[0] == "replica,start_s,step_s,batch,tokens,kv_blocks_used,kv_blocks_total" and len(rows) > 10
     assert "simulated (not served)" in out
     for word in ("TTFT", "ITL", "TPOT", "E2E", "queueing", "goodput"):
         assert word in out

@@ -99,6 +99,9 @@ def _cmd_serve(args) -> int:
         source = (f"{args.rate:g} requests/s for {args.duration:g} s (cv {args.cv:g}), prompt "
                   f"{args.prompt_dist} {args.prompt}, output {args.output_dist} {args.output} tokens")
     result = simulate(workload, args.model, args.gpu, policy, **kwargs)
+    if args.timeseries:
+        with open(args.timeseries, "w") as fh:
+            fh.write(result.timeseries_csv())
     if args.json:
         print(json.dumps(result.summary(slo), indent=2))
         return 0
@@ -144,6 +147,8 @@ def register(sub) -> None:
     serve.add_argument("--output-cv", type=float, default=1.0, help="lognormal: coefficient of variation")
     serve.add_argument("--trace", default=None,
                        help="CSV with arrival_s, prompt_tokens, output_tokens (replaces the synthetic workload)")
+    serve.add_argument("--timeseries", default=None,
+                       help="write every step (batch size, tokens, KV blocks in use) to this CSV")
     serve.set_defaults(func=_cmd_serve)
 
     serving = sub.add_parser("serving", help="serving tools: compare a vLLM benchmark with the simulator")

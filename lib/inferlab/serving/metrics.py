@@ -107,7 +107,8 @@ class SimResult:
 
     def summary(self, slo: SLO = SLO()) -> dict:
         """Percentiles (p50/p90/p99 and mean) of TTFT, ITL, TPOT, E2E and queueing delay, in
-        seconds; throughput (requests/s, output tokens/s) and goodput over the span."""
+        seconds; throughput (requests/s, output tokens/s) and goodput over the span; sequences
+        per step (max, time-weighted mean) and the fraction of KV blocks in use (peak, mean)."""
         done = self.completed
         out = {"requests": int(len(self.arrival_s)), "completed": int(done.sum()),
                "rejected": int((~done).sum()), "preemptions": int(self.preemptions.sum())}
@@ -121,11 +122,25 @@ class SimResult:
         out["span_s"] = span
         out["throughput_requests_per_s"] = float(done.sum() / span)
         out["throughput_output_tokens_per_s"] = float(self.output_tokens[done].sum() / span)
+        steps = np.concatenate([t.step_s for t in self.traces])
+        batch = np.concatenate([t.batch for t in self.traces])
+        kv = np.concatenate([t.kv_blocks_used / t.kv_blocks_total for t in self.traces])
+        out["batch"] = {"max": int(batch.max()), "mean": float(np.sum(batch * steps) / np.sum(steps))}
+        out["kv_use"] = {"peak_fraction": float(kv.max()), "mean_fraction": float(np.sum(kv * steps) / np.sum(steps))}
         good = self.meets(slo)
         out["slo"] = {"ttft_s": slo.ttft_s, "tpot_s": slo.tpot_s, "itl_s": slo.itl_s}
         out["slo_attainment"] = float(good.sum() / len(good))
         out["goodput_requests_per_s"] = float(good.sum() / span)
         return out
+
+    def timeseries_csv(self) -> str:
+        """Every step of every replica: replica, start_s, step_s, batch, tokens, kv_blocks_used, kv_blocks_total."""
+        lines = ["replica,start_s,step_s,batch,tokens,kv_blocks_used,kv_blocks_total"]
+        for i, t in enumerate(self.traces):
+            lines += [f"{i},{a!r},{b!r},{c},{d},{e},{t.kv_blocks_total}"
+                      for a, b, c, d, e in zip(t.start_s.tolist(), t.step_s.tolist(), t.batch.tolist(),
+                                               t.tokens.tolist(), t.kv_blocks_used.tolist())]
+        return "\n".join(lines) + "\n"
 
     def table(self, slo: SLO = SLO()) -> str:
         """The summary as text, times in ms."""
@@ -140,6 +155,9 @@ class SimResult:
             lines.append(f"{label:10s} " + " ".join(f"{v[k] * 1e3:10.2f}" for k in ("p50", "p90", "p99", "mean")))
         lines.append(f"completed {s['completed']} of {s['requests']} requests in {s['span_s']:.2f} s "
                      f"({s['rejected']} too long to fit, {s['preemptions']} preemptions)")
+        lines.append(f"batch per step: mean {s['batch']['mean']:.1f} (time-weighted), max {s['batch']['max']}; "
+                     f"KV blocks in use: mean {s['kv_use']['mean_fraction'] * 100:.1f} %, "
+                     f"peak {s['kv_use']['peak_fraction'] * 100:.1f} %")
         lines.append(f"throughput {s['throughput_requests_per_s']:.2f} requests/s, "
                      f"{s['throughput_output_tokens_per_s']:.0f} output tokens/s")
         targets = ", ".join(f"{k[:-2].upper()} <= {v * 1e3:g} ms" for k, v in s["slo"].items() if v is not None)
