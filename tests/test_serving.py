@@ -280,3 +280,12 @@ def test_batch_and_kv_use_time_series():
     assert kv[0] == 4 and np.all(np.diff(kv) >= 0)
     csv = r.timeseries_csv().splitlines()
     assert csv[0].startswith("replica,start_s") and len(csv) == 1 + 100  # 1 prefill + 99 decode steps
+
+
+@pytest.mark.parametrize("cv", [0.0, 1.0, 4.0])
+def test_duration_workload_fills_the_duration(cv):
+    # every arrival before the duration, none after; the count near rate * duration on average
+    w = synthetic(50.0, duration_s=100.0, cv=cv, seed=2)
+    assert w.arrival_s.max() < 100.0
+    next_gap_end = synthetic(50.0, n_requests=len(w) + 1, cv=cv, seed=2).arrival_s[-1]
+    assert next_gap_end >= 100.0  # the next arrival of the same stream falls after the duration

@@ -108,6 +108,9 @@ def synthetic(rate_per_s: float, *, n_requests: int | None = None, duration_s: f
         positive_float("duration_s", duration_s)
         n_draw = int(rate_per_s * duration_s * 1.5 + 10 * np.sqrt(rate_per_s * duration_s) + 10)
         a = arrival_times_s(rate_per_s, n_draw, cv, seed)
+        while a[-1] < duration_s:  # bursty gaps can fall short of the duration: draw more
+            n_draw *= 2
+            a = arrival_times_s(rate_per_s, n_draw, cv, seed)
         a = a[a < duration_s]
         if len(a) == 0:
             raise ValueError(f"no request arrives within duration_s={duration_s} at rate={rate_per_s}/s; "
