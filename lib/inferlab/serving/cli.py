@@ -19,12 +19,13 @@ def _engine_options(p) -> None:
     p.add_argument("--tp", type=int, default=1, help="tensor-parallel degree of each replica")
     p.add_argument("--replicas", type=int, default=1, help="model instances behind the router")
     p.add_argument("--router", default="round-robin", help=f"one of {', '.join(ROUTERS)}")
-    p.add_argument("--policy", default=None, help=f"one of {', '.join(POLICY_NAMES)}")
+    p.add_argument("--policy", default=None, help=f"one of {', '.join(POLICY_NAMES)} (default chunked)")
     p.add_argument("--batch-size", type=int, default=8, help="static: requests per batch")
     p.add_argument("--timeout-ms", type=float, default=None,
                    help="static: start a partial batch this long after its oldest request arrived")
     p.add_argument("--max-num-seqs", type=int, default=256, help="sequences running at once")
-    p.add_argument("--token-budget", type=int, default=None, help="chunked: tokens per step")
+    p.add_argument("--token-budget", type=int, default=None,
+                   help="chunked: tokens per step (default 512 for serve, 2048 for compare)")
     p.add_argument("--max-batched-tokens", type=int, default=8192,
                    help="prefill-first: prompt tokens per prefill step")
     p.add_argument("--block-tokens", type=int, default=16, help="KV block size in tokens")
