@@ -115,6 +115,11 @@ def test_kv_capacity_blocks_from_memory():
     per_token = kv_cache_bytes_per_token(M)
     assert kv_capacity_blocks(M, G) == int((0.9 * 80e9 - w) // (per_token * 16))
     assert blocks_for(33, 16) == 3 and blocks_for(32, 16) == 2
+    # tp = 2: each device holds its shard of the weights (about half; norms are replicated) and
+    # half of every token's KV (40 KV heads split 20 + 20)
+    w2 = weight_bytes(M, tp=2)
+    assert w / 2 < w2 < w / 2 + 1e6
+    assert kv_capacity_blocks(M, G, tp=2) == int((0.9 * 80e9 - w2) // (per_token / 2 * 16))
 
 
 def test_preemption_happens_when_it_must_and_the_pool_never_overflows():
