@@ -5,6 +5,7 @@ import sys
 from pathlib import Path
 
 from inferlab.claims.registry import SECTIONS, VERDICTS, RegistryError
+from inferlab.claims.statements import STATEMENT_VERDICTS
 
 
 def _repo_root() -> Path:
@@ -20,8 +21,22 @@ def _evaluate(args):
                                        getattr(args, "verdict", None))
 
 
+def _cmd_verify_statements(args) -> int:
+    from inferlab.claims.statements import as_json, evaluate_statements, load_statements, table
+    try:
+        evaluated = evaluate_statements(load_statements(args.statements), getattr(args, "section", None),
+                                        args.statement_verdict)
+    except RegistryError as err:
+        print(f"inferlab verify: error: {err}", file=sys.stderr)
+        return 2
+    print(as_json(evaluated) if args.json else table(evaluated))
+    return 0
+
+
 def _cmd_verify(args) -> int:
     from inferlab.claims.render import as_json, explanations, table
+    if args.kind == "statement":
+        return _cmd_verify_statements(args)
     try:
         _, claims = _evaluate(args)
     except RegistryError as err:
@@ -42,7 +57,9 @@ def _cmd_errata(args) -> int:
     from inferlab.claims.render import errata_markdown
     try:
         registry, claims = _evaluate(args)
-        text = errata_markdown(claims, registry.defaults)
+        from inferlab.claims.statements import evaluate_statements, load_statements
+        text = errata_markdown(claims, registry.defaults,
+                               statements=evaluate_statements(load_statements(args.statements)))
     except RegistryError as err:
         print(f"inferlab errata: error: {err}", file=sys.stderr)
         return 2
@@ -66,7 +83,14 @@ def register(subparsers) -> None:
         description="Evaluate data/claims.toml: the book's value, ours, and a computed verdict "
                     "(consistent, approximation, erratum, unchecked) per claim.")
     verify.add_argument("--section", choices=SECTIONS, help="only this subsection")
-    verify.add_argument("--verdict", choices=VERDICTS, help="only claims with this verdict")
+    verify.add_argument("--kind", choices=("number", "statement"), default="number",
+                        help="number: the chapter's numbers (data/claims.toml, the default); statement: its "
+                             "mechanisms, comparisons and advice, each checked by an experiment "
+                             "(data/statements.toml)")
+    verify.add_argument("--verdict", choices=VERDICTS, help="only claims with this verdict (--kind number)")
+    verify.add_argument("--statement-verdict", choices=STATEMENT_VERDICTS, default=None,
+                        help="only statements with this verdict (--kind statement)")
+    verify.add_argument("--statements", default=None, help="a statements file other than data/statements.toml")
     verify.add_argument("--json", action="store_true", help="machine-readable output")
     verify.add_argument("--registry", default=None, help="a claims file other than data/claims.toml")
     verify.set_defaults(func=_cmd_verify)
@@ -77,4 +101,5 @@ def register(subparsers) -> None:
                         help="exit 1 if the file differs from what the registry gives")
     errata.add_argument("--output", default=None, help="path to write (default: ERRATA.md at the repository root)")
     errata.add_argument("--registry", default=None, help="a claims file other than data/claims.toml")
+    errata.add_argument("--statements", default=None, help="a statements file other than data/statements.toml")
     errata.set_defaults(func=_cmd_errata)

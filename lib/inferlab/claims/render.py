@@ -79,9 +79,10 @@ def _setup(defaults: dict) -> str:
             f"{display(a.memory_bytes / 1e9)} GB)")
 
 
-def errata_markdown(claims: list[EvaluatedClaim], defaults: dict | None = None) -> str:
+def errata_markdown(claims: list[EvaluatedClaim], defaults: dict | None = None, statements=None) -> str:
     """ERRATA.md: every erratum with what the book says, what follows from its own numbers, the
-    cause and the consequence; then the approximations and the unchecked claims, briefly."""
+    cause and the consequence; then the approximations and the unchecked claims, briefly; then the
+    statements of data/statements.toml (`statements` evaluated, or the default registry's)."""
     defaults = defaults or {"model": "llama-2-13b", "accelerator": "h100-sxm"}
     errata = [c for c in claims if c.verdict == "erratum"]
     approx = [c for c in claims if c.verdict == "approximation"]
@@ -143,4 +144,7 @@ def errata_markdown(claims: list[EvaluatedClaim], defaults: dict | None = None) 
             "", "| id | claim | book | reason |", "|---|---|---|---|"]
     out += [f"| {c.id} | {_cell(c.description)} | {_cell(c.book_text)} | {_cell(c.explanation)} |"
             for c in unchecked]
-    return "\n".join(out) + "\n"
+    from inferlab.claims.statements import errata_section, evaluate_statements
+    if statements is None:
+        statements = evaluate_statements()
+    return "\n".join(out) + "\n\n" + errata_section(statements)

@@ -1,0 +1,703 @@
+"""Experiments that check the chapter's statements (mechanisms, comparisons, advice).
+
+Each experiment is a pure function of its keyword inputs that returns an Outcome: one Case per
+scenario it tries (a prompt length, a batch, an accelerator, a load), each saying whether the
+statement holds there and what was measured. `statements.verdict` turns the cases into a verdict
+(all hold: consistent; none: erratum; some: depends). Analytic experiments call the library's
+roofline, cost and memory functions; simulated ones run the serving simulator (inferlab.serving)
+on small fixed-seed workloads, cached so that `inferlab verify` stays fast.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+import numpy as np
+
+from inferlab.costs import ATTENTION_OPS, chunked_prefill_costs, decode_costs, forward_costs, prefill_costs
+from inferlab.latency import decode_step_time_s, kv_crossover_batch, prefill_time_s, throughput_tokens_per_s
+from inferlab.memory import kv_cache_bytes, max_batch, weight_bytes
+from inferlab.roofline import ridge_point, roofline_time_s, time_weighted_regime
+from inferlab.specs import BF16, Precision, get_accelerator, get_model
+
+MODEL = "llama-2-13b"
+ACC = "h100-sxm"
+
+
+@dataclass(frozen=True)
+class Case:
+    """One scenario of an experiment: its label, whether the statement holds there, and the numbers."""
+
+    label: str
+    holds: bool
+    detail: str
+
+
+@dataclass(frozen=True)
+class Outcome:
+    cases: tuple
+    varies: str = ""                                   # what the cases vary over ("prompt length")
+    values: dict = field(default_factory=dict, hash=False)  # named numbers for templates
+
+
+def _f(x, digits=3) -> str:
+    return f"{x:.{digits}g}"
+
+
+def _ms(x) -> str:
+    return f"{x * 1e3:.3g} ms"
+
+
+def _gqa(model, n_kv_heads: int):
+    m = get_model(model)
+    return dataclasses.replace(m, name=f"{m.name} with {n_kv_heads} KV heads", n_kv_heads=int(n_kv_heads))
+
+
+def _precision(weights="bf16", kv="bf16", compute=None) -> Precision:
+    return Precision(weights=weights, kv=kv, compute=compute)
+
+
+# --------------------------------------------------------------------------------------------------
+# Regimes and intensities
+# --------------------------------------------------------------------------------------------------
+
+def prefill_regime(prompt_lens=(2048,), batch: int = 1, model: str = MODEL, accelerator: str = ACC):
+    """Holds where a prefill pass is compute-bound (compute-bound kernels take most of its time)."""
+    cases = []
+    for s in prompt_lens:
+        costs = prefill_costs(model, batch, s)
+        regime = time_weighted_regime(costs, accelerator)
+        t = prefill_time_s(model, accelerator, s, batch)
+        share = float(costs.total.flops) / get_accelerator(accelerator).peak("bf16") / t
+        cases.append(Case(f"S={s}, B={batch}", regime == "compute",
+                          f"{regime}-bound, {share:.0%} of peak FLOP/s"))
+    return Outcome(tuple(cases), "prompt length")
+
+
+def decode_regime(batches=(1,), context_len: int = 1024, accelerators=(ACC,), model: str = MODEL):
+    """Holds where a decode step is memory-bound."""
+    cases = []
+    for acc in accelerators:
+        for b in batches:
+            regime = time_weighted_regime(decode_costs(model, b, context_len), acc)
+            cases.append(Case(f"{acc}, B={b}", regime == "memory", f"{regime}-bound"))
+    return Outcome(tuple(cases), "accelerator and batch")
+
+
+def phase_regimes(prompt_len: int = 1024, context_len: int = 1024, batch: int = 1,
+                  model: str = MODEL, accelerator: str = ACC):
+    """Holds when prefill is compute-bound and decode memory-bound in the same setting."""
+    p = time_weighted_regime(prefill_costs(model, batch, prompt_len), accelerator)
+    d = time_weighted_regime(decode_costs(model, batch, context_len), accelerator)
+    return Outcome((Case(f"S={prompt_len}, B={batch}", p == "compute" and d == "memory",
+                         f"prefill {p}-bound, decode {d}-bound"),), "")
+
+
+def decode_attention_intensity(models=(MODEL,), batches=(1, 64), context_len: int = 1000,
+                               low: float = 0.5, high: float = 2.0):
+    """Holds where the decode attention intensity lies in [low, high] at every batch."""
+    cases = []
+    for m in models:
+        xs = [float(decode_costs(m, b, context_len).attention.intensity) for b in batches]
+        ok = all(low <= x <= high for x in xs)
+        kv = get_model(m).n_heads // get_model(m).n_kv_heads
+        cases.append(Case(f"{m} ({kv} query heads per KV head)", ok,
+                          ", ".join(f"B={b}: {_f(x)} FLOP/byte" for b, x in zip(batches, xs))))
+    return Outcome(tuple(cases), "KV heads (MHA vs GQA)")
+
+
+def decode_mlp_intensity(batches=(1, 16, 64), context_len: int = 1024, rel: float = 0.25,
+                         model: str = MODEL):
+    """Holds at each batch B where the decode MLP intensity is within `rel` of B."""
+    cases = []
+    for b in batches:
+        x = float(decode_costs(model, b, context_len).mlp.intensity)
+        cases.append(Case(f"B={b}", abs(x / b - 1) <= rel, f"MLP intensity {_f(x)} FLOP/byte"))
+    return Outcome(tuple(cases), "batch")
+
+
+def mlp_ridge_batch(expected: float = 295, rel: float = 0.15, context_len: int = 1024,
+                    model: str = MODEL, accelerator: str = ACC):
+    """The smallest decode batch at which the MLP is compute-bound; holds within `rel` of `expected`."""
+    ridge = ridge_point(accelerator)
+    b = np.arange(1, 4097)
+    x = np.asarray(decode_costs(model, b, context_len).mlp.intensity)
+    first = int(b[np.argmax(x >= ridge)])
+    return Outcome((Case("ridge crossing", abs(first / expected - 1) <= rel,
+                         f"MLP reaches the ridge ({_f(ridge)}) at B={first}"),), "", {"batch": first})
+
+
+def decode_op_regimes(batch: int = 512, context_len: int = 1024, model: str = MODEL, accelerator: str = ACC):
+    """Holds when, at a batch large enough for the MLP to be compute-bound, attention is still memory-bound."""
+    costs = decode_costs(model, batch, context_len)
+    ridge = ridge_point(accelerator)
+    mlp, att = float(costs.mlp.intensity), float(costs.attention.intensity)
+    return Outcome((Case(f"B={batch}", mlp >= ridge and att < ridge,
+                         f"MLP {_f(mlp)} vs attention {_f(att)} FLOP/byte, ridge {_f(ridge)}"),))
+
+
+def prefill_mlp_intensity(prompt_lens=(128, 2048), rel: float = 0.5, model: str = MODEL):
+    """Holds at each prompt length S where the prefill MLP intensity is within `rel` of B*S (B = 1)."""
+    cases = []
+    for s in prompt_lens:
+        x = float(prefill_costs(model, 1, s).mlp.intensity)
+        cases.append(Case(f"S={s}", abs(x / s - 1) <= rel, f"MLP intensity {_f(x)} (B*S = {s})"))
+    return Outcome(tuple(cases), "prompt length (the intensity saturates near d*f/(d+f))")
+
+
+def one_pass_vs_sequential(prompt_len: int = 2048, max_ratio: float = 0.1, model: str = MODEL,
+                           accelerator: str = ACC):
+    """Holds when one parallel prefill pass takes under `max_ratio` of feeding the prompt one token per step."""
+    one = prefill_time_s(model, accelerator, prompt_len)
+    seq = float(np.sum(decode_step_time_s(model, accelerator, np.arange(1, prompt_len + 1))))
+    return Outcome((Case(f"S={prompt_len}", one / seq <= max_ratio,
+                         f"one pass {_ms(one)} vs token by token {_ms(seq)}"),))
+
+
+# --------------------------------------------------------------------------------------------------
+# Scaling of TTFT and ITL
+# --------------------------------------------------------------------------------------------------
+
+def ttft_scaling(prompt_lens=(1024,), factor: float = 4, rel: float = 0.15, model: str = MODEL,
+                 accelerator: str = ACC):
+    """Holds at each S where TTFT(factor*S)/TTFT(S) is within `rel` of `factor`."""
+    cases = []
+    for s in prompt_lens:
+        r = prefill_time_s(model, accelerator, int(s * factor)) / prefill_time_s(model, accelerator, s)
+        cases.append(Case(f"S={s} -> {int(s * factor)}", abs(r / factor - 1) <= rel, f"TTFT x{_f(r)}"))
+    return Outcome(tuple(cases), "prompt length (attention's S^2 term grows)")
+
+
+def ttft_batch_scaling(prompt_lens=(2048,), batches=(2, 4), rel: float = 0.15, model: str = MODEL,
+                       accelerator: str = ACC):
+    """Holds where the prefill time of B prompts is within `rel` of B times one prompt's."""
+    cases = []
+    for s in prompt_lens:
+        one = prefill_time_s(model, accelerator, s, 1)
+        for b in batches:
+            r = prefill_time_s(model, accelerator, s, b) / one
+            cases.append(Case(f"S={s}, B={b}", abs(r / b - 1) <= rel, f"TTFT x{_f(r)}"))
+    return Outcome(tuple(cases), "prompt length")
+
+
+def prefill_batching_gain(prompt_lens=(128, 2048), batch: int = 8, min_gain: float = 1.2,
+                          model: str = MODEL, accelerator: str = ACC):
+    """Holds where batching `batch` prompts raises prefill tokens/s by at least `min_gain`."""
+    cases = []
+    for s in prompt_lens:
+        g = batch * prefill_time_s(model, accelerator, s, 1) / prefill_time_s(model, accelerator, s, batch)
+        cases.append(Case(f"S={s}", g >= min_gain, f"prefill tokens/s x{_f(g)} at B={batch}"))
+    return Outcome(tuple(cases), "prompt length (batching pays only below the ridge)")
+
+
+def ttft_vs_params(models=("llama-2-13b", "llama-2-70b"), prompt_len: int = 2048, rel: float = 0.15,
+                   accelerator: str = ACC):
+    """Holds when TTFT grows in proportion to the parameter count (within `rel`)."""
+    a, b = (get_model(m) for m in models)
+    r = prefill_time_s(b, accelerator, prompt_len) / prefill_time_s(a, accelerator, prompt_len)
+    p = b.n_params / a.n_params
+    return Outcome((Case(f"{a.name} -> {b.name}", abs(r / p - 1) <= rel,
+                         f"TTFT x{_f(r)} for parameters x{_f(p)}"),))
+
+
+def ttft_levers(prompt_len: int = 4096, min_speedup: float = 1.3, model: str = MODEL, accelerator: str = ACC):
+    """Holds when no lever other than a shorter prompt or more devices speeds TTFT by `min_speedup`
+    (tried: fp8 matrix units on the same device)."""
+    base = prefill_time_s(model, accelerator, prompt_len)
+    fp8 = prefill_time_s(model, accelerator, prompt_len,
+                         precision=Precision(weights="fp8", activations="fp8", kv="bf16"))
+    s = base / fp8
+    return Outcome((Case("fp8 compute, same device", s < min_speedup, f"TTFT x{_f(1 / s)} (speed-up {_f(s)})"),),
+                   "", {"speedup": s})
+
+
+def itl_vs_prompt(batches=(1, 32), context_len: int = 2048, factor: float = 0.5, rel: float = 0.05,
+                  model: str = MODEL, accelerator: str = ACC):
+    """Holds at each batch where changing the context by `factor` moves ITL by at most `rel`."""
+    cases = []
+    for b in batches:
+        r = (decode_step_time_s(model, accelerator, int(context_len * factor), b)
+             / decode_step_time_s(model, accelerator, context_len, b))
+        cases.append(Case(f"B={b}", abs(r - 1) <= rel, f"ITL x{_f(r)} for context x{factor:g}"))
+    return Outcome(tuple(cases), "batch (the KV read grows with B)")
+
+
+def quantized_itl(weights: str = "int8", expected: float = 0.5, batches=(1, 32), context_len: int = 1024,
+                  rel: float = 0.15, model: str = MODEL, accelerator: str = ACC):
+    """Holds at each batch where ITL with `weights` over bf16 ITL is within `rel` of `expected`."""
+    cases = []
+    for b in batches:
+        r = (decode_step_time_s(model, accelerator, context_len, b, _precision(weights))
+             / decode_step_time_s(model, accelerator, context_len, b))
+        cases.append(Case(f"B={b}", abs(r / expected - 1) <= rel, f"ITL x{_f(r)}"))
+    return Outcome(tuple(cases), "batch (the KV read is not quantised)")
+
+
+def quantized_ttft(weights: str = "int8", prompt_len: int = 1024, rel: float = 0.05, model: str = MODEL,
+                   accelerator: str = ACC):
+    """Holds when weight-only quantisation leaves TTFT within `rel` (prefill is compute-bound)."""
+    r = (prefill_time_s(model, accelerator, prompt_len, precision=_precision(weights))
+         / prefill_time_s(model, accelerator, prompt_len))
+    return Outcome((Case(f"S={prompt_len}", abs(r - 1) <= rel, f"TTFT x{_f(r)}"),))
+
+
+def itl_rule(batches=(1, 16, 64), context_len: int = 1024, rel: float = 0.1, model: str = MODEL,
+             accelerator: str = ACC):
+    """Holds where (weight bytes + B * KV bytes) / bandwidth is within `rel` of the full step time."""
+    acc = get_accelerator(accelerator)
+    cases = []
+    for b in batches:
+        rule = (weight_bytes(model) + b * kv_cache_bytes(model, context_len)) / acc.hbm_bytes_per_s
+        t = decode_step_time_s(model, accelerator, context_len, b)
+        cases.append(Case(f"B={b}", abs(rule / t - 1) <= rel, f"rule {_ms(rule)} vs model {_ms(t)}"))
+    return Outcome(tuple(cases), "batch")
+
+
+def bandwidth_bound_decode(accelerators=(ACC, "h200", "a100-80gb"), context_len: int = 1024, rel: float = 0.1,
+                           model: str = MODEL):
+    """Holds on each device where the B = 1 step is within `rel` of weight bytes / bandwidth."""
+    cases = []
+    for a in accelerators:
+        acc = get_accelerator(a)
+        rule = weight_bytes(model) / acc.hbm_bytes_per_s
+        t = decode_step_time_s(model, a, context_len, 1)
+        cases.append(Case(a, abs(rule / t - 1) <= rel, f"step {_ms(t)} vs weights/BW {_ms(rule)}"))
+    return Outcome(tuple(cases), "accelerator")
+
+
+def device_speedups(pairs=(("h100-sxm", "h200"),), phase: str = "decode", tracks: str = "bandwidth",
+                    rel: float = 0.1, prompt_len: int = 2048, context_len: int = 1024, model: str = MODEL):
+    """Holds for each device pair where the phase's speed-up is within `rel` of the ratio of
+    `tracks` ('bandwidth' or 'flops') between the two devices."""
+    cases = []
+    for a, b in pairs:
+        A, Bc = get_accelerator(a), get_accelerator(b)
+        if phase == "decode":
+            s = decode_step_time_s(model, a, context_len) / decode_step_time_s(model, b, context_len)
+        else:
+            s = prefill_time_s(model, a, prompt_len) / prefill_time_s(model, b, prompt_len)
+        ratio = (Bc.hbm_bytes_per_s / A.hbm_bytes_per_s if tracks == "bandwidth"
+                 else Bc.peak("bf16") / A.peak("bf16"))
+        cases.append(Case(f"{a} -> {b}", abs(s / ratio - 1) <= rel,
+                          f"{phase} x{_f(s)} faster; {tracks} ratio {_f(ratio)}"))
+    return Outcome(tuple(cases), "device pair")
+
+
+# --------------------------------------------------------------------------------------------------
+# Tensor parallelism
+# --------------------------------------------------------------------------------------------------
+
+def tp_speedup(phase: str = "prefill", tps=(2, 4), rel: float = 0.2, allreduce_latency_s: float = 0.0,
+               prompt_len: int = 2048, context_len: int = 1024, model: str = MODEL, accelerator: str = ACC):
+    """Holds at each degree K where the phase's speed-up is within `rel` of K."""
+    def t(k):
+        if phase == "prefill":
+            return prefill_time_s(model, accelerator, prompt_len, tp=k, allreduce_latency_s=allreduce_latency_s)
+        return decode_step_time_s(model, accelerator, context_len, tp=k, allreduce_latency_s=allreduce_latency_s)
+    cases = [Case(f"K={k}", abs(t(1) / t(k) / k - 1) <= rel, f"{phase} x{_f(t(1) / t(k))} faster")
+             for k in tps]
+    return Outcome(tuple(cases), "tensor-parallel degree")
+
+
+def tp_decode_vs_prefill(tp: int = 2, latencies_s=(0.0, 1e-5, 3e-5), prompt_len: int = 2048, context_len: int = 1024,
+                         model: str = MODEL, accelerator: str = ACC):
+    """Holds at each all-reduce latency where TP speeds decode up less than prefill (by 5 % or more)."""
+    cases = []
+    for lat in latencies_s:
+        p = (prefill_time_s(model, accelerator, prompt_len)
+             / prefill_time_s(model, accelerator, prompt_len, tp=tp, allreduce_latency_s=lat))
+        d = (decode_step_time_s(model, accelerator, context_len)
+             / decode_step_time_s(model, accelerator, context_len, tp=tp, allreduce_latency_s=lat))
+        cases.append(Case(f"all-reduce latency {lat * 1e6:g} us", d <= 0.95 * p,
+                          f"prefill x{_f(p)}, decode x{_f(d)} at K={tp}"))
+    return Outcome(tuple(cases), "all-reduce latency (the roofline alone splits both phases K ways)")
+
+
+def tp_comm_dominates(tps=(4, 8), latencies_s=(0.0, 1e-5, 2e-5, 3e-5), context_len: int = 1024, model: str = MODEL,
+                      accelerator: str = ACC):
+    """Holds at each all-reduce latency where communication takes at most half the decode step at
+    the smaller degree and more than half at the larger."""
+    from inferlab.parallel import tp_communication_time_s
+    cases = []
+    for lat in latencies_s:
+        shares = []
+        for k in tps:
+            step = decode_step_time_s(model, accelerator, context_len, tp=k, allreduce_latency_s=lat)
+            comm = float(tp_communication_time_s(model, 1, k, accelerator, latency_s=lat))
+            shares.append(comm / step)
+        cases.append(Case(f"all-reduce latency {lat * 1e6:g} us", shares[0] <= 0.5 < shares[-1],
+                          ", ".join(f"K={k}: {s:.0%} of the step" for k, s in zip(tps, shares))))
+    return Outcome(tuple(cases), "all-reduce latency")
+
+
+def tp_kv_sharded(tp: int = 2, model: str = "llama-2-70b", context_len: int = 2048, batch: int = 32):
+    """Holds when tensor parallelism leaves the KV cache per device unsharded (as much as on one device)."""
+    one = kv_cache_bytes(model, context_len, batch)
+    per = kv_cache_bytes(model, context_len, batch, tp=tp)
+    return Outcome((Case(f"TP={tp}", per >= 0.99 * one, f"KV per device {per / 1e9:.3g} GB of {one / 1e9:.3g} GB"),),
+                   "", {"per_device_gb": per / 1e9, "total_gb": one / 1e9})
+
+
+# --------------------------------------------------------------------------------------------------
+# KV cache, memory, batching
+# --------------------------------------------------------------------------------------------------
+
+def recompute_vs_cache(context_lens=(1024, 4096), min_ratio_per_token: float = 0.5, model: str = MODEL):
+    """Holds at each S where recomputing the prefix costs at least min_ratio * S times the FLOPs of a
+    cached decode step (the saving grows with the context)."""
+    cases = []
+    for s in context_lens:
+        no_cache = float(prefill_costs(model, 1, s + 1).total.flops)
+        cached = float(decode_costs(model, 1, s).total.flops)
+        r = no_cache / cached
+        cases.append(Case(f"S={s}", r >= min_ratio_per_token * s, f"recompute costs x{_f(r)} the FLOPs"))
+    return Outcome(tuple(cases), "context length")
+
+
+def batching_amortizes(batch: int = 32, context_len: int = 1024, max_step_ratio: float = 3.0,
+                       model: str = MODEL, accelerator: str = ACC):
+    """Holds when a batch of B decode tokens takes under max_step_ratio times one token's step
+    (B serial steps would take B times)."""
+    r = decode_step_time_s(model, accelerator, context_len, batch) / decode_step_time_s(model, accelerator, context_len)
+    return Outcome((Case(f"B={batch}", r <= max_step_ratio, f"step x{_f(r)} for x{batch} tokens"),))
+
+
+def batch_tradeoff(batches=(1, 8, 32, 64), context_len: int = 1024, model: str = MODEL, accelerator: str = ACC):
+    """Holds when, as B grows, both the step time (latency) and the throughput rise."""
+    t = np.asarray(decode_step_time_s(model, accelerator, context_len, np.asarray(batches)))
+    thr = np.asarray(batches) / t
+    ok = bool(np.all(np.diff(t) > 0) and np.all(np.diff(thr) > 0))
+    return Outcome((Case("batches " + ", ".join(map(str, batches)), ok,
+                         "step " + ", ".join(_ms(x) for x in t) + "; tokens/s " + ", ".join(f"{x:,.0f}" for x in thr)),))
+
+
+def batch_doubling(batches=(1, 4, 16), context_len: int = 1024, min_gain: float = 1.5, max_gain: float = 2.0,
+                   model: str = MODEL, accelerator: str = ACC):
+    """Holds at each B where doubling B multiplies throughput by a factor in [min_gain, max_gain]."""
+    cases = []
+    for b in batches:
+        g = (throughput_tokens_per_s(model, accelerator, context_len, 2 * b)
+             / throughput_tokens_per_s(model, accelerator, context_len, b))
+        cases.append(Case(f"B={b} -> {2 * b}", min_gain <= g <= max_gain, f"throughput x{_f(g)}"))
+    bstar = kv_crossover_batch(model, context_len)
+    return Outcome(tuple(cases), "batch relative to B*", {"bstar": bstar})
+
+
+def crossover_behaviour(batches=(2, 8, 64, 128), context_len: int = 1024, threshold: float = 1.5,
+                        model: str = MODEL, accelerator: str = ACC):
+    """Holds at each B where doubling B gains at least `threshold` in throughput below B* and less
+    than `threshold` above it (memory capacity ignored)."""
+    bstar = kv_crossover_batch(model, context_len)
+    cases = []
+    for b in batches:
+        g = (throughput_tokens_per_s(model, accelerator, context_len, 2 * b)
+             / throughput_tokens_per_s(model, accelerator, context_len, b))
+        ok = g >= threshold if b < bstar else g < threshold
+        side = "below" if b < bstar else "above"
+        cases.append(Case(f"B={b} ({side} B*={bstar:.0f})", ok, f"doubling gives x{_f(g)}"))
+    return Outcome(tuple(cases), "batch relative to B*")
+
+
+def throughput_ceiling(context_len: int = 1024, batch: int = 100_000, min_share: float = 0.85,
+                       model: str = MODEL, accelerator: str = ACC):
+    """Holds when throughput at a huge batch (memory capacity ignored) reaches min_share of BW / C_kv."""
+    acc = get_accelerator(accelerator)
+    ceiling = acc.hbm_bytes_per_s / kv_cache_bytes(model, context_len)
+    x = throughput_tokens_per_s(model, accelerator, context_len, batch)
+    return Outcome((Case(f"B={batch}", x / ceiling >= min_share, f"{x:,.0f} tok/s vs BW/C_kv {ceiling:,.0f}"),))
+
+
+def crossover_stop(context_len: int = 1024, max_gain: float = 1.1, itl_slo_s: float = 0.05,
+                   model: str = MODEL, accelerator: str = ACC):
+    """Holds when going from B* to the memory-limited batch gains under `max_gain` in throughput or
+    breaks the ITL target (so that B* is where to stop)."""
+    bstar = int(round(kv_crossover_batch(model, context_len)))
+    bmax = int(max_batch(model, accelerator, context_len))
+    g = (throughput_tokens_per_s(model, accelerator, context_len, bmax)
+         / throughput_tokens_per_s(model, accelerator, context_len, bstar))
+    step = decode_step_time_s(model, accelerator, context_len, bmax)
+    return Outcome((Case(f"B*={bstar} vs max B={bmax}", g < max_gain or step > itl_slo_s,
+                         f"throughput x{_f(g)} more at max B, step {_ms(step)}"),), "",
+                   {"bstar": bstar, "bmax": bmax, "gain": g, "step_ms": step * 1e3})
+
+
+def max_batch_formula(context_len: int = 1000, rel: float = 0.05, model: str = MODEL, accelerator: str = ACC):
+    """Holds when the library's max batch equals (memory - weights) / KV per sequence within `rel`."""
+    acc = get_accelerator(accelerator)
+    f = (acc.memory_bytes - weight_bytes(model)) / kv_cache_bytes(model, context_len)
+    b = int(max_batch(model, accelerator, context_len))
+    return Outcome((Case(f"S={context_len}", abs(b / f - 1) <= rel, f"max batch {b} vs formula {_f(f)}"),))
+
+
+def max_batch_levers(context_len: int = 1024, model: str = MODEL, accelerator: str = ACC):
+    """Holds for each lever (shorter context, 8 KV heads, int8 KV) that raises the memory-limited batch."""
+    base = int(max_batch(model, accelerator, context_len))
+    levers = {"half the context": int(max_batch(model, accelerator, context_len // 2)),
+              "8 KV heads (GQA)": int(max_batch(_gqa(model, 8), accelerator, context_len)),
+              "int8 KV cache": int(max_batch(model, accelerator, context_len, _precision(kv="int8")))}
+    return Outcome(tuple(Case(k, v > base, f"max batch {base} -> {v}") for k, v in levers.items()), "lever")
+
+
+def kv_quant_batch(context_len: int = 1000, expected: float = 2.0, rel: float = 0.05, model: str = MODEL,
+                   accelerator: str = ACC):
+    """Holds when an int8 KV cache raises the memory-limited batch by `expected` (within `rel`)."""
+    a = int(max_batch(model, accelerator, context_len))
+    b = int(max_batch(model, accelerator, context_len, _precision(kv="int8")))
+    return Outcome((Case(f"S={context_len}", abs(b / a / expected - 1) <= rel, f"max batch {a} -> {b}"),))
+
+
+def gqa_factor(n_kv_heads: int = 8, context_len: int = 1024, rel: float = 0.05, model: str = MODEL,
+               accelerator: str = ACC, what=("kv", "bstar", "max_batch")):
+    """Holds for each quantity where going from N to n_kv_heads KV heads scales it by N / n_kv_heads."""
+    m, g = get_model(model), _gqa(model, n_kv_heads)
+    factor = m.n_kv_heads / n_kv_heads
+    got = {"kv": kv_cache_bytes(m, context_len) / kv_cache_bytes(g, context_len),
+           "bstar": kv_crossover_batch(g, context_len) / kv_crossover_batch(m, context_len),
+           "max_batch": int(max_batch(g, accelerator, context_len)) / int(max_batch(m, accelerator, context_len))}
+    names = {"kv": "KV cache shrinks", "bstar": "B* grows", "max_batch": "max batch grows"}
+    return Outcome(tuple(Case(names[k], abs(got[k] / factor - 1) <= rel, f"x{_f(got[k])} (G = {_f(factor)})")
+                         for k in what), "quantity")
+
+
+def quant_raises_bstar_and_maxb(context_len: int = 1024, model: str = MODEL, accelerator: str = ACC):
+    """Holds for each int8 variant (weights, KV cache) that raises both B* and the memory-limited batch."""
+    base = (kv_crossover_batch(model, context_len), int(max_batch(model, accelerator, context_len)))
+    cases = []
+    for label, p in (("int8 weights", _precision(weights="int8")), ("int8 KV cache", _precision(kv="int8"))):
+        bs, mb = kv_crossover_batch(model, context_len, p), int(max_batch(model, accelerator, context_len, p))
+        cases.append(Case(label, bs > base[0] and mb > base[1],
+                          f"B* {_f(base[0])} -> {_f(bs)}, max B {base[1]} -> {mb}"))
+    return Outcome(tuple(cases), "what is quantised")
+
+
+def cost_levers(context_len: int = 1024, model: str = MODEL, accelerator: str = ACC):
+    """Holds when raising B from 1 to the memory limit lowers cost per token more than int8 weights
+    or int8 KV at B = 1 do."""
+    bmax = int(max_batch(model, accelerator, context_len))
+    one = throughput_tokens_per_s(model, accelerator, context_len, 1)
+    batch_gain = throughput_tokens_per_s(model, accelerator, context_len, bmax) / one
+    w8 = throughput_tokens_per_s(model, accelerator, context_len, 1, _precision(weights="int8")) / one
+    return Outcome((Case("batch vs int8 weights", batch_gain > w8,
+                         f"max batch {bmax}: x{_f(batch_gain)}; int8 weights: x{_f(w8)}"),))
+
+
+def prefix_cache(shared_tokens: int = 10_000, suffixes=(1, 200, 2000), max_share: float = 0.05,
+                 model: str = MODEL, accelerator: str = ACC):
+    """Holds for each user suffix where prefilling it against a cached shared prefix takes at most
+    max_share of prefilling prefix + suffix."""
+    from inferlab.roofline import pass_time_s
+    cases = []
+    for q in suffixes:
+        cached = pass_time_s(forward_costs(model, 1, q, shared_tokens), accelerator)
+        full = prefill_time_s(model, accelerator, shared_tokens + q)
+        cases.append(Case(f"suffix {q} tokens", cached / full <= max_share,
+                          f"TTFT {_ms(cached)} cached vs {_ms(full)}"))
+    return Outcome(tuple(cases), "length of the request's own tokens after the shared prefix")
+
+
+def chunked_prefill_flops(prompt_len: int = 10_000, chunk_len: int = 512, min_extra: float = 0.05,
+                          model: str = MODEL):
+    """Holds when chunking raises total prefill FLOPs by at least min_extra (the statement's
+    'recomputation'); bytes are reported beside."""
+    ch = chunked_prefill_costs(model, prompt_len, chunk_len).total
+    one = prefill_costs(model, 1, prompt_len).total
+    fr, br = float(ch.flops / one.flops), float(ch.bytes / one.bytes)
+    return Outcome((Case(f"S={prompt_len}, C={chunk_len}", fr - 1 >= min_extra,
+                         f"FLOPs x{fr:.4f}, bytes x{_f(br)}"),), "",
+                   {"flops_ratio": fr, "bytes_ratio": br, "prompt_len": prompt_len, "chunk_len": chunk_len})
+
+
+def replicas_vs_batch_latency(replicas: int = 3, context_len: int = 1024, model: str = MODEL, accelerator: str = ACC):
+    """Holds when M replicas at B = 1 give a lower per-token latency than one replica at B = M."""
+    a = decode_step_time_s(model, accelerator, context_len, 1)
+    b = decode_step_time_s(model, accelerator, context_len, replicas)
+    return Outcome((Case(f"M={replicas}", a < b, f"B=1 step {_ms(a)} vs B={replicas} step {_ms(b)}"),))
+
+
+# --------------------------------------------------------------------------------------------------
+# Serving simulations (small, fixed seeds, cached)
+# --------------------------------------------------------------------------------------------------
+
+@lru_cache(maxsize=None)
+def _sim(rate: float, n: int, prompt: int, output: int, policy: tuple, replicas: int = 1,
+         out_cv: float = 0.0, seed: int = 0, model: str = MODEL, accelerator: str = ACC, cv: float = 1.0):
+    from inferlab.serving import LengthDist, make_policy, simulate, synthetic
+    out = LengthDist("lognormal", output, out_cv, 1, 8 * output) if out_cv else LengthDist("fixed", output)
+    w = synthetic(rate, n_requests=n, prompt=LengthDist("fixed", prompt), output=out, cv=cv, seed=seed)
+    name, kw = policy[0], dict(policy[1:])
+    pol = make_policy(name, **kw)
+    return simulate(w, model, accelerator, pol, replicas=replicas, router="least-loaded")
+
+
+def _p(x, q):
+    x = np.asarray(x, dtype=float)
+    x = x[np.isfinite(x)]
+    return float(np.percentile(x, q)) if len(x) else float("nan")
+
+
+def tail_latency_vs_qps(rates=(1.0, 6.0, 12.0), n: int = 300, prompt: int = 512, output: int = 128):
+    """Holds when the mean batch, p99 ITL and p99 TTFT all rise with the request rate (continuous batching)."""
+    rs = [_sim(r, n, prompt, output, ("continuous",)) for r in rates]
+    batch = [r.summary()["batch"]["mean"] for r in rs]
+    itl = [_p(r.all_itls_s, 99) for r in rs]
+    ttft = [_p(r.ttft_s, 99) for r in rs]
+    ok = all(np.diff(batch) > 0) and all(np.diff(itl) > 0) and all(np.diff(ttft) > 0)
+    detail = "; ".join(f"{q:g}/s: batch {b:.1f}, p99 ITL {_ms(i)}, p99 TTFT {_ms(t)}"
+                       for q, b, i, t in zip(rates, batch, itl, ttft))
+    return Outcome((Case("rates " + ", ".join(f"{q:g}/s" for q in rates), ok, detail),))
+
+
+def replicas_cut_tail(rate: float = 12.0, replicas: int = 2, n: int = 300, prompt: int = 512, output: int = 128):
+    """Holds when M replicas at the same total rate lower the batch per replica and the p99 ITL."""
+    one = _sim(rate, n, prompt, output, ("continuous",))
+    many = _sim(rate, n, prompt, output, ("continuous",), replicas)
+    b1, bm = one.summary()["batch"]["mean"], many.summary()["batch"]["mean"]
+    i1, im = _p(one.all_itls_s, 99), _p(many.all_itls_s, 99)
+    return Outcome((Case(f"{rate:g}/s on {replicas} replicas", bm < b1 and im < i1,
+                         f"batch {b1:.1f} -> {bm:.1f}, p99 ITL {_ms(i1)} -> {_ms(im)}"),))
+
+
+def batch_cap(rate: float = 12.0, cap: int = 16, n: int = 300, prompt: int = 512, output: int = 128):
+    """One case per latency: holds where capping the running batch at `cap` lowers its p99."""
+    free = _sim(rate, n, prompt, output, ("continuous",))
+    capped = _sim(rate, n, prompt, output, ("continuous", ("max_num_seqs", cap)))
+    i0, i1 = _p(free.all_itls_s, 99), _p(capped.all_itls_s, 99)
+    t0, t1 = _p(free.ttft_s, 99), _p(capped.ttft_s, 99)
+    return Outcome((Case("p99 ITL", i1 < i0, f"{_ms(i0)} -> {_ms(i1)}"),
+                    Case("p99 TTFT", t1 < t0, f"{_ms(t0)} -> {_ms(t1)}")), "which latency")
+
+
+def replica_scaling(rate: float = 4.0, replicas: int = 3, rel: float = 0.05, n: int = 300, prompt: int = 512,
+                    output: int = 128):
+    """Holds when M replicas at M times the rate give M times the throughput and the same p50 TTFT and
+    ITL (within `rel`). Arrivals at constant gaps (cv = 0), so that the two runs differ only in scale."""
+    one = _sim(rate, n, prompt, output, ("continuous",), cv=0.0)
+    many = _sim(rate * replicas, n * replicas, prompt, output, ("continuous",), replicas, cv=0.0)
+    s1, sm = one.summary(), many.summary()
+    thr = sm["throughput_output_tokens_per_s"] / s1["throughput_output_tokens_per_s"]
+    ttft = sm["ttft_s"]["p50"] / s1["ttft_s"]["p50"]
+    itl = sm["itl_s"]["p50"] / s1["itl_s"]["p50"]
+    ok = abs(thr / replicas - 1) <= rel and abs(ttft - 1) <= rel and abs(itl - 1) <= rel
+    return Outcome((Case(f"M={replicas}", ok, f"throughput x{_f(thr)}, p50 TTFT x{_f(ttft)}, p50 ITL x{_f(itl)}"),))
+
+
+def replicas_first(rate: float = 6.0, n: int = 150, prompt: int = 512, output: int = 128,
+                   gpu_counts=(1, 2, 4, 8), attainment: float = 0.9):
+    """Holds when serving `rate` within the chapter's SLO (TTFT < 500 ms, TPOT < 50 ms) for at least
+    `attainment` of requests takes no more GPUs with replicas at B = 1 than with batching (the fewest
+    of `gpu_counts` that meet it)."""
+    max_gpus = max(gpu_counts)
+
+    def gpus(cap):
+        for m in gpu_counts:
+            pol = ("continuous", ("max_num_seqs", cap)) if cap else ("continuous",)
+            if _sim(rate, n, prompt, output, pol, m).summary()["slo_attainment"] >= attainment:
+                return m
+        return None
+    rep, bat = gpus(1), gpus(None)
+    shown = lambda m: f"{m}" if m else f"more than {max_gpus}"
+    ok = rep is not None and bat is not None and rep <= bat
+    return Outcome((Case(f"{rate:g} requests/s", ok,
+                         f"replicas at B=1 need {shown(rep)} GPUs, batching needs {shown(bat)}"),), "",
+                   {"replica_gpus": rep or float("nan"), "batch_gpus": bat or float("nan"),
+                    "max_gpus": max_gpus})
+
+
+def continuous_vs_static(rate: float = 8.0, batch: int = 16, n: int = 300, prompt: int = 512, output: int = 128,
+                         out_cv: float = 1.0):
+    """With output lengths that vary (lognormal, cv 1): holds per metric where continuous batching beats
+    static batching (fixed B, full batch or 0.5 s timeout)."""
+    st = _sim(rate, n, prompt, output, ("static", ("batch_size", batch), ("timeout_s", 0.5)), 1, out_cv)
+    co = _sim(rate, n, prompt, output, ("continuous",), 1, out_cv)
+    a, b = st.summary(), co.summary()
+    return Outcome((
+        Case("output tokens/s", b["throughput_output_tokens_per_s"] > a["throughput_output_tokens_per_s"],
+             f"static {a['throughput_output_tokens_per_s']:,.0f} vs continuous {b['throughput_output_tokens_per_s']:,.0f}"),
+        Case("p50 end-to-end latency", b["e2e_s"]["p50"] < a["e2e_s"]["p50"],
+             f"static {_ms(a['e2e_s']['p50'])} vs continuous {_ms(b['e2e_s']['p50'])}")), "metric")
+
+
+def low_load_cost(low_rate: float = 1.0, high_rate: float = 12.0, n: int = 300, prompt: int = 512,
+                  output: int = 128, min_ratio: float = 5.0):
+    """Holds when cost per token (GPU time per output token) at the low rate is at least min_ratio
+    times that at the high rate on the same GPU."""
+    lo = _sim(low_rate, n, prompt, output, ("continuous",)).summary()
+    hi = _sim(high_rate, n, prompt, output, ("continuous",)).summary()
+    r = hi["throughput_output_tokens_per_s"] / lo["throughput_output_tokens_per_s"]
+    return Outcome((Case(f"{low_rate:g}/s vs {high_rate:g}/s", r >= min_ratio,
+                         f"cost per token x{_f(r)}; mean batch {lo['batch']['mean']:.1f} vs {hi['batch']['mean']:.1f}"),))
+
+
+def ttft_is_prefill(rates=(1.0, 14.0), n: int = 300, prompt: int = 512, output: int = 128, min_share: float = 0.8):
+    """Holds at each rate where the single-prompt prefill time is at least min_share of the median TTFT."""
+    pre = prefill_time_s(MODEL, ACC, prompt)
+    cases = []
+    for r in rates:
+        t = _p(_sim(r, n, prompt, output, ("continuous",)).ttft_s, 50)
+        cases.append(Case(f"{r:g} requests/s", pre / t >= min_share, f"prefill {_ms(pre)} of median TTFT {_ms(t)}"))
+    return Outcome(tuple(cases), "load")
+
+
+@lru_cache(maxsize=None)
+def _long_prompt(policy: tuple, long_prompt: int, rate: float, n: int, seed: int = 0):
+    """Steady traffic (512-token prompts, 128 output tokens, Poisson `rate`) with one `long_prompt`
+    request arriving at the middle of it; returns (result, index of the long request)."""
+    from inferlab.serving import LengthDist, Workload, make_policy, simulate, synthetic
+    base = synthetic(rate, n_requests=n, prompt=LengthDist("fixed", 512), output=LengthDist("fixed", 128),
+                     seed=seed)
+    t_long = float(base.arrival_s[n // 2]) + 1e-6
+    w = Workload(np.append(base.arrival_s, t_long), np.append(base.prompt_tokens, long_prompt),
+                 np.append(base.output_tokens, 128))
+    idx = int(np.flatnonzero((w.prompt_tokens == long_prompt) & (w.arrival_s == t_long))[0])
+    res = simulate(w, MODEL, ACC, make_policy(policy[0], **dict(policy[1:])))
+    return res, idx
+
+
+def chunked_long_prompt(metric: str = "others_max_itl", expect: str = "lower", chunks=(512, 2048),
+                        long_prompt: int = 16_000, rate: float = 4.0, n: int = 200):
+    """A long prompt arrives into steady decode traffic. For each chunk size C (ChunkedPrefill with a
+    C-token budget) against unchunked prefill-first scheduling: holds where `metric` comes out
+    `expect` ('lower' or 'higher'). Metrics: others_max_itl (largest ITL of the other requests),
+    others_p99_ttft, long_ttft (the long request's TTFT), others_ttft_std (spread of others' TTFT)."""
+    def measure(res, idx):
+        others = np.ones(len(res.arrival_s), bool)
+        others[idx] = False
+        itl = [res.itls_s[i] for i in np.flatnonzero(others) if len(res.itls_s[i])]
+        return {"others_max_itl": float(max(float(np.max(x)) for x in itl)),
+                "others_p99_itl": _p(np.concatenate(itl), 99),
+                "others_p99_ttft": _p(res.ttft_s[others], 99),
+                "others_ttft_std": float(np.nanstd(res.ttft_s[others])),
+                "long_ttft": float(res.ttft_s[idx])}
+    base = measure(*_long_prompt(("prefill-first",), long_prompt, rate, n))
+    cases = []
+    for c in chunks:
+        got = measure(*_long_prompt(("chunked", ("token_budget", c)), long_prompt, rate, n))
+        ok = got[metric] < base[metric] if expect == "lower" else got[metric] > base[metric]
+        cases.append(Case(f"C={c}", ok, f"{metric.replace('_', ' ')} {_ms(base[metric])} unchunked -> {_ms(got[metric])}"))
+    return Outcome(tuple(cases), "chunk size", {"base": base[metric]})
+
+
+def hol_blocking(long_prompt: int = 16_000, rate: float = 4.0, n: int = 200, min_share: float = 0.8):
+    """Holds when, without chunking, some running request's ITL reaches min_share of the long
+    prompt's prefill time (its decode stalls behind the prefill)."""
+    res, idx = _long_prompt(("prefill-first",), long_prompt, rate, n)
+    pre = prefill_time_s(MODEL, ACC, long_prompt)
+    worst = max(float(np.max(x)) for i, x in enumerate(res.itls_s) if i != idx and len(x))
+    return Outcome((Case(f"S={long_prompt}", worst >= min_share * pre,
+                         f"largest ITL of others {_ms(worst)}; the prefill takes {_ms(pre)}"),))
+
+
+EXPERIMENTS = {f.__name__: f for f in (
+    prefill_regime, decode_regime, phase_regimes, decode_attention_intensity, decode_mlp_intensity,
+    mlp_ridge_batch, decode_op_regimes, prefill_mlp_intensity, one_pass_vs_sequential, ttft_scaling,
+    ttft_batch_scaling, prefill_batching_gain, ttft_vs_params, ttft_levers, itl_vs_prompt, quantized_itl,
+    quantized_ttft, itl_rule, bandwidth_bound_decode, device_speedups, tp_speedup, tp_decode_vs_prefill,
+    tp_comm_dominates, tp_kv_sharded, recompute_vs_cache, batching_amortizes, batch_tradeoff,
+    batch_doubling, crossover_behaviour, throughput_ceiling, crossover_stop, max_batch_formula, max_batch_levers,
+    kv_quant_batch, gqa_factor, quant_raises_bstar_and_maxb, cost_levers, prefix_cache,
+    chunked_prefill_flops, replicas_vs_batch_latency, tail_latency_vs_qps, replicas_cut_tail, batch_cap,
+    replica_scaling, replicas_first, continuous_vs_static, low_load_cost, ttft_is_prefill,
+    chunked_long_prompt, hol_blocking)}
+SIMULATED = {"tail_latency_vs_qps", "replicas_cut_tail", "batch_cap", "replica_scaling", "replicas_first",
+             "continuous_vs_static", "low_load_cost", "ttft_is_prefill", "chunked_long_prompt", "hol_blocking"}
