@@ -598,10 +598,13 @@ def replicas_first(rate: float = 6.0, n: int = 150, prompt: int = 512, output: i
     rep, bat = gpus(1), gpus(None)
     shown = lambda m: f"{m}" if m else f"more than {max_gpus}"
     ok = rep is not None and bat is not None and rep <= bat
+    # the largest count tried that replicas at B = 1 do not meet: they need more than this
+    rep_short = max([m for m in gpu_counts if rep is None or m < rep], default=0)
     return Outcome((Case(f"{rate:g} requests/s", ok,
-                         f"replicas at B=1 need {shown(rep)} GPUs, batching needs {shown(bat)}"),), "",
+                         f"replicas at B=1 meet it first at {shown(rep)} of {list(gpu_counts)} GPUs, "
+                         f"batching at {shown(bat)}"),), "",
                    {"replica_gpus": rep or float("nan"), "batch_gpus": bat or float("nan"),
-                    "max_gpus": max_gpus})
+                    "replica_short": rep_short, "max_gpus": max_gpus})
 
 
 def continuous_vs_static(rate: float = 8.0, batch: int = 16, n: int = 300, prompt: int = 512, output: int = 128,
