@@ -21,6 +21,7 @@ import sys
 import tarfile
 import time
 import urllib.request
+import warnings
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -153,8 +154,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.out.exists():
         shutil.rmtree(args.out)
     from sphinx.cmd.build import build_main
-    rc = build_main(["-b", "html", "-q", "-W", "--keep-going", "-d", str(args.src / ".doctrees"),
-                     str(args.src), str(args.out)])
+    with warnings.catch_warnings():   # the theme's and myst's use of APIs Sphinx 11 removes: not ours
+        warnings.simplefilter("ignore", DeprecationWarning)
+        warnings.simplefilter("ignore", PendingDeprecationWarning)
+        rc = build_main(["-b", "html", "-q", "-W", "--keep-going", "-d", str(args.src / ".doctrees"),
+                         str(args.src), str(args.out)])
     if rc:
         return rc
     print(f"book: {len(pages)} pages in {args.out}/ ({time.perf_counter() - t0:.0f} s); "
