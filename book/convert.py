@@ -158,12 +158,17 @@ def _text_width(cell: dict) -> int:
     """The longest line of the cell's text outputs (stream or text/plain), in characters."""
     width = 0
     for o in cell.get("outputs", []):
+        data = o.get("data", {})
         if o.get("output_type") == "stream":
             text = o.get("text", "")
-        elif any(k in o.get("data", {}) for k in _IMAGE_MIMES) or "text/html" in o.get("data", {}):
+        elif any(k in data for k in _IMAGE_MIMES) or "text/html" in data:
             continue
+        elif "text/markdown" in data:    # shown as Markdown: only its fenced blocks are preformatted
+            md = data["text/markdown"]
+            md = "".join(md) if isinstance(md, list) else md
+            text = "\n".join(re.findall(r"^```[^\n]*\n(.*?)^```", md, re.S | re.M))
         else:
-            text = o.get("data", {}).get("text/plain", "")
+            text = data.get("text/plain", "")
         text = "".join(text) if isinstance(text, list) else text
         width = max([width] + [len(line) for line in text.splitlines()])
     return width

@@ -174,6 +174,13 @@ def test_wide_text_outputs_are_tagged_by_width(width, tag):
     assert convert.width_tag(width) == tag
 
 
+def test_width_of_markdown_output_counts_only_its_fenced_blocks():
+    prose = "A long sentence of prose that wraps in the browser. " * 5
+    out = {"output_type": "execute_result", "metadata": {}, "execution_count": 1, "data": {
+        "text/markdown": f"{prose}\n\n```text\n{'y' * 150}\n```\n", "text/plain": "z" * 400}}
+    assert convert._text_width(code("show_formulas()", [out])) == 150
+
+
 def test_converter_does_not_modify_its_input():
     nb = notebook(CHAPTER_CELLS)
     before = json.dumps(nb, sort_keys=True)
