@@ -15,8 +15,8 @@ myst_enable_extensions = ["dollarmath", "amsmath", "colon_fence"]
 nb_render_markdown_format = "myst"   # text/markdown outputs (the lost formulas) get math too
 myst_heading_anchors = 3          # [t](15_2_1_ttft_itl.ipynb#time-to-first-token) resolves
 
-# Figures are numbered through the book in reading order (Figure 1 ... N), key equations per
-# page; prose refers to them by number.
+# Figures and key equations are numbered per page (Figure 1, 2, ... and (1), (2), ... on each
+# chapter page, as the notebooks' own headings count them); prose refers to them by number.
 numfig = True
 math_numfig = True
 numfig_format = {"figure": "Figure %s", "table": "Table %s", "code-block": "Listing %s"}
@@ -42,3 +42,18 @@ html_theme_options = {
 }
 # Light theme unless the reader switches (an empty mode makes the theme log a console error).
 html_context = {"default_mode": "light"}
+
+
+def number_per_page(app, env):
+    """Sphinx numbers figures and equations through the whole book when the toctree is not
+    numbered; restart the count on every page, keeping the order within the page."""
+    for numbers in env.toc_fignumbers.values():
+        for figtype, by_id in numbers.items():
+            order = sorted(by_id, key=lambda node_id: by_id[node_id])
+            numbers[figtype] = {node_id: (i,) for i, node_id in enumerate(order, start=1)}
+    return []
+
+
+def setup(app):
+    # after Sphinx's toctree collector has assigned the book-wide numbers (same event, priority 500)
+    app.connect("env-get-updated", number_per_page, priority=900)

@@ -80,7 +80,11 @@ CHAPTER_CELLS = [
     code("# SOLUTION\nex1 = 42", []),
     md("<!-- SOLUTION -->\nThe answer is **42** because $6 \\times 7 = 42$."),
 ]
-SECOND_CELLS = [md("# 15.9.8 Second\n\n## Time to first token\n\nBack to the [first](15_9_9_fixture.ipynb).")]
+SECOND_CELLS = [
+    md("# 15.9.8 Second\n\n## Time to first token\n\nBack to the [first](15_9_9_fixture.ipynb).\n\n"
+       "<!-- equation: eq-second -->\n$$\nt = F / \\text{peak}\n$$\n\nBy [Eq. (second)](#eq-second)."),
+    code(FIGURE_CELL.replace("fig-15-9-9-dot", "fig-15-9-8-dot"), [image()]),
+]
 INDEX_CELLS = [md("# Fixture index\n\n[First](15_9_9_fixture.ipynb), [second](15_9_8_second.ipynb), "
                   "[errata](../ERRATA.md).")]
 ERRATA = "# Errata\n\n## Errata\n\n| id |\n|---|\n| [15.9.9-a](#1599-a) |\n\n### 15.9.9-a\n\nThe details.\n"
@@ -223,6 +227,13 @@ def test_figure_is_numbered_with_caption_and_alt(built):
     assert re.search(r'<a class="reference internal" href="#fig-15-9-9-dot"><span class="std std-numref">'
                      r"Figure 1</span></a>", html)
     assert "# caption:" not in html
+
+
+def test_numbering_restarts_on_every_page(built):
+    html = page(built, "15_9_8_second")
+    assert re.search(r'<figure[^>]*id="fig-15-9-8-dot">.*?<span class="caption-number">Figure 1 </span>', html, re.S)
+    assert re.search(r'id="equation-eq-second">\s*<span class="eqno">\(1\)', html)
+    assert re.search(r'Eq. <a class="reference internal" href="#equation-eq-second">\(1\)</a>', html)
 
 
 def test_equation_is_numbered_and_referenced(built):

@@ -156,18 +156,16 @@ def test_every_image_loaded_with_alt_text(rendered, page):
         assert len(img["alt"].strip()) >= 20, f"image without real alt text: {img['src']} alt={img['alt']!r}"
 
 
-def test_figures_are_numbered_through_the_book_with_captions(rendered):
-    """Every image is a figure; figures are numbered 1..N across the chapters in reading order."""
-    n = 0
-    for page in CHAPTERS:
-        figures, images = rendered[page]["figures"], rendered[page]["images"]
-        assert figures, f"no figure on {page}"
-        assert len(figures) == len(images), f"an image outside a numbered figure on {page}"
-        for fig in figures:
-            n += 1
-            assert fig["caption"].startswith(f"Figure {n} "), (page, fig["caption"][:60])
-            assert len(fig["caption"]) > len(f"Figure {n} ") + 20, "caption without text"
-            assert fig["id"].startswith("fig-"), fig
+@pytest.mark.parametrize("page", CHAPTERS)
+def test_figures_are_numbered_per_page_with_captions(rendered, page):
+    """Every image is a figure; figures are numbered 1..n on each chapter page, with a caption."""
+    figures, images = rendered[page]["figures"], rendered[page]["images"]
+    assert figures, f"no figure on {page}"
+    assert len(figures) == len(images), f"an image outside a numbered figure on {page}"
+    for n, fig in enumerate(figures, start=1):
+        assert fig["caption"].startswith(f"Figure {n} "), fig["caption"][:60]
+        assert len(fig["caption"]) > len(f"Figure {n} ") + 20, "caption without text"
+        assert fig["id"].startswith("fig-"), fig
 
 
 @pytest.mark.parametrize("page", PAGES)
