@@ -183,21 +183,38 @@ def test_text_tables_fit_a_1000px_column(rendered, page):
 
 # ------------------------------------------------------------------ checks on the HTML files
 class _Scan(HTMLParser):
-    """Ids, links and resource URLs of one page."""
+    """Ids (with duplicates), erratum anchors outside a callout, links and resource URLs of one page."""
     RESOURCE = {"script": ("src",), "link": ("href",), "img": ("src", "srcset"), "source": ("src", "srcset"),
                 "iframe": ("src",), "video": ("src", "poster"), "audio": ("src",), "embed": ("src",),
                 "object": ("data",)}
 
+    VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"}
+
     def __init__(self):
         super().__init__()
         self.ids, self.links, self.resources, self.styles = set(), [], [], []
+        self.duplicate_ids, self.loose_errata, self._element_ids = [], [], set()
         self._in_style = False
+        self._open: list[tuple[str, bool]] = []    # (tag, is an admonition) of the open elements
+
+    def handle_endtag(self, tag):
+        while self._open:
+            if self._open.pop()[0] == tag:
+                break
 
     def handle_starttag(self, tag, attrs):
         a = dict(attrs)
-        for key in ("id", "name"):
-            if a.get(key):
-                self.ids.add(a[key])
+        if a.get("id"):
+            if a["id"] in self._element_ids:
+                self.duplicate_ids.append(a["id"])
+            self._element_ids.add(a["id"])
+            self.ids.add(a["id"])
+            if a["id"].startswith("erratum-") and not any(adm for _, adm in self._open):
+                self.loose_errata.append(a["id"])
+        if tag == "a" and a.get("name"):     # an old-style anchor (a form field's name is none)
+            self.ids.add(a["name"])
+        if tag not in self.VOID:
+            self._open.append((tag, "admonition" in (a.get("class") or "").split()))
         if tag == "a" and a.get("href"):
             self.links.append(a["href"])
         for key in self.RESOURCE.get(tag, ()):
@@ -233,6 +250,15 @@ def test_no_page_or_stylesheet_refers_to_an_external_resource(book_dir):
         bad += [(css.name, u) for u in filter(None, sum(CSS_URL.findall(css.read_text(errors="replace")), ()))
                 if EXTERNAL.match(u.strip())]
     assert bad == []
+
+
+def test_ids_are_unique_and_erratum_anchors_sit_in_callouts(book_dir):
+    """A duplicate id makes `page.html#id` ambiguous (claim rows, errata, figures); an
+    `erratum-<id>` anchor must be the callout the erratum blockquote became."""
+    for page in book_dir.glob("*.html"):
+        s = _scan(page)
+        assert s.duplicate_ids == [], f"{page.name}: {s.duplicate_ids[:5]}"
+        assert s.loose_errata == [], f"{page.name}: erratum anchors outside a callout {s.loose_errata[:5]}"
 
 
 def test_every_internal_link_resolves(book_dir):
