@@ -60,6 +60,10 @@ return {
   figures: [...document.querySelectorAll('figure')].map(f => ({
       id: f.id, caption: (f.querySelector('figcaption') || {textContent: ''}).textContent.trim(),
       alt: (f.querySelector('img') || {alt: ''}).alt})),
+  solutions: [...document.querySelectorAll('details.hide')].filter(
+      d => (d.querySelector('summary') || {textContent: ''}).textContent.includes('Show solution'))
+      .map(d => ({open: d.open, code_visible: d.querySelector('.cell_input') ?
+                  d.querySelector('.cell_input').checkVisibility() : null})),
   article_width: article.clientWidth,
   links: [...article.querySelectorAll('a[href]')].map(a => a.getAttribute('href')),
   overflowing: outputs.filter(p => p.scrollWidth > p.clientWidth + 1)
@@ -166,6 +170,16 @@ def test_figures_are_numbered_per_page_with_captions(rendered, page):
         assert fig["caption"].startswith(f"Figure {n} "), fig["caption"][:60]
         assert len(fig["caption"]) > len(f"Figure {n} ") + 20, "caption without text"
         assert fig["id"].startswith("fig-"), fig
+
+
+@pytest.mark.parametrize("page", CHAPTERS)
+def test_exercise_solutions_are_hidden_behind_a_toggle(rendered, page):
+    nb = json.loads((ROOT / "chapters" / page.replace(".html", ".ipynb")).read_text())
+    n_solutions = sum(1 for c in nb["cells"] if c["cell_type"] == "code"
+                      and "".join(c["source"]).lstrip().startswith("# SOLUTION"))
+    solutions = rendered[page]["solutions"]
+    assert len(solutions) == n_solutions
+    assert all(not s["open"] and s["code_visible"] is False for s in solutions), solutions
 
 
 @pytest.mark.parametrize("page", PAGES)
