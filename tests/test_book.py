@@ -284,3 +284,29 @@ def test_a_broken_figure_reference_fails_the_build(tmp_path):
     rc = build.main(["--chapters", str(base / "chapters"), "--errata", str(base / "ERRATA.md"),
                      "--src", str(base / "src"), "--out", str(base / "out"), "--no-mathjax"])
     assert rc != 0
+
+
+# ------------------------------------------------------------------ the bundled MathJax
+def test_a_cached_mathjax_tarball_that_does_not_match_the_pinned_sha512_is_refused(tmp_path):
+    build = load_build()
+    bad = tmp_path / f"mathjax-{build.MATHJAX_VERSION}.tgz"
+    bad.write_bytes(b"not the tarball")
+    with pytest.raises(SystemExit, match="does not match its pinned sha512"):
+        build.mathjax_tarball(tmp_path)
+    assert not bad.exists(), "the bad file must not stay in the cache"
+
+
+def test_unpack_mathjax_keeps_the_loaded_component_and_its_fonts_only(tmp_path):
+    import io
+    import tarfile
+    build = load_build()
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        for name in ("package/es5/tex-mml-chtml.js", "package/es5/output/chtml/fonts/woff-v2/a.woff",
+                     "package/es5/tex-svg-full.js", "package/README.md"):
+            info = tarfile.TarInfo(name)
+            info.size = 3
+            tar.addfile(info, io.BytesIO(b"abc"))
+    n = build.unpack_mathjax(buf.getvalue(), tmp_path / "mathjax")
+    files = sorted(str(p.relative_to(tmp_path / "mathjax")) for p in (tmp_path / "mathjax").rglob("*") if p.is_file())
+    assert n == 2 and files == ["output/chtml/fonts/woff-v2/a.woff", "tex-mml-chtml.js"]
