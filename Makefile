@@ -14,7 +14,7 @@ $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q $(TORCH_ARGS) "$(TORCH_SPEC)"
-	$(PY) -m pip install -q -e ".[dev]"
+	$(PY) -m pip install -q -e ".[dev,book]"
 	touch $@
 
 setup: $(VENV)/.installed
@@ -58,3 +58,13 @@ student: setup
 
 grade: setup
 	$(PY) -m inferlab.exercises grade $(SUBMISSIONS) --out build/grades $(GRADE_ARGS)
+
+# The rendered companion (see README.md, "Read it as a web book"): chapters/*.ipynb with their
+# stored outputs -> build/book/ (Sphinx + myst-nb, MathJax bundled: works offline), and its tests
+# in headless Chromium (screenshots in build/book-shots/).
+.PHONY: book test-browser
+book: setup
+	$(PY) book/build.py
+
+test-browser: book
+	INFERLAB_BROWSER_TESTS=1 $(PY) -m pytest tests/browser -p no:cacheprovider

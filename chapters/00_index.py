@@ -46,7 +46,7 @@
 # *consistent* (ours agrees within the book's rounding), *approximation* (the book's own stated
 # simplification reproduces it and does not change the conclusion), *erratum* (it follows from no
 # stated method, or from arithmetic that is wrong), *unchecked* (a claim the model cannot test,
-# with the reason). Errata are explained where they occur and collected in `ERRATA.md`.
+# with the reason). Errata are explained where they occur and collected in [ERRATA.md](../ERRATA.md).
 #
 # **Conventions.** GB = $10^9$ bytes and TB/s = $10^{12}$ bytes/s, as on datasheets and in the book.
 # FLOPs are those of matrix products, two per multiply-add. Accelerator peaks are dense (no 2:4

@@ -76,6 +76,7 @@ show_claims("15.1.1", "c..h", "l")
 # arithmetic intensity $I = F/Q$. The roofline model (Williams, Waterman and Patterson, 2009)
 # bounds what it can attain by the slower of two ceilings:
 #
+# <!-- equation: eq-roofline -->
 # $$\text{attainable FLOP/s} = \min\left(\text{peak},\; I \cdot \text{BW}\right),
 # \qquad I_\text{ridge} = \frac{\text{peak}}{\text{BW}}.$$
 #
@@ -130,6 +131,9 @@ show_claims("15.1.1", "b", "i", "j")
 # attention does not move. The ridge is the dotted line.
 
 # %%
+# figure: fig-15-1-1-roofline
+# caption: Prefill operators sit on the flat, compute-bound part of the H100 roofline while decode operators stay on the memory-bound slope.
+# alt: Log-log roofline: attainable FLOP/s against arithmetic intensity, a sloped bandwidth line meeting a flat compute ceiling at a dotted ridge; filled circles for prefill operators at several prompt lengths lie on or near the flat part, open squares for decode operators at several batches lie on the slope, with attention points far left.
 # Figure 15.1.1-fig1-roofline
 fig, table = plots.roofline_plot(MODEL, GPU, PREC, prompt_lens=(128, 512, 2048, 8192),
                                  decode_batches=(1, 16, 64, 256), context_len=PROMPT)
@@ -172,6 +176,9 @@ show_claims("15.1.1", "k", "m", "n")
 # times above our curve, which is the factor 6 against 2 from the cell above.
 
 # %%
+# figure: fig-15-1-1-ttft-vs-prompt
+# caption: TTFT against prompt length: the linear 2PS model and the model with causal attention agree up to a few thousand tokens, and the book's prefill times sit about three times above both.
+# alt: Log-log plot of time to first token against prompt length: a dashed straight line for the linear model and a solid line with attention that bends upward at long prompts; black crosses for the book's values lie about three times higher.
 # Figure 15.1.1-fig2-ttft-vs-prompt
 fig, table = plots.ttft_plot(MODEL, GPU, PREC, batch=BATCH,
                              book_points=figures.book_points("15.1.1", "ttft"))
@@ -220,6 +227,9 @@ print(verdict_summary("15.1.1"))
 
 # %%
 # NBVAL_IGNORE_OUTPUT
+# figure: fig-15-1-1-measured-ttft
+# caption: Measured on this machine: prefill time of a tiny model against prompt length, with the prediction from the ceilings measured in the same run (dashed).
+# alt: Plot of measured time to first token against prompt length for a tiny model on this machine, rising with the prompt, beside a dashed predicted line.
 from inferlab import measure
 from inferlab.notebook import measure_it
 
@@ -242,6 +252,9 @@ print(measure.recorded_summary(recorded))
 
 # %%
 # NBVAL_IGNORE_OUTPUT
+# figure: fig-15-1-1-recorded-ttft
+# caption: This machine's live prefill timings beside the recorded runs from data/measurements/, each with its predicted line.
+# alt: Plot of time to first token against prompt length with one line per run: the live run of this machine and the recorded runs, each next to a dashed prediction.
 measure.plots.ttft_plot([run] + recorded).fig
 
 # %% [markdown]
@@ -252,6 +265,9 @@ measure.plots.ttft_plot([run] + recorded).fig
 # prefill) reaches the flat roof: Figure 1 of this notebook, on a real machine.
 
 # %%
+# figure: fig-15-1-1-measured-roofline
+# caption: The measured roofline of the first recorded run: small matrix products climb the bandwidth slope, large ones reach the flat compute roof.
+# alt: Log-log plot of achieved FLOP/s against arithmetic intensity for matrix products with 1 to 4096 rows, rising along a sloped bandwidth line and levelling off under a flat compute ceiling drawn from the measured peaks.
 roof = measure.plots.roofline_plot(recorded[0])
 print(roof.table)
 roof.fig

@@ -99,6 +99,9 @@ show_claims("15.1.2", "d..j", "aa")
 # ridge, because attention's bytes grow with $B$ too.
 
 # %%
+# figure: fig-15-1-2-decode-intensity
+# caption: Intensity of a decode step against batch: projections and MLP climb with the batch, attention stays at one FLOP per byte, and the whole layer saturates far below the ridge.
+# alt: Log-log plot of arithmetic intensity against batch size: lines for the projections and the MLP rise diagonally, a flat line for attention at about one FLOP per byte, a whole-layer line that levels off, and a horizontal ridge line far above.
 # Figure 15.1.2-fig1-decode-intensity
 fig, table = plots.decode_intensity_plot(MODEL, GPU, PREC, context_len=CONTEXT)
 print(table)
@@ -109,6 +112,7 @@ fig
 # With everything left of the ridge, a step's time is the bytes it moves divided by the
 # bandwidth: every weight once, plus every sequence's cache.
 #
+# <!-- equation: eq-decode-step-time -->
 # $$t_\text{step}(B) \approx \frac{M_\text{weights} + B \cdot C_\text{kv}}{\text{BW}},
 # \qquad \text{throughput}(B) = \frac{B}{t_\text{step}(B)}.$$
 #
@@ -137,6 +141,7 @@ show_claims("15.1.2", "k..v")
 # The weights are loaded once per step however many sequences share it, but each sequence brings
 # its own cache. Capacity therefore bounds the batch:
 #
+# <!-- equation: eq-max-batch -->
 # $$B_\text{max} = \left\lfloor \frac{\text{capacity} - M_\text{weights}}{C_\text{kv}(S)} \right\rfloor.$$
 
 # %%
@@ -150,6 +155,9 @@ show_claims("15.1.2", "w..z")
 # the black cross is the book's estimate.
 
 # %%
+# figure: fig-15-1-2-memory-budget
+# caption: Device memory against batch: the weights are a fixed floor, the KV cache grows linearly, and the largest batch that fits is where the total meets the capacity.
+# alt: Stacked plot of memory against batch size: a constant band for the weights, a linearly growing band for the KV cache and the free memory above them, a horizontal capacity line, a red vertical line at the largest batch that fits and a black cross at the book's estimate.
 # Figure 15.1.2-fig2-memory-budget
 fig, table = plots.memory_budget_plot(MODEL, GPU, CONTEXT, PREC,
                                       book_points=figures.book_points("15.1.2", "memory"))
@@ -165,6 +173,9 @@ fig
 # wider MLP, as in Llama-3, so only the cache changes (the same variant the registry uses).
 
 # %%
+# figure: fig-15-1-2-kv-variants
+# caption: Weights plus KV cache against batch for multi-head attention, grouped-query attention and an int8 cache: fewer KV heads or fewer bytes per element let a larger batch fit.
+# alt: Plot of memory against batch size with three rising lines (MHA, GQA, int8 KV cache) of decreasing slope and a horizontal capacity line; each line crosses the capacity at a larger batch than the one before.
 # Figure 15.1.2-fig3-kv-variants
 fig, table = plots.kv_variants_plot(MODEL, GPU, CONTEXT, PREC,
                                     book_points=figures.book_points("15.1.2", "kv-variants"))
@@ -195,6 +206,9 @@ print(verdict_summary("15.1.2"))
 
 # %%
 # NBVAL_IGNORE_OUTPUT
+# figure: fig-15-1-2-measured-step-time-live
+# caption: Measured on this machine: decode step time of a tiny model against batch, with the prediction from the ceilings measured in the same run (dashed).
+# alt: Plot of measured decode step time against batch size for a tiny model on this machine, growing slowly with the batch, beside a dashed predicted line.
 from inferlab import measure
 from inferlab.notebook import measure_it
 
@@ -217,6 +231,9 @@ print(measure.recorded_summary(recorded))
 
 # %%
 # NBVAL_IGNORE_OUTPUT
+# figure: fig-15-1-2-measured-step-time
+# caption: Measured decode step time against batch on this machine and in the recorded runs, each with its predicted line.
+# alt: Plot of decode step time against batch size with one line per run (the live run and the recorded ones), each beside a dashed prediction; the step time grows slowly with the batch.
 measure.plots.step_time_plot([run] + recorded).fig
 
 # %% [markdown]

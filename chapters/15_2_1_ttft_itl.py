@@ -95,6 +95,9 @@ show_claims("15.2.1", "i..q")
 # linearly, while attention has by then more than doubled the pass.
 
 # %%
+# figure: fig-15-2-1-ttft-vs-prompt
+# caption: TTFT against prompt length: the book's 1k and 2k points sit on the line; at 100k tokens attention has more than doubled the pass the book extrapolates linearly.
+# alt: Log-log plot of time to first token against prompt length: a dashed linear line and a solid line with attention that bends upward; crosses for the book's numbers lie on the line at short prompts and below the solid line at 100k tokens.
 # Figure 15.2.1-fig1-ttft-vs-prompt
 fig, table = plots.ttft_plot(MODEL, GPU, PREC, batch=BATCH,
                              book_points=figures.book_points("15.2.1", "ttft"))
@@ -108,6 +111,9 @@ fig
 # climbs sooner. Dotted: the batch's caches no longer fit on the device.
 
 # %%
+# figure: fig-15-2-1-itl-vs-context
+# caption: Inter-token latency against context length for several batches: flat at batch 1 until the cache reaches tens of thousands of tokens, climbing sooner at larger batches.
+# alt: Plot of inter-token latency against context length with one line per batch size; the batch-1 line is nearly flat, larger batches rise earlier and turn dotted where their caches no longer fit.
 # Figure 15.2.1-fig2-itl-vs-context
 fig, table = plots.itl_plot(MODEL, GPU, PREC, batches=(1, 8, 32, 64),
                             book_points=figures.book_points("15.2.1", "itl"))
@@ -124,6 +130,9 @@ fig
 # ### Figure 3: weight dtype against TTFT and ITL
 
 # %%
+# figure: fig-15-2-1-weight-dtype
+# caption: Weight dtype against TTFT and ITL: quantising the weights leaves TTFT unchanged and shortens ITL by a little less than the weight bytes.
+# alt: Two bar charts with one bar per weight format (bf16, int8, int4): left, time to first token, nearly equal for all three; right, inter-token latency, shrinking as the weights get smaller.
 # Figure 15.2.1-fig3-weight-dtype
 fig, table = plots.weight_dtype_plot(MODEL, GPU, PREC, prompt_len=PROMPT, context_len=PROMPT,
                                      batch=BATCH, book_points=figures.book_points("15.2.1", "weight-dtype"))
@@ -172,6 +181,9 @@ print(verdict_summary("15.2.1"))
 
 # %%
 # NBVAL_IGNORE_OUTPUT
+# figure: fig-15-2-1-measured-itl-live
+# caption: Measured on this machine: inter-token latency of a tiny model against context length, with the prediction from the ceilings measured in the same run (dashed).
+# alt: Plot of measured inter-token latency against context length for a tiny model on this machine, nearly flat, beside a dashed predicted line.
 from inferlab import measure
 from inferlab.notebook import measure_it
 
@@ -194,6 +206,9 @@ print(measure.recorded_summary(recorded))
 
 # %%
 # NBVAL_IGNORE_OUTPUT
+# figure: fig-15-2-1-measured-itl
+# caption: Measured inter-token latency against context on this machine and in the recorded runs, each with its predicted line.
+# alt: Plot of inter-token latency against context length with one line per run (the live run and the recorded ones), each beside a dashed prediction; the lines stay nearly flat.
 measure.plots.itl_plot([run] + recorded).fig
 
 # %% [markdown]

@@ -88,6 +88,9 @@ show_claims("15.2.2", "e..m")
 # the memory limit (red) comes at roughly twice $B^*$ here. Dotted: batches that do not fit.
 
 # %%
+# figure: fig-15-2-2-throughput-vs-batch
+# caption: Step time and throughput against batch: throughput climbs steeply up to the KV crossover B* and flattens after it; the memory limit ends the curve.
+# alt: Two panels against batch size: left, log-log step time, flat and then rising proportionally; right, throughput rising steeply then flattening, with a green vertical line at B*, a red one at the memory limit and dotted segments beyond it.
 # Figure 15.2.2-fig1-throughput-vs-batch
 fig, table = plots.throughput_plot(MODEL, GPU, CONTEXT, PREC,
                                    book_throughput=figures.book_points("15.2.2", "throughput"))
@@ -101,6 +104,9 @@ fig
 # curve costs latency; the memory limit ends it.
 
 # %%
+# figure: fig-15-2-2-latency-throughput
+# caption: The latency-throughput trade-off: each point is one batch size; moving up the curve buys throughput with per-token latency until the memory limit ends it.
+# alt: Curve of total tokens per second against per-token latency, one marker per batch size, rising steeply and then flattening as latency grows, ending at the memory limit.
 # Figure 15.2.2-fig2-latency-throughput
 fig, table = plots.latency_throughput_plot(MODEL, GPU, CONTEXT, PREC,
                                            book_points=figures.book_points("15.2.2", "latency-throughput"))
@@ -120,6 +126,9 @@ show_claims("15.2.2", "z..ad")
 # ### Figure 3: cost per 1,000 tokens against batch
 
 # %%
+# figure: fig-15-2-2-cost-vs-batch
+# caption: Cost per 1,000 tokens against batch: the hourly price divided by the throughput falls steeply with the batch and levels off.
+# alt: Log-log plot of dollars per thousand tokens against batch size, falling steeply at small batches and flattening at large ones, with crosses for the book's numbers.
 # Figure 15.2.2-fig3-cost-vs-batch
 fig, table = plots.cost_plot(MODEL, GPU, CONTEXT, USD_PER_GPU_HOUR, PREC,
                              book_points=figures.book_points("15.2.2", "cost"))
@@ -138,6 +147,9 @@ show_claims("15.2.2", "n..q", "v..y")
 # ### Figure 4: throughput of MHA, GQA and int8 KV, each up to its memory limit
 
 # %%
+# figure: fig-15-2-2-kv-variants-throughput
+# caption: Throughput of multi-head attention, grouped-query attention and an int8 KV cache, each up to its memory limit: a smaller cache raises both B* and the attainable throughput.
+# alt: Plot of throughput against batch size with three lines (MHA, GQA, int8 KV), each ending at its own memory limit; the GQA and int8 lines reach larger batches and higher throughput.
 # Figure 15.2.2-fig4-kv-variants-throughput
 fig, table = plots.kv_variants_throughput_plot(MODEL, GPU, CONTEXT, PREC)
 print(table)
@@ -171,6 +183,9 @@ print(verdict_summary("15.2.2"))
 
 # %%
 # NBVAL_IGNORE_OUTPUT
+# figure: fig-15-2-2-measured-throughput-live
+# caption: Measured on this machine: throughput of a tiny model against batch, with the prediction from the ceilings measured in the same run (dashed).
+# alt: Plot of measured tokens per second against batch size for a tiny model on this machine, rising with the batch, beside a dashed predicted line.
 from inferlab import measure
 from inferlab.notebook import measure_it
 
@@ -193,6 +208,9 @@ print(measure.recorded_summary(recorded))
 
 # %%
 # NBVAL_IGNORE_OUTPUT
+# figure: fig-15-2-2-measured-throughput
+# caption: Measured throughput against batch on this machine and in the recorded runs, each with its predicted line.
+# alt: Plot of tokens per second against batch size with one line per run (the live run and the recorded ones), each beside a dashed prediction; throughput grows with the batch.
 measure.plots.throughput_plot([run] + recorded).fig
 
 # %% [markdown]

@@ -30,9 +30,10 @@ def normalise(requirement: str) -> str:
     return re.sub(r"\s+", "", requirement).lower()
 
 
-def test_environment_pip_deps_equal_pyproject_deps_plus_dev():
+def test_environment_pip_deps_equal_pyproject_deps_plus_dev_and_book():
     project = pyproject()["project"]
-    declared = project["dependencies"] + project["optional-dependencies"]["dev"]
+    extras = project["optional-dependencies"]
+    declared = project["dependencies"] + extras["dev"] + extras["book"]
     pip = [r for r in environment_pip_requirements() if not r.startswith("-e")]
     assert sorted(map(normalise, pip)) == sorted(map(normalise, declared))
     assert len(set(map(normalise, pip))) == len(pip), "duplicate entries in environment.yml"

@@ -1,0 +1,170 @@
+"""Build the static HTML book: chapters/*.ipynb (stored outputs, no execution) -> build/book/.
+
+    python book/build.py                 # what `make book` runs
+    python book/build.py --no-mathjax    # skip the MathJax assets (tests of the page structure)
+
+Steps: copy book/ (conf.py, references.md, _static/) into a staging folder (build/book-src/),
+convert each notebook's markup conventions there (book/convert.py; chapters/ is only read),
+turn ERRATA.md into the errata page, unpack MathJax 3 from the npm registry's tarball (pinned
+version and sha512; cached in build/cache/) into _static/mathjax/, and run Sphinx with warnings
+as errors (a broken figure, equation or citation reference fails the build).
+"""
+from __future__ import annotations
+
+import argparse
+import base64
+import hashlib
+import io
+import json
+import shutil
+import sys
+import tarfile
+import time
+import urllib.request
+import warnings
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(HERE))
+import convert  # noqa: E402  (book/convert.py, next to this file)
+
+MATHJAX_VERSION = "3.2.2"
+MATHJAX_URL = f"https://registry.npmjs.org/mathjax/-/mathjax-{MATHJAX_VERSION}.tgz"
+# dist.integrity of mathjax@3.2.2 in the npm registry (`npm view mathjax@3.2.2 dist.integrity`)
+MATHJAX_SHA512_B64 = "Bt+SSVU8eBG27zChVewOicYs7Xsdt40qm4+UpHyX7k0/O9NliPc+x77k1/FEsPsjKPZGJvtRZM1vO+geW0OhGw=="
+# What the pages load: one combined component and what it loads on demand (fonts, extensions,
+# menu, accessibility); the other combined bundles of the package are left out.
+MATHJAX_KEEP = ("es5/tex-mml-chtml.js", "es5/input/", "es5/output/chtml", "es5/ui/", "es5/a11y/",
+                "es5/adaptors/", "es5/sre/")
+BOOK_FILES = ("conf.py", "references.md", "_static")
+EXTRA_PAGES = ("errata", "references")
+
+
+def mathjax_tarball(cache: Path) -> bytes:
+    """The pinned MathJax tarball, from the cache or downloaded once; checked against its sha512."""
+    path = cache / f"mathjax-{MATHJAX_VERSION}.tgz"
+    if path.exists():
+        data = path.read_bytes()
+    else:
+        try:
+            with urllib.request.urlopen(MATHJAX_URL, timeout=60) as r:
+                data = r.read()
+        except OSError as e:
+            sys.exit(f"book: cannot download MathJax from {MATHJAX_URL} ({e}); put the file at {path} "
+                     "by hand, or build with --no-mathjax (equations then show as TeX)")
+    digest = base64.b64encode(hashlib.sha512(data).digest()).decode()
+    if digest != MATHJAX_SHA512_B64:
+        path.unlink(missing_ok=True)
+        sys.exit(f"book: {MATHJAX_URL} does not match its pinned sha512 (got {digest[:16]}...)")
+    cache.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    return data
+
+
+def unpack_mathjax(data: bytes, dest: Path) -> int:
+    """Extract the kept part of package/es5/ into dest (= _static/mathjax); returns files written."""
+    n = 0
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
+        for member in tar.getmembers():
+            name = member.name.removeprefix("package/")
+            if not member.isfile() or not name.startswith(MATHJAX_KEEP) or ".." in name:
+                continue
+            target = dest / name.removeprefix("es5/")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(tar.extractfile(member).read())
+            n += 1
+    return n
+
+
+DATASHEETS_MARKER = "<!-- DATASHEETS: book/build.py writes the list from data/accelerators.toml here. -->"
+
+
+def datasheets_list() -> str:
+    """The `datasheets` entry of references.md: each accelerator's recorded source, from the library."""
+    from inferlab import get_accelerator, list_accelerators
+    items = []
+    for name in list_accelerators():
+        acc = get_accelerator(name)
+        items.append(f"- `{name}` ({acc.description}): {acc.source}")
+    return "\n".join(items)
+
+
+# Advance of one character of a monospace font, in em (DejaVu/Liberation Mono: 0.60), with margin.
+MONO_ADVANCE_EM = 0.61
+
+
+def text_width_css() -> str:
+    """One rule per width bucket of convert.width_tag: the font that fits N characters in the column.
+
+    myst-nb puts a cell's tags on its container as classes (tag_<tag>); `cqi` is 1 % of the
+    output area's width (custom.css makes it a size container); 2.5rem covers padding and border.
+    """
+    rules = ["/* Written by book/build.py from convert.WIDTH_BUCKETS; do not edit. */"]
+    for n in convert.WIDTH_BUCKETS[1:]:
+        rules.append(f".tag_text-width-{n} div.cell_output pre "
+                     f"{{ font-size: min(0.8rem, calc((100cqi - 2.5rem) / {n * MONO_ADVANCE_EM:.2f})); }}")
+    return "\n".join(rules) + "\n"
+
+
+def stage(chapters: Path, errata: Path, src: Path) -> list[str]:
+    """Fill the staging folder; returns the page names in reading order."""
+    if src.exists():
+        shutil.rmtree(src)
+    src.mkdir(parents=True)
+    for name in BOOK_FILES:
+        p = HERE / name
+        (shutil.copytree if p.is_dir() else shutil.copy2)(p, src / name)
+    notebooks = sorted(chapters.glob("*.ipynb"))
+    names = [nb.name for nb in notebooks]
+    if convert.INDEX_SOURCE not in names:
+        sys.exit(f"book: {chapters}/{convert.INDEX_SOURCE} is missing (it becomes index.html)")
+    chapter_pages = [convert.stage_name(n) for n in names if n != convert.INDEX_SOURCE]
+    for nb_path in notebooks:
+        page = convert.stage_name(nb_path.name)
+        nb = json.loads(nb_path.read_text())
+        toc = chapter_pages + list(EXTRA_PAGES) if page == convert.INDEX_PAGE else None
+        try:
+            out = convert.convert_notebook(nb, nb_path.name, toc=toc)
+        except convert.ConversionError as e:
+            sys.exit(f"book: {e}")
+        (src / f"{page}.ipynb").write_text(json.dumps(out, indent=1))
+    (src / "errata.md").write_text(convert.convert_errata_page(errata.read_text()))
+    (src / "_static" / "text-widths.css").write_text(text_width_css())
+    refs = src / "references.md"
+    refs.write_text(refs.read_text().replace(DATASHEETS_MARKER, datasheets_list()))
+    return [convert.INDEX_PAGE, *chapter_pages, *EXTRA_PAGES]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--chapters", type=Path, default=ROOT / "chapters")
+    ap.add_argument("--errata", type=Path, default=ROOT / "ERRATA.md")
+    ap.add_argument("--src", type=Path, default=ROOT / "build" / "book-src", help="staging folder")
+    ap.add_argument("--out", type=Path, default=ROOT / "build" / "book")
+    ap.add_argument("--cache", type=Path, default=ROOT / "build" / "cache")
+    ap.add_argument("--no-mathjax", action="store_true", help="leave the MathJax assets out")
+    args = ap.parse_args(argv)
+
+    t0 = time.perf_counter()
+    pages = stage(args.chapters, args.errata, args.src)
+    if not args.no_mathjax:
+        n = unpack_mathjax(mathjax_tarball(args.cache), args.src / "_static" / "mathjax")
+        print(f"book: MathJax {MATHJAX_VERSION}: {n} files into _static/mathjax/")
+    if args.out.exists():
+        shutil.rmtree(args.out)
+    from sphinx.cmd.build import build_main
+    with warnings.catch_warnings():   # the theme's and myst's use of APIs Sphinx 11 removes: not ours
+        warnings.simplefilter("ignore", DeprecationWarning)
+        warnings.simplefilter("ignore", PendingDeprecationWarning)
+        rc = build_main(["-b", "html", "-q", "-W", "--keep-going", "-d", str(args.src / ".doctrees"),
+                         str(args.src), str(args.out)])
+    if rc:
+        return rc
+    print(f"book: {len(pages)} pages in {args.out}/ ({time.perf_counter() - t0:.0f} s); "
+          f"open {args.out / 'index.html'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,259 @@
+"""Convert the chapter notebooks' markup conventions (book/README.md) into MyST for Sphinx + myst-nb.
+
+Pure functions over notebook JSON (dicts) and Markdown strings; the build (book/build.py) applies
+them to copies of chapters/*.ipynb in a staging folder and never writes to chapters/.
+Nothing is executed: the stored outputs are what the book shows.
+
+The conventions, and what each becomes:
+  figure cell   `# figure: fig-x` / `# caption: ...` / `# alt: ...`  -> myst-nb figure metadata
+                (numbered figure with caption, image alt text); the three lines leave the source
+  `[text](#fig-x)`                 -> {numref} "Figure N"
+  `<!-- equation: eq-x -->` + $$..$$ -> {math} block labelled eq-x (numbered)
+  `[text](#eq-x)`                  -> {eq} "(N)"
+  `[t](../ERRATA.md#a)`            -> the errata page
+  `[t](../book/references.md#key)` -> {ref} to the bibliography entry `key`
+  `> **Erratum <id>.** ...`        -> warning admonition with anchor erratum-<id>
+  `# SOLUTION` code cell           -> collapsed ("Show solution") cell
+  `<!-- SOLUTION -->` markdown     -> collapsed <details> block
+"""
+from __future__ import annotations
+
+import copy
+import re
+
+INDEX_SOURCE = "00_index.ipynb"
+INDEX_PAGE = "index"          # the staged name of the index notebook: build/book/index.html
+
+FIGURE_KEYS = ("figure", "caption", "alt")
+_FIG_LINE = re.compile(r"^#\s*(figure|caption|alt)\s*:\s*(.*?)\s*$")
+_FIG_NAME = re.compile(r"^fig-[a-z0-9][a-z0-9-]*$")
+_EQUATION = re.compile(
+    r"^[ \t]*<!--\s*equation:\s*(?P<label>eq-[A-Za-z0-9_-]+)\s*-->[ \t]*\n"
+    r"\s*\$\$(?P<tex>.+?)\$\$(?P<after>[^\n]*)",
+    re.S | re.M,
+)
+_LINK = re.compile(r"(?<!!)\[(?P<text>[^\]\n]*)\]\((?P<target>[^)\s]+)\)")
+_ERRATUM_HEAD = re.compile(r"^>\s*\*\*Erratum\s+(?P<id>[^*]+?)\.?\*\*\s*(?P<rest>.*)$")
+_IMAGE_MIMES = ("image/png", "image/svg+xml", "image/jpeg", "image/gif")
+
+
+class ConversionError(ValueError):
+    """A notebook breaks a markup convention; the message names the notebook, cell and rule."""
+
+
+def _source(cell: dict) -> str:
+    src = cell.get("source", "")
+    return "".join(src) if isinstance(src, list) else src
+
+
+def _escape_role_text(text: str) -> str:
+    return text.replace("`", "'").replace("<", r"\<").replace(">", r"\>")
+
+
+# --------------------------------------------------------------------------- markdown cells
+def convert_equations(text: str) -> str:
+    """`<!-- equation: eq-x -->` followed by `$$ TeX $$` -> a {math} block labelled eq-x."""
+    def repl(m: re.Match) -> str:
+        tex = m.group("tex").strip()
+        after = m.group("after").strip()
+        block = f"```{{math}}\n:label: {m.group('label')}\n\n{tex}\n```"
+        return block + (f"\n\n{after}" if after else "")
+    return _EQUATION.sub(repl, text)
+
+
+def convert_link(text: str, target: str) -> str | None:
+    """The MyST for one Markdown link, or None to leave it as it is."""
+    if target.startswith("#fig-"):
+        ref = f"{{numref}}`Figure %s <{target[1:]}>`"
+        return ref if re.match(r"(?i)\s*fig(ure|\.)?", text) else f"{text} ({ref})"
+    if target.startswith("#eq-"):
+        ref = f"{{eq}}`{target[1:]}`"
+        return f"Eq. {ref}" if re.match(r"(?i)\s*(eq\b|eq\.|equation)", text) else f"{text} (Eq. {ref})"
+    m = re.fullmatch(r"(?:\.\./)?(?:book/)?references\.md#(?P<key>[A-Za-z0-9_-]+)", target)
+    if m:
+        return f"{{ref}}`{_escape_role_text(text)} <{m.group('key')}>`"
+    m = re.fullmatch(r"\.\./ERRATA\.md(?P<anchor>#.*)?", target)
+    if m:
+        return f"[{text}](errata.md{m.group('anchor') or ''})"
+    m = re.fullmatch(re.escape(INDEX_SOURCE) + r"(?P<anchor>#.*)?", target)
+    if m:
+        return f"[{text}]({INDEX_PAGE}.ipynb{m.group('anchor') or ''})"
+    return None
+
+
+def convert_links(text: str) -> str:
+    def repl(m: re.Match) -> str:
+        out = convert_link(m.group("text"), m.group("target"))
+        return m.group(0) if out is None else out
+    return _LINK.sub(repl, text)
+
+
+def convert_errata_boxes(text: str) -> str:
+    """A blockquote whose first line is `> **Erratum <id>.** ...` -> a warning admonition."""
+    lines = text.split("\n")
+    out: list[str] = []
+    i = 0
+    while i < len(lines):
+        m = _ERRATUM_HEAD.match(lines[i])
+        if not m:
+            out.append(lines[i])
+            i += 1
+            continue
+        claim = m.group("id").strip()
+        body = [m.group("rest")]
+        i += 1
+        while i < len(lines) and lines[i].startswith(">"):
+            body.append(re.sub(r"^>\s?", "", lines[i]))
+            i += 1
+        out += [f"````{{admonition}} Erratum {claim}", ":class: warning erratum", "",
+                f'<span id="erratum-{claim}"></span>{body[0]}', *body[1:], "````"]
+    return "\n".join(out)
+
+
+def convert_markdown(text: str) -> str:
+    """All markdown conventions of one cell (equations, errata boxes, links; solutions wrapped)."""
+    solution = text.lstrip().startswith("<!-- SOLUTION -->")
+    text = convert_links(convert_errata_boxes(convert_equations(text)))
+    if solution:
+        body = text.lstrip().removeprefix("<!-- SOLUTION -->").strip()
+        text = f'<details class="solution">\n<summary>Show solution</summary>\n\n{body}\n\n</details>'
+    return text
+
+
+# --------------------------------------------------------------------------- code cells
+def figure_markup(source: str) -> tuple[dict[str, str], str]:
+    """The `# figure:/# caption:/# alt:` lines at the top of a code cell, and the rest of it.
+
+    Other leading comment lines (e.g. `# NBVAL_IGNORE_OUTPUT`) may come before or between them.
+    Returns ({} , source) for a cell without them; raises when only some of the three are there.
+    """
+    lines = source.split("\n")
+    found: dict[str, str] = {}
+    keep: list[str] = []
+    i = 0
+    while i < len(lines) and lines[i].lstrip().startswith("#"):
+        m = _FIG_LINE.match(lines[i].strip())
+        if m and m.group(1) not in found:
+            found[m.group(1)] = m.group(2)
+        else:
+            keep.append(lines[i])
+        i += 1
+    if not found:
+        return {}, source
+    missing = [k for k in FIGURE_KEYS if not found.get(k)]
+    if missing:
+        raise ConversionError(f"figure cell lacks '# {missing[0]}: ...' (has {sorted(found)})")
+    if not _FIG_NAME.match(found["figure"]):
+        raise ConversionError(f"figure name {found['figure']!r} must look like fig-15-1-1-roofline")
+    return found, "\n".join(keep + lines[i:])
+
+
+def _image_outputs(cell: dict) -> list[dict]:
+    return [o for o in cell.get("outputs", [])
+            if o.get("output_type") in ("display_data", "execute_result")
+            and any(k in o.get("data", {}) for k in _IMAGE_MIMES)]
+
+
+def _text_width(cell: dict) -> int:
+    """The longest line of the cell's text outputs (stream or text/plain), in characters."""
+    width = 0
+    for o in cell.get("outputs", []):
+        data = o.get("data", {})
+        if o.get("output_type") == "stream":
+            text = o.get("text", "")
+        elif any(k in data for k in _IMAGE_MIMES) or "text/html" in data:
+            continue
+        elif "text/markdown" in data:    # shown as Markdown: only its fenced blocks are preformatted
+            md = data["text/markdown"]
+            md = "".join(md) if isinstance(md, list) else md
+            text = "\n".join(re.findall(r"^```[^\n]*\n(.*?)^```", md, re.S | re.M))
+        else:
+            text = data.get("text/plain", "")
+        text = "".join(text) if isinstance(text, list) else text
+        width = max([width] + [len(line) for line in text.splitlines()])
+    return width
+
+
+# Output widths are rounded up to one of these (characters); custom.css scales the font of a
+# wider output so that its longest line fits the column (text tables never scroll sideways).
+WIDTH_BUCKETS = (100, 120, 140, 160, 180, 200, 240, 300)
+
+
+def width_tag(width: int) -> str | None:
+    if width <= WIDTH_BUCKETS[0]:
+        return None
+    bucket = next((b for b in WIDTH_BUCKETS if width <= b), WIDTH_BUCKETS[-1])
+    return f"text-width-{bucket}"
+
+
+def convert_code_cell(cell: dict, where: str) -> dict:
+    cell = copy.deepcopy(cell)
+    meta = cell.setdefault("metadata", {})
+    tags = meta.setdefault("tags", [])
+    source = _source(cell)
+    images = _image_outputs(cell)
+    try:
+        fig, rest = figure_markup(source)
+    except ConversionError as e:
+        raise ConversionError(f"{where}: {e}") from None
+    if fig:
+        if len(images) != 1:
+            raise ConversionError(f"{where}: figure {fig['figure']} must produce exactly one image, "
+                                  f"found {len(images)}")
+        cell["source"] = rest
+        meta.setdefault("mystnb", {})["figure"] = {"name": fig["figure"], "caption": fig["caption"]}
+        meta["mystnb"]["image"] = {"alt": fig["alt"]}
+    elif images:
+        raise ConversionError(f"{where}: draws an image but has no '# figure:/# caption:/# alt:' "
+                              "lines (every image needs a caption and alt text)")
+    if source.lstrip().startswith("# SOLUTION") or "solution" in tags:
+        tags.append("hide-cell")
+        meta.setdefault("mystnb", {})["code_prompt_show"] = "Show solution"
+        meta["mystnb"]["code_prompt_hide"] = "Hide solution"
+    tag = width_tag(_text_width(cell))
+    if tag:
+        tags.append(tag)
+    return cell
+
+
+# --------------------------------------------------------------------------- notebooks
+def toctree_cell(pages: list[str]) -> dict:
+    body = "\n".join(pages)
+    return {"cell_type": "markdown", "id": "book-toctree", "metadata": {},
+            "source": f"```{{toctree}}\n:hidden:\n:maxdepth: 2\n\n{body}\n```"}
+
+
+def convert_notebook(nb: dict, name: str, toc: list[str] | None = None) -> dict:
+    """A converted copy of one notebook; `toc` (page names) adds a hidden toctree (index page)."""
+    nb = copy.deepcopy(nb)
+    cells = []
+    for i, cell in enumerate(nb.get("cells", [])):
+        where = f"{name}, cell {i + 1}"
+        if cell.get("cell_type") == "markdown":
+            cell = copy.deepcopy(cell)
+            cell["source"] = convert_markdown(_source(cell))
+        elif cell.get("cell_type") == "code":
+            cell = convert_code_cell(cell, where)
+        cells.append(cell)
+    if toc:
+        cells.append(toctree_cell(toc))
+    nb["cells"] = cells
+    return nb
+
+
+def convert_errata_page(text: str) -> str:
+    """ERRATA.md as a book page: its relative links made to work from the book's root."""
+    def repl(m: re.Match) -> str:
+        target = m.group("target")
+        if target.startswith(("#", "http://", "https://", "mailto:")):
+            return m.group(0)
+        if target.startswith("chapters/") and ".ipynb" in target:
+            return f"[{m.group('text')}]({target.removeprefix('chapters/')})"
+        return m.group("text")   # a repository file (data/claims.toml, ...): plain text in the book
+    return _LINK.sub(repl, text)
+
+
+def stage_name(source_name: str) -> str:
+    """chapters/<name>.ipynb -> the page name in the book (the index becomes index)."""
+    stem = source_name.removesuffix(".ipynb")
+    return INDEX_PAGE if source_name == INDEX_SOURCE else stem

@@ -1,0 +1,312 @@
+"""The book build (book/convert.py, book/build.py) on a small fixture that uses every markup
+convention of book/README.md: the converter's output, then the HTML Sphinx makes of it.
+
+The fixture is written here (two notebooks and an errata file in tmp_path), so these tests do not
+depend on what the chapter notebooks currently contain. The real book is tested in a browser by
+tests/browser/ (`make test-browser`).
+"""
+from __future__ import annotations
+
+import base64
+import json
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "book"))
+import convert  # noqa: E402  (book/convert.py)
+
+
+def load_build():
+    """book/build.py, loaded by path (the name `build` is also a PyPI package's)."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("inferlab_book_build", ROOT / "book" / "build.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+# A 1x1 PNG (the smallest image a figure cell can produce).
+PNG = base64.b64encode(bytes.fromhex(
+    "89504e470d0a1a0a0000000d4948445200000001000000010806000000"
+    "1f15c4890000000d49444154789c6360f8cfc0000003010100c9fe92ef0000000049454e44ae426082")).decode()
+ALT = "A single grey dot on a white background, standing in for a roofline plot."
+WIDE_LINE = "x" * 190
+
+
+def md(text: str) -> dict:
+    return {"cell_type": "markdown", "metadata": {}, "source": text}
+
+
+def code(text: str, outputs=()) -> dict:
+    return {"cell_type": "code", "metadata": {}, "execution_count": 1, "source": text,
+            "outputs": list(outputs)}
+
+
+def stream(text: str) -> dict:
+    return {"output_type": "stream", "name": "stdout", "text": text}
+
+
+def image() -> dict:
+    return {"output_type": "display_data", "metadata": {},
+            "data": {"image/png": PNG, "text/plain": "<Figure size 10x10>"}}
+
+
+def notebook(cells: list[dict]) -> dict:
+    cells = [dict(c, id=f"cell-{i}") for i, c in enumerate(cells)]
+    return {"nbformat": 4, "nbformat_minor": 5, "cells": cells,
+            "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"},
+                         "language_info": {"name": "python"}}}
+
+
+FIGURE_CELL = ("# figure: fig-15-9-9-dot\n# caption: The dot shows where the fixture's roofline would be.\n"
+               f"# alt: {ALT}\nfig = draw()\nfig")
+CHAPTER_CELLS = [
+    md("# 15.9.9 Fixture chapter\n\nIntro with inline math $I = F/Q$."),
+    md("## Key equation\n\n<!-- equation: eq-roofline -->\n$$\n\\min(\\text{peak}, I \\cdot \\text{BW})\n$$\n\n"
+       "As [Eq. (roofline)](#eq-roofline) says, and [Figure](#fig-15-9-9-dot) shows; see "
+       "[Williams et al. 2009](../book/references.md#williams2009), the "
+       "[TTFT section](15_9_8_second.ipynb#time-to-first-token), the [errata](../ERRATA.md#1599-a) "
+       "and the [index](00_index.ipynb)."),
+    code(FIGURE_CELL, [stream("table of the points\n"), image()]),
+    md("> **Erratum 15.9.9-a.** The book says 160 ms;\n> its own inputs give 54 ms.\n\nAfter the box."),
+    code("show_claims()", [{"output_type": "display_data", "metadata": {}, "data": {
+        "text/html": '<table><tr id="claim-15.9.9-a"><td>15.9.9-a</td><td>erratum</td></tr></table>',
+        "text/plain": "15.9.9-a erratum"}}]),
+    code("print(wide)", [stream(WIDE_LINE + "\n")]),
+    md("## Exercises\n\nCompute it."),
+    code("# SOLUTION\nex1 = 42", []),
+    md("<!-- SOLUTION -->\nThe answer is **42** because $6 \\times 7 = 42$."),
+]
+SECOND_CELLS = [
+    md("# 15.9.8 Second\n\n## Time to first token\n\nBack to the [first](15_9_9_fixture.ipynb).\n\n"
+       "<!-- equation: eq-second -->\n$$\nt = F / \\text{peak}\n$$\n\nBy [Eq. (second)](#eq-second)."),
+    code(FIGURE_CELL.replace("fig-15-9-9-dot", "fig-15-9-8-dot"), [image()]),
+]
+INDEX_CELLS = [md("# Fixture index\n\n[First](15_9_9_fixture.ipynb), [second](15_9_8_second.ipynb), "
+                  "[errata](../ERRATA.md).")]
+ERRATA = "# Errata\n\n## Errata\n\n| id |\n|---|\n| [15.9.9-a](#1599-a) |\n\n### 15.9.9-a\n\nThe details.\n"
+
+
+def write_fixture(base: Path, extra_chapter_cells=()) -> Path:
+    chapters = base / "chapters"
+    chapters.mkdir(parents=True)
+    for name, cells in (("00_index", INDEX_CELLS), ("15_9_9_fixture", CHAPTER_CELLS + list(extra_chapter_cells)),
+                        ("15_9_8_second", SECOND_CELLS)):
+        (chapters / f"{name}.ipynb").write_text(json.dumps(notebook(cells)))
+    (base / "ERRATA.md").write_text(ERRATA)
+    return base
+
+
+# ------------------------------------------------------------------ the converter, cell by cell
+def test_labelled_equation_becomes_a_numbered_math_block():
+    out = convert.convert_equations("Text\n<!-- equation: eq-kv -->\n$$\nC = 2 L d\n$$\nMore")
+    assert out == "Text\n```{math}\n:label: eq-kv\n\nC = 2 L d\n```\nMore"
+    # the notebooks' inline-delimited form, with the punctuation kept after the block
+    out = convert.convert_equations("<!-- equation: eq-a -->\n$$a = b,\n\\qquad c$$.")
+    assert out == "```{math}\n:label: eq-a\n\na = b,\n\\qquad c\n```\n\n."
+    assert convert.convert_equations("$$x$$ without a label") == "$$x$$ without a label"
+
+
+@pytest.mark.parametrize("text,target,expected", [
+    ("Figure", "#fig-15-1-1-roofline", "{numref}`Figure %s <fig-15-1-1-roofline>`"),
+    ("the roofline plot", "#fig-x", "the roofline plot ({numref}`Figure %s <fig-x>`)"),
+    ("Eq. (kv-per-token)", "#eq-kv-per-token", "Eq. {eq}`eq-kv-per-token`"),
+    ("the KV formula", "#eq-kv", "the KV formula (Eq. {eq}`eq-kv`)"),
+    ("Williams et al. 2009", "../book/references.md#williams2009", "{ref}`Williams et al. 2009 <williams2009>`"),
+    ("errata", "../ERRATA.md", "[errata](errata.md)"),
+    ("15.1.1-k", "../ERRATA.md#1511-k", "[15.1.1-k](errata.md#1511-k)"),
+    ("index", "00_index.ipynb", "[index](index.ipynb)"),
+    ("TTFT", "15_2_1_ttft_itl.ipynb#time-to-first-token", None),
+    ("site", "https://example.org", None),
+])
+def test_links(text, target, expected):
+    assert convert.convert_link(text, target) == expected
+
+
+def test_image_links_and_plain_links_are_left_alone():
+    text = "![logo](#fig-x) and [site](https://example.org)"
+    assert convert.convert_links(text) == text
+
+
+def test_erratum_blockquote_becomes_an_anchored_warning():
+    out = convert.convert_errata_boxes("Before\n> **Erratum 15.1.1-k.** The book says\n> 160 ms.\n\nAfter")
+    assert out.split("\n") == [
+        "Before", "````{admonition} Erratum 15.1.1-k", ":class: warning erratum", "",
+        '<span id="erratum-15.1.1-k"></span>The book says', "160 ms.", "````", "", "After"]
+    plain = "> A quotation, not an erratum."
+    assert convert.convert_errata_boxes(plain) == plain
+
+
+def test_figure_cell_gets_caption_alt_and_name_and_loses_the_three_lines():
+    cell = convert.convert_code_cell(code("# NBVAL_IGNORE_OUTPUT\n" + FIGURE_CELL, [image()]), "nb, cell 1")
+    assert cell["metadata"]["mystnb"] == {
+        "figure": {"name": "fig-15-9-9-dot", "caption": "The dot shows where the fixture's roofline would be."},
+        "image": {"alt": ALT}}
+    assert cell["source"] == "# NBVAL_IGNORE_OUTPUT\nfig = draw()\nfig"
+
+
+@pytest.mark.parametrize("source,outputs,message", [
+    ("# figure: fig-a\n# caption: c\nfig", [image()], "lacks '# alt"),
+    ("# figure: Figure 1\n# caption: c\n# alt: a\nfig", [image()], "must look like fig-"),
+    (FIGURE_CELL, [], "exactly one image, found 0"),
+    (FIGURE_CELL, [image(), image()], "exactly one image, found 2"),
+    ("fig", [image()], "no '# figure:/# caption:/# alt:' lines"),
+])
+def test_figure_convention_violations_are_named(source, outputs, message):
+    with pytest.raises(convert.ConversionError, match=re.escape(message)) as e:
+        convert.convert_code_cell(code(source, outputs), "15_9_9_fixture.ipynb, cell 3")
+    assert "15_9_9_fixture.ipynb, cell 3" in str(e.value)
+
+
+def test_solutions_are_collapsed():
+    cell = convert.convert_code_cell(code("# SOLUTION\nex1 = 42"), "nb")
+    assert "hide-cell" in cell["metadata"]["tags"]
+    assert cell["metadata"]["mystnb"]["code_prompt_show"] == "Show solution"
+    assert "hide-cell" not in convert.convert_code_cell(code("ex1 = None  # your answer"), "nb")["metadata"]["tags"]
+    out = convert.convert_markdown("<!-- SOLUTION -->\nThe answer is 42.")
+    assert out.startswith('<details class="solution">\n<summary>Show solution</summary>')
+    assert "The answer is 42." in out and out.endswith("</details>")
+
+
+@pytest.mark.parametrize("width,tag", [(100, None), (101, "text-width-120"), (177, "text-width-180"),
+                                       (190, "text-width-200"), (1000, "text-width-300")])
+def test_wide_text_outputs_are_tagged_by_width(width, tag):
+    # 177 characters: the widest recorded-measurement table of the chapters; needs the 180 bucket
+    assert convert.width_tag(width) == tag
+
+
+def test_width_of_markdown_output_counts_only_its_fenced_blocks():
+    prose = "A long sentence of prose that wraps in the browser. " * 5
+    out = {"output_type": "execute_result", "metadata": {}, "execution_count": 1, "data": {
+        "text/markdown": f"{prose}\n\n```text\n{'y' * 150}\n```\n", "text/plain": "z" * 400}}
+    assert convert._text_width(code("show_formulas()", [out])) == 150
+
+
+def test_converter_does_not_modify_its_input():
+    nb = notebook(CHAPTER_CELLS)
+    before = json.dumps(nb, sort_keys=True)
+    convert.convert_notebook(nb, "15_9_9_fixture.ipynb")
+    assert json.dumps(nb, sort_keys=True) == before
+
+
+# ------------------------------------------------------------------ the fixture through Sphinx
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    pytest.importorskip("myst_nb", reason="the book extra is not installed (pip install -e '.[book]')")
+    build = load_build()
+    base = write_fixture(tmp_path_factory.mktemp("book"))
+    chapters_before = {p.name: p.read_bytes() for p in (base / "chapters").iterdir()}
+    rc = build.main(["--chapters", str(base / "chapters"), "--errata", str(base / "ERRATA.md"),
+                     "--src", str(base / "src"), "--out", str(base / "out"), "--no-mathjax"])
+    assert rc == 0
+    assert {p.name: p.read_bytes() for p in (base / "chapters").iterdir()} == chapters_before, \
+        "the build wrote into the notebooks' folder"
+    return base / "out"
+
+
+def page(built: Path, name: str) -> str:
+    return (built / f"{name}.html").read_text()
+
+
+def test_fixture_pages_exist(built):
+    assert {p.name for p in built.glob("*.html")} >= {
+        "index.html", "15_9_9_fixture.html", "15_9_8_second.html", "errata.html", "references.html"}
+
+
+def test_figure_is_numbered_with_caption_and_alt(built):
+    html = page(built, "15_9_9_fixture")
+    fig = re.search(r'<figure[^>]*id="fig-15-9-9-dot".*?</figure>', html, re.S)
+    assert fig, "no figure with the convention's name as its id"
+    assert f'alt="{ALT}"' in fig.group(0)
+    assert re.search(r'<span class="caption-number">Figure 1 </span><span class="caption-text">'
+                     r"The dot shows where the fixture.s roofline would be\.", fig.group(0))
+    # the prose reference became a numbered link to it
+    assert re.search(r'<a class="reference internal" href="#fig-15-9-9-dot"><span class="std std-numref">'
+                     r"Figure 1</span></a>", html)
+    assert "# caption:" not in html
+
+
+def test_numbering_restarts_on_every_page(built):
+    html = page(built, "15_9_8_second")
+    assert re.search(r'<figure[^>]*id="fig-15-9-8-dot">.*?<span class="caption-number">Figure 1 </span>', html, re.S)
+    assert re.search(r'id="equation-eq-second">\s*<span class="eqno">\(1\)', html)
+    assert re.search(r'Eq. <a class="reference internal" href="#equation-eq-second">\(1\)</a>', html)
+
+
+def test_equation_is_numbered_and_referenced(built):
+    html = page(built, "15_9_9_fixture")
+    assert re.search(r'<div class="math notranslate nohighlight" id="equation-eq-roofline">\s*'
+                     r'<span class="eqno">\(1\)', html)
+    assert re.search(r'Eq. <a class="reference internal" href="#equation-eq-roofline">\(1\)</a>', html)
+    assert "<!-- equation" not in html
+
+
+def test_erratum_callout_claim_row_and_errata_link(built):
+    html = page(built, "15_9_9_fixture")
+    box = re.search(r'<div class="(?=[^"]*\bwarning\b)(?=[^"]*\badmonition\b)[^"]*\berratum\b[^"]*">.*?</div>',
+                    html, re.S)
+    assert box and '<p class="admonition-title">Erratum 15.9.9-a</p>' in box.group(0)
+    assert "<blockquote" not in html
+    assert '<span id="erratum-15.9.9-a"></span>' in box.group(0) and "its own inputs give 54 ms" in box.group(0)
+    assert '<tr id="claim-15.9.9-a">' in html
+    link = re.search(r'href="errata.html#([^"]+)"', html)
+    assert link and f'id="{link.group(1)}"' in page(built, "errata")
+
+
+def test_citation_and_cross_links_resolve(built):
+    html = page(built, "15_9_9_fixture")
+    assert re.search(r'href="references.html#williams2009"><span class="std std-ref">Williams et al. 2009', html)
+    refs = page(built, "references")
+    assert 'id="williams2009"' in refs and 'id="datasheets"' in refs
+    assert "h100-sxm" in refs, "the datasheet list from data/accelerators.toml is missing"
+    link = re.search(r'href="15_9_8_second.html#([^"]+)"', html)
+    assert link and f'id="{link.group(1)}"' in page(built, "15_9_8_second")
+    assert 'href="index.html"' in html
+
+
+def test_solutions_hidden_and_wide_output_tagged(built):
+    html = page(built, "15_9_9_fixture")
+    assert re.search(r'<div class="cell tag_hide-cell[^"]*"', html)
+    assert "Show solution" in html
+    assert re.search(r'<details class="solution">\s*<summary>Show solution</summary>', html)
+    assert re.search(r'<div class="cell tag_text-width-200[^"]*"', html)
+    css = (built / "_static" / "text-widths.css").read_text()
+    assert ".tag_text-width-200 div.cell_output pre" in css
+
+
+def test_a_broken_figure_reference_fails_the_build(tmp_path):
+    pytest.importorskip("myst_nb", reason="the book extra is not installed (pip install -e '.[book]')")
+    build = load_build()
+    base = write_fixture(tmp_path, [md("See [Figure](#fig-15-9-9-missing).")])
+    rc = build.main(["--chapters", str(base / "chapters"), "--errata", str(base / "ERRATA.md"),
+                     "--src", str(base / "src"), "--out", str(base / "out"), "--no-mathjax"])
+    assert rc != 0
+
+
+# ------------------------------------------------------------------ the bundled MathJax
+def test_a_cached_mathjax_tarball_that_does_not_match_the_pinned_sha512_is_refused(tmp_path):
+    build = load_build()
+    bad = tmp_path / f"mathjax-{build.MATHJAX_VERSION}.tgz"
+    bad.write_bytes(b"not the tarball")
+    with pytest.raises(SystemExit, match="does not match its pinned sha512"):
+        build.mathjax_tarball(tmp_path)
+    assert not bad.exists(), "the bad file must not stay in the cache"
+
+
+def test_unpack_mathjax_keeps_the_loaded_component_and_its_fonts_only(tmp_path):
+    import io
+    import tarfile
+    build = load_build()
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        for name in ("package/es5/tex-mml-chtml.js", "package/es5/output/chtml/fonts/woff-v2/a.woff",
+                     "package/es5/tex-svg-full.js", "package/README.md"):
+            info = tarfile.TarInfo(name)
+            info.size = 3
+            tar.addfile(info, io.BytesIO(b"abc"))
+    n = build.unpack_mathjax(buf.getvalue(), tmp_path / "mathjax")
+    files = sorted(str(p.relative_to(tmp_path / "mathjax")) for p in (tmp_path / "mathjax").rglob("*") if p.is_file())
+    assert n == 2 and files == ["output/chtml/fonts/woff-v2/a.woff", "tex-mml-chtml.js"]
