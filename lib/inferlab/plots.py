@@ -37,6 +37,8 @@ OPERATOR_GROUPS = {
 GROUP_COLORS = {"QKV/O projections": "tab:blue", "MLP": "tab:orange", "attention QK\u1d40, PV": "tab:green"}
 BOOK_STYLE = dict(marker="X", s=70, color="black", zorder=5, label="book")
 FIGSIZE = (7.0, 4.2)
+DISPLAY_DPI = 96  # the width a notebook shows a figure at, in CSS pixels per inch
+RETINA_DPI = 2 * DISPLAY_DPI
 WIDE = (10.5, 4.0)
 
 
@@ -50,6 +52,31 @@ class Plot:
 
     def __iter__(self):
         return iter((self.fig, self.table))
+
+    def png(self, dpi: int = RETINA_DPI) -> bytes:
+        """The figure as PNG bytes at `dpi` (twice the display resolution: sharp on a retina screen)."""
+        import io
+        buf = io.BytesIO()
+        self.fig.savefig(buf, format="png", dpi=dpi, metadata={"Software": None})
+        return buf.getvalue()
+
+    def _repr_mimebundle_(self, include=None, exclude=None):
+        """In a notebook: one retina PNG (shown at DISPLAY_DPI) and, as text/plain, the plotted
+        points (what nbval compares; a reader sees the image)."""
+        import base64
+        w, _ = self.fig.get_size_inches()
+        data = {"image/png": base64.b64encode(self.png()).decode("ascii"), "text/plain": self.table}
+        return data, {"image/png": {"width": int(round(w * DISPLAY_DPI))}}
+
+
+def does_not_fit_plot(message: str, table: str = "") -> Plot:
+    """A figure that says, in words, why there is nothing to draw (e.g. the weights exceed the
+    device): shown instead of an empty plot, so that Run All never stops."""
+    fig, ax = _figure((7.0, 1.6))
+    ax.set_axis_off()
+    ax.text(0.5, 0.5, "does not fit: " + message, ha="center", va="center", wrap=True,
+            fontsize=11, color="tab:red", transform=ax.transAxes)
+    return Plot(fig, table or f"does not fit: {message}", {"does_not_fit": message})
 
 
 def _figure(size=FIGSIZE, ncols=1):
