@@ -168,8 +168,9 @@ reader.draw_if_fits(FIT, plots.cost_plot, MODEL, GPU, CONTEXT, USD_PER_GPU_HOUR,
 
 # %% [markdown]
 # ## 3. Grouped-query attention and an int8 cache
-# Eight KV heads instead of forty cut the cache per sequence five-fold; an int8 cache halves it.
-# Both raise $B^*$ and the memory limit, and with them the throughput a single GPU can reach.
+# Fewer KV heads shrink the cache per sequence by $N_\text{kv}/8$ (the book's example: 8 instead of
+# Llama-2 13B's 40, five-fold); an int8 cache halves it. Both raise $B^*$ and the memory limit, and
+# with them the throughput a single GPU can reach.
 
 # %%
 reader.claims("15.2.2", "n..q", "v..y")

@@ -167,3 +167,19 @@ def test_rerun_renders_conclusions_that_match_the_numbers(rerun):
         assert said_max == memory.max_batch(m, g, 1024)
     else:
         assert "Does not fit" in md
+
+
+def test_the_reader_version_that_make_lab_opens_has_no_solutions(tmp_path):
+    """`make lab` builds reader/ with `python -m inferlab.exercises build-student`: no solution cell
+    survives, every check cell does, and the main body (prose, figures, tables) is unchanged."""
+    import subprocess
+    import sys
+    names = [CHAPTERS / f"{n}.ipynb" for n in SUBSECTIONS]
+    subprocess.run([sys.executable, "-m", "inferlab.exercises", "build-student", *map(str, names),
+                    "--out", str(tmp_path)], check=True, capture_output=True)
+    for name in SUBSECTIONS:
+        src = nbformat.read(CHAPTERS / f"{name}.ipynb", as_version=4)
+        out = nbformat.read(tmp_path / f"{name}.ipynb", as_version=4)
+        assert not [c for c in out.cells if c.source.lstrip().startswith(("# SOLUTION", "<!-- SOLUTION"))]
+        assert sum("check(" in c.source for c in out.cells) == sum("check(" in c.source for c in src.cells)
+        assert [c.source for c in main_body(out)] == [c.source for c in main_body(src)]
