@@ -84,22 +84,32 @@ def runnable_body(name: str):
 
 @pytest.fixture(scope="module", params=list(SCENARIOS))
 def rerun(request):
-    """{notebook: executed main body} for one scenario."""
+    """{notebook: executed main body} for one scenario. The four main bodies run one after the
+    other in ONE kernel (each starts with its own imports and What-if cell), to pay the kernel
+    start-up once per scenario."""
     from nbclient import NotebookClient
-    out = {}
+    bodies = {name: runnable_body(name) for name in SUBSECTIONS}
+    joined = nbformat.v4.new_notebook(metadata=bodies[SUBSECTIONS[0]].metadata)
+    spans, start = {}, 0
+    for name, nb in bodies.items():
+        joined.cells += nb.cells
+        spans[name] = (start, start + len(nb.cells))
+        start += len(nb.cells)
     old = os.environ.get("INFERLAB_WHATIF")
     os.environ["INFERLAB_WHATIF"] = request.param
     try:
-        for name in SUBSECTIONS:
-            nb = runnable_body(name)
-            NotebookClient(nb, timeout=120, kernel_name="python3",
-                           resources={"metadata": {"path": str(CHAPTERS)}}).execute()
-            out[name] = nb
+        NotebookClient(joined, timeout=120, kernel_name="python3",
+                       resources={"metadata": {"path": str(CHAPTERS)}}).execute()
     finally:
         if old is None:
             os.environ.pop("INFERLAB_WHATIF", None)
         else:
             os.environ["INFERLAB_WHATIF"] = old
+    out = {}
+    for name, (a, b) in spans.items():
+        nb = nbformat.v4.new_notebook()
+        nb.cells = joined.cells[a:b]
+        out[name] = nb
     return request.param, out
 
 
