@@ -230,3 +230,20 @@ def test_panel_layout_decode(make):
 
 def test_does_not_fit_figure_layout():
     assert layout_problems(plots.does_not_fit_plot("llama-2-70b weights need 138.0 GB, h100-sxm has 80 GB").fig) == []
+
+
+def _recorded():
+    from inferlab import measure
+    return measure.recorded_runs()
+
+
+@pytest.mark.parametrize("kind", ["ttft_plot", "itl_plot", "step_time_plot", "throughput_plot", "roofline_plot"])
+def test_measured_figure_layout(kind):
+    """The measured figures of the notebooks, drawn from the recorded runs (the live run adds one
+    more series of the same kind)."""
+    from inferlab import measure
+    runs = _recorded()
+    if not runs:
+        pytest.skip("no recorded runs in data/measurements/")
+    plot = getattr(measure.plots, kind)(runs[0] if kind == "roofline_plot" else runs)
+    assert layout_problems(plot.fig) == []
