@@ -102,6 +102,7 @@ hbm_bytes_per_s = GPU.hbm_bytes_per_s             # bytes/s
 ridge = peak_flops_per_s / hbm_bytes_per_s        # FLOP/byte
 print(f"I_ridge = {peak_flops_per_s / TFLOP:.1f} TFLOP/s / {hbm_bytes_per_s / 1e12:.2f} TB/s "
       f"= {ridge:.1f} FLOP/byte   (library: {roofline.ridge_point(GPU, PREC.compute_dtype):.1f})")
+assert abs(ridge / roofline.ridge_point(GPU, PREC.compute_dtype) - 1) < 1e-9
 
 # %%
 reader.claims("15.1.1", "a")
@@ -137,6 +138,7 @@ mlp_intensity = 2 * T * d * f / (b_w * d * f + b_a * T * (d + f))
 prefill = costs.prefill_costs(MODEL, BATCH, PROMPT, PREC)
 print(f"I_MLP = 2·{T}·{d}·{f} / ({b_w:g}·{d}·{f} + {b_a:g}·{T}·({d}+{f})) = {mlp_intensity:.1f} FLOP/byte"
       f"   (library, all MLP matrices: {float(prefill.mlp.intensity):.1f})")
+assert abs(mlp_intensity / float(prefill.mlp.intensity) - 1) < 1e-6  # every MLP matrix has the same d, f
 
 # %% [markdown]
 # ### Attention: intensity grows with the prompt too
@@ -260,6 +262,7 @@ Markdown(f"The floor: reading {memory.weight_bytes(MODEL, PREC) / GB:.1f} GB of 
 kv_bytes_per_token = (2 * MODEL.n_layers * MODEL.n_kv_heads * MODEL.head_dim
                       * bytes_per_element(PREC.kv))          # K and V, every layer
 kv_bytes = kv_bytes_per_token * PROMPT * BATCH
+assert kv_bytes == memory.kv_cache_bytes(MODEL, PROMPT, BATCH, PREC)
 print(f"C_kv = 2·{MODEL.n_layers}·{MODEL.n_kv_heads}·{MODEL.head_dim}·{bytes_per_element(PREC.kv):g} B "
       f"= {kv_bytes_per_token / 1e6:.3f} MB/token; × {PROMPT * BATCH} tokens = {kv_bytes / GB:.3f} GB"
       f"   (library: {memory.kv_cache_bytes(MODEL, PROMPT, BATCH, PREC) / GB:.3f} GB)")

@@ -188,6 +188,7 @@ b_max_bin = int((capacity / GB * GiB - weight_bytes) // kv_bytes_per_seq) if cap
 print(f"B_max = ({capacity / GB:.0f} GB - {weight_bytes / GB:.2f} GB) / {kv_bytes_per_seq / GB:.3f} GB = {b_max_dec}"
       f"   (library: {memory.max_batch(MODEL, GPU, CONTEXT, PREC) if not FIT else 'does not fit'});"
       f" with {capacity / GB:.0f} GiB instead: {b_max_bin}")
+assert FIT or b_max_dec == memory.max_batch(MODEL, GPU, CONTEXT, PREC)  # the formula is the library's
 
 # %%
 reader.claims("15.1.2", "w..z")

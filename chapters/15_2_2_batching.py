@@ -91,6 +91,8 @@ print(f"B* = {weight_bytes / GB:.2f} GB / {kv_bytes_per_seq / GB:.4f} GB = {b_st
       f"(library: {latency.kv_crossover_batch(MODEL, CONTEXT, PREC):.1f})")
 print(f"ceiling BW/C_kv = {ceiling:,.0f} tokens/s; B_max/B* = {GPU.memory_bytes / GB:.0f}/{weight_bytes / GB:.2f} - 1 "
       f"= {ratio:.2f}   (library B_max: {memory.max_batch(MODEL, GPU, CONTEXT, PREC) if not FIT else 'does not fit'})")
+# Eq. (bmax-over-bstar) against the library: B_max is the floor of ratio * B*.
+assert FIT or memory.max_batch(MODEL, GPU, CONTEXT, PREC) == int(ratio * b_star + 1e-9)
 
 # %% [markdown]
 # The subsection's opening: a team at 30% utilization, and the 26 GB of weights that one step
