@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 TORCH_SPEC ?= torch==2.13.0
 TORCH_ARGS ?=
 
-.PHONY: setup lab test figures notebooks errata bench clean
+.PHONY: setup lab lab-instructor test figures notebooks errata bench clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -21,8 +21,18 @@ setup: $(VENV)/.installed
 
 # Token auth on localhost; --allow-root only where we run as root (containers, CI machines).
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
-lab: setup
+# `make lab` opens the reader version: reader/*.ipynb, built from chapters/*.ipynb with every exercise
+# solution replaced by an empty answer cell (checks kept). A reader notebook is rebuilt only when its
+# chapter is newer, so a reader's own answers survive. `make lab-instructor` opens chapters/ (solutions).
+READER_NOTEBOOKS := $(patsubst chapters/%,reader/%,$(wildcard chapters/*.ipynb))
+lab: setup $(READER_NOTEBOOKS)
+	$(VENV)/bin/jupyter lab --ip=127.0.0.1 --ServerApp.root_dir=. $(ROOT_FLAG) reader/00_index.ipynb
+
+lab-instructor: setup
 	$(VENV)/bin/jupyter lab --ip=127.0.0.1 --ServerApp.root_dir=. $(ROOT_FLAG) chapters/00_index.ipynb
+
+reader/%.ipynb: chapters/%.ipynb | setup
+	$(PY) -m inferlab.exercises build-student $< --out reader
 
 test: setup
 	$(PY) -m pytest

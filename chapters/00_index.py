@@ -30,16 +30,19 @@
 #
 # **How to use them.** Open a notebook and *Run → Run All Cells*. Near the top of each is a
 # **"What if?"** cell: change the model, the accelerator, the number formats, the lengths or the
-# batch there and run all again; every derived number and figure follows. The book-vs-ours tables
-# are the exception: they always check the book's own configuration. Near the end of each,
+# batch there and run all again; every derived number, figure and written conclusion follows, and
+# the book's markers appear on a figure only when the scenario is the book's. The book-vs-ours
+# tables are the exception: they always check the book's own configuration. Each notebook also has
+# a **"Try it"** panel (live controls for model, accelerator, number formats, batch and length). Near the end of each,
 # **"Measure it here"** times the same effect live on your machine with a tiny model (a few
 # seconds; its output varies, so the tests check only the qualitative result).
 #
 # **Exercises.** Each of the four notebooks ends with four or five exercises, from recomputing a
 # number for another model or accelerator to a small design question. Write your answer in the
 # cell under each statement and run the `check(...)` cell below it: it prints PASS, or FAIL with a
-# hint about the likely slip (a unit, GB vs GiB, a missing factor 2), never the answer. Instructors:
-# see the README for student versions and grading.
+# hint about the likely slip (a unit, GB vs GiB, a missing factor 2), never the answer. `make lab`
+# opens this reader version, whose answer cells are empty; `make lab-instructor` opens the
+# versions with solutions. Instructors: see the README for student versions and grading.
 #
 # **Verdicts.** Each number the book prints is an entry of the claims registry
 # (`data/claims.toml`), evaluated by `inferlab.claims`:
@@ -49,6 +52,9 @@
 # with the reason). Errata are explained where they occur and collected in [ERRATA.md](../ERRATA.md).
 #
 # **Conventions.** GB = $10^9$ bytes and TB/s = $10^{12}$ bytes/s, as on datasheets and in the book.
+# Device capacities are the datasheet's "80 GB" read as $80 \times 10^9$ bytes, as the book reads them;
+# the memory itself is binary (an H100 80GB reports 81,559 MiB), so every memory verdict is on the
+# datasheet's decimal capacity, a few percent below what the card holds.
 # FLOPs are those of matrix products, two per multiply-add. Accelerator peaks are dense (no 2:4
 # sparsity). The book's Llama-2 13B is its simplified version (`llama-2-13b-book`: $f = 4d$, two
 # MLP matrices); the real architecture (`llama-2-13b`) is in the library beside it.

@@ -14,6 +14,8 @@
 #     name: python3
 # ---
 
+# %%
+
 # %% [markdown]
 # # 15.1.1 Compute-bound prefill
 #
@@ -27,38 +29,47 @@
 # 2. With $S$ prompt tokens in flight, every weight matrix is multiplied by an $S$-row matrix, so
 #    prefill clears the ridge for all but the shortest prompts.
 # 3. Prefill time is about $2PS$ FLOPs divided by peak FLOP/s, until attention's $S^2$ term joins in.
-# 4. What prefill leaves behind is the KV cache, which the generation phase (15.1.2) reads at every step.
+# 4. What prefill leaves behind is the KV cache, which the generation phase
+#    ([15.1.2](15_1_2_decode_kv_cache.ipynb)) reads at every step.
 #
-# Every number below comes from `inferlab`; none is typed. Where the book (section 15.1.1) prints
-# a number, the *claims registry* (`data/claims.toml`) sets it beside ours with a verdict, always
-# on the book's own configuration. The cell "What if?" changes everything else.
+# Each formula appears twice: once in Markdown, once in the code that turns it into a number,
+# followed by one line where the `inferlab` library agrees. Where the book (section 15.1.1) prints
+# a number, a compact table sets it beside ours with a verdict (✓ consistent, ≈ approximation,
+# ✗ erratum, – unchecked), always on the book's own configuration; each erratum is explained in a
+# box below its table. `inferlab verify --section 15.1.1` prints every detail.
 
 # %%
 # %matplotlib inline
-from inferlab import Precision, get_accelerator, get_model
-from inferlab import costs, figures, latency, memory, plots, roofline, tables
-from inferlab.notebook import show_claims, show_formulas, verdict_summary
-from inferlab.units import GB, MS, TFLOP
+from IPython.display import Markdown
+
+from inferlab import Precision, costs, latency, memory, plots, reader, roofline, tables
+from inferlab.notebook import show_formulas, verdict_summary
+from inferlab.units import GB, MS, TFLOP, bytes_per_element
 
 # %% [markdown]
 # ## What if?
 # Change the model, the accelerator, the number formats, the prompt length or the batch here,
-# then *Run → Run All Cells*: every derived number and figure below follows. (The book-vs-ours
-# tables do not: they always check the book's own setup.)
+# then *Run → Run All Cells*: every number, figure and conclusion below follows. (The book-vs-ours
+# tables do not: they always check the book's own setup. The book's markers appear on the figures
+# only when the scenario is the book's.)
 
 # %%
 # What if? ------------------------------------------------------------------------------------
-MODEL = get_model("llama-2-13b")       # try "llama-2-13b-book" (the book's f = 4d stand-in), "llama-3-8b"
-GPU = get_accelerator("h100-sxm")      # try "a100-80gb", "h200", "mi300x", "l4", "b200"
-PREC = Precision(weights="bf16", activations="bf16", kv="bf16")  # e.g. weights="int8"
+MODEL, GPU, PREC = reader.what_if(
+    "llama-2-13b",                     # try "llama-2-13b-book" (the book's f = 4d stand-in), "llama-3-8b"
+    "h100-sxm",                        # try "a100-80gb", "h200", "mi300x", "l4", "b200"
+    Precision(weights="bf16", activations="bf16", kv="bf16"))  # e.g. weights="int8"
 PROMPT = 2048                          # prompt length S, tokens
 BATCH = 1                              # prompts prefilled together
 # ---------------------------------------------------------------------------------------------
-print(f"{MODEL.name}: {MODEL.n_params / 1e9:.2f} B parameters, L={MODEL.n_layers}, "
-      f"d={MODEL.d_model}, d_ff={MODEL.d_ff}, {MODEL.attention_kind} with {MODEL.n_kv_heads} KV heads")
-print(f"{GPU.name}: {GPU.peak(PREC.compute_dtype) / TFLOP:.1f} TFLOP/s dense {PREC.compute_dtype}, "
-      f"{GPU.hbm_bytes_per_s / 1e12:.2f} TB/s, {GPU.memory_bytes / GB:.0f} GB")
-print(f"prefill of B={BATCH} x S={PROMPT} tokens; weights {PREC.weights}, KV cache {PREC.kv}")
+BOOK = reader.is_book_setup(MODEL, GPU, PREC)  # the book's own setup? (then its markers are drawn)
+Markdown(f"**Scenario:** {MODEL.name} ({MODEL.n_params / 1e9:.2f} B parameters, {MODEL.n_layers} layers, "
+         f"$d$ = {MODEL.d_model:,}, {MODEL.attention_kind} with {MODEL.n_kv_heads} KV heads, context window "
+         f"{MODEL.max_context_tokens:,} tokens) on one {GPU.name} ({GPU.peak(PREC.compute_dtype) / TFLOP:.1f} "
+         f"TFLOP/s dense {PREC.compute_dtype}, {GPU.hbm_bytes_per_s / 1e12:.2f} TB/s, "
+         f"{GPU.memory_bytes / GB:.0f} GB); prefill of {BATCH} × {PROMPT:,} tokens. "
+         + ("This is the book's worked example." if BOOK else "This is not the book's setup, so the "
+            "figures carry no book markers."))
 
 # %% [markdown]
 # The book's worked example runs Llama-2 13B on one H100 SXM. It describes the model with a
@@ -67,26 +78,34 @@ print(f"prefill of B={BATCH} x S={PROMPT} tokens; weights {PREC.weights}, KV cac
 # registry checks the book against the real architecture. The book's inputs:
 
 # %%
-show_claims("15.1.1", "c..h", "l")
+reader.claims("15.1.1", "c..h", "l")
 
 # %% [markdown]
 # ## 1. Intensity and the ridge point
 #
 # A kernel that performs $F$ FLOPs while moving $Q$ bytes between HBM and the chip has
-# arithmetic intensity $I = F/Q$. The roofline model (Williams, Waterman and Patterson, 2009)
-# bounds what it can attain by the slower of two ceilings:
+# arithmetic intensity $I = F/Q$. The roofline model
+# ([Williams et al. 2009](../book/references.md#williams2009)) bounds what it can attain by the
+# slower of two ceilings:
 #
 # <!-- equation: eq-roofline -->
 # $$\text{attainable FLOP/s} = \min\left(\text{peak},\; I \cdot \text{BW}\right),
 # \qquad I_\text{ridge} = \frac{\text{peak}}{\text{BW}}.$$
 #
 # Left of the ridge point a kernel waits on memory; right of it, on the arithmetic units.
-# The book quotes the H100's ridge as about 295 FLOP/byte.
+# [Eq. (roofline)](#eq-roofline) in numbers, from the accelerator's datasheet
+# ([datasheets](../book/references.md#datasheets)):
 
 # %%
-ridge = roofline.ridge_point(GPU, PREC.compute_dtype)
-print(f"ridge point of {GPU.name} ({PREC.compute_dtype}): {ridge:.1f} FLOP/byte\n")
-show_claims("15.1.1", "a")
+peak_flops_per_s = GPU.peak(PREC.compute_dtype)   # dense, FLOP/s
+hbm_bytes_per_s = GPU.hbm_bytes_per_s             # bytes/s
+ridge = peak_flops_per_s / hbm_bytes_per_s        # FLOP/byte
+print(f"I_ridge = {peak_flops_per_s / TFLOP:.1f} TFLOP/s / {hbm_bytes_per_s / 1e12:.2f} TB/s "
+      f"= {ridge:.1f} FLOP/byte   (library: {roofline.ridge_point(GPU, PREC.compute_dtype):.1f})")
+assert abs(ridge / roofline.ridge_point(GPU, PREC.compute_dtype) - 1) < 1e-9
+
+# %%
+reader.claims("15.1.1", "a")
 
 # %% [markdown]
 # ### The formulas the extraction lost
@@ -98,119 +117,180 @@ show_claims("15.1.1", "a")
 show_formulas("15.1.1")
 
 # %% [markdown]
-# Two readings of the MLP formula matter. When the token count $BS$ is small against
-# $df/(d+f)$ (4,096 for the book's $d$ and $f$), the weight bytes dominate and $I \approx BS$,
-# the book's shorthand. When $BS$ is comparable, the activations moved in and out cost as much
-# as the weights, and the intensity is the *harmonic* combination of the two limits; it can
-# never exceed $df/(d+f)$ however long the prompt. At $S=2048$ that gives about two thirds of
-# $BS$, still far right of the ridge.
+# ### The MLP: intensity grows with the tokens in flight
+# One weight matrix $W \in \mathbb{R}^{d \times f}$ multiplied by the $T = BS$ rows of a prefill
+# costs $2Tdf$ FLOPs and moves the weights once plus the activations in and out, each element
+# $b$ bytes:
 #
-# Here is every operator of one prefill pass for the configuration above: FLOPs, bytes, intensity,
-# the regime it is in and its roofline time.
+# <!-- equation: eq-matmul-intensity -->
+# $$I_\text{matmul} = \frac{2Tdf}{b\,(df + Td + Tf)} \;\xrightarrow{\;T \ll df/(d+f)\;}\; \frac{2T}{b}.$$
+#
+# With $b = 2$ (bf16) the shorthand is $I \approx T$; but once $T$ is comparable with
+# $df/(d+f)$ the activations cost as much as the weights, and the intensity can never exceed
+# $2df/(b(d+f))$ however long the prompt. One MLP matrix of the scenario:
 
 # %%
+T = BATCH * PROMPT                                   # tokens through every matrix
+d, f = MODEL.d_model, MODEL.d_ff                     # one d x f MLP matrix
+b_w = bytes_per_element(PREC.weights)          # bytes per weight
+b_a = bytes_per_element(PREC.activations)      # bytes per activation
+mlp_intensity = 2 * T * d * f / (b_w * d * f + b_a * T * (d + f))
 prefill = costs.prefill_costs(MODEL, BATCH, PROMPT, PREC)
-print(tables.operator_table(prefill, GPU, PREC.compute_dtype))
-print(f"\nMLP (all layers) intensity:       {float(prefill.mlp.intensity):8.1f} FLOP/byte")
-print(f"attention QK^T and PV intensity:  {float(prefill.attention.intensity):8.1f} FLOP/byte")
-print(f"whole pass is {roofline.time_weighted_regime(prefill, GPU, PREC.compute_dtype)}-bound "
-      f"(by where its roofline time goes)")
+print(f"I_MLP = 2·{T}·{d}·{f} / ({b_w:g}·{d}·{f} + {b_a:g}·{T}·({d}+{f})) = {mlp_intensity:.1f} FLOP/byte"
+      f"   (library, all MLP matrices: {float(prefill.mlp.intensity):.1f})")
+assert abs(mlp_intensity / float(prefill.mlp.intensity) - 1) < 1e-6  # every MLP matrix has the same d, f
 
 # %% [markdown]
-# The book's intensities for the worked example (Llama-2 13B, one H100, $S=2048$, $B=1$), with ours:
+# ### Attention: intensity grows with the prompt too
+# In prefill every query attends to the keys before it. Per head, the $QK^\top$ and $PV$ products
+# do $2 \cdot 2H$ FLOPs for each scored query-key pair, $S(S+1)/2$ pairs with a causal mask, while
+# a fused kernel ([Dao et al. 2022](../book/references.md#dao2022)) reads $Q$, $K$, $V$ and writes
+# the output once, $4SH$ elements:
+#
+# <!-- equation: eq-prefill-attention-intensity -->
+# $$I_\text{attn} \approx \frac{4H \cdot S(S+1)/2}{b \cdot 4SH} = \frac{S+1}{2b} \approx \frac{S}{4}\ \text{(bf16)}.$$
+#
+# This is an idealisation: a real tiled kernel re-reads $K$ and $V$ from HBM once per block of
+# queries, so its achieved intensity is lower; the conclusion stands, because even a fraction of
+# $S/4$ is far right of the ridge for long prompts.
 
 # %%
-show_claims("15.1.1", "b", "i", "j")
+attn_pairs = PROMPT * (PROMPT + 1) / 2               # causal query-key pairs per head
+attn_flops = 2 * 2 * MODEL.head_dim * attn_pairs     # QK^T and PV, 2 FLOPs per multiply-add
+attn_bytes = bytes_per_element(PREC.activations) * 4 * PROMPT * MODEL.head_dim  # Q, K, V in; O out
+print(f"I_attn = {attn_flops:.3e} FLOP / {attn_bytes:.3e} B = {attn_flops / attn_bytes:.1f} FLOP/byte"
+      f"   (library, S={PROMPT} with GQA and the cache dtype: {float(prefill.attention.intensity):.1f})")
+
+# %%
+reader.claims("15.1.1", "b", "i", "j")
+
+# %%
+Markdown(f"Both groups sit right of the ridge ({ridge:.0f} FLOP/byte) at $S$ = {PROMPT:,}: the MLP at "
+         f"{float(prefill.mlp.intensity):,.0f}, attention at {float(prefill.attention.intensity):,.0f} FLOP/byte, "
+         f"so the whole pass is **{roofline.time_weighted_regime(prefill, GPU, PREC.compute_dtype)}-bound** "
+         "(judged by where its roofline time goes). The book's \"prefill attention runs at 512 FLOP/byte\" is "
+         "the idealised fused-kernel count of [Eq. (prefill-attention-intensity)](#eq-prefill-attention-intensity). "
+         "Every operator, with FLOPs, bytes, regime and time:")
+
+# %%
+reader.details("every operator of one prefill pass", tables.operator_table(prefill, GPU, PREC.compute_dtype))
 
 # %% [markdown]
-# ### Figure 1: the roofline
-# Each operator group of a prefill (filled circles, $B=1$ at several prompt lengths) and of a
-# decode step (open squares, several batches at the same context) sits at its intensity on the
-# H100 roof. Prefill of a few hundred tokens already reaches the flat, compute-bound part. Decode
-# steps stay on the sloped, memory-bound part: their weight matrices climb with the batch, their
-# attention does not move. The ridge is the dotted line.
+# ### The roofline
+# [Figure](#fig-15-1-1-roofline) puts each operator group of a prefill ($B = 1$, labelled by its
+# prompt length $S$) and of a decode step (several batches at one context) at its intensity on the
+# accelerator's roof.
 
 # %%
 # figure: fig-15-1-1-roofline
-# caption: Prefill operators sit on the flat, compute-bound part of the H100 roofline while decode operators stay on the memory-bound slope.
-# alt: Log-log roofline: attainable FLOP/s against arithmetic intensity, a sloped bandwidth line meeting a flat compute ceiling at a dotted ridge; filled circles for prefill operators at several prompt lengths lie on or near the flat part, open squares for decode operators at several batches lie on the slope, with attention points far left.
-# Figure 15.1.1-fig1-roofline
-fig, table = plots.roofline_plot(MODEL, GPU, PREC, prompt_lens=(128, 512, 2048, 8192),
-                                 decode_batches=(1, 16, 64, 256), context_len=PROMPT)
-print(table)
-fig
+# caption: Prefill operators (filled, labelled by prompt length S) reach the flat compute roof once S is a few hundred tokens; decode operators (open) stay on the bandwidth slope.
+# alt: Log-log roofline: attainable TFLOP/s against FLOP per byte; a sloped bandwidth line meets a flat peak at the ridge point; filled prefill points at S from 128 to 8192 sit on or near the flat part, open decode points at batches 1 to 256 sit on the slope, attention points of decode stay near 1 FLOP per byte.
+reader.draw(plots.roofline_plot, MODEL, GPU, PREC, prompt_lens=(128, 512, 2048, 8192),
+            decode_batches=(1, 16, 64, 256), context_len=PROMPT)
+
+# %%
+short = costs.prefill_costs(MODEL, 1, 128, PREC)
+Markdown(f"At $S$ = 128 the MLP sits at {float(short.mlp.intensity):.0f} FLOP/byte, "
+         + ("left" if float(short.mlp.intensity) < ridge else "right")
+         + f" of the ridge ({ridge:.0f}): \"compute-bound prefill\" is a statement about prompts of several "
+         "hundred tokens and more.")
 
 # %% [markdown]
-# Note the short-prompt row: at $S=128$ even the MLP is left of the ridge. "Compute-bound
-# prefill" is a statement about prompts of several hundred tokens and more.
-#
 # ## 2. From FLOPs to time-to-first-token
 #
-# A forward pass multiplies every matrix parameter by every token once: $2$ FLOPs per parameter
-# per token, so about $2PS$ FLOPs for the pass, plus attention's score and value products, which
-# grow as $S^2$. The factor **6** that appears in the book's worked example belongs to *training*
-# (forward plus backward, $2+4$); an inference pass has no backward.
+# A forward pass multiplies every matrix parameter by every token once, two FLOPs per
+# multiply-add, so with $P$ the parameters in matrix products:
+#
+# <!-- equation: eq-prefill-flops -->
+# $$F_\text{prefill} \approx 2PBS, \qquad \text{TTFT} \approx \frac{2PBS}{\text{peak}},$$
+#
+# plus attention's score and value products, which grow as $S^2$. The factor **6** that appears
+# in the book's worked example belongs to *training* (forward plus backward, $2 + 4$); an
+# inference pass has no backward.
 
 # %%
-print(f"FLOPs of the pass, every operator counted: {float(prefill.total.flops):.3e}")
-print(f"2 P S rule (forward pass):                {latency.prefill_flops_rule(MODEL.n_params, BATCH * PROMPT):.3e}")
-print(f"6 P S (the training rule the book used):  "
-      f"{latency.prefill_flops_rule(MODEL.n_params, BATCH * PROMPT, flops_per_param_token=6):.3e}")
-ttft = latency.prefill_time_s(MODEL, GPU, PROMPT, BATCH, PREC)
-print(f"\nTTFT at 100% of peak (per-operator roofline): {ttft / MS:.1f} ms")
-print(f"TTFT at 50% MFU:                              "
-      f"{latency.prefill_time_s(MODEL, GPU, PROMPT, BATCH, PREC, mfu=0.5) / MS:.1f} ms")
-
-# %% [markdown]
-# The book's latency numbers for the same pass:
+P = MODEL.n_matmul_params                            # parameters in matrix products
+prefill_flops = 2 * P * BATCH * PROMPT               # Eq. (prefill-flops)
+ttft_linear_s = prefill_flops / peak_flops_per_s
+ttft_s = latency.prefill_time_s(MODEL, GPU, PROMPT, BATCH, PREC)
+print(f"F = 2 · {P / 1e9:.2f}e9 · {BATCH} · {PROMPT} = {prefill_flops:.3e} FLOP; "
+      f"/ {peak_flops_per_s / TFLOP:.1f} TFLOP/s = {ttft_linear_s / MS:.1f} ms")
+print(f"library, every operator on its roofline: {float(prefill.total.flops):.3e} FLOP, {ttft_s / MS:.1f} ms")
 
 # %%
-show_claims("15.1.1", "k", "m", "n")
+reader.claims("15.1.1", "k", "m", "n")
 
 # %% [markdown]
-# ### Figure 2: TTFT against prompt length
-# The dashed line keeps only the projections and the MLP (the linear $2PS/\text{peak}$ model);
-# the solid line adds causal attention. The two agree to within a few percent up to a few
-# thousand tokens and then part ways: the $S^2$ term takes a fifth of the time at 16k tokens and
-# a third at 32k. The black crosses are the book's prefill times from this section: they sit about three
-# times above our curve, which is the factor 6 against 2 from the cell above.
+# ### TTFT against prompt length
+# [Figure](#fig-15-1-1-ttft-vs-prompt) draws TTFT at 100% of peak for prompts from a few tokens
+# to tens of thousands. Two things bend the straight line of
+# [Eq. (prefill-flops)](#eq-prefill-flops): at short prompts the pass cannot be faster than reading
+# every weight once (the weight-read floor, $M_\text{weights}/\text{BW}$), and at long prompts
+# attention's $S^2$ term adds to the linear cost. Prompt lengths beyond the model's context window
+# are shaded: they are arithmetic, not runs the model can serve.
 
 # %%
 # figure: fig-15-1-1-ttft-vs-prompt
-# caption: TTFT against prompt length: the linear 2PS model and the model with causal attention agree up to a few thousand tokens, and the book's prefill times sit about three times above both.
-# alt: Log-log plot of time to first token against prompt length: a dashed straight line for the linear model and a solid line with attention that bends upward at long prompts; black crosses for the book's values lie about three times higher.
-# Figure 15.1.1-fig2-ttft-vs-prompt
-fig, table = plots.ttft_plot(MODEL, GPU, PREC, batch=BATCH,
-                             book_points=figures.book_points("15.1.1", "ttft"))
-print(table)
-fig
+# caption: TTFT grows linearly with the prompt from a few hundred tokens on; below that the weight-read floor holds it up, above tens of thousands of tokens attention bends it upwards.
+# alt: Log-log plot of TTFT in milliseconds against prompt length in tokens: a dashed line for the linear 2PS/peak model, a solid line with causal attention that leaves it at long prompts, and a horizontal floor at short prompts; the region beyond the context window is shaded.
+reader.draw(plots.ttft_plot, MODEL, GPU, PREC, batch=BATCH,
+            book_points=reader.book_points_if(BOOK, "15.1.1", "ttft"))
+
+# %%
+floor_s = memory.weight_bytes(MODEL, PREC) / hbm_bytes_per_s      # every weight read once
+attn_share_16k = 1 - (latency.ttft_rule_s(P, 16384, GPU, PREC.compute_dtype, BATCH)
+                      / latency.prefill_time_s(MODEL, GPU, 16384, BATCH, PREC))
+book_ratios = reader.book_ratios("15.1.1", "ttft", MODEL, GPU, PREC, BATCH) if BOOK else ""
+Markdown(f"The floor: reading {memory.weight_bytes(MODEL, PREC) / GB:.1f} GB of weights at "
+         f"{hbm_bytes_per_s / 1e12:.2f} TB/s takes {floor_s / MS:.1f} ms, so a prompt shorter than about "
+         f"{floor_s * peak_flops_per_s / (2 * P):.0f} tokens costs the same as one of that length. "
+         f"At 16k tokens attention takes {attn_share_16k:.0%} of the pass. "
+         + (f"The book's crosses sit above our curve by {book_ratios}: the factor 6 against 2 of "
+            "[Eq. (prefill-flops)](#eq-prefill-flops), and at long prompts attention partly closes the gap."
+            if BOOK else ""))
 
 # %% [markdown]
 # ## 3. What prefill leaves behind: the KV cache
-# Every layer stores a key and a value vector per KV head for every prompt token, so the cache
-# holds $2 \cdot L \cdot N_\text{kv} \cdot H \cdot S \cdot B$ elements. It is written once here and
-# read by every generation step that follows.
+# Every layer stores a key and a value vector per KV head for every prompt token:
+#
+# <!-- equation: eq-kv-per-token -->
+# $$C_\text{kv}(S) = 2 \cdot L \cdot N_\text{kv} \cdot H \cdot b_\text{kv} \cdot S.$$
+#
+# It is written once here and read by every generation step that follows.
 
 # %%
-kv = memory.kv_cache_bytes(MODEL, PROMPT, BATCH, PREC)
-print(f"KV cache after prefill: {kv / GB:.3f} GB "
-      f"({memory.kv_cache_bytes_per_token(MODEL, PREC) / 1e6:.3f} MB per token)")
-show_claims("15.1.1", "o")
+kv_bytes_per_token = (2 * MODEL.n_layers * MODEL.n_kv_heads * MODEL.head_dim
+                      * bytes_per_element(PREC.kv))          # K and V, every layer
+kv_bytes = kv_bytes_per_token * PROMPT * BATCH
+assert kv_bytes == memory.kv_cache_bytes(MODEL, PROMPT, BATCH, PREC)
+print(f"C_kv = 2·{MODEL.n_layers}·{MODEL.n_kv_heads}·{MODEL.head_dim}·{bytes_per_element(PREC.kv):g} B "
+      f"= {kv_bytes_per_token / 1e6:.3f} MB/token; × {PROMPT * BATCH} tokens = {kv_bytes / GB:.3f} GB"
+      f"   (library: {memory.kv_cache_bytes(MODEL, PROMPT, BATCH, PREC) / GB:.3f} GB)")
+
+# %%
+reader.claims("15.1.1", "o")
 
 # %% [markdown]
 # ## 4. The numbers in the practice, interview and takeaway paragraphs
 # Longer prompts, how many prompts fit a TTFT budget, the "four times the prompt, four times the
-# wait" rule, and a few outside facts (chunk size, FlashAttention's speed-up) that the registry
-# lists as unchecked. The long-prompt rows include attention, which is why TTFT grows faster
-# than the prompt. (Tensor parallelism, also mentioned here, is computed in 15.2.1.)
+# wait" rule, and a few outside facts (chunk size, FlashAttention's speed-up,
+# [Dao 2023](../book/references.md#dao2023)) that the registry lists as unchecked. The long-prompt
+# rows include attention, which is why TTFT grows faster than the prompt. (Tensor parallelism,
+# also mentioned here, is computed in [15.2.1](15_2_1_ttft_itl.ipynb).)
 
 # %%
-show_claims("15.1.1", "p..v")
+reader.claims("15.1.1", "p..v")
+
+# %%
+book_model = reader.get_model("llama-2-13b")
+Markdown(f"The book's 8,192- and 32,768-token prompts (15.1.1-q, -r, -v) are beyond {book_model.name}'s "
+         f"context window of {book_model.max_context_tokens:,} tokens: yardsticks for the arithmetic, not "
+         "runs the model can serve.")
 
 # %% [markdown]
 # ## The subsection's verdicts
-# Every number of 15.1.1 appeared in one of the tables above, with the cause of each
-# disagreement beside it. Counted (`ERRATA.md` collects the errata of the whole chapter):
+# Every number of 15.1.1 appeared in one of the tables above; the [errata](../ERRATA.md) page
+# collects the errata of the whole chapter.
 
 # %%
 print(verdict_summary("15.1.1"))
@@ -223,21 +303,18 @@ print(verdict_summary("15.1.1"))
 # ignores this cell's output; the `assert` checks only the qualitative result, which should
 # hold on any device (a run spoilt by another process's burst is measured again, up to three
 # times). Dashed lines are the library's prediction from the ceilings (copy bandwidth,
-# matmul FLOP/s) measured in the same run.
+# matmul FLOP/s) measured in the same run; the sentence under the figure says how far the
+# measurement strays from it, and why when it is more than 25%.
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-# figure: fig-15-1-1-measured-ttft
-# caption: Measured on this machine: prefill time of a tiny model against prompt length, with the prediction from the ceilings measured in the same run (dashed).
-# alt: Plot of measured time to first token against prompt length for a tiny model on this machine, rising with the prompt, beside a dashed predicted line.
 from inferlab import measure
 from inferlab.notebook import measure_it
 
 run, check = measure_it("decode_slower_than_prefill", min_prompt=512, factor=5.0)
-print(run.label)
-print(check)
 assert check, check.text  # a decode token costs many prefill tokens
-measure.plots.ttft_plot(run).fig
+display(measure.plots.ttft_plot(run).fig)
+Markdown(f"{run.label}: {check}. {reader.gap_sentence(run, 'ttft')}")
 
 # %% [markdown]
 # ### Recorded runs
@@ -248,13 +325,11 @@ measure.plots.ttft_plot(run).fig
 
 # %%
 recorded = measure.recorded_runs()
-print(measure.recorded_summary(recorded))
+reader.details(f"{len(recorded)} recorded runs: ceilings, TTFT and ITL measured against predicted, MBU, MFU",
+               measure.recorded_summary(recorded))
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-# figure: fig-15-1-1-recorded-ttft
-# caption: This machine's live prefill timings beside the recorded runs from data/measurements/, each with its predicted line.
-# alt: Plot of time to first token against prompt length with one line per run: the live run of this machine and the recorded runs, each next to a dashed prediction.
 measure.plots.ttft_plot([run] + recorded).fig
 
 # %% [markdown]
@@ -262,29 +337,42 @@ measure.plots.ttft_plot([run] + recorded).fig
 # The first recorded run also timed matrix products with M = 1 to 4096 rows against one weight
 # matrix: achieved FLOP/s against arithmetic intensity, over the roofline drawn from the ceilings
 # measured in that same run. Small M (a decode step) climbs the bandwidth slope; large M (a
-# prefill) reaches the flat roof: Figure 1 of this notebook, on a real machine.
+# prefill) reaches the flat roof: the [roofline figure](#fig-15-1-1-roofline) of this notebook,
+# on a real machine.
 
 # %%
 # figure: fig-15-1-1-measured-roofline
-# caption: The measured roofline of the first recorded run: small matrix products climb the bandwidth slope, large ones reach the flat compute roof.
-# alt: Log-log plot of achieved FLOP/s against arithmetic intensity for matrix products with 1 to 4096 rows, rising along a sloped bandwidth line and levelling off under a flat compute ceiling drawn from the measured peaks.
-roof = measure.plots.roofline_plot(recorded[0])
-print(roof.table)
-roof.fig
+# caption: On a recorded CPU run, matrix products with few rows sit on the measured bandwidth slope and those with many rows reach the measured compute roof.
+# alt: Log-log plot of achieved FLOP per second against arithmetic intensity for matrix products with 1 to 4096 rows, with the roofline drawn from the same run's measured copy bandwidth and matmul rate.
+measure.plots.roofline_plot(recorded[0])
+
+# %% [markdown]
+# ## Try it
+# Move the controls: the TTFT curve and the key numbers follow. (Without a live kernel, e.g. in
+# a static page, the panel shows its default state, the scenario of the "What if?" cell.)
+
+# %%
+from inferlab import panel
+
+panel.prefill_panel(MODEL, GPU, PREC, prompt=PROMPT, batch=BATCH)
 
 # %% [markdown]
 # ## Takeaways
-# - The same weight matrix serves all $BS$ prompt tokens of a prefill, so its bytes are paid once
-#   for $BS$ rows of work: intensity grows with $BS$ (until the activations dominate) and passes
-#   the H100's ridge of about 295 FLOP/byte for prompts of a few hundred tokens.
-# - A forward pass costs about $2PS$ FLOPs, not $6PS$: for the book's 13B model and a 2,048-token
-#   prompt that is roughly 54 ms on one H100 at full peak, not 160 ms.
-# - TTFT is linear in $S$ only while attention is small; by 32k tokens its quadratic term adds
-#   half again to the linear estimate.
-# - Prefill's product is the KV cache, about 1.7 GB for that prompt, held until the request ends.
-#
-# Next: [15.1.2 Memory-bound generation and the KV cache](15_1_2_decode_kv_cache.ipynb).
 
+# %%
+attn_share_32k = 1 - (latency.ttft_rule_s(P, 32768, GPU, PREC.compute_dtype, BATCH)
+                      / latency.prefill_time_s(MODEL, GPU, 32768, BATCH, PREC))
+book_contrast = ", not the book's 160 ms" if BOOK else ""
+Markdown(
+    f"- The same weight matrix serves all $BS$ prompt tokens of a prefill, so its bytes are paid once for $BS$ "
+    f"rows of work: intensity grows with $BS$ (until the activations dominate) and passes the {GPU.name}'s "
+    f"ridge of {ridge:.0f} FLOP/byte for prompts of a few hundred tokens.\n"
+    f"- A forward pass costs about $2PS$ FLOPs, not $6PS$: for {MODEL.name} and a {PROMPT:,}-token prompt "
+    f"that is {ttft_s / MS:.0f} ms on one {GPU.name} at full peak{book_contrast}.\n"
+    f"- TTFT is linear in $S$ only while attention is small: attention's share of the pass is "
+    f"{attn_share_16k:.0%} at 16k tokens and {attn_share_32k:.0%} at 32k.\n"
+    f"- Prefill's product is the KV cache, {kv_bytes / GB:.2f} GB for that prompt, held until the request ends.\n\n"
+    "Next: [15.1.2 Memory-bound generation and the KV cache](15_1_2_decode_kv_cache.ipynb).")
 # %% [markdown]
 # ## Exercises
 #

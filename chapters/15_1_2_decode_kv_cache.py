@@ -14,6 +14,8 @@
 #     name: python3
 # ---
 
+# %%
+
 # %% [markdown]
 # # 15.1.2 Memory-bound generation and the KV cache
 #
@@ -25,37 +27,46 @@
 # **What you will take away**
 # 1. A decode step multiplies each weight matrix by one vector per sequence: intensity $\approx B$,
 #    two orders of magnitude left of the ridge at $B=1$.
-# 2. Attention over the KV cache stays at about 1 FLOP/byte *whatever the batch*, because every
-#    sequence reads its own cache.
-# 3. A step therefore costs about (weight bytes + batch x KV bytes) / bandwidth.
-# 4. Device memory, not compute, caps the batch; grouped-query attention and an int8 KV cache
-#    move that wall.
+# 2. Attention over the KV cache has an intensity fixed by the model, not the batch, because every
+#    sequence reads its own cache: $2\,(N/N_\text{kv})/b_\text{kv}$, which is 1 FLOP/byte only for
+#    multi-head attention with a 16-bit cache.
+# 3. A step therefore costs about (weight bytes + batch × KV bytes) / bandwidth.
+# 4. Device memory, not compute, caps the batch; grouped-query attention
+#    ([Ainslie et al. 2023](../book/references.md#ainslie2023)) and an int8 KV cache move that wall.
 #
-# As in every notebook of this chapter, numbers come from `inferlab`, and the book's numbers
-# (section 15.1.2) are set beside ours with the claims registry's verdict.
+# As in every notebook of this chapter, each formula is computed in the open and the library
+# agrees in one line; the book's numbers (section 15.1.2) sit beside ours in compact tables
+# (✓ consistent, ≈ approximation, ✗ erratum, – unchecked), errata explained in boxes.
 
 # %%
 # %matplotlib inline
-from inferlab import Precision, get_accelerator, get_model
-from inferlab import costs, figures, latency, memory, plots, roofline, tables
-from inferlab.notebook import show_claims, show_formulas, verdict_summary
-from inferlab.units import GB, MS
+from IPython.display import Markdown
+
+from inferlab import Precision, costs, latency, memory, plots, reader, roofline, tables
+from inferlab.notebook import show_formulas, verdict_summary
+from inferlab.units import GB, GiB, MS, bytes_per_element
 
 # %% [markdown]
 # ## What if?
 # One place to change the scenario; then *Run → Run All Cells*. The book-vs-ours tables keep
-# checking the book's setup (Llama-2 13B, one H100, context 1,000).
+# checking the book's setup (Llama-2 13B, one H100, context 1,000); the book's markers appear on
+# the figures only when the scenario is the book's.
 
 # %%
 # What if? ------------------------------------------------------------------------------------
-MODEL = get_model("llama-2-13b")       # try "llama-3-8b" (GQA), "mistral-7b", "llama-2-13b-book"
-GPU = get_accelerator("h100-sxm")      # try "h200" (more bandwidth), "a100-80gb", "mi300x"
-PREC = Precision(weights="bf16", activations="bf16", kv="bf16")  # e.g. kv="int8", weights="int4"
+MODEL, GPU, PREC = reader.what_if(
+    "llama-2-13b",                     # try "llama-3-8b" (GQA), "mistral-7b", "llama-2-13b-book"
+    "h100-sxm",                        # try "h200" (more bandwidth), "a100-80gb", "mi300x"
+    Precision(weights="bf16", activations="bf16", kv="bf16"))  # e.g. kv="int8", weights="int4"
 CONTEXT = 1000                         # tokens in each sequence's KV cache
 BATCH = 16                             # sequences decoded together
 # ---------------------------------------------------------------------------------------------
-print(f"{MODEL.name} on {GPU.name}: context {CONTEXT}, batch {BATCH}; "
-      f"weights {PREC.weights}, KV cache {PREC.kv}")
+BOOK = reader.is_book_setup(MODEL, GPU, PREC) and CONTEXT == 1000
+FIT = reader.fit_message(MODEL, GPU, CONTEXT, PREC)  # '' when at least one sequence fits
+Markdown(f"**Scenario:** {MODEL.name} on one {GPU.name} ({GPU.hbm_bytes_per_s / 1e12:.2f} TB/s, "
+         f"{GPU.memory_bytes / GB:.0f} GB), context {CONTEXT:,}, batch {BATCH}; weights {PREC.weights}, "
+         f"KV cache {PREC.kv}. " + (f"**Does not fit:** {FIT}" if FIT else "")
+         + ("" if BOOK else " Not the book's setup: no book markers on the figures."))
 
 # %% [markdown]
 # The subsection opens with a scene: an H100 with 3.3 TB/s of bandwidth, 5% busy, producing a
@@ -63,78 +74,99 @@ print(f"{MODEL.name} on {GPU.name}: context {CONTEXT}, batch {BATCH}; "
 # unchecked; the roofline says what a memory-bound step actually leaves for compute.
 
 # %%
-show_claims("15.1.2", "a..c")
+reader.claims("15.1.2", "a..c")
 
 # %% [markdown]
 # ## 1. Why one token at a time is memory-bound
 #
 # For one decode step every weight matrix $W \in \mathbb{R}^{d \times f}$ is read from HBM and
-# multiplied by $B$ activation vectors: $2Bdf$ FLOPs against about $2df$ bytes in bf16, so the
-# intensity is about $B$. Attention is different in kind: each sequence reads its *own* cached
-# keys and values and does about one multiply-add per element read, so batching adds bytes and
-# FLOPs in the same proportion. The extraction dropped the book's formulas for these two
-# intensities and for the cache size; reconstructed:
+# multiplied by $B$ activation vectors. [Eq. (matmul-intensity)](15_1_1_prefill.ipynb#the-mlp-intensity-grows-with-the-tokens-in-flight)
+# of 15.1.1 with $T = B$:
+#
+# <!-- equation: eq-decode-mlp-intensity -->
+# $$I_\text{MLP} = \frac{2Bdf}{b_w\,df + b_a B(d+f)} \approx \frac{2B}{b_w} = B \quad\text{(bf16)}.$$
+#
+# Attention is different in kind: each sequence reads its *own* cached keys and values. Per
+# sequence and step, the $N$ query heads do $2 \cdot 2H$ FLOPs per cached token each, while the
+# cache holds $2 N_\text{kv} H$ elements per token of $b_\text{kv}$ bytes:
+#
+# <!-- equation: eq-decode-attention-intensity -->
+# $$I_\text{attn} = \frac{4NHS}{2 N_\text{kv} H S\, b_\text{kv}} = \frac{2}{b_\text{kv}}\cdot\frac{N}{N_\text{kv}},$$
+#
+# independent of the batch: 1 FLOP/byte for multi-head attention ($N_\text{kv} = N$) with a bf16
+# cache; grouped-query attention and an 8-bit cache raise it.
+
+# %%
+d, f = MODEL.d_model, MODEL.d_ff
+b_w, b_a, b_kv = (bytes_per_element(PREC.weights), bytes_per_element(PREC.activations),
+                  bytes_per_element(PREC.kv))
+mlp_intensity = 2 * BATCH * d * f / (b_w * d * f + b_a * BATCH * (d + f))            # Eq. (decode-mlp-intensity)
+attn_intensity = 2 / b_kv * MODEL.n_heads / MODEL.n_kv_heads                         # Eq. (decode-attention-intensity)
+step = costs.decode_costs(MODEL, BATCH, CONTEXT, PREC)
+print(f"I_MLP(B={BATCH}) = {mlp_intensity:.2f} FLOP/byte   (library, all MLP matrices: {float(step.mlp.intensity):.2f})")
+print(f"I_attn = 2/{b_kv:g} · {MODEL.n_heads}/{MODEL.n_kv_heads} = {attn_intensity:.2f} FLOP/byte   "
+      f"(library: {float(step.attention.intensity):.2f})")
+
+# %% [markdown]
+# The extraction dropped the book's formulas for these two intensities and for the cache size;
+# reconstructed:
 
 # %%
 show_formulas("15.1.2")
 
 # %%
-step = costs.decode_costs(MODEL, BATCH, CONTEXT, PREC)
-print(tables.operator_table(step, GPU, PREC.compute_dtype))
-print(f"\nMLP intensity at B={BATCH}:        {float(step.mlp.intensity):7.2f} FLOP/byte")
-print(f"attention intensity at B={BATCH}:  {float(step.attention.intensity):7.2f} FLOP/byte")
-print(f"ridge point:                   {roofline.ridge_point(GPU, PREC.compute_dtype):7.1f} FLOP/byte")
-
-# %% [markdown]
-# The book's intensity statements for generation:
+reader.claims("15.1.2", "d..j", "aa")
 
 # %%
-show_claims("15.1.2", "d..j", "aa")
+ridge = roofline.ridge_point(GPU, PREC.compute_dtype)
+Markdown(f"Against the {GPU.name}'s ridge of {ridge:.0f} FLOP/byte, the MLP at $B$ = {BATCH} uses "
+         f"{mlp_intensity / ridge:.1%} of the peak and attention {attn_intensity / ridge:.2%}. The book's \"attention "
+         "stays at about 1 FLOP/byte whatever the batch\" holds for multi-head attention with a 16-bit cache; "
+         f"for {MODEL.name} ({MODEL.attention_kind}, {PREC.kv} cache) it is {attn_intensity:.2g}, and still "
+         "independent of the batch. Every operator of the step:")
+
+# %%
+reader.details("every operator of one decode step", tables.operator_table(step, GPU, PREC.compute_dtype))
 
 # %% [markdown]
-# ### Figure 1: intensity of a decode step against batch
-# Each operator group's intensity as the batch grows, on log-log axes. The projections and the
-# MLP climb along $I \approx B$ and would meet the ridge near $B \approx 300$ (if memory allowed
-# such a batch); attention stays flat at one FLOP per byte. The whole layer saturates far below the
-# ridge, because attention's bytes grow with $B$ too.
+# ### Intensity against batch
+# [Figure](#fig-15-1-2-decode-intensity) follows each operator group as the batch grows.
 
 # %%
 # figure: fig-15-1-2-decode-intensity
-# caption: Intensity of a decode step against batch: projections and MLP climb with the batch, attention stays at one FLOP per byte, and the whole layer saturates far below the ridge.
-# alt: Log-log plot of arithmetic intensity against batch size: lines for the projections and the MLP rise diagonally, a flat line for attention at about one FLOP per byte, a whole-layer line that levels off, and a horizontal ridge line far above.
-# Figure 15.1.2-fig1-decode-intensity
-fig, table = plots.decode_intensity_plot(MODEL, GPU, PREC, context_len=CONTEXT)
-print(table)
-fig
+# caption: In a decode step the weight matrices' intensity climbs with the batch while attention's stays flat, so the whole step stays far below the ridge.
+# alt: Log-log plot of arithmetic intensity in FLOP per byte against batch size: projection and MLP lines rise with slope one towards the ridge line, the attention line is flat, the whole-layer line saturates well below the ridge.
+reader.draw(plots.decode_intensity_plot, MODEL, GPU, PREC, context_len=CONTEXT)
+
+# %%
+mlp_ridge_b = plots.mlp_ridge_batch(MODEL, GPU, PREC, context_len=CONTEXT)
+Markdown(f"The MLP would meet the ridge near $B \\approx$ {mlp_ridge_b:,.0f}"
+         + (f", far beyond the {memory.max_batch(MODEL, GPU, CONTEXT, PREC)} sequences that fit" if not FIT else "")
+         + "; the whole layer saturates lower still, because attention's bytes grow with $B$ too.")
 
 # %% [markdown]
 # ## 2. The cost of a step
 # With everything left of the ridge, a step's time is the bytes it moves divided by the
 # bandwidth: every weight once, plus every sequence's cache.
 #
-# <!-- equation: eq-decode-step-time -->
-# $$t_\text{step}(B) \approx \frac{M_\text{weights} + B \cdot C_\text{kv}}{\text{BW}},
+# <!-- equation: eq-step-time -->
+# $$t_\text{step}(B) \approx \frac{M_\text{weights} + B \cdot C_\text{kv}(S)}{\text{BW}},
 # \qquad \text{throughput}(B) = \frac{B}{t_\text{step}(B)}.$$
-#
-# The library does not use this shortcut: it sums the roofline time of every operator. The
-# shortcut is there too, as `latency.decode_step_rule_s`, so you can see how close it gets.
 
 # %%
-w = memory.weight_bytes(MODEL, PREC)
-kv = memory.kv_cache_bytes(MODEL, CONTEXT, 1, PREC)
-print(f"weights {w / GB:.2f} GB; KV cache per sequence at context {CONTEXT}: {kv / GB:.3f} GB")
-print(f"step time at B=1:        {latency.decode_step_time_s(MODEL, GPU, CONTEXT, 1, PREC) / MS:6.2f} ms "
-      f"(shortcut {latency.decode_step_rule_s(w, kv, 1, GPU) / MS:.2f} ms)")
-print(f"step time at B={BATCH}:      {latency.decode_step_time_s(MODEL, GPU, CONTEXT, BATCH, PREC) / MS:6.2f} ms "
-      f"(shortcut {latency.decode_step_rule_s(w, kv, BATCH, GPU) / MS:.2f} ms)")
-print(f"throughput at B=1:       {latency.throughput_tokens_per_s(MODEL, GPU, CONTEXT, 1, PREC):6.0f} tokens/s")
-print(f"throughput at B={BATCH}:     {latency.throughput_tokens_per_s(MODEL, GPU, CONTEXT, BATCH, PREC):6.0f} tokens/s")
-
-# %% [markdown]
-# The book's worked example for a step at $B=1$ and $B=16$:
+weight_bytes = MODEL.n_params * b_w                                     # every parameter, once
+kv_bytes_per_seq = 2 * MODEL.n_layers * MODEL.n_kv_heads * MODEL.head_dim * b_kv * CONTEXT
+step_1_s = (weight_bytes + 1 * kv_bytes_per_seq) / GPU.hbm_bytes_per_s  # Eq. (step-time)
+step_b_s = (weight_bytes + BATCH * kv_bytes_per_seq) / GPU.hbm_bytes_per_s
+print(f"M = {MODEL.n_params / 1e9:.2f}e9 · {b_w:g} B = {weight_bytes / GB:.2f} GB; "
+      f"C_kv = 2·{MODEL.n_layers}·{MODEL.n_kv_heads}·{MODEL.head_dim}·{b_kv:g}·{CONTEXT} = {kv_bytes_per_seq / GB:.3f} GB")
+print(f"t(1) = {step_1_s / MS:.2f} ms -> {1 / step_1_s:,.0f} tokens/s;  t({BATCH}) = {step_b_s / MS:.2f} ms "
+      f"-> {BATCH / step_b_s:,.0f} tokens/s")
+print(f"library (every operator on its roofline): t(1) = {latency.decode_step_time_s(MODEL, GPU, CONTEXT, 1, PREC) / MS:.2f} ms, "
+      f"t({BATCH}) = {latency.decode_step_time_s(MODEL, GPU, CONTEXT, BATCH, PREC) / MS:.2f} ms")
 
 # %%
-show_claims("15.1.2", "k..v")
+reader.claims("15.1.2", "k..v")
 
 # %% [markdown]
 # ## 3. The memory wall
@@ -143,53 +175,60 @@ show_claims("15.1.2", "k..v")
 #
 # <!-- equation: eq-max-batch -->
 # $$B_\text{max} = \left\lfloor \frac{\text{capacity} - M_\text{weights}}{C_\text{kv}(S)} \right\rfloor.$$
+#
+# Which capacity? Datasheets print "80 GB"; the memory itself is binary (an H100 80GB reports
+# 81,559 MiB to CUDA, 85.5 × 10⁹ bytes). The library, like the book, counts the datasheet's number
+# as 10⁹-byte GB (`data/accelerators.toml`); bandwidths and FLOP/s are decimal either way. The
+# cell shows what the binary reading would change.
 
 # %%
-print(f"largest batch at context {CONTEXT} on {GPU.name}: {memory.max_batch(MODEL, GPU, CONTEXT, PREC)}")
-show_claims("15.1.2", "w..z")
+capacity = GPU.memory_bytes
+b_max_dec = int((capacity - weight_bytes) // kv_bytes_per_seq) if capacity > weight_bytes else 0   # Eq. (max-batch)
+b_max_bin = int((capacity / GB * GiB - weight_bytes) // kv_bytes_per_seq) if capacity / GB * GiB > weight_bytes else 0
+print(f"B_max = ({capacity / GB:.0f} GB - {weight_bytes / GB:.2f} GB) / {kv_bytes_per_seq / GB:.3f} GB = {b_max_dec}"
+      f"   (library: {memory.max_batch(MODEL, GPU, CONTEXT, PREC) if not FIT else 'does not fit'});"
+      f" with {capacity / GB:.0f} GiB instead: {b_max_bin}")
+assert FIT or b_max_dec == memory.max_batch(MODEL, GPU, CONTEXT, PREC)  # the formula is the library's
+
+# %%
+reader.claims("15.1.2", "w..z")
 
 # %% [markdown]
-# ### Figure 2: where the memory goes
-# Device memory against batch at the chosen context: the weights are a fixed floor, the KV cache
-# grows linearly with $B$ and consumes what is free. The red line is the largest batch that fits;
-# the black cross is the book's estimate.
+# ### Where the memory goes
+# [Figure](#fig-15-1-2-memory-budget): device memory against batch at the chosen context. The
+# weights are a fixed floor; the KV cache grows linearly with $B$ and consumes what is free.
 
 # %%
 # figure: fig-15-1-2-memory-budget
-# caption: Device memory against batch: the weights are a fixed floor, the KV cache grows linearly, and the largest batch that fits is where the total meets the capacity.
-# alt: Stacked plot of memory against batch size: a constant band for the weights, a linearly growing band for the KV cache and the free memory above them, a horizontal capacity line, a red vertical line at the largest batch that fits and a black cross at the book's estimate.
-# Figure 15.1.2-fig2-memory-budget
-fig, table = plots.memory_budget_plot(MODEL, GPU, CONTEXT, PREC,
-                                      book_points=figures.book_points("15.1.2", "memory"))
-print(table)
-fig
+# caption: The weights take a fixed share of device memory and the KV cache grows linearly with the batch until it fills the rest: that crossing is the largest batch.
+# alt: Stacked plot of device memory in GB against batch: a flat weights band, a KV cache band growing linearly on top, a horizontal capacity line and a vertical line at the largest batch that fits.
+reader.draw_if_fits(FIT, plots.memory_budget_plot, MODEL, GPU, CONTEXT, PREC,
+                    book_points=reader.book_points_if(BOOK, "15.1.2", "memory"))
 
 # %% [markdown]
-# ### Figure 3: MHA vs GQA vs an int8 KV cache
+# ### MHA vs GQA vs an int8 KV cache
 # Two levers shrink the cache per sequence: fewer KV heads (grouped-query attention shares each
-# key/value head among several query heads) and fewer bytes per element (int8). Each line is
-# weights plus cache against batch; where it crosses the capacity line is the largest batch.
-# The GQA variant keeps the parameter count: the K and V projection weights it saves go into a
-# wider MLP, as in Llama-3, so only the cache changes (the same variant the registry uses).
+# key/value head among several query heads) and fewer bytes per element (int8).
+# [Figure](#fig-15-1-2-kv-variants) compares the largest batch each allows. The GQA variant keeps
+# the parameter count: the K and V projection weights it saves go into a wider MLP, as in
+# Llama-3, so only the cache changes (the same variant the registry uses).
 
 # %%
 # figure: fig-15-1-2-kv-variants
-# caption: Weights plus KV cache against batch for multi-head attention, grouped-query attention and an int8 cache: fewer KV heads or fewer bytes per element let a larger batch fit.
-# alt: Plot of memory against batch size with three rising lines (MHA, GQA, int8 KV cache) of decreasing slope and a horizontal capacity line; each line crosses the capacity at a larger batch than the one before.
-# Figure 15.1.2-fig3-kv-variants
-fig, table = plots.kv_variants_plot(MODEL, GPU, CONTEXT, PREC,
-                                    book_points=figures.book_points("15.1.2", "kv-variants"))
-print(table)
-fig
+# caption: Fewer KV heads and fewer bytes per cached element each raise the largest batch that fits beside the weights.
+# alt: Bar chart of the largest batch that fits for multi-head attention, grouped-query attention with 8 KV heads, and an int8 KV cache.
+reader.draw_if_fits(FIT, plots.kv_variants_plot, MODEL, GPU, CONTEXT, PREC,
+                    book_points=reader.book_points_if(BOOK, "15.1.2", "kv-variants"))
 
 # %% [markdown]
 # ## 4. The numbers in the practice, interview and takeaway paragraphs
 
 # %%
-show_claims("15.1.2", "ab..an")
+reader.claims("15.1.2", "ab..an")
 
 # %% [markdown]
 # ## The subsection's verdicts
+# The [errata](../ERRATA.md) page collects the errata of the whole chapter.
 
 # %%
 print(verdict_summary("15.1.2"))
@@ -202,53 +241,62 @@ print(verdict_summary("15.1.2"))
 # ignores this cell's output; the `assert` checks only the qualitative result, which should
 # hold on any device (a run spoilt by another process's burst is measured again, up to three
 # times). Dashed lines are the library's prediction from the ceilings (copy bandwidth,
-# matmul FLOP/s) measured in the same run.
+# matmul FLOP/s) measured in the same run; the sentence under the figure says how far the
+# measurement strays from it, and why when it is more than 25%.
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-# figure: fig-15-1-2-measured-step-time-live
-# caption: Measured on this machine: decode step time of a tiny model against batch, with the prediction from the ceilings measured in the same run (dashed).
-# alt: Plot of measured decode step time against batch size for a tiny model on this machine, growing slowly with the batch, beside a dashed predicted line.
 from inferlab import measure
 from inferlab.notebook import measure_it
 
 run, check = measure_it("decode_slower_than_prefill", min_prompt=512, factor=5.0)
-print(run.label)
-print(check)
 assert check, check.text  # one token per step: far more time per token than prefill
-measure.plots.step_time_plot(run).fig
+display(measure.plots.step_time_plot(run))
+Markdown(f"{run.label}: {check}. {reader.gap_sentence(run, 'batch')}")
 
 # %% [markdown]
 # ### Recorded runs
-# The runs kept in `data/measurements/`, labelled as recorded: a larger CPU model (weights well
-# beyond the last-level cache) in bf16 and in fp32 and, once one is recorded with
-# `benchmarks/gpu_suite.sh`, a GPU run at the book's 13B shapes. They come from files, so their
-# numbers are compared by nbval. The figure puts them beside this machine's live run.
+# The runs kept in `data/measurements/`, labelled as recorded, beside this machine's live run.
+# They come from files, so their numbers are compared by nbval.
 
 # %%
 recorded = measure.recorded_runs()
-print(measure.recorded_summary(recorded))
+reader.details(f"{len(recorded)} recorded runs: ceilings, TTFT and ITL measured against predicted, MBU, MFU",
+               measure.recorded_summary(recorded))
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-# figure: fig-15-1-2-measured-step-time
-# caption: Measured decode step time against batch on this machine and in the recorded runs, each with its predicted line.
-# alt: Plot of decode step time against batch size with one line per run (the live run and the recorded ones), each beside a dashed prediction; the step time grows slowly with the batch.
-measure.plots.step_time_plot([run] + recorded).fig
+measure.plots.step_time_plot([run] + recorded)
+
+# %% [markdown]
+# ## Try it
+# Move the controls: the memory budget and the key numbers follow. (Without a live kernel the
+# panel shows its default state, the scenario of the "What if?" cell.)
+
+# %%
+from inferlab import panel
+
+panel.decode_panel(MODEL, GPU, PREC, context=CONTEXT, batch=BATCH)
 
 # %% [markdown]
 # ## Takeaways
-# - A decode step reads every weight to produce one token per sequence: at $B=1$ its intensity
-#   is about 1 FLOP/byte, some 300 times below the H100's ridge, so ITL is bytes over bandwidth.
-# - Batching raises the intensity of the weight matrices roughly in proportion to $B$, but not
-#   attention's, which stays near 1 because every sequence owns its cache.
-# - For Llama-2 13B at 1,000 tokens of context, an 80 GB H100 holds 65 sequences (the book's
-#   bound, 65.9, is the same before rounding down); an int8 cache doubles that, and eight KV heads
-#   instead of forty multiply it about five times.
-#
-# Previous: [15.1.1 Compute-bound prefill](15_1_1_prefill.ipynb) ·
-# Next: [15.2.1 TTFT and ITL](15_2_1_ttft_itl.ipynb)
 
+# %%
+gqa = MODEL.gqa_variant(8) if MODEL.n_kv_heads > 8 else MODEL
+int8_prec = reader.with_precision(PREC, kv="int8")
+Markdown(
+    f"- A decode step reads every weight to produce one token per sequence: at $B$ = 1 its intensity is about "
+    f"{2 / b_w:.0f} FLOP/byte, some {ridge * b_w / 2:.0f} times below the {GPU.name}'s ridge, so ITL is bytes over bandwidth: "
+    f"{step_1_s / MS:.1f} ms for {MODEL.name}.\n"
+    f"- Batching raises the intensity of the weight matrices in proportion to $B$, but not attention's, "
+    f"which stays at {attn_intensity:.2g} FLOP/byte because every sequence owns its cache.\n"
+    + (f"- At {CONTEXT:,} tokens of context, {GPU.memory_bytes / GB:.0f} GB hold {b_max_dec} sequences beside the weights"
+       + (f"; an int8 cache allows {memory.max_batch(MODEL, GPU, CONTEXT, int8_prec)}"
+          + (f", eight KV heads instead of {MODEL.n_kv_heads} allow {memory.max_batch(gqa, GPU, CONTEXT, PREC)}"
+             if gqa is not MODEL else "") + "." if not FIT else ".")
+       if not FIT else f"- {MODEL.name} does not fit on one {GPU.name}: {FIT}.")
+    + "\n\nPrevious: [15.1.1 Compute-bound prefill](15_1_1_prefill.ipynb) · "
+    "Next: [15.2.1 TTFT and ITL](15_2_1_ttft_itl.ipynb)")
 # %% [markdown]
 # ## Exercises
 #

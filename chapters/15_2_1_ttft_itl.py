@@ -14,6 +14,8 @@
 #     name: python3
 # ---
 
+# %%
+
 # %% [markdown]
 # # 15.2.1 Time-to-first-token and inter-token latency
 #
@@ -29,29 +31,35 @@
 # 3. So the levers differ: quantising weights cuts ITL and leaves TTFT; shortening prompts cuts
 #    TTFT and leaves ITL. Set a target for each.
 #
-# The book's numbers (section 15.2.1) are checked by the claims registry; everything else follows
-# the "What if?" cell.
+# The book's numbers (section 15.2.1) sit beside ours in compact tables (✓ consistent,
+# ≈ approximation, ✗ erratum, – unchecked); everything else follows the "What if?" cell.
 
 # %%
 # %matplotlib inline
-from inferlab import Precision, get_accelerator, get_model
-from inferlab import figures, latency, memory, plots, roofline, tables
-from inferlab.notebook import show_claims, show_formulas, verdict_summary
-from inferlab.units import GB, MS
+from IPython.display import Markdown
+
+from inferlab import Precision, latency, memory, plots, reader, roofline
+from inferlab.notebook import show_formulas, verdict_summary
+from inferlab.units import GB, MS, TFLOP, bytes_per_element
 
 # %% [markdown]
 # ## What if?
 
 # %%
 # What if? ------------------------------------------------------------------------------------
-MODEL = get_model("llama-2-13b")       # try "llama-2-70b" with GPU "b200", or "llama-3-8b"
-GPU = get_accelerator("h100-sxm")      # try "h200": same peak, 43% more bandwidth
-PREC = Precision(weights="bf16", activations="bf16", kv="bf16")  # e.g. weights="int8"
+MODEL, GPU, PREC = reader.what_if(
+    "llama-2-13b",                     # try "llama-2-70b" with GPU "b200", or "llama-3-8b"
+    "h100-sxm",                        # try "h200": same peak, 43% more bandwidth
+    Precision(weights="bf16", activations="bf16", kv="bf16"))  # e.g. weights="int8"
 PROMPT = 1024                          # prompt length S, tokens
 BATCH = 1                              # concurrent sequences
 ALLREDUCE_LATENCY_S = 10e-6            # per all-reduce under tensor parallelism: an assumption
 # ---------------------------------------------------------------------------------------------
-print(f"{MODEL.name} on {GPU.name}: prompt {PROMPT}, batch {BATCH}; weights {PREC.weights}, KV {PREC.kv}")
+BOOK = reader.is_book_setup(MODEL, GPU, PREC) and PROMPT == 1024 and BATCH == 1
+FIT = reader.fit_message(MODEL, GPU, PROMPT, PREC)
+Markdown(f"**Scenario:** {MODEL.name} on one {GPU.name}, prompt {PROMPT:,}, batch {BATCH}; weights "
+         f"{PREC.weights}, KV cache {PREC.kv}. " + (f"**Does not fit:** {FIT}" if FIT else "")
+         + ("" if BOOK else " Not the book's setup: no book markers on the figures."))
 
 # %% [markdown]
 # ## 1. Two formulas, two resources
@@ -61,64 +69,77 @@ print(f"{MODEL.name} on {GPU.name}: prompt {PROMPT}, batch {BATCH}; weights {PRE
 show_formulas("15.2.1")
 
 # %% [markdown]
-# The subsection's opening paragraphs restate the intensities of 15.1.1 and 15.1.2 and the
-# H100's two ceilings:
+# In short, with $P$ the parameters in matrix products:
+#
+# <!-- equation: eq-ttft-itl -->
+# $$\text{TTFT} \approx \frac{2PBS}{\text{peak}}, \qquad
+# \text{ITL} \approx \frac{M_\text{weights} + B\,C_\text{kv}(S)}{\text{BW}}.$$
+#
+# The subsection's opening paragraphs restate the intensities of
+# [15.1.1](15_1_1_prefill.ipynb) and [15.1.2](15_1_2_decode_kv_cache.ipynb) and the H100's two
+# ceilings:
 
 # %%
-show_claims("15.2.1", "a..h")
+reader.claims("15.2.1", "a..h")
 
 # %% [markdown]
-# The ratio of the two resources is the ridge point again: a step that does one FLOP per byte
-# uses about $1/295$ of an H100's arithmetic. Here are both latencies for the scenario, with the
-# shortcut beside the full operator count:
+# [Eq. (ttft-itl)](#eq-ttft-itl) in numbers for the scenario, then the library's full operator count:
 
 # %%
-w = memory.weight_bytes(MODEL, PREC)
-kv = memory.kv_cache_bytes(MODEL, PROMPT, 1, PREC)
-print(f"weights {w / GB:.2f} GB, KV cache per sequence {kv / GB:.3f} GB, "
-      f"ridge {roofline.ridge_point(GPU, PREC.compute_dtype):.1f} FLOP/byte")
-print(f"TTFT: {latency.ttft_s(MODEL, GPU, PROMPT, BATCH, PREC) / MS:7.2f} ms   "
-      f"(2PS/peak: {latency.ttft_rule_s(MODEL.n_params, PROMPT, GPU, PREC.compute_dtype, BATCH) / MS:.2f} ms)")
-print(f"ITL:  {latency.itl_s(MODEL, GPU, PROMPT, BATCH, PREC) / MS:7.2f} ms   "
-      f"((M + B C_kv)/BW: {latency.decode_step_rule_s(w, kv, BATCH, GPU) / MS:.2f} ms)")
-
-# %% [markdown]
-# The book's worked example (Llama-2 13B, one H100, $S=1024$, $B=1$):
+P = MODEL.n_matmul_params
+peak_flops_per_s, hbm_bytes_per_s = GPU.peak(PREC.compute_dtype), GPU.hbm_bytes_per_s
+weight_bytes = MODEL.n_params * bytes_per_element(PREC.weights)
+kv_bytes_per_seq = (2 * MODEL.n_layers * MODEL.n_kv_heads * MODEL.head_dim
+                    * bytes_per_element(PREC.kv) * PROMPT)
+ttft_rule = 2 * P * BATCH * PROMPT / peak_flops_per_s
+itl_rule = (weight_bytes + BATCH * kv_bytes_per_seq) / hbm_bytes_per_s
+ttft_s = latency.ttft_s(MODEL, GPU, PROMPT, BATCH, PREC)
+itl_s = latency.itl_s(MODEL, GPU, PROMPT, BATCH, PREC)
+print(f"TTFT = 2·{P / 1e9:.2f}e9·{BATCH}·{PROMPT} / {peak_flops_per_s / TFLOP:.1f} TFLOP/s = {ttft_rule / MS:.2f} ms"
+      f"   (library: {ttft_s / MS:.2f} ms)")
+print(f"ITL  = ({weight_bytes / GB:.2f} GB + {BATCH}·{kv_bytes_per_seq / GB:.3f} GB) / {hbm_bytes_per_s / 1e12:.2f} TB/s"
+      f" = {itl_rule / MS:.2f} ms   (library: {itl_s / MS:.2f} ms)")
 
 # %%
-show_claims("15.2.1", "i..q")
+reader.claims("15.2.1", "i..q")
+
+# %%
+book_model = reader.get_model("llama-2-13b")
+Markdown(f"The book's 100k-token prompt (15.2.1-q) is beyond {book_model.name}'s context window of "
+         f"{book_model.max_context_tokens:,} tokens: a yardstick for the arithmetic, not a deployable run.")
 
 # %% [markdown]
-# ### Figure 1: TTFT against prompt length
-# Dashed: the linear model. Solid: with causal attention. The crosses are this subsection's
-# numbers from the book: 1k and 2k tokens sit on the line; at 100k tokens the book extrapolates
-# linearly, while attention has by then more than doubled the pass.
+# ### TTFT against prompt length
+# [Figure](#fig-15-2-1-ttft-vs-prompt): the dashed line is the linear model of
+# [Eq. (ttft-itl)](#eq-ttft-itl), the solid one adds causal attention. Prompt lengths beyond the
+# model's context window are shaded.
 
 # %%
 # figure: fig-15-2-1-ttft-vs-prompt
-# caption: TTFT against prompt length: the book's 1k and 2k points sit on the line; at 100k tokens attention has more than doubled the pass the book extrapolates linearly.
-# alt: Log-log plot of time to first token against prompt length: a dashed linear line and a solid line with attention that bends upward; crosses for the book's numbers lie on the line at short prompts and below the solid line at 100k tokens.
-# Figure 15.2.1-fig1-ttft-vs-prompt
-fig, table = plots.ttft_plot(MODEL, GPU, PREC, batch=BATCH,
-                             book_points=figures.book_points("15.2.1", "ttft"))
-print(table)
-fig
+# caption: TTFT is linear in the prompt length until attention's quadratic term bends it upwards at tens of thousands of tokens.
+# alt: Log-log plot of TTFT in milliseconds against prompt length: a dashed linear line and a solid line with attention that rises above it at long prompts; the region beyond the context window is shaded.
+reader.draw(plots.ttft_plot, MODEL, GPU, PREC, batch=BATCH,
+            book_points=reader.book_points_if(BOOK, "15.2.1", "ttft"))
+
+# %%
+ttft_100k = latency.prefill_time_s(MODEL, GPU, 100_000, BATCH, PREC)
+ttft_100k_rule = latency.ttft_rule_s(P, 100_000, GPU, PREC.compute_dtype, BATCH)
+Markdown(f"At 100k tokens the linear rule gives {ttft_100k_rule:.1f} s and the full model {ttft_100k:.1f} s: "
+         f"attention has made the pass {ttft_100k / ttft_100k_rule:.1f}× longer. "
+         + reader.context_note(MODEL, 100_000))
 
 # %% [markdown]
-# ### Figure 2: ITL against context length and batch
-# At $B=1$ the step is dominated by the weights, so ITL hardly moves until the cache reaches
-# tens of thousands of tokens. With more sequences in the batch, their caches add up and ITL
-# climbs sooner. Dotted: the batch's caches no longer fit on the device.
+# ### ITL against context length and batch
+# [Figure](#fig-15-2-1-itl-vs-context): at $B = 1$ the step is dominated by the weights, so ITL
+# hardly moves until the cache reaches tens of thousands of tokens. With more sequences in the
+# batch, their caches add up and ITL climbs sooner. Dotted: the batch's caches no longer fit.
 
 # %%
 # figure: fig-15-2-1-itl-vs-context
-# caption: Inter-token latency against context length for several batches: flat at batch 1 until the cache reaches tens of thousands of tokens, climbing sooner at larger batches.
-# alt: Plot of inter-token latency against context length with one line per batch size; the batch-1 line is nearly flat, larger batches rise earlier and turn dotted where their caches no longer fit.
-# Figure 15.2.1-fig2-itl-vs-context
-fig, table = plots.itl_plot(MODEL, GPU, PREC, batches=(1, 8, 32, 64),
-                            book_points=figures.book_points("15.2.1", "itl"))
-print(table)
-fig
+# caption: ITL stays flat with context at batch one, because the weights dominate the bytes of a step, and climbs sooner at larger batches as the caches add up.
+# alt: Plot of ITL in milliseconds against context length for batches 1, 8, 32 and 64; the batch-one line is nearly flat, larger batches rise earlier; dotted segments mark batches that do not fit in memory.
+reader.draw_if_fits(FIT, plots.itl_plot, MODEL, GPU, PREC, batches=(1, 8, 32, 64),
+                    book_points=reader.book_points_if(BOOK, "15.2.1", "itl"))
 
 # %% [markdown]
 # ## 2. Which lever moves which latency
@@ -126,45 +147,67 @@ fig
 # the fly, so the arithmetic (and hence TTFT) is unchanged while the bytes a step reads shrink.
 # ITL falls a little less than the weight bytes because the KV cache read stays.
 
-# %% [markdown]
-# ### Figure 3: weight dtype against TTFT and ITL
-
 # %%
 # figure: fig-15-2-1-weight-dtype
-# caption: Weight dtype against TTFT and ITL: quantising the weights leaves TTFT unchanged and shortens ITL by a little less than the weight bytes.
-# alt: Two bar charts with one bar per weight format (bf16, int8, int4): left, time to first token, nearly equal for all three; right, inter-token latency, shrinking as the weights get smaller.
-# Figure 15.2.1-fig3-weight-dtype
-fig, table = plots.weight_dtype_plot(MODEL, GPU, PREC, prompt_len=PROMPT, context_len=PROMPT,
-                                     batch=BATCH, book_points=figures.book_points("15.2.1", "weight-dtype"))
-print(table)
-fig
+# caption: Quantising the weights cuts ITL nearly in proportion to the weight bytes and leaves TTFT unchanged.
+# alt: Grouped bars of TTFT and ITL in milliseconds for bf16, int8 and int4 weights: the TTFT bars are equal, the ITL bars shrink with the weight format.
+reader.draw(plots.weight_dtype_plot, MODEL, GPU, PREC, prompt_len=PROMPT, context_len=PROMPT,
+            batch=BATCH, book_points=reader.book_points_if(BOOK, "15.2.1", "weight-dtype"))
 
 # %% [markdown]
-# ### Tensor parallelism: both latencies shrink, at different rates
-# Splitting every layer over $K$ devices divides the FLOPs and the weight bytes per device by
-# $K$, so both TTFT and ITL fall; what they pay back is two all-reduces of the activations per
-# layer. In prefill those messages hold the whole prompt and are large, so the interconnect's
-# bandwidth eats into the speed-up; in decode they are tiny, and what matters is the fixed
-# start-up latency of each collective, which the first table leaves out and the second sets to
-# `ALLREDUCE_LATENCY_S` from the "What if?" cell (an assumed start-up cost of a few microseconds).
+# ### Tensor parallelism: both latencies shrink
+# Splitting every layer over $K$ devices ([Shoeybi et al. 2019](../book/references.md#shoeybi2019))
+# divides the FLOPs and the weight bytes per device by $K$, so both TTFT and ITL fall; what they
+# pay back is two all-reduces of the activations per layer, each costing its bytes over the
+# interconnect plus a fixed start-up latency (`ALLREDUCE_LATENCY_S` in the "What if?" cell, an
+# assumption):
+#
+# <!-- equation: eq-tp-time -->
+# $$t(K) \approx \frac{t(1)}{K} + 2L\left(\frac{\text{message bytes}}{\text{link BW}} + t_\text{latency}\right).$$
 
 # %%
-print("bandwidth-only all-reduces:")
-print(tables.tensor_parallel_table(MODEL, GPU, PROMPT, PROMPT, BATCH, PREC))
-print(f"\nwith {ALLREDUCE_LATENCY_S * 1e6:g} us per all-reduce:")
-print(tables.tensor_parallel_table(MODEL, GPU, PROMPT, PROMPT, BATCH, PREC,
-                                   allreduce_latency_s=ALLREDUCE_LATENCY_S))
+tps = (1, 2, 4, 8)
+ttft_k = [latency.prefill_time_s(MODEL, GPU, PROMPT, BATCH, PREC, tp=k, allreduce_latency_s=ALLREDUCE_LATENCY_S)
+          for k in tps]
+itl_k = [latency.decode_step_time_s(MODEL, GPU, PROMPT, BATCH, PREC, tp=k, allreduce_latency_s=ALLREDUCE_LATENCY_S)
+         for k in tps]
+print("K:          " + "".join(f"{k:>9}" for k in tps))
+print("TTFT ms:    " + "".join(f"{t / MS:9.2f}" for t in ttft_k))
+print("ITL ms:     " + "".join(f"{t / MS:9.3f}" for t in itl_k))
+print("ITL speedup:" + "".join(f"{itl_k[0] / t:9.2f}" for t in itl_k))
+
+# %%
+best_ttft, best_itl = tps[ttft_k.index(min(ttft_k))], tps[itl_k.index(min(itl_k))]
+eff_itl = [itl_k[0] / t / k for k, t in zip(tps, itl_k)]
+Markdown(
+    f"Here the lowest TTFT is at $K$ = {best_ttft} and the lowest ITL at $K$ = {best_itl}"
+    + (": the largest $K$ is fastest on both counts. " if best_ttft == best_itl == tps[-1] else ". ")
+    + f"What falls with $K$ is the speed-up per GPU: ITL's is {eff_itl[1]:.0%} of ideal at $K$ = 2 and "
+    f"{eff_itl[-1]:.0%} at $K$ = {tps[-1]}. So the argument for a small $K$ is efficiency (GPU-seconds per "
+    "token), not latency.\n\n"
+    f"> **Note on the book's tensor-parallel claim.** The book says tensor parallelism reduces TTFT but not "
+    f"ITL proportionally. By the bandwidth model ITL speeds up {itl_k[0] / itl_k[1]:.2f}× at $K$ = 2 and "
+    f"{itl_k[0] / itl_k[-1]:.2f}× at $K$ = {tps[-1]} (TTFT: {ttft_k[0] / ttft_k[1]:.2f}× and "
+    f"{ttft_k[0] / ttft_k[-1]:.2f}×): each device reads $1/K$ of the weights, so decode gains about as much "
+    f"as prefill, less only by the all-reduces' start-up latency ({ALLREDUCE_LATENCY_S * 1e6:g} µs each here).")
 
 # %% [markdown]
 # ## 3. The numbers in the practice, interview and takeaway paragraphs
 # Quantisation, prompt pruning, the 70B model with a 50k-token prompt, tensor parallelism and
-# chunked prefill:
+# chunked prefill ([Agrawal et al. 2024](../book/references.md#agrawal2024)):
 
 # %%
-show_claims("15.2.1", "r..ad")
+reader.claims("15.2.1", "r..ad")
+
+# %%
+llama70 = reader.get_model("llama-2-70b")
+Markdown(f"The 50k-token prompt of 15.2.1-ab is beyond {llama70.name}'s context window of "
+         f"{llama70.max_context_tokens:,} tokens: the book uses it as a yardstick for the compute, not a run "
+         "the model can serve.")
 
 # %% [markdown]
 # ## The subsection's verdicts
+# The [errata](../ERRATA.md) page collects the errata of the whole chapter.
 
 # %%
 print(verdict_summary("15.2.1"))
@@ -177,56 +220,61 @@ print(verdict_summary("15.2.1"))
 # ignores this cell's output; the `assert` checks only the qualitative result, which should
 # hold on any device (a run spoilt by another process's burst is measured again, up to three
 # times). Dashed lines are the library's prediction from the ceilings (copy bandwidth,
-# matmul FLOP/s) measured in the same run.
+# matmul FLOP/s) measured in the same run; the sentence under the figure says how far the
+# measurement strays from it, and why when it is more than 25%.
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-# figure: fig-15-2-1-measured-itl-live
-# caption: Measured on this machine: inter-token latency of a tiny model against context length, with the prediction from the ceilings measured in the same run (dashed).
-# alt: Plot of measured inter-token latency against context length for a tiny model on this machine, nearly flat, beside a dashed predicted line.
 from inferlab import measure
 from inferlab.notebook import measure_it
 
 run, check = measure_it("itl_flat_with_context", max_growth=1.0)
-print(run.label)
-print(check)
 assert check, check.text  # at B = 1 ITL barely moves while the prompt grows 8-fold
-measure.plots.itl_plot(run).fig
+display(measure.plots.itl_plot(run))
+Markdown(f"{run.label}: {check}. {reader.gap_sentence(run, 'itl')}")
 
 # %% [markdown]
 # ### Recorded runs
-# The runs kept in `data/measurements/`, labelled as recorded: a larger CPU model (weights well
-# beyond the last-level cache) in bf16 and in fp32 and, once one is recorded with
-# `benchmarks/gpu_suite.sh`, a GPU run at the book's 13B shapes. They come from files, so their
-# numbers are compared by nbval. The figure puts them beside this machine's live run.
+# The runs kept in `data/measurements/`, labelled as recorded, beside this machine's live run.
+# They come from files, so their numbers are compared by nbval.
 
 # %%
 recorded = measure.recorded_runs()
-print(measure.recorded_summary(recorded))
+reader.details(f"{len(recorded)} recorded runs: ceilings, TTFT and ITL measured against predicted, MBU, MFU",
+               measure.recorded_summary(recorded))
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-# figure: fig-15-2-1-measured-itl
-# caption: Measured inter-token latency against context on this machine and in the recorded runs, each with its predicted line.
-# alt: Plot of inter-token latency against context length with one line per run (the live run and the recorded ones), each beside a dashed prediction; the lines stay nearly flat.
-measure.plots.itl_plot([run] + recorded).fig
+measure.plots.itl_plot([run] + recorded)
+
+# %% [markdown]
+# ## Try it
+# Move the controls: the ITL curve and both latencies follow. (Without a live kernel the panel
+# shows its default state, the scenario of the "What if?" cell.)
+
+# %%
+from inferlab import panel
+
+panel.latency_panel(MODEL, GPU, PREC, prompt=PROMPT, batch=BATCH)
 
 # %% [markdown]
 # ## Takeaways
-# - TTFT is a compute budget: about $2P$ FLOPs per prompt token, linear in $S$ until tens of
-#   thousands of tokens, when attention's quadratic term takes over.
-# - ITL is a bandwidth budget: the weight bytes plus the batch's caches, read once per step.
-# - Quantising weights to int8 roughly halves ITL and leaves TTFT alone; halving the prompt
-#   halves TTFT and leaves ITL alone. Measure and target them separately.
-# - Tensor parallelism over $K$ devices shortens both; prefill pays for moving large activations
-#   between devices, decode for the start-up latency of many small all-reduces, which is why the
-#   book advises small $K$ for latency.
-# - Chunked prefill does not add FLOPs (each query-key pair is scored once); it adds bytes,
-#   because every chunk re-reads the weights and the cache written so far.
-#
-# Previous: [15.1.2 Memory-bound generation](15_1_2_decode_kv_cache.ipynb) ·
-# Next: [15.2.2 Throughput under batching](15_2_2_batching.ipynb)
 
+# %%
+int8_itl = latency.itl_s(MODEL, GPU, PROMPT, BATCH, reader.with_precision(PREC, weights="int8"))
+int8_ttft = latency.ttft_s(MODEL, GPU, PROMPT, BATCH, reader.with_precision(PREC, weights="int8"))
+Markdown(
+    f"- TTFT is a compute budget: about $2P$ FLOPs per prompt token, {ttft_s / MS:.1f} ms for {PROMPT:,} tokens of "
+    f"{MODEL.name} on one {GPU.name}, linear in $S$ until tens of thousands of tokens.\n"
+    f"- ITL is a bandwidth budget: the weight bytes plus the batch's caches, read once per step: {itl_s / MS:.2f} ms.\n"
+    f"- Quantising the weights to int8 takes ITL to {int8_itl / itl_s:.0%} of bf16's and leaves TTFT at "
+    f"{int8_ttft / ttft_s:.0%}; halving the prompt halves TTFT and leaves ITL alone. Measure and target them separately.\n"
+    f"- Tensor parallelism over $K$ devices shortens both; here $K$ = {tps[-1]} is fastest, at "
+    f"{eff_itl[-1]:.0%} of the ideal per-GPU speed-up for ITL: a small $K$ is the efficient choice, not the fast one.\n"
+    "- Chunked prefill does not add FLOPs (each query-key pair is scored once); it adds bytes, because every "
+    "chunk re-reads the weights and the cache written so far.\n\n"
+    "Previous: [15.1.2 Memory-bound generation](15_1_2_decode_kv_cache.ipynb) · "
+    "Next: [15.2.2 Throughput under batching](15_2_2_batching.ipynb)")
 # %% [markdown]
 # ## Exercises
 #

@@ -14,6 +14,8 @@
 #     name: python3
 # ---
 
+# %%
+
 # %% [markdown]
 # # 15.2.2 Throughput trade-offs under batching
 #
@@ -22,36 +24,42 @@
 # buy, where do the returns fade, where does memory stop it, and what does each token then cost?
 #
 # **What you will take away**
-# 1. Throughput $B\cdot\text{BW}/(M_\text{weights} + B\,C_\text{kv})$ rises almost linearly while
-#    the weights dominate the bytes of a step and saturates once the caches do; the crossover is
-#    $B^* = M_\text{weights}/C_\text{kv}$.
-# 2. The memory limit usually arrives within a small factor of $B^*$.
+# 1. Throughput $B\cdot\text{BW}/(M_\text{weights} + B\,C_\text{kv})$ is concave in $B$: it gains
+#    most per added sequence at $B = 1$ and approaches the ceiling $\text{BW}/C_\text{kv}$; at the
+#    crossover $B^* = M_\text{weights}/C_\text{kv}$ it has reached exactly half of it.
+# 2. The memory limit sits at $B_\text{max}/B^* = \text{capacity}/M_\text{weights} - 1$: a small
+#    factor only when the weights fill a large share of the device.
 # 3. Cost per token falls with throughput; latency per token rises with the batch. Fewer KV
 #    bytes per sequence (GQA, int8) move both $B^*$ and the limit.
 #
-# The book's numbers (section 15.2.2) are checked by the claims registry; everything else follows
-# the "What if?" cell.
+# The book's numbers (section 15.2.2) sit beside ours in compact tables (✓ consistent,
+# ≈ approximation, ✗ erratum, – unchecked); everything else follows the "What if?" cell.
 
 # %%
 # %matplotlib inline
-from inferlab import Precision, get_accelerator, get_model
-from inferlab import figures, latency, memory, plots
-from inferlab.notebook import show_claims, show_formulas, verdict_summary
-from inferlab.units import GB
+from IPython.display import Markdown
+
+from inferlab import Precision, figures, latency, memory, plots, reader
+from inferlab.notebook import show_formulas, verdict_summary
+from inferlab.units import GB, MS, bytes_per_element
 
 # %% [markdown]
 # ## What if?
 
 # %%
 # What if? ------------------------------------------------------------------------------------
-MODEL = get_model("llama-2-13b")       # try "llama-3-8b" (GQA) or "llama-2-13b-book"
-GPU = get_accelerator("h100-sxm")      # try "h200" or "mi300x" (more memory, more bandwidth)
-PREC = Precision(weights="bf16", activations="bf16", kv="bf16")  # e.g. kv="int8"
+MODEL, GPU, PREC = reader.what_if(
+    "llama-2-13b",                     # try "llama-3-8b" (GQA) or "llama-2-13b-book"
+    "h100-sxm",                        # try "h200" or "mi300x" (more memory, more bandwidth)
+    Precision(weights="bf16", activations="bf16", kv="bf16"))  # e.g. kv="int8"
 CONTEXT = 1024                         # tokens in each sequence's KV cache
 USD_PER_GPU_HOUR = figures.BOOK_USD_PER_GPU_HOUR  # the book's price; put your own
 # ---------------------------------------------------------------------------------------------
-print(f"{MODEL.name} on {GPU.name}: context {CONTEXT}; weights {PREC.weights}, KV {PREC.kv}; "
-      f"${USD_PER_GPU_HOUR:g} per GPU-hour")
+BOOK = reader.is_book_setup(MODEL, GPU, PREC) and CONTEXT == 1024
+FIT = reader.fit_message(MODEL, GPU, CONTEXT, PREC)
+Markdown(f"**Scenario:** {MODEL.name} on one {GPU.name}, context {CONTEXT:,}; weights {PREC.weights}, "
+         f"KV cache {PREC.kv}; ${USD_PER_GPU_HOUR:g} per GPU-hour. " + (f"**Does not fit:** {FIT}" if FIT else "")
+         + ("" if BOOK else " Not the book's setup: no book markers on the figures."))
 
 # %% [markdown]
 # ## 1. Step time, throughput and the crossover batch
@@ -60,113 +68,166 @@ print(f"{MODEL.name} on {GPU.name}: context {CONTEXT}; weights {PREC.weights}, K
 # %%
 show_formulas("15.2.2")
 
+# %% [markdown]
+# From the step time of [15.1.2](15_1_2_decode_kv_cache.ipynb#the-cost-of-a-step):
+#
+# <!-- equation: eq-throughput -->
+# $$\text{throughput}(B) = \frac{B\cdot\text{BW}}{M_\text{weights} + B\,C_\text{kv}}
+# \;\xrightarrow{B\to\infty}\; \frac{\text{BW}}{C_\text{kv}},\qquad
+# B^* = \frac{M_\text{weights}}{C_\text{kv}},\qquad \text{throughput}(B^*) = \frac{1}{2}\,\frac{\text{BW}}{C_\text{kv}}.$$
+#
+# <!-- equation: eq-bmax-over-bstar -->
+# $$\frac{B_\text{max}}{B^*} = \frac{(\text{capacity} - M_\text{weights})/C_\text{kv}}{M_\text{weights}/C_\text{kv}}
+# = \frac{\text{capacity}}{M_\text{weights}} - 1 \quad\text{(before rounding down).}$$
+
 # %%
-w = memory.weight_bytes(MODEL, PREC)
-kv = memory.kv_cache_bytes(MODEL, CONTEXT, 1, PREC)
-print(f"M_weights = {w / GB:.2f} GB, C_kv = {kv / GB:.3f} GB per sequence")
-print(f"B* = M_weights / C_kv = {latency.kv_crossover_batch(MODEL, CONTEXT, PREC):.1f}")
-print(f"largest batch that fits: {memory.max_batch(MODEL, GPU, CONTEXT, PREC)}")
+weight_bytes = MODEL.n_params * bytes_per_element(PREC.weights)
+kv_bytes_per_seq = (2 * MODEL.n_layers * MODEL.n_kv_heads * MODEL.head_dim
+                    * bytes_per_element(PREC.kv) * CONTEXT)
+b_star = weight_bytes / kv_bytes_per_seq                           # Eq. (throughput)
+ceiling = GPU.hbm_bytes_per_s / kv_bytes_per_seq                   # tokens/s as B grows without bound
+ratio = GPU.memory_bytes / weight_bytes - 1                         # Eq. (bmax-over-bstar)
+print(f"B* = {weight_bytes / GB:.2f} GB / {kv_bytes_per_seq / GB:.4f} GB = {b_star:.1f}   "
+      f"(library: {latency.kv_crossover_batch(MODEL, CONTEXT, PREC):.1f})")
+print(f"ceiling BW/C_kv = {ceiling:,.0f} tokens/s; B_max/B* = {GPU.memory_bytes / GB:.0f}/{weight_bytes / GB:.2f} - 1 "
+      f"= {ratio:.2f}   (library B_max: {memory.max_batch(MODEL, GPU, CONTEXT, PREC) if not FIT else 'does not fit'})")
+# Eq. (bmax-over-bstar) against the library: B_max is the floor of ratio * B*.
+assert FIT or memory.max_batch(MODEL, GPU, CONTEXT, PREC) == int(ratio * b_star + 1e-9)
 
 # %% [markdown]
 # The subsection's opening: a team at 30% utilization, and the 26 GB of weights that one step
 # reads whether it serves one sequence or thirty-two.
 
 # %%
-show_claims("15.2.2", "a..d")
+reader.claims("15.2.2", "a..d")
 
 # %% [markdown]
 # The book's worked example (Llama-2 13B, one H100, $S=1024$): $B^*$, the throughput table whose
 # numbers the extraction lost, and the ratios read from it.
 
 # %%
-show_claims("15.2.2", "e..m")
+reader.claims("15.2.2", "e..m")
 
 # %% [markdown]
-# ### Figure 1: step time and throughput against batch
-# Left, log-log: the step time is flat while the weights dominate and becomes proportional to $B$
-# once the caches do. Right: throughput climbs steeply up to $B^*$ (green) and flattens after;
-# the memory limit (red) comes at roughly twice $B^*$ here. Dotted: batches that do not fit.
+# ### Throughput against batch
+# [Figure](#fig-15-2-2-throughput-vs-batch): left, the step time; right, the throughput, both on
+# linear axes so that the shape of [Eq. (throughput)](#eq-throughput) is visible: no kink at
+# $B^*$, a curve that bends all the way towards its ceiling.
 
 # %%
 # figure: fig-15-2-2-throughput-vs-batch
-# caption: Step time and throughput against batch: throughput climbs steeply up to the KV crossover B* and flattens after it; the memory limit ends the curve.
-# alt: Two panels against batch size: left, log-log step time, flat and then rising proportionally; right, throughput rising steeply then flattening, with a green vertical line at B*, a red one at the memory limit and dotted segments beyond it.
-# Figure 15.2.2-fig1-throughput-vs-batch
-fig, table = plots.throughput_plot(MODEL, GPU, CONTEXT, PREC,
-                                   book_throughput=figures.book_points("15.2.2", "throughput"))
-print(table)
-fig
+# caption: Decode throughput rises fastest at batch one and bends steadily towards its ceiling BW/C_kv, reaching half of it at the crossover batch B*, until memory stops the batch.
+# alt: Two panels against batch size on linear axes: the step time grows linearly from the weight-read time; the throughput curve rises and flattens under a dashed horizontal ceiling, with vertical lines at B* (where it is half the ceiling) and at the memory limit.
+reader.draw_if_fits(FIT, plots.throughput_plot, MODEL, GPU, CONTEXT, PREC,
+                    book_throughput=reader.book_points_if(BOOK, "15.2.2", "throughput"))
+
+# %%
+b_max = memory.max_batch(MODEL, GPU, CONTEXT, PREC) if not FIT else 0
+tput_max = latency.throughput_tokens_per_s(MODEL, GPU, CONTEXT, b_max, PREC) if b_max else 0.0
+Markdown(
+    (f"Throughput never grows faster than the batch: each doubling below $B^*$ multiplies it by less than 2 "
+     f"(from $B$ = 1 to 2: {latency.throughput_tokens_per_s(MODEL, GPU, CONTEXT, 2, PREC) / latency.throughput_tokens_per_s(MODEL, GPU, CONTEXT, 1, PREC):.2f}×), "
+     f"and at $B^*$ = {b_star:.0f} it is half the ceiling of {ceiling:,.0f} tokens/s. Memory stops the batch at "
+     f"$B_\\text{{max}}$ = {b_max}, {ratio:.1f} times $B^*$ ({GPU.memory_bytes / GB:.0f} GB over "
+     f"{weight_bytes / GB:.1f} GB of weights, minus one), where throughput is {tput_max:,.0f} tokens/s, "
+     f"{tput_max / ceiling:.0%} of the ceiling.") if not FIT else f"**Does not fit:** {FIT}")
 
 # %% [markdown]
-# ### Figure 2: the latency-throughput trade-off
-# The same sweep drawn as a trade-off curve: each point is one batch size, with the latency each
-# user sees per token on the x axis and the total tokens per second on the y axis. Moving up the
-# curve costs latency; the memory limit ends it.
+# ### The latency-throughput trade-off
+# [Figure](#fig-15-2-2-latency-throughput): the same sweep as a trade-off curve, each point one
+# batch size, with the latency each user sees per token on the x axis and the total tokens per
+# second on the y axis. Moving up the curve costs latency; the memory limit ends it.
 
 # %%
 # figure: fig-15-2-2-latency-throughput
-# caption: The latency-throughput trade-off: each point is one batch size; moving up the curve buys throughput with per-token latency until the memory limit ends it.
-# alt: Curve of total tokens per second against per-token latency, one marker per batch size, rising steeply and then flattening as latency grows, ending at the memory limit.
-# Figure 15.2.2-fig2-latency-throughput
-fig, table = plots.latency_throughput_plot(MODEL, GPU, CONTEXT, PREC,
-                                           book_points=figures.book_points("15.2.2", "latency-throughput"))
-print(table)
-fig
+# caption: Each larger batch buys throughput with per-token latency, until the memory limit ends the curve.
+# alt: Plot of total decode throughput in tokens per second against inter-token latency in milliseconds, one point per batch size, rising steeply at first then flattening.
+reader.draw_if_fits(FIT, plots.latency_throughput_plot, MODEL, GPU, CONTEXT, PREC,
+                    book_points=reader.book_points_if(BOOK, "15.2.2", "latency-throughput"))
 
 # %% [markdown]
 # ## 2. What a token costs
-# A GPU-hour costs the same whether it emits a hundred tokens per second or thousands, so the price
-# per token is the hourly price divided by the throughput.
+# A GPU-hour costs the same whether it emits a hundred tokens per second or thousands, so
+#
+# <!-- equation: eq-cost-per-token -->
+# $$\text{cost per 1k tokens} = \frac{\text{price per GPU-hour}}{3600\ \text{s} \cdot \text{throughput}} \times 1000.$$
 
 # %%
-print(f"at B=1: ${latency.cost_per_1k_tokens_usd(latency.throughput_tokens_per_s(MODEL, GPU, CONTEXT, 1, PREC), USD_PER_GPU_HOUR):.5f} per 1k tokens")
-show_claims("15.2.2", "z..ad")
+tput_1 = latency.throughput_tokens_per_s(MODEL, GPU, CONTEXT, 1, PREC)
+cost_1 = USD_PER_GPU_HOUR / (3600 * tput_1) * 1000                  # Eq. (cost-per-token)
+print(f"B=1: ${USD_PER_GPU_HOUR:g} / (3600 s · {tput_1:,.1f} tokens/s) · 1000 = ${cost_1:.5f} per 1k tokens"
+      f"   (library: ${latency.cost_per_1k_tokens_usd(tput_1, USD_PER_GPU_HOUR):.5f})")
 
-# %% [markdown]
-# ### Figure 3: cost per 1,000 tokens against batch
+# %%
+reader.claims("15.2.2", "z..ad")
 
 # %%
 # figure: fig-15-2-2-cost-vs-batch
-# caption: Cost per 1,000 tokens against batch: the hourly price divided by the throughput falls steeply with the batch and levels off.
-# alt: Log-log plot of dollars per thousand tokens against batch size, falling steeply at small batches and flattening at large ones, with crosses for the book's numbers.
-# Figure 15.2.2-fig3-cost-vs-batch
-fig, table = plots.cost_plot(MODEL, GPU, CONTEXT, USD_PER_GPU_HOUR, PREC,
-                             book_points=figures.book_points("15.2.2", "cost"))
-print(table)
-fig
+# caption: The cost of a thousand tokens falls as the batch grows, fastest at small batches, and stops falling where memory ends the batch.
+# alt: Plot of dollars per thousand tokens against batch size, falling steeply from batch one and levelling off towards the memory limit.
+reader.draw_if_fits(FIT, plots.cost_plot, MODEL, GPU, CONTEXT, USD_PER_GPU_HOUR, PREC,
+                    book_points=reader.book_points_if(BOOK, "15.2.2", "cost"))
 
 # %% [markdown]
 # ## 3. Grouped-query attention and an int8 cache
-# Eight KV heads instead of forty cut the cache per sequence five-fold; an int8 cache halves it.
-# Both raise $B^*$ and the memory limit, and with them the throughput a single GPU can reach.
+# Fewer KV heads shrink the cache per sequence by $N_\text{kv}/8$ (the book's example: 8 instead of
+# Llama-2 13B's 40, five-fold); an int8 cache halves it. Both raise $B^*$ and the memory limit, and
+# with them the throughput a single GPU can reach.
 
 # %%
-show_claims("15.2.2", "n..q", "v..y")
-
-# %% [markdown]
-# ### Figure 4: throughput of MHA, GQA and int8 KV, each up to its memory limit
+reader.claims("15.2.2", "n..q", "v..y")
 
 # %%
 # figure: fig-15-2-2-kv-variants-throughput
-# caption: Throughput of multi-head attention, grouped-query attention and an int8 KV cache, each up to its memory limit: a smaller cache raises both B* and the attainable throughput.
-# alt: Plot of throughput against batch size with three lines (MHA, GQA, int8 KV), each ending at its own memory limit; the GQA and int8 lines reach larger batches and higher throughput.
-# Figure 15.2.2-fig4-kv-variants-throughput
-fig, table = plots.kv_variants_throughput_plot(MODEL, GPU, CONTEXT, PREC)
-print(table)
-fig
+# caption: A smaller KV cache per sequence (fewer KV heads, int8) lets the batch and the throughput grow further before memory stops them, until the weight matrices reach the compute roof.
+# alt: Plot of decode throughput against batch for multi-head attention, grouped-query attention and an int8 cache, each line ending at its memory limit; the GQA line flattens at large batch.
+reader.draw_if_fits(FIT, plots.kv_variants_throughput_plot, MODEL, GPU, CONTEXT, PREC)
+
+# %%
+gqa = MODEL.gqa_variant(8) if MODEL.n_kv_heads > 8 else MODEL
+gqa_max = memory.max_batch(gqa, GPU, CONTEXT, PREC) if not FIT else 0
+mlp_ridge = plots.mlp_ridge_batch(gqa, GPU, PREC, context_len=CONTEXT)
+Markdown(
+    (f"The GQA curve{'' if gqa is not MODEL else ' (this model already has at most 8 KV heads)'} runs to "
+     f"$B$ = {gqa_max} and flattens at the end for a second reason: near $B \\approx$ {mlp_ridge:,.0f} the MLP's "
+     "weight matrices cross the ridge and become compute-bound, so the step time grows with $B$ even without "
+     "more cache: throughput meets the compute roof.") if not FIT else f"**Does not fit:** {FIT}")
 
 # %% [markdown]
 # ## 4. The numbers in the practice, interview and takeaway paragraphs
-# Including the senior question: Llama-2 70B at $B=32$, $S=2048$ on two H100s with tensor parallelism.
+# Including the senior question: Llama-2 70B at $B=32$, $S=2048$ on two H100s with tensor
+# parallelism ([Pope et al. 2022](../book/references.md#pope2022) discuss the layouts).
 
 # %%
-budget = memory.memory_budget("llama-2-70b", GPU, 32, 2048, PREC, tp=2)
-print(f"Llama-2 70B, B=32, S=2048, tp=2, per device: weights {budget.weight_bytes / GB:.1f} GB, "
-      f"KV {budget.kv_bytes / GB:.1f} GB, free {budget.free_bytes / GB:.1f} GB -> fits: {budget.fits}")
-show_claims("15.2.2", "r..u", "ae..an")
+budget = memory.memory_budget("llama-2-70b", "h100-sxm", 32, 2048, PREC, tp=2)
+spare = budget.free_bytes
+Markdown(
+    f"Llama-2 70B, $B$ = 32, $S$ = 2,048, TP = 2, per H100: weights {budget.weight_bytes / GB:.2f} GB, KV cache "
+    f"{budget.kv_bytes / GB:.2f} GB, left {spare / GB:.2f} GB. On paper it "
+    + ("fits" if budget.fits else "does not fit")
+    + f"; in practice {spare / 1e6:,.0f} MB must also hold the activations of a step, the CUDA context (several "
+    "hundred MB per process) and the allocator's reserve, so a real server would not start this batch: plan for "
+    "a few GB of headroom, i.e. a smaller batch or TP = 4.")
+
+# %%
+reader.claims("15.2.2", "r..u", "ae..an")
+
+# %%
+b_replicas = 8
+step_1 = latency.decode_step_time_s(MODEL, GPU, CONTEXT, 1, PREC)
+step_b = latency.decode_step_time_s(MODEL, GPU, CONTEXT, b_replicas, PREC)
+Markdown(
+    f"**Replicas or batching?** {b_replicas} replicas at $B$ = 1 give {b_replicas} × {tput_1:,.0f} = "
+    f"{b_replicas * tput_1:,.0f} tokens/s at {step_1 / MS:.1f} ms per token, but on {b_replicas} GPUs; one GPU at "
+    f"$B$ = {b_replicas} gives {b_replicas / step_b:,.0f} tokens/s at {step_b / MS:.1f} ms per token "
+    f"({step_b / step_1 - 1:.0%} slower) for 1/{b_replicas} of the hardware. Replicas multiply throughput without "
+    "touching latency only because they multiply the GPUs (and the cost) in proportion. "
+    "**Verdict on \"exhaust replicas before batching\":** backwards for cost; batch up to the latency target "
+    "first (below $B^*$ each added sequence is nearly free), then add replicas for more traffic.")
 
 # %% [markdown]
 # ## The subsection's verdicts
+# The [errata](../ERRATA.md) page collects the errata of the whole chapter.
 
 # %%
 print(verdict_summary("15.2.2"))
@@ -179,53 +240,59 @@ print(verdict_summary("15.2.2"))
 # ignores this cell's output; the `assert` checks only the qualitative result, which should
 # hold on any device (a run spoilt by another process's burst is measured again, up to three
 # times). Dashed lines are the library's prediction from the ceilings (copy bandwidth,
-# matmul FLOP/s) measured in the same run.
+# matmul FLOP/s) measured in the same run; the sentence under the figure says how far the
+# measurement strays from it, and why when it is more than 25%.
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-# figure: fig-15-2-2-measured-throughput-live
-# caption: Measured on this machine: throughput of a tiny model against batch, with the prediction from the ceilings measured in the same run (dashed).
-# alt: Plot of measured tokens per second against batch size for a tiny model on this machine, rising with the batch, beside a dashed predicted line.
 from inferlab import measure
 from inferlab.notebook import measure_it
 
 run, check = measure_it("throughput_grows_with_batch", min_gain=2.0)
-print(run.label)
-print(check)
 assert check, check.text  # more sequences per step, more tokens per second
-measure.plots.throughput_plot(run).fig
+display(measure.plots.throughput_plot(run))
+Markdown(f"{run.label}: {check}. {reader.gap_sentence(run, 'batch')}")
 
 # %% [markdown]
 # ### Recorded runs
-# The runs kept in `data/measurements/`, labelled as recorded: a larger CPU model (weights well
-# beyond the last-level cache) in bf16 and in fp32 and, once one is recorded with
-# `benchmarks/gpu_suite.sh`, a GPU run at the book's 13B shapes. They come from files, so their
-# numbers are compared by nbval. The figure puts them beside this machine's live run.
+# The runs kept in `data/measurements/`, labelled as recorded, beside this machine's live run.
+# They come from files, so their numbers are compared by nbval.
 
 # %%
 recorded = measure.recorded_runs()
-print(measure.recorded_summary(recorded))
+reader.details(f"{len(recorded)} recorded runs: ceilings, TTFT and ITL measured against predicted, MBU, MFU",
+               measure.recorded_summary(recorded))
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-# figure: fig-15-2-2-measured-throughput
-# caption: Measured throughput against batch on this machine and in the recorded runs, each with its predicted line.
-# alt: Plot of tokens per second against batch size with one line per run (the live run and the recorded ones), each beside a dashed prediction; throughput grows with the batch.
-measure.plots.throughput_plot([run] + recorded).fig
+measure.plots.throughput_plot([run] + recorded)
+
+# %% [markdown]
+# ## Try it
+# Move the controls: the throughput curve, its ceiling, $B^*$ and $B_\text{max}$ follow. (Without
+# a live kernel the panel shows its default state, the scenario of the "What if?" cell.)
+
+# %%
+from inferlab import panel
+
+panel.batching_panel(MODEL, GPU, PREC, context=CONTEXT, batch=16)
 
 # %% [markdown]
 # ## Takeaways
-# - Below $B^*$ the step time grows slowly, so each extra sequence adds nearly its full share of
-#   throughput; above it, each one mostly adds latency. For the book's 13B model at 1k context, $B^*$ is about 31 and memory stops the batch
-#   at 64.
-# - Cost per token is the hourly price over the throughput: batching from 1 to the memory limit
-#   makes tokens about twenty times cheaper.
-# - Fewer KV bytes per sequence (GQA, int8) raise both $B^*$ and the limit, and so the ceiling on
-#   throughput per GPU.
-# - Replicas multiply throughput without touching latency; batching trades one for the other.
-#
-# Previous: [15.2.1 TTFT and ITL](15_2_1_ttft_itl.ipynb) · Back to the [index](00_index.ipynb)
 
+# %%
+cost_max = latency.cost_per_1k_tokens_usd(tput_max, USD_PER_GPU_HOUR) if b_max else float("nan")
+Markdown(
+    (f"- Throughput is concave in $B$: for {MODEL.name} at {CONTEXT:,} tokens of context it reaches half its "
+     f"ceiling at $B^*$ = {b_star:.0f}, and memory stops the batch at {b_max} ({ratio:.1f} × $B^*$, from "
+     "capacity over weights minus one).\n"
+     f"- Cost per token is the hourly price over the throughput: batching from 1 to the memory limit makes tokens "
+     f"{cost_1 / cost_max:.0f} times cheaper.\n" if b_max else f"- {FIT}\n")
+    + "- Fewer KV bytes per sequence (GQA, int8) raise both $B^*$ and the limit, and so the ceiling on "
+    "throughput per GPU.\n"
+    "- Replicas multiply throughput without touching latency, and multiply the GPUs with it; batching trades "
+    "latency for throughput on the same hardware.\n\n"
+    "Previous: [15.2.1 TTFT and ITL](15_2_1_ttft_itl.ipynb) · Back to the [index](00_index.ipynb)")
 # %% [markdown]
 # ## Exercises
 #

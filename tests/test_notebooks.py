@@ -22,7 +22,7 @@ SECTIONS = {"15_1_1_prefill": "15.1.1", "15_1_2_decode_kv_cache": "15.1.2", "15_
 # Statements that would make a notebook compute on its own instead of calling the library.
 FORBIDDEN = {ast.FunctionDef: "def", ast.AsyncFunctionDef: "async def", ast.ClassDef: "class",
              ast.Lambda: "lambda", ast.For: "for loop", ast.While: "while loop"}
-FIGURE_MARK = re.compile(r"^# Figure (\S+)", re.M)
+FIGURE_MARK = re.compile(r"^# figure: (fig-\S+)", re.M)  # the book-markup convention
 CLAIM_ROW = re.compile(r"^(15\.\d\.\d-[a-z]+) {2,}\S", re.M)  # a row of a claims table
 
 
@@ -140,14 +140,36 @@ def test_the_lost_formulas_of_the_subsection_are_shown(name):
         assert f.id in text and f.latex.splitlines()[0] in text, f"{name} does not show {f.id}"
 
 
+def book_label(figure: str) -> str:
+    """inferlab.figures' name "15.1.1-fig2-ttft-vs-prompt" -> the notebook label "fig-15-1-1-ttft-vs-prompt"."""
+    section, _, slug = figure.split("-", 2)
+    return "fig-" + section.replace(".", "-") + "-" + slug
+
+
 def figure_cells():
+    """{exported figure name: [(notebook, cell)]} for the figure cells whose label is an exported figure."""
+    from inferlab.figures import FIGURES
+    names = {book_label(f): f for f in FIGURES}
     out = {}
     for name in NOTEBOOKS:
         for c in stored(name).cells:
             if c.cell_type == "code":
                 for fig in FIGURE_MARK.findall(c.source):
-                    out.setdefault(fig, []).append((name, c))
-    return out
+                    out.setdefault(names.get(fig, fig), []).append((name, c))
+    return {k: v for k, v in out.items() if k in FIGURES}
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_figure_cells_follow_the_book_markup(name):
+    """A figure cell starts with the figure / caption / alt lines and produces exactly one image."""
+    for c in stored(name).cells:
+        if c.cell_type != "code" or not FIGURE_MARK.search(c.source):
+            continue
+        lines = c.source.splitlines()
+        assert lines[0].startswith("# figure: fig-") and lines[1].startswith("# caption: ") \
+            and lines[2].startswith("# alt: "), f"{name}: figure cell without figure/caption/alt lines"
+        images = [o for o in c.outputs if "image/png" in o.get("data", {}) or "image/svg+xml" in o.get("data", {})]
+        assert len(images) == 1, f"{name}: {lines[0]} has {len(images)} images"
 
 
 def test_every_exported_figure_is_drawn_in_exactly_one_notebook():
@@ -165,6 +187,7 @@ def test_notebook_figure_prints_the_exported_figures_points(figure):
     """At the notebook defaults, the table printed under a figure is the exported figure's table."""
     from inferlab.figures import FIGURES
     (_, cell), = figure_cells()[figure]
-    printed = "".join(o.text for o in cell.outputs if o.output_type == "stream")
+    printed = "".join(o.text if o.output_type == "stream" else o.get("data", {}).get("text/plain", "")
+                      for o in cell.outputs)
     plot = FIGURES[figure]()
     assert plot.table in printed

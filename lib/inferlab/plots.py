@@ -37,7 +37,11 @@ OPERATOR_GROUPS = {
 GROUP_COLORS = {"QKV/O projections": "tab:blue", "MLP": "tab:orange", "attention QK\u1d40, PV": "tab:green"}
 BOOK_STYLE = dict(marker="X", s=70, color="black", zorder=5, label="book")
 FIGSIZE = (7.0, 4.2)
+DISPLAY_DPI = 96  # the width a notebook shows a figure at, in CSS pixels per inch
+RETINA_DPI = 2 * DISPLAY_DPI
 WIDE = (10.5, 4.0)
+# Legends sit outside the axes, right of the frame: never over data.
+LEGEND = dict(fontsize=9, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
 
 
 @dataclass
@@ -51,6 +55,31 @@ class Plot:
     def __iter__(self):
         return iter((self.fig, self.table))
 
+    def png(self, dpi: int = RETINA_DPI) -> bytes:
+        """The figure as PNG bytes at `dpi` (twice the display resolution: sharp on a retina screen)."""
+        import io
+        buf = io.BytesIO()
+        self.fig.savefig(buf, format="png", dpi=dpi, metadata={"Software": None})
+        return buf.getvalue()
+
+    def _repr_mimebundle_(self, include=None, exclude=None):
+        """In a notebook: one retina PNG (shown at DISPLAY_DPI) and, as text/plain, the plotted
+        points (what nbval compares; a reader sees the image)."""
+        import base64
+        w, _ = self.fig.get_size_inches()
+        data = {"image/png": base64.b64encode(self.png()).decode("ascii"), "text/plain": self.table}
+        return data, {"image/png": {"width": int(round(w * DISPLAY_DPI))}}
+
+
+def does_not_fit_plot(message: str, table: str = "") -> Plot:
+    """A figure that says, in words, why there is nothing to draw (e.g. the weights exceed the
+    device): shown instead of an empty plot, so that Run All never stops."""
+    fig, ax = _figure((7.0, 1.6))
+    ax.set_axis_off()
+    ax.text(0.5, 0.5, "does not fit: " + message, ha="center", va="center", wrap=True,
+            fontsize=11, color="tab:red", transform=ax.transAxes)
+    return Plot(fig, table or f"does not fit: {message}", {"does_not_fit": message})
+
 
 def _figure(size=FIGSIZE, ncols=1):
     fig = Figure(figsize=size, layout="constrained")
@@ -58,7 +87,7 @@ def _figure(size=FIGSIZE, ncols=1):
     return fig, axes
 
 
-def _book(ax, book_points, annotate=True):
+def _book(ax, book_points, annotate=False):
     """Mark the book's values [(x, y, label), ...] on `ax`."""
     pts = [(float(x), float(y), str(label)) for x, y, label in (book_points or ())]
     if not pts:
@@ -66,7 +95,7 @@ def _book(ax, book_points, annotate=True):
     ax.scatter([p[0] for p in pts], [p[1] for p in pts], **BOOK_STYLE)
     if annotate:
         for x, y, label in pts:
-            ax.annotate(label, (x, y), textcoords="offset points", xytext=(7, 4), fontsize=8)
+            ax.annotate(label, (x, y), textcoords="offset points", xytext=(7, 4), fontsize=9)
 
 
 def _book_rows(book_points):
@@ -78,6 +107,15 @@ def _with_book(table, book_points, x_name, y_name, x_fmt=".6g", y_fmt=".4g"):
     if not rows:
         return table
     return table + "\n\nbook's points\n" + text_table((x_name, y_name, "label"), rows, (x_fmt, y_fmt, "s"))
+
+
+def shade_context_window(ax, model, x_max):
+    """Grey band right of the model's maximum context (ModelConfig.max_context_tokens): lengths the
+    model cannot serve, drawn as arithmetic only."""
+    limit = get_model(model).max_context_tokens
+    if limit and limit < x_max:
+        ax.axvspan(limit, x_max, color="0.9", zorder=0, lw=0,
+                   label=f"beyond the {limit:,}-token context window")
 
 
 def fit_limit(model, accelerator, context_len, precision: Precision = BF16):
@@ -115,9 +153,7 @@ def roofline_plot(model, accelerator, precision: Precision = BF16, *,
     x = np.geomspace(*intensity_range, 400)
     ax.plot(x, attainable_flops_per_s(x, acc, dtype) / TFLOP, color="0.2", lw=2,
             label=f"{acc.name} roofline ({dtype})")
-    ax.axvline(ridge, color="0.5", ls=":", lw=1)
-    ax.annotate(f"ridge point\n{ridge:.0f} FLOP/byte", (ridge, acc.peak(dtype) / TFLOP / 30),
-                xytext=(6, 0), textcoords="offset points", fontsize=8, color="0.3")
+    ax.axvline(ridge, color="0.5", ls=":", lw=1, label=f"ridge point {ridge:.0f} FLOP/byte")
     rows = []
     points = []
     for phase, sweep, marker in (("prefill", prompt_lens, "o"), ("decode", decode_batches, "s")):
@@ -138,23 +174,25 @@ def roofline_plot(model, accelerator, precision: Precision = BF16, *,
                 points.append((phase, b, s, group, intensity, perf))
                 ax.scatter([intensity], [perf], marker=marker, s=36, color=GROUP_COLORS[group],
                            facecolors=GROUP_COLORS[group] if phase == "prefill" else "none", zorder=4)
-                if group == "MLP":  # one label per pass, rotated so neighbours do not collide
-                    up = phase == "prefill"
+                if phase == "prefill" and "attention" in group:  # attention's intensity moves with S
+                    # above the point; pushed sideways when it would sit on the ridge line
+                    near = abs(np.log10(intensity / ridge)) < 0.15
+                    dx = (9 if intensity >= ridge else -9) if near else 0
                     ax.annotate(tag, (intensity, perf), textcoords="offset points",
-                                xytext=(0, 8 if up else -8), fontsize=7, rotation=90,
-                                ha="center", va="bottom" if up else "top")
-                elif phase == "decode" and "attention" in group and value == sweep[-1]:
-                    ax.annotate("attention: B=1..%d\nall at the same point" % b, (intensity, perf),
-                                textcoords="offset points", xytext=(8, 4), fontsize=7,
+                                xytext=(dx, 8), fontsize=9, rotation=90, ha="center", va="bottom",
                                 color=GROUP_COLORS[group])
     for group, color in GROUP_COLORS.items():
         ax.scatter([], [], marker="o", color=color, label=group)
-    ax.scatter([], [], marker="o", color="0.4", label=f"prefill, B={prefill_batch} (filled)")
-    ax.scatter([], [], marker="s", facecolors="none", color="0.4", label=f"decode, context {context_len} (open)")
+    ax.scatter([], [], marker="o", color="0.4", label=f"prefill, B={prefill_batch}, S = {', '.join(str(x) for x in prompt_lens)} (filled)")
+    ax.scatter([], [], marker="s", facecolors="none", color="0.4", label=f"decode, context {context_len}, B = {', '.join(str(x) for x in decode_batches)} (open)")
+    ax.scatter([], [], marker="s", facecolors="none", color=GROUP_COLORS["attention QK\u1d40, PV"],
+               label="decode attention: every B at one point")
+    xs = [p[4] for p in points]
     ax.set(xscale="log", yscale="log", xlabel="arithmetic intensity (FLOP/byte)",
            ylabel="attainable performance (TFLOP/s)", ylim=(None, acc.peak(dtype) / TFLOP * 8),
-           title=f"{model.name}: prefill sits right of the ridge, decode left")
-    ax.legend(fontsize=7, loc="lower right")
+           xlim=(min(xs + [ridge]) / 3, max(xs + [ridge]) * 3),
+           title=f"{model.name} on {acc.name}\noperators on the roofline")
+    ax.legend(**LEGEND)
     ax.grid(True, which="major", alpha=0.3)
     table = text_table(("phase", "B", "S", "operator group", "FLOP/byte", "TFLOP/s", "bound"), rows,
                        ("s", "d", "d", "s", ",.1f", ",.1f", "s"))
@@ -182,16 +220,16 @@ def decode_intensity_plot(model, accelerator, precision: Precision = BF16, *,
     ax.plot(b, series["whole step (one layer)"], color="0.3", ls="--", label="whole layer")
     ax.axhline(ridge, color="0.5", ls=":")
     ax.annotate(f"ridge {ridge:.0f} FLOP/byte: compute-bound above", (b[0], ridge), xytext=(2, 4),
-                textcoords="offset points", fontsize=8)
+                textcoords="offset points", fontsize=9)
     mlp_cross = mlp_ridge_batch(model, acc, precision, context_len)
     if mlp_cross:
         ax.axvline(mlp_cross, color=GROUP_COLORS["MLP"], ls=":", lw=1)
         ax.annotate(f"MLP reaches the ridge at B={mlp_cross}", (mlp_cross, 1.5), xytext=(-6, 0),
-                    textcoords="offset points", fontsize=8, ha="right", color=GROUP_COLORS["MLP"])
+                    textcoords="offset points", fontsize=9, ha="right", color=GROUP_COLORS["MLP"])
     ax.set(xscale="log", yscale="log", xlabel="batch size B (sequences per decode step)",
            ylabel="arithmetic intensity (FLOP/byte)",
            title=f"Decode at context {context_len}: batching lifts MLP, not attention")
-    ax.legend(fontsize=8, loc="center left")
+    ax.legend(**LEGEND)
     ax.grid(True, which="major", alpha=0.3)
     names = list(series)
     rows = [(int(bi), *(series[n][i] for n in names)) for i, bi in enumerate(b)]
@@ -221,7 +259,7 @@ def ttft_plot(model, accelerator, precision: Precision = BF16, *, batch=1,
     book_points: [(S, TTFT in ms, label)]."""
     model, acc = get_model(model), get_accelerator(accelerator)
     table_lens = sorted({int(s) for s in table_lens} | {int(p[0]) for p in (book_points or ())})
-    lens = np.unique(np.concatenate([np.geomspace(128, 131072, 120).round().astype(np.int64),
+    lens = np.unique(np.concatenate([np.geomspace(16, 131072, 140).round().astype(np.int64),
                                      np.asarray(table_lens, dtype=np.int64)]))
     if prompt_lens is not None:
         lens = np.asarray(prompt_lens, dtype=np.int64)
@@ -229,12 +267,16 @@ def ttft_plot(model, accelerator, precision: Precision = BF16, *, batch=1,
     linear = prefill_time_s(model, acc, lens, include_attention=False, **kw)
     full = prefill_time_s(model, acc, lens, **kw)
     fig, ax = _figure()
-    ax.plot(lens, linear / MS, ls="--", color="tab:blue", label="linear: projections + MLP (2·P·S / peak)")
-    ax.plot(lens, full / MS, color="tab:red", label="with causal attention (S² term)")
+    floor_ms = weight_bytes(model, precision) / acc.hbm_bytes_per_s / MS
+    ax.plot(lens, linear / MS, ls="--", color="tab:blue", label="TTFT without attention (≈ 2·P·S / peak)")
+    ax.plot(lens, full / MS, color="tab:red", label="TTFT with causal attention (S² term)")
+    ax.axhline(floor_ms, color="0.5", ls=":", lw=1, label=f"weight-read floor M/BW = {floor_ms:.1f} ms")
+    shade_context_window(ax, model, lens[-1])
     _book(ax, book_points)
-    ax.set(xscale="log", yscale="log", xlabel="prompt length S (tokens)", ylabel="TTFT (ms)",
-           title=title or f"{model.name} on {acc.name}, B={batch}: TTFT ∝ S until attention takes over")
-    ax.legend(fontsize=8, loc="upper left")
+    ax.set(xscale="log", yscale="log", xlabel="prompt length S (tokens)", ylabel="TTFT at 100% of peak (ms)",
+           xlim=(lens[0], lens[-1]),
+           title=title or f"{model.name} on {acc.name}, B={batch}\nTTFT ∝ S until attention takes over")
+    ax.legend(**LEGEND)
     ax.grid(True, which="major", alpha=0.3)
     t_lin = prefill_time_s(model, acc, np.asarray(table_lens), include_attention=False, **kw)
     t_full = prefill_time_s(model, acc, np.asarray(table_lens), **kw)
@@ -264,7 +306,7 @@ def memory_budget_plot(model, accelerator, context_len, precision: Precision = B
     ax.stackplot(b, np.full_like(b, w), kv, free, labels=("weights", "KV cache", "free"),
                  colors=("tab:blue", "tab:orange", "0.85"))
     ax.axhline(cap, color="black", lw=1)
-    ax.annotate(f"{acc.name}: {cap:.0f} GB", (b[0], cap), xytext=(2, 4), textcoords="offset points", fontsize=8)
+    ax.annotate(f"{acc.name}: {cap:.0f} GB", (b[0], cap), xytext=(2, 4), textcoords="offset points", fontsize=9)
     if limit:
         ax.axvline(limit, color="tab:red", ls="--")
         ax.annotate(f"max batch {limit}", (limit, cap * 0.5), xytext=(4, 0), textcoords="offset points",
@@ -274,7 +316,7 @@ def memory_budget_plot(model, accelerator, context_len, precision: Precision = B
     ax.set(xlabel="batch size B (sequences)", ylabel="memory (GB = 1e9 bytes)",
            xlim=(b[0], b[-1]), ylim=(0, max(cap, w + kv[-1]) * 1.05),
            title=f"{model.name}, context {context_len}: the KV cache eats the free memory")
-    ax.legend(fontsize=8, loc="upper left")
+    ax.legend(**LEGEND)
     tb = sorted({int(x) for x in table_batches} | ({limit} if limit else set()))
     kv_t = kv_cache_bytes(model, context_len, np.asarray(tb), precision) / GB
     rows = [(bi, w, k, cap - w - k, bool(cap - w - k >= 0)) for bi, k in zip(tb, kv_t)]
@@ -323,21 +365,20 @@ def kv_variants_plot(model, accelerator, context_len, precision: Precision = BF1
     rows = []
     for (label, (m, p)), color in zip(variants.items(), ("tab:red", "tab:orange", "tab:blue", "tab:cyan")):
         total = (weight_bytes(m, p) + kv_cache_bytes(m, context_len, b, p)) / GB
-        ax.plot(b, total, color=color, label=label)
         lim = limits[label]
+        ax.plot(b, total, color=color, label=f"{label}: max B = {lim}")
         if lim:
             ax.scatter([lim], [(weight_bytes(m, p) + kv_cache_bytes(m, context_len, lim, p)) / GB],
                        color=color, zorder=4)
-            ax.annotate(f"B={lim}", (lim, cap), xytext=(0, 6), textcoords="offset points",
-                        color=color, fontsize=8, ha="center")
         rows.append((label, kv_cache_bytes(m, context_len, 1, p) / GB, weight_bytes(m, p) / GB,
                      kv_crossover_batch(m, context_len, p), lim))
     ax.axhline(cap, color="black", lw=1)
-    ax.annotate(f"{acc.name}: {cap:.0f} GB", (b[0], cap), xytext=(2, -12), textcoords="offset points", fontsize=8)
+    ax.lines[-1].set_label(f"{acc.name} capacity, {cap:.0f} GB")
     _book(ax, book_points, annotate=False)
-    ax.set(xscale="log", xlabel="batch size B (sequences)", ylabel="weights + KV cache (GB)",
-           ylim=(0, cap * 2), title=f"Context {context_len}: fewer KV heads or bytes move the memory wall")
-    ax.legend(fontsize=8, loc="upper left")
+    ax.set(xlabel="batch size B (sequences)", ylabel="weights + KV cache (GB)",
+           xlim=(0, max(max(limits.values()), 1) * 1.1), ylim=(0, cap * 1.3),
+           title=f"Context {context_len}\nfewer KV heads or bytes move the memory wall")
+    ax.legend(**LEGEND)
     ax.grid(True, which="major", alpha=0.3)
     table = text_table(("variant", "KV/seq GB", "weights GB", "B*", "max batch"), rows,
                        ("s", ".3f", ".2f", ".1f", "d"))
@@ -368,12 +409,13 @@ def itl_plot(model, accelerator, precision: Precision = BF16, *, batches=(1, 8, 
         t_tab = decode_step_time_s(model, acc, tc, int(bi), precision) / MS
         fit_tab = fit_limit(model, acc, tc, precision) >= bi
         rows += [(int(bi), int(c), x, bool(f)) for c, x, f in zip(tc, t_tab, fit_tab)]
+    shade_context_window(ax, model, s[-1])
     _book(ax, book_points)
     ax.plot([], [], color="0.4", ls=":", label="does not fit in memory")
     ax.set(xscale="log", yscale="log", xlabel="context length (tokens in the KV cache)",
            ylabel="ITL = decode step time (ms)",
-           title=f"{model.name} on {acc.name}: ITL is set by weights until B·context grows")
-    ax.legend(fontsize=8, loc="upper left")
+           title=f"{model.name} on {acc.name}\nITL is set by weights until B·context grows")
+    ax.legend(**LEGEND)
     ax.grid(True, which="major", alpha=0.3)
     table = text_table(("B", "context", "ITL ms", "fits"), rows, ("d", "d", ".2f", "s"))
     return Plot(fig, _with_book(table, book_points, "context", "book ms"),
@@ -432,27 +474,25 @@ def throughput_plot(model, accelerator, context_len, precision: Precision = BF16
     step = decode_step_time_s(model, acc, context_len, b, precision) / MS
     tput = throughput_tokens_per_s(model, acc, context_len, b, precision)
     fits = b <= limit
+    ceiling = acc.hbm_bytes_per_s / kv_cache_bytes(model, context_len, 1, precision)
+    x_max = max(2 * limit, 4 * bstar, 8)
     fig, (a1, a2) = _figure(WIDE, 2)
     for ax, y, ylabel, book in ((a1, step, "decode step time = ITL (ms)", book_step),
                                 (a2, tput, "throughput (tokens/s)", book_throughput)):
         ax.plot(b, np.where(fits, y, np.nan), color="tab:blue", label="fits in memory")
         ax.plot(b, np.where(fits, np.nan, y), color="tab:blue", ls=":", label="does not fit")
-        ax.axvline(bstar, color="tab:green", ls="--", lw=1)
-        ax.annotate(f"B*={bstar:.1f}", (bstar, 0.05), xycoords=("data", "axes fraction"),
-                    xytext=(3, 0), textcoords="offset points", color="tab:green", fontsize=8)
+        ax.axvline(bstar, color="tab:green", ls="--", lw=1, label=f"B* = {bstar:.1f}")
         if limit:
-            ax.axvline(limit, color="tab:red", ls="--", lw=1)
-            ax.annotate(f"memory limit B={limit}", (limit, 0.9), xycoords=("data", "axes fraction"),
-                        xytext=(3, 0), textcoords="offset points", color="tab:red", fontsize=8)
+            ax.axvline(limit, color="tab:red", ls="--", lw=1, label=f"memory limit B = {limit}")
         _book(ax, book)
-        ax.set(xscale="log", xlabel="batch size B (sequences)", ylabel=ylabel)
+        ax.set(xlabel="batch size B (sequences)", ylabel=ylabel, xlim=(0, x_max), ylim=(0, None))
         ax.grid(True, which="major", alpha=0.3)
-    a1.set_yscale("log")
-    a1.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
-    a1.yaxis.set_minor_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
-    a1.set_title("step time: flat below B*, ∝ B above")
-    a2.set_title("throughput: saturates above B*")
-    a1.legend(fontsize=8, loc="upper left")
+    a2.axhline(ceiling, color="tab:purple", ls="--", lw=1, label=f"ceiling BW/C_kv = {ceiling:,.0f}")
+    a2.scatter([bstar], [ceiling / 2], color="tab:green", zorder=5, label="at B*: half the ceiling")
+    a2.set_ylim(0, ceiling * 1.08)
+    a1.set_title("step time: linear in B")
+    a2.set_title("throughput: concave, half its ceiling at B*")
+    a2.legend(**LEGEND)
     fig.suptitle(f"{model.name} on {acc.name}, context {context_len}")
     tb = sorted({int(x) for x in table_batches} | ({limit} if limit else set()))
     ts = decode_step_time_s(model, acc, context_len, np.asarray(tb), precision) / MS
@@ -480,14 +520,15 @@ def cost_plot(model, accelerator, context_len, usd_per_gpu_hour: float, precisio
     ax.plot(b, np.where(fits, cost, np.nan), color="tab:purple", label="fits in memory")
     ax.plot(b, np.where(fits, np.nan, cost), color="tab:purple", ls=":", label="does not fit")
     if limit:
-        ax.axvline(limit, color="tab:red", ls="--", lw=1)
-        ax.annotate(f"memory limit B={limit}", (limit, 0.9), xycoords=("data", "axes fraction"),
-                    xytext=(3, 0), textcoords="offset points", color="tab:red", fontsize=8)
+        ax.axvline(limit, color="tab:red", ls="--", lw=1, label=f"memory limit B = {limit}")
     _book(ax, book_points)
     ax.set(xscale="log", yscale="log", xlabel="batch size B (sequences)",
            ylabel="cost (US$ per 1000 output tokens)",
-           title=f"{model.name} on {acc.name} at ${usd_per_gpu_hour:g}/h: batching is the cost lever")
-    ax.legend(fontsize=8)
+           title=f"{model.name} on {acc.name} at ${usd_per_gpu_hour:g}/h\nbatching is the cost lever")
+    ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"${v:g}"))
+    ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+    ax.legend(**LEGEND)
     ax.grid(True, which="major", alpha=0.3)
     tb = sorted({int(x) for x in table_batches} | ({limit} if limit else set()))
     tt = throughput_tokens_per_s(model, acc, context_len, np.asarray(tb), precision)
@@ -516,16 +557,25 @@ def latency_throughput_plot(model, accelerator, context_len, precision: Precisio
     lb = sorted({int(x) for x in label_batches} | ({limit} if limit else set()))
     li = decode_step_time_s(model, acc, context_len, np.asarray(lb), precision) / MS
     lt = throughput_tokens_per_s(model, acc, context_len, np.asarray(lb), precision)
+    x_right = float(np.nanmax(itl)) * 1.05
+    y_top = float(np.nanmax(tput))
+    labelled = []  # (x, y) as fractions of the axes: a label too close to one already placed is skipped
     for bi, x, y in zip(lb, li, lt):
         at_limit = bi == limit
         ax.scatter([x], [y], color="tab:red" if at_limit else "tab:blue", s=30 if at_limit else 16, zorder=4)
+        right = x > 0.75 * x_right  # near the right frame: label to the left of the point
+        fx, fy = x / x_right, y / y_top
+        if any(abs(fx - ox) < 0.15 and abs(fy - oy) < 0.1 for ox, oy in labelled) and not at_limit:
+            continue
+        labelled.append((fx, fy))
         ax.annotate(f"memory limit B={bi}" if at_limit else f"B={bi}", (x, y),
-                    xytext=(-6, 6) if at_limit else (5, -10), textcoords="offset points", fontsize=7,
-                    ha="right" if at_limit else "left", color="tab:red" if at_limit else "black")
+                    xytext=(-6 if right else 6, 6 if y < 0.15 * float(np.nanmax(tput)) else -12),
+                    textcoords="offset points", fontsize=9,
+                    ha="right" if right else "left", color="tab:red" if at_limit else "black")
     _book(ax, book_points)
-    ax.set(xlabel="per-token latency ITL (ms)", ylabel="throughput (tokens/s)", xlim=(0, None), ylim=(0, None),
-           title=f"{model.name} on {acc.name}, context {context_len}: throughput costs latency")
-    ax.legend(fontsize=8, loc="lower right")
+    ax.set(xlabel="per-token latency ITL (ms)", ylabel="throughput (tokens/s)", xlim=(0, x_right), ylim=(0, None),
+           title=f"{model.name} on {acc.name}, context {context_len}\nthroughput costs latency")
+    ax.legend(**LEGEND)
     ax.grid(True, which="major", alpha=0.3)
     rows = [(bi, x, y, bool(bi <= limit)) for bi, x, y in zip(lb, li, lt)]
     table = text_table(("B", "ITL ms", "tokens/s", "fits"), rows, ("d", ".2f", ",.0f", "s"))
@@ -549,18 +599,16 @@ def kv_variants_throughput_plot(model, accelerator, context_len, precision: Prec
         bb = b[b <= lim] if lim else b[:0]
         if bb.size:
             t = throughput_tokens_per_s(m, acc, context_len, bb, p)
-            ax.plot(bb, t, color=color, label=label)
+            ax.plot(bb, t, color=color, label=f"{label}: max B = {lim}")
             t_lim = throughput_tokens_per_s(m, acc, context_len, lim, p)
             ax.scatter([lim], [t_lim], color=color, zorder=4)
-            ax.annotate(f"B={lim}", (lim, t_lim), xytext=(4, -10), textcoords="offset points",
-                        color=color, fontsize=8)
         t1 = throughput_tokens_per_s(m, acc, context_len, 1, p)
         t_max = throughput_tokens_per_s(m, acc, context_len, lim, p) if lim else float("nan")
         rows.append((label, kv_crossover_batch(m, context_len, p), lim, t1, t_max))
     _book(ax, book_points)
     ax.set(xscale="log", yscale="log", xlabel="batch size B (sequences)", ylabel="throughput (tokens/s)",
-           title=f"Context {context_len}: smaller KV per sequence buys batch, batch buys throughput")
-    ax.legend(fontsize=8, loc="upper left")
+           title=f"Context {context_len}\nsmaller KV per sequence, larger batch")
+    ax.legend(**LEGEND)
     ax.grid(True, which="major", alpha=0.3)
     table = text_table(("variant", "B*", "max batch", "tok/s at B=1", "tok/s at max batch"), rows,
                        ("s", ".1f", "d", ",.0f", ",.0f"))

@@ -10,6 +10,10 @@ from __future__ import annotations
 import numpy as np
 
 from inferlab.plots import FIGSIZE, Plot, _figure
+
+# Run labels are long: the legend goes under the axes, full width, never over the measured points.
+LEGEND_BELOW = dict(fontsize=9, loc="upper center", bbox_to_anchor=(0.5, -0.16), borderaxespad=0.0)
+TALL = (FIGSIZE[0], FIGSIZE[1] + 1.6)
 from inferlab.specs import get_accelerator
 from inferlab.tables import text_table
 
@@ -30,7 +34,7 @@ def short_label(r) -> str:
 def _sweep_plot(results, kind, x, xlabel, ylabel, title, *, y_of=None, pred_of=None,
                 y_scale=1e3, table_cols=("ms", "pred. ms")):
     runs = _runs(results)
-    fig, ax = _figure(FIGSIZE)
+    fig, ax = _figure(TALL)
     rows, data = [], {}
     for i, r in enumerate(runs):
         pts = r.points(kind)
@@ -58,7 +62,7 @@ def _sweep_plot(results, kind, x, xlabel, ylabel, title, *, y_of=None, pred_of=N
     ax.set_ylabel(ylabel)
     ax.set_title(title)
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=7)
+    ax.legend(**LEGEND_BELOW)
     table = text_table(("run", x, *table_cols, "meas/pred"), rows, ("s", "d", ".4g", ".4g", ".2f"))
     return Plot(fig, table, data)
 
@@ -97,7 +101,7 @@ def roofline_plot(result, *, datasheet: bool = True) -> Plot:
     pts = r.points("roofline")
     dtype = r.dtype
     acc = r.accelerator()
-    fig, ax = _figure(FIGSIZE)
+    fig, ax = _figure(TALL)
     inten = np.array([p["intensity"] for p in pts])
     achieved = np.array([p["achieved_flops_per_s"] for p in pts])
     ridge = acc.peak(dtype) / acc.hbm_bytes_per_s
@@ -105,9 +109,7 @@ def roofline_plot(result, *, datasheet: bool = True) -> Plot:
     ax.plot(grid, np.minimum(acc.peak(dtype), grid * acc.hbm_bytes_per_s) / 1e12, "-", color="black",
             label=f"measured ceilings: {acc.hbm_bytes_per_s / 1e9:.3g} GB/s, "
                   f"{acc.peak(dtype) / 1e12:.3g} TFLOP/s")
-    ax.axvline(ridge, color="black", ls=":", lw=1)
-    ax.annotate(f"ridge {ridge:.0f} FLOP/byte", (ridge, acc.peak(dtype) / 1e12),
-                textcoords="offset points", xytext=(5, -14), fontsize=8)
+    ax.axvline(ridge, color="black", ls=":", lw=1, label=f"ridge {ridge:.0f} FLOP/byte")
     ds = r.data["predictions"].get("datasheet")
     if datasheet and ds:
         sheet = get_accelerator(ds["name"])
@@ -118,16 +120,16 @@ def roofline_plot(result, *, datasheet: bool = True) -> Plot:
     ax.scatter(inten, achieved / 1e12, color="tab:red", zorder=5,
                label=f"M x ({pts[0]['d']} x {pts[0]['f']}) products, {dtype}")
     step = 2 if len(pts) > 8 else 1  # label every other point when they crowd
-    for p in pts[::step]:
+    for p in pts[::step]:  # below-right of each point: the roof runs above-left of a point on it
         ax.annotate(f"M={p['m']}", (p["intensity"], p["achieved_flops_per_s"] / 1e12),
-                    textcoords="offset points", xytext=(-10, 6), fontsize=7)
+                    textcoords="offset points", xytext=(4, -4), fontsize=9, ha="left", va="top")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("arithmetic intensity (FLOP/byte)")
     ax.set_ylabel("achieved TFLOP/s")
-    ax.set_title(f"Measured roofline: {short_label(r)}", fontsize=9)
+    ax.set_title(f"Measured roofline: {short_label(r)}", fontsize=10)
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=7)
+    ax.legend(**LEGEND_BELOW)
     rows = [(p["m"], p["intensity"], p["achieved_flops_per_s"] / 1e12, p["attainable_flops_per_s"] / 1e12,
              p["achieved_flops_per_s"] / p["attainable_flops_per_s"]) for p in pts]
     table = text_table(("M", "FLOP/byte", "achieved TFLOP/s", "roofline TFLOP/s", "fraction"), rows,

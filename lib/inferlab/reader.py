@@ -1,0 +1,253 @@
+"""What a reader sees in a chapter notebook: compact claims tables, erratum boxes, the "What if?"
+scenario (with its override for tests) and the does-not-fit fallback of a figure.
+
+    from inferlab import reader
+    reader.claims("15.1.1", "k", "m")       # one compact table (HTML + plain text) and the errata boxes
+    MODEL, GPU, PREC = reader.what_if("llama-2-13b", "h100-sxm", PREC)   # INFERLAB_WHATIF overrides
+    BOOK = reader.is_book_setup(MODEL, GPU, PREC)   # draw the book's markers only when True
+
+The claims table renders as HTML in JupyterLab (a row per claim, `id="claim-<id>"`, the verdict as a
+symbol) with a plain-text repr that nbval compares: one line per claim starting with its id. The
+table is laid out automatically (not `table-layout: fixed`, JupyterLab's default that breaks words
+mid-way), numbers never wrap and the description wraps only between words. Every erratum among the
+claims follows as a Markdown blockquote `> **Erratum <id>.** ...` (the book-markup convention).
+"""
+from __future__ import annotations
+
+import html
+import os
+from dataclasses import replace
+
+from inferlab.notebook import select
+from inferlab.specs import BF16, Precision, get_accelerator, get_model
+
+VERDICT_MARK = {"consistent": "\u2713", "approximation": "\u2248", "erratum": "\u2717", "unchecked": "\u2013"}
+VERDICT_WORD = {"consistent": "ok", "approximation": "approx.", "erratum": "erratum", "unchecked": "unchecked"}
+WHATIF_ENV = "INFERLAB_WHATIF"
+BOOK_SETUP = ("llama-2-13b", "h100-sxm")  # the registry's "ours" for the book's worked example
+
+_CELL = "padding:2px 8px;text-align:{align};vertical-align:top;{extra}"
+_NOWRAP = "white-space:nowrap;"
+_WRAP = "white-space:normal;word-break:normal;overflow-wrap:normal;hyphens:none;"
+
+
+class ClaimsTable:
+    """A group of evaluated claims: HTML for JupyterLab, one plain-text line per claim for nbval."""
+
+    def __init__(self, claims):
+        self.claims = list(claims)
+
+    def rows(self) -> list[tuple[str, str, str, str, str]]:
+        """(id, verdict mark and word, book, ours, description) per claim."""
+        return [(c.id, f"{VERDICT_MARK[c.verdict]} {VERDICT_WORD[c.verdict]}", c.book_text, c.ours_text,
+                 c.description) for c in self.claims]
+
+    def __repr__(self) -> str:
+        rows = self.rows()
+        w = [max(len(r[i]) for r in rows) for i in range(4)]
+        return "\n".join(f"{r[0]:<{w[0]}}  {r[1]:<{w[1]}}  book {r[2]:<{w[2]}}  ours {r[3]}" for r in rows)
+
+    def _repr_html_(self) -> str:
+        head = "".join(f'<th style="{_CELL.format(align=a, extra=_NOWRAP)}">{h}</th>'
+                       for h, a in (("claim", "left"), ("", "left"), ("book", "right"), ("ours", "right"),
+                                    ("verdict", "left")))
+        body = []
+        for c in self.claims:
+            cells = [(c.id, "left", _NOWRAP + "font-family:monospace;font-size:0.85em;"),
+                     (c.description, "left", _WRAP + "min-width:14em;"),
+                     (c.book_text, "right", _NOWRAP), (c.ours_text, "right", _NOWRAP),
+                     (f"{VERDICT_MARK[c.verdict]} {VERDICT_WORD[c.verdict]}", "left", _NOWRAP)]
+            tds = "".join(f'<td style="{_CELL.format(align=a, extra=x)}">{html.escape(str(t))}</td>'
+                          for t, a, x in cells)
+            body.append(f'<tr id="claim-{c.id}" title="{html.escape(c.explanation or c.verdict)}">{tds}</tr>')
+        table = (f'<table class="inferlab-claims" style="table-layout:auto;border-collapse:collapse;'
+                 f'font-size:0.9em;max-width:100%"><thead><tr>{head}</tr></thead>'
+                 f'<tbody>{"".join(body)}</tbody></table>')
+        others = [c for c in self.claims if c.verdict in ("approximation", "unchecked")]
+        if others:
+            items = "".join(f"<li><b>{c.id}</b> ({VERDICT_WORD[c.verdict]}): {html.escape(c.explanation)}</li>"
+                            for c in others)
+            table += (f"<details><summary>Why the approximations differ, why some are unchecked</summary>"
+                      f'<ul style="{_WRAP}">{items}</ul></details>')
+        return table
+
+
+def errata_markdown(claims) -> str:
+    """One Markdown blockquote per erratum: what the book says, why it is wrong, the corrected value
+    and what it means for a reader. Empty when there is none."""
+    boxes = []
+    for c in claims:
+        if c.verdict != "erratum":
+            continue
+        text = (f"> **Erratum {c.id}.** *{c.description}.* The book says **{c.book_text}**; "
+                f"the full model gives **{c.ours_text}**. {c.explanation.strip()}")
+        if c.consequence:
+            text += f"\n>\n> *For a reader:* {c.consequence.strip()}"
+        boxes.append(text)
+    return "\n\n".join(boxes)
+
+
+class Errata:
+    """The erratum boxes of a group of claims, as Markdown (text/plain: the ids only)."""
+
+    def __init__(self, claims):
+        self.claims = [c for c in claims if c.verdict == "erratum"]
+
+    def _repr_markdown_(self) -> str:
+        return errata_markdown(self.claims)
+
+    def __repr__(self) -> str:
+        return "errata: " + ", ".join(c.id for c in self.claims)
+
+
+def claims(section: str, *spans: str) -> None:
+    """Display the compact table of the selected claims (see `notebook.select`) and, below it, an
+    erratum box for each erratum among them."""
+    from IPython.display import display
+
+    chosen = select(section, *spans)
+    display(ClaimsTable(chosen))
+    if any(c.verdict == "erratum" for c in chosen):
+        display(Errata(chosen))
+
+
+def claims_table(section: str, *spans: str) -> ClaimsTable:
+    return ClaimsTable(select(section, *spans))
+
+
+# ---------------------------------------------------------------------------------------------
+# The "What if?" scenario
+# ---------------------------------------------------------------------------------------------
+
+def parse_whatif(text: str) -> tuple[str, str]:
+    """"llama-3-8b@h200" -> ("llama-3-8b", "h200"); a clear error for anything else."""
+    model, sep, gpu = (text or "").partition("@")
+    if not sep or not model.strip() or not gpu.strip():
+        raise ValueError(f"{WHATIF_ENV} must be MODEL@ACCELERATOR, e.g. 'llama-3-8b@h200'; got {text!r}")
+    return model.strip(), gpu.strip()
+
+
+def what_if(model, accelerator, precision: Precision = BF16):
+    """The notebook's scenario: the cell's model and accelerator, unless the environment variable
+    INFERLAB_WHATIF=MODEL@ACCELERATOR names others (the tests re-run every notebook that way).
+    Returns (ModelConfig, Accelerator, Precision)."""
+    env = os.environ.get(WHATIF_ENV)
+    if env:
+        model, accelerator = parse_whatif(env)
+    return get_model(model), get_accelerator(accelerator), precision
+
+
+def is_book_setup(model, accelerator, precision: Precision = BF16) -> bool:
+    """True when the scenario is the book's worked example (Llama-2 13B on one H100 SXM, bf16
+    throughout): only then do the figures carry the book's markers."""
+    m, a = get_model(model), get_accelerator(accelerator)
+    return (m.name, a.name) == (get_model(BOOK_SETUP[0]).name, get_accelerator(BOOK_SETUP[1]).name) \
+        and precision == BF16
+
+
+def book_points_if(book: bool, section: str, figure: str):
+    """The book's markers for one figure when `book` is True, else None (no markers)."""
+    from inferlab.figures import book_points
+    return book_points(section, figure) if book else None
+
+
+def context_note(model, tokens: int) -> str:
+    """'' when `tokens` fits the model's context window, else a sentence saying it does not."""
+    m = get_model(model)
+    limit = m.max_context_tokens
+    if limit is None or tokens <= limit:
+        return ""
+    return (f"{tokens:,} tokens is beyond {m.name}'s context window of {limit:,} tokens: a yardstick "
+            f"for the arithmetic, not a run the model can serve.")
+
+
+def with_precision(precision: Precision, **kw) -> Precision:
+    return replace(precision, **kw)
+
+
+def draw(plot_function, *args, **kwargs):
+    """`plot_function(*args, **kwargs)`, or, when the configuration does not fit on the device
+    (`DoesNotFitError`), a figure that says so in words: never an empty plot, never a stopped Run All."""
+    from inferlab.plots import does_not_fit_plot
+    from inferlab.validation import DoesNotFitError
+    try:
+        return plot_function(*args, **kwargs)
+    except DoesNotFitError as e:
+        return does_not_fit_plot(str(e))
+
+
+def fit_message(model, accelerator, seq_len: int, precision: Precision = BF16) -> str:
+    """'' when at least one sequence of `seq_len` tokens fits beside the weights on one device,
+    else the reason in one sentence (from `memory.max_batch`)."""
+    from inferlab.memory import max_batch
+    from inferlab.validation import DoesNotFitError
+    try:
+        max_batch(model, accelerator, seq_len, precision)
+    except DoesNotFitError as e:
+        return str(e)
+    return ""
+
+
+def draw_if_fits(message: str, plot_function, *args, **kwargs):
+    """`draw(plot_function, ...)` when `message` (from `fit_message`) is empty, else a figure that
+    says "does not fit" and why."""
+    from inferlab.plots import does_not_fit_plot
+    return does_not_fit_plot(message) if message else draw(plot_function, *args, **kwargs)
+
+
+class Details:
+    """A plain-text table folded under a one-line summary (HTML <details>); text/plain keeps the
+    whole table for nbval."""
+
+    def __init__(self, summary: str, text: str):
+        self.summary, self.text = summary, text
+
+    def _repr_html_(self) -> str:
+        return (f"<details><summary>{html.escape(self.summary)}</summary>"
+                f"<pre style=\"font-size:0.85em\">{html.escape(self.text)}</pre></details>")
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+def details(summary: str, text: str) -> Details:
+    """A table on demand: folded in JupyterLab, complete in the plain-text output."""
+    return Details(summary, text)
+
+
+def book_ratios(section: str, figure: str, model, accelerator, precision: Precision = BF16, batch: int = 1) -> str:
+    """'2.9x at 2,048 tokens, ...': the book's prefill times (the figure's markers, in ms) over
+    the library's full per-operator prefill time at the same prompt length."""
+    from inferlab.figures import book_points
+    from inferlab.latency import prefill_time_s
+    parts = []
+    for x, y, _ in book_points(section, figure):
+        ours_ms = prefill_time_s(model, accelerator, int(x), batch, precision) * 1e3
+        parts.append(f"{y / ours_ms:.1f}\u00d7 at {int(x):,} tokens")
+    return ", ".join(parts)
+
+
+GAP_LIMIT = 0.25  # a measured time further than this from the roofline prediction gets explained
+
+
+def gap_sentence(run, kind: str) -> str:
+    """One sentence on how far the measured times of `run`'s `kind` series ("ttft", "itl", ...)
+    fall from the roofline prediction drawn from the same run's ceilings, and why when the gap
+    exceeds GAP_LIMIT (25 %): small-matrix kernel efficiency, fixed per-step overhead, contention."""
+    pts = [p for p in run.points(kind) if p.get("predicted_s") and p.get("timing")]
+    if not pts:
+        return ""
+    ratios = [p["timing"]["median_s"] / p["predicted_s"] for p in pts]
+    worst = max(ratios, key=lambda r: abs(r - 1))
+    what = {"ttft": "TTFT", "itl": "ITL", "batch": "decode step time", "roofline": "matmul time"}.get(kind, kind)
+    if abs(worst - 1) <= GAP_LIMIT:
+        return (f"Measured {what} stays within {GAP_LIMIT:.0%} of the roofline prediction "
+                f"(worst point {worst:.2f}\u00d7 the prediction).")
+    why = ("slower than predicted: small matrices reach only part of the measured copy bandwidth and "
+           "matmul rate, every step also pays a fixed overhead the roofline leaves out (Python dispatch, "
+           "kernel launches, norms and activation functions), and on a shared machine other processes "
+           "take cores" if worst > 1 else
+           "faster than predicted: the working set partly fits in the caches, which the roofline, "
+           "drawn from the HBM/DRAM copy bandwidth, does not credit")
+    return (f"Measured {what} is up to {worst:.2f}\u00d7 the roofline prediction, more than "
+            f"{GAP_LIMIT:.0%} off: {why}.")
