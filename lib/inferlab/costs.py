@@ -41,8 +41,12 @@ class Cost:
 
     @property
     def intensity(self):
-        """Arithmetic intensity, FLOPs per byte moved."""
-        return np.divide(self.flops, self.bytes)
+        """Arithmetic intensity, FLOPs per byte moved; 0 where nothing is moved (an operator that
+        does not run, e.g. the LM head of a prefill chunk other than the last: never 0/0 = NaN)."""
+        flops = np.asarray(self.flops, dtype=float)
+        nbytes = np.asarray(self.bytes, dtype=float)
+        out = np.divide(flops, nbytes, out=np.zeros(np.broadcast(flops, nbytes).shape), where=nbytes > 0)
+        return out if out.ndim else float(out)
 
     def __add__(self, other: "Cost") -> "Cost":
         return Cost(*(getattr(self, f.name) + getattr(other, f.name) for f in fields(self)))

@@ -11,7 +11,7 @@ import numpy as np
 
 from inferlab.costs import ATTENTION_OPS, decode_costs, prefill_costs
 from inferlab.memory import kv_cache_bytes, weight_bytes
-from inferlab.parallel import tp_communication_time_s, tp_shard
+from inferlab.parallel import DEFAULT_ALLREDUCE_LATENCY_S, tp_communication_time_s, tp_shard
 from inferlab.roofline import pass_time_s
 from inferlab.specs import BF16, Precision, get_accelerator, get_model
 from inferlab.validation import fraction, positive_float, positive_int
@@ -20,9 +20,12 @@ from inferlab.validation import fraction, positive_float, positive_int
 def prefill_time_s(model, accelerator, prompt_len, batch=1, precision: Precision = BF16, *,
                    mfu: float = 1.0, mbu: float = 1.0, include_attention: bool = True,
                    causal: bool = True, tp: int = 1, allreduce: bool = True,
-                   allreduce_latency_s: float = 0.0, overlap: str = "per_operator"):
+                   allreduce_latency_s: float = DEFAULT_ALLREDUCE_LATENCY_S, overlap: str = "per_operator"):
     """Time of one prefill pass of `batch` prompts of `prompt_len` tokens (= TTFT with no queueing).
-    include_attention=False drops the quadratic QK^T and PV terms: the linear model TTFT ~ 2*P*S/peak."""
+    include_attention=False drops the quadratic QK^T and PV terms: the linear model TTFT ~ 2*P*S/peak.
+    Under tensor parallelism each of the 2*L all-reduces costs its bandwidth term plus
+    allreduce_latency_s (default 8 us, see parallel.DEFAULT_ALLREDUCE_LATENCY_S; 0 is the book's
+    idealisation)."""
     model = get_model(model)
     positive_float("allreduce_latency_s", allreduce_latency_s, allow_zero=True)
     shard = tp_shard(model, tp)
@@ -31,7 +34,7 @@ def prefill_time_s(model, accelerator, prompt_len, batch=1, precision: Precision
         costs = costs.without(*ATTENTION_OPS)
     t = pass_time_s(costs, accelerator, precision.compute_dtype, mfu, mbu, overlap)
     if allreduce:
-        tokens = np.asarray(batch) * np.asarray(prompt_len)
+        tokens = np.asarray(batch, dtype=float) * np.asarray(prompt_len, dtype=float)  # no int64 wrap-around
         t = t + tp_communication_time_s(model, tokens, tp, accelerator, precision, allreduce_latency_s)
     return t if np.ndim(t) else float(t)
 
@@ -41,9 +44,10 @@ ttft_s = prefill_time_s
 
 def decode_step_time_s(model, accelerator, context_len, batch=1, precision: Precision = BF16, *,
                        mfu: float = 1.0, mbu: float = 1.0, tp: int = 1, allreduce: bool = True,
-                       allreduce_latency_s: float = 0.0, overlap: str = "per_operator"):
+                       allreduce_latency_s: float = DEFAULT_ALLREDUCE_LATENCY_S, overlap: str = "per_operator"):
     """Time of one decode step producing `batch` tokens, each attending over `context_len` positions.
-    At small batch this is ~ (weight bytes + batch * KV bytes) / bandwidth."""
+    At small batch this is ~ (weight bytes + batch * KV bytes) / bandwidth. Tensor parallelism adds
+    2*L all-reduces, each with allreduce_latency_s (default 8 us; 0 is the book's idealisation)."""
     model = get_model(model)
     positive_float("allreduce_latency_s", allreduce_latency_s, allow_zero=True)
     shard = tp_shard(model, tp)
@@ -100,7 +104,8 @@ def ttft_rule_s(n_params, prompt_len, accelerator, dtype: str = "bf16", batch=1,
     positive_int("prompt_len", prompt_len)
     positive_int("batch", batch)
     acc = get_accelerator(accelerator)
-    flops = prefill_flops_rule(n_params, np.asarray(batch) * np.asarray(prompt_len), flops_per_param_token)
+    flops = prefill_flops_rule(n_params, np.asarray(batch, dtype=float) * np.asarray(prompt_len, dtype=float),
+                               flops_per_param_token)
     out = flops / (mfu * acc.peak(dtype))
     return out if np.ndim(out) else float(out)
 
