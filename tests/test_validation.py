@@ -83,14 +83,14 @@ BAD = {
     "dtype": ["bf17", "float16", None],
     "precision": ["bf16", None, 2],
     "costs": ["decode", None],
-    "overlap": ["per-operator", "max"],
+    "overlap": ["per-operator", "max", True, None],
 }
 # Flags that accept anything truthy; no bad value exists.
-FLAGS = {"causal", "all_logits", "include_attention", "allreduce", "allow_zero", "kwargs"}
+FLAGS = {"causal", "all_logits", "include_attention", "allreduce", "allow_zero", "kwargs", "beyond_context"}
 # Parameters whose message uses another word for the same thing.
 WORD = {("get_model", "name"): "model", ("get_accelerator", "name"): "accelerator"}
 BAD_NAME = {("get_model", "name"): BAD["model"], ("get_accelerator", "name"): BAD["accelerator"],
-            ("roofline_time_s", "overlap"): []}  # there a flag: overlap or add
+            ("roofline_time_s", "overlap"): ["max", True, False]}  # one vocabulary with pass_time_s
 # Helpers outside the contract: display conversions, listings, aggregation and the checkers themselves.
 EXEMPT = {"data_dir", "list_models", "list_accelerators", "to_gb", "to_ms", "total_cost", "as_precision",
           "positive_int", "nonneg_int", "positive_float", "fraction", "choice"}

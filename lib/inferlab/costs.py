@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, fields
 
 import numpy as np
 
+from inferlab.context import check_context, context_flag
 from inferlab.specs import BF16, ModelConfig, Precision, as_precision, get_model
 from inferlab.units import bytes_per_element
 from inferlab.validation import nonneg_int, positive_int
@@ -130,6 +131,7 @@ def attention_pairs(q_len, past_len, causal: bool = True):
     return pairs if pairs.ndim else float(pairs)
 
 
+@context_flag
 def forward_costs(model: ModelConfig | str, batch=1, q_len=1, past_len=0,
                   precision: Precision = BF16, *, causal: bool = True,
                   all_logits: bool = False) -> ForwardCosts:
@@ -145,6 +147,7 @@ def forward_costs(model: ModelConfig | str, batch=1, q_len=1, past_len=0,
     b = np.asarray(batch, dtype=float)
     q = np.asarray(q_len, dtype=float)
     kv_len = q + np.asarray(past_len, dtype=float)
+    check_context(model, kv_len, stacklevel=4)  # beyond the model's maximum context: a warning
     tokens = b * q
     ab = bytes_per_element(precision.activations)
     kvb = bytes_per_element(precision.kv)
@@ -181,6 +184,7 @@ def forward_costs(model: ModelConfig | str, batch=1, q_len=1, past_len=0,
     return ForwardCosts(per_layer, head, model.n_layers)
 
 
+@context_flag
 def prefill_costs(model, batch=1, prompt_len=1, precision: Precision = BF16, *,
                   causal: bool = True, all_logits: bool = False) -> ForwardCosts:
     """One prefill pass: `batch` prompts of `prompt_len` tokens, empty cache."""
@@ -188,6 +192,7 @@ def prefill_costs(model, batch=1, prompt_len=1, precision: Precision = BF16, *,
     return forward_costs(model, batch, prompt_len, 0, precision, causal=causal, all_logits=all_logits)
 
 
+@context_flag
 def decode_costs(model, batch=1, context_len=1, precision: Precision = BF16) -> ForwardCosts:
     """One decode step: each of `batch` sequences adds one token and attends over
     `context_len` positions (the cached ones plus the new token)."""
@@ -220,6 +225,7 @@ class ChunkedPrefill:
         return Cost(*(np.sum(getattr(c, f.name)) for f in fields(c)))
 
 
+@context_flag
 def chunked_prefill_costs(model, prompt_len: int, chunk_len: int, batch=1,
                           precision: Precision = BF16, *, causal: bool = True) -> ChunkedPrefill:
     """Prefill of `prompt_len` tokens in ceil(S/C) chunks of C. Total FLOPs equal one-shot causal

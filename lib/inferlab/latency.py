@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from inferlab.context import context_flag
 from inferlab.costs import ATTENTION_OPS, decode_costs, prefill_costs
 from inferlab.memory import kv_cache_bytes, weight_bytes
 from inferlab.parallel import DEFAULT_ALLREDUCE_LATENCY_S, tp_communication_time_s, tp_shard
@@ -17,6 +18,7 @@ from inferlab.specs import BF16, Precision, get_accelerator, get_model
 from inferlab.validation import fraction, positive_float, positive_int
 
 
+@context_flag
 def prefill_time_s(model, accelerator, prompt_len, batch=1, precision: Precision = BF16, *,
                    mfu: float = 1.0, mbu: float = 1.0, include_attention: bool = True,
                    causal: bool = True, tp: int = 1, allreduce: bool = True,
@@ -42,6 +44,7 @@ def prefill_time_s(model, accelerator, prompt_len, batch=1, precision: Precision
 ttft_s = prefill_time_s
 
 
+@context_flag
 def decode_step_time_s(model, accelerator, context_len, batch=1, precision: Precision = BF16, *,
                        mfu: float = 1.0, mbu: float = 1.0, tp: int = 1, allreduce: bool = True,
                        allreduce_latency_s: float = DEFAULT_ALLREDUCE_LATENCY_S, overlap: str = "per_operator"):
@@ -69,6 +72,7 @@ def throughput_tokens_per_s(model, accelerator, context_len, batch=1, precision:
     return out if out.ndim else float(out)
 
 
+@context_flag
 def kv_crossover_batch(model, context_len, precision: Precision = BF16, tp: int = 1):
     """B* = weight bytes / KV bytes per sequence: the batch at which the KV cache read per step
     equals the weight read. Below it throughput grows almost linearly with B; above, it saturates."""
