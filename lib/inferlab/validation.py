@@ -119,3 +119,74 @@ def choice(name: str, value: str, allowed) -> str:
     close = list(dict.fromkeys(close))[:3]
     hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
     raise ValueError(f"unknown {name} {value!r}; allowed: {', '.join(allowed)}.{hint}")
+
+
+def writable_file(name: str, path) -> "Path":
+    """Check, before any long work, that `path` can be written as a file: not a directory, its
+    folder creatable and writable. Creates the folder; returns the Path. Errors name the argument."""
+    import os
+    from pathlib import Path
+
+    p = Path(path)
+    if str(path) == "" or p.is_dir():
+        raise ValueError(f"{name} must be a file path, not a directory; got {str(path)!r}")
+    parent = p.parent
+    existing = next((q for q in (parent, *parent.parents) if q.exists()), Path("."))
+    if not existing.is_dir():
+        raise ValueError(f"{name}: {str(existing)!r} is a file, so {str(path)!r} cannot be created; "
+                         "allowed: a path inside a writable folder")
+    _not_pseudo(name, p)
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise ValueError(f"{name}: cannot create the folder {str(parent)!r} ({err.strerror}); "
+                         "allowed: a path inside a writable folder") from None
+    _not_pseudo(name, p)
+    if p.exists() and not p.is_file():
+        raise ValueError(f"{name}: {str(path)!r} is not a regular file; allowed: a path inside a writable folder")
+    try:  # a real probe: permissions alone do not tell (root, read-only mounts)
+        if p.exists():
+            with open(p, "a"):
+                pass
+        else:
+            with open(p, "x"):
+                pass
+            p.unlink()
+    except OSError as err:
+        raise ValueError(f"{name}: {str(path)!r} cannot be written ({err.strerror}); "
+                         "allowed: a path inside a writable folder") from None
+    return p
+
+
+def _not_pseudo(name: str, p) -> None:
+    """/proc, /sys and /dev hold kernel interfaces, not files to write results into."""
+    resolved = p.resolve()
+    for root in ("/proc", "/sys", "/dev"):
+        if resolved.is_relative_to(root):
+            raise ValueError(f"{name}: {str(p)!r} lies under {root}, a kernel pseudo-filesystem; "
+                             "allowed: a path inside a writable folder")
+
+
+def writable_dir(name: str, path) -> "Path":
+    """Check (and create) an output folder before any long work; errors name the argument."""
+    import os
+    from pathlib import Path
+
+    p = Path(path)
+    if str(path) == "":
+        raise ValueError(f"{name} must be a folder path; got ''")
+    if p.exists() and not p.is_dir():
+        raise ValueError(f"{name} must be a folder; {str(path)!r} is a file")
+    existing = next((q for q in (p, *p.parents) if q.exists()), Path("."))
+    if not existing.is_dir():
+        raise ValueError(f"{name}: {str(existing)!r} is a file, so the folder {str(path)!r} cannot be created")
+    _not_pseudo(name, p)
+    try:
+        p.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise ValueError(f"{name}: cannot create the folder {str(path)!r} ({err.strerror}); "
+                         "allowed: a writable folder") from None
+    _not_pseudo(name, p)
+    if not os.access(p, os.W_OK):
+        raise ValueError(f"{name}: the folder {str(path)!r} is not writable; allowed: a writable folder")
+    return p
