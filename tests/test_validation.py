@@ -93,7 +93,7 @@ BAD_NAME = {("get_model", "name"): BAD["model"], ("get_accelerator", "name"): BA
             ("roofline_time_s", "overlap"): ["max", True, False]}  # one vocabulary with pass_time_s
 # Helpers outside the contract: display conversions, listings, aggregation and the checkers themselves.
 EXEMPT = {"data_dir", "list_models", "list_accelerators", "to_gb", "to_ms", "total_cost", "as_precision",
-          "positive_int", "nonneg_int", "positive_float", "fraction", "choice", "writable_file", "writable_dir"}
+          "positive_int", "nonneg_int", "positive_float", "fraction", "choice", "writable_file", "writable_dir", "finite_result", "scalar"}
 
 
 def public_functions():

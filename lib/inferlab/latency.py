@@ -15,7 +15,7 @@ from inferlab.memory import kv_cache_bytes, weight_bytes
 from inferlab.parallel import DEFAULT_ALLREDUCE_LATENCY_S, tp_communication_time_s, tp_shard
 from inferlab.roofline import pass_time_s
 from inferlab.specs import BF16, Precision, get_accelerator, get_model
-from inferlab.validation import fraction, positive_float, positive_int
+from inferlab.validation import finite_result, fraction, positive_float, positive_int
 
 
 @context_flag
@@ -87,6 +87,7 @@ def cost_per_1k_tokens_usd(tokens_per_s, usd_per_gpu_hour: float, n_gpus: int = 
     positive_float("usd_per_gpu_hour", usd_per_gpu_hour)
     positive_int("n_gpus", n_gpus)
     out = n_gpus * usd_per_gpu_hour / 3600.0 / np.asarray(tokens_per_s, dtype=float) * 1000.0
+    finite_result("cost_per_1k_tokens_usd", out, tokens_per_s=tokens_per_s, usd_per_gpu_hour=usd_per_gpu_hour)
     return out if out.ndim else float(out)
 
 
@@ -98,7 +99,10 @@ def prefill_flops_rule(n_params, tokens, flops_per_param_token: float = 2.0):
     positive_float("n_params", n_params)
     positive_int("tokens", tokens)
     positive_float("flops_per_param_token", flops_per_param_token)
-    return flops_per_param_token * np.asarray(n_params, dtype=float) * tokens
+    with np.errstate(over="ignore"):  # an overflow is reported by name just below
+        out = flops_per_param_token * np.asarray(n_params, dtype=float) * np.asarray(tokens, dtype=float)
+    return finite_result("prefill_flops_rule", out, n_params=n_params, tokens=tokens,
+                         flops_per_param_token=flops_per_param_token)
 
 
 def ttft_rule_s(n_params, prompt_len, accelerator, dtype: str = "bf16", batch=1, mfu: float = 1.0,
@@ -110,7 +114,7 @@ def ttft_rule_s(n_params, prompt_len, accelerator, dtype: str = "bf16", batch=1,
     acc = get_accelerator(accelerator)
     flops = prefill_flops_rule(n_params, np.asarray(batch, dtype=float) * np.asarray(prompt_len, dtype=float),
                                flops_per_param_token)
-    out = flops / (mfu * acc.peak(dtype))
+    out = finite_result("ttft_rule_s", flops / (mfu * acc.peak(dtype)), n_params=n_params, mfu=mfu)
     return out if np.ndim(out) else float(out)
 
 
@@ -122,4 +126,6 @@ def decode_step_rule_s(weight_bytes_total, kv_bytes_per_seq, batch, accelerator,
     positive_int("batch", batch)
     acc = get_accelerator(accelerator)
     out = (weight_bytes_total + np.asarray(batch, dtype=float) * kv_bytes_per_seq) / (mbu * acc.hbm_bytes_per_s)
+    finite_result("decode_step_rule_s", out, weight_bytes_total=weight_bytes_total,
+                  kv_bytes_per_seq=kv_bytes_per_seq, batch=batch)
     return out if np.ndim(out) else float(out)

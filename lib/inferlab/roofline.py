@@ -9,7 +9,7 @@ import numpy as np
 
 from inferlab.costs import ForwardCosts
 from inferlab.specs import Accelerator, get_accelerator
-from inferlab.validation import choice, fraction, positive_float
+from inferlab.validation import choice, finite_result, fraction, positive_float
 
 OVERLAP_MODES = ("per_operator", "whole_model", "none")
 
@@ -27,7 +27,9 @@ def attainable_flops_per_s(intensity, accelerator, dtype: str = "bf16", mfu: flo
     positive_float("intensity", intensity, allow_zero=True)
     fraction("mfu", mfu)
     fraction("mbu", mbu)
-    return np.minimum(mfu * acc.peak(dtype), np.asarray(intensity, dtype=float) * mbu * acc.hbm_bytes_per_s)
+    with np.errstate(over="ignore"):  # an overflow to inf is reported below, by name
+        out = np.minimum(mfu * acc.peak(dtype), np.asarray(intensity, dtype=float) * mbu * acc.hbm_bytes_per_s)
+    return out
 
 
 def bound(intensity, accelerator, dtype: str = "bf16"):
@@ -59,6 +61,7 @@ def roofline_time_s(flops, bytes_moved, accelerator, dtype: str = "bf16", mfu: f
     compute_s = np.asarray(flops, dtype=float) / (mfu * acc.peak(dtype))
     memory_s = np.asarray(bytes_moved, dtype=float) / (mbu * acc.hbm_bytes_per_s)
     out = compute_s + memory_s if overlap == "none" else np.maximum(compute_s, memory_s)
+    finite_result("roofline_time_s", out, flops=flops, bytes_moved=bytes_moved)
     return out if out.ndim else float(out)
 
 

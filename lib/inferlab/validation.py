@@ -190,3 +190,21 @@ def writable_dir(name: str, path) -> "Path":
     if not os.access(p, os.W_OK):
         raise ValueError(f"{name}: the folder {str(path)!r} is not writable; allowed: a writable folder")
     return p
+
+
+def finite_result(what: str, value, **inputs):
+    """Return `value` if every element is finite; else a ValueError naming the inputs that overflow
+    it (each passed its own check, but together they leave float range, e.g. 1e300 FLOPs per token)."""
+    arr = np.asarray(value, dtype=float)
+    if np.all(np.isfinite(arr)):
+        return value
+    named = ", ".join(f"{k}={_describe(v)}" for k, v in inputs.items())
+    raise ValueError(f"{what} overflows to a non-finite value for {named}; allowed: inputs whose "
+                     "result is a finite number")
+
+
+def scalar(name: str, value):
+    """Refuse arrays and lists where one number is expected."""
+    if np.ndim(value) if not isinstance(value, (str, bytes)) else False:
+        raise ValueError(f"{name} must be a single number; got {_describe(value)}")
+    return value
