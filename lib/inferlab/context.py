@@ -47,7 +47,7 @@ def within_context(model, tokens) -> bool:
     return limit is None or float(np.max(np.asarray(tokens, dtype=float))) <= limit
 
 
-def check_context(model, tokens, *, stacklevel: int = 3) -> bool:
+def check_context(model, tokens, *, stacklevel: int = 3) -> bool:  # stacklevel: kept for callers
     """Warn (ContextLengthWarning) when `tokens` exceeds the model's maximum context, unless inside
     beyond_context(); return whether it is within."""
     from inferlab.specs import get_model
@@ -56,9 +56,15 @@ def check_context(model, tokens, *, stacklevel: int = 3) -> bool:
         return True
     if not _ALLOWED.get():
         longest = int(np.max(np.asarray(tokens, dtype=float)))
-        warnings.warn(context_message(model, longest) + " (pass beyond_context=True if intended)",
-                      ContextLengthWarning, stacklevel=stacklevel)
+        # Attributed to "inferlab", not to a file and line: the same text on every machine (stored
+        # notebook outputs compare equal), shown once per message under the default filter.
+        warnings.warn_explicit(context_message(model, longest) + " (pass beyond_context=True if intended)",
+                               ContextLengthWarning, "inferlab", 0, module="inferlab.context",
+                               registry=_SHOWN)
     return False
+
+
+_SHOWN: dict = {}  # the warnings registry of check_context
 
 
 def context_flag(func):
