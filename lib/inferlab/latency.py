@@ -86,7 +86,8 @@ def cost_per_1k_tokens_usd(tokens_per_s, usd_per_gpu_hour: float, n_gpus: int = 
     positive_float("tokens_per_s", tokens_per_s)
     positive_float("usd_per_gpu_hour", usd_per_gpu_hour)
     positive_int("n_gpus", n_gpus)
-    out = n_gpus * usd_per_gpu_hour / 3600.0 / np.asarray(tokens_per_s, dtype=float) * 1000.0
+    with np.errstate(over="ignore"):  # an overflow is reported by name just below
+        out = n_gpus * usd_per_gpu_hour / 3600.0 / np.asarray(tokens_per_s, dtype=float) * 1000.0
     finite_result("cost_per_1k_tokens_usd", out, tokens_per_s=tokens_per_s, usd_per_gpu_hour=usd_per_gpu_hour)
     return out if out.ndim else float(out)
 
