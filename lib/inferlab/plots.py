@@ -570,12 +570,6 @@ def kv_variants_throughput_plot(model, accelerator, context_len, precision: Prec
 
 # Figures sweep prompt and context lengths past a model's maximum context on purpose (the book's
 # 100k-token yardstick on Llama-2 13B): every public function here runs inside beyond_context().
-def _as_yardsticks(namespace: dict) -> None:
-    from inferlab.context import yardstick
-    for name, obj in list(namespace.items()):
-        if callable(obj) and getattr(obj, "__module__", None) == __name__ and not name.startswith("_") \
-                and not isinstance(obj, type):
-            namespace[name] = yardstick(obj)
+from inferlab.context import mark_yardsticks  # noqa: E402
 
-
-_as_yardsticks(globals())
+mark_yardsticks(globals())
