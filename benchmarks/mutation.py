@@ -121,8 +121,7 @@ MUTANTS = [
       "attainable = max of the roofs"),
     M("roofline", "roofline.py", "np.where(np.asarray(intensity) >= ridge_point(accelerator, dtype), \"compute\", \"memory\")",
       "np.where(np.asarray(intensity) > ridge_point(accelerator, dtype), \"compute\", \"memory\")",
-      "ridge point itself called memory-bound", equivalent="no real operator sits exactly on the ridge "
-      "(a float intensity equal to peak/bandwidth to the last bit)"),
+      "ridge point itself called memory-bound"),
     M("roofline", "roofline.py", "memory_s = np.asarray(bytes_moved, dtype=float) / (mbu * acc.hbm_bytes_per_s)",
       "memory_s = np.asarray(bytes_moved, dtype=float) / acc.hbm_bytes_per_s", "mbu ignored"),
     M("roofline", "roofline.py", "out = compute_s + memory_s if overlap == \"none\" else np.maximum(compute_s, memory_s)",

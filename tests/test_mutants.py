@@ -109,3 +109,27 @@ def test_default_allreduce_latency_is_8_us_and_zero_is_the_books_idealisation():
     real = decode_step_time_s(L2_13B, "h100-sxm", 1024, tp=2)
     ideal = decode_step_time_s(L2_13B, "h100-sxm", 1024, tp=2, allreduce_latency_s=0)
     assert real - ideal == pytest.approx(80 * 8e-6, rel=1e-9)
+
+
+def test_decode_under_tp_runs_one_devices_shard():
+    from inferlab.latency import decode_step_time_s
+    # Decode at B=1, context 1024 is memory-bound: ~ bytes read / bandwidth. One H100: the weights
+    # (26.03 GB) less the embedding table (0.33 GB; one row is read) plus the KV cache (1024 x
+    # 819,200 B = 0.84 GB): 26.54 GB / 3.35 TB/s = 7.92 ms. Each of two devices (communication left
+    # out) reads half of each: 13.27 GB -> 3.96 ms.
+    one = decode_step_time_s(L2_13B, "h100-sxm", 1024)
+    two = decode_step_time_s(L2_13B, "h100-sxm", 1024, tp=2, allreduce=False)
+    assert one * 1e3 == pytest.approx(7.92, rel=0.01) and two * 1e3 == pytest.approx(3.96, rel=0.01)
+
+
+def test_tied_embeddings_are_counted_once():
+    # Llama-2 7B with its LM head tied to the embedding: 6,738,415,616 - 32000 x 4096 = 6,607,343,616.
+    tied = get_model("llama-2-7b").with_(tied_embeddings=True)
+    assert tied.n_params == 6_607_343_616
+
+
+def test_lm_head_of_a_non_final_prefill_chunk_has_intensity_0_not_nan():
+    from inferlab.costs import chunked_prefill_costs
+    # 1000 tokens in chunks of 256: 4 chunks; only the last computes logits.
+    lm = chunked_prefill_costs(L2_13B, 1000, 256).chunks.head["lm_head"].intensity
+    assert list(lm[:3]) == [0.0, 0.0, 0.0] and lm[3] > 0
