@@ -133,3 +133,23 @@ def test_lm_head_of_a_non_final_prefill_chunk_has_intensity_0_not_nan():
     # 1000 tokens in chunks of 256: 4 chunks; only the last computes logits.
     lm = chunked_prefill_costs(L2_13B, 1000, 256).chunks.head["lm_head"].intensity
     assert list(lm[:3]) == [0.0, 0.0, 0.0] and lm[3] > 0
+
+
+def test_integer_parts_use_their_absolute_tolerance():
+    from inferlab.exercises.core import _matches, integer
+    part = integer("b", "a batch", abs_tol=2)   # +-2 sequences
+    assert _matches(part, 102, 100) and _matches(part, 98, 100) and not _matches(part, 103, 100)
+    assert not _matches(integer("c", "exact"), 101, 100)
+
+
+def test_a_slip_that_equals_the_answer_gives_no_hint():
+    from inferlab.exercises.core import KINDS, Exercise, Mistake, number
+    # Here the "slip" (forgetting a factor 1) lands on the right answer, 10: it must not be named,
+    # and a wrong answer that matches no slip gets the generic hint.
+    ex = Exercise("15.1.1-extest", "t", KINDS[0], 1, {"x": 10}, (number("v", "value"),),
+                  solve=lambda x: x, mistakes=lambda x: [Mistake(x * 1, "you forgot nothing", "v")])
+    part = ex.parts[0]
+    assert "forgot nothing" not in ex._hint(part, 10.0, 10.0, ex.mistakes(10))
+    slip = Exercise("15.1.1-extest2", "t", KINDS[0], 1, {"x": 10}, (number("v", "value"),),
+                    solve=lambda x: x, mistakes=lambda x: [Mistake(x * 3, "tripled", "v")])
+    assert slip._hint(part, 30.0, 10.0, slip.mistakes(10)) == "tripled"
