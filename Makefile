@@ -10,14 +10,23 @@ TORCH_ARGS ?=
 
 .PHONY: setup lab lab-instructor test figures notebooks errata bench clean
 
+# One stamp per torch choice: `make setup TORCH_ARGS=...` after a first setup reinstalls torch.
+TORCH_STAMP := $(VENV)/.torch-$(shell printf '%s' '$(TORCH_SPEC) $(TORCH_ARGS)' | cksum | cut -d' ' -f1)
+
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q $(TORCH_ARGS) "$(TORCH_SPEC)"
 	$(PY) -m pip install -q -e ".[dev,book]"
 	touch $@
+	rm -f $(VENV)/.torch-*; touch $(TORCH_STAMP)
 
-setup: $(VENV)/.installed
+$(TORCH_STAMP): $(VENV)/.installed
+	$(PY) -m pip uninstall -q -y torch
+	$(PY) -m pip install -q $(TORCH_ARGS) "$(TORCH_SPEC)"
+	rm -f $(VENV)/.torch-*; touch $@
+
+setup: $(VENV)/.installed $(TORCH_STAMP)
 
 # Token auth on localhost; --allow-root only where we run as root (containers, CI machines).
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)

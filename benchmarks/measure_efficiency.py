@@ -1,6 +1,6 @@
 """MBU at B = 1 and MFU at the largest prefill, as ratios to ceilings measured in the same run.
 
-    python benchmarks/measure_efficiency.py                 # measure here (CPU: ~30 s)
+    python benchmarks/measure_efficiency.py                 # measure here (CPU: see README, "Measuring it live")
     python benchmarks/measure_efficiency.py --from run.json # the summary of a recorded suite run
 
 MBU = bytes the library says one decode step moves / step time / measured copy bandwidth.

@@ -40,6 +40,7 @@ from IPython.display import Markdown
 
 from inferlab import Precision, latency, memory, plots, reader, roofline
 from inferlab.notebook import show_formulas, verdict_summary
+from inferlab.parallel import DEFAULT_ALLREDUCE_LATENCY_S
 from inferlab.units import GB, MS, TFLOP, bytes_per_element
 
 # %% [markdown]
@@ -53,7 +54,7 @@ MODEL, GPU, PREC = reader.what_if(
     Precision(weights="bf16", activations="bf16", kv="bf16"))  # e.g. weights="int8"
 PROMPT = 1024                          # prompt length S, tokens
 BATCH = 1                              # concurrent sequences
-ALLREDUCE_LATENCY_S = 10e-6            # per all-reduce under tensor parallelism: an assumption
+ALLREDUCE_LATENCY_S = DEFAULT_ALLREDUCE_LATENCY_S  # per all-reduce under TP (8 µs); 0 = the book's idealisation
 # ---------------------------------------------------------------------------------------------
 BOOK = reader.is_book_setup(MODEL, GPU, PREC) and PROMPT == 1024 and BATCH == 1
 FIT = reader.fit_message(MODEL, GPU, PROMPT, PREC)
@@ -385,10 +386,11 @@ from inferlab.costs import prefill_costs
 from inferlab.latency import prefill_time_s
 
 # The full operator count: causal attention's QK^T and PV grow as S^2, the projections as S.
-costs = prefill_costs(model, batch=1, prompt_len=prompt_len)
+# (The prompt exceeds the model's maximum context: beyond_context=True marks it as a yardstick.)
+costs = prefill_costs(model, batch=1, prompt_len=prompt_len, beyond_context=True)
 attention_share = costs.attention.flops / costs.total.flops
-ex3 = {"ttft_s": prefill_time_s(model, accelerator, prompt_len), "attention_share": attention_share,
-        "cause": "A"}
+ex3 = {"ttft_s": prefill_time_s(model, accelerator, prompt_len, beyond_context=True),
+        "attention_share": attention_share, "cause": "A"}
 ex3
 
 # %%
@@ -420,8 +422,9 @@ import numpy as np
 
 from inferlab.latency import prefill_time_s
 
-S = np.arange(1, max_len + 1)  # every prompt length at once
-ttft_ms = {tp: prefill_time_s(model, accelerator, S, mfu=mfu, tp=tp) * 1e3 for tp in (1, 2)}
+S = np.arange(1, max_len + 1)  # every prompt length at once, past the model's context (a yardstick)
+ttft_ms = {tp: prefill_time_s(model, accelerator, S, mfu=mfu, tp=tp, beyond_context=True) * 1e3
+           for tp in (1, 2)}
 ex4 = {f"s_max_tp{tp}": int(S[t <= ttft_slo_ms].max()) for tp, t in ttft_ms.items()}
 ex4
 

@@ -10,3 +10,9 @@ def sample_instructor(tmp_path_factory):
     path = tmp_path_factory.mktemp("classroom") / "sample_instructor.py"
     write_sample(path)
     return path
+
+
+def pytest_configure(config):
+    # Tests sweep lengths past a model's maximum context on purpose (property tests, the book's
+    # yardsticks); tests/test_context.py checks the warning itself with pytest.warns.
+    config.addinivalue_line("filterwarnings", "ignore::inferlab.context.ContextLengthWarning")

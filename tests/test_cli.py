@@ -107,7 +107,7 @@ def test_estimate_with_tp_int8_and_cost(capsys):
     (["estimate", "--batch", "0"], ["--batch must be an integer >= 1; got 0"]),
     (["estimate", "--prompt", "-5"], ["--prompt must be an integer >= 1; got -5"]),
     (["estimate", "--output", "-1"], ["--output must be an integer >= 0; got -1"]),
-    (["estimate", "--mfu", "1.5"], ["--mfu must be a finite number > 0 and <= 1.0; got 1.5"]),
+    (["estimate", "--mfu", "1.5"], ["--mfu must be a finite number >= 1e-09 and <= 1; got 1.5"]),
     (["estimate", "--tp", "3"], ["tp must divide n_heads=40", "got tp=3"]),
 ])
 def test_bad_input_is_one_line_and_exit_code_2(capsys, argv, pieces):

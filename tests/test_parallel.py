@@ -55,8 +55,10 @@ def test_ring_allreduce_time():
     # Each device sends and receives 2(K-1)/K of the message over its link.
     msg = 1e9
     assert allreduce_time_s(msg, 1, "h100-sxm") == 0
-    assert allreduce_time_s(msg, 2, "h100-sxm") == pytest.approx(2 * (1 / 2) * msg / LINK)
-    assert allreduce_time_s(msg, 8, "h100-sxm") == pytest.approx(2 * (7 / 8) * msg / LINK)
+    assert allreduce_time_s(msg, 2, "h100-sxm", latency_s=0) == pytest.approx(2 * (1 / 2) * msg / LINK)
+    assert allreduce_time_s(msg, 8, "h100-sxm", latency_s=0) == pytest.approx(2 * (7 / 8) * msg / LINK)
+    # The default adds 8 us per call (NVLink small-message floor; peer calculators use 5-10 us).
+    assert allreduce_time_s(msg, 8, "h100-sxm") == pytest.approx(2 * (7 / 8) * msg / LINK + 8e-6)
     assert allreduce_time_s(msg, 8, "h100-sxm", latency_s=5e-6) == pytest.approx(
         2 * (7 / 8) * msg / LINK + 5e-6)
 
@@ -65,7 +67,10 @@ def test_tp_communication_is_two_allreduces_per_layer():
     # Decode step at B = 1 on two GPUs: 40 layers x 2 all-reduces of 1 x 5120 bf16 activations.
     message = 1 * d * 2
     expected = L * 2 * (2 * (1 / 2) * message / LINK)
-    assert tp_communication_time_s(BOOK, 1, 2, "h100-sxm") == pytest.approx(expected)
+    assert tp_communication_time_s(BOOK, 1, 2, "h100-sxm", latency_s=0) == pytest.approx(expected)
+    # With the default 8 us per call: 80 calls add 640 us, ~350x the bandwidth term
+    # (80 * 10240 B / 450e9 B/s = 1.8 us).
+    assert tp_communication_time_s(BOOK, 1, 2, "h100-sxm") == pytest.approx(expected + 80 * 8e-6)
     assert tp_communication_time_s(BOOK, 1, 1, "h100-sxm") == 0
 
 
@@ -106,6 +111,6 @@ def test_prefill_allreduce_moves_every_prompt_token():
     # Prefill of B = 2 prompts of S = 512 on two GPUs: 40 layers x 2 all-reduces of B*S x d bf16.
     B, S = 2, 512
     expected = L * 2 * (2 * (1 / 2) * B * S * d * 2 / LINK)
-    on = prefill_time_s(BOOK, "h100-sxm", S, B, tp=2)
+    on = prefill_time_s(BOOK, "h100-sxm", S, B, tp=2, allreduce_latency_s=0)
     off = prefill_time_s(BOOK, "h100-sxm", S, B, tp=2, allreduce=False)
     assert on - off == pytest.approx(expected, rel=1e-9)

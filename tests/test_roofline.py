@@ -40,7 +40,7 @@ def test_roofline_time_is_max_of_compute_and_memory():
     compute, memory = flops / PEAK, nbytes / BW  # 1.01 ms and 0.30 ms
     assert roofline_time_s(flops, nbytes, "h100-sxm") == compute
     assert roofline_time_s(1e9, 1e12, "h100-sxm") == 1e12 / BW
-    assert roofline_time_s(flops, nbytes, "h100-sxm", overlap=False) == pytest.approx(compute + memory)
+    assert roofline_time_s(flops, nbytes, "h100-sxm", overlap="none") == pytest.approx(compute + memory)
     assert roofline_time_s(flops, nbytes, "h100-sxm", mfu=0.5) == pytest.approx(2 * compute)
     assert roofline_time_s(1e9, 1e12, "h100-sxm", mbu=0.5) == pytest.approx(2e12 / BW)
 

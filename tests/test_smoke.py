@@ -2,12 +2,27 @@
 import inferlab
 
 
+# Parameter counts of the released checkpoints (the safetensors totals Hugging Face reports), which
+# the architecture in data/models.toml must reproduce exactly; a loader that dropped a field (tied
+# embeddings, the gated MLP, GQA heads) would miss them by millions.
+RELEASED = {"llama-2-7b": 6_738_415_616, "llama-2-13b": 13_015_864_320, "llama-2-70b": 68_976_648_192,
+            "llama-3-8b": 8_030_261_248, "llama-3-70b": 70_553_706_496, "mistral-7b": 7_241_732_096}
+
+
 def test_every_named_model_and_accelerator_loads():
-    assert inferlab.list_models() and inferlab.list_accelerators()
-    for name in inferlab.list_models():
-        assert inferlab.get_model(name).n_params > 0
+    models = inferlab.list_models()
+    assert set(RELEASED) <= set(models)
+    for name, n in RELEASED.items():
+        assert inferlab.get_model(name).n_params == n, name
+    # The book's 13B variant: within 1 % of the chapter's "13B".
+    assert abs(inferlab.get_model("llama-2-13b-book").n_params - 13e9) < 0.01 * 13e9
+    # H100 SXM datasheet: 989.4 TFLOP/s dense bf16, 3.35 TB/s, 80 GB; every accelerator loads
+    # with a bf16 peak above its bandwidth (ridge points of tens to hundreds of FLOP/byte).
+    h100 = inferlab.get_accelerator("h100-sxm")
+    assert (h100.peak("bf16"), h100.hbm_bytes_per_s, h100.memory_bytes) == (989.4e12, 3.35e12, 80e9)
     for name in inferlab.list_accelerators():
-        assert inferlab.get_accelerator(name).peak("bf16") > 0
+        acc = inferlab.get_accelerator(name)
+        assert 50 < acc.peak("bf16") / acc.hbm_bytes_per_s < 1000, name
 
 
 def test_gqa_variant_changes_only_the_kv_heads_and_keeps_the_parameter_count():

@@ -83,17 +83,17 @@ BAD = {
     "dtype": ["bf17", "float16", None],
     "precision": ["bf16", None, 2],
     "costs": ["decode", None],
-    "overlap": ["per-operator", "max"],
+    "overlap": ["per-operator", "max", True, None],
 }
 # Flags that accept anything truthy; no bad value exists.
-FLAGS = {"causal", "all_logits", "include_attention", "allreduce", "allow_zero", "kwargs"}
+FLAGS = {"causal", "all_logits", "include_attention", "allreduce", "allow_zero", "kwargs", "beyond_context"}
 # Parameters whose message uses another word for the same thing.
 WORD = {("get_model", "name"): "model", ("get_accelerator", "name"): "accelerator"}
 BAD_NAME = {("get_model", "name"): BAD["model"], ("get_accelerator", "name"): BAD["accelerator"],
-            ("roofline_time_s", "overlap"): []}  # there a flag: overlap or add
+            ("roofline_time_s", "overlap"): ["max", True, False]}  # one vocabulary with pass_time_s
 # Helpers outside the contract: display conversions, listings, aggregation and the checkers themselves.
 EXEMPT = {"data_dir", "list_models", "list_accelerators", "to_gb", "to_ms", "total_cost", "as_precision",
-          "positive_int", "nonneg_int", "positive_float", "fraction", "choice"}
+          "positive_int", "nonneg_int", "positive_float", "fraction", "choice", "writable_file", "writable_dir", "finite_result", "scalar"}
 
 
 def public_functions():
@@ -123,7 +123,18 @@ def test_every_public_function_and_parameter_is_covered():
 
 @pytest.mark.parametrize("func, good", [pytest.param(f, g, id=f.__name__) for f, g in GOOD.items()])
 def test_the_valid_calls_succeed(func, good):
-    func(**good)
+    """Each valid call returns a finite result (no NaN, inf or None): the baseline the bad values spoil."""
+    out = func(**good)
+    assert out is not None
+    if hasattr(out, "total"):
+        out = out.total
+    if hasattr(out, "flops"):
+        out = [out.flops, out.bytes]
+    if hasattr(out, "free_bytes"):  # a MemoryBudget
+        out = [out.free_bytes, out.used_bytes]
+    if isinstance(out, (str, dict)) or hasattr(out, "name"):
+        return  # a regime, a table of regimes, a model or accelerator: checked by their own tests
+    assert np.all(np.isfinite(np.asarray(out, dtype=float))), out
 
 
 @pytest.mark.parametrize("func, good, param, value", list(cases()))

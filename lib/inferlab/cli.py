@@ -13,7 +13,7 @@ import numpy as np
 
 from inferlab.specs import Precision, get_accelerator, get_model, list_accelerators, list_models
 from inferlab.units import DTYPES, GB, MS
-from inferlab.validation import fraction, nonneg_int, positive_float, positive_int
+from inferlab.validation import MAX_INT, fraction, nonneg_int, positive_float, positive_int
 
 # Modules that add subcommands (each has register(subparsers)); missing ones are skipped.
 SUBCOMMAND_MODULES = ("inferlab.claims.cli", "inferlab.measure.cli", "inferlab.figures",
@@ -44,6 +44,8 @@ def _cmd_estimate(args) -> int:
     from inferlab.parallel import tp_shard
     from inferlab.roofline import ridge_point, time_weighted_regime
 
+    from inferlab.context import context_message, within_context
+
     # Check the options under the names the user typed, before any library call renames them.
     for name in ("batch", "prompt", "tp"):
         positive_int(f"--{name}", getattr(args, name))
@@ -52,31 +54,43 @@ def _cmd_estimate(args) -> int:
     fraction("--mbu", args.mbu)
     positive_float("--reserved-gb", args.reserved_gb, allow_zero=True)
     positive_float("--usd-per-gpu-hour", args.usd_per_gpu_hour, allow_zero=True)
+    positive_float("--allreduce-latency-us", args.allreduce_latency_us, allow_zero=True, maximum=1e6)
     model, acc = get_model(args.model), get_accelerator(args.gpu)
     prec = Precision(weights=args.weights_dtype, activations=args.activations_dtype, kv=args.kv_dtype)
     context = args.prompt + args.output
+    if args.batch * context > MAX_INT:
+        raise ValueError(f"--batch x (--prompt + --output) must be <= 2**63 - 1 tokens; got "
+                         f"{args.batch} x {context} = {args.batch * context:.3g}")
+    if not args.beyond_context and not within_context(model, context):
+        raise ValueError(f"--prompt + --output = {context}: " + context_message(model, context)
+                         + f"; allowed: <= {model.max_context_tokens}, or add --beyond-context for a yardstick")
     shard = tp_shard(model, args.tp)
-    kw = dict(tp=args.tp, allreduce=not args.no_allreduce)
+    kw = dict(tp=args.tp, allreduce=not args.no_allreduce,
+              allreduce_latency_s=args.allreduce_latency_us * 1e-6, beyond_context=args.beyond_context)
+    yard = dict(beyond_context=args.beyond_context)
     budget = memory_budget(model, acc, args.batch, context, prec, tp=args.tp,
-                           reserved_bytes=args.reserved_gb * GB)
+                           reserved_bytes=args.reserved_gb * GB, **yard)
     ttft = prefill_time_s(model, acc, args.prompt, args.batch, prec, mfu=args.mfu, mbu=args.mbu, **kw)
     itl = decode_step_time_s(model, acc, context, args.batch, prec, mfu=args.mfu, mbu=args.mbu, **kw)
     dtype = prec.compute_dtype
-    pre_regime = time_weighted_regime(prefill_costs(shard, args.batch, args.prompt, prec), acc, dtype)
-    dec_regime = time_weighted_regime(decode_costs(shard, args.batch, context, prec), acc, dtype)
+    pre_regime = time_weighted_regime(prefill_costs(shard, args.batch, args.prompt, prec, **yard), acc, dtype)
+    dec_regime = time_weighted_regime(decode_costs(shard, args.batch, context, prec, **yard), acc, dtype)
     try:
-        bmax = max_batch(model, acc, context, prec, tp=args.tp, reserved_bytes=args.reserved_gb * GB)
+        bmax = max_batch(model, acc, context, prec, tp=args.tp, reserved_bytes=args.reserved_gb * GB, **yard)
         bmax_text = str(bmax)
     except ValueError as err:
         bmax_text = f"none ({err})"
 
     print(f"{model.name} on {args.tp} x {acc.name}: batch {args.batch}, prompt {args.prompt}, "
           f"output {args.output} tokens; weights {prec.weights}, activations {prec.activations}, "
-          f"KV {prec.kv}; MFU {args.mfu}, MBU {args.mbu}")
+          f"KV {prec.kv}; MFU {args.mfu}, MBU {args.mbu}"
+          + (f"; all-reduce latency {args.allreduce_latency_us:g} us" if args.tp > 1 and not args.no_allreduce else ""))
+    if not within_context(model, context):
+        print(f"warning: {context_message(model, context)}", file=sys.stderr)
     print(f"ridge point {ridge_point(acc, dtype):.0f} FLOP/byte ({dtype})")
     print("memory per device (GB = 1e9 bytes):")
     print(f"  weights {budget.weight_bytes / GB:8.2f} GB")
-    print(f"  KV cache {budget.kv_bytes / GB:7.2f} GB  ({kv_cache_bytes(model, context, 1, prec, args.tp) / GB:.3f} GB "
+    print(f"  KV cache {budget.kv_bytes / GB:7.2f} GB  ({kv_cache_bytes(model, context, 1, prec, args.tp, **yard) / GB:.3f} GB "
           f"per sequence of {context} tokens)")
     print(f"  free     {budget.free_bytes / GB:8.2f} GB of {acc.memory_bytes / GB:.0f} GB  -> "
           f"{'fits' if budget.fits else 'DOES NOT FIT'}; max batch at this context: {bmax_text}")
@@ -87,7 +101,7 @@ def _cmd_estimate(args) -> int:
     print(f"decode step/ITL  {itl / MS:9.2f} ms   ({dec_regime}-bound, at context {context})")
     thr = args.batch / itl
     print(f"decode throughput {thr:9.0f} tokens/s  ({thr / args.batch:.0f} per sequence)")
-    print(f"KV-crossover B*  {kv_crossover_batch(model, context, prec, args.tp):9.1f}")
+    print(f"KV-crossover B*  {kv_crossover_batch(model, context, prec, args.tp, **yard):9.1f}")
     if args.usd_per_gpu_hour:
         cost = cost_per_1k_tokens_usd(thr, args.usd_per_gpu_hour, args.tp)
         print(f"cost             ${cost:.5f} per 1k output tokens at ${args.usd_per_gpu_hour}/GPU-hour")
@@ -98,25 +112,53 @@ def _cmd_estimate(args) -> int:
     return 0
 
 
+class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Every option's help shows its default (flags and options without one excepted)."""
+
+
+def _tidy_help(parser: argparse.ArgumentParser) -> None:
+    """Recursively: show defaults in every sub-command's help, and hide internal sub-commands (names
+    starting with '_') from the usage line and the list of commands."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            action._choices_actions = [a for a in action._choices_actions if not a.dest.startswith("_")]
+            visible = [name for name in action.choices if not name.startswith("_")]
+            action.metavar = "{" + ",".join(visible) + "}"
+            for sub in action.choices.values():
+                sub.formatter_class = _HelpFormatter
+                _tidy_help(sub)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="inferlab", description=__doc__.splitlines()[0])
+    from inferlab.parallel import DEFAULT_ALLREDUCE_LATENCY_S
+
+    parser = argparse.ArgumentParser(prog="inferlab", description=__doc__.splitlines()[0],
+                                     formatter_class=_HelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("list", help="known models and accelerators").set_defaults(func=_cmd_list)
 
     est = sub.add_parser("estimate", help="memory, TTFT, ITL, throughput and regimes of one configuration")
     est.add_argument("--model", default="llama-2-13b-book", help="a name from `inferlab list`")
     est.add_argument("--gpu", default="h100-sxm", help="an accelerator from `inferlab list`")
-    est.add_argument("--batch", type=int, default=1)
-    est.add_argument("--prompt", type=int, default=1024, help="prompt length S in tokens")
+    est.add_argument("--batch", type=int, default=1, help="concurrent sequences B")
+    est.add_argument("--prompt", type=int, default=1024,
+                     help="prompt length S in tokens (prompt + output must fit the model's context)")
     est.add_argument("--output", type=int, default=0, help="tokens generated; ITL is at context prompt+output")
+    est.add_argument("--beyond-context", action="store_true",
+                     help="allow prompt + output beyond the model's maximum context (a yardstick only)")
     est.add_argument("--tp", type=int, default=1, help="tensor-parallel degree")
     est.add_argument("--no-allreduce", action="store_true", help="ignore tensor-parallel communication")
+    est.add_argument("--allreduce-latency-us", type=float, default=DEFAULT_ALLREDUCE_LATENCY_S * 1e6,
+                     help="start-up latency of each all-reduce under tensor parallelism, microseconds "
+                          "(NVLink; peer calculators use 5-10; 0 reproduces the book's idealisation)")
     for cls, default in (("weights", "bf16"), ("activations", "bf16"), ("kv", "bf16")):
-        est.add_argument(f"--{cls}-dtype", default=default, choices=list(DTYPES))
+        est.add_argument(f"--{cls}-dtype", default=default, choices=list(DTYPES),
+                         help=f"number format of the {cls}")
     est.add_argument("--mfu", type=float, default=1.0, help="achieved fraction of peak FLOP/s")
     est.add_argument("--mbu", type=float, default=1.0, help="achieved fraction of peak bandwidth")
     est.add_argument("--reserved-gb", type=float, default=0.0, help="memory kept free (activations, slack)")
-    est.add_argument("--usd-per-gpu-hour", type=float, default=0.0)
+    est.add_argument("--usd-per-gpu-hour", type=float, default=0.0,
+                     help="price of one GPU-hour in dollars; 0: no cost line")
     est.set_defaults(func=_cmd_estimate)
 
     for modname in SUBCOMMAND_MODULES:
@@ -127,6 +169,7 @@ def build_parser() -> argparse.ArgumentParser:
                 continue
             raise
         module.register(sub)
+    _tidy_help(parser)
     return parser
 
 
@@ -134,12 +177,19 @@ def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except ValueError as err:  # bad input: one clear line, no traceback
-        print(f"inferlab: error: {err}", file=sys.stderr)
-        return 2
     except BrokenPipeError:  # output piped into `head` and closed early: not an error
         sys.stderr.close()
         return 0
+    except (ValueError, OverflowError) as err:  # bad input: one clear line, no traceback
+        print(f"inferlab: error: {err}", file=sys.stderr)
+        return 2
+    except OSError as err:  # missing folder, a directory given for a file, unwritable, /proc/...
+        where = f"{err.filename}: " if err.filename else ""
+        print(f"inferlab {args.command}: error: {where}{err.strerror or err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"inferlab {args.command}: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

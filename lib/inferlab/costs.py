@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, fields
 
 import numpy as np
 
+from inferlab.context import check_context, context_flag
 from inferlab.specs import BF16, ModelConfig, Precision, as_precision, get_model
 from inferlab.units import bytes_per_element
 from inferlab.validation import nonneg_int, positive_int
@@ -41,8 +42,12 @@ class Cost:
 
     @property
     def intensity(self):
-        """Arithmetic intensity, FLOPs per byte moved."""
-        return np.divide(self.flops, self.bytes)
+        """Arithmetic intensity, FLOPs per byte moved; 0 where nothing is moved (an operator that
+        does not run, e.g. the LM head of a prefill chunk other than the last: never 0/0 = NaN)."""
+        flops = np.asarray(self.flops, dtype=float)
+        nbytes = np.asarray(self.bytes, dtype=float)
+        out = np.divide(flops, nbytes, out=np.zeros(np.broadcast(flops, nbytes).shape), where=nbytes > 0)
+        return out if out.ndim else float(out)
 
     def __add__(self, other: "Cost") -> "Cost":
         return Cost(*(getattr(self, f.name) + getattr(other, f.name) for f in fields(self)))
@@ -126,6 +131,7 @@ def attention_pairs(q_len, past_len, causal: bool = True):
     return pairs if pairs.ndim else float(pairs)
 
 
+@context_flag
 def forward_costs(model: ModelConfig | str, batch=1, q_len=1, past_len=0,
                   precision: Precision = BF16, *, causal: bool = True,
                   all_logits: bool = False) -> ForwardCosts:
@@ -141,6 +147,7 @@ def forward_costs(model: ModelConfig | str, batch=1, q_len=1, past_len=0,
     b = np.asarray(batch, dtype=float)
     q = np.asarray(q_len, dtype=float)
     kv_len = q + np.asarray(past_len, dtype=float)
+    check_context(model, kv_len, stacklevel=4)  # beyond the model's maximum context: a warning
     tokens = b * q
     ab = bytes_per_element(precision.activations)
     kvb = bytes_per_element(precision.kv)
@@ -177,6 +184,7 @@ def forward_costs(model: ModelConfig | str, batch=1, q_len=1, past_len=0,
     return ForwardCosts(per_layer, head, model.n_layers)
 
 
+@context_flag
 def prefill_costs(model, batch=1, prompt_len=1, precision: Precision = BF16, *,
                   causal: bool = True, all_logits: bool = False) -> ForwardCosts:
     """One prefill pass: `batch` prompts of `prompt_len` tokens, empty cache."""
@@ -184,6 +192,7 @@ def prefill_costs(model, batch=1, prompt_len=1, precision: Precision = BF16, *,
     return forward_costs(model, batch, prompt_len, 0, precision, causal=causal, all_logits=all_logits)
 
 
+@context_flag
 def decode_costs(model, batch=1, context_len=1, precision: Precision = BF16) -> ForwardCosts:
     """One decode step: each of `batch` sequences adds one token and attends over
     `context_len` positions (the cached ones plus the new token)."""
@@ -216,6 +225,7 @@ class ChunkedPrefill:
         return Cost(*(np.sum(getattr(c, f.name)) for f in fields(c)))
 
 
+@context_flag
 def chunked_prefill_costs(model, prompt_len: int, chunk_len: int, batch=1,
                           precision: Precision = BF16, *, causal: bool = True) -> ChunkedPrefill:
     """Prefill of `prompt_len` tokens in ceil(S/C) chunks of C. Total FLOPs equal one-shot causal

@@ -128,6 +128,8 @@ def export_all(out_dir, formats=FORMATS, names=None) -> list[Path]:
 
 
 def _cmd_figures(args) -> int:
+    from inferlab.validation import writable_dir
+    writable_dir("--out", args.out)
     paths = export_all(args.out, tuple(args.format), args.only)
     for p in paths:
         print(p)
@@ -139,6 +141,7 @@ def register(subparsers) -> None:
     """`inferlab figures`: export every figure of the chapter (cli.SUBCOMMAND_MODULES lists this module)."""
     p = subparsers.add_parser("figures", help="export every figure of the chapter as SVG and PNG")
     p.add_argument("--out", default="build/figures", help="output folder (created if missing)")
-    p.add_argument("--format", nargs="+", default=list(FORMATS), choices=["svg", "png", "pdf"])
+    p.add_argument("--format", nargs="+", default=list(FORMATS), choices=["svg", "png", "pdf"],
+                   help="file formats to write")
     p.add_argument("--only", nargs="+", metavar="NAME", help=f"some of: {', '.join(FIGURES)}")
     p.set_defaults(func=_cmd_figures)

@@ -9,20 +9,25 @@ from __future__ import annotations
 
 import numpy as np
 
+from inferlab.context import context_flag
 from inferlab.costs import ATTENTION_OPS, decode_costs, prefill_costs
 from inferlab.memory import kv_cache_bytes, weight_bytes
-from inferlab.parallel import tp_communication_time_s, tp_shard
+from inferlab.parallel import DEFAULT_ALLREDUCE_LATENCY_S, tp_communication_time_s, tp_shard
 from inferlab.roofline import pass_time_s
 from inferlab.specs import BF16, Precision, get_accelerator, get_model
-from inferlab.validation import fraction, positive_float, positive_int
+from inferlab.validation import finite_result, fraction, positive_float, positive_int
 
 
+@context_flag
 def prefill_time_s(model, accelerator, prompt_len, batch=1, precision: Precision = BF16, *,
                    mfu: float = 1.0, mbu: float = 1.0, include_attention: bool = True,
                    causal: bool = True, tp: int = 1, allreduce: bool = True,
-                   allreduce_latency_s: float = 0.0, overlap: str = "per_operator"):
+                   allreduce_latency_s: float = DEFAULT_ALLREDUCE_LATENCY_S, overlap: str = "per_operator"):
     """Time of one prefill pass of `batch` prompts of `prompt_len` tokens (= TTFT with no queueing).
-    include_attention=False drops the quadratic QK^T and PV terms: the linear model TTFT ~ 2*P*S/peak."""
+    include_attention=False drops the quadratic QK^T and PV terms: the linear model TTFT ~ 2*P*S/peak.
+    Under tensor parallelism each of the 2*L all-reduces costs its bandwidth term plus
+    allreduce_latency_s (default 8 us, see parallel.DEFAULT_ALLREDUCE_LATENCY_S; 0 is the book's
+    idealisation)."""
     model = get_model(model)
     positive_float("allreduce_latency_s", allreduce_latency_s, allow_zero=True)
     shard = tp_shard(model, tp)
@@ -31,7 +36,7 @@ def prefill_time_s(model, accelerator, prompt_len, batch=1, precision: Precision
         costs = costs.without(*ATTENTION_OPS)
     t = pass_time_s(costs, accelerator, precision.compute_dtype, mfu, mbu, overlap)
     if allreduce:
-        tokens = np.asarray(batch) * np.asarray(prompt_len)
+        tokens = np.asarray(batch, dtype=float) * np.asarray(prompt_len, dtype=float)  # no int64 wrap-around
         t = t + tp_communication_time_s(model, tokens, tp, accelerator, precision, allreduce_latency_s)
     return t if np.ndim(t) else float(t)
 
@@ -39,11 +44,13 @@ def prefill_time_s(model, accelerator, prompt_len, batch=1, precision: Precision
 ttft_s = prefill_time_s
 
 
+@context_flag
 def decode_step_time_s(model, accelerator, context_len, batch=1, precision: Precision = BF16, *,
                        mfu: float = 1.0, mbu: float = 1.0, tp: int = 1, allreduce: bool = True,
-                       allreduce_latency_s: float = 0.0, overlap: str = "per_operator"):
+                       allreduce_latency_s: float = DEFAULT_ALLREDUCE_LATENCY_S, overlap: str = "per_operator"):
     """Time of one decode step producing `batch` tokens, each attending over `context_len` positions.
-    At small batch this is ~ (weight bytes + batch * KV bytes) / bandwidth."""
+    At small batch this is ~ (weight bytes + batch * KV bytes) / bandwidth. Tensor parallelism adds
+    2*L all-reduces, each with allreduce_latency_s (default 8 us; 0 is the book's idealisation)."""
     model = get_model(model)
     positive_float("allreduce_latency_s", allreduce_latency_s, allow_zero=True)
     shard = tp_shard(model, tp)
@@ -65,6 +72,7 @@ def throughput_tokens_per_s(model, accelerator, context_len, batch=1, precision:
     return out if out.ndim else float(out)
 
 
+@context_flag
 def kv_crossover_batch(model, context_len, precision: Precision = BF16, tp: int = 1):
     """B* = weight bytes / KV bytes per sequence: the batch at which the KV cache read per step
     equals the weight read. Below it throughput grows almost linearly with B; above, it saturates."""
@@ -78,7 +86,9 @@ def cost_per_1k_tokens_usd(tokens_per_s, usd_per_gpu_hour: float, n_gpus: int = 
     positive_float("tokens_per_s", tokens_per_s)
     positive_float("usd_per_gpu_hour", usd_per_gpu_hour)
     positive_int("n_gpus", n_gpus)
-    out = n_gpus * usd_per_gpu_hour / 3600.0 / np.asarray(tokens_per_s, dtype=float) * 1000.0
+    with np.errstate(over="ignore"):  # an overflow is reported by name just below
+        out = n_gpus * usd_per_gpu_hour / 3600.0 / np.asarray(tokens_per_s, dtype=float) * 1000.0
+    finite_result("cost_per_1k_tokens_usd", out, tokens_per_s=tokens_per_s, usd_per_gpu_hour=usd_per_gpu_hour)
     return out if out.ndim else float(out)
 
 
@@ -90,7 +100,10 @@ def prefill_flops_rule(n_params, tokens, flops_per_param_token: float = 2.0):
     positive_float("n_params", n_params)
     positive_int("tokens", tokens)
     positive_float("flops_per_param_token", flops_per_param_token)
-    return flops_per_param_token * np.asarray(n_params, dtype=float) * tokens
+    with np.errstate(over="ignore"):  # an overflow is reported by name just below
+        out = flops_per_param_token * np.asarray(n_params, dtype=float) * np.asarray(tokens, dtype=float)
+    return finite_result("prefill_flops_rule", out, n_params=n_params, tokens=tokens,
+                         flops_per_param_token=flops_per_param_token)
 
 
 def ttft_rule_s(n_params, prompt_len, accelerator, dtype: str = "bf16", batch=1, mfu: float = 1.0,
@@ -100,8 +113,9 @@ def ttft_rule_s(n_params, prompt_len, accelerator, dtype: str = "bf16", batch=1,
     positive_int("prompt_len", prompt_len)
     positive_int("batch", batch)
     acc = get_accelerator(accelerator)
-    flops = prefill_flops_rule(n_params, np.asarray(batch) * np.asarray(prompt_len), flops_per_param_token)
-    out = flops / (mfu * acc.peak(dtype))
+    flops = prefill_flops_rule(n_params, np.asarray(batch, dtype=float) * np.asarray(prompt_len, dtype=float),
+                               flops_per_param_token)
+    out = finite_result("ttft_rule_s", flops / (mfu * acc.peak(dtype)), n_params=n_params, mfu=mfu)
     return out if np.ndim(out) else float(out)
 
 
@@ -113,4 +127,6 @@ def decode_step_rule_s(weight_bytes_total, kv_bytes_per_seq, batch, accelerator,
     positive_int("batch", batch)
     acc = get_accelerator(accelerator)
     out = (weight_bytes_total + np.asarray(batch, dtype=float) * kv_bytes_per_seq) / (mbu * acc.hbm_bytes_per_s)
+    finite_result("decode_step_rule_s", out, weight_bytes_total=weight_bytes_total,
+                  kv_bytes_per_seq=kv_bytes_per_seq, batch=batch)
     return out if np.ndim(out) else float(out)

@@ -8,10 +8,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from inferlab.context import check_context, context_flag
 from inferlab.parallel import tp_shard
 from inferlab.specs import BF16, Precision, as_precision, get_accelerator, get_model
 from inferlab.units import GB, bytes_per_element
-from inferlab.validation import DoesNotFitError, positive_float, positive_int
+from inferlab.validation import DoesNotFitError, positive_float, positive_int, scalar
 
 
 def weight_bytes(model, precision: Precision = BF16, tp: int = 1) -> float:
@@ -26,10 +27,13 @@ def kv_cache_bytes_per_token(model, precision: Precision = BF16, tp: int = 1) ->
     return 2.0 * shard.n_layers * shard.kv_dim * bytes_per_element(as_precision(precision).kv)
 
 
+@context_flag
 def kv_cache_bytes(model, seq_len, batch=1, precision: Precision = BF16, tp: int = 1):
-    """KV cache of `batch` sequences of `seq_len` tokens: per-token bytes * seq_len * batch."""
+    """KV cache of `batch` sequences of `seq_len` tokens: per-token bytes * seq_len * batch.
+    seq_len beyond the model's maximum context: ContextLengthWarning (beyond_context=True: none)."""
     positive_int("seq_len", seq_len)
     positive_int("batch", batch)
+    check_context(model, seq_len, stacklevel=4)
     out = kv_cache_bytes_per_token(model, precision, tp) * np.asarray(seq_len, dtype=float) * np.asarray(batch, dtype=float)
     return out if out.ndim else float(out)
 
@@ -56,15 +60,18 @@ class MemoryBudget:
         return self.free_bytes >= 0
 
 
+@context_flag
 def memory_budget(model, accelerator, batch, seq_len, precision: Precision = BF16, tp: int = 1,
                   reserved_bytes: float = 0.0) -> MemoryBudget:
     """Weights + KV cache + a reserved margin (activations, allocator slack) on one device."""
     acc = get_accelerator(accelerator)
+    scalar("reserved_bytes", reserved_bytes)
     positive_float("reserved_bytes", reserved_bytes, allow_zero=True)
     return MemoryBudget(acc.memory_bytes, weight_bytes(model, precision, tp),
                         kv_cache_bytes(model, seq_len, batch, precision, tp), float(reserved_bytes))
 
 
+@context_flag
 def max_batch(model, accelerator, seq_len, precision: Precision = BF16, tp: int = 1,
               reserved_bytes: float = 0.0, allow_zero: bool = False):
     """Largest B with weights + B * KV(seq_len) + reserved <= capacity (floor, per device).
@@ -72,13 +79,14 @@ def max_batch(model, accelerator, seq_len, precision: Precision = BF16, tp: int 
     even one sequence of seq_len tokens fits beside them."""
     model = get_model(model)
     acc = get_accelerator(accelerator)
+    scalar("reserved_bytes", reserved_bytes)
     positive_float("reserved_bytes", reserved_bytes, allow_zero=True)
     w = weight_bytes(model, precision, tp)
     free = acc.memory_bytes - w - reserved_bytes
     if free < 0:
         raise DoesNotFitError(
             f"{model.name} weights need {w / GB:.1f} GB per device (tp={tp}, {precision.weights}) "
-            f"plus {reserved_bytes / GB:.1f} GB reserved, but {acc.name} has {acc.memory_bytes / GB:.0f} GB; "
+            f"plus reserved_bytes={reserved_bytes / GB:.3g} GB, but {acc.name} has {acc.memory_bytes / GB:.0f} GB; "
             "use more devices (tp), a smaller weight dtype or a smaller model")
     per_seq = kv_cache_bytes(model, seq_len, 1, precision, tp)
     b = np.floor(free / np.asarray(per_seq)).astype(np.int64)

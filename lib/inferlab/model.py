@@ -131,6 +131,11 @@ class Transformer(nn.Module):
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
+        if not isinstance(cfg, ModelConfig):
+            raise ValueError(f"cfg must be a ModelConfig (e.g. inferlab.specs.get_model(...)); got {cfg!r}")
+        if cfg.head_dim % 2:
+            raise ValueError(f"head_dim must be even for rotary positions (pairs of channels); "
+                             f"got head_dim={cfg.head_dim}")
         self.cfg = cfg
         self.tok_embeddings = nn.Embedding(cfg.vocab_size, cfg.d_model)
         self.layers = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layers))
@@ -143,6 +148,10 @@ class Transformer(nn.Module):
 
     def setup_cache(self, max_batch: int, max_seq_len: int, dtype=None, device=None):
         """Allocate a static KV cache per layer (model dtype/device by default) and rotary tables."""
+        from inferlab.validation import positive_int
+        positive_int("max_batch", max_batch, maximum=2**31 - 1)
+        positive_int("max_seq_len", max_seq_len, maximum=2**31 - 1)
+        max_batch, max_seq_len = int(max_batch), int(max_seq_len)
         ref = self.output.weight
         dtype, device = dtype or ref.dtype, device or ref.device
         for layer in self.layers:
@@ -153,6 +162,21 @@ class Transformer(nn.Module):
     def forward(self, tokens, start_pos: int = 0, all_logits: bool = True):
         """Logits [B, T, V] for tokens [B, T] at positions start_pos..start_pos+T-1, or [B, 1, V]
         for the last position only if not all_logits (the LM head then runs on one position)."""
+        from inferlab.validation import nonneg_int
+        if not isinstance(tokens, torch.Tensor) or tokens.ndim != 2 or tokens.dtype not in (
+                torch.int64, torch.int32, torch.int16, torch.uint8, torch.int8) or tokens.numel() == 0:
+            raise ValueError(f"tokens must be a non-empty integer tensor of shape [batch, seq]; got "
+                             f"{type(tokens).__name__} {getattr(tokens, 'dtype', '')} "
+                             f"{tuple(getattr(tokens, 'shape', ()))}")
+        nonneg_int("start_pos", start_pos)
+        start_pos = int(start_pos)
+        # Ids are checked where it costs no device sync (CPU, eager); on a GPU the embedding's own
+        # device-side assert stops an out-of-range id, and timing loops stay free of syncs.
+        if tokens.device.type == "cpu" and not torch.compiler.is_compiling():
+            low, high = int(tokens.min()), int(tokens.max())
+            if low < 0 or high >= self.cfg.vocab_size:
+                raise ValueError(f"token ids must lie in 0..{self.cfg.vocab_size - 1} (the vocabulary); "
+                                 f"got ids from {low} to {high}")
         T = tokens.shape[1]
         if self.rope_cos is None:
             if start_pos != 0:
@@ -176,6 +200,8 @@ class Transformer(nn.Module):
 def build_model(cfg: ModelConfig, device="cpu", dtype=torch.float32, seed: int = 0) -> Transformer:
     """A Transformer with weights ~ N(0, 0.02^2) and norms at 1, made on `device`.
     On the meta device nothing is allocated (shapes only: enough to count a 70B model's parameters)."""
+    from inferlab.validation import nonneg_int
+    nonneg_int("seed", seed)
     with torch.device(device):
         model = Transformer(cfg).to(dtype)
     if model.output.weight.is_meta:

@@ -15,6 +15,13 @@ from inferlab.validation import positive_float, positive_int
 
 ALLREDUCES_PER_LAYER = 2
 
+# Start-up latency of one all-reduce over NVLink (seconds per call), added to the bandwidth term.
+# A decode step's message (batch x d_model activations, kilobytes) sits at NCCL's small-message
+# latency floor: the peer inference calculators assume 5-10 us per call, and nccl-tests sweeps on
+# 4-8 x H100 NVLink/NVSwitch put the small-message all-reduce time in that range. 8 us is inside it;
+# pass 0 to reproduce the book's idealisation (communication costs bandwidth only).
+DEFAULT_ALLREDUCE_LATENCY_S = 8e-6
+
 
 def check_tp(model: ModelConfig | str, tp: int) -> int:
     """Check that `tp` devices can split `model` evenly; return tp as an int."""
@@ -46,9 +53,10 @@ def tp_shard(model: ModelConfig | str, tp: int) -> ModelConfig:
     )
 
 
-def allreduce_time_s(message_bytes, tp: int, accelerator, latency_s: float = 0.0):
+def allreduce_time_s(message_bytes, tp: int, accelerator, latency_s: float = DEFAULT_ALLREDUCE_LATENCY_S):
     """Ring all-reduce: each device sends and receives 2(K-1)/K of the message over its link.
-    time = 2(K-1)/K * bytes / link bandwidth + latency_s (0 for K = 1)."""
+    time = 2(K-1)/K * bytes / link bandwidth + latency_s (0 for K = 1). latency_s defaults to
+    DEFAULT_ALLREDUCE_LATENCY_S (8 us per call, NVLink); 0 is the book's idealisation."""
     positive_int("tp", tp)
     positive_float("message_bytes", message_bytes, allow_zero=True)
     positive_float("latency_s", latency_s, allow_zero=True)
@@ -61,7 +69,7 @@ def allreduce_time_s(message_bytes, tp: int, accelerator, latency_s: float = 0.0
 
 
 def tp_communication_time_s(model, tokens, tp: int, accelerator, precision: Precision = BF16,
-                            latency_s: float = 0.0):
+                            latency_s: float = DEFAULT_ALLREDUCE_LATENCY_S):
     """All-reduce time of one forward pass over `tokens` tokens: 2 per layer of tokens*d activations."""
     model = get_model(model)
     positive_int("tokens", tokens)

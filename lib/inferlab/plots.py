@@ -614,3 +614,10 @@ def kv_variants_throughput_plot(model, accelerator, context_len, precision: Prec
                        ("s", ".1f", "d", ",.0f", ",.0f"))
     return Plot(fig, _with_book(table, book_points, "B", "book tokens/s", x_fmt="d"),
                 {"max_batch": limits})
+
+
+# Figures sweep prompt and context lengths past a model's maximum context on purpose (the book's
+# 100k-token yardstick on Llama-2 13B): every public function here runs inside beyond_context().
+from inferlab.context import mark_yardsticks  # noqa: E402
+
+mark_yardsticks(globals())

@@ -9,7 +9,7 @@ import numpy as np
 
 from inferlab.costs import ForwardCosts
 from inferlab.specs import Accelerator, get_accelerator
-from inferlab.validation import choice, fraction, positive_float
+from inferlab.validation import choice, finite_result, fraction, positive_float
 
 OVERLAP_MODES = ("per_operator", "whole_model", "none")
 
@@ -27,7 +27,9 @@ def attainable_flops_per_s(intensity, accelerator, dtype: str = "bf16", mfu: flo
     positive_float("intensity", intensity, allow_zero=True)
     fraction("mfu", mfu)
     fraction("mbu", mbu)
-    return np.minimum(mfu * acc.peak(dtype), np.asarray(intensity, dtype=float) * mbu * acc.hbm_bytes_per_s)
+    with np.errstate(over="ignore"):  # an overflow to inf is reported below, by name
+        out = np.minimum(mfu * acc.peak(dtype), np.asarray(intensity, dtype=float) * mbu * acc.hbm_bytes_per_s)
+    return out
 
 
 def bound(intensity, accelerator, dtype: str = "bf16"):
@@ -37,18 +39,29 @@ def bound(intensity, accelerator, dtype: str = "bf16"):
     return str(out) if out.ndim == 0 else out
 
 
+def _check_overlap(overlap) -> str:
+    if isinstance(overlap, (bool, np.bool_)):
+        raise ValueError(f"overlap must be one of {', '.join(repr(m) for m in OVERLAP_MODES)}; got {overlap!r} "
+                         "(True is 'per_operator', False is 'none')")
+    return choice("overlap", overlap, OVERLAP_MODES)
+
+
 def roofline_time_s(flops, bytes_moved, accelerator, dtype: str = "bf16", mfu: float = 1.0,
-                    mbu: float = 1.0, overlap: bool = True):
-    """Time of a kernel: max(compute, memory) if compute and transfers overlap, else their sum
-    (an upper bound). compute = flops / (mfu * peak); memory = bytes / (mbu * bandwidth)."""
+                    mbu: float = 1.0, overlap: str = "per_operator"):
+    """Time of one kernel (or of a whole pass treated as one): compute = flops / (mfu * peak),
+    memory = bytes / (mbu * bandwidth). overlap, the same vocabulary as pass_time_s:
+    'per_operator' or 'whole_model': max(compute, memory), transfers hidden under compute;
+    'none': compute + memory, the upper bound of no overlap."""
     acc = get_accelerator(accelerator)
     positive_float("flops", flops, allow_zero=True)
     positive_float("bytes_moved", bytes_moved, allow_zero=True)
     fraction("mfu", mfu)
     fraction("mbu", mbu)
+    overlap = _check_overlap(overlap)
     compute_s = np.asarray(flops, dtype=float) / (mfu * acc.peak(dtype))
     memory_s = np.asarray(bytes_moved, dtype=float) / (mbu * acc.hbm_bytes_per_s)
-    out = np.maximum(compute_s, memory_s) if overlap else compute_s + memory_s
+    out = compute_s + memory_s if overlap == "none" else np.maximum(compute_s, memory_s)
+    finite_result("roofline_time_s", out, flops=flops, bytes_moved=bytes_moved)
     return out if out.ndim else float(out)
 
 
@@ -66,15 +79,14 @@ def pass_time_s(costs: ForwardCosts, accelerator, dtype: str = "bf16", mfu: floa
     whole_model: max(total compute, total memory), the optimistic bound of perfect overlap;
     none: total compute + total memory, the pessimistic bound of no overlap at all."""
     _check_costs(costs)
-    choice("overlap", overlap, OVERLAP_MODES)
+    _check_overlap(overlap)
     accelerator = get_accelerator(accelerator)  # once, not once per operator
     if overlap == "per_operator":
         times = [roofline_time_s(c.flops, c.bytes, accelerator, dtype, mfu, mbu)
                  for c in costs.operators().values()]
         return sum(times)
     total = costs.total
-    return roofline_time_s(total.flops, total.bytes, accelerator, dtype, mfu, mbu,
-                           overlap=(overlap == "whole_model"))
+    return roofline_time_s(total.flops, total.bytes, accelerator, dtype, mfu, mbu, overlap=overlap)
 
 
 def operator_regimes(costs: ForwardCosts, accelerator, dtype: str = "bf16") -> dict:

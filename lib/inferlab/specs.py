@@ -10,8 +10,49 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 from inferlab.units import DTYPES
-from inferlab.validation import choice, positive_float, positive_int
+from inferlab.validation import _short, choice, positive_float, positive_int
+
+
+def _set(obj, name, value):
+    object.__setattr__(obj, name, value)  # normalising a field of a frozen dataclass in __post_init__
+
+
+def _check_int_field(obj, name, *, optional=False):
+    """An integer field: Python or numpy integer (stored as int), > 0; bool and floats refused."""
+    value = getattr(obj, name)
+    if optional and value is None:
+        return
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise ValueError(f"{name} must be a positive integer{' or None' if optional else ''}; "
+                         f"got {_short(value)} ({type(value).__name__})")
+    positive_int(name, value)
+    _set(obj, name, int(value))
+
+
+def _check_bool_field(obj, name):
+    value = getattr(obj, name)
+    if not isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"{name} must be True or False; got {_short(value)} ({type(value).__name__})")
+    _set(obj, name, bool(value))
+
+
+def _check_str_field(obj, name, *, nonempty=False):
+    value = getattr(obj, name)
+    if not isinstance(value, str) or (nonempty and not value.strip()):
+        raise ValueError(f"{name} must be a{' non-empty' if nonempty else ''} string; got {_short(value)}")
+
+
+def _check_float_field(obj, name, *, allow_zero=False):
+    """A real number field (Python or numpy, int or float; stored as float); bool refused."""
+    value = getattr(obj, name)
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise ValueError(f"{name} must be a finite number {'>= 0' if allow_zero else '> 0'}; "
+                         f"got {_short(value)} ({type(value).__name__})")
+    positive_float(name, value, allow_zero=allow_zero)
+    _set(obj, name, float(value))
 
 
 def data_dir() -> Path:
@@ -45,16 +86,16 @@ class ModelConfig:
     source: str = ""
 
     def __post_init__(self):
+        """Every field's type is checked: integers (Python or numpy) > 0, booleans True/False (not
+        "no" or 0), strings for the texts."""
+        _check_str_field(self, "name", nonempty=True)
         for name in ("d_model", "n_layers", "n_heads", "n_kv_heads", "head_dim", "d_ff", "vocab_size"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool):
-                raise ValueError(f"{name} must be a positive integer; got {value!r}")
-            positive_int(name, value)
-        if self.max_context_tokens is not None:
-            if not isinstance(self.max_context_tokens, int) or isinstance(self.max_context_tokens, bool):
-                raise ValueError(
-                    f"max_context_tokens must be a positive integer or None; got {self.max_context_tokens!r}")
-            positive_int("max_context_tokens", self.max_context_tokens)
+            _check_int_field(self, name)
+        _check_int_field(self, "max_context_tokens", optional=True)
+        for name in ("gated_mlp", "tied_embeddings"):
+            _check_bool_field(self, name)
+        for name in ("max_context_source", "description", "source"):
+            _check_str_field(self, name)
         if self.n_heads % self.n_kv_heads:
             raise ValueError(
                 f"n_kv_heads must divide n_heads; got n_heads={self.n_heads}, "
@@ -151,12 +192,25 @@ class Accelerator:
     source: str = ""
 
     def __post_init__(self):
-        positive_float("memory_bytes", self.memory_bytes)
-        positive_float("hbm_bytes_per_s", self.hbm_bytes_per_s)
-        positive_float("interconnect_bytes_per_s", self.interconnect_bytes_per_s, allow_zero=True)
+        """Every field's type is checked; numbers may be Python or numpy (stored as float). A
+        capacity, bandwidth or peak must be at least 1 (byte, byte/s, FLOP/s): a subnormal one would
+        turn every time into inf."""
+        _check_str_field(self, "name", nonempty=True)
+        for name in ("memory_bytes", "hbm_bytes_per_s"):
+            _check_float_field(self, name)
+            positive_float(name, getattr(self, name), minimum=1.0)
+        _check_float_field(self, "interconnect_bytes_per_s", allow_zero=True)
+        positive_float("interconnect_bytes_per_s", self.interconnect_bytes_per_s, allow_zero=True, minimum=1.0)
+        if not isinstance(self.peak_flops_per_s, dict) or not self.peak_flops_per_s:
+            raise ValueError(f"peak_flops_per_s must be a non-empty dict {{dtype: FLOP/s}}; "
+                             f"got {_short(self.peak_flops_per_s)}")
         for dtype, peak in self.peak_flops_per_s.items():
             choice("dtype", dtype, DTYPES)
-            positive_float(f"peak_flops_per_s[{dtype}]", peak)
+            if isinstance(peak, (bool, np.bool_)) or not isinstance(peak, (int, float, np.integer, np.floating)):
+                raise ValueError(f"peak_flops_per_s[{dtype}] must be a finite number >= 1; got {_short(peak)}")
+            positive_float(f"peak_flops_per_s[{dtype}]", peak, minimum=1.0)
+        for name in ("description", "source"):
+            _check_str_field(self, name)
 
     def peak(self, dtype: str = "bf16") -> float:
         """Dense peak FLOP/s of matrix products in `dtype`."""

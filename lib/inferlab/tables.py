@@ -60,11 +60,16 @@ def operator_table(costs: ForwardCosts, accelerator, dtype: str = "bf16") -> str
 
 
 def tensor_parallel_table(model, accelerator, prompt_len, context_len, batch=1, precision=None,
-                          tps=(1, 2, 4, 8), allreduce_latency_s: float = 0.0) -> str:
+                          tps=(1, 2, 4, 8), allreduce_latency_s: float | None = None) -> str:
     """TTFT and ITL on 1, 2, 4, ... devices with tensor parallelism, and each one's speed-up over
     one device. The two all-reduces per layer cost bytes / interconnect bandwidth plus
-    `allreduce_latency_s` each (a fixed start-up cost the bandwidth term leaves out)."""
+    `allreduce_latency_s` each (a fixed start-up cost; None: parallel.DEFAULT_ALLREDUCE_LATENCY_S,
+    8 us; 0: bandwidth only, the book's idealisation)."""
     from inferlab.latency import decode_step_time_s, prefill_time_s
+    from inferlab.parallel import DEFAULT_ALLREDUCE_LATENCY_S
+
+    if allreduce_latency_s is None:
+        allreduce_latency_s = DEFAULT_ALLREDUCE_LATENCY_S
     from inferlab.specs import BF16
 
     precision = precision or BF16

@@ -65,6 +65,8 @@ def _cmd_errata(args) -> int:
         return 2
     path = Path(args.output) if args.output else _repo_root() / "ERRATA.md"
     if args.check:
+        if path.is_dir():
+            raise ValueError(f"--output must be a file, not a directory; got {str(path)!r}")
         current = path.read_text(encoding="utf-8") if path.exists() else None
         if current != text:
             print(f"inferlab errata: {path} is out of date with data/claims.toml; "
@@ -72,7 +74,8 @@ def _cmd_errata(args) -> int:
             return 1
         print(f"{path} is up to date")
         return 0
-    path.write_text(text, encoding="utf-8")
+    from inferlab.validation import writable_file
+    writable_file("--output", path).write_text(text, encoding="utf-8")
     print(f"wrote {path}")
     return 0
 

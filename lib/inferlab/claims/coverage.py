@@ -14,8 +14,15 @@ CHAPTER_NAME = "chapter-15-the-inference-workload.txt"
 
 
 def default_chapter_path() -> Path:
-    """../shared/book/<chapter> beside the repository (where CI checks the clone out)."""
+    """The chapter text, which is not part of the repository: $INFERLAB_BOOK (the file itself, or
+    the folder holding it) when set, else ../shared/book/<chapter> beside the repository (where CI
+    checks the clone out). The path may not exist; callers check."""
+    import os
     from inferlab.specs import data_dir
+    env = os.environ.get("INFERLAB_BOOK")
+    if env:
+        path = Path(env)
+        return path / CHAPTER_NAME if path.is_dir() else path
     return data_dir().parent.parent / "shared" / "book" / CHAPTER_NAME
 
 

@@ -16,6 +16,8 @@ A range claim ("50-70") agrees when x lies in it; a relation claim ("< 0.4") whe
 """
 from __future__ import annotations
 
+from inferlab.context import yardstick
+
 import inspect
 import math
 import operator
@@ -179,6 +181,7 @@ def _render(claim: Claim, template: str, values: dict) -> str:
                             f"{template[:60]!r}...: {err!r} (available: {', '.join(values)})") from None
 
 
+@yardstick  # the book's numbers include sequences beyond a model's context (100k on Llama-2 13B)
 def evaluate(claim: Claim, defaults: dict) -> EvaluatedClaim:
     """Compute one claim's values and verdict."""
     ours = method_value = own_value = None

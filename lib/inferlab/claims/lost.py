@@ -231,3 +231,11 @@ def load_lost_formulas(section: str | None = None, *, path=None) -> list[LostFor
                                _fill(fid, " ".join(raw.get("remark", "").split()), values, latex=False),
                                table_name, inputs))
     return out
+
+
+# The formulas recompute the book's scenarios, some beyond a model's context (32k, 100k
+# tokens on Llama-2 13B): yardsticks, computed without a ContextLengthWarning.
+from inferlab.context import mark_yardsticks, yardstick  # noqa: E402
+
+mark_yardsticks(globals())
+TABLES.update({name: yardstick(fn) for name, fn in TABLES.items()})

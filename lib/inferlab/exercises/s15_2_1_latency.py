@@ -4,6 +4,7 @@ Each `solve_*` body is, word for word, the instructor's solution cell: imports i
 """
 import numpy as np
 
+from inferlab.context import yardstick
 from inferlab.costs import prefill_costs
 from inferlab.exercises.core import Exercise, Mistake, number, one_of, register
 from inferlab.latency import decode_step_rule_s, decode_step_time_s, prefill_time_s, ttft_rule_s
@@ -93,12 +94,14 @@ def solve_long_prompt(model, accelerator, prompt_len):
     from inferlab.latency import prefill_time_s
 
     # The full operator count: causal attention's QK^T and PV grow as S^2, the projections as S.
-    costs = prefill_costs(model, batch=1, prompt_len=prompt_len)
+    # (The prompt exceeds the model's maximum context: beyond_context=True marks it as a yardstick.)
+    costs = prefill_costs(model, batch=1, prompt_len=prompt_len, beyond_context=True)
     attention_share = costs.attention.flops / costs.total.flops
-    return {"ttft_s": prefill_time_s(model, accelerator, prompt_len), "attention_share": attention_share,
-            "cause": "A"}
+    return {"ttft_s": prefill_time_s(model, accelerator, prompt_len, beyond_context=True),
+            "attention_share": attention_share, "cause": "A"}
 
 
+@yardstick
 def mistakes_long_prompt(model, accelerator, prompt_len):
     dense = prefill_costs(model, 1, prompt_len, causal=False)
     return [
@@ -151,11 +154,13 @@ def solve_prompt_cap(model, accelerator, ttft_slo_ms, mfu, max_len):
 
     from inferlab.latency import prefill_time_s
 
-    S = np.arange(1, max_len + 1)  # every prompt length at once
-    ttft_ms = {tp: prefill_time_s(model, accelerator, S, mfu=mfu, tp=tp) * 1e3 for tp in (1, 2)}
+    S = np.arange(1, max_len + 1)  # every prompt length at once, past the model's context (a yardstick)
+    ttft_ms = {tp: prefill_time_s(model, accelerator, S, mfu=mfu, tp=tp, beyond_context=True) * 1e3
+               for tp in (1, 2)}
     return {f"s_max_tp{tp}": int(S[t <= ttft_slo_ms].max()) for tp, t in ttft_ms.items()}
 
 
+@yardstick
 def mistakes_prompt_cap(model, accelerator, ttft_slo_ms, mfu, max_len):
     S = np.arange(1, max_len + 1)
     P = get_model(model).n_matmul_params

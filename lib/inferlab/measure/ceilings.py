@@ -46,6 +46,16 @@ def generator(device: str, seed: int):
     return torch.Generator(device=device).manual_seed(seed)
 
 
+def copy_bytes_moved(buffer_bytes: float) -> float:
+    """HBM traffic of one dst.copy_(src) of a `buffer_bytes` buffer: read once plus written once."""
+    return 2.0 * buffer_bytes
+
+
+def matmul_flops(n: int) -> float:
+    """FLOPs of an n x n by n x n product: n^2 outputs, n multiply-adds each, 2 FLOPs per multiply-add."""
+    return 2.0 * n ** 3
+
+
 def copy_bandwidth(device: str, nbytes: float, *, seed: int = 0, warmup: int = 2, repeats: int = 10,
                    max_time_s: float = 2.0) -> tuple[float, Timing, float]:
     """(bytes/s, Timing, buffer bytes) of a device-to-device copy of an `nbytes` buffer,
@@ -59,7 +69,7 @@ def copy_bandwidth(device: str, nbytes: float, *, seed: int = 0, warmup: int = 2
         timing = time_fn(dst.copy_, [(src,)], device=device, warmup=warmup, repeats=repeats,
                          max_time_s=max_time_s)
     del src, dst
-    return 2.0 * n * 4 / timing.median_s, timing, float(n * 4)
+    return copy_bytes_moved(n * 4) / timing.median_s, timing, float(n * 4)
 
 
 def matmul_rate(device: str, dtype: str, n: int, *, seed: int = 0, warmup: int = 2, repeats: int = 8,
@@ -77,7 +87,7 @@ def matmul_rate(device: str, dtype: str, n: int, *, seed: int = 0, warmup: int =
         timing = time_fn(lambda a, b: torch.mm(a, b, out=out), pairs, device=device, warmup=warmup,
                          repeats=repeats, max_time_s=max_time_s)
     del pairs, out
-    return 2.0 * n ** 3 / timing.median_s, timing
+    return matmul_flops(n) / timing.median_s, timing
 
 
 def choose_dtype(kind: str, matmul_flops_per_s: dict) -> tuple[str, str]:

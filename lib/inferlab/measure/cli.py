@@ -17,10 +17,11 @@ def register(subparsers) -> None:
                     "MBU and MFU with a Llama-style model sized to the device, each beside the "
                     "library's prediction from the measured ceilings. TTFT, ITL and TPOT as vLLM's "
                     "serving benchmark defines them (see `inferlab.measure`).")
-    p.add_argument("--quick", action="store_true", help="fewer points (under a minute on 2 CPU cores)")
+    p.add_argument("--quick", action="store_true", help="fewer points (1-2 min on 2 CPU cores; longer while other processes compete)")
     p.add_argument("--out", type=Path, default=None,
                    help=f"JSON file to write (default: {DEFAULT_DIR}/measure-<device>-<time>.json)")
-    p.add_argument("--device", default="auto", choices=("auto", "cuda", "mps", "cpu"))
+    p.add_argument("--device", default="auto", choices=("auto", "cuda", "mps", "cpu"),
+                   help="where to measure; auto: a GPU if there is one")
     p.add_argument("--dtype", default="auto", choices=("auto", "fp32", "bf16", "fp16"),
                    help="auto: bf16 on a GPU; fp32 on a CPU unless bf16 products are faster there")
     p.add_argument("--model", default=None,
@@ -29,12 +30,22 @@ def register(subparsers) -> None:
     p.add_argument("--decode-mode", default="auto", choices=DECODE_MODES,
                    help="auto: CUDA graphs on a GPU, eager elsewhere; compile: torch.compile")
     p.add_argument("--threads", type=int, default=None, help="CPU threads (default: one per core)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="seed of the random weights and tokens")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     p.set_defaults(func=_cmd_measure)
 
 
 def _cmd_measure(args) -> int:
+    from inferlab.validation import nonneg_int, positive_int, writable_dir, writable_file
+
+    # Bad options and unwritable outputs fail now, not after minutes of measuring.
+    if args.threads is not None:
+        positive_int("--threads", args.threads, maximum=4096)
+    nonneg_int("--seed", args.seed)
+    if args.out is not None:
+        writable_file("--out", args.out)
+    else:
+        writable_dir("the default output folder", DEFAULT_DIR)
     from inferlab.measure.suite import run_suite
 
     def log(text):

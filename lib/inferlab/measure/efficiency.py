@@ -7,13 +7,25 @@ from dataclasses import replace
 from inferlab.costs import decode_costs, prefill_costs
 from inferlab.measure import device as _device
 from inferlab.measure import plan as _plan
-from inferlab.measure.ceilings import choose_dtype, fill_random_, generator, measure_ceilings, torch_dtype
+from inferlab.measure.ceilings import (choose_dtype, copy_bytes_moved, fill_random_, generator,
+                                       matmul_flops, measure_ceilings, torch_dtype)
 from inferlab.measure.result import TARGETS
 from inferlab.measure.runner import decode_runner, fill_kv_cache_, random_model, token_pool
 from inferlab.measure.suite import CONTENTION_CLEAN, _resolve_plan, encroachment
 from inferlab.measure.timing import time_fn
 from inferlab.units import GB
 from inferlab.validation import positive_int
+
+
+def ceiling_around(before: float, after: float) -> float:
+    """The ceiling a kernel is divided by: the higher of the two measured around it, so a machine
+    that slowed down for one of them never flatters the ratio."""
+    return max(before, after)
+
+
+def utilisation(amount: float, seconds: float, before: float, after: float) -> float:
+    """MBU (bytes) or MFU (FLOPs): amount / seconds / the higher ceiling around the kernel."""
+    return amount / seconds / ceiling_around(before, after)
 
 
 def measure_efficiency(*, device: str = "auto", dtype: str = "auto", model=None, rounds: int = 3,
@@ -81,12 +93,12 @@ def measure_efficiency(*, device: str = "auto", dtype: str = "auto", model=None,
 
             def copy_rate():
                 t = time_fn(dst.copy_, [(src,)], device=kind, warmup=1, repeats=5, max_time_s=1.0)
-                return 2.0 * src.numel() * 4 / t.median_s, t
+                return copy_bytes_moved(src.numel() * 4) / t.median_s, t
 
             def mm_rate():
                 t = time_fn(lambda a, b: torch.mm(a, b, out=out), pairs, device=kind, warmup=1,
                             repeats=5, max_time_s=1.0)
-                return 2.0 * n ** 3 / t.median_s, t
+                return matmul_flops(n) / t.median_s, t
 
             rows = []
             for k in range(max_rounds):
@@ -99,15 +111,15 @@ def measure_efficiency(*, device: str = "auto", dtype: str = "auto", model=None,
                 t_pre = time_fn(lambda tok: model_(tok, 0, all_logits=False), pre_pool, device=kind,
                                 warmup=1, repeats=5, min_repeats=3, max_time_s=plan.point_time_s)
                 mm2, mm_t2 = mm_rate()
-                bw, peak = max(bw1, bw2), max(mm1, mm2)
+                bw, peak = ceiling_around(bw1, bw2), ceiling_around(mm1, mm2)
                 contention = meter.others_share()
                 taken = encroachment(contention)
                 row = {"round": k + 1, "copy_bytes_per_s": bw, "copy_before_after": [bw1, bw2],
                        "decode_s": t_dec.median_s, "decode_rel_iqr": t_dec.rel_iqr,
-                       "mbu": float(dcost.bytes) / t_dec.median_s / bw,
+                       "mbu": utilisation(float(dcost.bytes), t_dec.median_s, bw1, bw2),
                        "matmul_flops_per_s": peak, "matmul_before_after": [mm1, mm2],
                        "prefill_s": t_pre.median_s, "prefill_rel_iqr": t_pre.rel_iqr,
-                       "mfu": float(pcost.flops) / t_pre.median_s / peak,
+                       "mfu": utilisation(float(pcost.flops), t_pre.median_s, mm1, mm2),
                        "contention": contention,
                        "clean": kind != "cpu" or taken < CONTENTION_CLEAN}  # unknown counts as clean
                 rows.append(row)

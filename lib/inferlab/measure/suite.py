@@ -156,7 +156,7 @@ def run_suite(*, quick: bool = False, device: str = "auto", dtype: str = "auto",
 
 
 def quick_suite(**kwargs) -> SuiteResult:
-    """run_suite(quick=True, ...): fewer points, well under a minute on two CPU cores."""
+    """run_suite(quick=True, ...): fewer points (1-2 min on two CPU cores; see README)."""
     return run_suite(quick=True, **kwargs)
 
 
