@@ -130,3 +130,18 @@ def test_module_entry_point():
     done = subprocess.run([sys.executable, "-m", "inferlab", "list"], capture_output=True, text=True,
                           timeout=60)
     assert done.returncode == 0 and "llama-2-13b-book" in done.stdout
+
+
+@pytest.mark.parametrize("argv, piece", [
+    (["estimate", "--batch", "x"], "argument --batch: invalid int value: 'x'"),
+    (["estimate", "--mfu", "lots"], "argument --mfu: invalid float value: 'lots'"),
+    (["estimate", "--kv-dtype", "bf17"], "argument --kv-dtype: invalid choice: 'bf17'"),
+    (["nonsense"], "invalid choice: 'nonsense'"),
+])
+def test_values_the_parser_cannot_read_are_one_line_too(capsys, argv, piece):
+    """argparse's usage block is replaced by one line naming the argument and the value (exit 2)."""
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    err = capsys.readouterr().err
+    assert info.value.code == 2
+    assert err.count("\n") == 1 and piece in err and "usage:" not in err

@@ -112,6 +112,14 @@ def _cmd_estimate(args) -> int:
     return 0
 
 
+class OneLineErrorParser(argparse.ArgumentParser):
+    """argparse, but a value it cannot parse (`--batch x`) is one line naming the argument and the value,
+    with a pointer to --help, instead of a usage block; exit status 2 as before."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
+
+
 class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
     """Every option's help shows its default (flags and options without one excepted)."""
 
@@ -132,7 +140,7 @@ def _tidy_help(parser: argparse.ArgumentParser) -> None:
 def build_parser() -> argparse.ArgumentParser:
     from inferlab.parallel import DEFAULT_ALLREDUCE_LATENCY_S
 
-    parser = argparse.ArgumentParser(prog="inferlab", description=__doc__.splitlines()[0],
+    parser = OneLineErrorParser(prog="inferlab", description=__doc__.splitlines()[0],
                                      formatter_class=_HelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("list", help="known models and accelerators").set_defaults(func=_cmd_list)
