@@ -32,7 +32,6 @@ def write_sample(out, execute: bool = True) -> Path:
     import nbformat
 
     from inferlab.exercises.cells import sample_notebook_text
-    from inferlab.exercises.grade import run_one
 
     out = Path(out)
     out.write_text(sample_notebook_text())
