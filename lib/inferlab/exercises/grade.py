@@ -154,11 +154,12 @@ def _known_ids() -> set:
 
 
 def execute(notebook: Path, *, plan, sandbox: bool, limits: sb.Limits, cell_timeout: float, time_limit: float,
-            kernel_name: str = "python3", slot: int = 0, executed_path: Path | None = None) -> dict:
+            kernel_name: str = "python3", slot: int = 0, executed_path: Path | None = None,
+            tmp_root=None) -> dict:
     """Run `notebook` (a copy, in a fresh private folder that is removed afterwards) and return the
     runner's report, with `problems` added: each failure or limit hit, with its cause."""
     problems = []
-    work = Path(tempfile.mkdtemp(prefix="inferlab-grade-"))
+    work = Path(tempfile.mkdtemp(prefix="inferlab-grade-", dir=tmp_root))
     try:
         data = Path(notebook).read_bytes()[:MAX_NOTEBOOK_BYTES + 1]
         if len(data) > MAX_NOTEBOOK_BYTES:
@@ -271,7 +272,8 @@ def _causes(report: dict, cell_timeout: float, time_limit: float, limits: sb.Lim
 
 def run_submission_notebook(student: str, notebook: Path, out_dir: Path, *, cell_timeout: float,
                             time_limit: float, kernel_name: str, sandbox: bool = True,
-                            limits: sb.Limits = sb.Limits(), slot: int = 0, stem: str | None = None) -> Run:
+                            limits: sb.Limits = sb.Limits(), slot: int = 0, stem: str | None = None,
+                            tmp_root=None) -> Run:
     """Execute one notebook in its sandbox and take the answers of its own check cells."""
     run = Run(notebook)
     stem = stem or _safe(student)
@@ -284,7 +286,7 @@ def run_submission_notebook(student: str, notebook: Path, out_dir: Path, *, cell
         pass  # the runner reports unreadable notebooks
     report = execute(notebook, plan=plan, sandbox=sandbox, limits=limits, cell_timeout=cell_timeout,
                      time_limit=time_limit, kernel_name=kernel_name, slot=slot,
-                     executed_path=out_dir / "executed" / f"{stem}.ipynb")
+                     executed_path=out_dir / "executed" / f"{stem}.ipynb", tmp_root=tmp_root)
     run.problems = report["problems"]
     answers = report.get("answers") if isinstance(report.get("answers"), dict) else {}
     for ex_id in run.ids:  # only exercises whose check cell is in the submitted file
@@ -333,7 +335,7 @@ def read_roster(path) -> list[dict]:
 
 def grade(paths, out_dir, *, cell_timeout: float = 120, time_limit: float = 900, jobs: int = 1,
           kernel_name: str = "python3", sections=None, quiet: bool = False, sandbox: bool = True,
-          limits: sb.Limits = sb.Limits(), assignment: str | None = None, roster=None) -> Grades:
+          limits: sb.Limits = sb.Limits(), assignment: str | None = None, roster=None, tmp_root=None) -> Grades:
     """Run every submission in its sandbox, score it, and write into out_dir: grades.csv (by student id),
     details.csv, gradescope.csv, canvas.csv, feedback/<student id>.md, summary.md and summary.json
     (executed notebooks under out_dir/executed). `assignment`: score each student's own variant."""
@@ -373,7 +375,7 @@ def grade(paths, out_dir, *, cell_timeout: float = 120, time_limit: float = 900,
         try:
             run = run_submission_notebook(student, nb, out_dir, cell_timeout=cell_timeout, time_limit=time_limit,
                                           kernel_name=kernel_name, sandbox=sandbox, limits=limits, slot=slot,
-                                          stem=stems[key])
+                                          stem=stems[key], tmp_root=tmp_root)
         finally:
             with lock:
                 slots.append(slot)

@@ -102,6 +102,18 @@ def parse_answer(text: str):
         return None
 
 
+def merge_streams(cell) -> None:
+    """Join consecutive stream outputs of the same name (stdout, stderr) into one."""
+    merged = []
+    for out in cell.get("outputs", []):
+        if (out.get("output_type") == "stream" and merged and merged[-1].get("output_type") == "stream"
+                and merged[-1].get("name") == out.get("name")):
+            merged[-1]["text"] = str(merged[-1]["text"]) + str(out.get("text", ""))
+        else:
+            merged.append(out)
+    cell["outputs"] = merged
+
+
 def main(argv) -> int:
     with open(argv[1], encoding="utf-8") as fh:
         args = json.load(fh)
@@ -128,10 +140,17 @@ def main(argv) -> int:
 
     class Client(NotebookClient):
         def output(self, outs, msg, display_id, cell_index):
-            size = len(json.dumps(msg.get("content", {}), default=str))
-            if budget["left"] <= 0:
+            """Keep output up to the byte budget: a stream is cut at the budget, anything else dropped."""
+            content = msg.get("content", {})
+            size = len(json.dumps(content, default=str))
+            if size > budget["left"]:
                 report["output_truncated"] = True
-                return None
+                if msg.get("msg_type") != "stream" or budget["left"] <= 0:
+                    budget["left"] = 0
+                    return None
+                msg = dict(msg, content=dict(content, text=str(content.get("text", ""))[:budget["left"]]
+                                             + "\n[output cut by the grader: byte limit reached]\n"))
+                size = budget["left"]
             budget["left"] -= size
             return super().output(outs, msg, display_id, cell_index)
 
@@ -151,7 +170,9 @@ def main(argv) -> int:
         # iopub_timeout: how long to wait for a cell's last output after its reply; a cell that ignores
         # the timeout's interrupt never sends it, and the default (4 s) would stretch every later timeout.
         shutdown_kernel="immediate", startup_timeout=60, iopub_timeout=2, record_timing=False,
-        coalesce_streams=True, resources={"metadata": {"path": os.getcwd()}}, on_cell_error=on_error)
+        # No coalesce_streams: nbclient's carriage-return regex is quadratic in a line's length, and a
+        # long printed line stalled it for minutes. `merge_streams` joins the chunks instead.
+        coalesce_streams=False, resources={"metadata": {"path": os.getcwd()}}, on_cell_error=on_error)
 
     def capture(entry, index):
         cell = nbformat.v4.new_code_cell(CAPTURE + f"\n__inferlab_capture({entry['name']!r})")
@@ -184,6 +205,7 @@ def main(argv) -> int:
                 client.timeout = max(1, int(min(cell_timeout, remaining)))
                 try:
                     client.execute_cell(cell, index)
+                    merge_streams(nb.cells[index])
                     report["cells"] += 1
                     for entry in plan.get(index, {}).get("checks", []):
                         client.timeout = max(1, int(min(10, deadline - time.monotonic())))
