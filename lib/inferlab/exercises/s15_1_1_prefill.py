@@ -51,7 +51,11 @@ Recompute the chapter's TTFT estimate for another model and accelerator: `{model
 one prompt of S = {prompt_len} tokens, bf16, MFU = 1. Use the chapter's linear rule
 TTFT ≈ 2·P·S / peak, with P the parameters that take part in a matrix product
 (`ModelConfig.n_matmul_params`) and the accelerator's dense bf16 peak.""",
-    solve=solve_ttft_rule, mistakes=mistakes_ttft_rule))
+    solve=solve_ttft_rule, mistakes=mistakes_ttft_rule,
+    # Variants: any dense model; accelerators with an fp8 peak and a bf16 peak unlike the H100 SXM's (named slips).
+    vary=lambda rng: dict(model=rng.choice(["llama-2-7b", "llama-2-13b", "llama-3-8b", "mistral-7b"]),
+                          accelerator=rng.choice(["mi300x", "h100-pcie", "b200", "l4"]),
+                          prompt_len=rng.choice([1024, 2048, 3072, 4096]))))
 
 
 # ex2: predict a regime ---------------------------------------------------------------------------

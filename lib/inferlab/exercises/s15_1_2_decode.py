@@ -57,7 +57,10 @@ register(Exercise(
     statement="""\
 The chapter sizes the KV cache of Llama-2 13B, a multi-head-attention model. Recompute it for `{model}`,
 which uses grouped-query attention: one sequence of S = {seq_len} tokens, {kv_dtype} cache. GB = 10⁹ bytes.""",
-    solve=solve_kv_per_sequence, mistakes=mistakes_kv_per_sequence))
+    solve=solve_kv_per_sequence, mistakes=mistakes_kv_per_sequence,
+    # Variants: a grouped-query-attention model (the point of the exercise) and a context it supports.
+    vary=lambda rng: dict(model=rng.choice(["llama-3-70b", "llama-3-8b", "mistral-7b"]),
+                          seq_len=rng.choice([2048, 4096, 6144, 8192]))))
 
 
 # ex2: recompute (max batch with an int8 cache) ---------------------------------------------------
@@ -100,7 +103,13 @@ The chapter says quantising the KV cache to int8 "doubles the effective maximum 
 `{model}` on one `{accelerator}`: bf16 weights, {kv_dtype} KV cache, every sequence S = {seq_len} tokens long
 (prompt plus output), nothing else in memory. What is the largest batch that fits? GB = 10⁹ bytes, as on
 the datasheet.""",
-    solve=solve_int8_batch, mistakes=mistakes_int8_batch))
+    solve=solve_int8_batch, mistakes=mistakes_int8_batch,
+    # Variants: 7-8B GQA models on 24-40 GB cards, where the int8 cache matters; only the settings where
+    # free / per-sequence has a fractional part >= 0.5, so that rounding instead of flooring is a visible slip.
+    vary=lambda rng: dict(zip(("model", "accelerator", "seq_len"), rng.choice([
+        ("mistral-7b", "l4", 6144), ("mistral-7b", "l4", 8192), ("mistral-7b", "l4", 12288),
+        ("mistral-7b", "a100-40gb", 8192), ("mistral-7b", "a100-40gb", 12288), ("llama-3-8b", "l4", 4096),
+        ("llama-3-8b", "l4", 6144), ("llama-3-8b", "l4", 8192), ("llama-3-8b", "a100-40gb", 8192)])))))
 
 
 # ex3: predict regimes --------------------------------------------------------------------------------

@@ -43,7 +43,11 @@ register(Exercise(
 Recompute the chapter's ITL estimate, ITL ≈ (M_weights + B·C_kv) / BW, for `{model}` on one `{accelerator}`,
 bf16, B = {batch}, at the step where the context holds S = {context_len} tokens. Take M_weights from
 `inferlab.memory.weight_bytes` and C_kv from `inferlab.memory.kv_cache_bytes`.""",
-    solve=solve_itl_rule, mistakes=mistakes_itl_rule))
+    solve=solve_itl_rule, mistakes=mistakes_itl_rule,
+    # Variants: MHA models (large caches, so leaving out C_kv shows), accelerators other than the H100 SXM.
+    vary=lambda rng: dict(model=rng.choice(["llama-2-7b", "llama-2-13b"]),
+                          accelerator=rng.choice(["h200", "a100-80gb", "mi300x", "b200"]),
+                          context_len=rng.choice([2048, 4096]), batch=rng.choice([1, 2, 4, 8]))))
 
 
 # ex2: predict --------------------------------------------------------------------------------------
