@@ -54,6 +54,9 @@ def write_sample(out, execute: bool = True) -> Path:
 
 def _cmd_sample(args) -> int:
     """Write the instructor sample (py:percent) and its executed .ipynb twin."""
+    if not str(args.out).endswith(".py"):
+        raise ValueError(f"sample: out {args.out!r} must end in .py (the .ipynb twin is written beside it)")
+    _writable_dir("sample: the folder of out", Path(args.out).parent)
     try:
         ipynb = write_sample(args.out, execute=not args.no_execute)
     except RuntimeError as err:
@@ -194,8 +197,15 @@ def register(subparsers) -> None:
     add_commands(p.add_subparsers(dest="classroom_command", required=True))
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports a bad argument in one line (no usage block) and exits with status 2."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m inferlab.exercises", description=__doc__.splitlines()[0])
+    parser = _Parser(prog="python -m inferlab.exercises", description=__doc__.splitlines()[0])
     add_commands(parser.add_subparsers(dest="command", required=True))
     args = parser.parse_args(argv)
     try:
