@@ -418,3 +418,72 @@ def test_the_readme_lists_every_exercise_with_its_kind_and_points():
         if len(cols) == 4 and cols[0] in IDS:
             rows[cols[0]] = (cols[1], cols[2])
     assert rows == {e.id: (e.kind, str(e.points)) for e in ALL}
+
+
+@pytest.mark.parametrize("section", SECTIONS)
+def test_each_chapter_notebook_states_its_exercises_as_the_registry_does(section):
+    """The statement cells are generated (`python -m inferlab.exercises cells SECTION`): a statement
+    edited in the registry must be regenerated into the chapter notebook, or students read old text."""
+    from inferlab.exercises.cells import statement_markdown
+    nb = nbformat.read(CHAPTER_NOTEBOOKS[section], as_version=4)
+    statements = {c.source.split(":", 1)[0]: c.source for c in nb.cells
+                  if c.cell_type == "markdown" and c.source.startswith("### Exercise ")}
+    for ex in exercises(section):
+        assert statements.get(f"### Exercise {ex.id}") == statement_markdown(ex), \
+            f"{ex.id}: regenerate with `python -m inferlab.exercises cells {section}` and `make notebooks`"
+
+
+# Fixes found in trial grading ---------------------------------------------------------------------------
+
+def test_the_n_heads_slip_is_recognised_when_only_the_kv_formula_changes():
+    # Mistral 7B on an L4, int8 cache, S = 8192, weights kept (14,483,464,192 bytes, bf16):
+    #   n_heads (32) instead of n_kv_heads (8): KV per sequence 2 * 32 * 32 * 128 * 8192 * 1 = 2,147,483,648 bytes
+    #   floor((24e9 - 14,483,464,192) / 2,147,483,648) = floor(4.43) = 4
+    result, _ = checked("15.1.2-ex2", 4)
+    assert "cached every query head" in result.parts[0].hint
+    # Llama 3 8B on an H200 (141e9 bytes), S = 4096, bf16: weights 8,030,261,248 * 2 = 16,060,522,496 bytes;
+    #   n_heads in the KV formula: 2 * 32 * 32 * 128 * 4096 * 2 = 2,147,483,648 bytes per sequence
+    #   B* = 16,060,522,496 / 2,147,483,648 = 7.479; max batch floor((141e9 - 16,060,522,496) / 2,147,483,648) = 58
+    ex = get("15.2.2-ex1")
+    result, _ = checked(ex.id, {"b_star": 7.479, "max_batch": 58})
+    assert all("cached every query head" in p.hint for p in result.parts), result.message
+
+
+def test_integer_answers_are_graded_as_integers():
+    # Mistral 7B, L4, int8 cache, S = 8192: (24e9 - 14,483,464,192) / 536,870,912 = 17.73 -> 17
+    assert checked("15.1.2-ex2", 17)[0].passed
+    assert checked("15.1.2-ex2", 17.0)[0].passed  # a whole number written as a float is still 17
+    result, _ = checked("15.1.2-ex2", 17.73)
+    assert result.parts[0].status == "invalid" and "expected a whole number" in result.parts[0].hint
+    assert get("15.2.1-ex4").parts[0].kind == "integer"
+
+
+def test_hints_never_narrow_a_set_answer_to_one_or_two_candidates():
+    for ex_id in ("15.1.1-ex3", "15.2.2-ex3"):
+        ex = get(ex_id)
+        for answer in ({"A"}, {"B"}):
+            result, _ = checked(ex_id, dict(ex.expected(), true=answer))
+            hint = next(p.hint for p in result.parts if p.name == "true")
+            assert "one more" not in hint and "test each one" in hint, hint
+
+
+def test_statements_say_what_is_counted():
+    def words(ex_id):
+        return " ".join(get(ex_id).text().split())
+    assert "the LM head for the last prompt token only" in words("15.2.1-ex3")
+    assert "ignore the window" in words("15.1.2-ex1")
+    assert "ignore any sliding window" in words("15.1.2-ex2")
+
+
+def test_a_binary_prediction_is_checked_on_the_first_attempt_only():
+    from inferlab.exercises.core import _FIRST
+    _FIRST.clear()
+    ex = get("15.1.2-ex3")
+    right = ex.expected()
+    wrong_mlp = "memory" if right["mlp"] == "compute" else "compute"
+    first = check(ex.id, dict(right, mlp=wrong_mlp))
+    assert first.parts[0].status == "fail"
+    second = check(ex.id, right)  # now right, but the first prediction stands
+    assert second.parts[0].status == "fail" and "only your first answer is checked" in second.parts[0].hint
+    assert second.parts[1].status == "pass"  # the same rule for the attention prediction, first tried right
+    _FIRST.clear()

@@ -60,7 +60,8 @@ class Part:
             return f"{what}{unit}, a number (tolerance {tol})"
         if self.kind == "integer":
             unit = f" ({self.unit})" if self.unit else ""
-            tol = "exact" if not self.abs_tol else f"tolerance ±{self.abs_tol:g}"
+            tol = (f"tolerance ±{self.rel_tol * 100:g} %" if self.rel_tol
+                   else f"tolerance ±{self.abs_tol:g}" if self.abs_tol else "exact")
             return f"{what}{unit}, an integer ({tol})"
         opts = ", ".join(repr(o) for o in self.options)
         if self.kind == "choice":
@@ -72,8 +73,9 @@ def number(name, description, unit="", rel_tol=0.01, hint=""):
     return Part(name, description, "number", unit, rel_tol=rel_tol, hint=hint)
 
 
-def integer(name, description, unit="", abs_tol=0, hint=""):
-    return Part(name, description, "integer", unit, abs_tol=abs_tol, hint=hint)
+def integer(name, description, unit="", abs_tol=0, hint="", rel_tol=0.0):
+    """A whole number: a non-integral answer is refused with a message; compared exactly unless a tolerance."""
+    return Part(name, description, "integer", unit, rel_tol=rel_tol, abs_tol=abs_tol, hint=hint)
 
 
 def one_of(name, description, options, hint=""):
@@ -361,6 +363,8 @@ def _normalise(part: Part, raw):
             return None, f"expected a number, got {_describe(raw)}"
         if not math.isfinite(raw):
             return None, "not a finite number"
+        if part.kind == "integer" and abs(raw - round(raw)) > 1e-9 * max(1.0, abs(raw)):
+            return None, f"expected a whole number, got {raw!r}"
         return float(raw), None
     if part.kind == "choice":
         if not isinstance(raw, str):

@@ -139,8 +139,9 @@ def mistakes_prefill_memo(model, accelerator, prompt_len, tp):
         Mistake(dense / 2 / tp * 1e3, "you fixed the FLOP count but kept the sparse peak", "ttft_ms"),
         Mistake(3 * dense / tp * 1e3, "you fixed the peak but kept 6*P*S, the training rule", "ttft_ms"),
         Mistake(dense * 1e3, "the tp GPUs share the FLOPs: divide by tp", "ttft_ms"),
-        Mistake(frozenset("A"), "the memo has one more error", "true"),
-        Mistake(frozenset("B"), "the memo has one more error", "true"),
+        # Hints that never narrow the set down to one or two candidates.
+        Mistake(frozenset("A"), "not the right set of statements: test each one against your own numbers", "true"),
+        Mistake(frozenset("B"), "not the right set of statements: test each one against your own numbers", "true"),
     ]
 
 

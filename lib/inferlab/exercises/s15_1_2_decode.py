@@ -56,7 +56,9 @@ register(Exercise(
     parts=(number("kv_gb", "the KV cache of one sequence", "GB", rel_tol=0.01),),
     statement="""\
 The chapter sizes the KV cache of Llama-2 13B, a multi-head-attention model. Recompute it for `{model}`,
-which uses grouped-query attention: one sequence of S = {seq_len} tokens, {kv_dtype} cache. GB = 10⁹ bytes.""",
+which uses grouped-query attention: one sequence of S = {seq_len} tokens, {kv_dtype} cache, every token of the
+sequence cached (for a sliding-window model such as Mistral 7B, ignore the window: no rolling buffer).
+GB = 10⁹ bytes.""",
     solve=solve_kv_per_sequence, mistakes=mistakes_kv_per_sequence,
     # Variants: a grouped-query-attention model (the point of the exercise) and a context it supports.
     vary=lambda rng: dict(model=rng.choice(["llama-3-70b", "llama-3-8b", "mistral-7b"]),
@@ -81,6 +83,9 @@ def mistakes_int8_batch(model, accelerator, seq_len, kv_dtype):
     return [
         Mistake(max_batch(model, accelerator, seq_len, allow_zero=True),
                 "that is the batch with a bf16 cache; the statement quantises the cache to int8"),
+        # The slip is in the KV formula (n_heads for n_kv_heads); the weights stay those of the model.
+        Mistake(max(math.floor(free / kv_cache_bytes(_mha(model), seq_len, 1, p)), 0),
+                "you cached every query head; only the n_kv_heads K and V heads are stored"),
         Mistake(max_batch(_mha(model), accelerator, seq_len, p, allow_zero=True),
                 "you cached every query head; only the n_kv_heads K and V heads are stored"),
         Mistake(max_batch(model, _gib_card(accelerator), seq_len, p, allow_zero=True),
@@ -101,8 +106,8 @@ register(Exercise(
     statement="""\
 The chapter says quantising the KV cache to int8 "doubles the effective maximum batch size". Take
 `{model}` on one `{accelerator}`: bf16 weights, {kv_dtype} KV cache, every sequence S = {seq_len} tokens long
-(prompt plus output), nothing else in memory. What is the largest batch that fits? GB = 10⁹ bytes, as on
-the datasheet.""",
+(prompt plus output), every token cached (ignore any sliding window), nothing else in memory. What is the
+largest batch that fits? GB = 10⁹ bytes, as on the datasheet.""",
     solve=solve_int8_batch, mistakes=mistakes_int8_batch,
     # Variants: 7-8B GQA models on 24-40 GB cards, where the int8 cache matters; only the settings where
     # free / per-sequence has a fractional part >= 0.5, so that rounding instead of flooring is a visible slip.

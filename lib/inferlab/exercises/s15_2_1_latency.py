@@ -5,7 +5,7 @@ Each `solve_*` body is, word for word, the instructor's solution cell: imports i
 import numpy as np
 
 from inferlab.costs import prefill_costs
-from inferlab.exercises.core import Exercise, Mistake, number, one_of, register
+from inferlab.exercises.core import Exercise, Mistake, integer, number, one_of, register
 from inferlab.latency import decode_step_rule_s, decode_step_time_s, prefill_time_s, ttft_rule_s
 from inferlab.memory import kv_cache_bytes, weight_bytes
 from inferlab.specs import Precision, get_model
@@ -129,7 +129,8 @@ A product manager wants whole books as prompts: {prompt_len:,} tokens to `{model
 
 1. Compute the TTFT with `inferlab.latency.prefill_time_s` (B = 1, MFU = 1, causal attention counted), and the
    share of the prefill FLOPs spent in attention's QK^T and PV (`inferlab.costs.prefill_costs(...).attention`
-   over `.total`).
+   over `.total`). Count what a prefill computes: every layer for all S tokens, the LM head for the last
+   prompt token only (it yields the first output token); the embedding lookup does no FLOPs.
 2. Why does the estimate fall short?
    - **A** The linear rule leaves out attention's QK^T and PV FLOPs, which grow as S².
    - **B** At this length prefill becomes memory-bound.
@@ -183,8 +184,8 @@ register(Exercise(
     id="15.2.1-ex4", kind="design", points=3,
     title="Publish a prompt-length cap",
     params=dict(model="llama-2-13b", accelerator="h100-sxm", ttft_slo_ms=200, mfu=0.6, max_len=32768),
-    parts=(number("s_max_tp1", "the longest prompt that meets the target at tp = 1", "tokens", rel_tol=0.01),
-           number("s_max_tp2", "the same with tensor parallelism over 2 GPUs", "tokens", rel_tol=0.01)),
+    parts=(integer("s_max_tp1", "the longest prompt that meets the target at tp = 1", "tokens", rel_tol=0.01),
+           integer("s_max_tp2", "the same with tensor parallelism over 2 GPUs", "tokens", rel_tol=0.01)),
     statement="""\
 Your API promises TTFT ≤ {ttft_slo_ms} ms for `{model}` on `{accelerator}` GPUs (bf16, B = 1, MFU = {mfu}), so it
 must reject longer prompts. What is the longest prompt (in tokens) that meets the target on one GPU, and on a

@@ -34,8 +34,11 @@ def mistakes_crossover(model, accelerator, seq_len):
     gib = dataclasses.replace(acc, memory_bytes=acc.memory_bytes / GB * GiB)
     w, kv = weight_bytes(model), kv_cache_bytes(model, seq_len)
     heads = "you cached every query head; only the n_kv_heads K and V heads are stored"
+    kv_mha = kv_cache_bytes(_mha(model), seq_len)  # n_heads in the KV formula, the weights unchanged
     return [
-        Mistake(kv_crossover_batch(_mha(model), seq_len), heads, "b_star"),
+        Mistake(w / kv_mha, heads, "b_star"),
+        Mistake(kv_crossover_batch(_mha(model), seq_len), heads, "b_star"),  # the MHA model's weights too
+        Mistake(max(math.floor((acc.memory_bytes - w) / kv_mha), 0), heads, "max_batch"),
         Mistake(max_batch(_mha(model), accelerator, seq_len, allow_zero=True), heads, "max_batch"),
         Mistake(max_batch(model, gib, seq_len), "the datasheet's GB are 1e9 bytes, not GiB", "max_batch"),
         Mistake(math.floor(acc.memory_bytes / kv), "the weights sit in the same memory: subtract them first",
@@ -131,8 +134,9 @@ def mistakes_tp_budget(model, accelerator, batch, seq_len, tp):
         Mistake(memo_b, "that is the memo's batch", "max_batch"),
         Mistake(math.floor((acc.memory_bytes - w_gpu) / kv_cache_bytes(model, seq_len, 1)),
                 "the cache is split across the GPUs too", "max_batch"),
-        Mistake(frozenset("A"), "one more statement is true", "true"),
-        Mistake(frozenset("B"), "one more statement is true", "true"),
+        # Hints that never narrow the set down to one or two candidates.
+        Mistake(frozenset("A"), "not the right set of statements: test each one against your own numbers", "true"),
+        Mistake(frozenset("B"), "not the right set of statements: test each one against your own numbers", "true"),
     ]
 
 
