@@ -105,3 +105,13 @@ def test_grading_refuses_to_run_without_a_sandbox(tmp_path, nb, monkeypatch, cap
     assert not (tmp_path / "out").exists()
     line = one_error_line(capsys, ["grade", str(nb), "--out", str(tmp_path / "o2")])
     assert "--no-sandbox" in line
+
+
+def test_a_forged_runner_report_is_read_as_data():
+    """The kernel can rewrite the runner's report: odd types are dropped, never a crash or a score."""
+    from inferlab.exercises.grade import _causes, _sanitise
+    forged = _sanitise({"timeouts": 5, "errors": ["x", {"ename": 7}], "answers": [1], "kernel_died": "yes",
+                        "kernel_exit": True, "start_error": {"a": 1}})
+    assert forged["timeouts"] == [] and forged["errors"] == [{"ename": "7"}] and forged["answers"] == {}
+    assert forged["kernel_died"] is False and forged["kernel_exit"] is None
+    assert _causes(forged, 1, 1, sb.Limits())[-1] == "1 cell(s) raised (7)"

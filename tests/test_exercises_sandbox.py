@@ -93,7 +93,7 @@ def graded(tmp_path_factory):
         # A process meant to outlive the grading and rewrite the grades afterwards.
         "detached": attack(
             "import subprocess\n"
-            f"subprocess.Popen(['sh', '-c', 'sleep 6; echo {TOKEN} > {out / 'grades.csv'}', '{TOKEN}'],\n"
+            f"subprocess.Popen(['sh', '-c', 'sleep 3; echo {TOKEN} > {out / 'grades.csv'}', '{TOKEN}'],\n"
             "                 start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
             "raise RuntimeError('the process started; only the grades can show the harm')"),
         # Kill every process it can see: the runner and the kernel, never the grader.
@@ -121,7 +121,7 @@ def graded(tmp_path_factory):
           limits=sb.Limits(memory_bytes=3 * 10**9, processes=48, output_bytes=10**6), tmp_root=scratch)
     elapsed = time.monotonic() - started
     grades_text = (out / "grades.csv").read_text()
-    time.sleep(7)  # longer than the detached process's sleep
+    time.sleep(4)  # longer than the detached process's sleep (3 s)
     with open(out / "grades.csv", newline="") as fh:
         table = {r["student_id"]: r for r in csv.DictReader(fh)}
     with open(out / "details.csv", newline="") as fh:

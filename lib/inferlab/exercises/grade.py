@@ -174,6 +174,7 @@ def execute(notebook: Path, *, plan, sandbox: bool, limits: sb.Limits, cell_time
                 "limits": dict(limits.as_dict(), cpu_s=min(limits.cpu_s, time_limit + GRACE_S),
                                processes=_process_limit(limits.processes, uid, sandbox))}
         (work / "args.json").write_text(json.dumps(args))
+        (work / "tmp").mkdir()  # the sandbox's /tmp: on disk, not a RAM-backed tmpfs
         if uid:
             for p in [work, *work.iterdir()]:
                 os.chown(p, uid, uid)
@@ -191,7 +192,7 @@ def execute(notebook: Path, *, plan, sandbox: bool, limits: sb.Limits, cell_time
                 _kill(proc)
                 proc.wait()
                 problems.append(f"wall-time limit: killed after {time_limit + GRACE_S:g} s")
-        report = _read_json(work / "report.json", MAX_REPORT_BYTES)
+        report = _sanitise(_read_json(work / "report.json", MAX_REPORT_BYTES))
         if report is None:
             tail = _tail(work / "runner.log")
             report = {"start_error": f"the run left no report (exit status {proc.returncode}; {tail})"}
@@ -231,6 +232,25 @@ def _read_json(path: Path, limit: int):
         return value if isinstance(value, dict) else None
     except (OSError, ValueError):
         return None
+
+
+def _sanitise(report):
+    """The runner's report as data of the expected shape (the kernel could have rewritten it)."""
+    if report is None:
+        return None
+
+    def entries(key):
+        items = report.get(key)
+        return [{"ename": str(e.get("ename", "error"))[:80]} for e in items[:1000] if isinstance(e, dict)] \
+            if isinstance(items, list) else []
+
+    exit_code = report.get("kernel_exit")
+    return {"errors": entries("errors"), "timeouts": entries("timeouts"),
+            "time_limit": report.get("time_limit") is True, "kernel_died": report.get("kernel_died") is True,
+            "kernel_exit": exit_code if isinstance(exit_code, int) and not isinstance(exit_code, bool) else None,
+            "output_truncated": report.get("output_truncated") is True,
+            "start_error": str(report["start_error"])[:300] if report.get("start_error") else None,
+            "answers": report.get("answers") if isinstance(report.get("answers"), dict) else {}}
 
 
 def _tail(path: Path) -> str:

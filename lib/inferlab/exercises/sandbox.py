@@ -3,7 +3,7 @@
 Each submission runs as `python sandbox_runner.py` inside a bwrap sandbox that
 
 - sees a fresh root: /usr (and the /bin, /lib symlinks), a few files of /etc, the Python installation,
-  the virtual environment and inferlab's source, all read-only; a private /tmp; its own work folder
+  the virtual environment and inferlab's source, all read-only; a private /tmp (in the work folder); its own work folder
   (a copy of the notebook) read-write at /home/student; nothing else (not the other submissions, not the
   grades, not $HOME);
 - has inferlab/exercises replaced by `student_stub` (check without answers: no solution code, no
@@ -137,7 +137,8 @@ def command(workdir: Path, args_file: str) -> list[str]:
         p = Path("/etc") / name
         if p.exists():
             cmd += ["--ro-bind", str(p), str(p)]
-    cmd += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+    # /tmp is the work folder's tmp/ (on disk, removed with it), not a tmpfs that would fill RAM.
+    cmd += ["--proc", "/proc", "--dev", "/dev", "--bind", str(workdir / "tmp"), "/tmp"]
     made = {Path("/"), Path("/usr"), Path("/etc"), Path("/tmp"), Path("/proc"), Path("/dev")}
 
     def parents(path: Path) -> list:
