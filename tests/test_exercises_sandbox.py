@@ -201,3 +201,21 @@ def test_exports_are_keyed_by_student_id(graded):
     assert canvas[0].startswith("Student,ID,SIS User ID,SIS Login ID,Section,") and canvas[1].startswith("Points Possible")
     feedback = (out / "feedback" / "wrong.md").read_text()
     assert "15.1.2-ex1" in feedback and "cached every query head" in feedback and "2.684" not in feedback
+
+
+def test_cpu_and_wall_time_limits_are_reported_as_their_causes(tmp_path, monkeypatch):
+    from inferlab.exercises import grade as grading
+    path = tmp_path / "spin.ipynb"
+    nbformat.write(notebook("while True:\n    pass"), path)
+    # CPU: the kernel spins past its 4 s of CPU time (RLIMIT_CPU) long before the 60 s cell timeout.
+    report = grading.execute(path, plan=[], sandbox=True, limits=sb.Limits(cpu_s=4), cell_timeout=60,
+                             time_limit=60, tmp_root=tmp_path)
+    assert "kernel died (CPU-time limit (4 s)); later cells not run" in report["problems"], report["problems"]
+    # Wall time: the grader kills the whole sandbox at time_limit + GRACE_S (here 2 + 0 s).
+    monkeypatch.setattr(grading, "GRACE_S", 0)
+    started = time.monotonic()
+    report = grading.execute(path, plan=[], sandbox=True, limits=sb.Limits(), cell_timeout=60, time_limit=2,
+                             tmp_root=tmp_path)
+    assert time.monotonic() - started < 15
+    assert "wall-time limit: killed after 2 s" in report["problems"]
+    assert list(tmp_path.glob("inferlab-grade-*")) == []
