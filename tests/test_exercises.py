@@ -487,3 +487,22 @@ def test_a_binary_prediction_is_checked_on_the_first_attempt_only():
     assert second.parts[0].status == "fail" and "only your first answer is checked" in second.parts[0].hint
     assert second.parts[1].status == "pass"  # the same rule for the attention prediction, first tried right
     _FIRST.clear()
+
+
+@pytest.mark.parametrize("ex_id, part, by_hand", [
+    # Llama 3 8B: 8,030,261,248 params - 525,336,576 embedding (128,256 x 4,096) - 266,240 norm weights
+    # (32 layers x 2 x 4,096 + 4,096) = 7,504,658,432 matmul params. MI300X dense bf16 peak 1,307.4 TFLOP/s.
+    # TTFT = 2 x 7,504,658,432 x 4,096 / 1.3074e15 = 61,478,161,874,944 / 1.3074e15 s = 47.0232 ms
+    ("15.1.1-ex1", "ttft_ms", 47.0232),
+    # Llama 3 70B, S = 8192, bf16: 2 (K and V) x 80 layers x 8 KV heads x 128 x 8,192 x 2 bytes = 2.68435456 GB
+    ("15.1.2-ex1", "kv_gb", 2.68435456),
+    # Mistral 7B on an L4 (24e9 bytes), bf16 weights 7,241,732,096 x 2 = 14,483,464,192 bytes, int8 cache,
+    # S = 8192: KV 2 x 32 x 8 x 128 x 8,192 x 1 = 536,870,912 bytes; (24e9 - 14,483,464,192) / 536,870,912
+    # = 17.73 -> 17 sequences
+    ("15.1.2-ex2", "max_batch", 17),
+    # Llama 2 7B on an H200 (4.8 TB/s), B = 1, S = 4096: weights 6,738,415,616 x 2 = 13,476,831,232 bytes;
+    # KV 2 x 32 x 32 x 128 x 4,096 x 2 = 2,147,483,648 bytes; 15,624,314,880 / 4.8e12 s = 3.2550656 ms
+    ("15.2.1-ex1", "itl_ms", 3.2550656),
+])
+def test_registered_answers_match_hand_computed_values(ex_id, part, by_hand):
+    assert get(ex_id).expected()[part] == pytest.approx(by_hand, rel=1e-5)
