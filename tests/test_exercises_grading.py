@@ -18,6 +18,10 @@ from inferlab.exercises import get, solution_source
 from inferlab.exercises.grade import grade
 from inferlab.exercises.student import find_leaks, make_student
 
+from inferlab.exercises import sandbox as sb
+
+pytestmark = pytest.mark.skipif(not sb.available(), reason=f"no sandbox: {sb.unavailable_reason()}")
+
 CELL_TIMEOUT, TIME_LIMIT = 3, 10
 SWALLOW_INTERRUPTS = """\
 import time
