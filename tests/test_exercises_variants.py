@@ -12,12 +12,12 @@ import json
 import nbformat
 import pytest
 
-from inferlab.exercises import get, set_student, variant
+from inferlab.exercises import exercises, get, set_student, variant
 from inferlab.exercises.cells import statement_markdown
 from inferlab.exercises.core import _STUDENT, _matches, variant_seed
 from inferlab.exercises.student import build_for_roster
 
-VARIED = [e for e in ("15.1.1-ex1", "15.1.2-ex1", "15.1.2-ex2", "15.2.1-ex1")]
+VARIED = [e.id for e in exercises()]  # every exercise varies
 # layers, n_kv_heads, head_dim: Llama 3 70B, Llama 3 8B and Mistral 7B (their configuration files)
 ARCH = {"llama-3-70b": (80, 8, 128), "llama-3-8b": (32, 8, 128), "mistral-7b": (32, 8, 128)}
 
@@ -57,20 +57,64 @@ def test_two_students_get_different_numbers_and_one_student_always_the_same():
     for ex_id in VARIED:
         params = [variant(ex_id, f"student{i}", "hw1").params for i in range(12)]
         assert len({json.dumps(p, sort_keys=True) for p in params}) >= 3, ex_id
+        assert variant(ex_id, "student3", "hw1").text() != variant(ex_id, "student4", "hw1").text() or \
+            params[3] == params[4], ex_id
         assert variant(ex_id, "student3", "hw1").params == params[3]
     # Without an assignment every student gets the registered exercise.
     assert variant("15.1.2-ex1", "alice", None) is get("15.1.2-ex1")
 
 
+def _structure_holds(ex) -> bool:
+    """The answer structure the exercise is written for (what a statement or a hint takes for granted)."""
+    e, p = ex.expected(), ex.params
+    if ex.id == "15.1.1-ex2":  # predict first: memory-bound at the quoted S, compute-bound within the sweep
+        return e["regime"] == "memory" and p["prompt_len"] < e["s_min"] < p["max_len"]
+    if ex.id == "15.1.2-ex3":  # the MLP crosses the ridge at this batch, attention never does
+        return e["mlp"] == "compute" and e["attention"] == "memory"
+    if ex.id == "15.1.2-ex5":  # "which fit": at least one plan fits and at least one does not
+        return 0 < len(e["fits"]) < len(p["options"])
+    if ex.id == "15.2.1-ex2":  # the upgrade keeps the bf16 peak: only ITL improves
+        return e["improves"] == "itl"
+    if ex.id == "15.2.1-ex4":  # both caps are real caps, not the sweep's end
+        return 1024 <= e["s_max_tp1"] < e["s_max_tp2"] < p["max_len"]
+    if ex.id == "15.2.2-ex1":
+        return e["max_batch"] >= 1
+    if ex.id == "15.2.2-ex2":  # the KV caches dominate: doubling B buys less than 2x
+        return e["dominant"] == "kv"
+    if ex.id == "15.2.2-ex3":  # the memo's batch is a real, smaller batch
+        from inferlab.exercises.s15_2_2_batching import _memo_budget
+        return 1 <= _memo_budget(**p)[3] < p["batch"]
+    if ex.id in ("15.1.1-ex3", "15.2.1-ex3"):  # long prompts: the memo's method is what is wrong
+        return p["prompt_len"] >= 2048
+    return True
+
+
 @pytest.mark.parametrize("ex_id", VARIED)
 def test_every_variant_stays_meaningful(ex_id):
-    """For 40 students: a positive answer, and every known slip lands outside the tolerance."""
+    """Every parameter set a student can draw (not a sample): the expected answer exists (a design
+    question has a feasible answer), numbers are positive, the answer has the structure the statement
+    is written for, and every known slip lands outside the tolerance. The 40 students' draws are among them."""
+    ex0 = get(ex_id)
+    combos = ex0.vary.combinations()
+    assert len(combos) >= 4, ex_id
+    keys = {json.dumps(c, sort_keys=True) for c in combos}
     for i in range(40):
-        ex = variant(ex_id, f"s{i}", "course-2026")
+        drawn = variant(ex_id, f"s{i}", "course-2026").params
+        assert json.dumps({k: drawn[k] for k in combos[0]}, sort_keys=True) in keys
+    for params in combos:
+        ex = ex0.with_params(**params)
         expected = ex.expected()
         assert all(v > 0 for v in expected.values() if isinstance(v, float)), ex.params
+        assert _structure_holds(ex), (ex.params, expected)
         for m in ex.known_mistakes():
             assert not _matches(ex._part(m.part), m.value, expected[m.part]), (ex.params, m.hint)
+        assert "{" not in ex.text().replace("{'A', 'C'}", ""), ex.params
+
+
+def test_exercises_that_say_same_model_as_exercise_1_share_its_draw():
+    for i in range(20):
+        one, two = variant("15.2.2-ex1", f"s{i}", "hw1").params, variant("15.2.2-ex2", f"s{i}", "hw1").params
+        assert {k: two[k] for k in one} == one
 
 
 def test_check_uses_the_student_s_variant():

@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import inspect
+import itertools
 import random
 import re
 import math
@@ -96,6 +97,46 @@ class Mistake:
     part: str = ""
 
 
+# Variants -------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Vary:
+    """The parameters a per-student variant may change: each entry of `options` is (name, values) or
+    ((name, ...), (tuple of values, ...)), drawn in order with `rng.choice`; `derive(**drawn)` may then
+    turn the draw into the parameters (a batch from a multiple of B*, say). The options are finite, so a
+    test can check every combination a student can get (`combinations`). `seed`: draw with another
+    exercise's seed, to share its draws (an exercise that says "same model as exercise 1")."""
+
+    options: tuple
+    derive: Callable | None = None
+    seed: str | None = None
+
+    def __call__(self, rng: random.Random) -> dict:
+        out = {}
+        for names, values in self.options:
+            value = rng.choice(list(values))
+            out.update(zip(names, value) if isinstance(names, tuple) else {names: value})
+        return self._derived(out)
+
+    def _derived(self, params: dict) -> dict:
+        return self.derive(**params) if self.derive else params
+
+    def combinations(self) -> list[dict]:
+        """Every parameter set a student can draw."""
+        out = []
+        for combo in itertools.product(*(values for _, values in self.options)):
+            params = {}
+            for (names, _), value in zip(self.options, combo):
+                params.update(zip(names, value) if isinstance(names, tuple) else {names: value})
+            out.append(self._derived(params))
+        return out
+
+
+def vary(*options, derive=None, seed=None) -> Vary:
+    """Vary(options): vary(("model", ["a", "b"]), (("accelerator", "seq_len"), [("l4", 4096), ...]))."""
+    return Vary(tuple((n, tuple(v)) for n, v in options), derive, seed)
+
+
 # Exercises ------------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -112,9 +153,9 @@ class Exercise:
     statement: str | Callable = ""
     solve: Callable = field(default=None, hash=False, repr=False)
     mistakes: Callable | None = field(default=None, hash=False, repr=False)
-    # vary(rng) -> {param: value}: the parameters a per-student variant may change, drawn within ranges
-    # that keep the exercise meaningful (see `variant`). None: every student gets `params`.
-    vary: Callable | None = field(default=None, hash=False, repr=False)
+    # Vary: the parameters a per-student variant may change, drawn within ranges that keep the exercise
+    # meaningful (see `variant`; tests check every combination). None: every student gets `params`.
+    vary: Vary | None = field(default=None, hash=False, repr=False)
 
     def __post_init__(self):
         _choice("exercise kind", self.kind, KINDS)
@@ -309,8 +350,9 @@ def variant(exercise_id: str, student_id: str | None, assignment: str | None) ->
     exercise = get(exercise_id)
     if not student_id or not assignment or exercise.vary is None:
         return exercise
+    seed_id = getattr(exercise.vary, "seed", None) or exercise_id
     rng = random.Random(variant_seed(str(student_id), str(assignment)) ^ int(
-        hashlib.sha256(exercise_id.encode()).hexdigest()[:12], 16))
+        hashlib.sha256(seed_id.encode()).hexdigest()[:12], 16))
     return exercise.with_params(**exercise.vary(rng))
 
 
