@@ -489,6 +489,23 @@ def test_a_binary_prediction_is_checked_on_the_first_attempt_only():
     _FIRST.clear()
 
 
+def test_check_counts_attempts_and_says_which_one_it_is():
+    from inferlab.exercises.core import _ATTEMPTS, _FIRST
+    _ATTEMPTS.clear()
+    _FIRST.clear()
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        empty = check("15.1.2-ex2", None)  # no answer yet: not an attempt
+        first = check("15.1.2-ex2", 16)
+        second = check("15.1.2-ex2", 18)
+        third = check("15.1.2-ex2", 17)  # Mistral 7B on an L4, int8 cache, S = 8192: 17 (see above)
+    assert (empty.attempt, first.attempt, second.attempt, third.attempt) == (0, 1, 2, 3)
+    assert "attempt" not in first.message and "(attempt 2)" in second.message
+    assert third.passed and third.message.startswith("15.1.2-ex2 PASS  1/1 point  (attempt 3)")
+    assert "(attempt 3)" in out.getvalue()
+    _ATTEMPTS.clear()
+
+
 @pytest.mark.parametrize("ex_id, part, by_hand", [
     # Llama 3 8B: 8,030,261,248 params - 525,336,576 embedding (128,256 x 4,096) - 266,240 norm weights
     # (32 layers x 2 x 4,096 + 4,096) = 7,504,658,432 matmul params. MI300X dense bf16 peak 1,307.4 TFLOP/s.

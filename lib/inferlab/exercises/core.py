@@ -459,6 +459,7 @@ class CheckResult:
     points: float
     parts: tuple
     notes: tuple = ()
+    attempt: int = 0  # the how-manieth answered check of this exercise in this session (0: not counted)
 
     @property
     def passed(self) -> bool:
@@ -480,7 +481,8 @@ class CheckResult:
     @property
     def message(self) -> str:
         head = (f"{self.exercise_id} {'PASS' if self.passed else 'FAIL'}  "
-                f"{_fmt(self.score)}/{_fmt(self.points)} point{'s' if self.points != 1 else ''}")
+                f"{_fmt(self.score)}/{_fmt(self.points)} point{'s' if self.points != 1 else ''}"
+                + (f"  (attempt {self.attempt})" if self.attempt > 1 else ""))
         if self.passed:
             lines = [head]
         elif len(self.parts) == 1:
@@ -517,6 +519,7 @@ def sci(x: float, digits: int = 2) -> str:
 _SESSION: dict[str, CheckResult] = {}
 _STUDENT: dict = {}  # the variant `check` uses: {"student_id": ..., "assignment": ...} (set_student)
 _FIRST: dict = {}  # (exercise id, part) -> the status of the first checked answer of a binary prediction
+_ATTEMPTS: dict = {}  # exercise id -> answered checks so far in this session
 
 
 def set_student(student_id: str, assignment: str) -> None:
@@ -531,10 +534,17 @@ def set_student(student_id: str, assignment: str) -> None:
 
 def check(exercise_id: str, answer) -> CheckResult:
     """Check `answer` for exercise `exercise_id`: prints PASS, or FAIL with a hint per wrong part
-    (never the expected value), and returns the CheckResult. None or ... means 'no answer yet'."""
+    (never the expected value), and returns the CheckResult. None or ... means 'no answer yet'.
+
+    Attempts are counted, not silent: from the second answered check of an exercise on, the verdict says
+    which attempt it is (so does its line in `summary()`). (Formative only: the grade
+    is the submitted answer's, scored by the grader; a fresh kernel restarts the count.)"""
     exercise = variant(exercise_id, _STUDENT.get("student_id"), _STUDENT.get("assignment"))
     payload = _to_jsonable(answer)
     result = _first_attempt_only(exercise, exercise.evaluate(payload))
+    if result.answered:
+        _ATTEMPTS[exercise_id] = _ATTEMPTS.get(exercise_id, 0) + 1
+        result = dataclasses.replace(result, attempt=_ATTEMPTS[exercise_id])
     _SESSION[exercise_id] = result
     print(result.message)
     return result
@@ -561,7 +571,7 @@ def _first_attempt_only(exercise: Exercise, result: CheckResult) -> CheckResult:
 
 def summary() -> str:
     """This session's results so far: one line per exercise checked, and the total."""
-    lines = [r.message.splitlines()[0] for r in _SESSION.values()]
+    lines = [r.message.splitlines()[0] for r in _SESSION.values()]  # "(attempt N)" from the second on
     got, out_of = sum(r.score for r in _SESSION.values()), sum(r.points for r in _SESSION.values())
     lines.append(f"{sum(r.passed for r in _SESSION.values())} of {len(_SESSION)} checked exercises passed, "
                  f"{_fmt(got)}/{_fmt(out_of)} points")
