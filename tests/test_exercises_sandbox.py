@@ -106,6 +106,9 @@ def graded(tmp_path_factory):
                               "from inferlab.exercises import check", f"ex1 = {RIGHT!r}", 'check("15.1.2-ex1", ex1)'),
         "memory_hog": notebook("block = bytearray(16 * 10**9)",
                                "from inferlab.exercises import check", f"ex1 = {RIGHT!r}", 'check("15.1.2-ex1", ex1)'),
+        # Fills the disk: 1 MB files without end, in /tmp (the work folder's tmp/ on the grader's disk).
+        "disk_filler": attack("for i in range(10**6):\n    with open(f'/tmp/f{i}', 'wb') as fh:\n"
+                              "        fh.write(b'x' * 10**6)"),
         "huge_output": notebook("for _ in range(200):\n    print('x' * 100_000)",
                                 "from inferlab.exercises import check",
                                 f"ex1 = {RIGHT!r}", 'check("15.1.2-ex1", ex1)'),
@@ -118,7 +121,8 @@ def graded(tmp_path_factory):
     before = tree_hash(subs, library, secret.parent)
     started = time.monotonic()
     grade([subs], out, cell_timeout=CELL_TIMEOUT, time_limit=TIME_LIMIT, jobs=2, quiet=True, sections=["15.1.2"],
-          limits=sb.Limits(memory_bytes=3 * 10**9, processes=48, output_bytes=10**6), tmp_root=scratch)
+          limits=sb.Limits(memory_bytes=3 * 10**9, processes=48, output_bytes=10**6, disk_bytes=50 * 10**6),
+          tmp_root=scratch)
     elapsed = time.monotonic() - started
     grades_text = (out / "grades.csv").read_text()
     time.sleep(4)  # longer than the detached process's sleep (3 s)
@@ -168,6 +172,8 @@ def test_each_limit_is_reported_as_its_cause(graded):
     assert "memory limit (3 GB of address space) hit: MemoryError" in run["memory_hog"]
     assert "process limit 48" in run["fork_bomb"]
     assert "output limit: output beyond 1 MB dropped" in run["huge_output"]
+    assert "disk quota (50 MB written) exceeded: killed" in run["disk_filler"]
+    assert score(graded, "disk_filler") == 0
     for name in ("memory_hog", "fork_bomb", "huge_output"):  # the run went on after the limit
         assert score(graded, name) == 1, run[name]
 
@@ -218,4 +224,23 @@ def test_cpu_and_wall_time_limits_are_reported_as_their_causes(tmp_path, monkeyp
                              tmp_root=tmp_path)
     assert time.monotonic() - started < 15
     assert "wall-time limit: killed after 2 s" in report["problems"]
+    assert list(tmp_path.glob("inferlab-grade-*")) == []
+
+
+def test_the_disk_quota_stops_many_files_and_many_bytes(tmp_path):
+    """Writing without end is killed at the quota, bytes or entries, with its cause; the files go with
+    the work folder."""
+    from inferlab.exercises import grade as grading
+    many = tmp_path / "many.ipynb"  # a million empty files in its own folder
+    nbformat.write(notebook("for i in range(10**6):\n    open(f'f{i}', 'w').close()"), many)
+    started = time.monotonic()
+    report = grading.execute(many, plan=[], sandbox=True, limits=sb.Limits(disk_files=2000), cell_timeout=60,
+                             time_limit=60, tmp_root=tmp_path)
+    assert "disk quota (2000 files) exceeded: killed" in report["problems"], report["problems"]
+    big = tmp_path / "big.ipynb"  # 1 MB files, 10 GB in all, into /tmp
+    nbformat.write(notebook("for i in range(10**4):\n    open(f'/tmp/{i}', 'wb').write(b'x' * 10**6)"), big)
+    report = grading.execute(big, plan=[], sandbox=True, limits=sb.Limits(disk_bytes=20 * 10**6), cell_timeout=60,
+                             time_limit=60, tmp_root=tmp_path)
+    assert "disk quota (20 MB written) exceeded: killed" in report["problems"], report["problems"]
+    assert time.monotonic() - started < 50  # killed, not run to the 60 s limits
     assert list(tmp_path.glob("inferlab-grade-*")) == []

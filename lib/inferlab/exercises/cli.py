@@ -95,7 +95,7 @@ def _cmd_grade(args) -> int:
         _readable_file("--roster", args.roster, "CSV file with a student_id column")
     _writable_dir("--out", args.out)
     limits = Limits(memory_bytes=int(args.memory_gb * 1e9), cpu_s=args.time_limit, processes=args.max_processes,
-                    output_bytes=int(args.max_output_mb * 1e6))
+                    output_bytes=int(args.max_output_mb * 1e6), disk_bytes=int(args.max_disk_mb * 1e6))
     grade(args.submissions, args.out, cell_timeout=args.cell_timeout, time_limit=args.time_limit,
           jobs=args.jobs, kernel_name=args.kernel, sections=args.sections, quiet=args.quiet,
           sandbox=not args.no_sandbox, limits=limits, assignment=args.assignment, roster=args.roster)
@@ -185,6 +185,9 @@ def add_commands(sub) -> None:
                    help="processes per sandbox (default 64)")
     p.add_argument("--max-output-mb", type=_positive(float, "--max-output-mb", 1024), default=2,
                    help="notebook output kept per submission; the rest is dropped (default 2 MB)")
+    p.add_argument("--max-disk-mb", type=_positive(float, "--max-disk-mb", 100_000), default=256,
+                   help="disk quota per submission: bytes its folder and /tmp may hold; over it (or over "
+                        "10,000 files) the run is killed (default 256 MB)")
     p.add_argument("--no-sandbox", action="store_true",
                    help="run the notebooks with your own rights (trusted notebooks only; prints a warning)")
     p.add_argument("--quiet", action="store_true", help="print nothing but errors")

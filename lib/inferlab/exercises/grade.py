@@ -38,6 +38,7 @@ from inferlab.exercises.student import CHECK_RE, ID_RE
 # Code that reaches into the checker instead of computing the answer; flagged for the instructor.
 SUSPICIOUS = re.compile(r"\.solve\b|\.expected\(|_EXPECTED|known_mistakes|solution_source|INFERLAB_CHECK_LOG")
 GRACE_S = 30  # beyond the notebook limit, for kernel start and shutdown, before the sandbox is killed
+DISK_POLL_S = 0.25  # how often the grader measures a running sandbox's writable folders (disk quota)
 MAX_NOTEBOOK_BYTES = 20 * 10**6
 MAX_REPORT_BYTES = 5 * 10**6
 MAX_ANSWER_CHARS = 20_000
@@ -186,12 +187,11 @@ def execute(notebook: Path, *, plan, sandbox: bool, limits: sb.Limits, cell_time
         with open(work / "runner.log", "wb") as log:
             proc = subprocess.Popen(cmd, env=env, cwd=work, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                                     start_new_session=True)
-            try:
-                proc.wait(timeout=time_limit + GRACE_S)
-            except subprocess.TimeoutExpired:
+            problem = _watch(proc, work, time_limit + GRACE_S, limits)
+            if problem:
                 _kill(proc)
                 proc.wait()
-                problems.append(f"wall-time limit: killed after {time_limit + GRACE_S:g} s")
+                problems.append(problem)
         report = _sanitise(_read_json(work / "report.json", MAX_REPORT_BYTES))
         if report is None:
             tail = _tail(work / "runner.log")
@@ -203,6 +203,51 @@ def execute(notebook: Path, *, plan, sandbox: bool, limits: sb.Limits, cell_time
         shutil.rmtree(work, ignore_errors=True)
     report["problems"] = problems + _causes(report, cell_timeout, time_limit, limits)
     return report
+
+
+def _watch(proc, work: Path, wall_s: float, limits: sb.Limits) -> str | None:
+    """Wait for the run; None when it ends by itself, else why it must be killed: the wall-time limit, or
+    the disk quota (bytes or entries present in its folder, /tmp included, measured every DISK_POLL_S;
+    a run can overshoot by what it writes in one interval, each file capped at `file_bytes`)."""
+    deadline = time.monotonic() + wall_s
+    while True:
+        try:
+            proc.wait(timeout=max(0.0, min(DISK_POLL_S, deadline - time.monotonic())))
+            return None
+        except subprocess.TimeoutExpired:
+            pass
+        if time.monotonic() >= deadline:
+            return f"wall-time limit: killed after {wall_s:g} s"
+        used, entries = _disk_usage(work, limits.disk_bytes, limits.disk_files)
+        if used > limits.disk_bytes:
+            return f"disk quota ({limits.disk_bytes / 1e6:g} MB written) exceeded: killed"
+        if entries > limits.disk_files:
+            return f"disk quota ({limits.disk_files} files) exceeded: killed"
+
+
+def _disk_usage(root: Path, max_bytes: int, max_entries: int) -> tuple:
+    """(bytes, entries) under `root`, without following links; stops counting once past either cap.
+    Bytes are the larger of the size and the blocks allocated (a sparse file counts at its size)."""
+    used = entries = 0
+    stack = [str(root)]
+    while stack:
+        try:
+            it = os.scandir(stack.pop())
+        except OSError:
+            continue
+        with it:
+            for entry in it:
+                entries += 1
+                try:
+                    st = entry.stat(follow_symlinks=False)
+                except OSError:
+                    continue
+                used += max(st.st_size, st.st_blocks * 512)
+                if entry.is_dir(follow_symlinks=False):
+                    stack.append(entry.path)
+                if used > max_bytes or entries > max_entries:
+                    return used, entries
+    return used, entries
 
 
 def _process_limit(processes: int, uid: int, sandbox: bool) -> int:

@@ -14,7 +14,8 @@ Each submission runs as `python sandbox_runner.py` inside a bwrap sandbox that
   outlives the kernel;
 - runs as an unprivileged uid (when the grader is root: 61000 + the job slot, a uid of its own per
   parallel job) under rlimits: address space, CPU seconds, processes, file size; the wall-clock limit
-  is the grader's (it kills the sandbox), and the notebook's output is capped at a byte budget.
+  and the disk quota are the grader's (it measures the writable folders as the run goes and kills the
+  sandbox), and the notebook's output is capped at a byte budget.
 
 The limits are `Limits`; `command()` builds the argv. `available()` says whether bwrap works here.
 """
@@ -46,6 +47,10 @@ class Limits:
     processes: int = 64
     file_bytes: int = 64 * 10**6
     output_bytes: int = 2 * 10**6
+    # Disk quota of the sandbox's writable folders (its own folder and /tmp): bytes and entries present,
+    # measured by the grader every DISK_POLL_S; over either, the grader kills the sandbox.
+    disk_bytes: int = 256 * 10**6
+    disk_files: int = 10_000
 
     def as_dict(self) -> dict:
         return {"memory_bytes": self.memory_bytes, "cpu_s": self.cpu_s, "processes": self.processes,
