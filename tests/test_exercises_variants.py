@@ -191,3 +191,34 @@ def test_each_student_is_graded_against_their_own_variant(tmp_path):
     assert float(table["carol"]["total"]) == 0 and table["carol"]["status"] == "no submission"
     gradescope = (out / "gradescope.csv").read_text()
     assert "Alice A,alice,a@example.org,1" in gradescope
+
+
+def test_no_variant_s_answer_is_printed_in_its_chapter_s_student_notebook():
+    """`make student ROSTER=...` refuses a notebook that shows a student's expected answer; a lecture output
+    can print the same number for another configuration (15.2.2's claim table prints 21.47 GB, the KV per
+    GPU of B * S / tp = 65,536 for a 70B GQA model). Every combination any student can draw is checked
+    against the student version of its chapter, with that variant's statement in place."""
+    import copy
+    from pathlib import Path
+
+    from inferlab.exercises.student import STATEMENT_RE, find_leaks, make_student
+
+    root = Path(__file__).resolve().parents[1]
+    student = {}
+    for src in sorted((root / "chapters").glob("15_*.ipynb")):
+        nb = make_student(nbformat.read(src, 4))[0]
+        for cell in nb.cells:
+            m = STATEMENT_RE.match(cell.source.lstrip()) if cell.cell_type == "markdown" else None
+            if m:
+                student[m.group(1)] = nb
+    leaking = []
+    for ex in exercises():
+        for params in ex.vary.combinations():
+            mine = ex.with_params(**params)
+            nb = copy.deepcopy(student[ex.id])
+            for cell in nb.cells:
+                m = STATEMENT_RE.match(cell.source.lstrip()) if cell.cell_type == "markdown" else None
+                if m and m.group(1) == ex.id:
+                    cell.source = statement_markdown(mine)
+            leaking += [(params, leak) for leak in find_leaks(nb, [mine])]
+    assert leaking == []
