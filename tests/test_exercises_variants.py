@@ -222,3 +222,65 @@ def test_no_variant_s_answer_is_printed_in_its_chapter_s_student_notebook():
                     cell.source = statement_markdown(mine)
             leaking += [(params, leak) for leak in find_leaks(nb, [mine])]
     assert leaking == []
+
+
+def _literal(value) -> str:
+    if isinstance(value, frozenset):
+        return "{" + ", ".join(repr(v) for v in sorted(value)) + "}"
+    if isinstance(value, float) and value.is_integer():
+        return repr(int(value))
+    return repr(value)
+
+
+@pytest.mark.skipif(not __import__("inferlab.exercises.sandbox", fromlist=["available"]).available(),
+                    reason="no sandbox: bubblewrap is missing or does not start")
+def test_every_exercise_is_graded_against_each_student_s_own_variant(tmp_path):
+    """One notebook with all the exercises, built for two roster entries and graded in the sandbox: alice
+    answers her own variants and gets every point; bob hands in alice's answers and gets, exercise by
+    exercise, exactly what they are worth against his variants."""
+    from inferlab.exercises.cells import solution_source
+    from inferlab.exercises.grade import grade
+    cells = [nbformat.v4.new_code_cell("from inferlab.exercises import check")]
+    for ex in exercises():
+        cells += [nbformat.v4.new_markdown_cell(statement_markdown(ex)), nbformat.v4.new_code_cell(solution_source(ex)),
+                  nbformat.v4.new_code_cell(f'check("{ex.id}", {ex.answer_name});')]
+    src = tmp_path / "hw.ipynb"
+    nbformat.write(nbformat.v4.new_notebook(cells=cells), src)
+    roster = tmp_path / "roster.csv"
+    roster.write_text("student_id\nalice\nbob\n")
+    build_for_roster([src], tmp_path / "built", roster=roster, assignment="hw2")
+
+    def answers_of(sid):
+        out = {}
+        for ex in exercises():
+            exp = variant(ex.id, sid, "hw2").expected()
+            out[ex.id] = (_literal(exp[ex.parts[0].name]) if ex.single else
+                          "{" + ", ".join(f"{k!r}: {_literal(v)}" for k, v in exp.items()) + "}")
+        return out
+
+    alice = answers_of("alice")
+    for sid in ("alice", "bob"):
+        nb = nbformat.read(tmp_path / "built" / sid / "hw.ipynb", 4)
+        pending = [e for e in exercises()]
+        for cell in nb.cells:
+            if "# your answer here" in cell.source:
+                ex = pending.pop(0)
+                cell.source = f"{ex.answer_name} = {alice[ex.id]}"
+        assert not pending
+        (tmp_path / "subs").mkdir(exist_ok=True)
+        nbformat.write(nb, tmp_path / "subs" / f"{sid}.ipynb")
+    out = tmp_path / "grades"
+    grade([tmp_path / "subs"], out, cell_timeout=60, time_limit=240, jobs=2, quiet=True, assignment="hw2",
+          tmp_root=tmp_path)
+    with open(out / "grades.csv", newline="") as fh:
+        table = {r["student_id"]: r for r in csv.DictReader(fh)}
+    assert float(table["alice"]["total"]) == float(table["alice"]["max"]) == sum(e.points for e in exercises())
+    differs = 0
+    for ex in exercises():
+        mine = variant(ex.id, "bob", "hw2")
+        worth = mine.evaluate(json.loads(json.dumps(
+            {k: sorted(v) if isinstance(v, frozenset) else v for k, v in variant(ex.id, "alice", "hw2").expected().items()}
+        )) if not ex.single else variant(ex.id, "alice", "hw2").expected()[ex.parts[0].name]).score
+        assert float(table["bob"][ex.id]) == pytest.approx(worth, abs=1e-3), ex.id  # grades.csv: 3 decimals
+        differs += worth < ex.points
+    assert differs >= 10  # most of bob's numbers are his own
