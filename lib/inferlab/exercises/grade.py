@@ -200,9 +200,19 @@ def execute(notebook: Path, *, plan, sandbox: bool, limits: sb.Limits, cell_time
             if (work / "executed.ipynb").stat().st_size <= MAX_NOTEBOOK_BYTES + limits.output_bytes * 2:
                 shutil.copyfile(work / "executed.ipynb", executed_path)
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        _remove(work)
     report["problems"] = problems + _causes(report, cell_timeout, time_limit, limits)
     return report
+
+
+def _remove(work: Path, tries: int = 100) -> None:
+    """Remove a work folder. After a kill, processes of the sandbox may still be dying (SIGKILL reaches
+    them asynchronously) and create a file while the tree is removed: retry until it is gone (<= ~10 s)."""
+    for _ in range(tries):
+        shutil.rmtree(work, ignore_errors=True)
+        if not work.exists():
+            return
+        time.sleep(0.1)
 
 
 def _watch(proc, work: Path, wall_s: float, limits: sb.Limits) -> str | None:
