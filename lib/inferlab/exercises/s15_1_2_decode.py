@@ -195,6 +195,11 @@ def mistakes_batch_memo(model, accelerator, context_len, batch):
     ]
 
 
+def _batch_that_fits(model, accelerator, context_len, f):
+    return dict(model=model, accelerator=accelerator, context_len=context_len,
+                batch=max(2, math.floor(f * max_batch(model, accelerator, context_len))))
+
+
 def statement_batch_memo(model, accelerator, context_len, batch):
     w, kv = weight_bytes(model), kv_cache_bytes(model, context_len)
     one = decode_step_rule_s(w, kv, 1, accelerator)
@@ -222,9 +227,11 @@ register(Exercise(
            one_of("cause", "the letter of what is wrong", "ABCD")),
     statement=statement_batch_memo,
     solve=solve_batch_memo, mistakes=mistakes_batch_memo,
+    # Variants: the batch 20, 60, 85 or 100 % of the largest that fits in memory (fractions chosen so that no
+    # answer coincides with a number the chapter prints, which would make the student build refuse it).
     vary=vary(("model", ["llama-2-7b", "llama-2-13b", "llama-3-8b", "mistral-7b"]),
               ("accelerator", ["a100-80gb", "h100-sxm", "h200", "mi300x"]),
-              ("context_len", [1024, 2048, 4096]), ("batch", [16, 32, 48, 64]))))
+              ("context_len", [1024, 2048, 4096]), ("f", [0.2, 0.6, 0.85, 1.0]), derive=_batch_that_fits)))
 
 
 # ex5: design ---------------------------------------------------------------------------------------

@@ -26,10 +26,12 @@ _CROSSOVER_OPTIONS = (("model", ["llama-3-8b", "mistral-7b"]),
 _CROSSOVER = vary(*_CROSSOVER_OPTIONS)
 
 
-def _batch_beyond_b_star(model, accelerator, seq_len, k):
-    """ex2's batch: k times B*, rounded up to a multiple of 8, so that the KV caches dominate."""
+def _batch_beyond_b_star(model, accelerator, seq_len, f):
+    """ex2's batch: a fraction f of the way from B* to the largest batch that can still be doubled, so that
+    the KV caches dominate and 2B fits in memory."""
+    b_star = kv_crossover_batch(model, seq_len)
     return dict(model=model, accelerator=accelerator, seq_len=seq_len,
-                batch=8 * math.ceil(k * kv_crossover_batch(model, seq_len) / 8))
+                batch=math.floor(b_star + f * (max_batch(model, accelerator, seq_len) // 2 - b_star)))
 
 
 # ex1: recompute -----------------------------------------------------------------------------------
@@ -112,7 +114,7 @@ and could double it. **Predict first:** at B = {batch}, do the weights or the KV
 per decode step? Then compute the throughput gain from doubling B with the chapter's rule
 throughput(B) = B · BW / (M_weights + B·C_kv) (`inferlab.latency.decode_step_rule_s`).""",
     solve=solve_doubling, mistakes=mistakes_doubling,
-    vary=vary(*_CROSSOVER_OPTIONS, ("k", [2, 3, 4]), derive=_batch_beyond_b_star, seed="15.2.2-ex1")))
+    vary=vary(*_CROSSOVER_OPTIONS, ("f", [0.25, 0.5, 0.75]), derive=_batch_beyond_b_star, seed="15.2.2-ex1")))
 
 
 # ex3: find the inconsistency ---------------------------------------------------------------------
