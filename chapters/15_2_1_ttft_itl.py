@@ -363,7 +363,8 @@ check("15.2.1-ex2", ex2);
 #
 # 1. Compute the TTFT with `inferlab.latency.prefill_time_s` (B = 1, MFU = 1, causal attention counted), and the
 #    share of the prefill FLOPs spent in attention's QK^T and PV (`inferlab.costs.prefill_costs(...).attention`
-#    over `.total`).
+#    over `.total`). Count what a prefill computes: every layer for all S tokens, the LM head for the last
+#    prompt token only (it yields the first output token); the embedding lookup does no FLOPs.
 # 2. Why does the estimate fall short?
 #    - **A** The linear rule leaves out attention's QK^T and PV FLOPs, which grow as S².
 #    - **B** At this length prefill becomes memory-bound.
@@ -406,8 +407,8 @@ check("15.2.1-ex3", ex3);
 # term and the all-reduces.
 #
 # **Answer** `ex4`: a dict with the keys
-# - `'s_max_tp1'`: the longest prompt that meets the target at tp = 1 in tokens, a number (tolerance ±1 %)
-# - `'s_max_tp2'`: the same with tensor parallelism over 2 GPUs in tokens, a number (tolerance ±1 %)
+# - `'s_max_tp1'`: the longest prompt that meets the target at tp = 1 (tokens), an integer (tolerance ±1 %)
+# - `'s_max_tp2'`: the same with tensor parallelism over 2 GPUs (tokens), an integer (tolerance ±1 %)
 
 # %%
 # SOLUTION

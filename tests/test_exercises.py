@@ -17,7 +17,7 @@ import pytest
 
 from inferlab.exercises import SECTIONS, check, exercise_cells, exercise_section, exercises, get, solution_source
 from inferlab.exercises.cells import sample_notebook_text
-from inferlab.exercises.core import GB_PER_GIB, LOG_ENV, _to_jsonable, read_log
+from inferlab.exercises.core import GB_PER_GIB, _to_jsonable
 from inferlab.exercises.grade import _kill, collect
 from inferlab.exercises.student import answer_strings, build_student, find_leaks, make_student, notebook_text
 
@@ -30,7 +30,10 @@ FORBIDDEN = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda, as
 
 
 def checked(ex_id, answer):
-    """(result, printed text) of check()."""
+    """(result, printed text) of check(), as a student's first attempt (binary predictions are
+    checked on the first attempt only; see test_a_binary_prediction_is_checked_on_the_first_attempt_only)."""
+    from inferlab.exercises.core import _FIRST
+    _FIRST.clear()
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         result = check(ex_id, answer)
@@ -193,20 +196,25 @@ def test_result_status_and_repr():
     assert checked(ex.id, {"step_ms": 1.0, "tokens_per_s": 1.0, "cause": "D"})[0].status == "fail"
 
 
-def test_check_records_each_answer_for_the_grader(tmp_path, monkeypatch):
-    log = tmp_path / "checks.jsonl"
-    monkeypatch.setenv(LOG_ENV, str(log))
-    ex = get("15.2.2-ex1")
-    checked(ex.id, {"b_star": 1.0, "max_batch": 2})
-    checked(ex.id, ex.expected())  # the last answer counts
-    checked("15.1.2-ex1", np.float32(2.5))
-    with open(log, "a") as fh:
-        fh.write("not json\n" + json.dumps({"id": "99.9.9-ex1", "answer": 1}) + "\n" + json.dumps([1]) + "\n")
-    answers = read_log(log)
-    assert set(answers) == {ex.id, "15.1.2-ex1"}
-    assert ex.evaluate(answers[ex.id]).passed
-    assert answers["15.1.2-ex1"] == 2.5
-    assert read_log(tmp_path / "missing.jsonl") == {}
+def test_the_sandbox_reads_answer_variables_as_the_checker_normalises_them(capsys):
+    """The grader's capture (run in the student's kernel) gives the JSON `check` itself would use."""
+    from inferlab.exercises.sandbox_runner import CAPTURE, parse_answer
+    values = {"a": np.float32(2.5), "b": {"fits": {"B", "A"}, "best": "C", "itl_ms": np.float64(12.0)},
+              "c": (np.int64(3), 1.5), "d": float("nan"), "e": np.ones(3), "f": 10**40, "g": None}
+    namespace = dict(values)
+    exec(CAPTURE, namespace)
+    for name, value in values.items():
+        namespace["__inferlab_capture"](name)
+        got = parse_answer(capsys.readouterr().out)
+        if name == "e":
+            assert "shape (3,)" in got["__invalid__"]
+        elif name == "f":
+            assert got == 1e40
+        else:
+            assert got == _to_jsonable(value), name
+    namespace["__inferlab_capture"]("not_defined")
+    assert parse_answer(capsys.readouterr().out) == {"__missing__": True}
+    assert parse_answer("no marker here") is None
 
 
 def test_answers_are_recorded_as_plain_json():
@@ -410,3 +418,191 @@ def test_the_readme_lists_every_exercise_with_its_kind_and_points():
         if len(cols) == 4 and cols[0] in IDS:
             rows[cols[0]] = (cols[1], cols[2])
     assert rows == {e.id: (e.kind, str(e.points)) for e in ALL}
+
+
+@pytest.mark.parametrize("section", SECTIONS)
+def test_each_chapter_notebook_states_its_exercises_as_the_registry_does(section):
+    """The statement cells are generated (`python -m inferlab.exercises cells SECTION`): a statement
+    edited in the registry must be regenerated into the chapter notebook, or students read old text."""
+    from inferlab.exercises.cells import statement_markdown
+    nb = nbformat.read(CHAPTER_NOTEBOOKS[section], as_version=4)
+    statements = {c.source.split(":", 1)[0]: c.source for c in nb.cells
+                  if c.cell_type == "markdown" and c.source.startswith("### Exercise ")}
+    for ex in exercises(section):
+        assert statements.get(f"### Exercise {ex.id}") == statement_markdown(ex), \
+            f"{ex.id}: regenerate with `python -m inferlab.exercises cells {section}` and `make notebooks`"
+
+
+# Fixes found in trial grading ---------------------------------------------------------------------------
+
+def test_the_n_heads_slip_is_recognised_when_only_the_kv_formula_changes():
+    # Mistral 7B on an L4, int8 cache, S = 8192, weights kept (14,483,464,192 bytes, bf16):
+    #   n_heads (32) instead of n_kv_heads (8): KV per sequence 2 * 32 * 32 * 128 * 8192 * 1 = 2,147,483,648 bytes
+    #   floor((24e9 - 14,483,464,192) / 2,147,483,648) = floor(4.43) = 4
+    result, _ = checked("15.1.2-ex2", 4)
+    assert "cached every query head" in result.parts[0].hint
+    # Llama 3 8B on an H200 (141e9 bytes), S = 4096, bf16: weights 8,030,261,248 * 2 = 16,060,522,496 bytes;
+    #   n_heads in the KV formula: 2 * 32 * 32 * 128 * 4096 * 2 = 2,147,483,648 bytes per sequence
+    #   B* = 16,060,522,496 / 2,147,483,648 = 7.479; max batch floor((141e9 - 16,060,522,496) / 2,147,483,648) = 58
+    ex = get("15.2.2-ex1")
+    result, _ = checked(ex.id, {"b_star": 7.479, "max_batch": 58})
+    assert all("cached every query head" in p.hint for p in result.parts), result.message
+
+
+def test_integer_answers_are_graded_as_integers():
+    # Mistral 7B, L4, int8 cache, S = 8192: (24e9 - 14,483,464,192) / 536,870,912 = 17.73 -> 17
+    assert checked("15.1.2-ex2", 17)[0].passed
+    assert checked("15.1.2-ex2", 17.0)[0].passed  # a whole number written as a float is still 17
+    result, _ = checked("15.1.2-ex2", 17.73)
+    assert result.parts[0].status == "invalid" and "expected a whole number" in result.parts[0].hint
+    assert get("15.2.1-ex4").parts[0].kind == "integer"
+
+
+def test_hints_never_narrow_a_set_answer_to_one_or_two_candidates():
+    for ex_id in ("15.1.1-ex3", "15.2.2-ex3"):
+        ex = get(ex_id)
+        for answer in ({"A"}, {"B"}):
+            result, _ = checked(ex_id, dict(ex.expected(), true=answer))
+            hint = next(p.hint for p in result.parts if p.name == "true")
+            assert "one more" not in hint and "test each one" in hint, hint
+
+
+def test_statements_say_what_is_counted():
+    def words(ex_id):
+        return " ".join(get(ex_id).text().split())
+    assert "the LM head for the last prompt token only" in words("15.2.1-ex3")
+    assert "ignore the window" in words("15.1.2-ex1")
+    assert "ignore any sliding window" in words("15.1.2-ex2")
+
+
+def test_a_binary_prediction_is_checked_on_the_first_attempt_only():
+    from inferlab.exercises.core import _FIRST
+    _FIRST.clear()
+    ex = get("15.1.2-ex3")
+    right = ex.expected()
+    wrong_mlp = "memory" if right["mlp"] == "compute" else "compute"
+    first = check(ex.id, dict(right, mlp=wrong_mlp))
+    assert first.parts[0].status == "fail"
+    second = check(ex.id, right)  # now right, but the first prediction stands
+    assert second.parts[0].status == "fail" and "only your first answer is checked" in second.parts[0].hint
+    assert second.parts[1].status == "pass"  # the same rule for the attention prediction, first tried right
+    _FIRST.clear()
+
+
+def test_check_counts_attempts_and_says_which_one_it_is():
+    from inferlab.exercises.core import _ATTEMPTS, _FIRST
+    _ATTEMPTS.clear()
+    _FIRST.clear()
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        empty = check("15.1.2-ex2", None)  # no answer yet: not an attempt
+        first = check("15.1.2-ex2", 16)
+        second = check("15.1.2-ex2", 18)
+        third = check("15.1.2-ex2", 17)  # Mistral 7B on an L4, int8 cache, S = 8192: 17 (see above)
+    assert (empty.attempt, first.attempt, second.attempt, third.attempt) == (0, 1, 2, 3)
+    assert "attempt" not in first.message and "(attempt 2)" in second.message
+    assert third.passed and third.message.startswith("15.1.2-ex2 PASS  1/1 point  (attempt 3)")
+    assert "(attempt 3)" in out.getvalue()
+    _ATTEMPTS.clear()
+
+
+@pytest.mark.parametrize("ex_id, part, by_hand", [
+    # Llama 3 8B: 8,030,261,248 params - 525,336,576 embedding (128,256 x 4,096) - 266,240 norm weights
+    # (32 layers x 2 x 4,096 + 4,096) = 7,504,658,432 matmul params. MI300X dense bf16 peak 1,307.4 TFLOP/s.
+    # TTFT = 2 x 7,504,658,432 x 4,096 / 1.3074e15 = 61,478,161,874,944 / 1.3074e15 s = 47.0232 ms
+    ("15.1.1-ex1", "ttft_ms", 47.0232),
+    # Llama 3 70B, S = 8192, bf16: 2 (K and V) x 80 layers x 8 KV heads x 128 x 8,192 x 2 bytes = 2.68435456 GB
+    ("15.1.2-ex1", "kv_gb", 2.68435456),
+    # Mistral 7B on an L4 (24e9 bytes), bf16 weights 7,241,732,096 x 2 = 14,483,464,192 bytes, int8 cache,
+    # S = 8192: KV 2 x 32 x 8 x 128 x 8,192 x 1 = 536,870,912 bytes; (24e9 - 14,483,464,192) / 536,870,912
+    # = 17.73 -> 17 sequences
+    ("15.1.2-ex2", "max_batch", 17),
+    # Llama 2 7B on an H200 (4.8 TB/s), B = 1, S = 4096: weights 6,738,415,616 x 2 = 13,476,831,232 bytes;
+    # KV 2 x 32 x 32 x 128 x 4,096 x 2 = 2,147,483,648 bytes; 15,624,314,880 / 4.8e12 s = 3.2550656 ms
+    ("15.2.1-ex1", "itl_ms", 3.2550656),
+])
+def test_registered_answers_match_hand_computed_values(ex_id, part, by_hand):
+    assert get(ex_id).expected()[part] == pytest.approx(by_hand, rel=1e-5)
+
+
+# Every exercise's registered parameters, by hand. Configurations (their config.json files): Llama 2 7B
+# L=32 d=4096 f=11008 h=kv=32; Llama 2 13B L=40 d=5120 f=13824 h=kv=40; the book's 13B: f=20480, no gate;
+# Llama 3 8B L=32 d=4096 f=14336 h=32 kv=8 V=128256; Llama 3 70B L=80 d=8192 f=28672 h=64 kv=8 V=128256;
+# head_dim 128 throughout. H100 SXM 989.4 TFLOP/s bf16 dense, 3.35 TB/s, 80 GB, NVLink 450 GB/s;
+# H200 same peak, 4.8 TB/s, 141 GB; A100 80GB 2.039 TB/s. bf16 = 2 bytes. The full per-operator values were
+# re-derived with an independent script (each operator max(FLOPs / (mfu*peak), bytes / BW), summed; ring
+# all-reduce 2 per layer of 2(tp-1)/tp * tokens*d*2 bytes over NVLink); the key figures are quoted.
+HAND = [
+    # Ridge of the H100 SXM: 989.4e12 / 3.35e12 = 295.34 FLOP/byte. mlp_up of the book's 13B (d=5120,
+    # f=20480), S tokens: intensity = 2*S*d*f / (2*d*f + 2*S*(d+f)) = S*d*f / (d*f + S*(d+f)); at S = 256:
+    # 256 * 104,857,600 / (104,857,600 + 256 * 25,600) = 240.9 < 295.3 -> memory. Crossing:
+    # S >= 295.34 * d*f / (d*f - 295.34 * (d+f)) = 318.29 -> 319.
+    ("15.1.1-ex2", "regime", "memory"), ("15.1.1-ex2", "s_min", 319),
+    # Llama 3 70B matmul params 70,553,706,496 - 128,256*8,192 (embedding) - (80*2 + 1)*8,192 (norms)
+    # = 69,501,714,432. TTFT = 2 * 69,501,714,432 * 4,096 / 989.4e12 / 4 GPUs = 143.8645 ms.
+    # (6*P*S would give 431.6 ms; the sparse peak 71.9 ms.)
+    ("15.1.1-ex3", "ttft_ms", 143.864475), ("15.1.1-ex3", "true", frozenset("AB")),
+    # Llama 3 8B, S = 4096, MFU 0.5, every matmul compute-bound: TTFT at tp = 1, 2, 4, 8 = 124.80, 67.18,
+    # 38.37, 24.09 ms (all-reduces included). tp = 1 misses 100 ms. Replicas ceil(60 * t / 0.7):
+    # tp 2: ceil(5.76) = 6 -> 12 GPUs; tp 4: ceil(3.29) = 4 -> 16; tp 8: ceil(2.07) = 3 -> 24. Best tp = 2.
+    ("15.1.1-ex4", "tp", 2), ("15.1.1-ex4", "n_gpus", 12), ("15.1.1-ex4", "ttft_ms", 67.182475),
+    # Llama 3 8B decode, B = 512, context 4096: mlp_up intensity 2*512*d*f / (2*d*f + 2*512*(d+f))
+    # = 441.1 > 295.3 -> compute. Attention per layer: FLOPs 2 (QK^T, PV) * 2*B*h*hd*S = 2 * 17,179,869,184;
+    # bytes 2 * (B*h*hd*2 (Q or P) + B*S*kv*hd*2 (K or V)) = 2 * (16,777,216 + 4,294,967,296);
+    # intensity 17,179,869,184 / 4,311,744,512 = 3.99610 (4 = h/kv: each K/V head serves 4 query heads).
+    ("15.1.2-ex3", "mlp", "compute"), ("15.1.2-ex3", "attention", "memory"),
+    ("15.1.2-ex3", "attention_intensity", 3.99609756),
+    # Llama 2 7B, A100 80GB: weights 6,738,415,616 * 2 = 13,476,831,232 B; KV at S = 2048:
+    # 2 * 32 * 32 * 128 * 2048 * 2 = 1,073,741,824 B; step (13,476,831,232 + 48 * 1,073,741,824) / 2.039e12
+    # = 31.88643 ms; 48 / 0.03188643 s = 1505.342 tokens/s.
+    ("15.1.2-ex4", "step_ms", 31.886434), ("15.1.2-ex4", "tokens_per_s", 1505.34237), ("15.1.2-ex4", "cause", "A"),
+    # Llama 2 13B (13,015,864,320 params), H100 80 GB, B = 24, S = 4096: KV per sequence (bf16)
+    # 2 * 40 * 40 * 128 * 4096 * 2 = 3,355,443,200 B. A: 26.03e9 + 80.53e9 = 106.6 GB; B: 26.03 + 40.27 = 66.3;
+    # C: 13.02 + 80.53 = 93.5; D: 13.02 + 40.27 = 53.3 -> B and D fit. Per-operator decode ITL (all memory-bound
+    # at B = 24): B 19.752 ms, D 15.9154 ms -> D.
+    ("15.1.2-ex5", "fits", frozenset("BD")), ("15.1.2-ex5", "best", "D"), ("15.1.2-ex5", "itl_ms", 15.9154237),
+    # Llama 2 13B, S = 1024, B = 1: the decode step is memory-bound on both, so ITL scales as the bandwidth
+    # 4.8 / 3.35 = 1.432836; prefill's matmuls are compute-bound on the same 989.4 TFLOP/s, only the few
+    # memory-bound operators gain: TTFT ratio 1.003651 -> only ITL improves by more than 5 %.
+    ("15.2.1-ex2", "improves", "itl"), ("15.2.1-ex2", "itl_speedup", 1.43283582),
+    ("15.2.1-ex2", "ttft_speedup", 1.00365095),
+    # Llama 3 8B, S = 131,072, causal: pairs S(S+1)/2 = 8,590,000,128; QK^T and PV each 2*h*hd*pairs
+    # = 70,369,281,048,576 FLOPs per layer; * 2 * 32 layers = 4,503,633,987,108,864 FLOPs of
+    # 6,333,222,386,401,280 in total (projections 2*S*(d*(q+2kv)+q*d+3*d*f) per layer, the LM head for one
+    # token) -> share 0.711113;
+    # per-operator time on the H100 SXM 6.402021 s (the 2*P*S rule says 1.99 s).
+    ("15.2.1-ex3", "ttft_s", 6.40202057), ("15.2.1-ex3", "attention_share", 0.71111256), ("15.2.1-ex3", "cause", "A"),
+    # Llama 2 13B, H100 SXM, MFU 0.6, 200 ms: bisection of the per-operator TTFT (attention's S^2 and, at tp = 2,
+    # the all-reduces included): longest S = 4367 at tp = 1, 7730 at tp = 2 (not 2 * 4367 = 8734).
+    ("15.2.1-ex4", "s_max_tp1", 4367), ("15.2.1-ex4", "s_max_tp2", 7730),
+    # Llama 3 8B, H200, S = 4096: weights 8,030,261,248 * 2 = 16,060,522,496 B; KV 2 * 32 * 8 * 128 * 4096 * 2
+    # = 536,870,912 B; B* = 29.9151; (141e9 - 16,060,522,496) / 536,870,912 = 232.72 -> 232.
+    ("15.2.2-ex1", "b_star", 29.9150543), ("15.2.2-ex1", "max_batch", 232),
+    # Same, B = 64 > B*: throughput(B) = B * BW / (W + B*KV); gain = 2 * (W + 64 KV) / (W + 128 KV)
+    # = 2 * 50,420,260,864 / 84,779,999,232 = 1.189438.
+    ("15.2.2-ex2", "dominant", "kv"), ("15.2.2-ex2", "gain", 1.18943763),
+    # Llama 3 70B, tp = 4, B = 48, S = 4096: KV per GPU 2 * 80 * (8/4) * 128 * 4096 * 2 * 48 = 16,106,127,360 B
+    # = 16.1061 GB. Weights per GPU: 17,639,415,808 params (q/o/k/v/MLP and both vocab tables split 4 ways,
+    # norms whole) * 2 = 35,278,831,616 B; KV per sequence per GPU 335,544,320 B;
+    # (80e9 - 35,278,831,616) / 335,544,320 = 133.28 -> 133.
+    ("15.2.2-ex3", "kv_gb_per_gpu", 16.10612736), ("15.2.2-ex3", "max_batch", 133), ("15.2.2-ex3", "true", frozenset("AB")),
+    # Llama 3 70B on H100s, prompt 2048 + output 512 = 2560: tp = 2 TTFT 156.7 ms > 150 -> out; tp = 4 TTFT
+    # 90.8 ms, max batch 213 in memory, largest with ITL <= 25 ms: 193 -> 7,734 tokens/s -> 1 replica, 4 GPUs;
+    # tp = 8: batch 417, 16,681 tokens/s, 8 GPUs. Best tp = 4, batch 193, 4 GPUs.
+    ("15.2.2-ex4", "tp", 4), ("15.2.2-ex4", "batch", 193), ("15.2.2-ex4", "n_gpus", 4),
+]
+
+
+def test_every_exercise_has_hand_computed_values_for_every_part():
+    covered = {(ex_id, part) for ex_id, part, _ in HAND} | {
+        ("15.1.1-ex1", "ttft_ms"), ("15.1.2-ex1", "kv_gb"), ("15.1.2-ex2", "max_batch"), ("15.2.1-ex1", "itl_ms")}
+    assert covered == {(ex.id, p.name) for ex in ALL for p in ex.parts}
+
+
+@pytest.mark.parametrize("ex_id, part, by_hand", HAND, ids=[f"{e}-{p}" for e, p, _ in HAND])
+def test_every_registered_answer_matches_its_hand_computed_value(ex_id, part, by_hand):
+    got = get(ex_id).expected()[part]
+    if isinstance(by_hand, float):
+        assert got == pytest.approx(by_hand, rel=1e-6)
+    else:
+        assert got == by_hand

@@ -6,11 +6,11 @@
 Instructors: `python -m inferlab.exercises build-student ...` and `... grade ...` (see README.md, "For instructors").
 """
 from inferlab.exercises.core import (
-    LOG_ENV, SECTIONS, CheckResult, Exercise, Mistake, Part, check, exercises, get, summary,
+    SECTIONS, CheckResult, Exercise, Mistake, Part, check, exercises, get, set_student, summary, variant,
 )
 # Importing the subsection modules registers their exercises.
 from inferlab.exercises import s15_1_1_prefill, s15_1_2_decode, s15_2_1_latency, s15_2_2_batching  # noqa: F401
 from inferlab.exercises.cells import exercise_cells, exercise_section, solution_source
 
 __all__ = ["check", "summary", "get", "exercises", "exercise_cells", "exercise_section", "solution_source",
-           "Exercise", "Part", "Mistake", "CheckResult", "SECTIONS", "LOG_ENV"]
+           "Exercise", "Part", "Mistake", "CheckResult", "SECTIONS", "set_student", "variant"]

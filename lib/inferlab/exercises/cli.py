@@ -7,6 +7,7 @@ or `inferlab classroom ...` once inferlab.cli lists this module).
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -31,7 +32,6 @@ def write_sample(out, execute: bool = True) -> Path:
     import nbformat
 
     from inferlab.exercises.cells import sample_notebook_text
-    from inferlab.exercises.grade import run_one
 
     out = Path(out)
     out.write_text(sample_notebook_text())
@@ -41,17 +41,22 @@ def write_sample(out, execute: bool = True) -> Path:
         cell["id"] = f"cell-{i}"  # stable ids: regenerating changes nothing that did not change
     nbformat.write(nb, ipynb)
     if execute:
-        import tempfile
-        with tempfile.TemporaryDirectory() as tmp:
-            report = run_one(ipynb, report_path=Path(tmp) / "r.json", executed_path=ipynb,
-                             pidfile=Path(tmp) / "pid", cell_timeout=120, time_limit=600, kernel_name="python3")
-        if report["errors"] or report["timeouts"] or report["start_error"]:
-            raise RuntimeError(f"executing {ipynb} failed: {report}")
+        from inferlab.exercises.grade import check_plan, execute as run_notebook
+        from inferlab.exercises.sandbox import Limits
+        # The instructor's own notebook: trusted, run without the sandbox (it needs the real package).
+        report = run_notebook(ipynb, plan=check_plan(ipynb.read_text())[0], sandbox=False,
+                              limits=Limits(memory_bytes=0, cpu_s=600, processes=0), cell_timeout=120,
+                              time_limit=600, executed_path=ipynb)
+        if report.get("problems"):
+            raise RuntimeError(f"executing {ipynb} failed: {'; '.join(report['problems'])}")
     return ipynb
 
 
 def _cmd_sample(args) -> int:
     """Write the instructor sample (py:percent) and its executed .ipynb twin."""
+    if not str(args.out).endswith(".py"):
+        raise ValueError(f"sample: out {args.out!r} must end in .py (the .ipynb twin is written beside it)")
+    _writable_dir("sample: the folder of out", Path(args.out).parent)
     try:
         ipynb = write_sample(args.out, execute=not args.no_execute)
     except RuntimeError as err:
@@ -62,26 +67,77 @@ def _cmd_sample(args) -> int:
 
 
 def _cmd_build_student(args) -> int:
-    from inferlab.exercises.student import build_student
+    from inferlab.exercises.student import build_student, build_for_roster
     if not args.sources:
-        print("build-student: no notebooks given (is chapters/*.ipynb empty?)", file=sys.stderr)
-        return 2
-    build_student(args.sources, args.out, allow_leaks=args.allow_leaks)
+        raise ValueError("build-student: no notebooks given (is chapters/*.ipynb empty?); pass .ipynb or "
+                         "jupytext .py files")
+    for src in args.sources:
+        _readable_file("source notebook", src, ".ipynb or jupytext .py file")
+    _writable_dir("--out", args.out)
+    if args.roster:
+        if not args.assignment:
+            raise ValueError("--roster needs --assignment NAME (the variants are drawn from the student id "
+                             "and the assignment)")
+        build_for_roster(args.sources, args.out, roster=args.roster, assignment=args.assignment,
+                         allow_leaks=args.allow_leaks)
+    else:
+        build_student(args.sources, args.out, allow_leaks=args.allow_leaks)
     return 0
 
 
 def _cmd_grade(args) -> int:
     from inferlab.exercises.grade import grade
+    from inferlab.exercises.sandbox import Limits
+    for path in args.submissions:
+        if not Path(path).exists():
+            raise ValueError(f"submission {path!r} does not exist; expected a notebook (.ipynb) or a folder of them")
+    if args.roster:
+        _readable_file("--roster", args.roster, "CSV file with a student_id column")
+    _writable_dir("--out", args.out)
+    limits = Limits(memory_bytes=int(args.memory_gb * 1e9), cpu_s=args.time_limit, processes=args.max_processes,
+                    output_bytes=int(args.max_output_mb * 1e6), disk_bytes=int(args.max_disk_mb * 1e6))
     grade(args.submissions, args.out, cell_timeout=args.cell_timeout, time_limit=args.time_limit,
-          jobs=args.jobs, kernel_name=args.kernel, sections=args.sections, quiet=args.quiet)
+          jobs=args.jobs, kernel_name=args.kernel, sections=args.sections, quiet=args.quiet,
+          sandbox=not args.no_sandbox, limits=limits, assignment=args.assignment, roster=args.roster)
     return 0
 
 
-def _cmd_run(args) -> int:
-    from inferlab.exercises.grade import run_one
-    run_one(args.notebook, report_path=args.report, executed_path=args.executed, pidfile=args.pidfile,
-            cell_timeout=args.cell_timeout, time_limit=args.time_limit, kernel_name=args.kernel)
-    return 0
+def _readable_file(name: str, value, what: str) -> None:
+    p = Path(value)
+    if not p.exists():
+        raise ValueError(f"{name} {str(value)!r} does not exist; expected a {what}")
+    if p.is_dir():
+        raise ValueError(f"{name} {str(value)!r} is a folder; expected a {what}")
+    if not os.access(p, os.R_OK):
+        raise ValueError(f"{name} {str(value)!r} is not readable; expected a readable {what}")
+
+
+def _writable_dir(name: str, value) -> None:
+    """An output folder that exists or can be created, and is writable (checked before any work)."""
+    p = Path(value)
+    if p.exists() and not p.is_dir():
+        raise ValueError(f"{name} {str(value)!r} is a file; expected a folder (it is created if missing)")
+    try:
+        p.mkdir(parents=True, exist_ok=True)
+        probe = p / f".inferlab-write-test-{os.getpid()}"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as exc:
+        raise ValueError(f"{name} {str(value)!r} is not a writable folder ({exc.strerror or exc}); "
+                         "expected a folder you can write to")
+
+
+def _positive(kind, name: str, maximum=None):
+    def parse(text):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{name}={text!r} is not a {'number' if kind is float else 'whole number'}")
+        if not value > 0 or value != value or (maximum is not None and value > maximum):
+            rng = f"in (0, {maximum:g}]" if maximum is not None else "> 0"
+            raise argparse.ArgumentTypeError(f"{name}={text!r} is out of range; allowed: {rng}")
+        return value
+    return parse
 
 
 def add_commands(sub) -> None:
@@ -104,27 +160,38 @@ def add_commands(sub) -> None:
     p.add_argument("--out", default="build/student", help="output folder (default build/student)")
     p.add_argument("--allow-leaks", action="store_true",
                    help="write the notebook even if an expected answer still appears in it")
+    p.add_argument("--roster", help="CSV with a student_id column: one folder per student, OUT/<student_id>/, "
+                   "with that student's variant of each exercise")
+    p.add_argument("--assignment", help="assignment name; with --roster it seeds the variants")
     p.set_defaults(func=_cmd_build_student)
 
-    p = sub.add_parser("grade", help="execute submitted notebooks and write a score table")
+    p = sub.add_parser("grade", help="run submitted notebooks in a sandbox and write a score table")
     p.add_argument("submissions", nargs="+", help="notebooks, or folders of them (a sub-folder is one student)")
     p.add_argument("--out", default="build/grades", help="output folder (default build/grades)")
-    p.add_argument("--cell-timeout", type=float, default=120, help="seconds per cell before an interrupt")
-    p.add_argument("--time-limit", type=float, default=900, help="seconds per notebook before the kernel is killed")
-    p.add_argument("--jobs", type=int, default=1, help="notebooks run in parallel")
+    p.add_argument("--cell-timeout", type=_positive(float, "--cell-timeout", 3600), default=120,
+                   help="seconds per cell before an interrupt")
+    p.add_argument("--time-limit", type=_positive(float, "--time-limit", 86400), default=900,
+                   help="seconds per notebook (wall and CPU) before the kernel is killed")
+    p.add_argument("--jobs", type=_positive(int, "--jobs", 64), default=1, help="notebooks run in parallel")
     p.add_argument("--kernel", default="python3", help="Jupyter kernel name")
     p.add_argument("--sections", nargs="*", help="score these sections' exercises (default: those the notebooks use)")
+    p.add_argument("--assignment", help="score each student's variant of this assignment (as built by "
+                   "build-student --roster --assignment)")
+    p.add_argument("--roster", help="CSV with student_id[,name,email,section]: names the exports; a student "
+                   "without a submission scores 0")
+    p.add_argument("--memory-gb", type=_positive(float, "--memory-gb", 1024), default=4,
+                   help="address space per process in the sandbox (default 4 GB)")
+    p.add_argument("--max-processes", type=_positive(int, "--max-processes", 4096), default=64,
+                   help="processes per sandbox (default 64)")
+    p.add_argument("--max-output-mb", type=_positive(float, "--max-output-mb", 1024), default=2,
+                   help="notebook output kept per submission; the rest is dropped (default 2 MB)")
+    p.add_argument("--max-disk-mb", type=_positive(float, "--max-disk-mb", 100_000), default=256,
+                   help="disk quota per submission: bytes its folder and /tmp may hold; over it (or over "
+                        "10,000 files) the run is killed (default 256 MB)")
+    p.add_argument("--no-sandbox", action="store_true",
+                   help="run the notebooks with your own rights (trusted notebooks only; prints a warning)")
     p.add_argument("--quiet", action="store_true", help="print nothing but errors")
     p.set_defaults(func=_cmd_grade)
-
-    p = sub.add_parser("_run", help=argparse.SUPPRESS)
-    p.add_argument("notebook")
-    for name in ("--report", "--executed", "--pidfile"):
-        p.add_argument(name, required=True)
-    p.add_argument("--cell-timeout", type=float, required=True)
-    p.add_argument("--time-limit", type=float, required=True)
-    p.add_argument("--kernel", default="python3")
-    p.set_defaults(func=_cmd_run)
 
 
 def register(subparsers) -> None:
@@ -133,15 +200,30 @@ def register(subparsers) -> None:
     add_commands(p.add_subparsers(dest="classroom_command", required=True))
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports a bad argument in one line (no usage block) and exits with status 2."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m inferlab.exercises", description=__doc__.splitlines()[0])
+    parser = _Parser(prog="python -m inferlab.exercises", description=__doc__.splitlines()[0])
     add_commands(parser.add_subparsers(dest="command", required=True))
     args = parser.parse_args(argv)
     try:
         return args.func(args)
-    except (ValueError, FileNotFoundError) as err:
-        print(f"inferlab.exercises: error: {err}", file=sys.stderr)
+    except (ValueError, FileNotFoundError, RuntimeError) as err:
+        print(f"inferlab.exercises: error: {str(err).splitlines()[0] if str(err) else type(err).__name__}",
+              file=sys.stderr)
         return 2
+    except OSError as err:
+        where = f" {err.filename!r}" if getattr(err, "filename", None) else ""
+        print(f"inferlab.exercises: error: {err.strerror or err}{where}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("inferlab.exercises: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

@@ -5,18 +5,20 @@ and `mistakes(**params)` recomputes it with one classic slip each (6*P*S for a f
 n_heads for n_kv_heads, GiB for GB, ...), so a wrong answer that lands on a slip gets that slip's
 hint. Nothing here ever prints an expected value.
 
-Under the grader, `check` also appends the answer it was given (as JSON) to the file named by the
-INFERLAB_CHECK_LOG environment variable; the grader re-checks those answers in its own process,
-so a notebook that redefines `check` or prints "PASS" itself gains nothing.
+`check` is formative: PASS, or FAIL with a hint. Grading never uses it: the grader runs a submission in a
+sandbox where this package is replaced by a stub without answers, reads the answer variables after each
+check cell, and scores them in its own process (`inferlab.exercises.grade`). Per-student variants:
+`variant(id, student_id, assignment)` draws an exercise's `vary` parameters from a seed of both.
 """
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import inspect
-import json
+import itertools
+import random
+import re
 import math
-import os
-import sys
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
@@ -24,7 +26,6 @@ import numpy as np
 
 from inferlab.validation import choice as _choice
 
-LOG_ENV = "INFERLAB_CHECK_LOG"
 KINDS = ("recompute", "predict", "inconsistency", "design")
 SECTIONS = {
     "15.1.1": "Compute-bound prefill",
@@ -60,7 +61,8 @@ class Part:
             return f"{what}{unit}, a number (tolerance {tol})"
         if self.kind == "integer":
             unit = f" ({self.unit})" if self.unit else ""
-            tol = "exact" if not self.abs_tol else f"tolerance ±{self.abs_tol:g}"
+            tol = (f"tolerance ±{self.rel_tol * 100:g} %" if self.rel_tol
+                   else f"tolerance ±{self.abs_tol:g}" if self.abs_tol else "exact")
             return f"{what}{unit}, an integer ({tol})"
         opts = ", ".join(repr(o) for o in self.options)
         if self.kind == "choice":
@@ -72,8 +74,9 @@ def number(name, description, unit="", rel_tol=0.01, hint=""):
     return Part(name, description, "number", unit, rel_tol=rel_tol, hint=hint)
 
 
-def integer(name, description, unit="", abs_tol=0, hint=""):
-    return Part(name, description, "integer", unit, abs_tol=abs_tol, hint=hint)
+def integer(name, description, unit="", abs_tol=0, hint="", rel_tol=0.0):
+    """A whole number: a non-integral answer is refused with a message; compared exactly unless a tolerance."""
+    return Part(name, description, "integer", unit, rel_tol=rel_tol, abs_tol=abs_tol, hint=hint)
 
 
 def one_of(name, description, options, hint=""):
@@ -94,6 +97,46 @@ class Mistake:
     part: str = ""
 
 
+# Variants -------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Vary:
+    """The parameters a per-student variant may change: each entry of `options` is (name, values) or
+    ((name, ...), (tuple of values, ...)), drawn in order with `rng.choice`; `derive(**drawn)` may then
+    turn the draw into the parameters (a batch from a multiple of B*, say). The options are finite, so a
+    test can check every combination a student can get (`combinations`). `seed`: draw with another
+    exercise's seed, to share its draws (an exercise that says "same model as exercise 1")."""
+
+    options: tuple
+    derive: Callable | None = None
+    seed: str | None = None
+
+    def __call__(self, rng: random.Random) -> dict:
+        out = {}
+        for names, values in self.options:
+            value = rng.choice(list(values))
+            out.update(zip(names, value) if isinstance(names, tuple) else {names: value})
+        return self._derived(out)
+
+    def _derived(self, params: dict) -> dict:
+        return self.derive(**params) if self.derive else params
+
+    def combinations(self) -> list[dict]:
+        """Every parameter set a student can draw."""
+        out = []
+        for combo in itertools.product(*(values for _, values in self.options)):
+            params = {}
+            for (names, _), value in zip(self.options, combo):
+                params.update(zip(names, value) if isinstance(names, tuple) else {names: value})
+            out.append(self._derived(params))
+        return out
+
+
+def vary(*options, derive=None, seed=None) -> Vary:
+    """Vary(options): vary(("model", ["a", "b"]), (("accelerator", "seq_len"), [("l4", 4096), ...]))."""
+    return Vary(tuple((n, tuple(v)) for n, v in options), derive, seed)
+
+
 # Exercises ------------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -110,6 +153,9 @@ class Exercise:
     statement: str | Callable = ""
     solve: Callable = field(default=None, hash=False, repr=False)
     mistakes: Callable | None = field(default=None, hash=False, repr=False)
+    # Vary: the parameters a per-student variant may change, drawn within ranges that keep the exercise
+    # meaningful (see `variant`; tests check every combination). None: every student gets `params`.
+    vary: Vary | None = field(default=None, hash=False, repr=False)
 
     def __post_init__(self):
         _choice("exercise kind", self.kind, KINDS)
@@ -119,6 +165,17 @@ class Exercise:
             raise ValueError(f"{self.id}: solve() takes {signature} but params are {list(self.params)}")
         if len({p.name for p in self.parts}) != len(self.parts):
             raise ValueError(f"{self.id}: duplicate part names")
+
+    @property
+    def _key(self) -> tuple:
+        return (self.id, repr(sorted(self.params.items())))
+
+    def with_params(self, **changes) -> "Exercise":
+        """The same exercise with some parameters changed (a variant)."""
+        unknown = sorted(set(changes) - set(self.params))
+        if unknown:
+            raise ValueError(f"{self.id}: parameter {unknown[0]!r} is not one of {', '.join(self.params)}")
+        return dataclasses.replace(self, params={**self.params, **changes})
 
     @property
     def section(self) -> str:
@@ -154,7 +211,7 @@ class Exercise:
 
     def expected(self) -> dict:
         """{part name: expected value}, computed by `solve` (cached)."""
-        if self.id not in _EXPECTED:
+        if self._key not in _EXPECTED:
             raw = self.solve(**self.params)
             raw = raw if not self.single else {self.parts[0].name: raw}
             out = {}
@@ -163,12 +220,12 @@ class Exercise:
                 if error:
                     raise ValueError(f"{self.id}: solve() gave an invalid {part.name!r}: {error}")
                 out[part.name] = value
-            _EXPECTED[self.id] = out
-        return dict(_EXPECTED[self.id])
+            _EXPECTED[self._key] = out
+        return dict(_EXPECTED[self._key])
 
     def known_mistakes(self) -> list[Mistake]:
         """The slips, their values normalised like answers (cached)."""
-        if self.id not in _MISTAKES:
+        if self._key not in _MISTAKES:
             out = []
             for m in (self.mistakes(**self.params) if self.mistakes else []):
                 part = m.part or self.parts[0].name
@@ -176,8 +233,8 @@ class Exercise:
                 if error:
                     raise ValueError(f"{self.id}: mistake for {part!r} has an invalid value: {error}")
                 out.append(Mistake(value, m.hint, part))
-            _MISTAKES[self.id] = out
-        return list(_MISTAKES[self.id])
+            _MISTAKES[self._key] = out
+        return list(_MISTAKES[self._key])
 
     def _part(self, name: str) -> Part:
         for p in self.parts:
@@ -279,6 +336,26 @@ def get(exercise_id: str) -> Exercise:
     return _REGISTRY[exercise_id]
 
 
+def variant_seed(student_id: str, assignment: str) -> int:
+    """The seed of a student's variants: SHA-256 of the assignment and the student id (stable across
+    machines and Python versions, unlike hash())."""
+    digest = hashlib.sha256(f"inferlab-variant\n{assignment}\n{student_id}".encode()).digest()
+    return int.from_bytes(digest[:8], "big")
+
+
+def variant(exercise_id: str, student_id: str | None, assignment: str | None) -> Exercise:
+    """The exercise as `student_id` gets it in `assignment`: its `vary` parameters drawn from a seed
+    derived from both (the same student always gets the same numbers). Without a student or an
+    assignment, or for an exercise that does not vary, the registered exercise itself."""
+    exercise = get(exercise_id)
+    if not student_id or not assignment or exercise.vary is None:
+        return exercise
+    seed_id = getattr(exercise.vary, "seed", None) or exercise_id
+    rng = random.Random(variant_seed(str(student_id), str(assignment)) ^ int(
+        hashlib.sha256(seed_id.encode()).hexdigest()[:12], 16))
+    return exercise.with_params(**exercise.vary(rng))
+
+
 def exercises(section: str | None = None) -> list[Exercise]:
     """All exercises (of one section), in id order."""
     if section is not None:
@@ -328,6 +405,8 @@ def _normalise(part: Part, raw):
             return None, f"expected a number, got {_describe(raw)}"
         if not math.isfinite(raw):
             return None, "not a finite number"
+        if part.kind == "integer" and abs(raw - round(raw)) > 1e-9 * max(1.0, abs(raw)):
+            return None, f"expected a whole number, got {raw!r}"
         return float(raw), None
     if part.kind == "choice":
         if not isinstance(raw, str):
@@ -380,6 +459,7 @@ class CheckResult:
     points: float
     parts: tuple
     notes: tuple = ()
+    attempt: int = 0  # the how-manieth answered check of this exercise in this session (0: not counted)
 
     @property
     def passed(self) -> bool:
@@ -401,7 +481,8 @@ class CheckResult:
     @property
     def message(self) -> str:
         head = (f"{self.exercise_id} {'PASS' if self.passed else 'FAIL'}  "
-                f"{_fmt(self.score)}/{_fmt(self.points)} point{'s' if self.points != 1 else ''}")
+                f"{_fmt(self.score)}/{_fmt(self.points)} point{'s' if self.points != 1 else ''}"
+                + (f"  (attempt {self.attempt})" if self.attempt > 1 else ""))
         if self.passed:
             lines = [head]
         elif len(self.parts) == 1:
@@ -436,55 +517,64 @@ def sci(x: float, digits: int = 2) -> str:
 
 
 _SESSION: dict[str, CheckResult] = {}
+_STUDENT: dict = {}  # the variant `check` uses: {"student_id": ..., "assignment": ...} (set_student)
+_FIRST: dict = {}  # (exercise id, part) -> the status of the first checked answer of a binary prediction
+_ATTEMPTS: dict = {}  # exercise id -> answered checks so far in this session
+
+
+def set_student(student_id: str, assignment: str) -> None:
+    """Check this session's answers against `student_id`'s variants of `assignment` (the first cell of a
+    notebook built for one student calls it). The grader does not read it: it uses the roster id."""
+    if not isinstance(student_id, str) or not re.fullmatch(r"[A-Za-z0-9_.@-]{1,64}", student_id):
+        raise ValueError(f"student_id={student_id!r} is not allowed; use 1 to 64 letters, digits, '_', '.', '@' or '-'")
+    if not isinstance(assignment, str) or not assignment.strip():
+        raise ValueError(f"assignment={assignment!r} must be a non-empty string")
+    _STUDENT.update(student_id=student_id, assignment=assignment)
 
 
 def check(exercise_id: str, answer) -> CheckResult:
     """Check `answer` for exercise `exercise_id`: prints PASS, or FAIL with a hint per wrong part
-    (never the expected value), and returns the CheckResult. None or ... means 'no answer yet'."""
-    exercise = get(exercise_id)
+    (never the expected value), and returns the CheckResult. None or ... means 'no answer yet'.
+
+    Attempts are counted, not silent: from the second answered check of an exercise on, the verdict says
+    which attempt it is (so does its line in `summary()`). (Formative only: the grade
+    is the submitted answer's, scored by the grader; a fresh kernel restarts the count.)"""
+    exercise = variant(exercise_id, _STUDENT.get("student_id"), _STUDENT.get("assignment"))
     payload = _to_jsonable(answer)
-    result = exercise.evaluate(payload)
+    result = _first_attempt_only(exercise, exercise.evaluate(payload))
+    if result.answered:
+        _ATTEMPTS[exercise_id] = _ATTEMPTS.get(exercise_id, 0) + 1
+        result = dataclasses.replace(result, attempt=_ATTEMPTS[exercise_id])
     _SESSION[exercise_id] = result
-    _record(exercise_id, payload)
     print(result.message)
     return result
 
 
+def _first_attempt_only(exercise: Exercise, result: CheckResult) -> CheckResult:
+    """A binary prediction ('compute' or 'memory') says pass or fail on its first checked answer only;
+    later checks repeat that first verdict, so trying both options teaches nothing. Formative only:
+    the grader scores the submitted answer."""
+    parts = []
+    for part, r in zip(exercise.parts, result.parts):
+        key = (exercise.id, part.name)
+        if part.kind == "choice" and len(part.options) == 2 and r.status in ("pass", "fail"):
+            if key in _FIRST:
+                first = _FIRST[key]
+                r = PartResult(part.name, first, "predict first: only your first answer is checked "
+                               f"(it was {'right' if first == 'pass' else 'wrong'}); work out why")
+            else:
+                _FIRST[key] = r.status
+        parts.append(r)
+    score = exercise.points * sum(r.status == "pass" for r in parts) / len(parts)
+    return dataclasses.replace(result, parts=tuple(parts), score=score)
+
+
 def summary() -> str:
     """This session's results so far: one line per exercise checked, and the total."""
-    lines = [r.message.splitlines()[0] for r in _SESSION.values()]
+    lines = [r.message.splitlines()[0] for r in _SESSION.values()]  # "(attempt N)" from the second on
     got, out_of = sum(r.score for r in _SESSION.values()), sum(r.points for r in _SESSION.values())
     lines.append(f"{sum(r.passed for r in _SESSION.values())} of {len(_SESSION)} checked exercises passed, "
                  f"{_fmt(got)}/{_fmt(out_of)} points")
     text = "\n".join(lines)
     print(text)
     return text
-
-
-def _record(exercise_id: str, payload) -> None:
-    path = os.environ.get(LOG_ENV)
-    if not path:
-        return
-    line = json.dumps({"id": exercise_id, "answer": payload, "time": time.time()})
-    try:
-        with open(path, "a", encoding="utf-8") as fh:
-            fh.write(line + "\n")
-    except OSError as exc:  # the grader would score this exercise 0: say so loudly
-        print(f"warning: could not record the answer for the grader ({exc})", file=sys.stderr)
-
-
-def read_log(path) -> dict:
-    """{exercise id: last recorded payload} from a check log; malformed lines are skipped."""
-    answers = {}
-    try:
-        text = open(path, encoding="utf-8", errors="replace").read()
-    except OSError:
-        return answers
-    for line in text.splitlines():
-        try:
-            entry = json.loads(line)
-            if isinstance(entry, dict) and isinstance(entry.get("id"), str) and entry["id"] in _REGISTRY:
-                answers[entry["id"]] = entry.get("answer")
-        except ValueError:
-            continue
-    return answers

@@ -5,7 +5,7 @@ keep its imports inside, and end it with one `return`.
 """
 import math
 
-from inferlab.exercises.core import Exercise, Mistake, integer, letters, number, one_of, register, sci
+from inferlab.exercises.core import Exercise, Mistake, integer, letters, number, one_of, register, sci, vary
 from inferlab.latency import prefill_time_s, ttft_rule_s
 from inferlab.roofline import ridge_point
 from inferlab.specs import get_accelerator, get_model
@@ -51,7 +51,11 @@ Recompute the chapter's TTFT estimate for another model and accelerator: `{model
 one prompt of S = {prompt_len} tokens, bf16, MFU = 1. Use the chapter's linear rule
 TTFT ≈ 2·P·S / peak, with P the parameters that take part in a matrix product
 (`ModelConfig.n_matmul_params`) and the accelerator's dense bf16 peak.""",
-    solve=solve_ttft_rule, mistakes=mistakes_ttft_rule))
+    solve=solve_ttft_rule, mistakes=mistakes_ttft_rule,
+    # Variants: any dense model; accelerators with an fp8 peak and a bf16 peak unlike the H100 SXM's (named slips).
+    vary=vary(("model", ["llama-2-7b", "llama-2-13b", "llama-3-8b", "mistral-7b"]),
+              ("accelerator", ["mi300x", "h100-pcie", "b200", "l4"]),
+              ("prompt_len", [1024, 2048, 3072, 4096]))))
 
 
 # ex2: predict a regime ---------------------------------------------------------------------------
@@ -102,7 +106,12 @@ The chapter says prefill is compute-bound "once S is even modestly long". Take t
 2. Find the smallest prompt length S at which it becomes compute-bound, counting its weight bytes and the
    activations it reads and writes (`inferlab.costs.prefill_costs(...).operators()['{operator}']`)
    against the ridge point (`inferlab.roofline`).""",
-    solve=solve_mlp_regime, mistakes=mistakes_mlp_regime))
+    solve=solve_mlp_regime, mistakes=mistakes_mlp_regime,
+    # Variants: dense bf16 models, accelerators with an fp8 peak (a named slip), three weight matmuls, and
+    # short prompts: memory-bound at S = prompt_len, compute-bound below max_len (checked for every draw).
+    vary=vary(("model", ["llama-2-7b", "llama-2-13b-book", "llama-2-13b", "llama-3-8b", "mistral-7b"]),
+              ("accelerator", ["h100-sxm", "h100-pcie", "mi300x", "b200", "l4"]),
+              ("operator", ["mlp_up", "mlp_down", "o_proj"]), ("prompt_len", [64, 128, 256]))))
 
 
 # ex3: find the inconsistency ---------------------------------------------------------------------
@@ -135,8 +144,9 @@ def mistakes_prefill_memo(model, accelerator, prompt_len, tp):
         Mistake(dense / 2 / tp * 1e3, "you fixed the FLOP count but kept the sparse peak", "ttft_ms"),
         Mistake(3 * dense / tp * 1e3, "you fixed the peak but kept 6*P*S, the training rule", "ttft_ms"),
         Mistake(dense * 1e3, "the tp GPUs share the FLOPs: divide by tp", "ttft_ms"),
-        Mistake(frozenset("A"), "the memo has one more error", "true"),
-        Mistake(frozenset("B"), "the memo has one more error", "true"),
+        # Hints that never narrow the set down to one or two candidates.
+        Mistake(frozenset("A"), "not the right set of statements: test each one against your own numbers", "true"),
+        Mistake(frozenset("B"), "not the right set of statements: test each one against your own numbers", "true"),
     ]
 
 
@@ -165,7 +175,11 @@ register(Exercise(
            letters("true", "the letters of every true statement", "ABCDE",
                    hint="test each statement against the chapter's FLOP count and the datasheet")),
     statement=statement_prefill_memo,
-    solve=solve_prefill_memo, mistakes=mistakes_prefill_memo))
+    solve=solve_prefill_memo, mistakes=mistakes_prefill_memo,
+    # Variants: models too big for one GPU's comfort, long prompts (statement D stays false), tp 2 to 8.
+    vary=vary(("model", ["llama-3-70b", "llama-2-70b", "llama-2-13b"]),
+              ("accelerator", ["h100-sxm", "h200", "mi300x", "b200", "a100-80gb"]),
+              ("prompt_len", [2048, 4096, 8192]), ("tp", [2, 4, 8]))))
 
 
 # ex4: design ---------------------------------------------------------------------------------------
@@ -229,4 +243,9 @@ A replica is a group of tp GPUs, tp ∈ {tp_options}. Take the time one replica 
 `inferlab.latency.prefill_time_s(..., mfu={mfu}, tp=tp)` (it counts attention and the all-reduces).
 
 Choose tp and the number of replicas so that the pool needs the fewest GPUs (on a tie, the smaller tp).""",
-    solve=solve_prefill_pool, mistakes=mistakes_prefill_pool))
+    solve=solve_prefill_pool, mistakes=mistakes_prefill_pool,
+    # Variants: 7-13B models on four accelerators, two loads and three targets; every draw has a feasible
+    # tp and no wrong tp that lands on the right GPU count (arrival rates 30-90 and a 60 ms target do not).
+    vary=vary(("model", ["llama-3-8b", "llama-2-7b", "mistral-7b", "llama-2-13b"]),
+              ("accelerator", ["h100-sxm", "h200", "b200", "mi300x"]),
+              ("arrival_rate", [60, 120]), ("ttft_slo_ms", [80, 100, 150]))))

@@ -6,7 +6,7 @@ import dataclasses
 import math
 
 from inferlab.costs import decode_costs
-from inferlab.exercises.core import Exercise, Mistake, integer, letters, number, one_of, register
+from inferlab.exercises.core import Exercise, Mistake, integer, letters, number, one_of, register, vary
 from inferlab.latency import decode_step_rule_s, decode_step_time_s
 from inferlab.memory import kv_cache_bytes, max_batch, memory_budget, weight_bytes
 from inferlab.specs import Precision, get_accelerator, get_model
@@ -56,8 +56,12 @@ register(Exercise(
     parts=(number("kv_gb", "the KV cache of one sequence", "GB", rel_tol=0.01),),
     statement="""\
 The chapter sizes the KV cache of Llama-2 13B, a multi-head-attention model. Recompute it for `{model}`,
-which uses grouped-query attention: one sequence of S = {seq_len} tokens, {kv_dtype} cache. GB = 10⁹ bytes.""",
-    solve=solve_kv_per_sequence, mistakes=mistakes_kv_per_sequence))
+which uses grouped-query attention: one sequence of S = {seq_len} tokens, {kv_dtype} cache, every token of the
+sequence cached (for a sliding-window model such as Mistral 7B, ignore the window: no rolling buffer).
+GB = 10⁹ bytes.""",
+    solve=solve_kv_per_sequence, mistakes=mistakes_kv_per_sequence,
+    # Variants: a grouped-query-attention model (the point of the exercise) and a context it supports.
+    vary=vary(("model", ["llama-3-70b", "llama-3-8b", "mistral-7b"]), ("seq_len", [2048, 4096, 6144, 8192]))))
 
 
 # ex2: recompute (max batch with an int8 cache) ---------------------------------------------------
@@ -78,6 +82,9 @@ def mistakes_int8_batch(model, accelerator, seq_len, kv_dtype):
     return [
         Mistake(max_batch(model, accelerator, seq_len, allow_zero=True),
                 "that is the batch with a bf16 cache; the statement quantises the cache to int8"),
+        # The slip is in the KV formula (n_heads for n_kv_heads); the weights stay those of the model.
+        Mistake(max(math.floor(free / kv_cache_bytes(_mha(model), seq_len, 1, p)), 0),
+                "you cached every query head; only the n_kv_heads K and V heads are stored"),
         Mistake(max_batch(_mha(model), accelerator, seq_len, p, allow_zero=True),
                 "you cached every query head; only the n_kv_heads K and V heads are stored"),
         Mistake(max_batch(model, _gib_card(accelerator), seq_len, p, allow_zero=True),
@@ -98,9 +105,15 @@ register(Exercise(
     statement="""\
 The chapter says quantising the KV cache to int8 "doubles the effective maximum batch size". Take
 `{model}` on one `{accelerator}`: bf16 weights, {kv_dtype} KV cache, every sequence S = {seq_len} tokens long
-(prompt plus output), nothing else in memory. What is the largest batch that fits? GB = 10⁹ bytes, as on
-the datasheet.""",
-    solve=solve_int8_batch, mistakes=mistakes_int8_batch))
+(prompt plus output), every token cached (ignore any sliding window), nothing else in memory. What is the
+largest batch that fits? GB = 10⁹ bytes, as on the datasheet.""",
+    solve=solve_int8_batch, mistakes=mistakes_int8_batch,
+    # Variants: 7-8B GQA models on 24-40 GB cards, where the int8 cache matters; only the settings where
+    # free / per-sequence has a fractional part >= 0.5, so that rounding instead of flooring is a visible slip.
+    vary=vary((("model", "accelerator", "seq_len"), [
+        ("mistral-7b", "l4", 6144), ("mistral-7b", "l4", 8192), ("mistral-7b", "l4", 12288),
+        ("mistral-7b", "a100-40gb", 8192), ("mistral-7b", "a100-40gb", 12288), ("llama-3-8b", "l4", 4096),
+        ("llama-3-8b", "l4", 6144), ("llama-3-8b", "l4", 8192), ("llama-3-8b", "a100-40gb", 8192)]))))
 
 
 # ex3: predict regimes --------------------------------------------------------------------------------
@@ -147,7 +160,12 @@ positions, bf16. **Predict first:** is the MLP up-projection compute- or memory-
 is attention? Then compute attention's arithmetic intensity (its FLOPs over its HBM bytes, all layers,
 `inferlab.costs.decode_costs(...).attention`). The chapter says it "stays pinned near 1" — does that hold
 for this model?""",
-    solve=solve_decode_regimes, mistakes=mistakes_decode_regimes))
+    solve=solve_decode_regimes, mistakes=mistakes_decode_regimes,
+    # Variants: GQA models (the point of the intensity part), batches of 384-1024 (MLP compute-bound on
+    # these cards, attention memory-bound: checked for every draw).
+    vary=vary(("model", ["llama-3-8b", "mistral-7b", "llama-3-70b", "llama-2-70b"]),
+              ("accelerator", ["h100-sxm", "h200", "a100-80gb", "mi300x"]),
+              ("batch", [384, 512, 768, 1024]), ("context_len", [2048, 4096, 8192]))))
 
 
 # ex4: find the inconsistency ---------------------------------------------------------------------
@@ -177,6 +195,11 @@ def mistakes_batch_memo(model, accelerator, context_len, batch):
     ]
 
 
+def _batch_that_fits(model, accelerator, context_len, f):
+    return dict(model=model, accelerator=accelerator, context_len=context_len,
+                batch=max(2, math.floor(f * max_batch(model, accelerator, context_len))))
+
+
 def statement_batch_memo(model, accelerator, context_len, batch):
     w, kv = weight_bytes(model), kv_cache_bytes(model, context_len)
     one = decode_step_rule_s(w, kv, 1, accelerator)
@@ -203,7 +226,12 @@ register(Exercise(
            number("tokens_per_s", "the throughput at B = {batch}", "tokens/s", rel_tol=0.02),
            one_of("cause", "the letter of what is wrong", "ABCD")),
     statement=statement_batch_memo,
-    solve=solve_batch_memo, mistakes=mistakes_batch_memo))
+    solve=solve_batch_memo, mistakes=mistakes_batch_memo,
+    # Variants: the batch 20, 60, 85 or 100 % of the largest that fits in memory (fractions chosen so that no
+    # answer coincides with a number the chapter prints, which would make the student build refuse it).
+    vary=vary(("model", ["llama-2-7b", "llama-2-13b", "llama-3-8b", "mistral-7b"]),
+              ("accelerator", ["a100-80gb", "h100-sxm", "h200", "mi300x"]),
+              ("context_len", [1024, 2048, 4096]), ("f", [0.2, 0.6, 0.85, 1.0]), derive=_batch_that_fits)))
 
 
 # ex5: design ---------------------------------------------------------------------------------------
@@ -237,6 +265,11 @@ def mistakes_precision_choice(model, accelerator, batch, context_len, options):
     return out
 
 
+def _batch_beyond_bf16(model, accelerator, context_len, k):
+    return dict(model=model, accelerator=accelerator, context_len=context_len,
+                batch=math.floor(k * max_batch(model, accelerator, context_len)) + 1)
+
+
 def statement_precision_choice(model, accelerator, batch, context_len, options):
     listing = "\n".join(f"   - **{k}** {w} weights, {kv} KV cache" for k, (w, kv) in options.items())
     return f"""\
@@ -260,4 +293,8 @@ register(Exercise(
            one_of("best", "the plan with the lowest ITL among those that fit", "ABCD"),
            number("itl_ms", "its ITL", "ms", rel_tol=0.02)),
     statement=statement_precision_choice,
-    solve=solve_precision_choice, mistakes=mistakes_precision_choice))
+    solve=solve_precision_choice, mistakes=mistakes_precision_choice,
+    # Variants: the batch is 1, 1.25 or 1.5 times the bf16 plan's max batch, plus one: plan A never fits,
+    # plan D always does (checked for every draw), so "which fit" has both answers.
+    vary=vary(("model", ["llama-2-13b", "llama-2-7b"]), ("accelerator", ["h100-sxm", "a100-80gb", "h200"]),
+              ("context_len", [2048, 4096]), ("k", [1.0, 1.25, 1.5]), derive=_batch_beyond_bf16)))

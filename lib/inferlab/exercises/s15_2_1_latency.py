@@ -6,7 +6,7 @@ import numpy as np
 
 from inferlab.context import yardstick
 from inferlab.costs import prefill_costs
-from inferlab.exercises.core import Exercise, Mistake, number, one_of, register
+from inferlab.exercises.core import Exercise, Mistake, integer, number, one_of, register, vary
 from inferlab.latency import decode_step_rule_s, decode_step_time_s, prefill_time_s, ttft_rule_s
 from inferlab.memory import kv_cache_bytes, weight_bytes
 from inferlab.specs import Precision, get_model
@@ -44,7 +44,10 @@ register(Exercise(
 Recompute the chapter's ITL estimate, ITL ≈ (M_weights + B·C_kv) / BW, for `{model}` on one `{accelerator}`,
 bf16, B = {batch}, at the step where the context holds S = {context_len} tokens. Take M_weights from
 `inferlab.memory.weight_bytes` and C_kv from `inferlab.memory.kv_cache_bytes`.""",
-    solve=solve_itl_rule, mistakes=mistakes_itl_rule))
+    solve=solve_itl_rule, mistakes=mistakes_itl_rule,
+    # Variants: MHA models (large caches, so leaving out C_kv shows), accelerators other than the H100 SXM.
+    vary=vary(("model", ["llama-2-7b", "llama-2-13b"]), ("accelerator", ["h200", "a100-80gb", "mi300x", "b200"]),
+              ("context_len", [2048, 4096]), ("batch", [1, 2, 4, 8]))))
 
 
 # ex2: predict --------------------------------------------------------------------------------------
@@ -84,7 +87,11 @@ You serve `{model}` (bf16, B = {batch}, prompts of {prompt_len} tokens) on `{old
 **Predict before you compute:** which of TTFT and ITL improves by more than {threshold:.0%}? Then compute both
 speedups with the full per-operator model: `inferlab.latency.prefill_time_s` for TTFT and
 `inferlab.latency.decode_step_time_s` for the first decode step (context = the prompt).""",
-    solve=solve_gpu_upgrade, mistakes=mistakes_gpu_upgrade))
+    solve=solve_gpu_upgrade, mistakes=mistakes_gpu_upgrade,
+    # Variants: upgrades that keep the bf16 peak and raise the bandwidth (so the answer stays "itl").
+    vary=vary(("model", ["llama-2-13b", "llama-2-7b", "llama-3-8b", "mistral-7b"]),
+              (("old", "new"), [("h100-sxm", "h200"), ("a100-40gb", "a100-80gb")]),
+              ("prompt_len", [512, 1024, 2048]), ("batch", [1, 2, 4]))))
 
 
 # ex3: find the inconsistency ---------------------------------------------------------------------
@@ -128,7 +135,8 @@ A product manager wants whole books as prompts: {prompt_len:,} tokens to `{model
 
 1. Compute the TTFT with `inferlab.latency.prefill_time_s` (B = 1, MFU = 1, causal attention counted), and the
    share of the prefill FLOPs spent in attention's QK^T and PV (`inferlab.costs.prefill_costs(...).attention`
-   over `.total`).
+   over `.total`). Count what a prefill computes: every layer for all S tokens, the LM head for the last
+   prompt token only (it yields the first output token); the embedding lookup does no FLOPs.
 2. Why does the estimate fall short?
    - **A** The linear rule leaves out attention's QK^T and PV FLOPs, which grow as S².
    - **B** At this length prefill becomes memory-bound.
@@ -144,7 +152,10 @@ register(Exercise(
            number("attention_share", "attention's share of the prefill FLOPs", "", rel_tol=0.02),
            one_of("cause", "the letter of the cause", "ABCD")),
     statement=statement_long_prompt,
-    solve=solve_long_prompt, mistakes=mistakes_long_prompt))
+    solve=solve_long_prompt, mistakes=mistakes_long_prompt,
+    # Variants: the accelerator and a book-sized prompt (the model stays the one the statement describes).
+    vary=vary(("accelerator", ["h100-sxm", "h200", "b200", "mi300x", "a100-80gb"]),
+              ("prompt_len", [65_536, 98_304, 131_072]))))
 
 
 # ex4: design ---------------------------------------------------------------------------------------
@@ -184,11 +195,14 @@ register(Exercise(
     id="15.2.1-ex4", kind="design", points=3,
     title="Publish a prompt-length cap",
     params=dict(model="llama-2-13b", accelerator="h100-sxm", ttft_slo_ms=200, mfu=0.6, max_len=32768),
-    parts=(number("s_max_tp1", "the longest prompt that meets the target at tp = 1", "tokens", rel_tol=0.01),
-           number("s_max_tp2", "the same with tensor parallelism over 2 GPUs", "tokens", rel_tol=0.01)),
+    parts=(integer("s_max_tp1", "the longest prompt that meets the target at tp = 1", "tokens", rel_tol=0.01),
+           integer("s_max_tp2", "the same with tensor parallelism over 2 GPUs", "tokens", rel_tol=0.01)),
     statement="""\
 Your API promises TTFT ≤ {ttft_slo_ms} ms for `{model}` on `{accelerator}` GPUs (bf16, B = 1, MFU = {mfu}), so it
 must reject longer prompts. What is the longest prompt (in tokens) that meets the target on one GPU, and on a
 tensor-parallel pair? Use `inferlab.latency.prefill_time_s(..., mfu={mfu}, tp=...)`, which counts attention's S²
 term and the all-reduces.""",
-    solve=solve_prompt_cap, mistakes=mistakes_prompt_cap))
+    solve=solve_prompt_cap, mistakes=mistakes_prompt_cap,
+    # Variants: both caps below max_len and at least 1024 tokens (checked for every draw).
+    vary=vary(("model", ["llama-2-13b", "llama-2-7b", "llama-3-8b"]), ("accelerator", ["h100-sxm", "b200", "mi300x"]),
+              ("ttft_slo_ms", [150, 200, 250]), ("mfu", [0.5, 0.6]))))

@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from inferlab.exercises.core import Exercise, Mistake, integer, letters, number, one_of, register
+from inferlab.exercises.core import Exercise, Mistake, integer, letters, number, one_of, register, vary
 from inferlab.latency import decode_step_rule_s, decode_step_time_s, kv_crossover_batch, prefill_time_s
 from inferlab.memory import kv_cache_bytes, max_batch, weight_bytes
 from inferlab.specs import get_accelerator, get_model
@@ -17,6 +17,21 @@ from inferlab.units import GB, GiB
 def _mha(model):
     m = get_model(model)
     return m.with_(n_kv_heads=m.n_heads)
+
+
+# Variants of ex1 and ex2 share their draws (ex2 says "same model and GPU as exercise 1"): GQA models
+# that fit one card with room for a batch.
+_CROSSOVER_OPTIONS = (("model", ["llama-3-8b", "mistral-7b"]),
+                      ("accelerator", ["h200", "h100-sxm", "mi300x", "b200", "a100-80gb"]), ("seq_len", [2048, 4096, 8192]))
+_CROSSOVER = vary(*_CROSSOVER_OPTIONS)
+
+
+def _batch_beyond_b_star(model, accelerator, seq_len, f):
+    """ex2's batch: a fraction f of the way from B* to the largest batch that can still be doubled, so that
+    the KV caches dominate and 2B fits in memory."""
+    b_star = kv_crossover_batch(model, seq_len)
+    return dict(model=model, accelerator=accelerator, seq_len=seq_len,
+                batch=math.floor(b_star + f * (max_batch(model, accelerator, seq_len) // 2 - b_star)))
 
 
 # ex1: recompute -----------------------------------------------------------------------------------
@@ -34,14 +49,17 @@ def mistakes_crossover(model, accelerator, seq_len):
     gib = dataclasses.replace(acc, memory_bytes=acc.memory_bytes / GB * GiB)
     w, kv = weight_bytes(model), kv_cache_bytes(model, seq_len)
     heads = "you cached every query head; only the n_kv_heads K and V heads are stored"
+    kv_mha = kv_cache_bytes(_mha(model), seq_len)  # n_heads in the KV formula, the weights unchanged
     return [
-        Mistake(kv_crossover_batch(_mha(model), seq_len), heads, "b_star"),
+        Mistake(w / kv_mha, heads, "b_star"),
+        Mistake(kv_crossover_batch(_mha(model), seq_len), heads, "b_star"),  # the MHA model's weights too
+        Mistake(max(math.floor((acc.memory_bytes - w) / kv_mha), 0), heads, "max_batch"),
         Mistake(max_batch(_mha(model), accelerator, seq_len, allow_zero=True), heads, "max_batch"),
         Mistake(max_batch(model, gib, seq_len), "the datasheet's GB are 1e9 bytes, not GiB", "max_batch"),
         Mistake(math.floor(acc.memory_bytes / kv), "the weights sit in the same memory: subtract them first",
                 "max_batch"),
-        Mistake(round((acc.memory_bytes - w) / kv), "a batch that fits is a floor, not a rounded value", "max_batch"),
-    ]
+    ] + ([Mistake(rounded, "a batch that fits is a floor, not a rounded value", "max_batch")]
+         if (rounded := round((acc.memory_bytes - w) / kv)) != math.floor((acc.memory_bytes - w) / kv) else [])
 
 
 register(Exercise(
@@ -54,7 +72,7 @@ register(Exercise(
 The chapter computes B* = M_weights / C_kv ≈ 31 for Llama-2 13B on an H100 at S = 1024. Recompute B* and the
 largest batch that fits in memory for `{model}` (grouped-query attention) on one `{accelerator}`, bf16 weights
 and cache, sequences of S = {seq_len} tokens, nothing else in memory. GB = 10⁹ bytes.""",
-    solve=solve_crossover, mistakes=mistakes_crossover))
+    solve=solve_crossover, mistakes=mistakes_crossover, vary=_CROSSOVER))
 
 
 # ex2: predict --------------------------------------------------------------------------------------
@@ -95,7 +113,8 @@ Same model and GPU as exercise 1 (`{model}`, `{accelerator}`, S = {seq_len}). Th
 and could double it. **Predict first:** at B = {batch}, do the weights or the KV caches dominate the bytes read
 per decode step? Then compute the throughput gain from doubling B with the chapter's rule
 throughput(B) = B · BW / (M_weights + B·C_kv) (`inferlab.latency.decode_step_rule_s`).""",
-    solve=solve_doubling, mistakes=mistakes_doubling))
+    solve=solve_doubling, mistakes=mistakes_doubling,
+    vary=vary(*_CROSSOVER_OPTIONS, ("f", [0.25, 0.5, 0.75]), derive=_batch_beyond_b_star, seed="15.2.2-ex1")))
 
 
 # ex3: find the inconsistency ---------------------------------------------------------------------
@@ -131,8 +150,9 @@ def mistakes_tp_budget(model, accelerator, batch, seq_len, tp):
         Mistake(memo_b, "that is the memo's batch", "max_batch"),
         Mistake(math.floor((acc.memory_bytes - w_gpu) / kv_cache_bytes(model, seq_len, 1)),
                 "the cache is split across the GPUs too", "max_batch"),
-        Mistake(frozenset("A"), "one more statement is true", "true"),
-        Mistake(frozenset("B"), "one more statement is true", "true"),
+        # Hints that never narrow the set down to one or two candidates.
+        Mistake(frozenset("A"), "not the right set of statements: test each one against your own numbers", "true"),
+        Mistake(frozenset("B"), "not the right set of statements: test each one against your own numbers", "true"),
     ]
 
 
@@ -164,7 +184,11 @@ register(Exercise(
            letters("true", "the letters of every true statement", "ABCDE",
                    hint="test each statement against the model's config and the chapter's KV formula")),
     statement=statement_tp_budget,
-    solve=solve_tp_budget, mistakes=mistakes_tp_budget))
+    solve=solve_tp_budget, mistakes=mistakes_tp_budget,
+    # Variants: 70B GQA models on 80-141 GB cards where the memo's own batch is at least 1 and below B; no
+    # batch * S / tp = 65,536 (its KV per GPU, 21.47 GB, is printed in the chapter: a leak the builder refuses).
+    vary=vary(("model", ["llama-3-70b", "llama-2-70b"]), ("accelerator", ["h100-sxm", "h200", "a100-80gb"]),
+              ("batch", [40, 48, 56]), ("seq_len", [2048, 4096, 8192]), ("tp", [4, 8]))))
 
 
 # ex4: design ---------------------------------------------------------------------------------------
@@ -232,4 +256,7 @@ For each tp: check TTFT with `inferlab.latency.prefill_time_s(..., tp=tp)`; the 
 both fits (`inferlab.memory.max_batch`) and meets the ITL target (`inferlab.latency.decode_step_time_s`, which
 includes the all-reduces); its throughput is batch / ITL. Pick the tp whose replicas carry the load with the fewest
 GPUs (on a tie, the smaller tp).""",
-    solve=solve_serving_plan, mistakes=mistakes_serving_plan))
+    solve=solve_serving_plan, mistakes=mistakes_serving_plan,
+    # Variants: ITL targets tight enough to bind before memory does (checked for every draw).
+    vary=vary(("model", ["llama-3-70b", "llama-2-70b"]), ("accelerator", ["h100-sxm", "h200"]),
+              ("load_tokens_per_s", [3000, 5000, 8000]), ("itl_slo_ms", [20, 25]), ("ttft_slo_ms", [150, 250]))))

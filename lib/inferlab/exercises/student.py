@@ -241,3 +241,65 @@ def build_student(sources, out_dir, *, allow_leaks: bool = False) -> list[Path]:
               f"{report['cleared']} check outputs cleared{note}")
         written.append(dest)
     return written
+
+
+# One notebook per student: each gets its own variant of every exercise ---------------------------------
+
+STATEMENT_RE = re.compile(r"^###\s*Exercise\s+([0-9]+\.[0-9]+\.[0-9]+-ex\d+)\s*:")
+IMPORT_LINE = "from inferlab.exercises import check"
+
+
+def personalise(nb, student_id: str, assignment: str):
+    """A copy of a student notebook for one student: each exercise statement rewritten with that
+    student's variant, and `set_student(...)` after the import of `check` so that the formative check
+    uses the same variant. The grader uses the roster id, not what this notebook says."""
+    from inferlab.exercises.cells import statement_markdown
+    from inferlab.exercises.core import set_student, variant
+
+    set_student(student_id, assignment)  # validates both
+    nb = copy.deepcopy(nb)
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            m = STATEMENT_RE.match(cell.source.lstrip())
+            if m and m.group(1) in _REGISTRY:
+                cell.source = statement_markdown(variant(m.group(1), student_id, assignment))
+        elif cell.cell_type == "code" and IMPORT_LINE in cell.source and "set_student(" not in cell.source:
+            cell.source = cell.source.replace(
+                IMPORT_LINE, f"{IMPORT_LINE}, set_student\nset_student({student_id!r}, {assignment!r})", 1)
+    nb.metadata["inferlab"] = {"student_version": True, "student_id": student_id, "assignment": assignment}
+    return nb
+
+
+def build_for_roster(sources, out_dir, *, roster, assignment: str, allow_leaks: bool = False) -> list[Path]:
+    """OUT/<student_id>/<notebook>.ipynb for every roster entry: the student version with that
+    student's variants (see `personalise`). Raises ValueError on a leak of that student's answers."""
+    from inferlab.exercises.core import variant
+    from inferlab.exercises.grade import read_roster
+
+    rows = read_roster(roster)
+    notebooks = []
+    for src in map(Path, sources):
+        if src.suffix == ".ipynb":
+            nb = nbformat.read(src, as_version=4)
+        else:
+            import jupytext
+            nb = jupytext.read(src)
+        notebooks.append((src, make_student(nb)[0]))
+    written = []
+    for row in rows:
+        sid = row["student_id"]
+        folder = Path(out_dir) / sid
+        folder.mkdir(parents=True, exist_ok=True)
+        for src, student in notebooks:
+            mine = personalise(student, sid, assignment)
+            own = [variant(e.id, sid, assignment) for e in referenced_exercises(mine)]
+            leaks = find_leaks(mine, own)
+            if leaks and not allow_leaks:
+                raise ValueError(f"{src}: {sid}'s expected answers appear in their notebook ({'; '.join(leaks)}); "
+                                 "clear the output (or pass --allow-leaks)")
+            dest = folder / (src.stem + ".ipynb")
+            nbformat.validate(mine)
+            dest.write_text(json.dumps(mine, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+            written.append(dest)
+    print(f"wrote {len(written)} notebook(s) for {len(rows)} student(s) of {assignment!r} into {out_dir}/<student_id>/")
+    return written

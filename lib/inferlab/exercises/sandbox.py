@@ -1,0 +1,180 @@
+"""The grading sandbox: bubblewrap (`bwrap`) around each submission, with resource limits.
+
+Each submission runs as `python sandbox_runner.py` inside a bwrap sandbox that
+
+- sees a fresh root: /usr (and the /bin, /lib symlinks), a few files of /etc, the Python installation,
+  the virtual environment and inferlab's source, all read-only; a private /tmp (in the work folder); its own work folder
+  (a copy of the notebook) read-write at /home/student; nothing else (not the other submissions, not the
+  grades, not $HOME);
+- has inferlab/exercises replaced by `student_stub` (check without answers: no solution code, no
+  expected values);
+- has no network (own network namespace, loopback only, for the kernel's sockets), its own PID, IPC
+  and UTS namespaces, a new session (no terminal injection), and dies with the grader
+  (`--die-with-parent`): when its first process ends, every process in it is killed, so nothing
+  outlives the kernel;
+- runs as an unprivileged uid (when the grader is root: 61000 + the job slot, a uid of its own per
+  parallel job) under rlimits: address space, CPU seconds, processes, file size; the wall-clock limit
+  and the disk quota are the grader's (it measures the writable folders as the run goes and kills the
+  sandbox), and the notebook's output is capped at a byte budget.
+
+The limits are `Limits`; `command()` builds the argv. `available()` says whether bwrap works here.
+"""
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import inferlab
+
+HOME = "/home/student"
+RUNNER = "/opt/inferlab-grader/sandbox_runner.py"
+BASE_UID = 61000
+_ETC = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "passwd", "group", "nsswitch.conf", "hosts",
+        "localtime", "mime.types", "fonts")
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Per-submission limits. Memory is address space (RLIMIT_AS), per process; cpu_s per process."""
+
+    memory_bytes: int = 4 * 10**9
+    cpu_s: float = 300.0
+    processes: int = 64
+    file_bytes: int = 64 * 10**6
+    output_bytes: int = 2 * 10**6
+    # Disk quota of the sandbox's writable folders (its own folder and /tmp): bytes and entries present,
+    # measured by the grader every DISK_POLL_S; over either, the grader kills the sandbox.
+    disk_bytes: int = 256 * 10**6
+    disk_files: int = 10_000
+
+    def as_dict(self) -> dict:
+        return {"memory_bytes": self.memory_bytes, "cpu_s": self.cpu_s, "processes": self.processes,
+                "file_bytes": self.file_bytes, "output_bytes": self.output_bytes}
+
+
+def bwrap_path() -> str | None:
+    return shutil.which("bwrap")
+
+
+@functools.lru_cache(maxsize=1)
+def unavailable_reason() -> str | None:
+    """None when a bwrap sandbox starts here, else why not (one line)."""
+    path = bwrap_path()
+    if not path:
+        return "bubblewrap (bwrap) is not installed (Debian/Ubuntu: apt-get install bubblewrap)"
+    try:
+        proc = subprocess.run([path, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
+                               "--unshare-all", "--die-with-parent", "true"],
+                              capture_output=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"bwrap does not start ({exc})"
+    if proc.returncode != 0:
+        return f"bwrap does not start here ({proc.stderr.decode(errors='replace').strip()[:200]})"
+    return None
+
+
+def available() -> bool:
+    return unavailable_reason() is None
+
+
+def library_root() -> Path:
+    """The folder holding the inferlab package (lib/ of an editable install, or site-packages)."""
+    return Path(inferlab.__file__).resolve().parent.parent
+
+
+def data_dir() -> Path:
+    from inferlab.specs import data_dir as _data_dir
+    return Path(_data_dir()).resolve()
+
+
+def _read_only_paths() -> list[Path]:
+    paths = {Path(sys.base_prefix).resolve(), Path(sys.prefix).resolve(), Path(sys.executable).resolve().parent,
+             library_root()}
+    try:
+        paths.add(data_dir())
+    except Exception:  # no data folder: the notebook's own import will say so
+        pass
+    for p in sys.path:
+        if p and Path(p).is_dir() and not Path(p).resolve().is_relative_to(Path.cwd().resolve() / "tmp"):
+            rp = Path(p).resolve()
+            if any(rp.is_relative_to(top) for top in (Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve())):
+                paths.add(rp)
+    # Keep the outermost of nested paths only.
+    out = []
+    for p in sorted(paths, key=lambda q: len(q.parts)):
+        if str(p) in ("/", "/usr") or any(p.is_relative_to(q) for q in out):
+            continue
+        out.append(p)
+    return out
+
+
+def sandbox_uid(slot: int) -> int:
+    """The uid a submission runs as when the grader is root (0 = keep the caller's)."""
+    return BASE_UID + slot if os.getuid() == 0 else 0
+
+
+def command(workdir: Path, args_file: str) -> list[str]:
+    """The bwrap argv that runs the runner on `args_file` (a path inside the sandbox) in `workdir`."""
+    bwrap = bwrap_path()
+    if not bwrap:
+        raise RuntimeError(unavailable_reason())
+    cmd = [bwrap, "--die-with-parent", "--new-session", "--unshare-pid", "--unshare-net", "--unshare-ipc",
+           "--unshare-uts", "--unshare-cgroup-try", "--hostname", "sandbox"]
+    if os.getuid() == 0:
+        # The runner switches to an unprivileged uid first thing; these two capabilities are kept for
+        # that only, and setuid() drops them with every other.
+        cmd += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+    else:
+        cmd += ["--unshare-user"]
+    cmd += ["--ro-bind", "/usr", "/usr"]
+    for top in ("bin", "lib", "lib32", "lib64", "libx32", "sbin"):
+        p = Path("/") / top
+        if p.is_symlink():
+            cmd += ["--symlink", os.readlink(p), str(p)]
+        elif p.is_dir():
+            cmd += ["--ro-bind", str(p), str(p)]
+    for name in _ETC:
+        p = Path("/etc") / name
+        if p.exists():
+            cmd += ["--ro-bind", str(p), str(p)]
+    # /tmp is the work folder's tmp/ (on disk, removed with it), not a tmpfs that would fill RAM.
+    cmd += ["--proc", "/proc", "--dev", "/dev", "--bind", str(workdir / "tmp"), "/tmp"]
+    made = {Path("/"), Path("/usr"), Path("/etc"), Path("/tmp"), Path("/proc"), Path("/dev")}
+
+    def parents(path: Path) -> list:
+        """World-traversable folders above a mount point (bwrap would make them 0700)."""
+        out = []
+        for parent in reversed(path.parents):
+            if parent not in made:
+                made.add(parent)
+                out += ["--perms", "0755", "--dir", str(parent)]
+        return out
+
+    for p in _read_only_paths():
+        cmd += parents(p) + ["--ro-bind", str(p), str(p)]
+        made.add(p)
+    cmd += parents(Path(HOME)) + parents(Path(RUNNER))
+    exercises_dir = Path(__file__).resolve().parent
+    cmd += ["--ro-bind", str(exercises_dir / "student_stub"), str(exercises_dir),
+            "--ro-bind", str(exercises_dir / "sandbox_runner.py"), RUNNER,
+            "--bind", str(workdir), HOME, "--chdir", HOME,
+            "--setenv", "HOME", HOME, "--setenv", "TMPDIR", "/tmp"]
+    return cmd + ["--", sys.executable, "-I", RUNNER, args_file]
+
+
+def environment() -> dict:
+    """The environment the sandbox starts with: nothing of the grader's but what Python needs."""
+    env = {"PATH": os.pathsep.join([str(Path(sys.executable).parent), "/usr/local/bin", "/usr/bin", "/bin"]),
+           "LANG": "C.UTF-8", "MPLBACKEND": "Agg", "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1",
+           "JUPYTER_PLATFORM_DIRS": "1", "HOME": HOME, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+           "OPENBLAS_NUM_THREADS": "1"}
+    if os.environ.get("VIRTUAL_ENV"):
+        env["VIRTUAL_ENV"] = os.environ["VIRTUAL_ENV"]
+    if os.environ.get("INFERLAB_DATA"):
+        env["INFERLAB_DATA"] = os.environ["INFERLAB_DATA"]
+    return env

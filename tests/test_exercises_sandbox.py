@@ -1,0 +1,246 @@
+"""Adversarial submissions, graded together in the bubblewrap sandbox: each attack is shown harmless.
+
+Every attack notebook answers 15.1.2-ex1 with the right value *only if its attack worked*
+(`ex1 = RIGHT` after the attack, `ex1 = None` when it raised), so a score of 1 means the attack
+succeeded. Beside them: an honest, a wrong and an empty submission, and two file names that map to
+the same safe name. One `grade` call (jobs=2) runs them all; then the tests check the scores, the
+causes in details.csv, and that no file outside the grader's output changed and no process survived.
+
+RIGHT is hand-computed (Llama-3 70B: 80 layers, 8 KV heads of dimension 128, bf16):
+  2 (K and V) * 80 * 8 * 128 * 8192 tokens * 2 bytes = 2,684,354,560 bytes = 2.68435456 GB.
+Without the factor 2 for K and V the library would give 1.342 GB and the honest run would fail.
+"""
+from __future__ import annotations
+
+import csv
+import hashlib
+import os
+import signal
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from inferlab.exercises import sandbox as sb
+from inferlab.exercises.grade import GradingError, grade
+
+RIGHT = 2.68435456  # GB: 2 * 80 * 8 * 128 * 8192 * 2 bytes / 1e9 (see the module docstring)
+WRONG_MHA = 21.47483648  # GB: every query head cached, 64 heads instead of 8: RIGHT * 64 / 8
+TOKEN = "inferlab-sandbox-test-7c1f"  # marks the processes an attack starts
+CELL_TIMEOUT, TIME_LIMIT = 20, 40
+
+pytestmark = pytest.mark.skipif(not sb.available(), reason=f"no sandbox: {sb.unavailable_reason()}")
+
+
+def notebook(*cells) -> nbformat.NotebookNode:
+    return nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
+
+
+def attack(code: str) -> nbformat.NotebookNode:
+    """A submission that answers right only if `code` ran without raising."""
+    return notebook("from inferlab.exercises import check",
+                    f"ex1 = None\ntry:\n" + "".join(f"    {line}\n" for line in code.splitlines())
+                    + f"    ex1 = {RIGHT!r}\nexcept BaseException as exc:\n    print('blocked:', type(exc).__name__)",
+                    'check("15.1.2-ex1", ex1)')
+
+
+def tree_hash(*roots) -> dict:
+    out = {}
+    for root in roots:
+        for p in sorted(Path(root).rglob("*")):
+            if p.is_file() and "__pycache__" not in p.parts:
+                out[str(p)] = hashlib.sha256(p.read_bytes()).hexdigest()
+    return out
+
+
+def surviving(token: str) -> list:
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            if token.encode() in cmdline.read_bytes():
+                found.append(cmdline.parent.name)
+        except OSError:
+            continue
+    return found
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    subs = tmp_path_factory.mktemp("subs")
+    out = tmp_path_factory.mktemp("grades")
+    scratch = tmp_path_factory.mktemp("scratch")  # the grader's private work folders go here
+    secret = tmp_path_factory.mktemp("instructor") / "secret.txt"
+    secret.write_text("the answer key")
+    library = sb.library_root() / "inferlab"
+    honest = notebook("from inferlab.exercises import check",
+                      "from inferlab import Precision\nfrom inferlab.memory import kv_cache_bytes\n"
+                      "ex1 = kv_cache_bytes('llama-3-70b', 8192, batch=1, precision=Precision(kv='bf16')) / 1e9",
+                      'check("15.1.2-ex1", ex1)')
+    cases = {
+        "honest": honest,
+        "wrong": notebook("from inferlab.exercises import check", f"ex1 = {WRONG_MHA!r}", 'check("15.1.2-ex1", ex1)'),
+        "empty": notebook("from inferlab.exercises import check", "ex1 = None", 'check("15.1.2-ex1", ex1)'),
+        # Answers that live in the grader's process only.
+        "answer_key": attack("from inferlab.exercises import get\nget('15.1.2-ex1').expected()"),
+        "solution_source": attack(f"open({str(library / 'exercises' / 's15_1_2_decode.py')!r}).read()"),
+        # Files outside the submission's own folder.
+        "read_outside": attack(f"open({str(secret)!r}).read()\nopen({str(subs / 'honest.ipynb')!r}).read()"),
+        "write_sibling": attack(f"open({str(subs / 'honest.ipynb')!r}, 'w').write('{{}}')"),
+        "patch_library": attack(f"open({str(library / 'memory.py')!r}, 'a').write('\\nBROKEN = 1\\n')"),
+        "overwrite_grades": attack(f"open({str(out / 'grades.csv')!r}, 'w').write('honest,0')"),
+        "network": attack("import socket\nsocket.create_connection(('1.1.1.1', 53), timeout=3)"),
+        # A process meant to outlive the grading and rewrite the grades afterwards.
+        "detached": attack(
+            "import subprocess\n"
+            f"subprocess.Popen(['sh', '-c', 'sleep 3; echo {TOKEN} > {out / 'grades.csv'}', '{TOKEN}'],\n"
+            "                 start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
+            "raise RuntimeError('the process started; only the grades can show the harm')"),
+        # Kill every process it can see: the runner and the kernel, never the grader.
+        "kill_grader": notebook("import os, signal\nfor pid in os.listdir('/proc'):\n    if pid.isdigit() and "
+                                "int(pid) != os.getpid():\n        try:\n            os.kill(int(pid), signal.SIGKILL)\n"
+                                "        except OSError:\n            pass\nos.kill(os.getppid(), signal.SIGKILL)"),
+        # Limits: the cell fails with its cause; the kernel lives on, so the right answer after it counts.
+        "fork_bomb": notebook("import os, time\nfor _ in range(100000):\n    if os.fork() == 0:\n"
+                              "        time.sleep(30)\n        os._exit(0)",
+                              "from inferlab.exercises import check", f"ex1 = {RIGHT!r}", 'check("15.1.2-ex1", ex1)'),
+        "memory_hog": notebook("block = bytearray(16 * 10**9)",
+                               "from inferlab.exercises import check", f"ex1 = {RIGHT!r}", 'check("15.1.2-ex1", ex1)'),
+        # Fills the disk: 1 MB files without end, in /tmp (the work folder's tmp/ on the grader's disk).
+        "disk_filler": attack("for i in range(10**6):\n    with open(f'/tmp/f{i}', 'wb') as fh:\n"
+                              "        fh.write(b'x' * 10**6)"),
+        "huge_output": notebook("for _ in range(200):\n    print('x' * 100_000)",
+                                "from inferlab.exercises import check",
+                                f"ex1 = {RIGHT!r}", 'check("15.1.2-ex1", ex1)'),
+    }
+    for name, nb in cases.items():
+        nbformat.write(nb, subs / f"{name}.ipynb")
+    # Two names with one safe form ('a_b'): right and wrong, each graded as itself.
+    nbformat.write(honest, subs / "a b.ipynb")
+    nbformat.write(cases["wrong"], subs / "a_b.ipynb")
+    before = tree_hash(subs, library, secret.parent)
+    started = time.monotonic()
+    grade([subs], out, cell_timeout=CELL_TIMEOUT, time_limit=TIME_LIMIT, jobs=2, quiet=True, sections=["15.1.2"],
+          limits=sb.Limits(memory_bytes=3 * 10**9, processes=48, output_bytes=10**6, disk_bytes=50 * 10**6),
+          tmp_root=scratch)
+    elapsed = time.monotonic() - started
+    grades_text = (out / "grades.csv").read_text()
+    time.sleep(4)  # longer than the detached process's sleep (3 s)
+    with open(out / "grades.csv", newline="") as fh:
+        table = {r["student_id"]: r for r in csv.DictReader(fh)}
+    with open(out / "details.csv", newline="") as fh:
+        details = {r["student_id"]: r for r in csv.DictReader(fh) if r["exercise"] == "15.1.2-ex1"}
+    return dict(table=table, details=details, out=out, before=before, after=tree_hash(subs, library, secret.parent),
+                grades_text=grades_text, elapsed=elapsed, subs=subs, scratch=scratch)
+
+
+def score(graded, name) -> float:
+    return float(graded["table"][name]["15.1.2-ex1"])
+
+
+def test_honest_wrong_and_empty_get_what_they_earned(graded):
+    assert score(graded, "honest") == 1
+    assert score(graded, "wrong") == 0 and "cached every query head" in graded["details"]["wrong"]["feedback"]
+    assert score(graded, "empty") == 0 and graded["details"]["empty"]["result"] == "no answer"
+    assert graded["table"]["honest"]["status"] == "ok"
+
+
+@pytest.mark.parametrize("name", ["answer_key", "solution_source", "read_outside", "write_sibling",
+                                  "patch_library", "overwrite_grades", "network", "detached"])
+def test_each_attack_fails_and_scores_nothing(graded, name):
+    assert score(graded, name) == 0, graded["details"][name]
+
+
+def test_no_file_outside_the_output_changed(graded):
+    assert graded["after"] == graded["before"]
+
+
+def test_nothing_outlives_the_grading(graded):
+    assert (graded["out"] / "grades.csv").read_text() == graded["grades_text"]
+    assert surviving(TOKEN) == []
+
+
+def test_killing_everything_in_the_sandbox_spares_the_grader(graded):
+    assert score(graded, "kill_grader") == 0
+    assert "left no report" in graded["table"]["kill_grader"]["status"] or \
+        "kernel died" in graded["table"]["kill_grader"]["status"]
+    assert score(graded, "honest") == 1  # graded in the same run
+
+
+def test_each_limit_is_reported_as_its_cause(graded):
+    run = {name: graded["details"][name]["run"] for name in graded["details"]}
+    assert "memory limit (3 GB of address space) hit: MemoryError" in run["memory_hog"]
+    assert "process limit 48" in run["fork_bomb"]
+    assert "output limit: output beyond 1 MB dropped" in run["huge_output"]
+    assert "disk quota (50 MB written) exceeded: killed" in run["disk_filler"]
+    assert score(graded, "disk_filler") == 0
+    for name in ("memory_hog", "fork_bomb", "huge_output"):  # the run went on after the limit
+        assert score(graded, name) == 1, run[name]
+
+
+def test_the_huge_output_is_cut_and_does_not_stall(graded):
+    executed = nbformat.read(graded["out"] / "executed" / "huge_output.ipynb", 4)
+    kept = sum(len(o.get("text", "")) for o in executed.cells[0].outputs)
+    assert kept <= 1.2 * 10**6  # of 20 MB printed
+    assert graded["elapsed"] < 240
+
+
+def test_name_clash_keeps_both_submissions_apart(graded):
+    table = graded["table"]
+    assert score(graded, "a b") == 1 and score(graded, "a_b") == 0
+    assert "file name clash" in table["a b"]["status"] and "file name clash" in table["a_b"]["status"]
+    names = sorted(p.name for p in (graded["out"] / "executed").glob("a_b*.ipynb"))
+    assert len(names) == 2 and "a_b.ipynb" not in names
+
+
+def test_temporary_folders_are_removed(graded):
+    assert list(graded["scratch"].iterdir()) == []
+
+
+def test_exports_are_keyed_by_student_id(graded):
+    out = graded["out"]
+    with open(out / "gradescope.csv", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    assert list(rows[0]) == ["Name", "SID", "Email", "Total Score"]
+    assert {r["SID"]: r["Total Score"] for r in rows}["honest"] == "1"
+    canvas = (out / "canvas.csv").read_text().splitlines()
+    assert canvas[0].startswith("Student,ID,SIS User ID,SIS Login ID,Section,") and canvas[1].startswith("Points Possible")
+    feedback = (out / "feedback" / "wrong.md").read_text()
+    assert "15.1.2-ex1" in feedback and "cached every query head" in feedback and "2.684" not in feedback
+
+
+def test_cpu_and_wall_time_limits_are_reported_as_their_causes(tmp_path, monkeypatch):
+    from inferlab.exercises import grade as grading
+    path = tmp_path / "spin.ipynb"
+    nbformat.write(notebook("while True:\n    pass"), path)
+    # CPU: the kernel spins past its 4 s of CPU time (RLIMIT_CPU) long before the 60 s cell timeout.
+    report = grading.execute(path, plan=[], sandbox=True, limits=sb.Limits(cpu_s=4), cell_timeout=60,
+                             time_limit=60, tmp_root=tmp_path)
+    assert "kernel died (CPU-time limit (4 s)); later cells not run" in report["problems"], report["problems"]
+    # Wall time: the grader kills the whole sandbox at time_limit + GRACE_S (here 2 + 0 s).
+    monkeypatch.setattr(grading, "GRACE_S", 0)
+    started = time.monotonic()
+    report = grading.execute(path, plan=[], sandbox=True, limits=sb.Limits(), cell_timeout=60, time_limit=2,
+                             tmp_root=tmp_path)
+    assert time.monotonic() - started < 15
+    assert "wall-time limit: killed after 2 s" in report["problems"]
+    assert list(tmp_path.glob("inferlab-grade-*")) == []
+
+
+def test_the_disk_quota_stops_many_files_and_many_bytes(tmp_path):
+    """Writing without end is killed at the quota, bytes or entries, with its cause; the files go with
+    the work folder."""
+    from inferlab.exercises import grade as grading
+    many = tmp_path / "many.ipynb"  # a million empty files in its own folder
+    nbformat.write(notebook("for i in range(10**6):\n    open(f'f{i}', 'w').close()"), many)
+    started = time.monotonic()
+    report = grading.execute(many, plan=[], sandbox=True, limits=sb.Limits(disk_files=2000), cell_timeout=60,
+                             time_limit=60, tmp_root=tmp_path)
+    assert "disk quota (2000 files) exceeded: killed" in report["problems"], report["problems"]
+    big = tmp_path / "big.ipynb"  # 1 MB files, 10 GB in all, into /tmp
+    nbformat.write(notebook("for i in range(10**4):\n    open(f'/tmp/{i}', 'wb').write(b'x' * 10**6)"), big)
+    report = grading.execute(big, plan=[], sandbox=True, limits=sb.Limits(disk_bytes=20 * 10**6), cell_timeout=60,
+                             time_limit=60, tmp_root=tmp_path)
+    assert "disk quota (20 MB written) exceeded: killed" in report["problems"], report["problems"]
+    assert time.monotonic() - started < 50  # killed, not run to the 60 s limits
+    assert list(tmp_path.glob("inferlab-grade-*")) == []
