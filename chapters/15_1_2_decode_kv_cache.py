@@ -205,6 +205,23 @@ assert check, check.text  # one token per step: far more time per token than pre
 measure.plots.step_time_plot(run).fig
 
 # %% [markdown]
+# #### Where the time goes (per operator)
+# The same live run, one pass split by operator: measured with `torch.profiler`, beside the
+# library's roofline (each operator at the ceilings measured in the run) and the calibrated
+# prediction (the roofline divided by each operator's efficiency from the run's operator
+# profile, plus the norms, rotary, activation, residual adds and cache writes the library does
+# not count, and a fixed per-step overhead, all measured on shapes the run's points do not use).
+# The error table covers every TTFT, ITL and batch point of the run.
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+from inferlab.measure import breakdown
+
+print(breakdown.prediction_error_table(run))
+print(breakdown.breakdown_table(run, which=[1]))
+breakdown.breakdown_plot(run, which=[1])
+
+# %% [markdown]
 # ### Recorded runs
 # The runs kept in `data/measurements/`, labelled as recorded: a larger CPU model (weights well
 # beyond the last-level cache) in bf16 and in fp32 and, once one is recorded with

@@ -182,6 +182,37 @@ assert check, check.text  # at B = 1 ITL barely moves while the prompt grows 8-f
 measure.plots.itl_plot(run).fig
 
 # %% [markdown]
+# #### Where the time goes (per operator)
+# The same live run, one pass split by operator: measured with `torch.profiler`, beside the
+# library's roofline (each operator at the ceilings measured in the run) and the calibrated
+# prediction (the roofline divided by each operator's efficiency from the run's operator
+# profile, plus the norms, rotary, activation, residual adds and cache writes the library does
+# not count, and a fixed per-step overhead, all measured on shapes the run's points do not use).
+# The error table covers every TTFT, ITL and batch point of the run.
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+from inferlab.measure import breakdown
+
+print(breakdown.prediction_error_table(run))
+print(breakdown.breakdown_table(run, which=[0, 1]))
+breakdown.breakdown_plot(run, which=[0, 1])
+
+# %% [markdown]
+# #### Tensor parallelism, measured
+# A recorded run of `inferlab measure --tp 2`: the decoder split over two processes with
+# `torch.distributed` (gloo), the all-reduce's latency and bandwidth fitted from a message-size
+# sweep, and TTFT and ITL at K = 1 and 2 beside the library's TP prediction with that fit. On
+# a CPU the ranks share the cores and the memory bus: the prediction uses the ceilings each rank
+# reached while both ran. The last line says whether TP helps TTFT more than ITL here.
+
+# %%
+from inferlab.measure import tp
+
+for doc in tp.recorded_tp_runs():
+    print(tp.tp_table(doc))
+
+# %% [markdown]
 # ### Recorded runs
 # The runs kept in `data/measurements/`, labelled as recorded: a larger CPU model (weights well
 # beyond the last-level cache) in bf16 and in fp32 and, once one is recorded with

@@ -181,6 +181,23 @@ assert check, check.text  # more sequences per step, more tokens per second
 measure.plots.throughput_plot(run).fig
 
 # %% [markdown]
+# #### Where the time goes (per operator)
+# The same live run, one pass split by operator: measured with `torch.profiler`, beside the
+# library's roofline (each operator at the ceilings measured in the run) and the calibrated
+# prediction (the roofline divided by each operator's efficiency from the run's operator
+# profile, plus the norms, rotary, activation, residual adds and cache writes the library does
+# not count, and a fixed per-step overhead, all measured on shapes the run's points do not use).
+# The error table covers every TTFT, ITL and batch point of the run.
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+from inferlab.measure import breakdown
+
+print(breakdown.prediction_error_table(run))
+print(breakdown.breakdown_table(run, which=list(range(1, len(run.data['breakdown'])))))
+breakdown.breakdown_plot(run, which=list(range(1, len(run.data['breakdown']))))
+
+# %% [markdown]
 # ### Recorded runs
 # The runs kept in `data/measurements/`, labelled as recorded: a larger CPU model (weights well
 # beyond the last-level cache) in bf16 and in fp32 and, once one is recorded with

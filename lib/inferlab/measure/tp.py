@@ -378,7 +378,21 @@ def tp_table(doc: dict) -> str:
             speed.append((key.upper(), a[x], a["median_s"] / b["median_s"], a["predicted_s"] / b["predicted_s"]))
     lines.append(f"speed-up K = 1 -> {many['tp']} (measured, predicted)")
     lines.append(text_table(("metric", "size", "measured", "predicted"), speed, ("s", "d", ".2f", ".2f")))
+    lines.append(tp_verdict(doc))
     return "\n".join(lines)
+
+
+def tp_verdict(doc: dict) -> str:
+    """One line: does K-way TP speed up TTFT more than ITL here, measured and predicted (the
+    median speed-up over the measured sizes of each)."""
+    one, many = doc["runs"][0], doc["runs"][-1]
+
+    def med(key, col):
+        return float(np.median([a[col] / b[col] for a, b in zip(one[key], many[key])]))
+    mt, mi = med("ttft", "median_s"), med("itl", "median_s")
+    pt, pi = med("ttft", "predicted_s"), med("itl", "predicted_s")
+    return (f"TP helps TTFT more than ITL? measured: {'yes' if mt > mi else 'no'} (median speed-up "
+            f"{mt:.2f}x vs {mi:.2f}x); predicted: {'yes' if pt > pi else 'no'} ({pt:.2f}x vs {pi:.2f}x)")
 
 
 def save(doc: dict, path) -> Path:
