@@ -52,3 +52,24 @@ def test_allreduce_fit_recovers_alpha_and_beta():
         tp.fit_allreduce([1e3, 1e6], [2e-3, 1e-3], 2)
     with pytest.raises(ValueError, match="tp must be >= 2"):
         tp.fit_allreduce([1e3, 1e6], [1e-5, 1e-3], 1)
+
+
+def test_tp_table_speed_ups_by_hand():
+    # K = 1 -> 2: TTFT 1.0 s -> 0.6 s is 1.67x measured, 0.5 -> 0.3 predicted 1.67x;
+    # ITL 0.2 -> 0.2 is 1.00x measured, 0.1 -> 0.06 predicted 1.67x.
+    doc = {"schema": tp.SCHEMA, "backend": "gloo", "model": {"name": "x"}, "dtype": "fp32",
+           "device": {"name": "cpu", "threads": 2, "load_average": 3.0}, "contention": 0.5,
+           "allreduce": {"tp": 2, "alpha_s": 1e-5, "beta_bytes_per_s": 1e9,
+                         "points": [{"bytes": 1000, "time_s": 2e-5}]},
+           "runs": [{"tp": 1, "ttft": [{"prompt_len": 64, "median_s": 1.0, "predicted_s": 0.5}],
+                     "itl": [{"context_len": 128, "median_s": 0.2, "predicted_s": 0.1}]},
+                    {"tp": 2, "ttft": [{"prompt_len": 64, "median_s": 0.6, "predicted_s": 0.3}],
+                     "itl": [{"context_len": 128, "median_s": 0.2, "predicted_s": 0.06}]}]}
+    assert tp.tp_verdict(doc) == ("TP helps TTFT more than ITL? measured: yes (median speed-up 1.67x "
+                                  "vs 1.00x); predicted: no (1.67x vs 1.67x)")
+    text = tp.tp_table(doc)
+    # The fit at 1000 bytes: 10 us + 2*(1/2)*1000 / 1e9 s = 11 us.
+    assert "alpha = 10.0 us, beta = 1.00 GB/s" in text and "     11" in text
+    assert "times are inflated" in text  # 50 % taken by others is said, not hidden
+    for doc in tp.recorded_tp_runs():
+        assert doc["allreduce"]["beta_bytes_per_s"] > 0 and {r["tp"] for r in doc["runs"]} == {1, 2}

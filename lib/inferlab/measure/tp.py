@@ -304,9 +304,9 @@ def measure_tp(*, tp: int = 2, model="cpu-0.5b", dtype: str = "fp32", quick: boo
     cores = os.cpu_count() or 1
     tiny = cfg.d_model <= 512
     task = {"kind": "measure", "model": _cfg_dict(cfg), "dtype": dtype, "seed": seed,
-            "prompt_lens": (32, 128) if tiny else ((128, 512) if quick else (128, 256, 512, 1024)),
+            "prompt_lens": (32, 128) if tiny else ((64, 256) if quick else (128, 256, 512, 1024)),
             "contexts": (64, 256) if tiny else ((128, 512) if quick else (128, 512, 2048)),
-            "repeats": 3 if tiny else (5 if quick else 10),
+            "repeats": 3 if tiny else (3 if quick else 10),
             "copy_bytes": 32 * 2 ** 20 if tiny else 256 * 2 ** 20, "matmul_n": 256 if tiny else 1024,
             "allreduce_bytes": ALLREDUCE_BYTES}
     meter = _device.CpuMeter()
@@ -352,7 +352,10 @@ def tp_table(doc: dict) -> str:
     lines = [f"tensor parallelism over {doc['backend']}: {doc['model']['name']} {doc['dtype']}, "
              f"K = 1 and {ar['tp']} processes on {doc['device']['name']} ({doc['device']['threads']} threads)"]
     if doc.get("contention") is not None:
-        lines.append(f"other processes used {doc['contention']:.0%} of the machine during the run")
+        load = doc["device"].get("load_average")
+        lines.append(f"other processes used {doc['contention']:.0%} of the machine during the run"
+                     + (f" (load average {load:.1f} at the end)" if load is not None else "")
+                     + ("; the times are inflated by them" if doc["contention"] > 0.1 else ""))
     if ar["points"]:
         lines.append(f"all-reduce fit: alpha = {ar['alpha_s'] * 1e6:.1f} us, beta = "
                      f"{ar['beta_bytes_per_s'] / 1e9:.2f} GB/s")
