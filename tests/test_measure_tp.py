@@ -71,5 +71,9 @@ def test_tp_table_speed_ups_by_hand():
     # The fit at 1000 bytes: 10 us + 2*(1/2)*1000 / 1e9 s = 11 us.
     assert "alpha = 10.0 us, beta = 1.00 GB/s" in text and "     11" in text
     assert "times are inflated" in text  # 50 % taken by others is said, not hidden
+    assert tp.check_tp_doc(doc)["valid"]  # every measured time is above its roofline
+    doc["runs"][1]["itl"][0]["median_s"] = 0.05  # 50 ms < the 60 ms bound
+    assert tp.check_tp_doc(doc)["invalid_reasons"] == ["K = 2 ITL context 128: measured 50 ms < roofline 60 ms"]
+    assert tp.tp_table(doc).startswith("INVALID RUN: 1 points faster than their roofline")
     for doc in tp.recorded_tp_runs():
         assert doc["allreduce"]["beta_bytes_per_s"] > 0 and {r["tp"] for r in doc["runs"]} == {1, 2}

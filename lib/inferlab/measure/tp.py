@@ -343,6 +343,22 @@ def measure_tp(*, tp: int = 2, model="cpu-0.5b", dtype: str = "fp32", quick: boo
            "method": "inferlab.latency.prefill_time_s / decode_step_time_s with tp=K, the fitted "
                      "alpha as allreduce_latency_s and beta as interconnect bandwidth, at the copy "
                      "and matmul rates each rank reached with all ranks running"}
+    return check_tp_doc(doc)
+
+
+def check_tp_doc(doc: dict) -> dict:
+    """Mark a TP run invalid (doc['valid'], doc['invalid_reasons']) where a measured time beats the
+    roofline prediction: the prediction is a bound (MBU, MFU = 1), so a faster point means a
+    ceiling was measured under a heavier load than the point. Returns the doc."""
+    reasons = []
+    for r in doc["runs"]:
+        for key, x, label in (("ttft", "prompt_len", "S"), ("itl", "context_len", "context")):
+            for p in r[key]:
+                if p["median_s"] < p["predicted_s"]:
+                    reasons.append(f"K = {r['tp']} {key.upper()} {label} {p[x]}: measured "
+                                   f"{p['median_s'] * 1e3:.4g} ms < roofline {p['predicted_s'] * 1e3:.4g} ms")
+    doc["valid"] = not reasons
+    doc["invalid_reasons"] = reasons
     return doc
 
 
@@ -351,6 +367,11 @@ def tp_table(doc: dict) -> str:
     ar = doc["allreduce"]
     lines = [f"tensor parallelism over {doc['backend']}: {doc['model']['name']} {doc['dtype']}, "
              f"K = 1 and {ar['tp']} processes on {doc['device']['name']} ({doc['device']['threads']} threads)"]
+    if doc.get("label"):
+        lines.append(f"label: {doc['label']}")
+    if doc.get("valid") is False:
+        lines.insert(0, f"INVALID RUN: {len(doc['invalid_reasons'])} points faster than their roofline "
+                        "bound (ceilings measured under a different load): " + "; ".join(doc["invalid_reasons"]))
     if doc.get("contention") is not None:
         load = doc["device"].get("load_average")
         lines.append(f"other processes used {doc['contention']:.0%} of the machine during the run"
