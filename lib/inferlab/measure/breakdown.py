@@ -146,12 +146,14 @@ def prediction_error_table(run) -> str:
 def breakdown_plot(run, which=None):
     """Stacked bars: for each profiled pass, measured / calibrated / roofline seconds split by
     operator class. Returns the matplotlib Figure."""
-    import matplotlib.pyplot as plt
+    from matplotlib import colormaps
+    from matplotlib.figure import Figure
 
     entries = [e for i, e in enumerate(run.data.get("breakdown") or []) if which is None or i in which]
-    fig, axes = plt.subplots(1, max(len(entries), 1), figsize=(3.2 * max(len(entries), 1), 3.6),
-                             squeeze=False)
-    colors = plt.get_cmap("tab20").colors
+    # A bare Figure (no pyplot): a notebook shows it once, as the cell's value.
+    fig = Figure(figsize=(3.2 * max(len(entries), 1) + 1.2, 3.6), layout="constrained")
+    axes = fig.subplots(1, max(len(entries), 1), squeeze=False)
+    colors = colormaps["tab20"].colors
     for ax, e in zip(axes[0], entries):
         bottoms = np.zeros(3)
         for j, k in enumerate(CLASSES):
@@ -164,5 +166,4 @@ def breakdown_plot(run, which=None):
         ax.tick_params(axis="x", labelsize=8)
     if entries:
         axes[0][-1].legend(fontsize=7, bbox_to_anchor=(1.02, 1), loc="upper left")
-    fig.tight_layout()
     return fig

@@ -240,8 +240,12 @@ def _measure(plan, kind, info, free, candidates, dtype, seed, bar, notes) -> Sui
         bar.update(1)
     s_big = max(plan.prompt_lens)
     big_tok = token_pool(cfg, 1, s_big, 1, kind, gen)[0]
-    breakdown.append({"batch": 1, "q_len": s_big, "past_len": 0,
-                      **profile_pass(model, lambda: model(big_tok, 0, all_logits=False))})
+    if kind == "cpu":  # CPU time per op is the op's time only where ops run synchronously
+        breakdown.append({"batch": 1, "q_len": s_big, "past_len": 0,
+                          **profile_pass(model, lambda: model(big_tok, 0, all_logits=False))})
+    else:
+        notes.append("per-operator breakdown (torch.profiler) is taken on CPUs only: on a GPU the "
+                     "CPU time of an op is its launch, and kernel attribution is not implemented")
     around("ttft", "after")
 
     # ITL against context length, B = 1.
@@ -262,8 +266,9 @@ def _measure(plan, kind, info, free, candidates, dtype, seed, bar, notes) -> Sui
         bar.update(1)
     ctx0 = min(plan.contexts)
     one = token_pool(cfg, 1, 1, 1, kind, gen)[0]
-    breakdown.append({"batch": 1, "q_len": 1, "past_len": ctx0 - 1,
-                      **profile_pass(model, lambda: model(one, ctx0 - 1, all_logits=False))})
+    if kind == "cpu":
+        breakdown.append({"batch": 1, "q_len": 1, "past_len": ctx0 - 1,
+                          **profile_pass(model, lambda: model(one, ctx0 - 1, all_logits=False))})
     around("itl", "after")
 
     # One request as a server streams it: prefill, then one token per step.
@@ -300,7 +305,7 @@ def _measure(plan, kind, info, free, candidates, dtype, seed, bar, notes) -> Sui
             pred = _decode_pred(cfg, prec, acc, b, plan.batch_context)
             pred["predicted_tokens_per_s"] = b / pred["predicted_s"]
             batch_pred.append(pred)
-            if b > 1:  # the per-operator view of each batch size (B = 1 is the ITL entry)
+            if b > 1 and kind == "cpu":  # the per-operator view of each batch size (B = 1: the ITL entry)
                 toks = pool[0]
                 breakdown.append({"batch": b, "q_len": 1, "past_len": plan.batch_context - 1,
                                   **profile_pass(model, lambda: model(toks, plan.batch_context - 1,
