@@ -10,6 +10,9 @@ are what to read.
 """
 from __future__ import annotations
 
+import contextlib
+import os
+
 import numpy as np
 
 from inferlab.measure.calibrate import LINEAR_OPS, pass_breakdown
@@ -61,7 +64,7 @@ def profile_pass(model, fn, *, repeats: int = 3) -> dict:
     try:
         fn()
         for _ in range(repeats):
-            with profile(activities=[ProfilerActivity.CPU]) as prof:
+            with _quiet_stderr(), profile(activities=[ProfilerActivity.CPU]) as prof:
                 with record_function(PREFIX + "step"):
                     fn()
             per = dict.fromkeys(CLASSES, 0.0)
@@ -82,6 +85,29 @@ def profile_pass(model, fn, *, repeats: int = 3) -> dict:
     return {"measured": {k: float(v) for k, v in per.items()}, "measured_total_s": float(total),
             "method": "torch.profiler, CPU time of each record_function / aten op, of the profiled "
                       f"call with the median total of {repeats}"}
+
+
+@contextlib.contextmanager
+def _quiet_stderr():
+    """File descriptor 2 sent to /dev/null: torch 2.13's profiler logs every start and stop to it
+    from C++ (no setting turns that off), which a notebook would store as stderr output.
+    Python exceptions still propagate."""
+    import sys
+
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError):
+        yield
+        return
+    null = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(null, 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(null)
 
 
 def _inside_label(ev) -> bool:
