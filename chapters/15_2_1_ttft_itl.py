@@ -209,8 +209,7 @@ breakdown.breakdown_plot(run, which=[0, 1])
 # %%
 from inferlab.measure import tp
 
-for doc in tp.recorded_tp_runs():
-    print(tp.tp_table(doc))
+print(tp.recorded_tp_summary())
 
 # %% [markdown]
 # ### Recorded runs

@@ -433,6 +433,11 @@ def load(path) -> dict:
     return doc
 
 
+def recorded_tp_summary() -> str:
+    """tp_table of every recorded TP run, blank-line separated ('no recorded TP run' if none)."""
+    return "\n\n".join(tp_table(d) for d in recorded_tp_runs()) or "no recorded TP run in data/measurements/tp/"
+
+
 def recorded_tp_runs() -> list[dict]:
     """The TP runs kept in data/measurements/tp/ (oldest first)."""
     from inferlab.specs import data_dir
