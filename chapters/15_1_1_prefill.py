@@ -308,6 +308,9 @@ print(verdict_summary("15.1.1"))
 
 # %%
 # NBVAL_IGNORE_OUTPUT
+# figure: fig-15-1-1-live-ttft
+# caption: TTFT measured live on this machine against prompt length, beside the library's prediction from the ceilings measured in the same run.
+# alt: Line plot of measured time to first token in milliseconds against prompt length in tokens for a small random-weight model, with a dashed predicted line.
 from inferlab import measure
 from inferlab.notebook import measure_it
 
@@ -315,6 +318,26 @@ run, check = measure_it("decode_slower_than_prefill", min_prompt=512, factor=5.0
 assert check, check.text  # a decode token costs many prefill tokens
 display(measure.plots.ttft_plot(run).fig)
 Markdown(f"{run.label}: {check}. {reader.gap_sentence(run, 'ttft')}")
+
+# %% [markdown]
+# #### Where the time goes (per operator)
+# The same live run, one pass split by operator: measured with `torch.profiler`, beside the
+# library's roofline (each operator at the ceilings measured in the run) and the calibrated
+# prediction (the roofline divided by each operator's efficiency from the run's operator
+# profile, plus the norms, rotary, activation, residual adds and cache writes the library does
+# not count, and a fixed per-step overhead, all measured on shapes the run's points do not use).
+# The error table covers every TTFT, ITL and batch point of the run.
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+# figure: fig-15-1-1-live-breakdown
+# caption: Where one live prefill's time goes, operator by operator: measured with torch.profiler beside the roofline and the calibrated prediction.
+# alt: Stacked bars of time per operator class (projections, attention, MLP, LM head, uncounted operations) for one prefill pass: measured, roofline and calibrated.
+from inferlab.measure import breakdown
+
+print(breakdown.prediction_error_table(run))
+print(breakdown.breakdown_table(run, which=[0]))
+breakdown.breakdown_plot(run, which=[0])
 
 # %% [markdown]
 # ### Recorded runs
@@ -330,6 +353,9 @@ reader.details(f"{len(recorded)} recorded runs: ceilings, TTFT and ITL measured 
 
 # %%
 # NBVAL_IGNORE_OUTPUT
+# figure: fig-15-1-1-recorded-ttft
+# caption: TTFT against prompt length for the recorded runs and this machine's live run, each beside its own prediction.
+# alt: Line plot of measured and predicted time to first token against prompt length, one colour per run (recorded CPU runs and the live run).
 measure.plots.ttft_plot([run] + recorded).fig
 
 # %% [markdown]
@@ -352,6 +378,9 @@ measure.plots.roofline_plot(recorded[0])
 # a static page, the panel shows its default state, the scenario of the "What if?" cell.)
 
 # %%
+# figure: fig-15-1-1-panel
+# caption: The interactive prefill panel in its default state: TTFT against prompt length for the What-if scenario.
+# alt: Time to first token against prompt length for the scenario chosen in the What-if cell, with the key numbers beside it; controls change the model, accelerator, dtypes, prompt and batch.
 from inferlab import panel
 
 panel.prefill_panel(MODEL, GPU, PREC, prompt=PROMPT, batch=BATCH)

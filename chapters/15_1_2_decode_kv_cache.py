@@ -246,6 +246,9 @@ print(verdict_summary("15.1.2"))
 
 # %%
 # NBVAL_IGNORE_OUTPUT
+# figure: fig-15-1-2-live-step-time
+# caption: Decode step time measured live on this machine against batch size, beside the library's prediction from the same run's ceilings.
+# alt: Line plot of measured decode step time in milliseconds against batch size for a small random-weight model, with a dashed predicted line.
 from inferlab import measure
 from inferlab.notebook import measure_it
 
@@ -253,6 +256,26 @@ run, check = measure_it("decode_slower_than_prefill", min_prompt=512, factor=5.0
 assert check, check.text  # one token per step: far more time per token than prefill
 display(measure.plots.step_time_plot(run))
 Markdown(f"{run.label}: {check}. {reader.gap_sentence(run, 'batch')}")
+
+# %% [markdown]
+# #### Where the time goes (per operator)
+# The same live run, one pass split by operator: measured with `torch.profiler`, beside the
+# library's roofline (each operator at the ceilings measured in the run) and the calibrated
+# prediction (the roofline divided by each operator's efficiency from the run's operator
+# profile, plus the norms, rotary, activation, residual adds and cache writes the library does
+# not count, and a fixed per-step overhead, all measured on shapes the run's points do not use).
+# The error table covers every TTFT, ITL and batch point of the run.
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+# figure: fig-15-1-2-live-breakdown
+# caption: Where one live decode step's time goes, operator by operator: measured with torch.profiler beside the roofline and the calibrated prediction.
+# alt: Stacked bars of time per operator class for one decode step at batch 1: measured, roofline and calibrated.
+from inferlab.measure import breakdown
+
+print(breakdown.prediction_error_table(run))
+print(breakdown.breakdown_table(run, which=[1]))
+breakdown.breakdown_plot(run, which=[1])
 
 # %% [markdown]
 # ### Recorded runs
@@ -266,6 +289,9 @@ reader.details(f"{len(recorded)} recorded runs: ceilings, TTFT and ITL measured 
 
 # %%
 # NBVAL_IGNORE_OUTPUT
+# figure: fig-15-1-2-recorded-step-time
+# caption: Decode step time against batch size for the recorded runs and this machine's live run, each beside its own prediction.
+# alt: Line plot of measured and predicted decode step time against batch size, one colour per run.
 measure.plots.step_time_plot([run] + recorded)
 
 # %% [markdown]
@@ -274,6 +300,9 @@ measure.plots.step_time_plot([run] + recorded)
 # panel shows its default state, the scenario of the "What if?" cell.)
 
 # %%
+# figure: fig-15-1-2-panel
+# caption: The interactive decode panel in its default state: memory budget and step time for the What-if scenario.
+# alt: Decode figures for the scenario chosen in the What-if cell, with the key numbers beside them; controls change the model, accelerator, dtypes, context and batch.
 from inferlab import panel
 
 panel.decode_panel(MODEL, GPU, PREC, context=CONTEXT, batch=BATCH)

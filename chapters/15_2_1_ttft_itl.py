@@ -226,6 +226,9 @@ print(verdict_summary("15.2.1"))
 
 # %%
 # NBVAL_IGNORE_OUTPUT
+# figure: fig-15-2-1-live-itl
+# caption: ITL measured live on this machine against context length at batch 1, beside the library's prediction from the same run's ceilings.
+# alt: Line plot of measured inter-token latency in milliseconds against context length for a small random-weight model, with a dashed predicted line.
 from inferlab import measure
 from inferlab.notebook import measure_it
 
@@ -233,6 +236,39 @@ run, check = measure_it("itl_flat_with_context", max_growth=1.0)
 assert check, check.text  # at B = 1 ITL barely moves while the prompt grows 8-fold
 display(measure.plots.itl_plot(run))
 Markdown(f"{run.label}: {check}. {reader.gap_sentence(run, 'itl')}")
+
+# %% [markdown]
+# #### Where the time goes (per operator)
+# The same live run, one pass split by operator: measured with `torch.profiler`, beside the
+# library's roofline (each operator at the ceilings measured in the run) and the calibrated
+# prediction (the roofline divided by each operator's efficiency from the run's operator
+# profile, plus the norms, rotary, activation, residual adds and cache writes the library does
+# not count, and a fixed per-step overhead, all measured on shapes the run's points do not use).
+# The error table covers every TTFT, ITL and batch point of the run.
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+# figure: fig-15-2-1-live-breakdown
+# caption: Where one live prefill's and one decode step's time go, operator by operator: measured beside the roofline and the calibrated prediction.
+# alt: Two groups of stacked bars of time per operator class, one for a prefill pass and one for a decode step: measured, roofline and calibrated.
+from inferlab.measure import breakdown
+
+print(breakdown.prediction_error_table(run))
+print(breakdown.breakdown_table(run, which=[0, 1]))
+breakdown.breakdown_plot(run, which=[0, 1])
+
+# %% [markdown]
+# #### Tensor parallelism, measured
+# A recorded run of `inferlab measure --tp 2`: the decoder split over two processes with
+# `torch.distributed` (gloo), the all-reduce's latency and bandwidth fitted from a message-size
+# sweep, and TTFT and ITL at K = 1 and 2 beside the library's TP prediction with that fit. On
+# a CPU the ranks share the cores and the memory bus: the prediction uses the ceilings each rank
+# reached while both ran. The last line says whether TP helps TTFT more than ITL here.
+
+# %%
+from inferlab.measure import tp
+
+print(tp.recorded_tp_summary())
 
 # %% [markdown]
 # ### Recorded runs
@@ -246,6 +282,9 @@ reader.details(f"{len(recorded)} recorded runs: ceilings, TTFT and ITL measured 
 
 # %%
 # NBVAL_IGNORE_OUTPUT
+# figure: fig-15-2-1-recorded-itl
+# caption: ITL against context length for the recorded runs and this machine's live run, each beside its own prediction.
+# alt: Line plot of measured and predicted inter-token latency against context length, one colour per run.
 measure.plots.itl_plot([run] + recorded)
 
 # %% [markdown]
@@ -254,6 +293,9 @@ measure.plots.itl_plot([run] + recorded)
 # shows its default state, the scenario of the "What if?" cell.)
 
 # %%
+# figure: fig-15-2-1-panel
+# caption: The interactive latency panel in its default state: TTFT and ITL for the What-if scenario.
+# alt: Time to first token and inter-token latency for the scenario chosen in the What-if cell, with the key numbers beside them; controls change the model, accelerator, dtypes, prompt and batch.
 from inferlab import panel
 
 panel.latency_panel(MODEL, GPU, PREC, prompt=PROMPT, batch=BATCH)

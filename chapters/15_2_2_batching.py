@@ -245,6 +245,9 @@ print(verdict_summary("15.2.2"))
 
 # %%
 # NBVAL_IGNORE_OUTPUT
+# figure: fig-15-2-2-live-throughput
+# caption: Decode throughput measured live on this machine against batch size, beside the library's prediction from the same run's ceilings.
+# alt: Line plot of measured tokens per second against batch size for a small random-weight model, with a dashed predicted line.
 from inferlab import measure
 from inferlab.notebook import measure_it
 
@@ -252,6 +255,26 @@ run, check = measure_it("throughput_grows_with_batch", min_gain=2.0)
 assert check, check.text  # more sequences per step, more tokens per second
 display(measure.plots.throughput_plot(run))
 Markdown(f"{run.label}: {check}. {reader.gap_sentence(run, 'batch')}")
+
+# %% [markdown]
+# #### Where the time goes (per operator)
+# The same live run, one pass split by operator: measured with `torch.profiler`, beside the
+# library's roofline (each operator at the ceilings measured in the run) and the calibrated
+# prediction (the roofline divided by each operator's efficiency from the run's operator
+# profile, plus the norms, rotary, activation, residual adds and cache writes the library does
+# not count, and a fixed per-step overhead, all measured on shapes the run's points do not use).
+# The error table covers every TTFT, ITL and batch point of the run.
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+# figure: fig-15-2-2-live-breakdown
+# caption: Where a live decode step's time goes at each batch size, operator by operator: measured beside the roofline and the calibrated prediction.
+# alt: Stacked bars of time per operator class for decode steps at increasing batch sizes: measured, roofline and calibrated.
+from inferlab.measure import breakdown
+
+print(breakdown.prediction_error_table(run))
+print(breakdown.breakdown_table(run, which=list(range(1, len(run.data['breakdown'])))))
+breakdown.breakdown_plot(run, which=list(range(1, len(run.data['breakdown']))))
 
 # %% [markdown]
 # ### Recorded runs
@@ -265,6 +288,9 @@ reader.details(f"{len(recorded)} recorded runs: ceilings, TTFT and ITL measured 
 
 # %%
 # NBVAL_IGNORE_OUTPUT
+# figure: fig-15-2-2-recorded-throughput
+# caption: Decode throughput against batch size for the recorded runs and this machine's live run, each beside its own prediction.
+# alt: Line plot of measured and predicted tokens per second against batch size, one colour per run.
 measure.plots.throughput_plot([run] + recorded)
 
 # %% [markdown]
@@ -273,6 +299,9 @@ measure.plots.throughput_plot([run] + recorded)
 # a live kernel the panel shows its default state, the scenario of the "What if?" cell.)
 
 # %%
+# figure: fig-15-2-2-panel
+# caption: The interactive batching panel in its default state: step time and throughput against batch for the What-if scenario.
+# alt: Step time and throughput against batch size for the scenario chosen in the What-if cell, with the key numbers beside them; controls change the model, accelerator, dtypes, context and batch.
 from inferlab import panel
 
 panel.batching_panel(MODEL, GPU, PREC, context=CONTEXT, batch=16)

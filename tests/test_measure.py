@@ -266,3 +266,86 @@ def test_recorded_summary_has_one_labelled_row_per_recorded_file():
     for run, line in zip(runs, body):
         assert f"{run.summary['mbu_b1']:.2f} (>=" in line
     assert measure.recorded_summary([]) == "no recorded runs in data/measurements/"
+
+
+# Operator profile, calibrated prediction, breakdown, validity (issue 13) ------------------------
+
+def test_run_carries_a_disjoint_profile_and_both_predictions(tiny_run):
+    d = tiny_run.data
+    prof = d["profile"]
+    assert prof["disjoint"] and not set(prof["sizes"]) & set(prof["e2e_sizes"])
+    assert {1, 64, 512} <= set(prof["e2e_sizes"])  # the ITL token count, a context, a prompt
+    assert all(p["time_s"] > 0 for pts in prof["linear"].values() for p in pts)
+    assert prof["overhead_s"] >= 0.0
+    for kind in ("ttft", "itl", "batch"):
+        for p in tiny_run.points(kind):
+            assert p["calibrated_s"] > 0 and p["predicted_s"] > 0
+    pe = tiny_run.summary["prediction_error"]
+    n = sum(len(d["measurements"][k]) for k in ("ttft", "itl", "batch"))
+    assert pe["roofline"]["n"] == pe["calibrated"]["n"] == n
+    assert 0 <= pe["calibrated"]["median"] <= pe["calibrated"]["p90"] <= pe["calibrated"]["max"]
+    assert "prediction error" in tiny_run.table()
+
+
+def test_ratios_use_the_highest_ceilings_seen_in_the_run(tiny_run):
+    d = tiny_run.data
+    seen = [d["ceilings_start"]["copy_bytes_per_s"], d["ceilings_after"]["copy_bytes_per_s"]]
+    seen += [p["copy_bytes_per_s"] for p in d["ceilings_phases"]]
+    assert d["ceilings"]["copy_bytes_per_s"] == max(seen)
+    assert {(p["phase"], p["when"]) for p in d["ceilings_phases"]} == {
+        (ph, w) for ph in ("ttft", "itl", "batch") for w in ("before", "after")}
+    s = tiny_run.summary
+    over = [p for k in ("itl", "batch") for p in d["measurements"][k] if p["mbu"] > 1 or p["mfu"] > 1]
+    over += [p for p in d["measurements"]["ttft"] if p["mfu"] > 1]
+    assert s["valid"] == (not over) and len(s["invalid_reasons"]) >= len(over)
+
+
+def test_a_point_faster_than_its_roofline_marks_the_run_invalid(tiny_run):
+    import copy
+    data = copy.deepcopy(tiny_run.data)
+    p = data["measurements"]["itl"][0]
+    acc = tiny_run.accelerator()
+    # Twice the copy bandwidth's speed: MBU = bytes / (bytes / (2 BW)) / BW = 2.
+    p["timing"]["median_s"] = p["bytes"] / (2 * acc.hbm_bytes_per_s)
+    suite._repredict(tiny_run.model(), tiny_run.precision(), acc, tiny_run.dtype,
+                     data["measurements"]["ttft"], data["measurements"]["itl"], data["measurements"]["batch"])
+    assert p["mbu"] == pytest.approx(2.0)
+    suite.finish(data)
+    assert data["summary"]["valid"] is False
+    assert any(r.startswith("MBU 2.00 > 1 at itl") for r in data["summary"]["invalid_reasons"])
+    assert measure.SuiteResult(data).table().startswith("INVALID RUN: MBU 2.00")
+
+
+def test_breakdown_has_measured_and_predicted_columns(tiny_run):
+    from inferlab.measure import breakdown
+    entries = tiny_run.data["breakdown"]
+    assert entries[0]["q_len"] == max(tiny_run.data["config"]["plan"]["prompt_lens"])  # a prefill
+    assert entries[1]["q_len"] == 1 and entries[1]["batch"] == 1  # a decode step
+    assert {e["batch"] for e in entries[2:]} == {b for b in tiny_run.data["config"]["plan"]["batches"] if b > 1}
+    for e in entries:
+        for col in ("measured", "roofline", "calibrated"):
+            assert set(e[col]) == set(breakdown.CLASSES)
+        assert all(e["measured"][k] > 0 for k in ("q_proj", "mlp_down", "lm_head", "attention"))
+        assert e["roofline"]["uncounted"] == 0.0 < e["calibrated"]["uncounted"]
+        # The classes partition the profiled step: their sum is its total.
+        assert sum(e["measured"].values()) == pytest.approx(e["measured_total_s"], rel=1e-9)
+    text = breakdown.breakdown_table(tiny_run)
+    assert "prefill B=1 S=512" in text and "decode B=1 context=64" in text
+    assert "calibrated" in breakdown.prediction_error_table(tiny_run)
+    fig = breakdown.breakdown_plot(tiny_run, which=[0, 1])
+    assert len(fig.axes) == 2
+
+
+def test_breakdown_names_modules_as_the_library_counts_them():
+    from inferlab.measure.breakdown import _op_of
+    assert _op_of("layers.3.attention.wq", True) == "q_proj"
+    assert _op_of("layers.0.feed_forward.w1", True) == "mlp_gate"
+    assert _op_of("layers.0.feed_forward.w1", False) == "mlp_up"  # plain MLP: w1 is the up projection
+    assert _op_of("layers.0.feed_forward.w3", True) == "mlp_up"
+    assert _op_of("output", True) == "lm_head" and _op_of("layers.0.attention_norm", True) is None
+
+
+def test_cli_tp_refuses_an_uneven_split_in_one_line(capsys):
+    assert cli_main(["measure", "--tp", "3", "--model", "tiny"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "tp must divide" in err and "tp=3" in err

@@ -31,6 +31,10 @@ def register(subparsers) -> None:
                    help="auto: CUDA graphs on a GPU, eager elsewhere; compile: torch.compile")
     p.add_argument("--threads", type=int, default=None, help="CPU threads (default: one per core)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random weights and tokens")
+    p.add_argument("--tp", type=int, default=None, metavar="K",
+                   help="instead of the suite: tensor parallelism over K CPU processes "
+                        "(torch.distributed, gloo): all-reduce alpha/beta, TTFT and ITL at K = 1 and K "
+                        "beside the library's TP prediction (default model cpu-0.5b, dtype fp32)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     p.set_defaults(func=_cmd_measure)
 
@@ -52,6 +56,8 @@ def _cmd_measure(args) -> int:
         if args.no_progress:
             print(f"[{time.strftime('%H:%M:%S')}] {text}", file=sys.stderr, flush=True)
 
+    if args.tp is not None:
+        return _cmd_tp(args, log)
     result = run_suite(quick=args.quick, device=args.device, dtype=args.dtype, model=args.model,
                        decode_mode=args.decode_mode, seed=args.seed, threads=args.threads,
                        progress=not args.no_progress, log=log)
@@ -62,4 +68,25 @@ def _cmd_measure(args) -> int:
     print(result.table())
     path = result.save(out)
     print(f"\nwrote {path}")
+    return 0
+
+
+def _cmd_tp(args, log) -> int:
+    from inferlab.measure import tp
+
+    if args.device not in ("auto", "cpu"):
+        print(f"inferlab measure --tp: device {args.device!r} is not supported here (allowed: cpu; "
+              "NCCL on GPUs is not wired up)", file=sys.stderr)
+        return 2
+    dtype = "fp32" if args.dtype == "auto" else args.dtype
+    try:
+        doc = tp.measure_tp(tp=args.tp, model=args.model or "cpu-0.5b", dtype=dtype, quick=args.quick,
+                            seed=args.seed, log=log if args.no_progress else
+                            (lambda text: print(text, file=sys.stderr, flush=True)))
+    except ValueError as err:
+        print(f"inferlab measure --tp: {err}", file=sys.stderr)
+        return 2
+    out = args.out or DEFAULT_DIR / f"tp{args.tp}-cpu-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    print(tp.tp_table(doc))
+    print(f"\nwrote {tp.save(doc, out)}")
     return 0

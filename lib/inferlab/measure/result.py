@@ -184,6 +184,11 @@ def _busy(p):
     return None if c is None else c * 100
 
 
+def _ratio(p):
+    c = p.get("calibrated_s")
+    return None if not c else p["median_s"] / c
+
+
 def format_result(r: SuiteResult) -> str:
     d, c, ce, s = r.device, r.data["config"], r.data["ceilings"], r.summary
     m = c["model"]
@@ -217,7 +222,10 @@ def format_result(r: SuiteResult) -> str:
                      f"{ds['peak_flops_per_s'][c['dtype']] / 1e12:.0f} TFLOP/s {c['dtype']} "
                      f"(measured: {bw / ds['hbm_bytes_per_s']:.0%} and "
                      f"{peak / ds['peak_flops_per_s'][c['dtype']]:.0%})")
-    lines.append("predictions: inferlab.latency (per-operator roofline) at the measured ceilings, MFU = MBU = 1")
+    lines.append("predictions: inferlab.latency (per-operator roofline) at the measured ceilings, MFU = MBU = 1;"
+                 " 'calib.': calibrated from the operator profile (inferlab.measure.calibrate)")
+    if s.get("valid") is False:
+        lines.insert(0, "INVALID RUN: " + "; ".join(s.get("invalid_reasons") or []))
     if d["kind"] == "cpu":
         lines.append("'others %': share of the CPUs other processes used while a point was timed")
 
@@ -232,17 +240,21 @@ def format_result(r: SuiteResult) -> str:
     ttft = r.points("ttft")
     if ttft:
         lines += ["", "TTFT (prefill, B = 1) against prompt length",
-                  text_table(("prompt", "measured ms", "IQR ms", "predicted ms", "meas/pred", "MFU", "others %"),
+                  text_table(("prompt", "measured ms", "IQR ms", "predicted ms", "meas/pred", "calib. ms",
+                              "meas/calib.", "MFU", "others %"),
                              [(p["prompt_len"], _ms(p["median_s"]), _ms(p["q3_s"] - p["q1_s"]),
-                               _ms(p["predicted_s"]), p["median_s"] / p["predicted_s"], p["mfu"], _busy(p))
-                              for p in ttft], ("d", ".4g", ".2g", ".4g", ".2f", ".2f", ".0f"))]
+                               _ms(p["predicted_s"]), p["median_s"] / p["predicted_s"], _ms(p.get("calibrated_s")),
+                               _ratio(p), p["mfu"], _busy(p))
+                              for p in ttft], ("d", ".4g", ".2g", ".4g", ".2f", ".4g", ".2f", ".2f", ".0f"))]
     itl = r.points("itl")
     if itl:
         lines += ["", "ITL (one decode step, B = 1) against context length",
-                  text_table(("context", "measured ms", "IQR ms", "predicted ms", "meas/pred", "MBU", "others %"),
+                  text_table(("context", "measured ms", "IQR ms", "predicted ms", "meas/pred", "calib. ms",
+                              "meas/calib.", "MBU", "others %"),
                              [(p["context_len"], _ms(p["median_s"]), _ms(p["q3_s"] - p["q1_s"]),
-                               _ms(p["predicted_s"]), p["median_s"] / p["predicted_s"], p["mbu"], _busy(p))
-                              for p in itl], ("d", ".4g", ".2g", ".4g", ".2f", ".2f", ".0f"))]
+                               _ms(p["predicted_s"]), p["median_s"] / p["predicted_s"], _ms(p.get("calibrated_s")),
+                               _ratio(p), p["mbu"], _busy(p))
+                              for p in itl], ("d", ".4g", ".2g", ".4g", ".2f", ".4g", ".2f", ".2f", ".0f"))]
     gen = r.data["measurements"]["generation"]
     if gen:
         itls = np.array(gen["itl_s"])
@@ -256,12 +268,13 @@ def format_result(r: SuiteResult) -> str:
         lim = r.data["measurements"].get("batch_memory_limit")
         lines += ["", f"decode step against batch size (context {batch[0]['context_len']}; memory allows "
                       f"B <= {lim})",
-                  text_table(("B", "step ms", "tokens/s", "pred. ms", "pred. tokens/s", "meas/pred", "MBU",
-                              "MFU", "others %"),
+                  text_table(("B", "step ms", "tokens/s", "pred. ms", "pred. tokens/s", "meas/pred",
+                              "calib. ms", "meas/calib.", "MBU", "MFU", "others %"),
                              [(p["batch"], _ms(p["median_s"]), p["throughput_tokens_per_s"],
                                _ms(p["predicted_s"]), p["predicted_tokens_per_s"],
-                               p["median_s"] / p["predicted_s"], p["mbu"], p["mfu"], _busy(p)) for p in batch],
-                             ("d", ".4g", ",.0f", ".4g", ",.0f", ".2f", ".2f", ".2f", ".0f"))]
+                               p["median_s"] / p["predicted_s"], _ms(p.get("calibrated_s")), _ratio(p),
+                               p["mbu"], p["mfu"], _busy(p)) for p in batch],
+                             ("d", ".4g", ",.0f", ".4g", ",.0f", ".2f", ".4g", ".2f", ".2f", ".2f", ".0f"))]
     lines += ["", "efficiency (ratios to the ceilings measured in this run)"]
     tgt = s.get("targets") or {}
     if s.get("mbu_b1") is not None:
@@ -270,6 +283,20 @@ def format_result(r: SuiteResult) -> str:
     if s.get("mfu_prefill") is not None:
         lines.append(f"  MFU at prefill S = {s['mfu_prompt_len']}: {s['mfu_prefill']:.2f}"
                      + (f"   (target >= {tgt['mfu']})" if tgt else ""))
+    pe = s.get("prediction_error")
+    if pe:
+        lines += ["", "prediction error |measured / predicted - 1| over every TTFT, ITL and batch point"]
+        for k, v in pe.items():
+            if v.get("n"):
+                lines.append(f"  {k:<10} median {v['median']:.1%}, p90 {v['p90']:.1%}, max {v['max']:.1%} "
+                             f"({v['n']} points)")
+        prof = r.data.get("profile") or {}
+        if prof:
+            lines.append(f"  profile shapes disjoint from these points: {prof.get('disjoint')}")
+    mc = s.get("memory_capacity")
+    if mc and mc.get("device_total_bytes"):
+        lines.append(f"memory capacity: {mc['device_total_bytes'] / GB:.2f} GB ({mc['source']})"
+                     + (f"; datasheet {mc['datasheet_bytes'] / GB:.0f} GB" if mc.get("datasheet_bytes") else ""))
     checks = r.checks()
     if checks:
         lines += ["", "checks"]

@@ -26,6 +26,8 @@ from inferlab.measure import device as _device
 from inferlab.measure import plan as _plan
 from inferlab.measure.ceilings import (Ceilings, choose_dtype, generator, measure_ceilings,
                                        roofline_sweep, torch_dtype)
+from inferlab.measure.breakdown import profile_pass
+from inferlab.measure.profile import measure_profile
 from inferlab.measure.runner import (decode_runner, drop_kv_cache, fill_kv_cache_, random_model,
                                      token_pool)
 from inferlab.measure.result import TARGETS, SCHEMA, SuiteResult
@@ -38,6 +40,8 @@ from inferlab.validation import positive_int
 CONTENTION_RETRY = 0.25  # re-measure a CPU point once if others took this much of our CPUs
 CONTENTION_NOTE = 0.10   # list points measured while others took more than this of our CPUs
 CONTENTION_CLEAN = 0.05  # efficiency rounds count only below this
+PHASE_CEILING_S = 0.5    # time budget of each ceiling re-measured before and after a phase
+PROFILE_MAX_KV = 16384   # decode attention profiled up to this many cached positions
 
 
 def encroachment(contention, threads=None) -> float:
@@ -143,7 +147,7 @@ def run_suite(*, quick: bool = False, device: str = "auto", dtype: str = "auto",
     if dtype != "auto":
         torch_dtype(dtype)
     notes = []
-    n_points = (len(plan.roofline_ms) + len(plan.prompt_lens) + len(plan.contexts) + 3
+    n_points = (len(plan.roofline_ms) + len(plan.prompt_lens) + len(plan.contexts) + 4
                 + (1 if plan.generate_tokens else 0) + len(_plan.fit_batches(plan, free).batches))
     bar = _Progress(n_points, progress, log)
     try:
@@ -191,6 +195,18 @@ def _measure(plan, kind, info, free, candidates, dtype, seed, bar, notes) -> Sui
                           max_pool_bytes=min(2e9, 0.2 * free_now), seed=seed,
                           max_time_s=plan.point_time_s / 2, progress=bar)
 
+    bar.stage("operator profile")
+    e2e_sizes = (set(plan.prompt_lens) | {1} | set(plan.contexts) | set(_plan.fit_batches(plan, free_now).batches)
+                 | {b * plan.batch_context for b in _plan.fit_batches(plan, free_now).batches})
+    prof = measure_profile(cfg, kind, chosen, max_tokens=max(max(plan.prompt_lens), plan.generate_prompt),
+                           max_batch=plan.batch_cap,
+                           max_kv_positions=min(max(max(plan.contexts), plan.batch_cap * plan.batch_context),
+                                                PROFILE_MAX_KV),
+                           e2e_sizes=e2e_sizes, cache_bytes=info.cache_bytes,
+                           pool_bytes=min(1e9, 0.1 * free_now), point_time_s=plan.point_time_s / 4,
+                           seed=seed + 3)
+    bar.update(1)
+
     bar.stage(f"building {cfg.name}")
     model = random_model(cfg, kind, chosen, seed)
     model.setup_cache(1, plan.max_seq_len)
@@ -200,8 +216,18 @@ def _measure(plan, kind, info, free, candidates, dtype, seed, bar, notes) -> Sui
     mode = plan.decode_mode if plan.decode_mode != "auto" else ("graph" if kind == "cuda" else "eager")
     used_modes = set()
 
+    def around(phase, when):
+        c = measure_ceilings(kind, [chosen], copy_bytes=copy_bytes, matmul_n=plan.matmul_n,
+                             memory_bytes=free, seed=seed + 5 + len(phases), max_time_s=PHASE_CEILING_S)
+        phases.append({"phase": phase, "when": when, "copy_bytes_per_s": c.copy_bytes_per_s,
+                       "matmul_flops_per_s": c.matmul_flops_per_s[chosen],
+                       "contention": c.copy_timing.contention})
+
+    phases = []
+    breakdown = []
     # TTFT against prompt length, B = 1.
     bar.stage("TTFT")
+    around("ttft", "before")
     ttft, ttft_pred = [], []
     for s in plan.prompt_lens:
         pool = token_pool(cfg, 1, s, 3, kind, gen)
@@ -212,9 +238,19 @@ def _measure(plan, kind, info, free, candidates, dtype, seed, bar, notes) -> Sui
                      "bytes": float(c.bytes), "mfu": float(c.flops) / t.median_s / acc.peak(chosen)})
         ttft_pred.append({"prompt_len": s, "predicted_s": float(prefill_time_s(cfg, acc, s, 1, prec))})
         bar.update(1)
+    s_big = max(plan.prompt_lens)
+    big_tok = token_pool(cfg, 1, s_big, 1, kind, gen)[0]
+    if kind == "cpu":  # CPU time per op is the op's time only where ops run synchronously
+        breakdown.append({"batch": 1, "q_len": s_big, "past_len": 0,
+                          **profile_pass(model, lambda: model(big_tok, 0, all_logits=False))})
+    else:
+        notes.append("per-operator breakdown (torch.profiler) is taken on CPUs only: on a GPU the "
+                     "CPU time of an op is its launch, and kernel attribution is not implemented")
+    around("ttft", "after")
 
     # ITL against context length, B = 1.
     bar.stage("ITL")
+    around("itl", "before")
     itl, itl_pred = [], []
     fill_kv_cache_(model, gen)
     for ctx in plan.contexts:
@@ -228,6 +264,12 @@ def _measure(plan, kind, info, free, candidates, dtype, seed, bar, notes) -> Sui
         itl.append(_decode_point(cfg, prec, acc, chosen, 1, ctx, t))
         itl_pred.append(_decode_pred(cfg, prec, acc, 1, ctx))
         bar.update(1)
+    ctx0 = min(plan.contexts)
+    one = token_pool(cfg, 1, 1, 1, kind, gen)[0]
+    if kind == "cpu":
+        breakdown.append({"batch": 1, "q_len": 1, "past_len": ctx0 - 1,
+                          **profile_pass(model, lambda: model(one, ctx0 - 1, all_logits=False))})
+    around("itl", "after")
 
     # One request as a server streams it: prefill, then one token per step.
     generation = {}
@@ -244,6 +286,7 @@ def _measure(plan, kind, info, free, candidates, dtype, seed, bar, notes) -> Sui
     if bar.bar is not None:
         bar.bar.total = bar.bar.n + len(plan.batches) + 1
     batch, batch_pred = [], []
+    around("batch", "before")
     if plan.batches:
         model.setup_cache(max(plan.batches), plan.batch_context)
         fill_kv_cache_(model, gen)
@@ -262,9 +305,15 @@ def _measure(plan, kind, info, free, candidates, dtype, seed, bar, notes) -> Sui
             pred = _decode_pred(cfg, prec, acc, b, plan.batch_context)
             pred["predicted_tokens_per_s"] = b / pred["predicted_s"]
             batch_pred.append(pred)
+            if b > 1 and kind == "cpu":  # the per-operator view of each batch size (B = 1: the ITL entry)
+                toks = pool[0]
+                breakdown.append({"batch": b, "q_len": 1, "past_len": plan.batch_context - 1,
+                                  **profile_pass(model, lambda: model(toks, plan.batch_context - 1,
+                                                                      all_logits=False))})
             bar.update(1)
     else:
         notes.append("no batch fits beside the weights at the batch context")
+    around("batch", "after")
     del model
     _release(kind)
 
@@ -282,8 +331,22 @@ def _measure(plan, kind, info, free, candidates, dtype, seed, bar, notes) -> Sui
 
     if kind == "cpu":
         _contention_note(notes, ceil, after, roof, ttft, itl, batch)
-    data = _assemble(plan, kind, info, ceil, after, acc, reason, roof, ttft, ttft_pred, itl,
+    # The ceilings every ratio and prediction uses: the highest copy and product rates seen in
+    # the run (start, around each phase, end), so no point can look faster than its roofline
+    # merely because the machine was busier while a ceiling was measured.
+    best = replace(ceil, copy_bytes_per_s=max([ceil.copy_bytes_per_s, after.copy_bytes_per_s]
+                                              + [p["copy_bytes_per_s"] for p in phases]),
+                   matmul_flops_per_s={**ceil.matmul_flops_per_s, chosen: max(
+                       [ceil.matmul_flops_per_s[chosen], after.matmul_flops_per_s[chosen]]
+                       + [p["matmul_flops_per_s"] for p in phases])})
+    acc = best.accelerator(f"measured-{kind}")
+    ttft_pred, itl_pred, batch_pred = _repredict(cfg, prec, acc, chosen, ttft, itl, batch)
+    data = _assemble(plan, kind, info, best, after, acc, reason, roof, ttft, ttft_pred, itl,
                      itl_pred, generation, batch, batch_pred, need, used_modes, mode, notes)
+    data["ceilings_start"] = ceil.to_dict()
+    data["ceilings_phases"] = phases
+    data["profile"] = prof
+    finish(data, breakdown)
     result = SuiteResult(data)
     data["checks"] = {k: c.to_dict() for k, c in result.checks().items()}
     return result
@@ -299,6 +362,75 @@ def _contention_note(notes, ceil, after, *sweeps):
         notes.append(f"{len(bad)} of {len(shares)} timings ran while other processes took more than "
                      f"{CONTENTION_NOTE:.0%} of the CPUs this run uses (up to {max(bad):.0%}; read from "
                      "/proc/stat): those times are inflated; rerun on a quiet machine, or with fewer threads")
+
+
+def _repredict(cfg, prec, acc, dtype, ttft, itl, batch):
+    """MBU, MFU and the roofline predictions of every point, at the run's final ceilings."""
+    for p in ttft:
+        p["mfu"] = p["flops"] / p["timing"]["median_s"] / acc.peak(dtype)
+    ttft_pred = [{"prompt_len": p["prompt_len"],
+                  "predicted_s": float(prefill_time_s(cfg, acc, p["prompt_len"], 1, prec))} for p in ttft]
+    out = []
+    for sweep in (itl, batch):
+        preds = []
+        for p in sweep:
+            p["mbu"] = p["bytes"] / p["timing"]["median_s"] / acc.hbm_bytes_per_s
+            p["mfu"] = p["flops"] / p["timing"]["median_s"] / acc.peak(dtype)
+            pred = _decode_pred(cfg, prec, acc, p["batch"], p["context_len"])
+            if "throughput_tokens_per_s" in p:
+                pred["predicted_tokens_per_s"] = p["batch"] / pred["predicted_s"]
+            preds.append(pred)
+        out.append(preds)
+    return ttft_pred, out[0], out[1]
+
+
+def finish(data: dict, breakdown=None) -> dict:
+    """Add what follows from the measurements and the profile to a run's document: the calibrated
+    prediction of every point, summary.prediction_error, the per-operator breakdown's predicted
+    columns, memory capacity, and the validity check (MBU, MFU <= 1: the roofline is a bound)."""
+    from inferlab.measure.breakdown import predicted_columns
+    from inferlab.measure.calibrate import calibrated_time_s, prediction_error
+    from inferlab.specs import ModelConfig, Precision
+
+    cfg = ModelConfig(**data["config"]["model"])
+    dt = data["config"]["dtype"]
+    prec = Precision(dt, dt, dt)
+    acc = Ceilings.from_dict(data["ceilings"]).accelerator(data["predictions"]["accelerator"]["name"])
+    meas, pred = data["measurements"], data["predictions"]
+    prof = data.get("profile")
+    points = []
+    for kind, shape in (("ttft", lambda p: (1, p["prompt_len"], 0)),
+                        ("itl", lambda p: (1, 1, p["context_len"] - 1)),
+                        ("batch", lambda p: (p["batch"], 1, p["context_len"] - 1))):
+        for m, pr in zip(meas[kind], pred[kind]):
+            if prof:
+                pr["calibrated_s"] = calibrated_time_s(prof, cfg, prec, acc, *shape(m))
+            points.append({"kind": kind, "median_s": m["timing"]["median_s"], **pr})
+    summary = data["summary"]
+    summary["prediction_error"] = prediction_error(points)
+    if breakdown is not None:
+        data["breakdown"] = breakdown
+    if prof:
+        for e in data.get("breakdown") or []:
+            e.update(predicted_columns(prof, cfg, prec, acc, e))
+    reasons = []
+    for kind, key in (("ttft", "mfu"), ("itl", "mbu"), ("itl", "mfu"), ("batch", "mbu"), ("batch", "mfu")):
+        for p in meas[kind]:
+            if p.get(key, 0.0) > 1.0:
+                where = f"S = {p['prompt_len']}" if kind == "ttft" else f"B = {p['batch']}, context {p['context_len']}"
+                reasons.append(f"{key.upper()} {p[key]:.2f} > 1 at {kind} {where}: faster than the roofline "
+                               "of the highest ceilings measured in the run, so a ceiling was measured "
+                               "while the machine was busier (or the weights sat in a cache)")
+    summary["valid"] = not reasons
+    summary["invalid_reasons"] = reasons
+    dev = data["device"]
+    ds = pred.get("datasheet")
+    summary["memory_capacity"] = {
+        "device_total_bytes": dev.get("total_memory_bytes"),
+        "source": "torch.cuda.get_device_properties().total_memory" if dev["kind"] == "cuda"
+        else "/proc/meminfo MemTotal" if dev["kind"] == "cpu" else "torch.mps.recommended_max_memory()",
+        "datasheet_bytes": ds.get("memory_bytes") if ds else None}
+    return data
 
 
 def _release(kind: str) -> None:
@@ -363,7 +495,7 @@ def _assemble(plan, kind, info, ceil: Ceilings, after: Ceilings, acc, reason, ro
     datasheet = None
     if info.datasheet:
         a = get_accelerator(info.datasheet)
-        datasheet = {"name": a.name, "hbm_bytes_per_s": a.hbm_bytes_per_s,
+        datasheet = {"name": a.name, "hbm_bytes_per_s": a.hbm_bytes_per_s, "memory_bytes": a.memory_bytes,
                      "peak_flops_per_s": dict(a.peak_flops_per_s), "source": a.source}
     b1 = next((p for p in batch if p["batch"] == 1), itl[0] if itl else None)
     big = max(ttft, key=lambda p: p["prompt_len"]) if ttft else None
@@ -388,7 +520,9 @@ def _assemble(plan, kind, info, ceil: Ceilings, after: Ceilings, acc, reason, ro
                             "hbm_bytes_per_s": acc.hbm_bytes_per_s,
                             "peak_flops_per_s": dict(acc.peak_flops_per_s)},
             "method": "inferlab.latency.prefill_time_s / decode_step_time_s: per-operator roofline "
-                      "at the measured ceilings with MFU = MBU = 1",
+                      "at the measured ceilings with MFU = MBU = 1; calibrated_s: "
+                      "inferlab.measure.calibrate (roofline / profiled efficiency per operator, "
+                      "plus the uncounted operators and the per-step overhead, measured)",
             "datasheet": datasheet,
             "ttft": ttft_pred, "itl": itl_pred, "batch": batch_pred},
         "summary": {

@@ -1,0 +1,195 @@
+"""Where the time goes: one pass timed per operator with torch.profiler, beside the roofline and
+the calibrated prediction of each operator.
+
+Each linear layer of the model is wrapped (forward hooks) in a torch.profiler record_function
+named after the library's operator (q_proj ... mlp_down, lm_head); SDPA is aten's
+scaled_dot_product_attention; everything else inside the pass is 'uncounted' (norms, rotary,
+activation, residual adds, cache writes, embedding, module calls: what the library leaves out).
+Profiling adds a few microseconds per op, so the measured column runs a little slow; its shares
+are what to read.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+
+import numpy as np
+
+from inferlab.measure.calibrate import LINEAR_OPS, pass_breakdown
+from inferlab.tables import text_table
+
+CLASSES = LINEAR_OPS + ("attention", "uncounted")
+MODULE_OPS = {"attention.wq": "q_proj", "attention.wk": "k_proj", "attention.wv": "v_proj",
+              "attention.wo": "o_proj", "feed_forward.w2": "mlp_down", "output": "lm_head"}
+SDPA = "aten::scaled_dot_product_attention"
+PREFIX = "inferlab::"
+
+
+def _op_of(name: str, gated: bool) -> str | None:
+    if name == "output":
+        return "lm_head"
+    for suffix, op in MODULE_OPS.items():
+        if name.endswith("." + suffix):
+            return op
+    if name.endswith(".feed_forward.w1"):
+        return "mlp_gate" if gated else "mlp_up"
+    if name.endswith(".feed_forward.w3"):
+        return "mlp_up"
+    return None
+
+
+def profile_pass(model, fn, *, repeats: int = 3) -> dict:
+    """Seconds per operator class of `fn()` (one forward of `model`): of the profiled call with the
+    median total among `repeats` (after one unprofiled warm-up), so the classes add up to its
+    total ('uncounted' is the remainder): {'measured': {class: s}, 'measured_total_s': s}."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    handles, open_ = [], {}
+    gated = model.cfg.gated_mlp
+    for name, mod in model.named_modules():
+        op = _op_of(name, gated)
+        if op is None:
+            continue
+
+        def pre(m, args, op=op):
+            rf = record_function(PREFIX + op)
+            rf.__enter__()
+            open_.setdefault(id(m), []).append(rf)
+
+        def post(m, args, out):
+            open_[id(m)].pop().__exit__(None, None, None)
+        handles += [mod.register_forward_pre_hook(pre), mod.register_forward_hook(post)]
+    rows = []
+    try:
+        fn()
+        for _ in range(repeats):
+            with _quiet_stderr(), profile(activities=[ProfilerActivity.CPU]) as prof:
+                with record_function(PREFIX + "step"):
+                    fn()
+            per = dict.fromkeys(CLASSES, 0.0)
+            total = 0.0
+            for ev in prof.events():
+                if ev.name == PREFIX + "step":
+                    total += ev.cpu_time_total / 1e6
+                elif ev.name.startswith(PREFIX):
+                    per[ev.name[len(PREFIX):]] += ev.cpu_time_total / 1e6
+                elif ev.name == SDPA and not _inside_label(ev):
+                    per["attention"] += ev.cpu_time_total / 1e6
+            per["uncounted"] = max(total - sum(v for k, v in per.items() if k != "uncounted"), 0.0)
+            rows.append((per, total))
+    finally:
+        for h in handles:
+            h.remove()
+    per, total = sorted(rows, key=lambda r: r[1])[len(rows) // 2]  # the call of median total
+    return {"measured": {k: float(v) for k, v in per.items()}, "measured_total_s": float(total),
+            "method": "torch.profiler, CPU time of each record_function / aten op, of the profiled "
+                      f"call with the median total of {repeats}"}
+
+
+@contextlib.contextmanager
+def _quiet_stderr():
+    """File descriptor 2 sent to /dev/null: torch 2.13's profiler logs every start and stop to it
+    from C++ (no setting turns that off), which a notebook would store as stderr output.
+    Python exceptions still propagate."""
+    import sys
+
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError):
+        yield
+        return
+    null = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(null, 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(null)
+
+
+def _inside_label(ev) -> bool:
+    p = ev.cpu_parent
+    while p is not None:
+        if p.name.startswith(PREFIX) and p.name != PREFIX + "step":
+            return True
+        p = p.cpu_parent
+    return False
+
+
+def predicted_columns(profile: dict, cfg, precision, accelerator, entry: dict) -> dict:
+    """The roofline and calibrated seconds of one breakdown entry, in the breakdown's classes
+    (elementwise and overhead merged into 'uncounted')."""
+    b = pass_breakdown(profile, cfg, precision, accelerator, entry["batch"], entry["q_len"],
+                       entry["past_len"])
+    out = {}
+    for col in ("roofline", "calibrated"):
+        d = b[col]
+        out[col] = {k: float(d.get(k, 0.0)) for k in LINEAR_OPS + ("attention",)}
+        out[col]["uncounted"] = float(d["elementwise"] + d["overhead"])
+    return out
+
+
+def _title(e: dict) -> str:
+    if e["q_len"] > 1:
+        return f"prefill B={e['batch']} S={e['q_len']}"
+    return f"decode B={e['batch']} context={e['past_len'] + 1}"
+
+
+def breakdown_table(run, which=None) -> str:
+    """Per-operator ms of the run's profiled passes: measured (torch.profiler), roofline,
+    calibrated, and each one's share of the measured pass. `which`: indices into the list."""
+    entries = run.data.get("breakdown") or []
+    if not entries:
+        return "no per-operator breakdown in this run"
+    blocks = []
+    for i, e in enumerate(entries):
+        if which is not None and i not in which:
+            continue
+        m, r, c = e["measured"], e["roofline"], e["calibrated"]
+        total = sum(m.values())
+        rows = [(k, m[k] * 1e3, r[k] * 1e3, c[k] * 1e3, m[k] / total if total else float("nan"))
+                for k in CLASSES if m[k] or r[k] or c[k]]
+        rows.append(("total", total * 1e3, sum(r.values()) * 1e3, sum(c.values()) * 1e3, 1.0))
+        blocks.append(_title(e) + "\n" + text_table(
+            ("operator", "measured ms", "roofline ms", "calibrated ms", "share"), rows,
+            ("s", ".3g", ".3g", ".3g", ".0%")))
+    return "\n\n".join(blocks)
+
+
+def prediction_error_table(run) -> str:
+    """summary.prediction_error as a small table: median, p90 and max |measured/predicted - 1|."""
+    pe = run.summary.get("prediction_error") or {}
+    if not pe:
+        return "no prediction error in this run"
+    rows = [(k, v["median"], v["p90"], v["max"], v["n"]) for k, v in pe.items() if v.get("n")]
+    return text_table(("prediction", "median error", "p90 error", "max error", "points"), rows,
+                      ("s", ".1%", ".1%", ".1%", "d"))
+
+
+def breakdown_plot(run, which=None):
+    """Stacked bars: for each profiled pass, measured / calibrated / roofline seconds split by
+    operator class. Returns the matplotlib Figure."""
+    from matplotlib import colormaps
+    from matplotlib.figure import Figure
+
+    entries = [e for i, e in enumerate(run.data.get("breakdown") or []) if which is None or i in which]
+    # A bare Figure (no pyplot): a notebook shows it once, as the cell's value.
+    fig = Figure(figsize=(3.2 * max(len(entries), 1) + 1.2, 3.6), layout="constrained")
+    axes = fig.subplots(1, max(len(entries), 1), squeeze=False)
+    colors = colormaps["tab20"].colors
+    for ax, e in zip(axes[0], entries):
+        bottoms = np.zeros(3)
+        for j, k in enumerate(CLASSES):
+            vals = np.array([e["measured"][k], e["calibrated"][k], e["roofline"][k]]) * 1e3
+            ax.bar(["measured", "calibrated", "roofline"], vals, bottom=bottoms, color=colors[j % 20],
+                   label=k)
+            bottoms += vals
+        ax.set_title(_title(e), fontsize=9)
+        ax.set_ylabel("ms")
+        ax.tick_params(axis="x", labelsize=8)
+    if entries:
+        axes[0][-1].legend(fontsize=7, bbox_to_anchor=(1.02, 1), loc="upper left")
+    return fig

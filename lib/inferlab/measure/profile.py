@@ -1,0 +1,244 @@
+"""The operator profile: each operator class the model runs, timed alone on this device.
+
+  linear       every (K, N) shape of the model's linear layers, against rows M
+  attention    SDPA for prefill (causal, against the query length S) and for decode (one query
+               against `size` cached positions: B x context summed over a batch)
+  elementwise  what the library does not count, per layer (two RMSNorms, rotary on Q and K,
+               the KV-cache write, SiLU x up, two residual adds, the head reshape) and once per
+               pass (embedding lookup, final norm), against tokens; sampling (argmax over the
+               vocabulary) is recorded beside it (the suite's timed passes do not sample)
+  overhead_s   the fixed per-step cost the isolated operators do not see (module calls, views,
+               Python): a decode step of a model with the same layers at negligible width, less
+               its operators timed alone at that width
+
+Sizes are 3 x 2^k: disjoint from the powers of two of the suite's end-to-end points (the profile
+predicts them without having seen them; `disjoint` records the check). Weights and KV blocks
+rotate through copies that together exceed twice the last-level cache, as each layer's own
+weights do in the model: no timing is flattered by a cache.
+"""
+from __future__ import annotations
+
+import math
+
+from inferlab.costs import Cost, forward_costs, linear_cost
+from inferlab.measure.calibrate import linear_shapes, shape_key
+from inferlab.measure.ceilings import generator, random_tensor, torch_dtype
+from inferlab.measure.timing import time_fn
+from inferlab.specs import ModelConfig, Precision
+
+MAX_COPIES = 32
+
+
+def profile_sizes(lo: int, hi: int) -> list[int]:
+    """3 x 2^k from the largest one <= max(lo, 3) ... up to the first one >= hi: brackets [lo, hi]
+    with sizes that are never powers of two."""
+    sizes, k = [], 0
+    while 3 * 2 ** (k + 1) <= max(lo, 3):
+        k += 1
+    while True:
+        sizes.append(3 * 2 ** k)
+        if 3 * 2 ** k >= hi:
+            return sizes
+        k += 1
+
+
+def _copies(nbytes: float, cache_bytes: float, pool_bytes: float) -> int:
+    n = max(2, math.ceil(2 * cache_bytes / max(nbytes, 1.0)) + 1)
+    return max(1, min(n, MAX_COPIES, int(pool_bytes // max(nbytes, 1.0))))
+
+
+def _point(size, cost: Cost, t) -> dict:
+    return {"size": int(size), "flops": float(cost.flops), "bytes": float(cost.bytes),
+            "time_s": t.median_s, "timing": t.to_dict()}
+
+
+def measure_profile(cfg: ModelConfig, kind: str, dtype: str, *, max_tokens: int, max_batch: int,
+                    max_kv_positions: int, e2e_sizes=(), cache_bytes: float = 0.0,
+                    pool_bytes: float = 1e9, point_time_s: float = 0.5, seed: int = 0,
+                    progress=None) -> dict:
+    """The profile of `cfg` in `dtype` on `kind`, sized to predict passes of up to `max_tokens`
+    tokens, decode batches up to `max_batch` and `max_kv_positions` cached positions per step.
+    `e2e_sizes`: the sizes (M, S, B x context) of the end-to-end points, to record disjointness."""
+    import torch
+    import torch.nn.functional as F
+
+    from inferlab.model import RMSNorm
+
+    prec = Precision(dtype, dtype, dtype)
+    gen = generator(kind, seed)
+    tdt = torch_dtype(dtype)
+
+    def timed(fn, pool):
+        return time_fn(fn, pool, device=kind, warmup=2, repeats=15, min_repeats=3, max_time_s=point_time_s)
+
+    def tick():
+        if progress is not None:
+            progress()
+
+    out = {"method": __doc__.split("\n\n")[0], "dtype": dtype, "linear": {}, "attention": {},
+           "elementwise": {}}
+    # Linear layers ------------------------------------------------------------------------------
+    for name, (k, n) in linear_shapes(cfg).items():
+        key = shape_key(k, n)
+        if key in out["linear"]:
+            continue
+        hi = max_batch if name == "lm_head" else max_tokens
+        w_bytes = k * n * torch.tensor([], dtype=tdt).element_size()
+        n_w = _copies(w_bytes, cache_bytes, pool_bytes)
+        weights = [random_tensor((n, k), dtype, kind, gen, 0.02) for _ in range(n_w)]
+        pts = []
+        for m in profile_sizes(1, hi):
+            xs = [random_tensor((m, k), dtype, kind, gen) for _ in range(2)]
+            pool = [(xs[i % 2], weights[i % n_w]) for i in range(max(n_w, 2))]
+            t = timed(F.linear, pool)
+            pts.append(_point(m, linear_cost(m, k, n, prec), t))
+            del xs
+            tick()
+        out["linear"][key] = pts
+        del weights
+    # Attention -----------------------------------------------------------------------------------
+    h, hk, hd = cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
+    gqa = hk != h
+
+    def attn_cost(q_len, past):
+        c = forward_costs(cfg.with_(n_layers=1), 1, q_len, past, prec)
+        return c.per_layer["attn_scores"] + c.per_layer["attn_values"]
+
+    pre = []
+    for s in profile_sizes(1, max_tokens):
+        blk = (2 * hk + h) * s * hd * torch.tensor([], dtype=tdt).element_size()
+        n_c = _copies(blk, cache_bytes, pool_bytes)
+        pool = [(random_tensor((1, h, s, hd), dtype, kind, gen), random_tensor((1, hk, s, hd), dtype, kind, gen),
+                 random_tensor((1, hk, s, hd), dtype, kind, gen)) for _ in range(n_c)]
+        t = timed(lambda q, k_, v: F.scaled_dot_product_attention(q, k_, v, is_causal=True, enable_gqa=gqa), pool)
+        pre.append(_point(s, attn_cost(s, 0), t))
+        del pool
+        tick()
+    dec = []
+    for c in profile_sizes(1, max_kv_positions):
+        blk = 2 * hk * c * hd * torch.tensor([], dtype=tdt).element_size()
+        n_c = _copies(blk, cache_bytes, pool_bytes)
+        pool = [(random_tensor((1, h, 1, hd), dtype, kind, gen), random_tensor((1, hk, c, hd), dtype, kind, gen),
+                 random_tensor((1, hk, c, hd), dtype, kind, gen)) for _ in range(n_c)]
+        t = timed(lambda q, k_, v: F.scaled_dot_product_attention(q, k_, v, enable_gqa=gqa), pool)
+        dec.append(_point(c, attn_cost(1, c - 1), t))
+        del pool
+        tick()
+    out["attention"] = {"prefill": pre, "decode": dec}
+    # Uncounted elementwise work ------------------------------------------------------------------
+    layer_pts, head_pts, sample_pts = [], [], []
+    norm = RMSNorm(cfg.d_model).to(kind, tdt)
+    emb = torch.nn.Embedding(cfg.vocab_size, cfg.d_model).to(kind, tdt)
+    for tokens in profile_sizes(1, max_tokens):
+        t = timed(*elementwise_layer(cfg, tokens, kind, dtype, gen))
+        layer_pts.append({"tokens": tokens, "time_s": t.median_s, "timing": t.to_dict()})
+        toks = [torch.randint(0, cfg.vocab_size, (1, tokens), generator=gen, device=kind) for _ in range(2)]
+        t = timed(lambda tok: norm(emb(tok)[:, -1:]), toks)
+        head_pts.append({"tokens": tokens, "time_s": t.median_s, "timing": t.to_dict()})
+        tick()
+    for b in profile_sizes(1, max_batch):
+        logits = [random_tensor((b, 1, cfg.vocab_size), dtype, kind, gen) for _ in range(2)]
+        t = timed(lambda z: z.argmax(-1), logits)
+        sample_pts.append({"tokens": b, "time_s": t.median_s, "timing": t.to_dict()})
+    out["elementwise"] = {"layer": layer_pts, "head": head_pts, "sampling": sample_pts}
+    del emb
+    # Fixed per-step overhead ---------------------------------------------------------------------
+    out["overhead_s"], out["overhead"] = step_overhead(cfg, kind, dtype, seed=seed, point_time_s=point_time_s)
+    tick()
+    sizes = sorted({p["size"] for pts in out["linear"].values() for p in pts}
+                   | {p["size"] for p in pre} | {p["size"] for p in dec} | {p["tokens"] for p in layer_pts})
+    e2e = sorted({int(x) for x in e2e_sizes})
+    out["sizes"] = sizes
+    out["e2e_sizes"] = e2e
+    out["disjoint"] = not (set(sizes) & set(e2e))
+    return out
+
+
+def elementwise_layer(cfg: ModelConfig, tokens: int, kind: str, dtype: str, gen):
+    """(fn, input pool): one layer's uncounted work at `tokens` tokens, as Block and Attention
+    run it: attention RMSNorm, rotary on Q and K, the KV-cache write of K and V, the head merge
+    (transpose + reshape copy), a residual add, the MLP RMSNorm, SiLU(gate) x up, a residual add.
+    The linear layers and SDPA are left out (they are profiled on their own)."""
+    import torch
+    import torch.nn.functional as F
+
+    from inferlab.model import RMSNorm, apply_rope, rope_tables
+
+    tdt = torch_dtype(dtype)
+    h, hk, hd = cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
+    norm1, norm2 = RMSNorm(cfg.d_model).to(kind, tdt), RMSNorm(cfg.d_model).to(kind, tdt)
+    cos, sin = rope_tables(hd, tokens, kind)
+    cache = [torch.empty((1, hk, tokens, hd), dtype=tdt, device=kind) for _ in range(2)]
+
+    def make():
+        return (random_tensor((1, tokens, cfg.d_model), dtype, kind, gen),
+                random_tensor((1, h, tokens, hd), dtype, kind, gen),
+                random_tensor((1, hk, tokens, hd), dtype, kind, gen),
+                random_tensor((1, hk, tokens, hd), dtype, kind, gen),
+                random_tensor((1, tokens, cfg.d_ff), dtype, kind, gen),
+                random_tensor((1, tokens, cfg.d_ff), dtype, kind, gen),
+                random_tensor((1, h, tokens, hd), dtype, kind, gen))
+
+    def layer(x, q, k, v, g, u, y):
+        norm1(x)
+        apply_rope(q, cos, sin)
+        cache[0][:, :, :tokens] = apply_rope(k, cos, sin)
+        cache[1][:, :, :tokens] = v
+        x = x + y.transpose(1, 2).reshape(1, tokens, -1)
+        norm2(x)
+        F.silu(g) * u
+        return x + x
+
+    return layer, [make() for _ in range(2)]
+
+
+def skeleton(cfg: ModelConfig) -> ModelConfig:
+    """The same depth and layer structure at negligible width: one 8-wide head, d_ff 8, 16 words."""
+    return cfg.with_(name=f"{cfg.name}-skeleton", d_model=8, n_heads=1, n_kv_heads=1, head_dim=8,
+                     d_ff=8, vocab_size=16)
+
+
+def step_overhead(cfg: ModelConfig, kind: str, dtype: str, *, seed: int = 0,
+                  point_time_s: float = 0.5) -> tuple[float, dict]:
+    """(seconds, details): the skeleton model's decode step, less its operators timed alone at
+    the same width (linear x (7 per layer + LM head), SDPA x layers, the elementwise work),
+    clamped at 0. What remains is what a pass costs beyond its operators: module calls, views."""
+    import torch
+    import torch.nn.functional as F
+
+    from inferlab.measure.runner import random_model
+
+    sk = skeleton(cfg)
+    model = random_model(sk, kind, dtype, seed)
+    model.setup_cache(1, 64)
+    gen = generator(kind, seed + 7)
+    toks = [torch.randint(0, sk.vocab_size, (1, 1), generator=gen, device=kind) for _ in range(4)]
+    reps = 50
+
+    def many(fn):
+        def run(*args):
+            for _ in range(reps):
+                fn(*args)
+        return run
+
+    def t_of(fn, pool):
+        return time_fn(many(fn), pool, device=kind, warmup=2, repeats=15, min_repeats=3,
+                       max_time_s=point_time_s).median_s / reps
+
+    with torch.inference_mode():
+        step = t_of(lambda tok: model(tok, 32, all_logits=False), toks)
+        x = random_tensor((1, 8), dtype, kind, gen)
+        w = random_tensor((8, 8), dtype, kind, gen)
+        lin = t_of(F.linear, [(x, w)])
+        q = random_tensor((1, 1, 1, 8), dtype, kind, gen)
+        kv = random_tensor((1, 1, 33, 8), dtype, kind, gen)
+        attn = t_of(lambda a, b: F.scaled_dot_product_attention(a, b, b), [(q, kv)])
+        n_linear = len(linear_shapes(sk)) - 1
+        fn, pool = elementwise_layer(sk, 1, kind, dtype, gen)
+        elem = t_of(fn, pool)
+    ops = sk.n_layers * (n_linear * lin + attn + elem) + lin
+    overhead = max(step - ops, 0.0)
+    del model
+    return overhead, {"skeleton_step_s": step, "linear_call_s": lin, "attention_call_s": attn,
+                      "elementwise_layer_s": elem,
+                      "operator_calls_s": ops}

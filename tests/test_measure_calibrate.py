@@ -1,0 +1,101 @@
+"""The calibrated prediction: interpolation, profile sizes, error summaries and the per-operator
+arithmetic, on hand-made profiles whose answers are derived by hand."""
+import math
+
+import pytest
+
+from inferlab.costs import linear_cost
+from inferlab.measure import calibrate
+from inferlab.measure.profile import profile_sizes
+from inferlab.roofline import roofline_time_s
+from inferlab.specs import Accelerator, ModelConfig, Precision
+
+FP32 = Precision("fp32", "fp32", "fp32")
+# 1 GB/s and 1 GFLOP/s: a linear layer of K x N at M rows takes max(2MKN, 4(KN + M(K+N))) ns.
+ACC = Accelerator(name="unit", memory_bytes=1e12, hbm_bytes_per_s=1e9, peak_flops_per_s={"fp32": 1e9})
+# d 8, two heads of 4, d_ff 16, vocab 32, two layers.
+CFG = ModelConfig(name="toy", d_model=8, n_layers=2, n_heads=2, n_kv_heads=2, head_dim=4, d_ff=16,
+                  gated_mlp=True, vocab_size=32, description="toy", source="test")
+
+
+def test_log_interpolation_and_its_ends():
+    # y = x^2 through (1, 1) and (4, 16): at 2 (the log midpoint) y = 4.
+    assert calibrate.interp_log(2, [1, 4], [1, 16]) == pytest.approx(4.0)
+    assert calibrate.interp_log(8, [1, 4], [1, 16]) == pytest.approx(16.0)  # held beyond the end
+    assert calibrate.interp_log(8, [1, 4], [1, 16], extrapolate=True) == pytest.approx(64.0)  # slope 2
+    assert calibrate.interp_log(0.5, [4, 1], [16, 1]) == pytest.approx(1.0)  # unsorted input
+    with pytest.raises(ValueError, match="positive"):
+        calibrate.interp_log(2, [0, 4], [1, 16])
+
+
+def test_profile_sizes_bracket_the_range_and_are_never_powers_of_two():
+    assert profile_sizes(1, 512) == [3, 6, 12, 24, 48, 96, 192, 384, 768]
+    assert profile_sizes(1, 3) == [3]
+    assert profile_sizes(100, 200) == [96, 192, 384]
+    assert not any(s & (s - 1) == 0 for s in profile_sizes(1, 1 << 20))
+
+
+def test_error_summary_by_hand():
+    # errors |m/p - 1|: 0.1, 0.2, 0, 1.0; sorted 0, .1, .2, 1.0: median .15;
+    # p90 at rank 0.9 * 3 = 2.7: 0.2 + 0.7 * (1.0 - 0.2) = 0.76; max 1.0.
+    s = calibrate.error_summary([1.1, 0.8, 1.0, 2.0], [1.0, 1.0, 1.0, 1.0])
+    assert s == pytest.approx({"median": 0.15, "p90": 0.76, "max": 1.0, "n": 4})
+    pe = calibrate.prediction_error([{"median_s": 2.0, "predicted_s": 1.0, "calibrated_s": 2.5},
+                                     {"median_s": 1.0, "predicted_s": 1.0, "calibrated_s": 1.0}])
+    assert pe["roofline"]["max"] == pytest.approx(1.0) and pe["calibrated"]["max"] == pytest.approx(0.2)
+    assert "calibrated" not in calibrate.prediction_error([{"median_s": 2.0, "predicted_s": 1.0}])
+    with pytest.raises(ValueError, match="pair up"):
+        calibrate.relative_errors([1.0], [1.0, 2.0])
+
+
+def _points(k, n, effs: dict):
+    """Profile points of a K x N linear layer with the given efficiency at each M."""
+    out = []
+    for m, eff in effs.items():
+        c = linear_cost(m, k, n, FP32)
+        r = roofline_time_s(float(c.flops), float(c.bytes), ACC, "fp32")
+        out.append({"size": m, "flops": float(c.flops), "bytes": float(c.bytes), "time_s": r / eff})
+    return out
+
+
+def _profile(linear_eff: dict, attn_eff: float = 0.25):
+    prof = {"linear": {}, "attention": {}, "overhead_s": 5e-3,
+            "elementwise": {"layer": [{"tokens": 3, "time_s": 1e-3}, {"tokens": 6, "time_s": 1e-3}],
+                            "head": [{"tokens": 3, "time_s": 2e-4}, {"tokens": 6, "time_s": 2e-4}]}}
+    for k, n in calibrate.linear_shapes(CFG).values():
+        prof["linear"][calibrate.shape_key(k, n)] = _points(k, n, linear_eff)
+    for phase in ("prefill", "decode"):
+        # flops/bytes of 1 each: roofline 1 ns, so time = 1 ns / efficiency.
+        prof["attention"][phase] = [{"size": s, "flops": 1.0, "bytes": 1.0, "time_s": 1e-9 / attn_eff}
+                                    for s in (3, 12)]
+    return prof
+
+
+def test_decode_step_by_hand():
+    # Decode, B = 1, one cached position: every linear layer is memory-bound at 1 GB/s.
+    # q_proj 8 x 8: 4 * (64 + 1 * (8 + 8)) = 320 bytes -> 320 ns per layer, 640 ns for 2 layers.
+    # Efficiency 0.5 at every profiled M -> calibrated 1280 ns.
+    prof = _profile({3: 0.5, 12: 0.5})
+    b = calibrate.pass_breakdown(prof, CFG, FP32, ACC, batch=1, q_len=1, past_len=1)
+    assert b["roofline"]["q_proj"] == pytest.approx(640e-9)
+    assert b["calibrated"]["q_proj"] == pytest.approx(1280e-9)
+    # lm_head 8 x 32 once: 4 * (256 + 40) = 1184 bytes -> 1184 ns roofline, 2368 ns calibrated.
+    assert b["calibrated"]["lm_head"] == pytest.approx(2368e-9)
+    # Attention: roofline / 0.25; uncounted: 2 layers x 1 ms + 0.2 ms head; overhead 5 ms.
+    assert b["calibrated"]["attention"] == pytest.approx(4 * b["roofline"]["attention"])
+    assert b["calibrated"]["elementwise"] == pytest.approx(2.2e-3)
+    assert b["roofline"]["elementwise"] == 0.0 and b["calibrated"]["overhead"] == 5e-3
+    lin = sum(b["roofline"][k] for k in calibrate.linear_shapes(CFG))
+    total = calibrate.calibrated_time_s(prof, CFG, FP32, ACC, 1, 1, 1)
+    assert total == pytest.approx(2 * lin + 4 * b["roofline"]["attention"] + 2.2e-3 + 5e-3)
+
+
+def test_efficiency_is_interpolated_between_profiled_sizes():
+    # Efficiency 0.5 at M = 3 and 0.125 at M = 12: at M = 6, the log midpoint, sqrt(0.5 * 0.125) = 0.25.
+    prof = _profile({3: 0.5, 12: 0.125})
+    b = calibrate.pass_breakdown(prof, CFG, FP32, ACC, batch=6, q_len=1, past_len=0)
+    assert b["calibrated"]["q_proj"] == pytest.approx(b["roofline"]["q_proj"] / 0.25)
+    # M = 48 lies beyond the last profiled size: the efficiency of M = 12 holds.
+    b = calibrate.pass_breakdown(prof, CFG, FP32, ACC, batch=1, q_len=48, past_len=0)
+    assert b["calibrated"]["mlp_up"] == pytest.approx(b["roofline"]["mlp_up"] / 0.125)
+    assert math.isclose(b["calibrated"]["lm_head"], b["roofline"]["lm_head"] / 0.5)  # M = B = 1
