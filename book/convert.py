@@ -35,6 +35,7 @@ _EQUATION = re.compile(
 _LINK = re.compile(r"(?<!!)\[(?P<text>[^\]\n]*)\]\((?P<target>[^)\s]+)\)")
 _ERRATUM_HEAD = re.compile(r"^>\s*\*\*Erratum\s+(?P<id>[^*]+?)\.?\*\*\s*(?P<rest>.*)$")
 _IMAGE_MIMES = ("image/png", "image/svg+xml", "image/jpeg", "image/gif")
+_WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 
 
 class ConversionError(ValueError):
@@ -191,6 +192,13 @@ def convert_code_cell(cell: dict, where: str) -> dict:
     meta = cell.setdefault("metadata", {})
     tags = meta.setdefault("tags", [])
     source = _source(cell)
+    # A live widget has no state in a static page (its default view is drawn as an image beside it);
+    # Markdown outputs (rendered conclusions, erratum boxes, links) follow the Markdown conventions.
+    cell["outputs"] = [o for o in cell.get("outputs", []) if _WIDGET_MIME not in o.get("data", {})]
+    for o in cell["outputs"]:
+        md = o.get("data", {}).get("text/markdown")
+        if md is not None:
+            o["data"]["text/markdown"] = convert_markdown("".join(md) if isinstance(md, list) else md)
     images = _image_outputs(cell)
     try:
         fig, rest = figure_markup(source)
@@ -216,6 +224,22 @@ def convert_code_cell(cell: dict, where: str) -> dict:
     return cell
 
 
+def split_figure_cell(cell: dict) -> list[dict]:
+    """A figure cell whose image comes with other outputs (a sentence rendered under it) -> the
+    figure cell with the image alone, then an input-less cell with the other outputs: myst-nb would
+    otherwise label every output of the cell with the figure's name."""
+    if "figure" not in cell.get("metadata", {}).get("mystnb", {}):
+        return [cell]
+    images = _image_outputs(cell)
+    others = [o for o in cell.get("outputs", []) if o not in images]
+    if not others:
+        return [cell]
+    figure = dict(cell, outputs=images)
+    rest = {"cell_type": "code", "execution_count": None, "source": "",
+            "metadata": {"tags": ["remove-input"]}, "outputs": others}
+    return [figure, rest]
+
+
 # --------------------------------------------------------------------------- notebooks
 def toctree_cell(pages: list[str]) -> dict:
     body = "\n".join(pages)
@@ -233,7 +257,8 @@ def convert_notebook(nb: dict, name: str, toc: list[str] | None = None) -> dict:
             cell = copy.deepcopy(cell)
             cell["source"] = convert_markdown(_source(cell))
         elif cell.get("cell_type") == "code":
-            cell = convert_code_cell(cell, where)
+            cells += split_figure_cell(convert_code_cell(cell, where))
+            continue
         cells.append(cell)
     if toc:
         cells.append(toctree_cell(toc))

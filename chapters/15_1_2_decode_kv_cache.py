@@ -258,7 +258,7 @@ display(measure.plots.step_time_plot(run))
 Markdown(f"{run.label}: {check}. {reader.gap_sentence(run, 'batch')}")
 
 # %% [markdown]
-# #### Where the time goes (per operator)
+# ### Where the time goes (per operator)
 # The same live run, one pass split by operator: measured with `torch.profiler`, beside the
 # library's roofline (each operator at the ceilings measured in the run) and the calibrated
 # prediction (the roofline divided by each operator's efficiency from the run's operator

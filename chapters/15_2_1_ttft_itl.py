@@ -238,7 +238,7 @@ display(measure.plots.itl_plot(run))
 Markdown(f"{run.label}: {check}. {reader.gap_sentence(run, 'itl')}")
 
 # %% [markdown]
-# #### Where the time goes (per operator)
+# ### Where the time goes (per operator)
 # The same live run, one pass split by operator: measured with `torch.profiler`, beside the
 # library's roofline (each operator at the ceilings measured in the run) and the calibrated
 # prediction (the roofline divided by each operator's efficiency from the run's operator
@@ -258,7 +258,7 @@ print(breakdown.breakdown_table(run, which=[0, 1]))
 breakdown.breakdown_plot(run, which=[0, 1])
 
 # %% [markdown]
-# #### Tensor parallelism, measured
+# ### Tensor parallelism, measured
 # A recorded run of `inferlab measure --tp 2`: the decoder split over two processes with
 # `torch.distributed` (gloo), the all-reduce's latency and bandwidth fitted from a message-size
 # sweep, and TTFT and ITL at K = 1 and 2 beside the library's TP prediction with that fit. On

@@ -310,3 +310,19 @@ def test_unpack_mathjax_keeps_the_loaded_component_and_its_fonts_only(tmp_path):
     n = build.unpack_mathjax(buf.getvalue(), tmp_path / "mathjax")
     files = sorted(str(p.relative_to(tmp_path / "mathjax")) for p in (tmp_path / "mathjax").rglob("*") if p.is_file())
     assert n == 2 and files == ["output/chtml/fonts/woff-v2/a.woff", "tex-mml-chtml.js"]
+
+
+def test_a_figure_cell_with_a_sentence_under_its_image_is_split_and_widget_views_dropped():
+    """myst-nb names every output of a figure cell after the figure (duplicate targets): the image
+    stays in the figure cell, the rest moves to an input-less cell; live widget views are dropped."""
+    sentence = {"output_type": "display_data", "metadata": {},
+                "data": {"text/markdown": "See the [errata](../ERRATA.md#x).", "text/plain": "<md>"}}
+    widget = {"output_type": "display_data", "metadata": {},
+              "data": {"application/vnd.jupyter.widget-view+json": {"model_id": "m"}, "text/plain": "HBox()"}}
+    cell = convert.convert_code_cell(code(FIGURE_CELL, [image(), widget, sentence]), "nb, cell 1")
+    figure, rest = convert.split_figure_cell(cell)
+    assert figure["outputs"] == [image()] and "figure" in figure["metadata"]["mystnb"]
+    assert rest["source"] == "" and rest["metadata"]["tags"] == ["remove-input"]
+    assert [o["data"]["text/markdown"] for o in rest["outputs"]] == ["See the [errata](errata.md#x)."]
+    assert convert.split_figure_cell(convert.convert_code_cell(code(FIGURE_CELL, [image()]), "nb")) \
+        == [convert.convert_code_cell(code(FIGURE_CELL, [image()]), "nb")]
