@@ -239,12 +239,13 @@ reader.draw(plots.ttft_plot, MODEL, GPU, PREC, batch=BATCH,
 # %%
 floor_s = memory.weight_bytes(MODEL, PREC) / hbm_bytes_per_s      # every weight read once
 attn_share_16k = 1 - (latency.ttft_rule_s(P, 16384, GPU, PREC.compute_dtype, BATCH)
-                      / latency.prefill_time_s(MODEL, GPU, 16384, BATCH, PREC))
+                      / latency.prefill_time_s(MODEL, GPU, 16384, BATCH, PREC, beyond_context=True))
 book_ratios = reader.book_ratios("15.1.1", "ttft", MODEL, GPU, PREC, BATCH) if BOOK else ""
 Markdown(f"The floor: reading {memory.weight_bytes(MODEL, PREC) / GB:.1f} GB of weights at "
          f"{hbm_bytes_per_s / 1e12:.2f} TB/s takes {floor_s / MS:.1f} ms, so a prompt shorter than about "
          f"{floor_s * peak_flops_per_s / (2 * P):.0f} tokens costs the same as one of that length. "
-         f"At 16k tokens attention takes {attn_share_16k:.0%} of the pass. "
+         f"At 16k tokens attention takes {attn_share_16k:.0%} of the pass"
+         + (f" ({reader.context_note(MODEL, 16384)}) " if reader.context_note(MODEL, 16384) else ". ")
          + (f"The book's crosses sit above our curve by {book_ratios}: the factor 6 against 2 of "
             "[Eq. (prefill-flops)](#eq-prefill-flops), and at long prompts attention partly closes the gap."
             if BOOK else ""))
@@ -335,8 +336,9 @@ Markdown(f"{run.label}: {check}. {reader.gap_sentence(run, 'ttft')}")
 # alt: Stacked bars of time per operator class (projections, attention, MLP, LM head, uncounted operations) for one prefill pass: measured, roofline and calibrated.
 from inferlab.measure import breakdown
 
-print(breakdown.prediction_error_table(run))
-print(breakdown.breakdown_table(run, which=[0]))
+display(reader.details("Prediction error of the roofline and the calibrated model; time per operator",
+                     breakdown.prediction_error_table(run) + "\n\n"
+                     + breakdown.breakdown_table(run, which=[0])))
 breakdown.breakdown_plot(run, which=[0])
 
 # %% [markdown]

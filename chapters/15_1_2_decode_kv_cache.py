@@ -273,8 +273,9 @@ Markdown(f"{run.label}: {check}. {reader.gap_sentence(run, 'batch')}")
 # alt: Stacked bars of time per operator class for one decode step at batch 1: measured, roofline and calibrated.
 from inferlab.measure import breakdown
 
-print(breakdown.prediction_error_table(run))
-print(breakdown.breakdown_table(run, which=[1]))
+display(reader.details("Prediction error of the roofline and the calibrated model; time per operator",
+                     breakdown.prediction_error_table(run) + "\n\n"
+                     + breakdown.breakdown_table(run, which=[1])))
 breakdown.breakdown_plot(run, which=[1])
 
 # %% [markdown]

@@ -123,7 +123,7 @@ reader.draw(plots.ttft_plot, MODEL, GPU, PREC, batch=BATCH,
             book_points=reader.book_points_if(BOOK, "15.2.1", "ttft"))
 
 # %%
-ttft_100k = latency.prefill_time_s(MODEL, GPU, 100_000, BATCH, PREC)
+ttft_100k = latency.prefill_time_s(MODEL, GPU, 100_000, BATCH, PREC, beyond_context=True)  # a yardstick
 ttft_100k_rule = latency.ttft_rule_s(P, 100_000, GPU, PREC.compute_dtype, BATCH)
 Markdown(f"At 100k tokens the linear rule gives {ttft_100k_rule:.1f} s and the full model {ttft_100k:.1f} s: "
          f"attention has made the pass {ttft_100k / ttft_100k_rule:.1f}× longer. "
@@ -253,8 +253,9 @@ Markdown(f"{run.label}: {check}. {reader.gap_sentence(run, 'itl')}")
 # alt: Two groups of stacked bars of time per operator class, one for a prefill pass and one for a decode step: measured, roofline and calibrated.
 from inferlab.measure import breakdown
 
-print(breakdown.prediction_error_table(run))
-print(breakdown.breakdown_table(run, which=[0, 1]))
+display(reader.details("Prediction error of the roofline and the calibrated model; time per operator",
+                     breakdown.prediction_error_table(run) + "\n\n"
+                     + breakdown.breakdown_table(run, which=[0, 1])))
 breakdown.breakdown_plot(run, which=[0, 1])
 
 # %% [markdown]

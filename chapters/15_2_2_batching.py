@@ -272,8 +272,9 @@ Markdown(f"{run.label}: {check}. {reader.gap_sentence(run, 'batch')}")
 # alt: Stacked bars of time per operator class for decode steps at increasing batch sizes: measured, roofline and calibrated.
 from inferlab.measure import breakdown
 
-print(breakdown.prediction_error_table(run))
-print(breakdown.breakdown_table(run, which=list(range(1, len(run.data['breakdown'])))))
+display(reader.details("Prediction error of the roofline and the calibrated model; time per operator",
+                     breakdown.prediction_error_table(run) + "\n\n"
+                     + breakdown.breakdown_table(run, which=list(range(1, len(run.data['breakdown']))))))
 breakdown.breakdown_plot(run, which=list(range(1, len(run.data['breakdown']))))
 
 # %% [markdown]

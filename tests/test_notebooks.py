@@ -161,11 +161,14 @@ def figure_cells():
 
 @pytest.mark.parametrize("name", NOTEBOOKS)
 def test_figure_cells_follow_the_book_markup(name):
-    """A figure cell starts with the figure / caption / alt lines and produces exactly one image."""
+    """A figure cell starts with the figure / caption / alt lines (after any nbval marker) and
+    produces exactly one image."""
     for c in stored(name).cells:
         if c.cell_type != "code" or not FIGURE_MARK.search(c.source):
             continue
         lines = c.source.splitlines()
+        while lines and lines[0].startswith("# NBVAL_"):
+            lines = lines[1:]
         assert lines[0].startswith("# figure: fig-") and lines[1].startswith("# caption: ") \
             and lines[2].startswith("# alt: "), f"{name}: figure cell without figure/caption/alt lines"
         images = [o for o in c.outputs if "image/png" in o.get("data", {}) or "image/svg+xml" in o.get("data", {})]

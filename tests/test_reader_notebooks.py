@@ -71,7 +71,7 @@ def test_main_body_text_output_lines_do_not_exceed_markdown_lines(name):
 # ---------------------------------------------------------------------------------------------
 
 SCENARIOS = {"llama-3-8b@h200": ("llama-3-8b", "h200"), "llama-2-70b@h100-sxm": ("llama-2-70b", "h100-sxm")}
-LIVE = re.compile(r"measure_it|measure\.(plots|recorded_runs)|recorded_summary")
+LIVE = re.compile(r"measure_it|measure\.(plots|recorded_runs)|recorded_summary|breakdown\.|recorded_tp_summary")
 
 
 def runnable_body(name: str):

@@ -129,3 +129,15 @@ def test_serve_reads_a_trace(tmp_path, capsys):
     path.write_text("arrival,prompt\n0,1\n")
     assert main(["serve", "--trace", str(path)]) == 2
     assert "arrival_s" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv", [
+    ["serve", "--duration", "5", "--timeseries", "/proc/inferlab-ts.csv"],
+    ["serve", "--duration", "5", "--timeseries", "/"],
+])
+def test_an_unwritable_output_is_refused_before_the_simulation(capsys, argv):
+    """Nothing is simulated (no summary on stdout) when the output cannot be written: one line, exit 2."""
+    from inferlab.cli import main
+    code = main(argv)
+    out, err = capsys.readouterr()
+    assert code == 2 and out == "" and err.count("\n") == 1 and "--timeseries" in err

@@ -253,3 +253,15 @@ def test_errata_lists_the_statement_errata(evaluated):
     for e in evaluated:
         if e.verdict == "erratum":
             assert f"| {e.id} | {e.line} |" in section and e.corrected.replace("|", "\\|") in section, e.id
+
+
+def test_statement_experiments_are_yardsticks_without_context_warnings():
+    """The chapter reasons about prompts beyond a model's context (100k tokens on Llama-2 13B): its
+    experiments are computed as yardsticks, so `inferlab verify --kind statement` prints no warning."""
+    import warnings
+
+    from inferlab.claims.statements import evaluate_statements
+    from inferlab.context import ContextLengthWarning
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ContextLengthWarning)
+        evaluate_statements()

@@ -32,6 +32,7 @@ from pathlib import Path
 
 from inferlab.claims.chapter import PART_HEADINGS, SECTION_RE, read_blocks
 from inferlab.claims.registry import RegistryError
+from inferlab.context import yardstick
 
 STATEMENT_VERDICTS = ("consistent", "erratum", "depends", "unchecked")
 ID_RE = re.compile(r"^(15\.\d\.\d)-s(\d{1,3})$")
@@ -238,6 +239,7 @@ def _fill(entry_id, template: str, values: dict) -> str:
         raise _fail(entry_id, f"cannot fill {template[:50]!r}...: {err!r} (available: {', '.join(values)})") from None
 
 
+@yardstick  # the book's statements reason about sequences beyond a model's context (100k on Llama-2 13B)
 def evaluate_statement(s: Statement) -> EvaluatedStatement:
     from inferlab.claims.experiments import EXPERIMENTS, SIMULATED, Outcome
     kind = "none" if s.experiment is None else "simulated" if s.experiment in SIMULATED else "analytic"

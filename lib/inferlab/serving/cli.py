@@ -32,13 +32,16 @@ def _engine_options(p) -> None:
     p.add_argument("--kv-blocks", type=int, default=None,
                    help="KV blocks per replica (default: what fits beside the weights at 90%% of memory)")
     for cls in ("weights", "kv"):
-        p.add_argument(f"--{cls}-dtype", default="bf16", choices=list(DTYPES))
+        p.add_argument(f"--{cls}-dtype", default="bf16", choices=list(DTYPES),
+                       help=f"number format of the {'weights' if cls == 'weights' else 'KV cache'}")
     p.add_argument("--mfu", type=float, default=1.0, help="achieved fraction of peak FLOP/s")
     p.add_argument("--mbu", type=float, default=1.0, help="achieved fraction of peak bandwidth")
-    p.add_argument("--slo-ttft-ms", type=float, default=500.0)
-    p.add_argument("--slo-tpot-ms", type=float, default=50.0)
+    p.add_argument("--slo-ttft-ms", type=float, default=500.0,
+                   help="SLO on time to first token, ms (goodput counts requests within every bound)")
+    p.add_argument("--slo-tpot-ms", type=float, default=50.0,
+                   help="SLO on each request's mean inter-token latency (TPOT), ms")
     p.add_argument("--slo-itl-ms", type=float, default=None, help="a bound on every ITL (default: none)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="seed of the arrivals and lengths")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
 
 
@@ -81,6 +84,9 @@ def _cmd_serve(args) -> int:
     from inferlab.serving.simulate import simulate
     from inferlab.serving.workload import LengthDist, load_trace, synthetic
     policy, slo, kwargs = _check_engine(args, "chunked", 512)
+    if args.timeseries:  # an unwritable output fails now, not after the simulation
+        from inferlab.validation import writable_file
+        writable_file("--timeseries", args.timeseries)
     if args.trace:
         workload = load_trace(args.trace)
         source = f"trace {args.trace}"
@@ -116,6 +122,9 @@ def _cmd_serve(args) -> int:
 def _cmd_compare(args) -> int:
     from inferlab.serving.compare import compare, read_vllm_result
     policy, slo, kwargs = _check_engine(args, "chunked", 2048)
+    if args.figure:
+        from inferlab.validation import writable_file
+        writable_file("--figure", args.figure)
     run = read_vllm_result(args.vllm_result)
     cmp = compare(run, args.model, args.gpu, policy, seed=args.seed, **kwargs)
     if args.json:

@@ -24,7 +24,7 @@ from typing import Protocol
 import numpy as np
 
 from inferlab.costs import ATTENTION_OPS, forward_costs
-from inferlab.parallel import tp_communication_time_s, tp_shard
+from inferlab.parallel import DEFAULT_ALLREDUCE_LATENCY_S, tp_communication_time_s, tp_shard
 from inferlab.roofline import roofline_time_s
 from inferlab.specs import BF16, Precision, as_precision, get_accelerator, get_model
 from inferlab.units import bytes_per_element
@@ -44,7 +44,7 @@ class RooflineStepTime:
 
     def __init__(self, model, accelerator, precision: Precision = BF16, *, tp: int = 1,
                  mfu: float = 1.0, mbu: float = 1.0, allreduce: bool = True,
-                 allreduce_latency_s: float = 0.0):
+                 allreduce_latency_s: float = DEFAULT_ALLREDUCE_LATENCY_S):
         self.model = get_model(model)
         self.accelerator = get_accelerator(accelerator)
         self.precision = as_precision(precision)
