@@ -100,10 +100,11 @@ def text_width_css() -> str:
     myst-nb puts a cell's tags on its container as classes (tag_<tag>); `cqi` is 1 % of the
     output area's width (custom.css makes it a size container); 2.5rem covers padding and border.
     """
+    # !important: a folded table's <pre> carries an inline font size (reader.details) that would win.
     rules = ["/* Written by book/build.py from convert.WIDTH_BUCKETS; do not edit. */"]
     for n in convert.WIDTH_BUCKETS[1:]:
         rules.append(f".tag_text-width-{n} div.cell_output pre "
-                     f"{{ font-size: min(0.8rem, calc((100cqi - 2.5rem) / {n * MONO_ADVANCE_EM:.2f})); }}")
+                     f"{{ font-size: min(0.8rem, calc((100cqi - 2.5rem) / {n * MONO_ADVANCE_EM:.2f})) !important; }}")
     return "\n".join(rules) + "\n"
 
 

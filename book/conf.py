@@ -11,6 +11,9 @@ exclude_patterns = [".doctrees", "**/.ipynb_checkpoints"]
 # Notebooks are rendered with the outputs stored in them; nothing is executed.
 nb_execution_mode = "off"
 nb_merge_streams = True
+# No ipywidgets JavaScript (myst-nb would load require.js and the widget manager from a CDN): the
+# panels' live views are dropped by the converter and their default state is a static image.
+nb_ipywidgets_js = {}
 myst_enable_extensions = ["dollarmath", "amsmath", "colon_fence"]
 nb_render_markdown_format = "myst"   # text/markdown outputs (the lost formulas) get math too
 myst_heading_anchors = 3          # [t](15_2_1_ttft_itl.ipynb#time-to-first-token) resolves

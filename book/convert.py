@@ -19,6 +19,7 @@ The conventions, and what each becomes:
 from __future__ import annotations
 
 import copy
+import html
 import re
 
 INDEX_SOURCE = "00_index.ipynb"
@@ -162,8 +163,12 @@ def _text_width(cell: dict) -> int:
         data = o.get("data", {})
         if o.get("output_type") == "stream":
             text = o.get("text", "")
-        elif any(k in data for k in _IMAGE_MIMES) or "text/html" in data:
+        elif any(k in data for k in _IMAGE_MIMES):
             continue
+        elif "text/html" in data:        # only its preformatted blocks (a folded table) keep their width
+            html_text = data["text/html"]
+            html_text = "".join(html_text) if isinstance(html_text, list) else html_text
+            text = html.unescape("\n".join(re.findall(r"<pre[^>]*>(.*?)</pre>", html_text, re.S)))
         elif "text/markdown" in data:    # shown as Markdown: only its fenced blocks are preformatted
             md = data["text/markdown"]
             md = "".join(md) if isinstance(md, list) else md
@@ -250,6 +255,7 @@ def toctree_cell(pages: list[str]) -> dict:
 def convert_notebook(nb: dict, name: str, toc: list[str] | None = None) -> dict:
     """A converted copy of one notebook; `toc` (page names) adds a hidden toctree (index page)."""
     nb = copy.deepcopy(nb)
+    nb.get("metadata", {}).pop("widgets", None)   # live widget state: nothing to show in a static page
     cells = []
     for i, cell in enumerate(nb.get("cells", [])):
         where = f"{name}, cell {i + 1}"

@@ -14,8 +14,6 @@
 #     name: python3
 # ---
 
-# %%
-
 # %% [markdown]
 # # 15.1.2 Memory-bound generation and the KV cache
 #

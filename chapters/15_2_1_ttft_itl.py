@@ -14,8 +14,6 @@
 #     name: python3
 # ---
 
-# %%
-
 # %% [markdown]
 # # 15.2.1 Time-to-first-token and inter-token latency
 #

@@ -326,3 +326,13 @@ def test_a_figure_cell_with_a_sentence_under_its_image_is_split_and_widget_views
     assert [o["data"]["text/markdown"] for o in rest["outputs"]] == ["See the [errata](errata.md#x)."]
     assert convert.split_figure_cell(convert.convert_code_cell(code(FIGURE_CELL, [image()]), "nb")) \
         == [convert.convert_code_cell(code(FIGURE_CELL, [image()]), "nb")]
+
+
+def test_a_folded_html_table_counts_towards_the_output_width():
+    """A wide table inside an HTML <details><pre> block (reader.details) gets the font-scaling tag too."""
+    wide = "x" * 150
+    folded = {"output_type": "display_data", "metadata": {},
+              "data": {"text/html": f"<details><summary>s</summary><pre>{wide}&amp;</pre></details>",
+                       "text/plain": "s"}}
+    cell = convert.convert_code_cell(code("show()", [folded]), "nb")
+    assert "text-width-160" in cell["metadata"]["tags"]

@@ -194,3 +194,11 @@ def test_notebook_figure_prints_the_exported_figures_points(figure):
                       for o in cell.outputs)
     plot = FIGURES[figure]()
     assert plot.table in printed
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_no_empty_code_cells(name):
+    """JupyterLab's Run All leaves an empty code cell unexecuted (no count), and a reader sees a
+    blank input box: every code cell has code."""
+    empty = [i for i, c in enumerate(stored(name).cells) if c.cell_type == "code" and not c.source.strip()]
+    assert empty == [], f"{name}: empty code cells at {empty}"

@@ -67,6 +67,10 @@ def lab_server(tmp_path):
     (root / "chapters").mkdir(parents=True)
     for nb in (ROOT / "chapters").glob("*.ipynb"):
         shutil.copy2(nb, root / "chapters" / nb.name)
+    # `make lab` opens the reader version (solutions emptied): build it the way the Makefile does
+    subprocess.run([str(ROOT / ".venv/bin/python"), "-m", "inferlab.exercises", "build-student",
+                    *sorted(str(p) for p in (root / "chapters").glob("*.ipynb")), "--out", str(root / "reader")],
+                   check=True, capture_output=True, timeout=300)
     port, token = free_port(), secrets.token_hex(16)
     cmd = make_lab_command()
     assert "--ServerApp.root_dir=." in cmd and "--ip=127.0.0.1" in cmd, cmd
@@ -132,15 +136,15 @@ def test_run_all_cells_of_a_chapter_through_the_jupyterlab_ui(driver, lab_server
     driver.execute_cdp_cmd("Network.emulateNetworkConditions", {
         "offline": False, "latency": 0, "downloadThroughput": -1, "uploadThroughput": -1})
     driver.set_window_size(1400, 1000)
-    driver.get(f"{lab_server['base']}/lab/tree/chapters/00_index.ipynb?token={lab_server['token']}")
-    index = wait_until(lambda: (lambda s: s if s and s["path"] == "chapters/00_index.ipynb" else None)(
+    driver.get(f"{lab_server['base']}/lab/tree/reader/00_index.ipynb?token={lab_server['token']}")
+    index = wait_until(lambda: (lambda s: s if s and s["path"] == "reader/00_index.ipynb" else None)(
         driver.execute_script(CURRENT)), 120, "the index notebook to open")
     assert len(index["cells"]) >= 2, index
     # JupyterLab shows a relative link as /files/<path>; a click opens the notebook in a new tab
     link = wait_until(lambda: driver.find_elements(
-        By.CSS_SELECTOR, f'.jp-RenderedMarkdown a[href*="/files/chapters/{CHAPTER}"]'), 60, f"the link to {CHAPTER}")
+        By.CSS_SELECTOR, f'.jp-RenderedMarkdown a[href*="/files/reader/{CHAPTER}"]'), 60, f"the link to {CHAPTER}")
     link[0].click()
-    wait_until(lambda: (lambda s: s and s["path"] == f"chapters/{CHAPTER}" and s["kernel"] == "idle")(
+    wait_until(lambda: (lambda s: s and s["path"] == f"reader/{CHAPTER}" and s["kernel"] == "idle")(
         driver.execute_script(CURRENT)), 120, f"{CHAPTER} to open with an idle kernel")
     before = driver.execute_script(CURRENT)
     assert before["cells"] and all(not c["errors"] for c in before["cells"])
