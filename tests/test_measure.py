@@ -349,3 +349,25 @@ def test_cli_tp_refuses_an_uneven_split_in_one_line(capsys):
     assert cli_main(["measure", "--tp", "3", "--model", "tiny"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "tp must divide" in err and "tp=3" in err
+
+
+def test_cpu_meter_does_not_count_the_runs_own_child_processes_as_others():
+    """`measure --tp` runs its ranks as child processes: their CPU time is the run's, not contention."""
+    import subprocess
+    import sys
+    import time as _time
+
+    from inferlab.measure.device import CpuMeter
+    meter = CpuMeter()
+    if meter.start is None:
+        pytest.skip("no /proc here: the meter reads /proc/stat")
+    t0 = _time.perf_counter()
+    subprocess.run([sys.executable, "-c", "import time\nt = time.time()\nwhile time.time() - t < 0.6: pass"],
+                   check=True)
+    share = meter.others_share()
+    # the child kept one CPU busy for ~0.6 s of a >= 0.6 s window: counted as others it would be
+    # >= 1/cpu_count (0.5 on 2 cores) less the noise; counted as ours it is what the rest of the
+    # machine did (near 0 on a quiet machine, bounded away from the child's share here)
+    import os
+    assert _time.perf_counter() - t0 >= 0.6
+    assert share is not None and share < 0.8 / (os.cpu_count() or 1)

@@ -221,7 +221,8 @@ def other_runnable() -> int:
 
 class CpuMeter:
     """How much of the machine's CPU time other processes took between two readings: the busy
-    ticks of /proc/stat minus this process's own (/proc/self/stat), over wall time x CPUs.
+    ticks of /proc/stat minus this process's own and its reaped children's (/proc/self/stat),
+    over wall time x CPUs.
     None where /proc does not exist."""
 
     HZ = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
@@ -235,7 +236,9 @@ class CpuMeter:
             fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
             busy = sum(int(x) for i, x in enumerate(fields[:8]) if i not in (3, 4))  # not idle, iowait
             own = Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()
-            mine = int(own[11]) + int(own[12])  # utime + stime of all threads
+            # utime + stime of all threads, plus cutime + cstime: the run's own child processes
+            # (the ranks of `measure --tp`) once they have been waited for are not "others"
+            mine = int(own[11]) + int(own[12]) + int(own[13]) + int(own[14])
         except (OSError, ValueError, IndexError):
             return None
         return busy, mine, time.perf_counter()
