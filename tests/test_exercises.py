@@ -617,3 +617,20 @@ def test_every_registered_answer_matches_its_hand_computed_value(ex_id, part, by
         assert got == pytest.approx(by_hand, rel=1e-6)
     else:
         assert got == by_hand
+
+
+def test_student_versions_drop_the_instructors_live_timings():
+    """Outputs of cells nbval ignores (live timings) are cleared: machine-specific, and a stored
+    number could coincide with some student's variant answer (15.1.2-ex4 once did: 16.79 ms)."""
+    import nbformat
+
+    from inferlab.exercises.student import make_student
+    nb = nbformat.v4.new_notebook()
+    live = nbformat.v4.new_code_cell("# NBVAL_IGNORE_OUTPUT\nprint(16.79)")
+    live.outputs = [nbformat.v4.new_output("stream", name="stdout", text="16.79\n")]
+    kept = nbformat.v4.new_code_cell("print(1)")
+    kept.outputs = [nbformat.v4.new_output("stream", name="stdout", text="1\n")]
+    nb.cells = [live, kept]
+    student, report = make_student(nb)
+    assert student.cells[0].outputs == [] and student.cells[1].outputs == kept.outputs
+    assert report["live_cleared"] == 1
