@@ -228,8 +228,7 @@ def test_every_option_has_help_showing_its_default_and_internal_commands_are_hid
         for action in p._actions:
             if isinstance(action, argparse._SubParsersAction):
                 for name, sub in action.choices.items():
-                    # classroom's options belong to inferlab.exercises (another issue's module)
-                    if not name.startswith("_") and name != "classroom":
+                    if not name.startswith("_"):
                         yield from walk(sub, path + [name])
             elif action.option_strings and action.dest != "help":
                 yield path, action, p

@@ -152,7 +152,7 @@ def add_commands(sub) -> None:
 
     p = sub.add_parser("sample", help="write the instructor sample notebook (.py and executed .ipynb)")
     p.add_argument("out", help="e.g. build/sample_instructor.py")
-    p.add_argument("--no-execute", action="store_true")
+    p.add_argument("--no-execute", action="store_true", help="write the notebook without executing it (no outputs)")
     p.set_defaults(func=_cmd_sample)
 
     p = sub.add_parser("build-student", help="student versions: solution cells emptied, checks kept")
