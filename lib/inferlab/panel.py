@@ -97,16 +97,21 @@ def prefill_view(state: State, base: Precision) -> View:
                 xscale="log", yscale="log")
 
 
+def _weights_do_not_fit(m, a, w: float, ylabel: str) -> View:
+    """The empty view, with its sentence, of a model whose weights alone exceed the device."""
+    return View(np.zeros(0), {}, "batch B", ylabel, f"**Does not fit:** {m.name}'s weights "
+                f"({w / 1e9:.1f} GB) exceed the {a.name}'s {a.memory_bytes / 1e9:.0f} GB.",
+                message=f"{m.name} weights {w / 1e9:.0f} GB > {a.memory_bytes / 1e9:.0f} GB on {a.name}")
+
+
 def decode_view(state: State, base: Precision) -> View:
     """Device memory against batch: weights, weights + KV cache, capacity."""
     m, a, p = get_model(state.model), get_accelerator(state.accelerator), _precision(state, base)
     w = memory.weight_bytes(m, p)
     kv = memory.kv_cache_bytes(m, state.tokens, 1, p)
     if w >= a.memory_bytes:
-        return View(np.zeros(0), {}, "batch B", "GB", f"**Does not fit:** {m.name}'s weights "
-                    f"({w / 1e9:.1f} GB) exceed the {a.name}'s {a.memory_bytes / 1e9:.0f} GB.",
-                    message=f"{m.name} weights {w / 1e9:.0f} GB > {a.memory_bytes / 1e9:.0f} GB on {a.name}")
-    b_max = int((a.memory_bytes - w) // kv)
+        return _weights_do_not_fit(m, a, w, "GB")
+    b_max = memory.max_batch(m, a, state.tokens, p, allow_zero=True)
     b = np.arange(1, max(2 * b_max, 8) + 1)
     step = float(latency.decode_step_time_s(m, a, state.tokens, state.batch, p)) * 1e3
     tput = state.batch / step * 1e3
@@ -146,10 +151,8 @@ def batching_view(state: State, base: Precision) -> View:
     w = memory.weight_bytes(m, p)
     kv = memory.kv_cache_bytes(m, state.tokens, 1, p)
     if w >= a.memory_bytes:
-        return View(np.zeros(0), {}, "batch B", "tokens/s", f"**Does not fit:** {m.name}'s weights "
-                    f"({w / 1e9:.1f} GB) exceed the {a.name}'s {a.memory_bytes / 1e9:.0f} GB.",
-                    message=f"{m.name} weights {w / 1e9:.0f} GB > {a.memory_bytes / 1e9:.0f} GB on {a.name}")
-    b_max = max(int((a.memory_bytes - w) // kv), 1)
+        return _weights_do_not_fit(m, a, w, "tokens/s")
+    b_max = max(memory.max_batch(m, a, state.tokens, p, allow_zero=True), 1)
     b = np.arange(1, b_max + 1)
     tput = np.asarray(latency.throughput_tokens_per_s(m, a, state.tokens, b, p))
     ceiling = a.hbm_bytes_per_s / kv

@@ -135,13 +135,7 @@ def writable_file(name: str, path) -> "Path":
     if not existing.is_dir():
         raise ValueError(f"{name}: {str(existing)!r} is a file, so {str(path)!r} cannot be created; "
                          "allowed: a path inside a writable folder")
-    _not_pseudo(name, p)
-    try:
-        parent.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise ValueError(f"{name}: cannot create the folder {str(parent)!r} ({err.strerror}); "
-                         "allowed: a path inside a writable folder") from None
-    _not_pseudo(name, p)
+    _make_folder(name, parent, p, "a path inside a writable folder")
     if p.exists() and not p.is_file():
         raise ValueError(f"{name}: {str(path)!r} is not a regular file; allowed: a path inside a writable folder")
     try:  # a real probe: permissions alone do not tell (root, read-only mounts)
@@ -156,6 +150,18 @@ def writable_file(name: str, path) -> "Path":
         raise ValueError(f"{name}: {str(path)!r} cannot be written ({err.strerror}); "
                          "allowed: a path inside a writable folder") from None
     return p
+
+
+def _make_folder(name: str, folder, target, allowed: str) -> None:
+    """Create `folder` (for the output `target`), refusing kernel pseudo-filesystems before and after
+    (a link may lead there); errors name the argument and what is allowed."""
+    _not_pseudo(name, target)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise ValueError(f"{name}: cannot create the folder {str(folder)!r} ({err.strerror}); "
+                         f"allowed: {allowed}") from None
+    _not_pseudo(name, target)
 
 
 def _not_pseudo(name: str, p) -> None:
@@ -180,13 +186,7 @@ def writable_dir(name: str, path) -> "Path":
     existing = next((q for q in (p, *p.parents) if q.exists()), Path("."))
     if not existing.is_dir():
         raise ValueError(f"{name}: {str(existing)!r} is a file, so the folder {str(path)!r} cannot be created")
-    _not_pseudo(name, p)
-    try:
-        p.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise ValueError(f"{name}: cannot create the folder {str(path)!r} ({err.strerror}); "
-                         "allowed: a writable folder") from None
-    _not_pseudo(name, p)
+    _make_folder(name, p, p, "a writable folder")
     if not os.access(p, os.W_OK):
         raise ValueError(f"{name}: the folder {str(path)!r} is not writable; allowed: a writable folder")
     return p
