@@ -6,7 +6,7 @@ import pytest
 
 from inferlab.costs import linear_cost
 from inferlab.measure import calibrate
-from inferlab.measure.profile import profile_sizes
+from inferlab.measure.profile import linear_sizes, profile_sizes
 from inferlab.roofline import roofline_time_s
 from inferlab.specs import Accelerator, ModelConfig, Precision
 
@@ -33,6 +33,12 @@ def test_profile_sizes_bracket_the_range_and_are_never_powers_of_two():
     assert profile_sizes(1, 3) == [3]
     assert profile_sizes(100, 200) == [96, 192, 384]
     assert not any(s & (s - 1) == 0 for s in profile_sizes(1, 1 << 20))
+
+
+def test_linear_sizes_are_dense_where_kernels_switch_then_never_powers_of_two():
+    assert linear_sizes(5) == [1, 2, 3, 4, 5]
+    assert linear_sizes(100) == [1, 2, 3, 4, 5, 6, 7, 8, 12, 24, 48, 96, 192]
+    assert not any(s & (s - 1) == 0 for s in linear_sizes(1 << 20) if s > 8)
 
 
 def test_error_summary_by_hand():

@@ -86,14 +86,8 @@ def pass_breakdown(profile: dict, cfg: ModelConfig, precision: Precision, accele
         pts = profile["linear"][shape_key(k, n)]
         roof[name] = r
         cal[name] = r / _efficiency(pts, m, accelerator, dtype)
-    attn = [costs.per_layer[n] * cfg.n_layers for n in ATTENTION_OPS]
-    r = float(sum(roofline_time_s(c.flops, c.bytes, accelerator, dtype) for c in attn))
-    if q_len > 1:
-        eff = _efficiency(profile["attention"]["prefill"], int(q_len), accelerator, dtype)
-    else:
-        eff = _efficiency(profile["attention"]["decode"], int(batch) * (int(past_len) + 1),
-                          accelerator, dtype)
-    roof["attention"], cal["attention"] = r, r / eff
+    roof["attention"], cal["attention"] = attention_time_s(profile, cfg, precision, accelerator,
+                                                           batch, q_len, past_len, costs=costs)
     el = profile["elementwise"]
     roof["elementwise"] = 0.0
     cal["elementwise"] = (cfg.n_layers * interp_log(tokens, [p["tokens"] for p in el["layer"]],
@@ -102,6 +96,26 @@ def pass_breakdown(profile: dict, cfg: ModelConfig, precision: Precision, accele
                                        [p["time_s"] for p in el["head"]], extrapolate=True))
     roof["overhead"], cal["overhead"] = 0.0, float(profile["overhead_s"])
     return {"roofline": roof, "calibrated": cal}
+
+
+def attention_time_s(profile: dict, cfg: ModelConfig, precision: Precision, accelerator, batch: int,
+                     q_len: int, past_len: int, *, costs=None) -> tuple[float, float]:
+    """(roofline_s, calibrated_s) of all layers' attention (QK^T and PV) of `batch` sequences of
+    `q_len` new tokens after `past_len` cached ones, as one call. Efficiency: the prefill profile
+    at S_eq, the causal length with as many query-key pairs (S_eq(S_eq+1)/2 = q*p + q(q+1)/2; S_eq
+    = q when p = 0), for q > 1; the decode profile at the keys read, batch x (p + 1), for q = 1."""
+    costs = costs if costs is not None else forward_costs(cfg, batch, q_len, past_len, precision)
+    dtype = precision.compute_dtype
+    attn = [costs.per_layer[n] * cfg.n_layers for n in ATTENTION_OPS]
+    r = float(sum(roofline_time_s(c.flops, c.bytes, accelerator, dtype) for c in attn))
+    q, p = int(q_len), int(past_len)
+    if q > 1:
+        pairs = q * p + q * (q + 1) / 2
+        s_eq = q if p == 0 else (np.sqrt(1 + 8 * pairs) - 1) / 2
+        eff = _efficiency(profile["attention"]["prefill"], s_eq, accelerator, dtype)
+    else:
+        eff = _efficiency(profile["attention"]["decode"], int(batch) * (p + 1), accelerator, dtype)
+    return r, r / eff
 
 
 def calibrated_time_s(profile, cfg, precision, accelerator, batch, q_len, past_len) -> float:

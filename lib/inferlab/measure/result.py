@@ -292,7 +292,10 @@ def format_result(r: SuiteResult) -> str:
                              f"({v['n']} points)")
         prof = r.data.get("profile") or {}
         if prof:
-            lines.append(f"  profile shapes disjoint from these points: {prof.get('disjoint')}")
+            shared = prof.get("shared_sizes") or []
+            lines.append(f"  profile shapes disjoint from these points: {prof.get('disjoint')}"
+                         + (f" (linear rows {', '.join(map(str, shared))} shared: kernels switch there)"
+                            if shared else ""))
     mc = s.get("memory_capacity")
     if mc and mc.get("device_total_bytes"):
         lines.append(f"memory capacity: {mc['device_total_bytes'] / GB:.2f} GB ({mc['source']})"

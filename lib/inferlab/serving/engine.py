@@ -51,6 +51,8 @@ class Replica:
     def __init__(self, step_time, policy, kv_blocks: int, block_tokens: int,
                  watermark_blocks: int = 0, index: int = 0):
         self.step_time, self.policy = step_time, policy
+        # A step-time model with `detailed = True` (serving.profiled) is told each step's sequences.
+        self.detailed = bool(getattr(step_time, "detailed", False))
         self.static = isinstance(policy, StaticBatching)
         self.kind = policy.name
         self.total_blocks, self.bs = int(kv_blocks), int(block_tokens)
@@ -240,7 +242,11 @@ class Replica:
             kv += p + q
             if p + q == r.target:
                 logits += 1
-        dt = self.step_time(tokens, logits, pairs, kv)
+        if self.detailed:
+            dt = self.step_time.step(n_dec, float(self.sum_cache + n_dec) if do_decode else 0.0,
+                                     [(q, r.done) for r, q in chunks], logits)
+        else:
+            dt = self.step_time(tokens, logits, pairs, kv)
         t1 = t0 + dt
         self._log(t0, dt, n_dec + len(chunks), tokens)
 
@@ -292,7 +298,10 @@ class Replica:
             batch.append(r)
         n = len(batch)
         s = max(r.prompt for r in batch)  # prompts padded to the longest
-        dt = self.step_time(n * s, n, n * s * (s + 1) / 2, float(n * s))
+        if self.detailed:
+            dt = self.step_time.step(0, 0.0, [(s, 0)] * n, n)
+        else:
+            dt = self.step_time(n * s, n, n * s * (s + 1) / 2, float(n * s))
         t1 = t0 + dt
         self._log(t0, dt, n, n * s)
         self.clock = t1
@@ -325,7 +334,7 @@ class Replica:
     def _static_decode(self) -> None:
         t0, n = self.clock, self.n_dec
         ctx = float(self.sum_cache + n)
-        dt = self.step_time(n, n, ctx, ctx)
+        dt = self.step_time.step(n, ctx, [], n) if self.detailed else self.step_time(n, n, ctx, ctx)
         t1 = t0 + dt
         self._log(t0, dt, n, n)
         d = self.d
