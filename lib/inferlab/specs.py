@@ -190,6 +190,11 @@ class Accelerator:
     interconnect_bytes_per_s: float = 0.0
     description: str = ""
     source: str = ""
+    # What the device reports (nvidia-smi's total = torch's total_memory), beside the datasheet's
+    # marketing figure: the "80 GB" H100 reports 81,559 MiB = 85.52e9 bytes. The library sizes with
+    # memory_bytes (the book's decimal figure); this is documentation and a check on recorded runs.
+    reported_memory_bytes: float | None = None
+    reported_memory_source: str = ""
 
     def __post_init__(self):
         """Every field's type is checked; numbers may be Python or numpy (stored as float). A
@@ -209,8 +214,11 @@ class Accelerator:
             if isinstance(peak, (bool, np.bool_)) or not isinstance(peak, (int, float, np.integer, np.floating)):
                 raise ValueError(f"peak_flops_per_s[{dtype}] must be a finite number >= 1; got {_short(peak)}")
             positive_float(f"peak_flops_per_s[{dtype}]", peak, minimum=1.0)
-        for name in ("description", "source"):
+        for name in ("description", "source", "reported_memory_source"):
             _check_str_field(self, name)
+        if self.reported_memory_bytes is not None:
+            _check_float_field(self, "reported_memory_bytes")
+            positive_float("reported_memory_bytes", self.reported_memory_bytes, minimum=1.0)
 
     def peak(self, dtype: str = "bf16") -> float:
         """Dense peak FLOP/s of matrix products in `dtype`."""

@@ -299,7 +299,9 @@ def format_result(r: SuiteResult) -> str:
     mc = s.get("memory_capacity")
     if mc and mc.get("device_total_bytes"):
         lines.append(f"memory capacity: {mc['device_total_bytes'] / GB:.2f} GB ({mc['source']})"
-                     + (f"; datasheet {mc['datasheet_bytes'] / GB:.0f} GB" if mc.get("datasheet_bytes") else ""))
+                     + (f"; datasheet {mc['datasheet_bytes'] / GB:.0f} GB" if mc.get("datasheet_bytes") else "")
+                     + (f"; this GPU type reports {mc['reported_bytes'] / GB:.2f} GB"
+                        f" ({mc['reported_bytes'] / 2**30:.2f} GiB)" if mc.get("reported_bytes") else ""))
     checks = r.checks()
     if checks:
         lines += ["", "checks"]

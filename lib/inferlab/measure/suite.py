@@ -429,7 +429,9 @@ def finish(data: dict, breakdown=None) -> dict:
         "device_total_bytes": dev.get("total_memory_bytes"),
         "source": "torch.cuda.get_device_properties().total_memory" if dev["kind"] == "cuda"
         else "/proc/meminfo MemTotal" if dev["kind"] == "cpu" else "torch.mps.recommended_max_memory()",
-        "datasheet_bytes": ds.get("memory_bytes") if ds else None}
+        "datasheet_bytes": ds.get("memory_bytes") if ds else None,
+        # what this device type is known to report (data/accelerators.toml, with its source)
+        "reported_bytes": ds.get("reported_memory_bytes") if ds else None}
     return data
 
 
@@ -496,7 +498,9 @@ def _assemble(plan, kind, info, ceil: Ceilings, after: Ceilings, acc, reason, ro
     if info.datasheet:
         a = get_accelerator(info.datasheet)
         datasheet = {"name": a.name, "hbm_bytes_per_s": a.hbm_bytes_per_s, "memory_bytes": a.memory_bytes,
-                     "peak_flops_per_s": dict(a.peak_flops_per_s), "source": a.source}
+                     "peak_flops_per_s": dict(a.peak_flops_per_s), "source": a.source,
+                     "reported_memory_bytes": a.reported_memory_bytes,
+                     "reported_memory_source": a.reported_memory_source}
     b1 = next((p for p in batch if p["batch"] == 1), itl[0] if itl else None)
     big = max(ttft, key=lambda p: p["prompt_len"]) if ttft else None
     decode_used = "/".join(sorted(used_modes)) or mode
