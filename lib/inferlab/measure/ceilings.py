@@ -72,6 +72,22 @@ def copy_bandwidth(device: str, nbytes: float, *, seed: int = 0, warmup: int = 2
     return copy_bytes_moved(n * 4) / timing.median_s, timing, float(n * 4)
 
 
+def read_bandwidth(device: str, nbytes: float, *, seed: int = 0, warmup: int = 2, repeats: int = 10,
+                   max_time_s: float = 2.0) -> tuple[float, Timing]:
+    """(bytes/s, Timing) of a read-only stream: the fp32 sum of an `nbytes` buffer, counting nbytes.
+    Informational beside the copy ceiling: a decode step mostly reads (weights, KV cache), and on a
+    small VM a read-only stream can reach well under the copy's read + write traffic."""
+    import torch
+
+    n = max(int(nbytes) // 4, 1024)
+    src = random_tensor((n,), "fp32", device, generator(device, seed))
+    with torch.inference_mode():
+        timing = time_fn(torch.sum, [(src,)], device=device, warmup=warmup, repeats=repeats,
+                         max_time_s=max_time_s)
+    del src
+    return n * 4 / timing.median_s, timing
+
+
 def matmul_rate(device: str, dtype: str, n: int, *, seed: int = 0, warmup: int = 2, repeats: int = 8,
                 max_time_s: float = 3.0) -> tuple[float, Timing]:
     """(FLOP/s, Timing) of an n x n by n x n product in `dtype`: 2 n^3 FLOPs per product.
@@ -112,6 +128,7 @@ class Ceilings:
     matmul_n: int = 0
     copy_timing: Timing | None = None
     matmul_timing: dict = field(default_factory=dict, hash=False)
+    read_bytes_per_s: float | None = None  # informational: see read_bandwidth
 
     def accelerator(self, name: str = "measured") -> Accelerator:
         """These ceilings as a library Accelerator: feed it to inferlab.latency and roofline."""
@@ -127,24 +144,27 @@ class Ceilings:
                 "memory_bytes": self.memory_bytes, "copy_buffer_bytes": self.copy_buffer_bytes,
                 "matmul_n": self.matmul_n,
                 "copy_timing": self.copy_timing.to_dict() if self.copy_timing else None,
-                "matmul_timing": {k: t.to_dict() for k, t in self.matmul_timing.items()}}
+                "matmul_timing": {k: t.to_dict() for k, t in self.matmul_timing.items()},
+                "read_bytes_per_s": self.read_bytes_per_s}
 
     @classmethod
     def from_dict(cls, d: dict) -> "Ceilings":
         return cls(d["copy_bytes_per_s"], dict(d["matmul_flops_per_s"]), d["memory_bytes"],
                    d.get("copy_buffer_bytes", 0.0), d.get("matmul_n", 0),
                    Timing.from_dict(d["copy_timing"]) if d.get("copy_timing") else None,
-                   {k: Timing.from_dict(t) for k, t in d.get("matmul_timing", {}).items()})
+                   {k: Timing.from_dict(t) for k, t in d.get("matmul_timing", {}).items()},
+                   d.get("read_bytes_per_s"))
 
 
 def measure_ceilings(device: str, dtypes, *, copy_bytes: float, matmul_n: int, memory_bytes: float,
                      seed: int = 0, max_time_s: float = 2.0) -> Ceilings:
     """Copy bandwidth with a `copy_bytes` buffer and the n x n product rate in each of `dtypes`."""
     bw, bw_timing, buf = copy_bandwidth(device, copy_bytes, seed=seed, max_time_s=max_time_s)
+    read, _ = read_bandwidth(device, copy_bytes, seed=seed, max_time_s=max_time_s / 2)
     rates, timings = {}, {}
     for dt in dtypes:
         rates[dt], timings[dt] = matmul_rate(device, dt, matmul_n, seed=seed, max_time_s=max_time_s)
-    return Ceilings(bw, rates, float(memory_bytes), buf, int(matmul_n), bw_timing, timings)
+    return Ceilings(bw, rates, float(memory_bytes), buf, int(matmul_n), bw_timing, timings, read)
 
 
 MAX_WEIGHT_COPIES = 64

@@ -212,6 +212,10 @@ def format_result(r: SuiteResult) -> str:
     peak = ce["matmul_flops_per_s"][c["dtype"]]
     lines.append(f"ceilings  copy {bw / GB:.1f} GB/s ({ce['copy_buffer_bytes'] / 2**20:.0f} MiB buffer); "
                  f"matmul {rates} (n={ce['matmul_n']}); ridge point {peak / bw:.0f} FLOP/byte ({c['dtype']})")
+    if ce.get("read_bytes_per_s"):
+        lines.append(f"          read-only stream (a sum): {ce['read_bytes_per_s'] / GB:.1f} GB/s = "
+                     f"{ce['read_bytes_per_s'] / bw:.2f} of the copy's read + write traffic "
+                     "(informational: the roofline uses the copy)")
     after = r.data.get("ceilings_after")
     if after:
         lines.append(f"          re-measured at the end: copy {after['copy_bytes_per_s'] / GB:.1f} GB/s, "
