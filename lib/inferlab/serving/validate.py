@@ -1,0 +1,169 @@
+"""Does the simulator predict a real server? The live loop against the simulation of its workload.
+
+On the device present: time every operator class of the model alone (`measure.profile`), then at
+each arrival rate run the same workload twice, live (`serving.live`: the torch decoder serving
+requests on the wall clock) and simulated (`serving.simulate` stepping on `ProfileStepTime`: the
+profile composed into step times, never a live step), and compare the percentiles users see:
+
+    error = simulated / live - 1    for p50 and p99 of TTFT and of ITL, at each rate
+
+Bounds (issue 14): |error| <= 15 % at p50 and <= 25 % at p99. Rates are set from the capacity
+the profile predicts (the throughput of a simulated saturating burst): light (0.3x), near
+saturation (0.9x) and overloaded (1.3x), unless given. Every live step's duration is also set
+beside the profile's prediction of that step's work (`steps` error), which separates a step-time
+error from a scheduling difference.
+"""
+from __future__ import annotations
+
+import time
+from datetime import datetime, timezone
+
+import numpy as np
+
+from inferlab.serving.metrics import SLO
+from inferlab.serving.workload import LengthDist, Workload, synthetic
+
+P50_BOUND, P99_BOUND = 0.15, 0.25
+LOAD_FACTORS = (0.3, 0.9, 1.3)
+LOAD_NAMES = ("light", "near saturation", "overloaded")
+
+
+def relative_error(simulated: float, live: float) -> float:
+    """simulated / live - 1 (positive: the simulator is slower than the live run)."""
+    if not (live > 0 and simulated > 0):
+        raise ValueError(f"percentiles must be positive to compare; got simulated {simulated}, live {live}")
+    return float(simulated / live - 1.0)
+
+
+def compare(live_summary: dict, sim_summary: dict) -> dict:
+    """{metric: {p50: {live, simulated, error}, p99: {...}}} for TTFT and ITL, and 'within' bounds."""
+    out, ok = {}, True
+    for metric in ("ttft_s", "itl_s"):
+        out[metric] = {}
+        for p, bound in (("p50", P50_BOUND), ("p99", P99_BOUND)):
+            lv, sv = live_summary[metric][p], sim_summary[metric][p]
+            e = relative_error(sv, lv)
+            out[metric][p] = {"live_s": lv, "simulated_s": sv, "error": e, "bound": bound,
+                              "within": abs(e) <= bound}
+            ok &= abs(e) <= bound
+    out["within_bounds"] = bool(ok)
+    return out
+
+
+def capacity_requests_per_s(step_time, cfg, accelerator, policy, precision, prompt: LengthDist,
+                            output: LengthDist, kv_blocks: int, block_tokens: int, seed: int = 0,
+                            n: int = 64) -> float:
+    """Requests per second the server sustains, simulated: n requests arriving at once."""
+    from inferlab.serving.simulate import simulate
+
+    rng = np.random.default_rng(seed + 99)
+    w = Workload(np.zeros(n), prompt.sample(rng, n), output.sample(rng, n))
+    r = simulate(w, cfg, accelerator, policy, precision=precision, kv_blocks=kv_blocks,
+                 block_tokens=block_tokens, step_time=step_time)
+    return float(n / np.nanmax(r.finish_s))
+
+
+def step_errors(steps, step_time) -> dict:
+    """Each live step's measured duration against the profile's prediction of the same work:
+    the median and p90 of |predicted / measured - 1| and the median signed ratio."""
+    pred = np.array([step_time.step(s["decode_seqs"], s["decode_kv_tokens"], s["chunks"], s["sampled"])
+                     for s in steps])
+    meas = np.array([s["duration_s"] for s in steps])
+    r = pred / meas
+    return {"n": int(len(r)), "median_abs": float(np.median(np.abs(r - 1))),
+            "p90_abs": float(np.percentile(np.abs(r - 1), 90)), "median_ratio": float(np.median(r))}
+
+
+def validate(*, model="cpu-0.5b", dtype: str = "bf16", device: str = "cpu", rates=None,
+             duration_s: float = 45.0, prompt: LengthDist = LengthDist("lognormal", 128, 0.5, 16, 384),
+             output: LengthDist = LengthDist("lognormal", 32, 0.5, 4, 96), policy: str = "prefill-first",
+             max_num_seqs: int = 8, max_len: int = 512, cv: float = 1.0, seed: int = 0,
+             slo: SLO = SLO(), log=print) -> dict:
+    """Measure the profile, then run live and simulated at each rate; return the record (JSON-able)."""
+    import torch
+
+    from inferlab.measure import device as _device
+    from inferlab.measure.ceilings import measure_ceilings
+    from inferlab.measure.plan import resolve_model
+    from inferlab.measure.profile import measure_profile
+    from inferlab.measure.runner import random_model
+    from inferlab.serving.live import run_live
+    from inferlab.serving.policies import make_policy
+    from inferlab.serving.profiled import ProfileStepTime
+    from inferlab.serving.simulate import simulate
+    from inferlab.specs import Precision
+
+    t_start = time.perf_counter()
+    cfg = resolve_model(model)
+    kind = _device.resolve_kind(device)
+    info = _device.describe(kind)
+    prec = Precision(dtype, dtype, dtype)
+    pol = make_policy(policy, max_num_seqs=max_num_seqs, max_batched_tokens=max_num_seqs * max_len)
+    block_tokens = 16
+    kv_blocks = max_num_seqs * -(-max_len // block_tokens) + 1  # every admitted request fits: no preemption
+    free = _device.free_memory_bytes(kind)
+    log(f"ceilings and operator profile of {cfg.name} ({dtype}) on {info.name}")
+    ceil = measure_ceilings(kind, [dtype], copy_bytes=min(256e6, 0.1 * free), matmul_n=2048,
+                            memory_bytes=free, seed=seed, max_time_s=1.0)
+    acc = ceil.accelerator(f"measured-{kind}")
+    max_step_tokens = max_num_seqs * int(min(max_len, prompt.mean * 4))
+    with torch.inference_mode():
+        prof = measure_profile(cfg, kind, dtype, max_tokens=max_step_tokens, max_batch=max_num_seqs,
+                               max_kv_positions=max_len, cache_bytes=info.cache_bytes,
+                               pool_bytes=min(1e9, 0.1 * free), point_time_s=0.3, seed=seed + 3)
+    st = ProfileStepTime(prof, cfg, prec, acc)
+    cap = capacity_requests_per_s(st, cfg, acc, pol, prec, prompt, output, kv_blocks, block_tokens, seed)
+    if rates is None:
+        rates = [f * cap for f in LOAD_FACTORS]
+        names = list(LOAD_NAMES)
+    else:
+        names = [f"{r / cap:.2f}x capacity" for r in rates]
+    log(f"predicted capacity {cap:.2f} requests/s; rates {', '.join(f'{r:.2f}' for r in rates)}")
+    model_obj = random_model(cfg, kind, dtype, seed)
+    runs = []
+    for rate, name in zip(rates, names):
+        w = synthetic(rate, duration_s=duration_s, prompt=prompt, output=output, cv=cv, seed=seed)
+        log(f"live: {len(w)} requests at {rate:.2f}/s ({name})")
+        live = run_live(w, model_obj, policy=policy, max_num_seqs=max_num_seqs, max_len=max_len,
+                        device=kind, dtype=dtype, seed=seed)
+        sim = simulate(w, cfg, acc, pol, precision=prec, kv_blocks=kv_blocks, block_tokens=block_tokens,
+                       step_time=st)
+        ls, ss = live.result.summary(slo), sim.summary(slo)
+        cmp = compare(ls, ss)
+        steps = step_errors(live.steps, st)
+        runs.append({"rate_per_s": rate, "load": name, "requests": len(w), "live": ls, "simulated": ss,
+                     "comparison": cmp, "step_time_error": steps})
+        log(f"  TTFT p50 {cmp['ttft_s']['p50']['error']:+.1%}, p99 {cmp['ttft_s']['p99']['error']:+.1%}; "
+            f"ITL p50 {cmp['itl_s']['p50']['error']:+.1%}, p99 {cmp['itl_s']['p99']['error']:+.1%}; "
+            f"steps: median |error| {steps['median_abs']:.1%}")
+    return {"schema": "inferlab.serving.validate/1",
+            "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "elapsed_s": time.perf_counter() - t_start,
+            "device": {"kind": kind, "name": info.name, "threads": torch.get_num_threads()},
+            "versions": _device.versions(),
+            "config": {"model": cfg.name, "dtype": dtype, "policy": policy, "max_num_seqs": max_num_seqs,
+                       "max_len": max_len, "duration_s": duration_s, "cv": cv, "seed": seed,
+                       "prompt": {"kind": prompt.kind, "mean": prompt.mean, "cv": prompt.cv},
+                       "output": {"kind": output.kind, "mean": output.mean, "cv": output.cv},
+                       "kv_blocks": kv_blocks, "block_tokens": block_tokens},
+            "bounds": {"p50": P50_BOUND, "p99": P99_BOUND},
+            "capacity_requests_per_s": cap, "ceilings": ceil.to_dict(), "profile": prof,
+            "runs": runs, "within_bounds": all(r["comparison"]["within_bounds"] for r in runs)}
+
+
+def table(record: dict) -> str:
+    """The comparison as text: one row per rate and metric."""
+    lines = [f"live vs simulated ({record['config']['model']}, {record['config']['dtype']}, "
+             f"{record['config']['policy']}, {record['device']['name']}); bounds: p50 within "
+             f"{record['bounds']['p50']:.0%}, p99 within {record['bounds']['p99']:.0%}",
+             f"{'rate/s':>7s} {'load':16s} {'metric':6s} {'live p50':>10s} {'sim p50':>10s} {'err':>7s} "
+             f"{'live p99':>10s} {'sim p99':>10s} {'err':>7s}  (ms)"]
+    for r in record["runs"]:
+        for m, label in (("ttft_s", "TTFT"), ("itl_s", "ITL")):
+            c = r["comparison"][m]
+            lines.append(f"{r['rate_per_s']:7.2f} {r['load']:16s} {label:6s} "
+                         f"{c['p50']['live_s'] * 1e3:10.1f} {c['p50']['simulated_s'] * 1e3:10.1f} "
+                         f"{c['p50']['error']:+7.1%} {c['p99']['live_s'] * 1e3:10.1f} "
+                         f"{c['p99']['simulated_s'] * 1e3:10.1f} {c['p99']['error']:+7.1%}")
+    lines.append("all within bounds" if record["within_bounds"] else "NOT all within bounds")
+    return "\n".join(lines)
