@@ -374,3 +374,32 @@ def test_cpu_meter_does_not_count_the_runs_own_child_processes_as_others():
     import os
     assert _time.perf_counter() - t0 >= 0.6
     assert share is not None and share < 0.8 / (os.cpu_count() or 1)
+
+
+def _with_linear_times(run, times: dict):
+    """A copy of `run` whose profiled linear layers take `times[M]` seconds at row count M."""
+    import copy
+
+    from inferlab.measure.result import SuiteResult
+    data = copy.deepcopy(run.data)
+    for pts in data["profile"]["linear"].values():
+        for p in pts:
+            if p["size"] in times:
+                p["time_s"] = times[p["size"]]
+    return SuiteResult.from_dict(data)
+
+
+def test_kernel_regimes_name_the_per_row_switch(tiny_run):
+    from inferlab.measure import breakdown
+    # M = 2, 3 take 2x and 3x the M = 1 time (>= 0.75 M: per row); M = 4 .. 8 take 1.5x .. 1.9x.
+    times = {1: 1e-3, 2: 2e-3, 3: 3e-3, 4: 1.5e-3, 5: 1.6e-3, 6: 1.7e-3, 7: 1.8e-3, 8: 1.9e-3}
+    r = breakdown.linear_regimes(_with_linear_times(tiny_run, times))
+    assert [x["regime"] for x in r["rows"]] == ["weights once", "per-row", "per-row"] + ["weights once"] * 5
+    text = breakdown.regime_sentence(_with_linear_times(tiny_run, times))
+    assert "At M = 2, 3 it takes 2.0×, 3.0× as long" in text and "From M = 4" in text and "1.9× at M = 8" in text
+    # tiny: d = 256, d_ff = 688, so the largest layer is 256 x 688 (4 bytes an element in fp32, 2 in
+    # bf16/fp16: 704,512 or 352,256 bytes, read in 1 ms at M = 1)
+    size = 4 if tiny_run.dtype == "fp32" else 2
+    assert r["shape"] == (256, 688) and r["rows"][0]["weight_bytes_per_s"] == pytest.approx(256 * 688 * size / 1e-3)
+    flat = breakdown.regime_sentence(_with_linear_times(tiny_run, {m: 1e-3 * (1 + 0.05 * m) for m in range(1, 9)}))
+    assert "per row" not in flat and "stays within 1.4×" in flat  # 1.4 / 1.05 = 1.33
