@@ -402,4 +402,4 @@ def test_kernel_regimes_name_the_per_row_switch(tiny_run):
     size = 4 if tiny_run.dtype == "fp32" else 2
     assert r["shape"] == (256, 688) and r["rows"][0]["weight_bytes_per_s"] == pytest.approx(256 * 688 * size / 1e-3)
     flat = breakdown.regime_sentence(_with_linear_times(tiny_run, {m: 1e-3 * (1 + 0.05 * m) for m in range(1, 9)}))
-    assert "per row" not in flat and "stays within 1.4×" in flat  # 1.4 / 1.05 = 1.33
+    assert "separate" not in flat and "stays within 1.3×" in flat  # M = 8: 1.4 / 1.05 = 1.33
