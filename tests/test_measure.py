@@ -403,3 +403,18 @@ def test_kernel_regimes_name_the_per_row_switch(tiny_run):
     assert r["shape"] == (256, 688) and r["rows"][0]["weight_bytes_per_s"] == pytest.approx(256 * 688 * size / 1e-3)
     flat = breakdown.regime_sentence(_with_linear_times(tiny_run, {m: 1e-3 * (1 + 0.05 * m) for m in range(1, 9)}))
     assert "separate" not in flat and "stays within 1.3×" in flat  # M = 8: 1.4 / 1.05 = 1.33
+
+
+def test_runs_with_regimes_skip_runs_without_row_counts(tiny_run):
+    import copy
+
+    from inferlab.measure import breakdown
+    from inferlab.measure.result import SuiteResult
+    old = copy.deepcopy(tiny_run.data)
+    for pts in old["profile"]["linear"].values():
+        pts[:] = [p for p in pts if p["size"] != 1]  # a run recorded before M = 1 was profiled
+    runs = [tiny_run, SuiteResult.from_dict(old)]
+    assert breakdown.runs_with_regimes(runs) == [tiny_run]
+    assert breakdown.runs_with_regimes(runs, "no-such-dtype") == []
+    fig = breakdown.regime_plot([tiny_run])
+    assert len(fig.axes[0].lines) == 3  # per row, roofline, the run

@@ -262,3 +262,40 @@ def regime_sentence(run) -> str:
         s += (f" Up to M = {r['rows'][-1]['rows']} the time stays within {worst['vs_m1']:.1f}× of M = 1: the "
               "weights are read once whatever the batch, as the roofline assumes.")
     return s
+
+
+def runs_with_regimes(runs, dtype: str | None = None) -> list:
+    """The runs (oldest first) whose profile times linear layers at M = 1 (so linear_regimes can
+    read them), optionally of one dtype."""
+    out = []
+    for r in runs:
+        if dtype is not None and r.dtype != dtype:
+            continue
+        try:
+            linear_regimes(r)
+        except ValueError:
+            continue
+        out.append(r)
+    return out
+
+
+def regime_plot(runs):
+    """Time of the largest linear layer against rows M = 1..8, relative to M = 1, one line per
+    run, with the roofline's expectation (weights read once: flat at 1) and one read per row (M)."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(5.6, 3.4), layout="constrained")
+    ax = fig.subplots()
+    ms = np.arange(1, 9)
+    ax.plot(ms, ms, ":", color="grey", label="weights read once per row (time ∝ M)")
+    ax.plot(ms, np.ones_like(ms), "--", color="black", label="roofline: weights read once")
+    for r in runs:
+        g = linear_regimes(r)
+        ax.plot([x["rows"] for x in g["rows"]], [x["vs_m1"] for x in g["rows"]], "o-",
+                label=f"{r.label}: {g['shape'][0]}×{g['shape'][1]}")
+    ax.set_xlabel("rows M (tokens in the step: the batch size in decode)")
+    ax.set_ylabel("time / time at M = 1")
+    ax.set_ylim(0, 8.5)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=7, loc="upper left")
+    return fig
