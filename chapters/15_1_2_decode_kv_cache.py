@@ -294,6 +294,18 @@ reader.details(f"{len(recorded)} recorded runs: ceilings, TTFT and ITL measured 
 measure.plots.step_time_plot([run] + recorded)
 
 # %% [markdown]
+# ### How much bandwidth a decode step gets (recorded)
+# The roofline's memory ceiling is measured with a copy, which reads and writes. A decode step
+# only reads: the weights and the KV cache. Each recorded run also times a read-only stream (a
+# sum over a large buffer), and its operator profile times the largest linear layer alone at
+# one row, the matrix-vector product that dominates a $B$ = 1 step. The sentences below are
+# computed from the recorded files.
+
+# %%
+Markdown("\n\n".join(f"**{r.label}.** {breakdown.bandwidth_sentence(r)}"
+                      for r in breakdown.runs_with_regimes(recorded)))
+
+# %% [markdown]
 # ## Try it
 # Move the controls: the memory budget and the key numbers follow. (Without a live kernel the
 # panel shows its default state, the scenario of the "What if?" cell.)

@@ -293,6 +293,22 @@ reader.details(f"{len(recorded)} recorded runs: ceilings, TTFT and ITL measured 
 measure.plots.throughput_plot([run] + recorded)
 
 # %% [markdown]
+# ### Why a CPU decode step can jump with the batch (recorded)
+# The roofline reads the weights once per step whatever the batch, so from $B$ = 1 to 8 a decode
+# step should barely change. Each recorded run's operator profile times the model's largest
+# linear layer alone at every row count from 1 to 8, which is the batch size of a decode step.
+# The figure puts that time beside two lines: the roofline's (flat) and the cost of reading the
+# weights once per row. The sentences under it are computed from the profiles.
+
+# %%
+# figure: fig-15-2-2-kernel-regimes
+# caption: Time of the largest linear layer against its rows (the decode batch), relative to one row, for each recorded run with an operator profile: flat is the roofline, the diagonal is one weight read per row.
+# alt: Line plot of relative time against rows 1 to 8: one fp32 run rises along the diagonal up to 3 rows and then drops; bf16 stays near flat.
+regime_runs = breakdown.runs_with_regimes(recorded)
+display(breakdown.regime_plot(regime_runs))
+Markdown("\n\n".join(f"**{r.label}.** {breakdown.regime_sentence(r)}" for r in regime_runs))
+
+# %% [markdown]
 # ## Try it
 # Move the controls: the throughput curve, its ceiling, $B^*$ and $B_\text{max}$ follow. (Without
 # a live kernel the panel shows its default state, the scenario of the "What if?" cell.)

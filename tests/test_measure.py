@@ -418,3 +418,22 @@ def test_runs_with_regimes_skip_runs_without_row_counts(tiny_run):
     assert breakdown.runs_with_regimes(runs, "no-such-dtype") == []
     fig = breakdown.regime_plot([tiny_run])
     assert len(fig.axes[0].lines) == 3  # per row, roofline, the run
+
+
+def test_bandwidth_sentence_says_whether_the_kernel_is_at_the_read_limit(tiny_run):
+    import copy
+
+    from inferlab.measure import breakdown
+    from inferlab.measure.result import SuiteResult
+    data = copy.deepcopy(tiny_run.data)
+    size = 4 if tiny_run.dtype == "fp32" else 2
+    w = 256 * 688 * size  # the largest layer's weights (bytes)
+    for pts in data["profile"]["linear"].values():
+        for p in pts:
+            if p["size"] == 1:
+                p["time_s"] = w / 9e9  # streams at 9 GB/s
+    data["ceilings"]["read_bytes_per_s"] = 10e9
+    assert "at this machine's read limit" in breakdown.bandwidth_sentence(SuiteResult.from_dict(data))  # 0.9
+    data["ceilings"]["read_bytes_per_s"] = 20e9
+    text = breakdown.bandwidth_sentence(SuiteResult.from_dict(data))
+    assert "only 0.45 of the read-only stream" in text and "leaves bandwidth unused" in text

@@ -299,3 +299,32 @@ def regime_plot(runs):
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=7, loc="upper left")
     return fig
+
+
+AT_READ_LIMIT = 0.8  # a kernel streaming weights at >= this fraction of the read-only stream
+
+
+def bandwidth_sentence(run) -> str:
+    """How much of the memory bandwidth the B = 1 decode step gets, against the copy ceiling and
+    the read-only stream, and whether its matrix-vector kernel is at the machine's read limit."""
+    b1 = next((p for p in run.points("batch") if p["batch"] == 1), None) or run.points("itl")[0]
+    ce = run.data["ceilings"]
+    copy, read = ce["copy_bytes_per_s"], ce.get("read_bytes_per_s")
+    achieved = b1["bytes"] / b1["median_s"]
+    s = (f"At $B$ = 1 (context {b1['context_len']:,}) a decode step moves {b1['bytes'] / 1e9:.2f} GB in "
+         f"{b1['median_s'] * 1e3:.1f} ms: {achieved / 1e9:.1f} GB/s, MBU {achieved / copy:.2f} against the "
+         f"copy ceiling ({copy / 1e9:.1f} GB/s of reads and writes)")
+    if not read:
+        return s + "."
+    s += f" and {achieved / read:.2f} against a read-only stream ({read / 1e9:.1f} GB/s)."
+    g = linear_regimes(run)
+    w = g["rows"][0]["weight_bytes_per_s"]
+    if w >= AT_READ_LIMIT * read:
+        s += (f" The largest layer alone streams its weights at {w / 1e9:.1f} GB/s, {w / read:.2f} of the "
+              "read-only stream: the matrix-vector kernel is at this machine's read limit, and a decode step, "
+              "which only reads, cannot go faster by better code; the copy ceiling overstates what reading "
+              "alone can reach here.")
+    else:
+        s += (f" The largest layer alone streams its weights at {w / 1e9:.1f} GB/s, only {w / read:.2f} of "
+              "the read-only stream: the matrix-vector kernel leaves bandwidth unused.")
+    return s
