@@ -63,6 +63,39 @@ def capacity_requests_per_s(step_time, cfg, accelerator, policy, precision, prom
     return float(n / np.nanmax(r.finish_s))
 
 
+QUANTILES = tuple(range(1, 100))
+
+
+def quantiles(result) -> dict:
+    """Percentiles 1..99 of TTFT and of every ITL (seconds), for plotting distributions."""
+    done = result.completed
+    return {"percent": list(QUANTILES),
+            "ttft_s": np.percentile(result.ttft_s[done], QUANTILES).tolist(),
+            "itl_s": np.percentile(result.all_itls_s, QUANTILES).tolist()}
+
+
+def quantile_plot(record: dict):
+    """TTFT and ITL distributions (percentile curves), live against simulated, one colour per rate."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(8.4, 3.4), layout="constrained")
+    axes = fig.subplots(1, 2)
+    for i, r in enumerate(record["runs"]):
+        q = r["quantiles"]
+        for ax, m, label in ((axes[0], "ttft_s", "TTFT"), (axes[1], "itl_s", "ITL")):
+            c = f"C{i}"
+            ax.plot(np.asarray(q["live"][m]) * 1e3, q["live"]["percent"], "-", color=c,
+                    label=f"{r['rate_per_s']:.2f}/s ({r['load']}): live")
+            ax.plot(np.asarray(q["simulated"][m]) * 1e3, q["simulated"]["percent"], "--", color=c,
+                    label="simulated")
+            ax.set_xlabel(f"{label} (ms)")
+            ax.set_xscale("log")
+            ax.set_ylabel("percentile")
+            ax.grid(True, which="both", alpha=0.3)
+    axes[0].legend(fontsize=7, loc="lower right")
+    return fig
+
+
 def step_errors(steps, step_time) -> dict:
     """Each live step's measured duration against the profile's prediction of the same work:
     the median and p90 of |predicted / measured - 1| and the median signed ratio."""
@@ -132,7 +165,8 @@ def validate(*, model="cpu-0.5b", dtype: str = "bf16", device: str = "cpu", rate
         cmp = compare(ls, ss)
         steps = step_errors(live.steps, st)
         runs.append({"rate_per_s": rate, "load": name, "requests": len(w), "live": ls, "simulated": ss,
-                     "comparison": cmp, "step_time_error": steps})
+                     "comparison": cmp, "step_time_error": steps,
+                     "quantiles": {"live": quantiles(live.result), "simulated": quantiles(sim)}})
         log(f"  TTFT p50 {cmp['ttft_s']['p50']['error']:+.1%}, p99 {cmp['ttft_s']['p99']['error']:+.1%}; "
             f"ITL p50 {cmp['itl_s']['p50']['error']:+.1%}, p99 {cmp['itl_s']['p99']['error']:+.1%}; "
             f"steps: median |error| {steps['median_abs']:.1%}")
