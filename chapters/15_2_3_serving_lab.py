@@ -353,7 +353,7 @@ Markdown(
 # %% [markdown]
 # ## Exercises
 #
-# 3 exercises (5 points), from recomputing a number to a design question. Put your answer in the cell
+# 4 exercises (8 points), from recomputing a number to a design question. Put your answer in the cell
 # under each statement and run the check below it: it says PASS, or FAIL with a hint; it never shows
 # the expected value. Tolerances are relative unless stated; GB means 10⁹ bytes.
 
@@ -449,8 +449,54 @@ ex2
 check("15.2.3-ex2", ex2);
 
 # %% [markdown]
-# ### Exercise 15.2.3-ex3: How many users fit when they share a system prompt?
-# *Design · 2 points*
+# ### Exercise 15.2.3-ex3: Is a cached system prompt free?
+# *Inconsistency · 2 points*
+#
+# A colleague writes about a `llama-3-8b` server on one `h100-sxm` (bf16) whose requests share a
+# 6,000-token system prompt and add 1,000 tokens each: *"With prefix caching the system prompt is
+# free. Its KV is stored once, so a decode step of 16 conversations costs what 16 conversations of
+# 1,000 tokens cost, and a request's TTFT is the prefill of its own 1,000 tokens."*
+#
+# 1. Compute the decode step time of 16 sequences that each hold the whole 7,000-token
+#    context (`inferlab.serving.RooflineStepTime(model, accelerator).decode_s(context, batch)`; the attention kernel
+#    reads each sequence's cached blocks, shared or not), and its ratio to the colleague's step (context
+#    1,000).
+# 2. Which of these statements are true?
+#    - **A** The request's own tokens attend to the cached system prompt, so its cached prefill costs more than a
+#      prefill of those tokens alone.
+#    - **B** A decode step reads a shared prefix's K and V once for the whole batch.
+#    - **C** Caching saves KV *memory* for the shared prefix: its blocks are stored once, not once per request.
+#    - **D** Without prefix caching, every request's KV cache holds its own copy of the system prompt.
+#    - **E** Prefix caching halves the FLOPs of the projections of the request's own tokens.
+#
+# **Answer** `ex3`: a dict with the keys
+# - `'decode_ms'`: the decode step of 16 sequences at the full context in ms, a number (tolerance ±1 %)
+# - `'ratio'`: that step divided by the colleague's step (dimensionless), a number (tolerance ±1 %)
+# - `'true'`: the letters of every true statement: a set of letters among 'A', 'B', 'C', 'D', 'E', e.g. {'A', 'C'}
+
+# %%
+# SOLUTION
+# parameters of 15.2.3-ex3
+model = "llama-3-8b"
+accelerator = "h100-sxm"
+prefix_tokens = 6000
+own_tokens = 1000
+batch = 16
+
+from inferlab.serving import RooflineStepTime
+
+st = RooflineStepTime(model, accelerator)
+# Each sequence's attention reads its whole context, the shared prefix included, at every step.
+decode_s = st.decode_s(prefix_tokens + own_tokens, batch)
+ex3 = {"decode_ms": decode_s * 1e3, "ratio": decode_s / st.decode_s(own_tokens, batch), "true": {"A", "C", "D"}}
+ex3
+
+# %%
+check("15.2.3-ex3", ex3);
+
+# %% [markdown]
+# ### Exercise 15.2.3-ex4: How many users fit when they share a system prompt?
+# *Design · 3 points*
 #
 # A chat service runs `llama-3-8b` (bf16) on `h100-sxm` GPUs, one replica per GPU. Every conversation starts with
 # the same 6,000-token system prompt and adds at most 1,000 tokens of its own (user turns and
@@ -463,14 +509,14 @@ check("15.2.3-ex2", ex2);
 # hold 1,000 concurrent conversations with caching? (`inferlab.serving.blocks_for(tokens, block_tokens)` is
 # ceil(tokens / block_tokens).)
 #
-# **Answer** `ex3`: a dict with the keys
+# **Answer** `ex4`: a dict with the keys
 # - `'max_seqs_uncached'`: the sequences the KV pool holds at once without prefix caching (sequences), an integer (exact)
 # - `'max_seqs_cached'`: the sequences it holds with prefix caching (sequences), an integer (exact)
 # - `'gpus'`: the GPUs (one replica each, with caching) for 1,000 concurrent users (GPUs), an integer (exact)
 
 # %%
 # SOLUTION
-# parameters of 15.2.3-ex3
+# parameters of 15.2.3-ex4
 model = "llama-3-8b"
 accelerator = "h100-sxm"
 prefix_tokens = 6000
@@ -489,8 +535,8 @@ uncached = pool // blocks_for(prefix_tokens + own_tokens, block_tokens)
 shared = prefix_tokens // block_tokens
 private = blocks_for(prefix_tokens + own_tokens - shared * block_tokens, block_tokens)
 cached = (pool - shared) // private
-ex3 = {"max_seqs_uncached": uncached, "max_seqs_cached": cached, "gpus": math.ceil(users / cached)}
-ex3
+ex4 = {"max_seqs_uncached": uncached, "max_seqs_cached": cached, "gpus": math.ceil(users / cached)}
+ex4
 
 # %%
-check("15.2.3-ex3", ex3);
+check("15.2.3-ex4", ex4);

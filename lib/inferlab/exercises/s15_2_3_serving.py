@@ -1,11 +1,11 @@
-"""Exercises for 15.2.3, the serving lab (beyond the chapter): prefix caching, chunked prefill, a
-shared prefix in the KV pool.
+"""Exercises for 15.2.3, the serving lab (beyond the chapter): prefix caching, chunked prefill, what a
+cached prefix does not save, a shared prefix in the KV pool.
 
 Each `solve_*` body is, word for word, the instructor's solution cell: imports inside, one `return`.
 """
 import math
 
-from inferlab.exercises.core import Exercise, Mistake, integer, number, one_of, register, vary
+from inferlab.exercises.core import Exercise, Mistake, integer, letters, number, one_of, register, vary
 from inferlab.serving.kv import blocks_for, kv_capacity_blocks
 from inferlab.serving.steptime import RooflineStepTime
 
@@ -118,11 +118,71 @@ Use `st = inferlab.serving.RooflineStepTime(model, accelerator)`, called as `st(
 attn_kv_tokens)`: each decode scores its {context:,} cached keys (one pair per key) and reads them; the chunk's
 q tokens score q(q+1)/2 pairs among themselves and read q keys.""",
     solve=solve_chunk_stall, mistakes=mistakes_chunk_stall,
-    vary=vary(("accelerator", ["h100-sxm", "h200", "b200", "mi300x"]), ("batch", [16, 32, 64]),
+    vary=vary(("accelerator", ["h100-sxm", "h200", "b200", "mi300x"]), ("batch", [24, 32, 64]),
               ("long_tokens", [2048, 3968]), ("chunk", [512, 1024]))))
 
 
-# ex3: design ---------------------------------------------------------------------------------------
+# ex3: find the inconsistency ---------------------------------------------------------------------
+
+def solve_cached_decode(model, accelerator, prefix_tokens, own_tokens, batch):
+    from inferlab.serving import RooflineStepTime
+
+    st = RooflineStepTime(model, accelerator)
+    # Each sequence's attention reads its whole context, the shared prefix included, at every step.
+    decode_s = st.decode_s(prefix_tokens + own_tokens, batch)
+    return {"decode_ms": decode_s * 1e3, "ratio": decode_s / st.decode_s(own_tokens, batch), "true": {"A", "C", "D"}}
+
+
+def mistakes_cached_decode(model, accelerator, prefix_tokens, own_tokens, batch):
+    st = RooflineStepTime(model, accelerator)
+    full, short = st.decode_s(prefix_tokens + own_tokens, batch), st.decode_s(own_tokens, batch)
+    hint = "not the right set of statements: test each one against your own numbers"
+    return [
+        Mistake(short * 1e3, "that is the memo's step: every sequence still reads the shared prefix's keys and "
+                "values at each step", "decode_ms"),
+        Mistake(st.decode_s(prefix_tokens + own_tokens, 1) * 1e3, "that is one sequence; the step carries "
+                f"all {batch}", "decode_ms"),
+        Mistake(short / full, "upside down: the ratio is the true step over the memo's", "ratio"),
+        Mistake(frozenset("A"), hint, "true"),
+        Mistake(frozenset("ABCD"), hint, "true"),
+    ]
+
+
+def statement_cached_decode(model, accelerator, prefix_tokens, own_tokens, batch):
+    return f"""\
+A colleague writes about a `{model}` server on one `{accelerator}` (bf16) whose requests share a
+{prefix_tokens:,}-token system prompt and add {own_tokens:,} tokens each: *"With prefix caching the system prompt is
+free. Its KV is stored once, so a decode step of {batch} conversations costs what {batch} conversations of
+{own_tokens:,} tokens cost, and a request's TTFT is the prefill of its own {own_tokens:,} tokens."*
+
+1. Compute the decode step time of {batch} sequences that each hold the whole {prefix_tokens + own_tokens:,}-token
+   context (`inferlab.serving.RooflineStepTime(model, accelerator).decode_s(context, batch)`; the attention kernel
+   reads each sequence's cached blocks, shared or not), and its ratio to the colleague's step (context
+   {own_tokens:,}).
+2. Which of these statements are true?
+   - **A** The request's own tokens attend to the cached system prompt, so its cached prefill costs more than a
+     prefill of those tokens alone.
+   - **B** A decode step reads a shared prefix's K and V once for the whole batch.
+   - **C** Caching saves KV *memory* for the shared prefix: its blocks are stored once, not once per request.
+   - **D** Without prefix caching, every request's KV cache holds its own copy of the system prompt.
+   - **E** Prefix caching halves the FLOPs of the projections of the request's own tokens."""
+
+
+register(Exercise(
+    id="15.2.3-ex3", kind="inconsistency", points=2,
+    title="Is a cached system prompt free?",
+    params=dict(model="llama-3-8b", accelerator="h100-sxm", prefix_tokens=6000, own_tokens=1000, batch=16),
+    parts=(number("decode_ms", "the decode step of {batch} sequences at the full context", "ms", rel_tol=0.01),
+           number("ratio", "that step divided by the colleague's step", "", rel_tol=0.01),
+           letters("true", "the letters of every true statement", "ABCDE",
+                   hint="test each statement against the numbers of part 1 and section 5 of the lab")),
+    statement=statement_cached_decode,
+    solve=solve_cached_decode, mistakes=mistakes_cached_decode,
+    vary=vary(("model", ["llama-3-8b", "mistral-7b"]), ("accelerator", ["h100-sxm", "h200", "mi300x"]),
+              ("prefix_tokens", [4000, 6000]), ("own_tokens", [500, 1000]), ("batch", [16, 32]))))
+
+
+# ex4: design ---------------------------------------------------------------------------------------
 
 def solve_shared_pool(model, accelerator, prefix_tokens, own_tokens, users, block_tokens):
     import math
@@ -163,7 +223,7 @@ def mistakes_shared_pool(model, accelerator, prefix_tokens, own_tokens, users, b
 
 
 register(Exercise(
-    id="15.2.3-ex3", kind="design", points=2,
+    id="15.2.3-ex4", kind="design", points=3,
     title="How many users fit when they share a system prompt?",
     params=dict(model="llama-3-8b", accelerator="h100-sxm", prefix_tokens=6000, own_tokens=1000, users=1000,
                 block_tokens=16),
