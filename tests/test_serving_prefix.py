@@ -139,3 +139,22 @@ def test_bad_prefix_input_is_refused_with_its_name():
         simulate(two(100, (5, 5)), M, G, StaticBatching(2), prefix_caching=True)
     with pytest.raises(ValueError, match="prefix_caching must be True or False; got 'yes'"):
         simulate(two(100, (5, 5)), M, G, prefix_caching="yes")
+
+
+def test_serve_cli_puts_a_shared_prefix_in_front_and_caches_it(capsys):
+    import json
+
+    from inferlab.cli import main
+    args = ["serve", "--policy", "continuous", "--rate", "0.5", "--duration", "20", "--cv", "0",
+            "--prompt", "256", "--output", "16", "--shared-prefix", "2048", "--json"]
+    assert main(args) == 0
+    off = json.loads(capsys.readouterr().out)
+    assert main(args + ["--prefix-caching"]) == 0
+    on = json.loads(capsys.readouterr().out)
+    # Requests 2 s apart, each alone: uncached TTFT = prefill of 2,304 tokens; cached (all but the first)
+    # = 256 tokens attending to 2,048 + 256 keys.
+    st = RooflineStepTime(M, G)
+    assert off["ttft_s"]["p50"] == pytest.approx(st.prefill_s(2304), rel=1e-9)
+    assert on["ttft_s"]["p50"] == pytest.approx(st(256, 1, 256 * 2048 + 256 * 257 / 2, 2304), rel=1e-9)
+    assert main(["serve", "--prefix-caching"]) == 2
+    assert "--prefix-caching needs --shared-prefix TOKENS" in capsys.readouterr().err
