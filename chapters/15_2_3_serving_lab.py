@@ -208,8 +208,10 @@ miss = min(tails.rates.index(cap_cont) + 1 if cap_cont else 0, len(tails.rates) 
 tail_verdicts = lab.statement_verdicts("15.2.2-s19", "15.2.2-s21")
 Markdown(f"With both p99 targets (TTFT ≤ {TARGETS.ttft_s / MS:.0f} ms, ITL ≤ {TARGETS.tpot_s / MS:.0f} ms), one "
          f"{GPU.name} serves up to **{cap_cont:g} requests/s** with continuous batching and "
-         f"**{cap_chunk:g} requests/s** with chunked prefill (C = 512) among the rates tried. At "
-         f"{tails.rates[miss]:g}/s continuous batching's p99 ITL is {itl_c[miss] / MS:.0f} ms and its p99 TTFT "
+         f"**{cap_chunk:g} requests/s** with chunked prefill (C = 512) among the rates tried"
+         + (" (every rate tried for both: the capacity lies beyond them). "
+            if min(cap_cont, cap_chunk) == tails.rates[-1] else ". ")
+         + f"At {tails.rates[miss]:g}/s continuous batching's p99 ITL is {itl_c[miss] / MS:.0f} ms and its p99 TTFT "
          f"{ttft_c[miss] / MS:,.0f} ms"
          + (" (its ITL misses first: whole prompts prefilled inside decode steps lengthen them)"
             if itl_c[miss] > TARGETS.tpot_s and ttft_c[miss] <= TARGETS.ttft_s else "")
@@ -256,16 +258,19 @@ blocks_tp1, blocks_tp2 = kv_capacity_blocks(MODEL, GPU, PREC, 1), kv_capacity_bl
 scale_verdicts = lab.statement_verdicts("15.2.2-s10", "15.2.2-s9")
 Markdown(
     f"**{DEPLOYMENTS[best].label}** gives the most: {capacity.requests_per_usd[best]:,.0f} SLO-meeting requests per "
-    f"dollar ({capacity.per_gpu[best]:.3g} requests/s per GPU), against {capacity.requests_per_usd[one_gpu]:,.0f} for one "
-    f"GPU batching alone and {capacity.requests_per_usd[b1]:,.0f} for replicas at $B$ = 1 "
+    f"dollar ({capacity.per_gpu[best]:.3g} requests/s per GPU), against "
+    + (f"{capacity.requests_per_usd[one_gpu]:,.0f} for one GPU batching alone and " if best != one_gpu else "")
+    + f"{capacity.requests_per_usd[b1]:,.0f} for replicas at $B$ = 1 "
     f"({capacity.requests_per_usd[best] / capacity.requests_per_usd[b1]:,.0f}× less than the best). "
     f"Two replicas carry {capacity.rate_per_s[1] / capacity.rate_per_s[one_gpu]:.2f}× one GPU's capacity"
     + (" (more than twice: least-loaded routing sends each request to the less busy replica, which smooths "
        "bursts; the bisection finds each capacity only to within 5 %). " if capacity.rate_per_s[1] > 2 * capacity.rate_per_s[one_gpu] else ". ")
     + f"Tensor parallelism over two GPUs gives {capacity.per_gpu[2] / capacity.per_gpu[1]:.2f}× the capacity per GPU "
-    "of two replicas: a TP = 2 replica reads its weights from two GPUs at once, and keeps half of them per GPU, so "
-    f"its KV pool holds {blocks_tp2 * 16:,} tokens against 2 × {blocks_tp1 * 16:,} = {2 * blocks_tp1 * 16:,} for two "
-    f"single-GPU replicas; over four GPUs it gives {capacity.per_gpu[3] / capacity.per_gpu[1]:.2f}×. The chapter's advice to scale with replicas before batching: "
+    "of two replicas, over four GPUs "
+    f"{capacity.per_gpu[3] / capacity.per_gpu[1]:.2f}×. For it: a TP = 2 replica reads its weights from two GPUs at "
+    f"once and keeps half of them per GPU, so its KV pool holds {blocks_tp2 * 16:,} tokens against "
+    f"2 × {blocks_tp1 * 16:,} = {2 * blocks_tp1 * 16:,} for two single-GPU replicas; against it: every layer's "
+    "all-reduces add to each step. The chapter's advice to scale with replicas before batching: "
     + "; ".join(f"{k} (\"{v.description}\") **{v.verdict}**" for k, v in scale_verdicts.items()) + ".")
 
 # %% [markdown]
@@ -315,8 +320,10 @@ Markdown(
     f"cache and {prefix.p50_ttft_s['on'][0] / MS:.0f} ms with it; {prefix.cached_tokens_mean['on'][0]:,.0f} of the "
     f"{prefix.prompt_tokens_mean:,.0f} prompt tokens of a request come from the cache on average. At least 90 % of "
     f"the requests meet the SLO up to **{prefix.max_rate('off'):g} requests/s** without caching and "
-    f"**{prefix.max_rate('on'):g} requests/s** with it, among the rates tried. At the next rate, "
-    f"{prefix.rates[after]:g}/s, the cached run's median TPOT is {prefix.p50_tpot_s['on'][after] / MS:.0f} ms against "
+    f"**{prefix.max_rate('on'):g} requests/s** with it, among the rates tried. "
+    + (f"At {prefix.rates[after]:g}/s, the highest rate tried, " if prefix.max_rate("on") == prefix.rates[-1]
+       else f"At the next rate, {prefix.rates[after]:g}/s, ")
+    + f"the cached run's median TPOT is {prefix.p50_tpot_s['on'][after] / MS:.0f} ms against "
     f"the {TARGETS.tpot_s / MS:.0f} ms target"
     + (": the prefill is gone, but the cache now holds many more sequences, and every decode step reads the "
        f"{SYSTEM_PROMPT:,} cached tokens once for each of them, so the ITL target, not the TTFT, ends the batch "
