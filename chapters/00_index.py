@@ -19,7 +19,9 @@
 #
 # Four notebooks, one per subsection of the chapter, in reading order. Each asks one question,
 # derives the formula that answers it, computes the numbers with the `inferlab` library, draws the
-# figure, and sets every number the book prints beside ours with a verdict.
+# figure, and sets every number the book prints beside ours with a verdict. A fifth, the serving
+# lab, goes beyond the chapter: it runs request streams through a serving simulator and checks the
+# chapter's statements about schedulers, tails and caches against them.
 #
 # | # | notebook | what it teaches | figures |
 # |---|---|---|---|
@@ -27,17 +29,18 @@
 # | 2 | [15.1.2 Memory-bound generation and the KV cache](15_1_2_decode_kv_cache.ipynb) | Why a decode step is bound by bandwidth; MLP intensity $\approx B$ but attention pinned at 1; the memory wall on the batch; GQA and int8 KV | decode intensity against batch; memory budget against batch; MHA vs GQA vs int8 KV |
 # | 3 | [15.2.1 TTFT and ITL](15_2_1_ttft_itl.ipynb) | Two latencies, two resources: TTFT from compute, ITL from bandwidth; which optimisation moves which | TTFT against prompt length; ITL against context and batch; weight dtype against TTFT and ITL |
 # | 4 | [15.2.2 Throughput under batching](15_2_2_batching.ipynb) | Throughput against batch; the KV-crossover $B^*$; the memory limit; cost per token; the latency-throughput trade-off | step time and throughput against batch; latency-throughput curve; cost per 1k tokens; MHA vs GQA vs int8 KV throughput |
+# | 5 | [15.2.3 Serving lab](15_2_3_serving_lab.ipynb) *(beyond the chapter)* | A stream of requests through the `inferlab.serving` simulator: static vs continuous batching; a long prompt with and without chunked prefill; tail latency against the request rate; SLO goodput per dollar for replicas, batching and tensor parallelism; prefix caching of a shared system prompt | throughput and latency against rate per policy; ITL stall against chunk size; p99 TTFT and ITL against rate; requests per dollar per deployment; TTFT and SLO attainment with and without prefix caching |
 #
 # **How to use them.** Open a notebook and *Run → Run All Cells*. Near the top of each is a
 # **"What if?"** cell: change the model, the accelerator, the number formats, the lengths or the
 # batch there and run all again; every derived number, figure and written conclusion follows, and
 # the book's markers appear on a figure only when the scenario is the book's. The book-vs-ours
-# tables are the exception: they always check the book's own configuration. Each notebook also has
+# tables are the exception: they always check the book's own configuration. Each subsection's notebook also has
 # a **"Try it"** panel (live controls for model, accelerator, number formats, batch and length). Near the end of each,
 # **"Measure it here"** times the same effect live on your machine with a tiny model (a few
 # seconds; its output varies, so the tests check only the qualitative result).
 #
-# **Exercises.** Each of the four notebooks ends with four or five exercises, from recomputing a
+# **Exercises.** Each of the five notebooks ends with four or five exercises, from recomputing a
 # number for another model or accelerator to a small design question. Write your answer in the
 # cell under each statement and run the `check(...)` cell below it: it prints PASS, or FAIL with a
 # hint about the likely slip (a unit, GB vs GiB, a missing factor 2), never the answer. `make lab`

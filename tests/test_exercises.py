@@ -377,7 +377,7 @@ def test_a_hard_kill_takes_the_runner_and_the_kernel_process_groups(tmp_path):
 
 CHAPTER_NOTEBOOKS = {section: ROOT / "chapters" / f"{stem}.ipynb" for section, stem in (
     ("15.1.1", "15_1_1_prefill"), ("15.1.2", "15_1_2_decode_kv_cache"),
-    ("15.2.1", "15_2_1_ttft_itl"), ("15.2.2", "15_2_2_batching"))}
+    ("15.2.1", "15_2_1_ttft_itl"), ("15.2.2", "15_2_2_batching"), ("15.2.3", "15_2_3_serving_lab"))}
 
 
 @pytest.mark.parametrize("section", SECTIONS)
@@ -601,6 +601,42 @@ HAND = [
     # = 7,040 tokens/s -> 1 replica, 4 GPUs; tp = 8 needs 8 GPUs.
     # Best tp = 4, batch 176, 4 GPUs.
     ("15.2.2-ex4", "tp", 4), ("15.2.2-ex4", "batch", 176), ("15.2.2-ex4", "n_gpus", 4),
+    # Llama 3 8B on an H100 SXM (989.4 TFLOP/s, 3.35 TB/s), a 6,000-token prefix cached, q = 1,000 own tokens.
+    # Matmul params per layer: 4096 * (4096 + 2 * 1024) + 4096^2 + 3 * 4096 * 14336 = 218,103,808; * 32 =
+    # 6,979,321,856. Projections and MLP (compute-bound at 1,000 tokens): 2 * 6,979,321,856 * 1000 / 989.4e12
+    # = 14.10819 ms. Attention: pairs 1000 * 6000 + 1000 * 1001 / 2 = 6,500,500; per kernel 2 * 32 heads * 128
+    # * 6,500,500 * 32 layers = 1,704,067,072,000 FLOPs = 1.72232 ms (its bytes, (1000 * 4096 + 7000 * 1024) * 2
+    # * 32 = 721 MB, take 0.215 ms), two kernels 3.44464 ms. LM head, one row: 4096 * 128256 * 2 B / 3.35e12 =
+    # 0.31363 ms. Embedding rows ~0.005 ms. Sum 17.8715 ms.
+    # Uncached, 7,000 tokens: 98.7573 + 2 * (2 * 32 * 128 * (7000 * 7001 / 2) * 32 / 989.4e12 = 6.49225)
+    # + 0.31363 + ~0.034 = 112.0898 ms; speed-up 112.0898 / 17.8714 = 6.2720.
+    ("15.2.3-ex1", "ttft_cached_ms", 17.8714415), ("15.2.3-ex1", "speedup", 6.27200715),
+    # Llama 2 13B on an H100 SXM. Matmul params 40 * (4 * 5120^2 + 3 * 5120 * 13824) = 12,687,769,600.
+    # Prefill of 3,968 tokens: 2 * 12,687,769,600 * 3968 / 989.4e12 = 101.7681 ms; attention pairs 3968 * 3969
+    # / 2 = 7,874,496, per kernel 2 * 40 * 128 * 7,874,496 * 40 / 989.4e12 = 3.25995 ms, two 6.5199 ms; LM head
+    # 5120 * 32000 * 2 B / 3.35e12 = 0.0978 ms; embedding ~0.02 ms: 108.41 ms.
+    # Decode of 32 at 1,024: weights 25,375,539,200 B / 3.35e12 = 7.5748 ms; K (then V) 32 * 1024 * 5120 * 2 B
+    # * 40 = 13,421,772,800 B = 4.0065 ms each, 8.0130 ms (+ queries 0.008 ms); LM head 0.098 ms; activations
+    # ~0.07 ms: 15.769 ms. Stall 108.411 + 15.769 = 124.180 ms.
+    # Chunked, C = 512: 32 decodes + q = 480 prompt tokens, 512 tokens, compute-bound projections
+    # 2 * 12,687,769,600 * 512 / 989.4e12 = 13.1312 ms; attention memory-bound: (512 * 5120 + (32 * 1024 + 480)
+    # * 5120) * 2 B * 40 = 13,828,096,000 B = 4.12779 ms per kernel (its FLOPs, pairs 32 * 1024 + 480 * 481 / 2
+    # = 148,208, take 0.061 ms), 8.25558 ms; LM head 0.098 ms: 21.489 ms. Only chunked is <= 50 ms.
+    ("15.2.3-ex2", "stall_ms", 124.179945), ("15.2.3-ex2", "chunked_itl_ms", 21.4887035),
+    ("15.2.3-ex2", "meets_slo", "chunked"),
+    # Llama 3 8B on an H100 SXM, 16 sequences at 6,000 + 1,000 = 7,000 tokens: weights read (all but the
+    # embedding table) (8,030,261,248 - 525,336,576) * 2 = 15,009,849,344 B / 3.35e12 = 4.48055 ms; K (then V)
+    # 16 * 7000 * 1024 * 2 B * 32 = 7,340,032,000 B = 2.19106 ms each, 4.38211 ms; activations ~0.03 ms:
+    # 8.891 ms. At 1,000 tokens the KV reads are 2 * 0.31301 = 0.62602 ms: 5.135 ms; ratio 1.7314.
+    # True: A (the queries attend to the prefix), C, D; B is what the kernel does not do, E is false.
+    ("15.2.3-ex3", "decode_ms", 8.89138894), ("15.2.3-ex3", "ratio", 1.73142683),
+    ("15.2.3-ex3", "true", frozenset("ACD")),
+    # Llama 3 8B on an H100 SXM, 16-token blocks: 0.9 * 80e9 - 16,060,522,496 B of weights = 55,939,477,504 B;
+    # a block 16 * 2 * 32 * 8 * 128 * 2 = 2,097,152 B -> 26,674 blocks (26,674.02). Without caching a sequence
+    # takes ceil(7000 / 16) = 438 blocks: 26,674 // 438 = 60. With caching the prefix's 6000 / 16 = 375 blocks
+    # are held once and each sequence takes ceil(1000 / 16) = 63: (26,674 - 375) // 63 = 26,299 // 63 = 417.
+    # 1,000 users / 417 = 2.4 -> 3 GPUs (17 without caching: 1000 / 60 = 16.7).
+    ("15.2.3-ex4", "max_seqs_uncached", 60), ("15.2.3-ex4", "max_seqs_cached", 417), ("15.2.3-ex4", "gpus", 3),
 ]
 
 

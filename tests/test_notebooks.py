@@ -16,9 +16,12 @@ import nbformat
 import pytest
 
 CHAPTERS = Path(__file__).resolve().parents[1] / "chapters"
-NOTEBOOKS = ["00_index", "15_1_1_prefill", "15_1_2_decode_kv_cache", "15_2_1_ttft_itl", "15_2_2_batching"]
+NOTEBOOKS = ["00_index", "15_1_1_prefill", "15_1_2_decode_kv_cache", "15_2_1_ttft_itl", "15_2_2_batching",
+             "15_2_3_serving_lab"]
 SECTIONS = {"15_1_1_prefill": "15.1.1", "15_1_2_decode_kv_cache": "15.1.2", "15_2_1_ttft_itl": "15.2.1",
             "15_2_2_batching": "15.2.2"}
+# Beyond the chapter: no claims or lost formulas of its own; it cross-references the chapter's statements.
+LABS = {"15_2_3_serving_lab": "15.2.3"}
 # Statements that would make a notebook compute on its own instead of calling the library.
 FORBIDDEN = {ast.FunctionDef: "def", ast.AsyncFunctionDef: "async def", ast.ClassDef: "class",
              ast.Lambda: "lambda", ast.For: "for loop", ast.While: "while loop"}
@@ -104,6 +107,11 @@ def test_each_subsection_has_a_what_if_cell_and_its_errata(name):
     sources = [c.source for c in nb.cells]
     assert any(s.startswith("# What if?") for s in sources if s), f"{name}: no 'What if?' cell"
     code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
+    if name in LABS:
+        text = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
+        assert "**Beyond the chapter.**" in text, f"{name}: not marked as going beyond the chapter"
+        assert re.search(r'statement_verdicts\("15\.\d\.\d-s\d+', code), f"{name}: cites no statement verdict"
+        return
     assert f'"{SECTIONS[name]}"' in code, f"{name}: no claims of section {SECTIONS[name]} shown"
 
 

@@ -57,7 +57,7 @@ def test_visible_text_lines_counts_streams_and_plain_results_only():
     assert visible_text_lines(cell) == 3 + 2
 
 
-@pytest.mark.parametrize("name", SUBSECTIONS)
+@pytest.mark.parametrize("name", SUBSECTIONS + ["15_2_3_serving_lab"])
 def test_main_body_text_output_lines_do_not_exceed_markdown_lines(name):
     nb = nbformat.read(CHAPTERS / f"{name}.ipynb", as_version=4)
     body = main_body(nb)

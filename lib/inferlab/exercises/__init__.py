@@ -10,6 +10,7 @@ from inferlab.exercises.core import (
 )
 # Importing the subsection modules registers their exercises.
 from inferlab.exercises import s15_1_1_prefill, s15_1_2_decode, s15_2_1_latency, s15_2_2_batching  # noqa: F401
+from inferlab.exercises import s15_2_3_serving  # noqa: F401
 from inferlab.exercises.cells import exercise_cells, exercise_section, solution_source
 
 __all__ = ["check", "summary", "get", "exercises", "exercise_cells", "exercise_section", "solution_source",

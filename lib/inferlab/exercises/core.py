@@ -32,6 +32,7 @@ SECTIONS = {
     "15.1.2": "Memory-bound generation and the KV cache",
     "15.2.1": "Time-to-first-token and inter-token latency",
     "15.2.2": "Throughput under batching",
+    "15.2.3": "Serving lab (beyond the chapter)",
 }
 GB_PER_GIB = 2.0**30 / 1e9  # 1.0737...
 

@@ -11,8 +11,8 @@ from inferlab.serving.policies import (ChunkedPrefill, ContinuousBatching, Prefi
                                        StaticBatching, make_policy)
 from inferlab.serving.simulate import simulate
 from inferlab.serving.steptime import RooflineStepTime
-from inferlab.serving.workload import LengthDist, Workload, burst, load_trace, synthetic
+from inferlab.serving.workload import LengthDist, Workload, burst, load_trace, synthetic, with_shared_prefix
 
 __all__ = ["SLO", "SimResult", "ChunkedPrefill", "ContinuousBatching", "PrefillFirst", "StaticBatching",
            "make_policy", "simulate", "RooflineStepTime", "LengthDist", "Workload", "burst",
-           "load_trace", "synthetic", "blocks_for", "kv_capacity_blocks"]
+           "load_trace", "synthetic", "with_shared_prefix", "blocks_for", "kv_capacity_blocks"]

@@ -82,8 +82,12 @@ def _check_engine(args, default_policy: str, default_budget: int):
 
 def _cmd_serve(args) -> int:
     from inferlab.serving.simulate import simulate
-    from inferlab.serving.workload import LengthDist, load_trace, synthetic
+    from inferlab.serving.workload import LengthDist, load_trace, synthetic, with_shared_prefix
     policy, slo, kwargs = _check_engine(args, "chunked", 512)
+    if args.shared_prefix is not None:
+        positive_int("--shared-prefix", args.shared_prefix)
+    if args.prefix_caching and args.shared_prefix is None:
+        raise ValueError("--prefix-caching needs --shared-prefix TOKENS: with no shared prefix there is nothing to cache")
     if args.timeseries:  # an unwritable output fails now, not after the simulation
         from inferlab.validation import writable_file
         writable_file("--timeseries", args.timeseries)
@@ -105,7 +109,11 @@ def _cmd_serve(args) -> int:
                              output=lengths["output"], cv=args.cv, seed=args.seed)
         source = (f"{args.rate:g} requests/s for {args.duration:g} s (cv {args.cv:g}), prompt "
                   f"{args.prompt_dist} {args.prompt}, output {args.output_dist} {args.output} tokens")
-    result = simulate(workload, args.model, args.gpu, policy, **kwargs)
+    if args.shared_prefix is not None:
+        workload = with_shared_prefix(workload, args.shared_prefix)
+        source += (f", a shared {args.shared_prefix:,}-token prefix in front of every prompt"
+                   f" ({'cached' if args.prefix_caching else 'not cached'})")
+    result = simulate(workload, args.model, args.gpu, policy, prefix_caching=args.prefix_caching, **kwargs)
     if args.timeseries:
         with open(args.timeseries, "w") as fh:
             fh.write(result.timeseries_csv())
@@ -157,6 +165,10 @@ def register(sub) -> None:
     serve.add_argument("--output-cv", type=float, default=1.0, help="lognormal: coefficient of variation")
     serve.add_argument("--trace", default=None,
                        help="CSV with arrival_s, prompt_tokens, output_tokens (replaces the synthetic workload)")
+    serve.add_argument("--shared-prefix", type=int, default=None,
+                       help="tokens of a system prompt put in front of every request's prompt (default: none)")
+    serve.add_argument("--prefix-caching", action="store_true",
+                       help="reuse the shared prefix's KV blocks (needs --shared-prefix)")
     serve.add_argument("--timeseries", default=None,
                        help="write every step (batch size, tokens, KV blocks in use) to this CSV")
     serve.set_defaults(func=_cmd_serve)

@@ -11,6 +11,20 @@ step feeds the last sampled token (one key written) and samples the next. A requ
 and N output tokens holds S + j tokens in its cache after decode step j, at most S + N - 1.
 Preemption by recompute frees all of a sequence's blocks; it re-enters the front of the queue
 and later prefills its prompt plus the g tokens it has generated (S + g), which samples token g+1.
+
+Prefix caching (vLLM's automatic prefix caching, on with `prefix_caching=True`): a request whose
+prompt starts with a shared prefix (`Workload.prefix_id`) of P tokens can reuse the KV blocks of
+its first floor(P / block) full blocks (c tokens). The first request computes them in its own
+prefill; once its prefill has passed them they become a cache entry, reference-counted by the
+requests that use them. A later request admitted while the entry exists takes a reference,
+allocates blocks only for its other tokens, and starts its prefill at token c: it feeds the
+S - c uncached tokens while their attention still reads all c + (S - c) keys (the step time's
+pairs and keys count the cached ones). Entries whose count falls to zero stay cached (their
+blocks count as used) and are evicted, least recently used first, only when admission or a
+decode block finds the free pool short; an entry in use is never evicted (pinned while used).
+A request admitted before the entry exists computes its own copy (as a real engine, which can
+only reuse blocks already computed); when its prefill passes the prefix, it drops the copy and
+shares the entry. Static batching does not cache.
 """
 from __future__ import annotations
 
@@ -27,9 +41,10 @@ class Req:
 
     __slots__ = ("i", "arrival", "prompt", "output", "generated", "target", "done", "blocks",
                  "epoch", "first_sched", "first_token", "finish", "parts", "preemptions",
-                 "admit_seq", "d_start", "c0", "end_d", "replica", "rejected")
+                 "admit_seq", "d_start", "c0", "end_d", "replica", "rejected", "pid", "pblocks",
+                 "pref", "hit")
 
-    def __init__(self, i, arrival, prompt, output):
+    def __init__(self, i, arrival, prompt, output, pid=-1, prefix=0, block_tokens=16):
         self.i, self.arrival, self.prompt, self.output = i, arrival, prompt, output
         self.generated = 0
         self.target = prompt  # tokens the next prefill must process
@@ -43,13 +58,17 @@ class Req:
         self.d_start = self.c0 = self.end_d = 0
         self.replica = 0
         self.rejected = False
+        self.pid = pid                          # shared prefix id, -1: none
+        self.pblocks = prefix // block_tokens if pid >= 0 else 0  # its full blocks: what can be cached
+        self.pref = False                       # holds a reference to its prefix's cache entry
+        self.hit = 0                            # prompt tokens served from the cache at the last admission
 
 
 class Replica:
     """The scheduler and KV block pool of one model instance."""
 
     def __init__(self, step_time, policy, kv_blocks: int, block_tokens: int,
-                 watermark_blocks: int = 0, index: int = 0):
+                 watermark_blocks: int = 0, index: int = 0, prefix_caching: bool = False):
         self.step_time, self.policy = step_time, policy
         # A step-time model with `detailed = True` (serving.profiled) is told each step's sequences.
         self.detailed = bool(getattr(step_time, "detailed", False))
@@ -73,6 +92,9 @@ class Replica:
         self.static_batch = None
         self.static_end_d = -1
         self.requests: list = []
+        # prefix cache: id -> [blocks, references, last use]; None when caching is off
+        self.pcache = {} if prefix_caching and not self.static else None
+        self.uses = 0
         # time series, one entry per step
         self.log_start, self.log_dt, self.log_batch, self.log_tokens, self.log_kv = [], [], [], [], []
 
@@ -100,6 +122,43 @@ class Replica:
         if not self.static:
             self.free += r.blocks
             r.blocks = 0
+            if r.pref:
+                self._unref(r)
+
+    # -- prefix cache ------------------------------------------------------------------------------
+    def _unref(self, r: Req) -> None:
+        self.pcache[r.pid][1] -= 1
+        r.pref = False
+
+    def _ref(self, r: Req, entry) -> None:
+        entry[1] += 1
+        self.uses += 1
+        entry[2] = self.uses
+        r.pref = True
+
+    def _evict(self, blocks: int) -> None:
+        """Free at least `blocks` blocks by dropping unused cache entries, least recently used first
+        (as many as there are)."""
+        idle = sorted((e[2], k) for k, e in self.pcache.items() if e[1] == 0)
+        for _, k in idle:
+            if blocks <= 0:
+                break
+            n = self.pcache.pop(k)[0]
+            self.free += n
+            blocks -= n
+
+    def _idle_cached(self) -> int:
+        return sum(e[0] for e in self.pcache.values() if e[1] == 0) if self.pcache else 0
+
+    def _register(self, r: Req) -> None:
+        """r's prefill has passed its prefix's full blocks: they become (or join) the cache entry."""
+        entry = self.pcache.get(r.pid)
+        r.blocks -= r.pblocks
+        if entry is None:
+            self.pcache[r.pid] = entry = [r.pblocks, 0, 0]
+        else:
+            self.free += r.pblocks  # an entry appeared meanwhile: drop this copy, share that one
+        self._ref(r, entry)
 
     def _log(self, t0, dt, batch, tokens):
         self.log_start.append(t0)
@@ -115,18 +174,35 @@ class Replica:
         admitted_tokens = 0
         while self.waiting and len(self.prefilling) + self.n_dec < max_seqs:
             r = self.waiting[0]
-            need = blocks_for(r.target, self.bs)
-            if self.free - need < self.watermark:
-                break
-            take = r.target if first_chunk is None else min(first_chunk - admitted_tokens, r.target)
+            cached = 0
+            if self.pcache is not None and r.pblocks:
+                entry = self.pcache.get(r.pid)
+                if entry is not None:
+                    cached = r.pblocks * self.bs
+            need = blocks_for(r.target - cached, self.bs)
+            left = r.target - cached
+            take = left if first_chunk is None else min(first_chunk - admitted_tokens, left)
             if token_cap is not None and admitted_tokens + take > token_cap and admitted_tokens > 0:
                 break
             if take <= 0:
                 break
+            if self.free - need < self.watermark:
+                if self.pcache and self.free - need + self._idle_cached() - (
+                        entry[0] if cached and entry[1] == 0 else 0) >= self.watermark:
+                    if cached:
+                        entry[1] += 1  # not evictable while this request takes it
+                    self._evict(need + self.watermark - self.free)
+                    if cached:
+                        entry[1] -= 1
+                else:
+                    break
             self.waiting.popleft()
             self.free -= need
             r.blocks = need
-            r.done = 0
+            r.done = cached
+            r.hit = cached
+            if cached:
+                self._ref(r, entry)
             self.admitted += 1
             r.admit_seq = self.admitted
             if r.first_sched is None:
@@ -148,6 +224,8 @@ class Replica:
             self.prefilling.remove(v)
         self.free += v.blocks
         v.blocks = 0
+        if v.pref:
+            self._unref(v)
         v.epoch += 1
         v.preemptions += 1
         v.target = v.prompt + v.generated
@@ -160,6 +238,8 @@ class Replica:
         d = self.d
         needs = [r for r, ep in self.block_at.pop(d, ()) if r.epoch == ep]
         preempted = False
+        if self.pcache and self.free < len(needs):
+            self._evict(len(needs) - self.free)
         while self.free < len(needs):
             preempted = True
             victim = max((*self.decoding.values(), *self.prefilling), key=lambda r: r.admit_seq)
@@ -179,7 +259,7 @@ class Replica:
         r.c0 = r.target
         r.end_d = self.d + (r.output - r.generated) - 1
         self.finish_at[r.end_d].append((r, r.epoch))
-        k = self.d + r.blocks * self.bs - r.c0
+        k = self.d + (r.blocks + (r.pblocks if r.pref else 0)) * self.bs - r.c0
         if k <= r.end_d:
             self.block_at[k].append((r, r.epoch))
         self.decoding[r.i] = r
@@ -196,7 +276,7 @@ class Replica:
         if kind == "prefill-first":
             self._admit(t0, pol.max_batched_tokens, pol.max_num_seqs)
             if self.prefilling:
-                chunks = [(r, r.target) for r in self.prefilling]
+                chunks = [(r, r.target - r.done) for r in self.prefilling]
             elif self.n_dec:
                 self._reserve_decode_blocks()
                 do_decode = self.n_dec > 0
@@ -207,7 +287,7 @@ class Replica:
                 do_decode = self.n_dec > 0
             if not preempted:  # as vLLM: no new prompts in a step that had to evict
                 self._admit(t0, pol.max_batched_tokens, pol.max_num_seqs)
-            chunks = [(r, r.target) for r in self.prefilling]
+            chunks = [(r, r.target - r.done) for r in self.prefilling]
         else:  # chunked
             preempted = False
             if self.n_dec:
@@ -226,7 +306,7 @@ class Replica:
                 for r in self.prefilling[n0:]:
                     if budget <= 0:
                         break
-                    q = min(budget, r.target)
+                    q = min(budget, r.target - r.done)
                     chunks.append((r, q))
                     budget -= q
         if not chunks and not do_decode:
@@ -266,8 +346,11 @@ class Replica:
                 self._finish(r, t1)
             self.d += 1
         finished_prefill = False
+        pc = self.pcache is not None
         for r, q in chunks:
             r.done += q
+            if pc and r.pblocks and not r.pref and r.done >= r.pblocks * self.bs:
+                self._register(r)
             if r.done == r.target:
                 finished_prefill = True
                 r.generated += 1

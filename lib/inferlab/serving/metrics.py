@@ -60,6 +60,8 @@ class SimResult:
     itls_s: list = field(hash=False)
     traces: tuple = field(hash=False)
     description: str = ""
+    # prompt tokens served from the prefix cache at each request's (last) admission; zeros without caching
+    cached_prompt_tokens: np.ndarray | None = field(default=None, hash=False)
 
     @property
     def completed(self) -> np.ndarray:

@@ -25,10 +25,12 @@ def simulate(workload: Workload, model="llama-2-13b-book", accelerator="h100-sxm
              replicas: int = 1, router: str = "round-robin", block_tokens: int = 16,
              kv_blocks: int | None = None, memory_utilization: float = 0.9,
              watermark: float = 0.01, mfu: float = 1.0, mbu: float = 1.0,
-             step_time=None) -> SimResult:
+             step_time=None, prefix_caching: bool = False) -> SimResult:
     """Run `workload` to completion. KV blocks per replica: `kv_blocks`, or what fits beside the
     weights (`kv.kv_capacity_blocks`). watermark: fraction of blocks kept free at admission
-    (vLLM's 1 %). step_time: a StepTimeModel; default the roofline (`RooflineStepTime`)."""
+    (vLLM's 1 %). step_time: a StepTimeModel; default the roofline (`RooflineStepTime`).
+    prefix_caching: reuse the KV blocks of shared prefixes (`Workload.prefix_id`; see engine.py);
+    off, the prefixes are computed in every prefill like any other prompt tokens."""
     if not isinstance(workload, Workload):
         raise ValueError(f"workload must be a serving.Workload; got {type(workload).__name__}")
     if not hasattr(policy, "name"):
@@ -48,13 +50,24 @@ def simulate(workload: Workload, model="llama-2-13b-book", accelerator="h100-sxm
     elif not callable(step_time):
         raise ValueError(f"step_time must be callable(tokens, logits, attn_pairs, attn_kv_tokens); "
                          f"got {step_time!r}")
+    if not isinstance(prefix_caching, (bool, np.bool_)):
+        raise ValueError(f"prefix_caching must be True or False; got {prefix_caching!r}")
+    if prefix_caching and policy.name == "static":
+        raise ValueError("prefix_caching applies to the iteration-level policies (continuous, prefill-first, "
+                         "chunked); got policy static")
     wm = int(watermark * kv_blocks)
-    engines = [Replica(step_time, policy, kv_blocks, block_tokens, wm, i) for i in range(int(replicas))]
+    engines = [Replica(step_time, policy, kv_blocks, block_tokens, wm, i, bool(prefix_caching))
+               for i in range(int(replicas))]
 
     arrivals = workload.arrival_s.tolist()
     prompts = workload.prompt_tokens.tolist()
     outputs = workload.output_tokens.tolist()
-    reqs = [Req(i, a, p, o) for i, (a, p, o) in enumerate(zip(arrivals, prompts, outputs))]
+    if prefix_caching and workload.prefix_id is not None:
+        bs = int(block_tokens)
+        reqs = [Req(i, a, p, o, k, n, bs) for i, (a, p, o, k, n) in enumerate(zip(
+            arrivals, prompts, outputs, workload.prefix_id.tolist(), workload.prefix_tokens.tolist()))]
+    else:
+        reqs = [Req(i, a, p, o) for i, (a, p, o) in enumerate(zip(arrivals, prompts, outputs))]
     if len(engines) == 1:
         e = engines[0]
         for r in reqs:
@@ -103,4 +116,5 @@ def _result(reqs, engines, description) -> SimResult:
         first_scheduled_s=col("first_sched"), first_token_s=col("first_token"), finish_s=col("finish"),
         preemptions=np.array([r.preemptions for r in reqs], dtype=np.int64),
         replica=np.array([r.replica for r in reqs], dtype=np.int64),
-        itls_s=itls, traces=traces, description=description)
+        itls_s=itls, traces=traces, description=description,
+        cached_prompt_tokens=np.array([r.hit for r in reqs], dtype=np.int64))

@@ -23,6 +23,7 @@ from typing import Protocol
 
 import numpy as np
 
+from inferlab.context import beyond_context
 from inferlab.costs import ATTENTION_OPS, forward_costs
 from inferlab.parallel import DEFAULT_ALLREDUCE_LATENCY_S, tp_communication_time_s, tp_shard
 from inferlab.roofline import roofline_time_s
@@ -68,7 +69,8 @@ class RooflineStepTime:
     def _grow_linear(self, tokens: int) -> None:
         n = max(2 * len(self._linear), tokens + 1, 1024)
         t = np.arange(len(self._linear), n)
-        costs = forward_costs(self.shard, 1, t, 0, self.precision).without(*ATTENTION_OPS, "lm_head")
+        with beyond_context():  # T is the step's tokens over all its sequences, not one context
+            costs = forward_costs(self.shard, 1, t, 0, self.precision).without(*ATTENTION_OPS, "lm_head")
         times = sum(roofline_time_s(c.flops, c.bytes, self.accelerator, self._dtype, self.mfu, self.mbu)
                     for c in costs.operators().values())
         if self.allreduce:

@@ -3,6 +3,10 @@
 Arrivals: inter-arrival gaps are gamma-distributed with mean 1/rate and coefficient of variation
 `cv` (shape 1/cv^2, as vLLM's `--burstiness` = 1/cv^2): cv = 1 is a Poisson process, cv > 1 is
 burstier, cv = 0 a constant gap. Or a trace: given arrival times and lengths, one row per request.
+
+Shared prefixes (for prefix caching, `simulate(..., prefix_caching=True)`): a request may start with
+a prefix it shares with others (a system prompt): `prefix_id` names the prefix (-1: none) and
+`prefix_tokens` its length, counted inside `prompt_tokens`. `with_shared_prefix` adds one.
 """
 from __future__ import annotations
 
@@ -54,11 +58,16 @@ def fixed(n: int) -> LengthDist:
 
 @dataclass(frozen=True)
 class Workload:
-    """One row per request, sorted by arrival: seconds, prompt tokens, tokens to generate (>= 1)."""
+    """One row per request, sorted by arrival: seconds, prompt tokens, tokens to generate (>= 1).
+    Optional, for prefix caching: `prefix_id` (which shared prefix the prompt starts with, -1 for
+    none) and `prefix_tokens` (its length, part of the prompt and shorter than it; one length per
+    id). Both None: no request shares a prefix."""
 
     arrival_s: np.ndarray = field(hash=False)
     prompt_tokens: np.ndarray = field(hash=False)
     output_tokens: np.ndarray = field(hash=False)
+    prefix_id: np.ndarray | None = field(default=None, hash=False)
+    prefix_tokens: np.ndarray | None = field(default=None, hash=False)
 
     def __post_init__(self):
         a = np.asarray(self.arrival_s, dtype=float)
@@ -76,9 +85,49 @@ class Workload:
         object.__setattr__(self, "arrival_s", a[order])
         object.__setattr__(self, "prompt_tokens", p.astype(np.int64)[order])
         object.__setattr__(self, "output_tokens", o.astype(np.int64)[order])
+        if (self.prefix_id is None) != (self.prefix_tokens is None):
+            raise ValueError("give both prefix_id and prefix_tokens, or neither")
+        if self.prefix_id is not None:
+            pid, plen = np.asarray(self.prefix_id), np.asarray(self.prefix_tokens)
+            if not (pid.shape == plen.shape == a.shape):
+                raise ValueError(f"prefix_id and prefix_tokens must be 1-D with one entry per request ({a.size}); "
+                                 f"got shapes {pid.shape} and {plen.shape}")
+            positive_int("prefix_id", pid, minimum=-1)
+            positive_int("prefix_tokens", plen, minimum=0)
+            pid, plen = pid.astype(np.int64), plen.astype(np.int64)
+            plen = np.where(pid < 0, 0, plen)
+            bad = np.flatnonzero(plen >= p)
+            if len(bad):
+                i = int(bad[0])
+                raise ValueError(f"prefix_tokens must be < prompt_tokens (at least one token of the request's own); "
+                                 f"request {i} has prefix_tokens={int(plen[i])}, prompt_tokens={int(p[i])}")
+            for k in np.unique(pid[pid >= 0]):
+                lens = np.unique(plen[pid == k])
+                if len(lens) > 1:
+                    raise ValueError(f"prefix_id {int(k)} must have one length; got prefix_tokens {lens.tolist()}")
+            object.__setattr__(self, "prefix_id", pid[order])
+            object.__setattr__(self, "prefix_tokens", plen[order])
 
     def __len__(self) -> int:
         return len(self.arrival_s)
+
+
+def with_shared_prefix(workload: Workload, prefix_tokens: int, prefix_id: int = 0,
+                       every: int = 1) -> Workload:
+    """`workload` with a shared prefix of `prefix_tokens` tokens (say, a system prompt) put in front
+    of every `every`-th request's prompt (its own tokens unchanged, so its prompt grows by the prefix)."""
+    positive_int("prefix_tokens", prefix_tokens)
+    positive_int("prefix_id", prefix_id, minimum=0)
+    positive_int("every", every)
+    n = len(workload)
+    has = np.arange(n) % every == 0
+    pid = np.where(has, prefix_id, -1) if workload.prefix_id is None else np.where(has, prefix_id, workload.prefix_id)
+    plen = (np.where(has, prefix_tokens, 0) if workload.prefix_tokens is None
+            else np.where(has, prefix_tokens, workload.prefix_tokens))
+    if workload.prefix_id is not None and np.any(has & (workload.prefix_id >= 0)):
+        raise ValueError("with_shared_prefix: some requests already have a prefix; give them one prefix each")
+    return Workload(workload.arrival_s, workload.prompt_tokens + np.where(has, prefix_tokens, 0),
+                    workload.output_tokens, pid, plen)
 
 
 def arrival_times_s(rate_per_s: float, n_requests: int, cv: float = 1.0, seed: int = 0,

@@ -1,0 +1,549 @@
+# ---
+# jupyter:
+#   jupytext:
+#     cell_metadata_filter: -all
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 15.2.3 Serving lab: schedulers, tails and caches
+#
+# > **Beyond the chapter.** The chapter reasons about one step at a time: a prefill, a decode step,
+# > a batch of a given size. A server sees a stream of requests of different lengths arriving at
+# > random times, and its scheduler decides, step by step, which of them share the GPU. This lab
+# > runs that stream through `inferlab.serving`, an iteration-level simulator on the library's
+# > roofline step time (paged KV cache, preemption, replicas, tensor parallelism), and checks
+# > what the chapter's advice becomes under load. Its numbers are simulations, not measurements.
+#
+# **The question.** Under a stream of requests and the chapter's targets (TTFT under 500 ms, ITL
+# under 50 ms), what do the scheduler, the chunk size, the request rate, the way GPUs are combined
+# and a cached system prompt each change?
+#
+# **What you will take away**
+# 1. Continuous batching refills a finished sequence's slot at the next step; a static batch keeps
+#    it empty until its longest request ends, so its throughput stops growing with the load.
+# 2. A long prompt prefilled in one step stalls every running sequence for that step; chunked
+#    prefill bounds the stall by the chunk size, at a small cost to the long request's own TTFT.
+# 3. Tails stay flat while the GPU keeps up and then rise steeply: the capacity within an SLO is a
+#    rate, found by sweeping it.
+# 4. Per dollar, what counts is the SLO-meeting rate per GPU: batching first, and the KV memory
+#    each GPU adds.
+# 5. Caching a shared system prompt removes its prefill from TTFT and stores its KV once, but
+#    every decode step still reads it for every sequence.
+
+# %%
+# %matplotlib inline
+from IPython.display import Markdown
+
+from inferlab import Precision, figures, reader
+from inferlab.context import beyond_context
+from inferlab.serving import (SLO, ChunkedPrefill, ContinuousBatching, RooflineStepTime, StaticBatching,
+                              kv_capacity_blocks, lab, labplots)
+from inferlab.memory import kv_cache_bytes_per_token
+from inferlab.units import GB, MS
+
+# %% [markdown]
+# ## What if?
+# The scenario of every experiment below. The lab runs one model that fits on one GPU (the
+# deployments in section 4 also split it over two and four).
+
+# %%
+# What if? ------------------------------------------------------------------------------------
+MODEL, GPU, PREC = reader.what_if(
+    figures.BOOK_MODEL,                # the book's Llama-2 13B; try "llama-3-8b" (GQA, 8k context)
+    figures.BOOK_GPU,                  # try "h200" or "mi300x"
+    Precision(weights="bf16", activations="bf16", kv="bf16"))
+TARGETS = SLO(ttft_s=0.5, tpot_s=0.05)  # the chapter's: TTFT < 500 ms, ITL < 50 ms (per request, its mean)
+USD_PER_GPU_HOUR = figures.BOOK_USD_PER_GPU_HOUR  # the book's H100 price (15.2.2); put your own
+SYSTEM_PROMPT = 10_000                 # tokens of the shared system prompt in section 5
+# ---------------------------------------------------------------------------------------------
+SCENARIO = lab.Scenario(MODEL, GPU, PREC, slo=TARGETS)
+Markdown(f"**Scenario:** {MODEL.name} on {GPU.name}, weights {PREC.weights}, KV cache {PREC.kv}; the library's "
+         f"roofline step time (all-reduces at its default latency under tensor parallelism). Requests: prompts "
+         f"lognormal with mean {SCENARIO.prompt.mean:.0f} tokens, outputs mean {SCENARIO.output.mean:.0f} tokens "
+         f"(coefficient of variation 1, as in chat traces), Poisson arrivals, {SCENARIO.n_requests:,} requests "
+         f"per run, seed {SCENARIO.seed}. Targets: TTFT ≤ {TARGETS.ttft_s / MS:.0f} ms and a mean ITL ≤ "
+         f"{TARGETS.tpot_s / MS:.0f} ms per request.")
+
+# %% [markdown]
+# ## 1. Static against continuous batching
+# A static batch of $B$ requests runs until its longest output is done; a request that finished
+# early keeps its slot as padding. With output lengths $N_1, \dots, N_B$ the share of slot-steps
+# that produce a token is
+#
+# <!-- equation: eq-slot-use -->
+# $$\text{slot use} = \frac{\sum_i N_i}{B \cdot \max_i N_i}.$$
+#
+# Continuous batching (Orca, [Yu et al. 2022](../book/references.md#yu2022)) admits a waiting
+# request at the next step instead, so its slot use is one whenever requests are waiting.
+
+# %%
+w = SCENARIO.workload(8.0)
+outputs16 = w.output_tokens[: 16 * (len(w) // 16)].reshape(-1, 16)
+slot_use = float((outputs16.sum(axis=1) / (16 * outputs16.max(axis=1))).mean())  # Eq. (slot-use)
+Markdown(f"For this scenario's output lengths in consecutive batches of 16, the slot use of "
+         f"[Eq. (slot-use)](#eq-slot-use) averages **{slot_use:.0%}**: a static batch spends "
+         f"{1 - slot_use:.0%} of its decode slots on padding.")
+
+# %%
+policies = lab.policy_sweep(SCENARIO, (2, 4, 8, 12, 16), {
+    "static, B = 16 (0.5 s timeout)": StaticBatching(16, timeout_s=0.5), "continuous": ContinuousBatching()})
+
+# %%
+# figure: fig-15-2-3-static-vs-continuous
+# caption: Continuous batching's throughput follows the load while static batching's stops growing early, and its latency grows with the queue.
+# alt: Two panels against the request rate: output tokens per second for static and continuous batching, the static line flattening early; median end-to-end latency on a log scale, the static line rising by orders of magnitude.
+labplots.policy_plot(policies)
+
+# %%
+top = len(policies.rates) - 1
+thr_static = policies.column("static, B = 16 (0.5 s timeout)", "throughput_output_tokens_per_s")
+thr_cont = policies.column("continuous", "throughput_output_tokens_per_s")
+e2e_static = policies.column("static, B = 16 (0.5 s timeout)", "e2e_s", "p50")
+e2e_cont = policies.column("continuous", "e2e_s", "p50")
+s14 = lab.statement_verdicts("15.2.2-s14")["15.2.2-s14"]
+Markdown(f"At {policies.rates[top]:g} requests/s continuous batching delivers {thr_cont[top]:,.0f} output "
+         f"tokens/s against static batching's {thr_static[top]:,.0f} ({thr_cont[top] / thr_static[top]:.1f}×), "
+         f"and the median request finishes in {e2e_cont[top]:.2f} s instead of {e2e_static[top]:,.0f} s. Static "
+         f"batching's throughput at {policies.rates[top]:g}/s is {thr_static[top] / thr_static[1]:.2f}× its "
+         f"throughput at {policies.rates[1]:g}/s"
+         + (": it has saturated, and the surplus queues. " if thr_static[top] / thr_static[1] < 1.1 else ". ")
+         + f"The chapter's statement 15.2.2-s14 (\"{s14.description}\") is **{s14.verdict}** under its own "
+         f"experiment too.")
+
+# %% [markdown]
+# ## 2. A long prompt arriving into steady decode traffic
+# A scheduler that prefills a whole prompt in one step (vLLM's default without chunking) makes
+# every running sequence wait for that step: the gap between two of its tokens becomes the
+# prefill time of the long prompt plus a decode step. Chunked prefill (Sarathi-Serve,
+# [Agrawal et al. 2024](../book/references.md#agrawal2024)) caps each step at $C$ tokens: the
+# running sequences' decode tokens first, then up to $C - B$ prompt tokens, so a step never
+# costs more than about
+#
+# <!-- equation: eq-chunked-step -->
+# $$t_\text{step}(C) \approx \max\!\left(\frac{2 P C}{\text{peak}},\ \frac{M_\text{weights} + B\,C_\text{kv}}{\text{BW}}\right),
+# \qquad \text{steps for the prompt} \approx \left\lceil \frac{S}{C - B} \right\rceil.$$
+
+# %%
+LONG = min(16_000, (MODEL.max_context_tokens or 16_000) - 128)  # the longest prompt the model serves with 128 outputs
+step_time = RooflineStepTime(MODEL, GPU, PREC)
+alone_s, decode16_s = step_time.prefill_s(LONG), step_time.decode_s(1024, 16)
+Markdown(f"A {LONG:,}-token prompt alone takes {alone_s / MS:.0f} ms to prefill, as long as "
+         f"{alone_s / decode16_s:.0f} decode steps of 16 sequences at 1,024 tokens of context "
+         f"({decode16_s / MS:.1f} ms each): an unchunked prefill puts a gap of that size into every running "
+         f"stream.")
+
+# %%
+long_run = lab.long_prompt(SCENARIO, LONG, 8.0, chunks=(256, 512, 1024, 2048))
+
+# %%
+# figure: fig-15-2-3-chunked-prefill
+# caption: Chunked prefill bounds the stall a long prompt puts into the other requests' token streams by the chunk size; the long request itself waits a little longer for its first token.
+# alt: Line plot against the chunk size on a log-2 axis: the largest inter-token gap of the other requests rises with the chunk size and stays below the dashed unchunked level; the long prompt's TTFT falls towards its dashed unchunked level; a dotted line marks the 50 ms ITL target.
+labplots.long_prompt_plot(long_run, TARGETS.tpot_s)
+
+# %%
+within = [c for c in long_run.chunks if long_run.others_max_itl_s[f"C={c}"] <= TARGETS.tpot_s]
+best_c = max(within) if within else min(long_run.chunks)
+chunk_verdicts = lab.statement_verdicts("15.2.1-s23", "15.1.1-s13", "15.1.1-s14", "15.2.1-s15")
+Markdown(
+    f"Unchunked, the {LONG:,}-token prompt makes the largest gap in the other requests' streams "
+    f"{long_run.others_max_itl_s['unchunked'] / MS:.0f} ms, "
+    + (f"over the {TARGETS.tpot_s / MS:.0f} ms target. " if long_run.others_max_itl_s['unchunked'] > TARGETS.tpot_s
+       else f"within the {TARGETS.tpot_s / MS:.0f} ms target. ")
+    + (f"Chunk sizes up to C = {best_c:,} keep every gap within it ({long_run.others_max_itl_s[f'C={best_c}'] / MS:.0f} ms "
+       f"at C = {best_c:,}); " if within else f"No chunk size tried keeps every gap within it; ")
+    + f"the long request's TTFT at C = {best_c:,} is {long_run.long_ttft_s[f'C={best_c}'] / MS:.0f} ms against "
+    f"{long_run.long_ttft_s['unchunked'] / MS:.0f} ms unchunked "
+    f"({long_run.long_ttft_s[f'C={best_c}'] / long_run.long_ttft_s['unchunked'] - 1:+.0%}), and "
+    f"{long_run.long_ttft_s[f'C={min(long_run.chunks)}'] / MS:.0f} ms at the smallest chunk, C = {min(long_run.chunks)}: "
+    "smaller chunks read the weights more often for the same prompt. "
+    "The chapter's statements on chunking, decided by their own experiment (a 16,000-token prompt on Llama-2 13B, "
+    "beyond its context, as a yardstick): "
+    + "; ".join(f"{k} **{v.verdict}**" for k, v in chunk_verdicts.items()) + " (the table below).")
+
+# %%
+reader.details("The chapter's statements on chunked prefill: verdicts and evidence",
+               lab.statement_table(*chunk_verdicts))
+
+# %% [markdown]
+# ## 3. Tail latency against the request rate
+# By Little's law the number of requests in the server is the arrival rate times the time each
+# spends there, $\bar B \approx \lambda \cdot \overline{E2E}$. A higher rate means larger batches,
+# larger batches mean slower decode steps (each reads more KV cache), and slower steps keep each
+# request longer: the loop is stable until the GPU's memory or bandwidth runs out, then queues
+# grow and the tails rise steeply.
+
+# %%
+tails = lab.policy_sweep(SCENARIO, (4, 8, 12, 16, 20, 24, 28),
+                         {"continuous": ContinuousBatching(), "chunked, C = 512": ChunkedPrefill(512)})
+at8 = tails.summaries["continuous"][1]
+in_server = tails.rates[1] * at8["e2e_s"]["mean"]
+Markdown(f"Little's law at {tails.rates[1]:g} requests/s (continuous): {tails.rates[1]:g}/s × the mean end-to-end "
+         f"time {at8['e2e_s']['mean']:.2f} s = {in_server:.1f} requests in the server; the time-weighted mean batch "
+         f"is {at8['batch']['mean']:.1f} sequences"
+         + (" (a little below: the batch does not count the requests waiting in the queue)."
+            if at8["batch"]["mean"] < in_server else "."))
+
+# %%
+# figure: fig-15-2-3-tail-vs-qps
+# caption: Tail latencies stay flat while the GPU keeps up with the load and rise steeply past it; chunked prefill trades a higher TTFT tail for a flatter ITL tail.
+# alt: Two panels against the request rate for continuous batching and chunked prefill: p99 TTFT on a log scale with the 500 ms target, rising sharply at the highest rates; p99 ITL with the 50 ms target, the continuous line rising above the chunked one.
+labplots.tail_plot(tails)
+
+# %%
+cap_cont, cap_chunk = tails.max_rate_within("continuous"), tails.max_rate_within("chunked, C = 512")
+ttft_c, itl_c = tails.column("continuous", "ttft_s", "p99"), tails.column("continuous", "itl_s", "p99")
+ttft_k, itl_k = tails.column("chunked, C = 512", "ttft_s", "p99"), tails.column("chunked, C = 512", "itl_s", "p99")
+miss = min(tails.rates.index(cap_cont) + 1 if cap_cont else 0, len(tails.rates) - 1)  # the first rate that misses
+tail_verdicts = lab.statement_verdicts("15.2.2-s19", "15.2.2-s21")
+Markdown(f"With both p99 targets (TTFT ≤ {TARGETS.ttft_s / MS:.0f} ms, ITL ≤ {TARGETS.tpot_s / MS:.0f} ms), one "
+         f"{GPU.name} serves up to **{cap_cont:g} requests/s** with continuous batching and "
+         f"**{cap_chunk:g} requests/s** with chunked prefill (C = 512) among the rates tried"
+         + (" (every rate tried for both: the capacity lies beyond them). "
+            if min(cap_cont, cap_chunk) == tails.rates[-1] else ". ")
+         + f"At {tails.rates[miss]:g}/s continuous batching's p99 ITL is {itl_c[miss] / MS:.0f} ms and its p99 TTFT "
+         f"{ttft_c[miss] / MS:,.0f} ms"
+         + (" (its ITL misses first: whole prompts prefilled inside decode steps lengthen them)"
+            if itl_c[miss] > TARGETS.tpot_s and ttft_c[miss] <= TARGETS.ttft_s else "")
+         + f"; chunked prefill's are {itl_k[miss] / MS:.0f} ms and {ttft_k[miss] / MS:,.0f} ms. Chunking "
+         + ("pays for its flatter ITL tail with TTFT: " if ttft_k[miss] > ttft_c[miss] else "changes TTFT little: ")
+         + f"p99 {ttft_k[0] / MS:.0f} ms against {ttft_c[0] / MS:.0f} ms at {tails.rates[0]:g}/s. At the highest rate, "
+         f"{tails.rates[-1]:g}/s, the p99 TTFT has reached {ttft_c[-1] / MS:,.0f} ms (continuous). "
+         "The chapter's statements on tails: "
+         + "; ".join(f"{k} (\"{v.description}\") **{v.verdict}**" for k, v in tail_verdicts.items()) + ".")
+
+# %% [markdown]
+# ## 4. SLO goodput per dollar: replicas, batching, tensor parallelism
+# Goodput counts only the requests that meet the SLO. A deployment's *capacity* is the highest
+# request rate at which at least 90 % of them do (found by bisection over the rate, with as many
+# requests per GPU in each run); what a dollar buys is
+#
+# <!-- equation: eq-goodput-per-dollar -->
+# $$\text{requests per dollar} = \frac{\text{capacity} \times 3600\ \text{s}}{\text{GPUs} \times \text{price per GPU-hour}}.$$
+#
+# **Price.** The book's H100 price of \$4 per GPU-hour (15.2.2), the same for every GPU: the
+# cost is proportional to the GPU count, so the ranking is the ranking of capacity per GPU, and
+# another price scales every bar alike. Comparing accelerator types would need each one's price.
+
+# %%
+DEPLOYMENTS = (
+    lab.Deployment("one GPU, batching"),
+    lab.Deployment("2 replicas, batching", replicas=2),
+    lab.Deployment("TP = 2, batching", tp=2),
+    lab.Deployment("TP = 4, batching", tp=4),
+    lab.Deployment("2 replicas at B = 1", replicas=2, policy=ContinuousBatching(max_num_seqs=1),
+                   requests_per_gpu=200, start_rate_per_gpu=0.25))
+capacity = lab.slo_capacity(SCENARIO, DEPLOYMENTS, attainment=0.9, usd_per_gpu_hour=USD_PER_GPU_HOUR, start_rate=16)
+
+# %%
+# figure: fig-15-2-3-goodput-per-dollar
+# caption: SLO-meeting requests per dollar for each way of using GPUs: batching on every GPU against replicas that serve one request at a time, and the model split over two or four GPUs.
+# alt: Horizontal bars of thousand SLO-meeting requests per dollar for five deployments (one GPU, two replicas, TP 2, TP 4, two replicas at batch one), each labelled with its capacity in requests per second; the best bar is green.
+labplots.capacity_plot(capacity)
+
+# %%
+best = capacity.best()
+one_gpu, b1 = 0, len(DEPLOYMENTS) - 1
+blocks_tp1, blocks_tp2 = kv_capacity_blocks(MODEL, GPU, PREC, 1), kv_capacity_blocks(MODEL, GPU, PREC, 2)
+scale_verdicts = lab.statement_verdicts("15.2.2-s10", "15.2.2-s9")
+Markdown(
+    f"**{DEPLOYMENTS[best].label}** gives the most: {capacity.requests_per_usd[best]:,.0f} SLO-meeting requests per "
+    f"dollar ({capacity.per_gpu[best]:.3g} requests/s per GPU), against "
+    + (f"{capacity.requests_per_usd[one_gpu]:,.0f} for one GPU batching alone and " if best != one_gpu else "")
+    + f"{capacity.requests_per_usd[b1]:,.0f} for replicas at $B$ = 1 "
+    f"({capacity.requests_per_usd[best] / capacity.requests_per_usd[b1]:,.0f}× less than the best). "
+    f"Two replicas carry {capacity.rate_per_s[1] / capacity.rate_per_s[one_gpu]:.2f}× one GPU's capacity"
+    + (" (more than twice: least-loaded routing sends each request to the less busy replica, which smooths "
+       "bursts; the bisection finds each capacity only to within 5 %). " if capacity.rate_per_s[1] > 2 * capacity.rate_per_s[one_gpu] else ". ")
+    + f"Tensor parallelism over two GPUs gives {capacity.per_gpu[2] / capacity.per_gpu[1]:.2f}× the capacity per GPU "
+    "of two replicas, over four GPUs "
+    f"{capacity.per_gpu[3] / capacity.per_gpu[1]:.2f}×. For it: a TP = 2 replica reads its weights from two GPUs at "
+    f"once and keeps half of them per GPU, so its KV pool holds {blocks_tp2 * 16:,} tokens against "
+    f"2 × {blocks_tp1 * 16:,} = {2 * blocks_tp1 * 16:,} for two single-GPU replicas; against it: every layer's "
+    "all-reduces add to each step. The chapter's advice to scale with replicas before batching: "
+    + "; ".join(f"{k} (\"{v.description}\") **{v.verdict}**" for k, v in scale_verdicts.items()) + ".")
+
+# %% [markdown]
+# ## 5. Prefix caching of a shared system prompt
+# When every request starts with the same $c$-token system prompt, its keys and values are the
+# same for all of them. With prefix caching (vLLM's automatic prefix caching) the first request
+# computes them, the cache keeps their blocks (shared, reference-counted, evicted only when no
+# running request uses them and the pool runs short), and a later request prefills only its own
+# $q$ tokens, whose queries still attend to all $c + q$ keys:
+#
+# <!-- equation: eq-cached-prefill -->
+# $$\text{FLOPs}_\text{cached} \approx 2Pq + 4 L\, d\left(qc + \tfrac{q^2}{2}\right)
+# \quad\text{instead of}\quad 2P(c+q) + 4 L\, d\, \tfrac{(c+q)^2}{2}.$$
+#
+# Prefill is not the only cost of a long shared prompt: each decode step still reads its $c$
+# cached tokens once *per sequence* (the attention kernels modelled here read each sequence's
+# blocks, shared or not), so the memory saved is not bandwidth saved.
+
+# %%
+own = int(SCENARIO.prompt.mean)
+with beyond_context():
+    cached_s = step_time(own, 1, own * SYSTEM_PROMPT + own * (own + 1) / 2, SYSTEM_PROMPT + own)  # Eq. (cached-prefill)
+    uncached_s = step_time.prefill_s(SYSTEM_PROMPT + own)
+    decode_long_s, decode_short_s = step_time.decode_s(SYSTEM_PROMPT + own, 16), step_time.decode_s(own, 16)
+per_seq_gb = (SYSTEM_PROMPT + own) * kv_cache_bytes_per_token(MODEL, PREC) / GB
+Markdown(reader.context_note(MODEL, SYSTEM_PROMPT + own) + " "
+         f"With a {SYSTEM_PROMPT:,}-token system prompt and {own} tokens of its own, a request's prefill takes "
+         f"{uncached_s / MS:.0f} ms uncached and {cached_s / MS:.1f} ms cached ({uncached_s / cached_s:.0f}× less). "
+         f"Its KV cache is {per_seq_gb:.1f} GB, of which the cache shares "
+         f"{SYSTEM_PROMPT / (SYSTEM_PROMPT + own):.0%}; but a decode step of 16 such sequences takes "
+         f"{decode_long_s / MS:.1f} ms against {decode_short_s / MS:.1f} ms without the system prompt.")
+
+# %%
+prefix = lab.prefix_sweep(SCENARIO, SYSTEM_PROMPT, (0.5, 1, 2, 3, 4, 6))
+
+# %%
+# figure: fig-15-2-3-prefix-caching
+# caption: Caching a shared system prompt cuts the median TTFT at low load and raises the rate served within the SLO, until decode steps that read the long context for every sequence set the limit.
+# alt: Two panels against the request rate, with and without prefix caching: median TTFT on a log scale with the 500 ms target, the uncached line starting near it and exploding at low rates, the cached line starting far below; the share of requests within the SLO, the cached line staying at 100 percent to a higher rate.
+labplots.prefix_plot(prefix, TARGETS.ttft_s)
+
+# %%
+prefix_verdicts = lab.statement_verdicts("15.1.1-s21", "15.1.1-s29")
+after = min(prefix.rates.index(prefix.max_rate("on")) + 1 if prefix.max_rate("on") else 0, len(prefix.rates) - 1)
+Markdown(
+    f"At {prefix.rates[0]:g} requests/s the median TTFT is {prefix.p50_ttft_s['off'][0] / MS:.0f} ms without the "
+    f"cache and {prefix.p50_ttft_s['on'][0] / MS:.0f} ms with it; {prefix.cached_tokens_mean['on'][0]:,.0f} of the "
+    f"{prefix.prompt_tokens_mean:,.0f} prompt tokens of a request come from the cache on average. At least 90 % of "
+    f"the requests meet the SLO up to **{prefix.max_rate('off'):g} requests/s** without caching and "
+    f"**{prefix.max_rate('on'):g} requests/s** with it, among the rates tried. "
+    + (f"At {prefix.rates[after]:g}/s, the highest rate tried, " if prefix.max_rate("on") == prefix.rates[-1]
+       else f"At the next rate, {prefix.rates[after]:g}/s, ")
+    + f"the cached run's median TPOT is {prefix.p50_tpot_s['on'][after] / MS:.0f} ms against "
+    f"the {TARGETS.tpot_s / MS:.0f} ms target"
+    + (": the prefill is gone, but the cache now holds many more sequences, and every decode step reads the "
+       f"{SYSTEM_PROMPT:,} cached tokens once for each of them, so the ITL target, not the TTFT, ends the batch "
+       "(attention kernels that read a shared prefix once for all the sequences that share it would lift this "
+       "limit; the library's roofline does not model them). " if prefix.p50_tpot_s['on'][after] > TARGETS.tpot_s else ". ")
+    + 
+    "The chapter's statements on prompt caching (decided analytically, one request alone): "
+    + "; ".join(f"{k} (\"{v.description}\") **{v.verdict}**" for k, v in prefix_verdicts.items())
+    + ": the prefill left is the request's own tokens attending to the cached ones, small only when they are few.")
+
+# %%
+reader.details("The chapter's statements on tails, scaling and prompt caching: verdicts and evidence",
+               lab.statement_table(*tail_verdicts, *scale_verdicts, *prefix_verdicts))
+
+# %% [markdown]
+# ## Takeaways
+
+# %%
+Markdown(
+    f"- Continuous batching kept {GPU.name}'s throughput growing with the load ({thr_cont[top]:,.0f} output tokens/s "
+    f"at {policies.rates[top]:g}/s) where static batches of 16 gave {thr_static[top]:,.0f}: a static batch "
+    f"spends {1 - slot_use:.0%} of its slots on padding here.\n"
+    f"- An unchunked {LONG:,}-token prefill put a {long_run.others_max_itl_s['unchunked'] / MS:.0f} ms gap into "
+    f"every running stream; chunks of {best_c:,} tokens bring it to "
+    f"{long_run.others_max_itl_s[f'C={best_c}'] / MS:.0f} ms.\n"
+    f"- Within both p99 targets one GPU served {cap_cont:g} requests/s (continuous) and {cap_chunk:g} requests/s "
+    f"(chunked) among the rates tried; at {tails.rates[-1]:g}/s the p99 TTFT is {ttft_c[-1] / MS:,.0f} ms.\n"
+    f"- Per dollar, {DEPLOYMENTS[best].label} served {capacity.requests_per_usd[best]:,.0f} SLO-meeting requests, "
+    f"replicas at B = 1 {capacity.requests_per_usd[b1]:,.0f}: batch first, then add GPUs.\n"
+    f"- A cached {SYSTEM_PROMPT:,}-token system prompt raised the rate within the SLO from "
+    f"{prefix.max_rate('off'):g} to {prefix.max_rate('on'):g} requests/s; the decode steps still read it for every "
+    "sequence.\n\n"
+    "Previous: [15.2.2 Throughput under batching](15_2_2_batching.ipynb) · Back to the [index](00_index.ipynb)")
+# %% [markdown]
+# ## Exercises
+#
+# 4 exercises (8 points), from recomputing a number to a design question. Put your answer in the cell
+# under each statement and run the check below it: it says PASS, or FAIL with a hint; it never shows
+# the expected value. Tolerances are relative unless stated; GB means 10⁹ bytes.
+
+# %%
+from inferlab.exercises import check
+
+# %% [markdown]
+# ### Exercise 15.2.3-ex1: The TTFT of a request whose system prompt is cached
+# *Recompute · 1 point*
+#
+# Every request to a `llama-3-8b` server on one `h100-sxm` (bf16) starts with the same 6,000-token
+# system prompt, followed by 1,000 tokens of its own. With prefix caching, the system prompt's K and V
+# are already in the cache when a request arrives. Compute the request's TTFT alone on the GPU (one prefill step,
+# no queue) with the library's step time `inferlab.serving.RooflineStepTime(model, accelerator)`, called as
+# `st(tokens, logits, attn_pairs, attn_kv_tokens)`: the tokens fed through the layers, the tokens sampled, the
+# query-key pairs scored and the keys read. Then the speed-up over prefilling the whole prompt
+# (`st.prefill_s(tokens)`).
+#
+# **Answer** `ex1`: a dict with the keys
+# - `'ttft_cached_ms'`: the TTFT of the request with its prefix cached, alone on the GPU in ms, a number (tolerance ±1 %)
+# - `'speedup'`: the TTFT without the cache divided by the TTFT with it (dimensionless), a number (tolerance ±1 %)
+
+# %%
+# SOLUTION
+# parameters of 15.2.3-ex1
+model = "llama-3-8b"
+accelerator = "h100-sxm"
+prefix_tokens = 6000
+suffix_tokens = 1000
+
+from inferlab.serving import RooflineStepTime
+
+st = RooflineStepTime(model, accelerator)
+c, q = prefix_tokens, suffix_tokens
+# Only the q uncached tokens go through the layers, but their queries attend to all c + q keys:
+# q*c + q(q+1)/2 query-key pairs, c + q keys read, one token sampled.
+cached_s = st(q, 1, q * c + q * (q + 1) / 2, c + q)
+ex1 = {"ttft_cached_ms": cached_s * 1e3, "speedup": st.prefill_s(c + q) / cached_s}
+ex1
+
+# %%
+check("15.2.3-ex1", ex1);
+
+# %% [markdown]
+# ### Exercise 15.2.3-ex2: A long prompt arrives: stall or chunk?
+# *Predict · 2 points*
+#
+# A `llama-2-13b` server on one `h100-sxm` is decoding B = 32 sequences, each with 1,024 tokens in its
+# cache, when a 3,968-token prompt arrives. **Predict first:** with an ITL target of 50 ms, which
+# schedule keeps the running sequences within it?
+#
+# - *Unchunked* (prefill-first): the whole prompt is prefilled in a step of its own while the decodes wait; the
+#   gap a running sequence sees is that step plus its next decode step (`st.prefill_s`, `st.decode_s(context,
+#   batch)`).
+# - *Chunked* with a budget of C = 512 tokens per step: the step carries the 32 decode tokens and the
+#   prompt's first C - B tokens (nothing of the prompt cached yet), and samples 32 tokens.
+#
+# Use `st = inferlab.serving.RooflineStepTime(model, accelerator)`, called as `st(tokens, logits, attn_pairs,
+# attn_kv_tokens)`: each decode scores its 1,024 cached keys (one pair per key) and reads them; the chunk's
+# q tokens score q(q+1)/2 pairs among themselves and read q keys.
+#
+# **Answer** `ex2`: a dict with the keys
+# - `'stall_ms'`: the gap between two tokens of a running sequence across the unchunked prefill in ms, a number (tolerance ±1 %)
+# - `'chunked_itl_ms'`: the same gap when the step carries the first chunk instead in ms, a number (tolerance ±1 %)
+# - `'meets_slo'`: which schedule keeps that gap within the ITL target: one of 'unchunked', 'chunked', 'both', 'neither'
+
+# %%
+# SOLUTION
+# parameters of 15.2.3-ex2
+model = "llama-2-13b"
+accelerator = "h100-sxm"
+batch = 32
+context = 1024
+long_tokens = 3968
+chunk = 512
+itl_slo_ms = 50
+
+from inferlab.serving import RooflineStepTime
+
+st = RooflineStepTime(model, accelerator)
+decode_s = st.decode_s(context, batch)
+# Unchunked: the whole prompt in a step of its own, then the next decode step.
+stall_s = st.prefill_s(long_tokens) + decode_s
+# Chunked: the batch's decode tokens and the prompt's first q = chunk - batch tokens in one step.
+q = chunk - batch
+chunked_s = st(batch + q, batch, batch * context + q * (q + 1) / 2, batch * context + q)
+ok = {"unchunked": stall_s * 1e3 <= itl_slo_ms, "chunked": chunked_s * 1e3 <= itl_slo_ms}
+meets = "both" if all(ok.values()) else "neither" if not any(ok.values()) else next(k for k, v in ok.items() if v)
+ex2 = {"stall_ms": stall_s * 1e3, "chunked_itl_ms": chunked_s * 1e3, "meets_slo": meets}
+ex2
+
+# %%
+check("15.2.3-ex2", ex2);
+
+# %% [markdown]
+# ### Exercise 15.2.3-ex3: Is a cached system prompt free?
+# *Inconsistency · 2 points*
+#
+# A colleague writes about a `llama-3-8b` server on one `h100-sxm` (bf16) whose requests share a
+# 6,000-token system prompt and add 1,000 tokens each: *"With prefix caching the system prompt is
+# free. Its KV is stored once, so a decode step of 16 conversations costs what 16 conversations of
+# 1,000 tokens cost, and a request's TTFT is the prefill of its own 1,000 tokens."*
+#
+# 1. Compute the decode step time of 16 sequences that each hold the whole 7,000-token
+#    context (`inferlab.serving.RooflineStepTime(model, accelerator).decode_s(context, batch)`; the attention kernel
+#    reads each sequence's cached blocks, shared or not), and its ratio to the colleague's step (context
+#    1,000).
+# 2. Which of these statements are true?
+#    - **A** The request's own tokens attend to the cached system prompt, so its cached prefill costs more than a
+#      prefill of those tokens alone.
+#    - **B** A decode step reads a shared prefix's K and V once for the whole batch.
+#    - **C** Caching saves KV *memory* for the shared prefix: its blocks are stored once, not once per request.
+#    - **D** Without prefix caching, every request's KV cache holds its own copy of the system prompt.
+#    - **E** Prefix caching halves the FLOPs of the projections of the request's own tokens.
+#
+# **Answer** `ex3`: a dict with the keys
+# - `'decode_ms'`: the decode step of 16 sequences at the full context in ms, a number (tolerance ±1 %)
+# - `'ratio'`: that step divided by the colleague's step (dimensionless), a number (tolerance ±1 %)
+# - `'true'`: the letters of every true statement: a set of letters among 'A', 'B', 'C', 'D', 'E', e.g. {'A', 'C'}
+
+# %%
+# SOLUTION
+# parameters of 15.2.3-ex3
+model = "llama-3-8b"
+accelerator = "h100-sxm"
+prefix_tokens = 6000
+own_tokens = 1000
+batch = 16
+
+from inferlab.serving import RooflineStepTime
+
+st = RooflineStepTime(model, accelerator)
+# Each sequence's attention reads its whole context, the shared prefix included, at every step.
+decode_s = st.decode_s(prefix_tokens + own_tokens, batch)
+ex3 = {"decode_ms": decode_s * 1e3, "ratio": decode_s / st.decode_s(own_tokens, batch), "true": {"A", "C", "D"}}
+ex3
+
+# %%
+check("15.2.3-ex3", ex3);
+
+# %% [markdown]
+# ### Exercise 15.2.3-ex4: How many users fit when they share a system prompt?
+# *Design · 3 points*
+#
+# A chat service runs `llama-3-8b` (bf16) on `h100-sxm` GPUs, one replica per GPU. Every conversation starts with
+# the same 6,000-token system prompt and adds at most 1,000 tokens of its own (user turns and
+# replies) to the KV cache. The KV cache is paged in blocks of 16 tokens; the pool per GPU is
+# `inferlab.serving.kv_capacity_blocks(model, accelerator, block_tokens=16)` blocks (90 % of the memory
+# minus the weights). With prefix caching, the system prompt's *whole* blocks are stored once per GPU and shared;
+# a partly filled last block is each sequence's own.
+#
+# How many sequences at their longest fit in one GPU's pool without and with prefix caching, and how many GPUs
+# hold 1,000 concurrent conversations with caching? (`inferlab.serving.blocks_for(tokens, block_tokens)` is
+# ceil(tokens / block_tokens).)
+#
+# **Answer** `ex4`: a dict with the keys
+# - `'max_seqs_uncached'`: the sequences the KV pool holds at once without prefix caching (sequences), an integer (exact)
+# - `'max_seqs_cached'`: the sequences it holds with prefix caching (sequences), an integer (exact)
+# - `'gpus'`: the GPUs (one replica each, with caching) for 1,000 concurrent users (GPUs), an integer (exact)
+
+# %%
+# SOLUTION
+# parameters of 15.2.3-ex4
+model = "llama-3-8b"
+accelerator = "h100-sxm"
+prefix_tokens = 6000
+own_tokens = 1000
+users = 1000
+block_tokens = 16
+
+import math
+
+from inferlab.serving import blocks_for, kv_capacity_blocks
+
+pool = kv_capacity_blocks(model, accelerator, block_tokens=block_tokens)  # 90 % of memory, minus weights
+# Without caching every sequence holds its own copy of the prefix.
+uncached = pool // blocks_for(prefix_tokens + own_tokens, block_tokens)
+# With caching the prefix's whole blocks are held once; a partial last block stays private.
+shared = prefix_tokens // block_tokens
+private = blocks_for(prefix_tokens + own_tokens - shared * block_tokens, block_tokens)
+cached = (pool - shared) // private
+ex4 = {"max_seqs_uncached": uncached, "max_seqs_cached": cached, "gpus": math.ceil(users / cached)}
+ex4
+
+# %%
+check("15.2.3-ex4", ex4);

@@ -1,0 +1,321 @@
+"""The serving lab's experiments (chapters/15_2_3_serving_lab): each runs the simulator over a
+small fixed-seed workload and returns its numbers as a frozen dataclass; `serving.labplots`
+draws them. Everything is a function of a `Scenario` (model, accelerator, precision, request
+lengths, SLO), so the notebook's What-if cell reaches every experiment.
+
+- `policy_sweep`: one workload per request rate through several policies (static vs continuous
+  batching; tail latency against QPS): the SimResult summaries, per policy and rate.
+- `long_prompt`: one long prompt arriving into steady decode traffic, without chunking and with
+  chunked prefill at several chunk sizes: the others' ITL tail and the long request's TTFT.
+- `slo_capacity`: for each deployment (replicas x tensor parallelism x policy), the highest rate
+  at which `attainment` of the requests meet the SLO (bisection over the rate); per GPU and per
+  dollar at a price per GPU-hour (cost = GPUs x hours x price: GPUs of one kind).
+- `prefix_sweep`: requests sharing a long system prompt, with and without prefix caching.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from inferlab.context import beyond_context
+from inferlab.serving.metrics import SLO, SimResult
+from inferlab.serving.policies import ChunkedPrefill, ContinuousBatching, PrefillFirst
+from inferlab.serving.simulate import simulate
+from inferlab.serving.workload import LengthDist, Workload, synthetic, with_shared_prefix
+from inferlab.specs import BF16, Precision, get_accelerator, get_model
+from inferlab.validation import fraction, positive_float, positive_int
+
+# ShareGPT-like lengths (lognormal, cv 1), clipped to fit Llama-2's 4,096-token context.
+LAB_PROMPT = LengthDist("lognormal", 512, cv=1.0, low=16, high=3000)
+LAB_OUTPUT = LengthDist("lognormal", 128, cv=1.0, low=1, high=1000)
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """What every experiment of the lab shares: the model on its accelerator, the request lengths,
+    the number of requests per run, the seed and the SLO (the chapter's TTFT < 500 ms and ITL <
+    50 ms, the ITL target applied to each request's mean ITL, its TPOT)."""
+
+    model: object = "llama-2-13b"
+    accelerator: object = "h100-sxm"
+    precision: Precision = BF16
+    prompt: LengthDist = LAB_PROMPT
+    output: LengthDist = LAB_OUTPUT
+    n_requests: int = 1000
+    seed: int = 0
+    slo: SLO = SLO()
+
+    def __post_init__(self):
+        object.__setattr__(self, "model", get_model(self.model))
+        object.__setattr__(self, "accelerator", get_accelerator(self.accelerator))
+        positive_int("n_requests", self.n_requests)
+
+    def workload(self, rate_per_s: float, n_requests: int | None = None) -> Workload:
+        return synthetic(rate_per_s, n_requests=n_requests or self.n_requests, prompt=self.prompt,
+                         output=self.output, seed=self.seed)
+
+    def run(self, workload: Workload, policy=ContinuousBatching(), **kw) -> SimResult:
+        return simulate(workload, self.model, self.accelerator, policy, precision=self.precision, **kw)
+
+
+def _percentile(x, q) -> float:
+    x = np.asarray(x, dtype=float)
+    x = x[np.isfinite(x)]
+    return float(np.percentile(x, q)) if len(x) else float("nan")
+
+
+# -- policies against the request rate --------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Sweep:
+    """Summaries (SimResult.summary) per policy label and rate: `summaries[label][i]` at rates[i]."""
+
+    rates: tuple
+    labels: tuple
+    summaries: dict = field(hash=False)
+    slo: SLO = SLO()
+
+    def column(self, label: str, key: str, stat: str | None = None) -> np.ndarray:
+        """One number per rate: summary[key] (or summary[key][stat], e.g. ('ttft_s', 'p99'))."""
+        return np.array([s[key] if stat is None else (s[key] or {}).get(stat, np.nan)
+                         for s in self.summaries[label]], dtype=float)
+
+    def max_rate_within(self, label: str, ttft_s: float | None = None, itl_s: float | None = None,
+                        pct: str = "p99") -> float:
+        """The highest rate of the sweep whose `pct` TTFT and ITL are within the targets (default: the
+        SLO's TTFT and TPOT values), every lower rate too; 0.0 if even the lowest misses."""
+        ttft_s = self.slo.ttft_s if ttft_s is None else ttft_s
+        itl_s = self.slo.tpot_s if itl_s is None else itl_s
+        ok = (self.column(label, "ttft_s", pct) <= ttft_s) & (self.column(label, "itl_s", pct) <= itl_s)
+        n = int(np.argmin(ok)) if not ok.all() else len(ok)
+        return float(self.rates[n - 1]) if n else 0.0
+
+
+def policy_sweep(scenario: Scenario, rates, policies: dict) -> Sweep:
+    """Each rate's workload (same seed: the same requests, arriving faster) through each policy."""
+    rates = tuple(float(positive_float("rate", r)) for r in rates)
+    if not policies:
+        raise ValueError("policies must name at least one policy; got none")
+    out = {label: [] for label in policies}
+    for rate in rates:
+        w = scenario.workload(rate)
+        for label, policy in policies.items():
+            out[label].append(scenario.run(w, policy).summary(scenario.slo))
+    return Sweep(rates, tuple(policies), out, scenario.slo)
+
+
+# -- a long prompt into steady decode traffic ---------------------------------------------------------
+
+@dataclass(frozen=True)
+class LongPrompt:
+    """One long prompt of `long_tokens` arriving mid-way into traffic at `rate_per_s`: per schedule
+    ('unchunked' = prefill-first, then each chunk size), the others' largest and p99 ITL, their
+    p99 TTFT, and the long request's own TTFT (seconds)."""
+
+    long_tokens: int
+    rate_per_s: float
+    chunks: tuple
+    others_max_itl_s: dict = field(hash=False)
+    others_p99_itl_s: dict = field(hash=False)
+    others_p99_ttft_s: dict = field(hash=False)
+    long_ttft_s: dict = field(hash=False)
+    prefill_alone_s: float = 0.0
+
+    @property
+    def labels(self) -> tuple:
+        return ("unchunked",) + tuple(f"C={c}" for c in self.chunks)
+
+
+def long_prompt(scenario: Scenario, long_tokens: int, rate_per_s: float, chunks=(256, 512, 1024, 2048),
+                output_tokens: int = 128) -> LongPrompt:
+    """Unchunked prefill-first (whole prompts in a step of their own, decodes wait) against
+    ChunkedPrefill(token_budget=C) per chunk size C (every decode, then prompt chunks up to C)."""
+    positive_int("long_tokens", long_tokens)
+    chunks = tuple(int(positive_int("chunk", c)) for c in chunks)
+    base = scenario.workload(rate_per_s)
+    n = len(base)
+    t_long = float(base.arrival_s[n // 2]) + 1e-6
+    w = Workload(np.append(base.arrival_s, t_long), np.append(base.prompt_tokens, long_tokens),
+                 np.append(base.output_tokens, output_tokens))
+    idx = int(np.flatnonzero((w.prompt_tokens == long_tokens) & (w.arrival_s == t_long))[0])
+    others = np.ones(len(w), bool)
+    others[idx] = False
+    out = {k: {} for k in ("max_itl", "p99_itl", "p99_ttft", "long")}
+    schedules = [("unchunked", PrefillFirst(max_batched_tokens=None))] + [
+        (f"C={c}", ChunkedPrefill(token_budget=c, max_num_seqs=min(256, c))) for c in chunks]
+    for label, policy in schedules:
+        r = scenario.run(w, policy)
+        itl = [r.itls_s[i] for i in np.flatnonzero(others) if len(r.itls_s[i])]
+        out["max_itl"][label] = float(max(float(np.max(x)) for x in itl))
+        out["p99_itl"][label] = _percentile(np.concatenate(itl), 99)
+        out["p99_ttft"][label] = _percentile(r.ttft_s[others], 99)
+        out["long"][label] = float(r.ttft_s[idx])
+    from inferlab.serving.steptime import RooflineStepTime
+    alone = RooflineStepTime(scenario.model, scenario.accelerator, scenario.precision).prefill_s(long_tokens)
+    return LongPrompt(int(long_tokens), float(rate_per_s), chunks, out["max_itl"], out["p99_itl"],
+                      out["p99_ttft"], out["long"], alone)
+
+
+# -- SLO capacity of deployments, per GPU and per dollar ----------------------------------------------
+
+@dataclass(frozen=True)
+class Deployment:
+    """`replicas` copies of the model, each on `tp` GPUs, under `policy` (least-loaded routing).
+    `requests_per_gpu`: the run length for `slo_capacity` (default the scenario's n_requests); a
+    deployment at B = 1 saturates within a few hundred requests and simulates one step per token."""
+
+    label: str
+    replicas: int = 1
+    tp: int = 1
+    policy: object = ContinuousBatching()
+    requests_per_gpu: int | None = None
+    start_rate_per_gpu: float | None = None
+
+    def __post_init__(self):
+        positive_int("replicas", self.replicas)
+        positive_int("tp", self.tp)
+        if self.requests_per_gpu is not None:
+            positive_int("requests_per_gpu", self.requests_per_gpu)
+        if self.start_rate_per_gpu is not None:
+            positive_float("start_rate_per_gpu", self.start_rate_per_gpu)
+
+    @property
+    def gpus(self) -> int:
+        return self.replicas * self.tp
+
+
+@dataclass(frozen=True)
+class Capacity:
+    """Per deployment: the highest rate (requests/s) at which `attainment` of the requests meet the
+    SLO, that rate per GPU, and SLO-meeting requests per dollar at `usd_per_gpu_hour`
+    (rate x 3600 s / (GPUs x price))."""
+
+    deployments: tuple
+    rate_per_s: tuple
+    attainment: float
+    usd_per_gpu_hour: float
+
+    @property
+    def per_gpu(self) -> tuple:
+        return tuple(r / d.gpus for r, d in zip(self.rate_per_s, self.deployments))
+
+    @property
+    def requests_per_usd(self) -> tuple:
+        return tuple(r * 3600.0 / (d.gpus * self.usd_per_gpu_hour) for r, d in zip(self.rate_per_s, self.deployments))
+
+    def best(self) -> int:
+        """Index of the deployment with the most SLO-meeting requests per dollar (first of equals)."""
+        return int(np.argmax(self.requests_per_usd))
+
+
+def attains(scenario: Scenario, deployment: Deployment, rate_per_s: float) -> float:
+    """The fraction of requests meeting the SLO at `rate_per_s`: a fixed-seed run of the scenario's
+    n requests per GPU (a run long enough per GPU that a queue growing past capacity shows)."""
+    w = scenario.workload(rate_per_s, (deployment.requests_per_gpu or scenario.n_requests) * deployment.gpus)
+    r = simulate(w, scenario.model, scenario.accelerator, deployment.policy, precision=scenario.precision,
+                 tp=deployment.tp, replicas=deployment.replicas, router="least-loaded")
+    return float(r.meets(scenario.slo).mean())
+
+
+def slo_capacity(scenario: Scenario, deployments, *, attainment: float = 0.9, usd_per_gpu_hour: float = 4.0,
+                 start_rate: float = 1.0, rel_tol: float = 0.05) -> Capacity:
+    """Bisection on the rate for each deployment: double from `start_rate` (or the deployment's own)
+    x GPUs until the attainment
+    falls below `attainment`, then halve the bracket until it is within `rel_tol` (its lower end is
+    the capacity: a rate that was run and met the target). 0.0 when even `start_rate` / 64 misses."""
+    fraction("attainment", attainment)
+    positive_float("usd_per_gpu_hour", usd_per_gpu_hour)
+    positive_float("start_rate", start_rate)
+    positive_float("rel_tol", rel_tol)
+    deployments = tuple(deployments)
+    rates = []
+    for d in deployments:
+        start = d.start_rate_per_gpu or start_rate
+        lo, hi = 0.0, float(start) * d.gpus
+        while attains(scenario, d, hi) >= attainment:
+            lo, hi = hi, 2 * hi
+            if hi > 1e5:
+                raise ValueError(f"{d.label}: meets the SLO beyond 1e5 requests/s; check the scenario")
+        if lo == 0.0:  # the start already misses: look below it
+            floor = start * d.gpus / 64
+            while hi > floor and attains(scenario, d, hi / 2) < attainment:
+                hi /= 2
+            lo = hi / 2 if hi > floor else 0.0
+        while lo > 0 and (hi - lo) > rel_tol * lo:
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if attains(scenario, d, mid) >= attainment else (lo, mid)
+        rates.append(lo)
+    return Capacity(deployments, tuple(rates), float(attainment), float(usd_per_gpu_hour))
+
+
+# -- prefix caching of a shared system prompt ---------------------------------------------------------
+
+@dataclass(frozen=True)
+class PrefixSweep:
+    """Requests whose prompts start with one shared `prefix_tokens` system prompt, per rate, with
+    caching off and on: p50 and p99 TTFT (s), p50 TPOT (s, a request's mean ITL), SLO attainment,
+    mean KV blocks in use (fraction) and the mean prompt tokens served from the cache."""
+
+    prefix_tokens: int
+    rates: tuple
+    p50_ttft_s: dict = field(hash=False)
+    p99_ttft_s: dict = field(hash=False)
+    p50_tpot_s: dict = field(hash=False)
+    attainment: dict = field(hash=False)
+    kv_mean_fraction: dict = field(hash=False)
+    cached_tokens_mean: dict = field(hash=False)
+    prompt_tokens_mean: float = 0.0
+
+    def max_rate(self, label: str, attainment: float = 0.9) -> float:
+        """The highest rate of the sweep with at least `attainment` of requests in the SLO, every lower
+        rate too; 0.0 if even the lowest misses."""
+        ok = np.asarray(self.attainment[label]) >= attainment
+        n = int(np.argmin(ok)) if not ok.all() else len(ok)
+        return float(self.rates[n - 1]) if n else 0.0
+
+
+def prefix_sweep(scenario: Scenario, prefix_tokens: int, rates, policy=ContinuousBatching()) -> PrefixSweep:
+    """The scenario's requests with a `prefix_tokens` system prompt in front of every prompt (the
+    scenario's prompt lengths are the users' own tokens), at each rate, caching off and on. Lengths
+    beyond the model's context are computed as yardsticks (no warning: the notebook says so)."""
+    positive_int("prefix_tokens", prefix_tokens)
+    rates = tuple(float(positive_float("rate", r)) for r in rates)
+    keys = ("off", "on")
+    out = {k: {label: [] for label in keys} for k in ("p50", "p99", "tpot", "att", "kv", "cached")}
+    prompt_mean = 0.0
+    with beyond_context():
+        for rate in rates:
+            w = with_shared_prefix(scenario.workload(rate), prefix_tokens)
+            prompt_mean = float(w.prompt_tokens.mean())
+            for label in keys:
+                r = scenario.run(w, policy, prefix_caching=label == "on")
+                s = r.summary(scenario.slo)
+                out["p50"][label].append(s["ttft_s"]["p50"])
+                out["p99"][label].append(s["ttft_s"]["p99"])
+                out["tpot"][label].append(s["tpot_s"]["p50"])
+                out["att"][label].append(s["slo_attainment"])
+                out["kv"][label].append(s["kv_use"]["mean_fraction"])
+                out["cached"][label].append(float(r.cached_prompt_tokens.mean()))
+    tup = {k: {label: tuple(v) for label, v in d.items()} for k, d in out.items()}
+    return PrefixSweep(int(prefix_tokens), rates, tup["p50"], tup["p99"], tup["tpot"], tup["att"], tup["kv"],
+                       tup["cached"], prompt_mean)
+
+
+# -- the chapter's statements these experiments bear on -------------------------------------------------
+
+def statement_verdicts(*ids: str) -> dict:
+    """{id: EvaluatedStatement} for statements of data/statements.toml (their own experiments decide
+    the verdicts; the lab's runs only sit beside them)."""
+    from inferlab.claims.statements import evaluate_statement, load_statements
+    by_id = {s.id: s for s in load_statements().statements}
+    unknown = [i for i in ids if i not in by_id]
+    if unknown:
+        raise ValueError(f"statement id {unknown[0]!r} is not in data/statements.toml")
+    return {i: evaluate_statement(by_id[i]) for i in ids}
+
+
+def statement_table(*ids: str) -> str:
+    """The verdicts of these statements as text (claims.statements.table)."""
+    from inferlab.claims.statements import table
+    return table(list(statement_verdicts(*ids).values()))
