@@ -89,7 +89,7 @@ LIVE_DEFAULTS = {"model": "cpu-0.5b", "max_num_seqs": 8, "rate": 0.5, "duration"
 # Options of the simulated hardware and KV pool; --live refuses them when set.
 SIM_ONLY = ("gpu", "tp", "replicas", "router", "batch_size", "timeout_ms", "block_tokens", "kv_blocks",
             "weights_dtype", "kv_dtype", "mfu", "mbu")
-LIVE_ONLY = ("device", "dtype", "max_len", "out")
+LIVE_ONLY = ("device", "dtype", "max_len", "threads", "out")
 
 
 def _workload(args):
@@ -162,6 +162,8 @@ def _cmd_serve_live(args) -> int:
         raise ValueError(f"--token-budget must be >= --max-num-seqs={args.max_num_seqs} so every running "
                          f"sequence decodes each step; got --token-budget={args.token_budget}")
     choice("--device", args.device or "auto", LIVE_DEVICES)
+    if args.threads is not None:
+        positive_int("--threads", args.threads)
     if args.dtype is not None:
         choice("--dtype", args.dtype, LIVE_DTYPES)
     for name in ("slo_ttft_ms", "slo_tpot_ms", "slo_itl_ms"):
@@ -183,7 +185,7 @@ def _cmd_serve_live(args) -> int:
     live = run_live(workload, args.model, policy=policy, max_num_seqs=args.max_num_seqs,
                     token_budget=args.token_budget, max_batched_tokens=args.max_batched_tokens,
                     max_len=args.max_len or longest, device=args.device or "auto", dtype=args.dtype,
-                    seed=args.seed)
+                    seed=args.seed, threads=args.threads)
     if args.out:
         with open(args.out, "w") as fh:
             json.dump(live.to_dict(slo), fh, indent=1)
@@ -255,6 +257,8 @@ def register(sub) -> None:
     serve.add_argument("--dtype", default=None, help="--live: fp32, bf16 or fp16 (unset: fp32 on cpu, bf16 on cuda)")
     serve.add_argument("--max-len", type=int, default=None,
                        help="--live: tokens per KV slot (unset: the longest prompt + output)")
+    serve.add_argument("--threads", type=int, default=None,
+                       help="--live on a CPU: torch threads (unset: torch's default; 1 on a busy machine)")
     serve.add_argument("--out", default=None,
                        help="--live: record the run (config, device, per-request times, steps, summary) as JSON")
     for action in serve._actions:

@@ -236,7 +236,7 @@ def check_live_memory(cfg, n_slots: int, max_len: int, dtype: str, device: str,
 def run_live(workload: Workload, model_or_cfg="tiny", *, policy="chunked", max_num_seqs: int = 8,
              token_budget: int = 256, max_batched_tokens: int | None = 8192, max_len: int | None = None,
              device: str = "auto", dtype: str | None = None, seed: int = 0, warmup: int = 2,
-             on_token=None, prompt_ids=None) -> LiveResult:
+             on_token=None, prompt_ids=None, threads: int | None = None) -> LiveResult:
     """Serve `workload` for real and return the measured LiveResult.
 
     model_or_cfg: an inferlab.model.Transformer (used as it is: its device and dtype win), or a
@@ -246,16 +246,19 @@ def run_live(workload: Workload, model_or_cfg="tiny", *, policy="chunked", max_n
     prompt_ids: optional token ids per request (else drawn from numpy's default_rng(seed)).
     on_token(i, token_id, time_s): called as each token is sampled (the stream).
     warmup: passes at the workload's shapes before t0 (first-call costs stay out of the timings).
+    threads: torch's CPU threads during the run (restored after); on a shared machine one thread
+    avoids waiting at every parallel region for a descheduled one.
     """
     import torch
 
-    from inferlab.measure.device import synchronize
     from inferlab.model import Transformer
     if not isinstance(workload, Workload):
         raise ValueError(f"workload must be a serving.Workload; got {type(workload).__name__}")
     positive_int("max_num_seqs", max_num_seqs)
     nonneg_int("seed", seed)
     nonneg_int("warmup", warmup)
+    if threads is not None:
+        positive_int("threads", threads)
     pol = _policy(policy, max_num_seqs, token_budget, max_batched_tokens)
     n_slots = pol.max_num_seqs
     prompts = workload.prompt_tokens.tolist()
@@ -294,9 +297,24 @@ def run_live(workload: Workload, model_or_cfg="tiny", *, policy="chunked", max_n
         if any(not 0 <= t < cfg.vocab_size for ids in prompt_ids for t in ids):
             raise ValueError(f"prompt_ids must lie in 0..{cfg.vocab_size - 1} (the vocabulary)")
     cache = SlottedKVCache(cfg, n_slots, max_len, tdtype, device)
-    kind = pol.name
     reqs = [_Req(i, a, ids, o) for i, (a, ids, o) in
             enumerate(zip(workload.arrival_s.tolist(), prompt_ids, outputs))]
+    saved_threads = torch.get_num_threads()
+    if threads is not None:
+        torch.set_num_threads(int(threads))
+    try:
+        return _serve(model, cfg, cache, pol, reqs, prompts, prompt_ids, token_budget, max_len, n_slots,
+                      warmup, device, dtype, seed, on_token)
+    finally:
+        torch.set_num_threads(saved_threads)
+
+
+def _serve(model, cfg, cache, pol, reqs, prompts, prompt_ids, token_budget, max_len, n_slots, warmup,
+           device, dtype, seed, on_token) -> LiveResult:
+    import torch
+
+    from inferlab.measure.device import synchronize
+    kind = pol.name
 
     def forward(segments):
         logits = ragged_forward(model, cache, segments)
@@ -377,9 +395,9 @@ def run_live(workload: Workload, model_or_cfg="tiny", *, policy="chunked", max_n
                         q = min(budget, len(r.prompt))
                         chunks.append((r, q))
                         budget -= q
-            if not chunks and not do_decode:  # e.g. prefill-first with nothing admissible
-                time.sleep(1e-4)
-                continue
+            if not chunks and not do_decode:  # cannot happen: a free slot admits, a busy one decodes
+                raise RuntimeError(f"the {kind} scheduler found no work with {len(waiting)} waiting, "
+                                   f"{len(prefilling)} prefilling, {len(decoding)} decoding")
             dec = list(decoding) if do_decode else []
             segs = [Segment(r.slot, (r.tokens[-1],), len(r.prompt) + r.generated - 1) for r in dec]
             samplers = list(dec)
@@ -429,6 +447,7 @@ def run_live(workload: Workload, model_or_cfg="tiny", *, policy="chunked", max_n
                          f"live: {cfg.name} {dtype} on {device}, {pol}, {n_slots} slots x {max_len} tokens")
     config = {"model": cfg.name, "dtype": dtype, "device": device, "policy": kind,
               "max_num_seqs": pol.max_num_seqs, "max_len": int(max_len), "seed": int(seed),
+              "threads": torch.get_num_threads() if device == "cpu" else None,
               "token_budget": getattr(pol, "token_budget", None),
               "max_batched_tokens": getattr(pol, "max_batched_tokens", None)}
     return LiveResult(result, steps, tuple(tuple(r.tokens) for r in reqs), tuple(prompt_ids),
