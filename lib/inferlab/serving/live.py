@@ -239,6 +239,9 @@ def run_live(workload: Workload, model_or_cfg="tiny", *, policy="chunked", max_n
              on_token=None, prompt_ids=None, threads: int | None = None) -> LiveResult:
     """Serve `workload` for real and return the measured LiveResult.
 
+    policy: 'prefill-first', 'continuous' or 'chunked' (made with max_num_seqs, token_budget and
+    max_batched_tokens), or a PrefillFirst / ContinuousBatching / ChunkedPrefill, whose own
+    settings then apply; static batching is simulated only.
     model_or_cfg: an inferlab.model.Transformer (used as it is: its device and dtype win), or a
     ModelConfig / preset name ('tiny', 'cpu-0.5b', a models.toml name) built with random weights
     (measure.runner.random_model, `seed`). dtype: fp32 (default on CPU), bf16 (default on CUDA),
@@ -459,7 +462,8 @@ def _device_name(device: str) -> str:
     if device == "cuda":
         return torch.cuda.get_device_name()
     from inferlab.measure.device import cpu_name
-    return f"{cpu_name()} ({torch.get_num_threads()} threads)"
+    n = torch.get_num_threads()
+    return f"{cpu_name()} ({n} thread{'' if n == 1 else 's'})"
 
 
 def _sim_result(reqs, steps, n_slots, description) -> SimResult:
