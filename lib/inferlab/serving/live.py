@@ -183,7 +183,7 @@ class LiveResult:
 # -- the loop ----------------------------------------------------------------------------------------
 class _Req:
     __slots__ = ("i", "arrival", "prompt", "output", "slot", "done", "generated", "tokens", "times",
-                 "first_sched", "admit_seq")
+                 "first_sched")
 
     def __init__(self, i, arrival, prompt_ids, output):
         self.i, self.arrival, self.prompt, self.output = i, arrival, prompt_ids, output
@@ -306,14 +306,14 @@ def run_live(workload: Workload, model_or_cfg="tiny", *, policy="chunked", max_n
     if threads is not None:
         torch.set_num_threads(int(threads))
     try:
-        return _serve(model, cfg, cache, pol, reqs, prompts, prompt_ids, token_budget, max_len, n_slots,
-                      warmup, device, dtype, seed, on_token)
+        return _serve(model, cfg, cache, pol, reqs, prompts, prompt_ids, max_len, n_slots, warmup,
+                      device, dtype, seed, on_token)
     finally:
         torch.set_num_threads(saved_threads)
 
 
-def _serve(model, cfg, cache, pol, reqs, prompts, prompt_ids, token_budget, max_len, n_slots, warmup,
-           device, dtype, seed, on_token) -> LiveResult:
+def _serve(model, cfg, cache, pol, reqs, prompts, prompt_ids, max_len, n_slots, warmup, device, dtype,
+           seed, on_token) -> LiveResult:
     import torch
 
     from inferlab.measure.device import synchronize
@@ -327,7 +327,7 @@ def _serve(model, cfg, cache, pol, reqs, prompts, prompt_ids, token_budget, max_
         # Warm-up at the workload's shapes: a whole (or budget-sized) prompt, then a decode step
         # of every slot beside a short chunk. Slots are rewritten from position 0 by each request.
         t_w = time.perf_counter()
-        first = min(max(prompts), token_budget) if kind == "chunked" else max(prompts)
+        first = min(max(prompts), pol.token_budget) if kind == "chunked" else max(prompts)
         for _ in range(warmup):
             forward([Segment(0, (0,) * min(first, max_len), 0)])
             segs = [Segment(s, (0,), min(prompts[0], max_len - 1)) for s in range(n_slots)]
@@ -339,12 +339,10 @@ def _serve(model, cfg, cache, pol, reqs, prompts, prompt_ids, token_budget, max_
         waiting, prefilling, decoding = deque(), [], []
         pending = deque(reqs)
         log = {k: [] for k in STEP_FIELDS}
-        admitted = 0
         t0 = time.perf_counter()
 
         def admit(t, token_cap=None, first_chunk=None):
             """engine.Replica._admit without blocks: a free slot stands for the blocks."""
-            nonlocal admitted
             taken = 0
             while waiting and len(prefilling) + len(decoding) < pol.max_num_seqs:
                 r = waiting[0]
@@ -355,7 +353,6 @@ def _serve(model, cfg, cache, pol, reqs, prompts, prompt_ids, token_budget, max_
                     break
                 waiting.popleft()
                 r.slot = free_slots.pop()
-                admitted += 1
                 if r.first_sched is None:
                     r.first_sched = t
                 prefilling.append(r)
