@@ -254,6 +254,18 @@ def test_serve_live_bad_input_is_one_line_naming_the_parameter(capsys, argv, wor
         assert w in err
 
 
+def test_serve_live_stream_prints_every_token_in_time_order(capsys):
+    assert main(["serve", "--live", "--model", "tiny", "--rate", "4", "--duration", "1", "--prompt", "8",
+                 "--output", "3", "--cv", "0", "--threads", "1", "--stream"]) == 0
+    lines = [x for x in capsys.readouterr().out.splitlines() if " request " in x]
+    assert len(lines) == 9  # 3 requests x 3 tokens
+    times = [float(x.split()[0]) for x in lines]
+    assert times == sorted(times) and times[0] >= 0.25  # the first request arrives at 0.25 s
+    for i in range(3):
+        assert [x.split("token")[1].split("of")[0].strip() for x in lines if f"request    {i} " in x] == \
+            ["1", "2", "3"]
+
+
 def test_live_only_options_are_refused_by_the_simulator(capsys):
     assert main(["serve", "--out", "x.json"]) == 2
     assert "--out" in capsys.readouterr().err

@@ -116,6 +116,8 @@ def _workload(args):
 def _cmd_serve(args) -> int:
     if args.live:
         return _cmd_serve_live(args)
+    if args.stream:
+        raise ValueError("--stream applies to --live only (the simulator has no tokens)")
     for name in LIVE_ONLY:
         if getattr(args, name) is not None:
             raise ValueError(f"--{name.replace('_', '-')} applies to --live only (the simulator has no device)")
@@ -182,10 +184,19 @@ def _cmd_serve_live(args) -> int:
         if longest > args.max_len:
             raise ValueError(f"--prompt + --output must fit --max-len={args.max_len} tokens (one KV slot); "
                              f"the workload's longest request is {longest} tokens")
+    if args.stream and args.json:
+        raise ValueError("--stream prints text lines; it cannot be combined with --json")
+    counts = [0] * len(workload)
+
+    def stream(i, token, t):
+        counts[i] += 1
+        print(f"{t:10.4f} s  request {i:4d}  token {counts[i]:4d} of {workload.output_tokens[i]}: id {token}",
+              flush=True)
+
     live = run_live(workload, args.model, policy=policy, max_num_seqs=args.max_num_seqs,
                     token_budget=args.token_budget, max_batched_tokens=args.max_batched_tokens,
                     max_len=args.max_len or longest, device=args.device or "auto", dtype=args.dtype,
-                    seed=args.seed, threads=args.threads)
+                    seed=args.seed, threads=args.threads, on_token=stream if args.stream else None)
     if args.out:
         with open(args.out, "w") as fh:
             json.dump(live.to_dict(slo), fh, indent=1)
@@ -259,6 +270,8 @@ def register(sub) -> None:
                        help="--live: tokens per KV slot (unset: the longest prompt + output)")
     serve.add_argument("--threads", type=int, default=None,
                        help="--live on a CPU: torch threads (unset: torch's default; 1 on a busy machine)")
+    serve.add_argument("--stream", action="store_true",
+                       help="--live: print each token as it is sampled (time, request, token id)")
     serve.add_argument("--out", default=None,
                        help="--live: record the run (config, device, per-request times, steps, summary) as JSON")
     for action in serve._actions:

@@ -149,7 +149,8 @@ STEP_FIELDS = ("start_s", "step_s", "tokens", "logits", "attn_pairs", "attn_kv_t
 @dataclass(frozen=True)
 class LiveResult:
     """A live run: `result`, the same SimResult the simulator returns (times from the wall clock,
-    seconds after t0; its trace counts a slot as a KV "block"); `steps`, one column per
+    seconds after t0; its trace counts a slot as a KV "block"; a step's time runs from its
+    scheduling decision to its sampled tokens on the host); `steps`, one column per
     STEP_FIELDS entry (start and duration of each step, tokens fed, logits sampled, attention
     query-key pairs, cached keys read, decoding sequences, prefill chunks, slots in use after
     the step's admissions); `tokens`, each request's streamed token ids; the run's settings."""
