@@ -97,6 +97,21 @@ def test_mixed_step_gives_each_sequence_its_own_logits(model):
     torch.testing.assert_close(nxt, full_logits(model, d + (7,)), atol=ATOL, rtol=0)
 
 
+def test_grouped_query_attention_mixed_step():
+    # 4 query heads share 2 KV heads (Llama-2 70B's layout, scaled down): a mixed step still
+    # reproduces each sequence's full causal pass
+    from dataclasses import replace
+    cfg = replace(TINY_MODEL, name="tiny-gqa", n_kv_heads=2)
+    gqa = build_model(cfg, seed=4).eval()
+    a, b = ids(9, 7), ids(6, 8)
+    cache = SlottedKVCache(cfg, 2, 16, torch.float32, "cpu")
+    with torch.inference_mode():
+        ragged_forward(gqa, cache, [Segment(1, b[:5], 0, sample=False)])
+        out = ragged_forward(gqa, cache, [Segment(0, a, 0), Segment(1, b[5:], 5)])
+    for row, seq in zip(out, (a, b)):
+        torch.testing.assert_close(row, full_logits(gqa, seq), atol=ATOL, rtol=0)
+
+
 def greedy(model, prompt, n):
     """Plain sequential greedy generation with Transformer.forward and its own KV cache."""
     model.setup_cache(1, len(prompt) + n)
