@@ -1,5 +1,6 @@
-"""`inferlab serve` (simulate a server under load) and `inferlab serving compare` (a vLLM run
-beside the simulation of the same workload). Simulation only: nothing is served for real."""
+"""`inferlab serve` (simulate a server under load; with --live, serve the same workload for real
+on the torch decoder, serving/live.py) and `inferlab serving compare` (a vLLM run beside the
+simulation of the same workload)."""
 from __future__ import annotations
 
 import json
@@ -25,7 +26,7 @@ def _engine_options(p) -> None:
                    help="static: start a partial batch this long after its oldest request arrived")
     p.add_argument("--max-num-seqs", type=int, default=256, help="sequences running at once")
     p.add_argument("--token-budget", type=int, default=None,
-                   help="chunked: tokens per step (default 512 for serve, 2048 for compare)")
+                   help="chunked: tokens per step (unset: 512 for serve, 256 for serve --live, 2048 for compare)")
     p.add_argument("--max-batched-tokens", type=int, default=8192,
                    help="prefill-first: prompt tokens per prefill step")
     p.add_argument("--block-tokens", type=int, default=16, help="KV block size in tokens")
@@ -80,9 +81,50 @@ def _check_engine(args, default_policy: str, default_budget: int):
     return policy, slo, kwargs
 
 
+# Defaults that differ between the simulator and --live (a CPU serves a 0.5 B model slowly).
+SIM_DEFAULTS = {"model": "llama-2-13b-book", "max_num_seqs": 256, "rate": 10.0, "duration": 60.0,
+                "prompt": 512, "output": 128}
+LIVE_DEFAULTS = {"model": "cpu-0.5b", "max_num_seqs": 8, "rate": 0.5, "duration": 10.0,
+                 "prompt": 64, "output": 16, "token_budget": 256}
+# Options of the simulated hardware and KV pool; --live refuses them when set.
+SIM_ONLY = ("gpu", "tp", "replicas", "router", "batch_size", "timeout_ms", "block_tokens", "kv_blocks",
+            "weights_dtype", "kv_dtype", "mfu", "mbu", "shared_prefix", "prefix_caching")
+LIVE_ONLY = ("device", "dtype", "max_len", "threads", "out")
+
+
+def _workload(args):
+    from inferlab.serving.workload import LengthDist, load_trace, synthetic
+    if args.trace:
+        return load_trace(args.trace), f"trace {args.trace}"
+    positive_float("--rate", args.rate)
+    positive_float("--duration", args.duration)
+    positive_float("--cv", args.cv, allow_zero=True)
+    for which in ("prompt", "output"):
+        positive_int(f"--{which}", getattr(args, which))
+        choice(f"--{which}-dist", getattr(args, f"{which}_dist"), LENGTH_KINDS)
+        positive_float(f"--{which}-cv", getattr(args, f"{which}_cv"), allow_zero=True)
+    lengths = {w: LengthDist(getattr(args, f"{w}_dist"), getattr(args, w), getattr(args, f"{w}_cv"),
+                             1, 4 * getattr(args, w) if getattr(args, f"{w}_dist") != "fixed" else None)
+               for w in ("prompt", "output")}
+    workload = synthetic(args.rate, duration_s=args.duration, prompt=lengths["prompt"],
+                         output=lengths["output"], cv=args.cv, seed=args.seed)
+    source = (f"{args.rate:g} requests/s for {args.duration:g} s (cv {args.cv:g}), prompt "
+              f"{args.prompt_dist} {args.prompt}, output {args.output_dist} {args.output} tokens")
+    return workload, source
+
+
 def _cmd_serve(args) -> int:
+    if args.live:
+        return _cmd_serve_live(args)
+    if args.stream:
+        raise ValueError("--stream applies to --live only (the simulator has no tokens)")
+    for name in LIVE_ONLY:
+        if getattr(args, name) is not None:
+            raise ValueError(f"--{name.replace('_', '-')} applies to --live only (the simulator has no device)")
+    for name, value in SIM_DEFAULTS.items():
+        if getattr(args, name) is None:
+            setattr(args, name, value)
     from inferlab.serving.simulate import simulate
-    from inferlab.serving.workload import LengthDist, load_trace, synthetic, with_shared_prefix
     policy, slo, kwargs = _check_engine(args, "chunked", 512)
     if args.shared_prefix is not None:
         positive_int("--shared-prefix", args.shared_prefix)
@@ -91,25 +133,9 @@ def _cmd_serve(args) -> int:
     if args.timeseries:  # an unwritable output fails now, not after the simulation
         from inferlab.validation import writable_file
         writable_file("--timeseries", args.timeseries)
-    if args.trace:
-        workload = load_trace(args.trace)
-        source = f"trace {args.trace}"
-    else:
-        positive_float("--rate", args.rate)
-        positive_float("--duration", args.duration)
-        positive_float("--cv", args.cv, allow_zero=True)
-        for which in ("prompt", "output"):
-            positive_int(f"--{which}", getattr(args, which))
-            choice(f"--{which}-dist", getattr(args, f"{which}_dist"), LENGTH_KINDS)
-            positive_float(f"--{which}-cv", getattr(args, f"{which}_cv"), allow_zero=True)
-        lengths = {w: LengthDist(getattr(args, f"{w}_dist"), getattr(args, w), getattr(args, f"{w}_cv"),
-                                 1, 4 * getattr(args, w) if getattr(args, f"{w}_dist") != "fixed" else None)
-                   for w in ("prompt", "output")}
-        workload = synthetic(args.rate, duration_s=args.duration, prompt=lengths["prompt"],
-                             output=lengths["output"], cv=args.cv, seed=args.seed)
-        source = (f"{args.rate:g} requests/s for {args.duration:g} s (cv {args.cv:g}), prompt "
-                  f"{args.prompt_dist} {args.prompt}, output {args.output_dist} {args.output} tokens")
+    workload, source = _workload(args)
     if args.shared_prefix is not None:
+        from inferlab.serving.workload import with_shared_prefix
         workload = with_shared_prefix(workload, args.shared_prefix)
         source += (f", a shared {args.shared_prefix:,}-token prefix in front of every prompt"
                    f" ({'cached' if args.prefix_caching else 'not cached'})")
@@ -124,6 +150,78 @@ def _cmd_serve(args) -> int:
           f"policy {policy}")
     print(f"workload: {len(workload)} requests, {source}")
     print(result.table(slo))
+    return 0
+
+
+def _cmd_serve_live(args) -> int:
+    from inferlab.serving.live import LIVE_DEVICES, LIVE_DTYPES, LIVE_POLICIES, run_live
+    from inferlab.serving.metrics import SLO
+    from inferlab.validation import writable_file
+    for name in SIM_ONLY:
+        if getattr(args, name) != args.sim_defaults[name]:
+            raise ValueError(f"--{name.replace('_', '-')} applies to the simulator only, not to --live "
+                             f"(which runs on this machine's --device)")
+    for name, value in LIVE_DEFAULTS.items():
+        if getattr(args, name) is None:
+            setattr(args, name, value)
+    policy = choice("--policy", args.policy or "chunked", LIVE_POLICIES)
+    positive_int("--max-num-seqs", args.max_num_seqs)
+    positive_int("--token-budget", args.token_budget)
+    positive_int("--max-batched-tokens", args.max_batched_tokens)
+    positive_int("--seed", args.seed, minimum=0)
+    if policy == "chunked" and args.token_budget < args.max_num_seqs:
+        raise ValueError(f"--token-budget must be >= --max-num-seqs={args.max_num_seqs} so every running "
+                         f"sequence decodes each step; got --token-budget={args.token_budget}")
+    choice("--device", args.device or "auto", LIVE_DEVICES)
+    if args.threads is not None:
+        positive_int("--threads", args.threads)
+    if args.dtype is not None:
+        choice("--dtype", args.dtype, LIVE_DTYPES)
+    for name in ("slo_ttft_ms", "slo_tpot_ms", "slo_itl_ms"):
+        if getattr(args, name) is not None:
+            positive_float("--" + name.replace("_", "-"), getattr(args, name))
+    slo = SLO(ttft_s=args.slo_ttft_ms * MS if args.slo_ttft_ms is not None else None,
+              tpot_s=args.slo_tpot_ms * MS if args.slo_tpot_ms is not None else None,
+              itl_s=args.slo_itl_ms * MS if args.slo_itl_ms is not None else None)
+    for name in ("out", "timeseries"):
+        if getattr(args, name):
+            writable_file("--" + name, getattr(args, name))
+    workload, source = _workload(args)
+    longest = int((workload.prompt_tokens + workload.output_tokens).max())
+    if args.max_len is not None:
+        positive_int("--max-len", args.max_len)
+        if longest > args.max_len:
+            raise ValueError(f"--prompt + --output must fit --max-len={args.max_len} tokens (one KV slot); "
+                             f"the workload's longest request is {longest} tokens")
+    if args.stream and args.json:
+        raise ValueError("--stream prints text lines; it cannot be combined with --json")
+    counts = [0] * len(workload)
+
+    def stream(i, token, t):
+        counts[i] += 1
+        print(f"{t:10.4f} s  request {i:4d}  token {counts[i]:4d} of {workload.output_tokens[i]}: id {token}",
+              flush=True)
+
+    live = run_live(workload, args.model, policy=policy, max_num_seqs=args.max_num_seqs,
+                    token_budget=args.token_budget, max_batched_tokens=args.max_batched_tokens,
+                    max_len=args.max_len or longest, device=args.device or "auto", dtype=args.dtype,
+                    seed=args.seed, threads=args.threads, on_token=stream if args.stream else None)
+    if args.out:
+        with open(args.out, "w") as fh:
+            json.dump(live.to_dict(slo), fh, indent=1)
+    if args.timeseries:
+        with open(args.timeseries, "w") as fh:
+            fh.write(live.result.timeseries_csv())
+    if args.json:
+        print(json.dumps(live.result.summary(slo), indent=2))
+        return 0
+    c = live.config
+    print(f"served live (random weights): {c['model']} {c['dtype']} on {live.device}, policy "
+          f"{c['policy']}, {c['max_num_seqs']} KV slots x {c['max_len']} tokens (warm-up {live.warmup_s:.2f} s)")
+    print(f"workload: {len(workload)} requests, {source}")
+    print(live.result.table(slo).replace("KV blocks in use", "KV slots in use"))
+    if args.out:
+        print(f"recorded: {args.out}")
     return 0
 
 
@@ -151,16 +249,21 @@ def _cmd_compare(args) -> int:
 
 
 def register(sub) -> None:
-    serve = sub.add_parser("serve", help="simulate a server under load: TTFT/ITL percentiles, goodput")
+    serve = sub.add_parser("serve", help="simulate a server under load (or --live: serve it for real): "
+                                         "TTFT/ITL percentiles, goodput")
     _engine_options(serve)
-    serve.add_argument("--rate", type=float, default=10.0, help="requests per second")
-    serve.add_argument("--duration", type=float, default=60.0, help="seconds of arrivals")
+    serve.add_argument("--rate", type=float, default=None,
+                       help="requests per second (unset: 10; with --live: 0.5)")
+    serve.add_argument("--duration", type=float, default=None,
+                       help="seconds of arrivals (unset: 60; with --live: 10)")
     serve.add_argument("--cv", type=float, default=1.0,
                        help="coefficient of variation of the gaps: 1 Poisson, >1 bursty, 0 constant")
-    serve.add_argument("--prompt", type=int, default=512, help="mean prompt length in tokens")
+    serve.add_argument("--prompt", type=int, default=None,
+                       help="mean prompt length in tokens (unset: 512; with --live: 64)")
     serve.add_argument("--prompt-dist", default="fixed", help=f"one of {', '.join(LENGTH_KINDS)}")
     serve.add_argument("--prompt-cv", type=float, default=1.0, help="lognormal: coefficient of variation")
-    serve.add_argument("--output", type=int, default=128, help="mean output length in tokens")
+    serve.add_argument("--output", type=int, default=None,
+                       help="mean output length in tokens (unset: 128; with --live: 16)")
     serve.add_argument("--output-dist", default="fixed", help=f"one of {', '.join(LENGTH_KINDS)}")
     serve.add_argument("--output-cv", type=float, default=1.0, help="lognormal: coefficient of variation")
     serve.add_argument("--trace", default=None,
@@ -171,7 +274,28 @@ def register(sub) -> None:
                        help="reuse the shared prefix's KV blocks (needs --shared-prefix)")
     serve.add_argument("--timeseries", default=None,
                        help="write every step (batch size, tokens, KV blocks in use) to this CSV")
-    serve.set_defaults(func=_cmd_serve)
+    serve.add_argument("--live", action="store_true",
+                       help="serve the workload for real on the torch decoder (random weights) with the "
+                            "same scheduler, on the wall clock; prints measured TTFT/ITL percentiles")
+    serve.add_argument("--device", default=None, help="--live: auto (cuda if present, else cpu), cpu or cuda")
+    serve.add_argument("--dtype", default=None, help="--live: fp32, bf16 or fp16 (unset: fp32 on cpu, bf16 on cuda)")
+    serve.add_argument("--max-len", type=int, default=None,
+                       help="--live: tokens per KV slot (unset: the longest prompt + output)")
+    serve.add_argument("--threads", type=int, default=None,
+                       help="--live on a CPU: torch threads (unset: torch's default; 1 on a busy machine)")
+    serve.add_argument("--stream", action="store_true",
+                       help="--live: print each token as it is sampled (time, request, token id)")
+    serve.add_argument("--out", default=None,
+                       help="--live: record the run (config, device, per-request times, steps, summary) as JSON")
+    for action in serve._actions:
+        if action.dest == "model":
+            action.help = ("a name from `inferlab list` (unset: llama-2-13b-book; with --live: cpu-0.5b; "
+                           "--live also takes the test preset tiny)")
+        elif action.dest == "max_num_seqs":
+            action.help = "sequences running at once (unset: 256; with --live: 8, one KV slot each)"
+    sim_defaults = {name: serve.get_default(name) for name in SIM_ONLY}
+    # --model, --max-num-seqs, --token-budget: defaults depend on --live (SIM_DEFAULTS, LIVE_DEFAULTS)
+    serve.set_defaults(func=_cmd_serve, sim_defaults=sim_defaults, model=None, max_num_seqs=None)
 
     serving = sub.add_parser("serving", help="serving tools: compare a vLLM benchmark with the simulator")
     ssub = serving.add_subparsers(dest="serving_command", required=True)
