@@ -105,3 +105,16 @@ def test_efficiency_is_interpolated_between_profiled_sizes():
     b = calibrate.pass_breakdown(prof, CFG, FP32, ACC, batch=1, q_len=48, past_len=0)
     assert b["calibrated"]["mlp_up"] == pytest.approx(b["roofline"]["mlp_up"] / 0.125)
     assert math.isclose(b["calibrated"]["lm_head"], b["roofline"]["lm_head"] / 0.5)  # M = B = 1
+
+
+def test_profile_rounds_keep_each_points_faster_round():
+    from inferlab.measure.profile import _faster
+    a = {"method": "m", "linear": {"8x8": [{"size": 1, "time_s": 2.0, "timing": "a1"},
+                                          {"size": 2, "time_s": 1.0, "timing": "a2"}]},
+         "elementwise": {"layer": [{"tokens": 3, "time_s": 5.0}]}, "sizes": [1, 2]}
+    b = {"method": "m", "linear": {"8x8": [{"size": 1, "time_s": 1.5, "timing": "b1"},
+                                          {"size": 2, "time_s": 3.0, "timing": "b2"}]},
+         "elementwise": {"layer": [{"tokens": 3, "time_s": 4.0}]}, "sizes": [1, 2]}
+    m = _faster(a, b)
+    assert [p["timing"] for p in m["linear"]["8x8"]] == ["b1", "a2"]  # 1.5 < 2.0; 1.0 < 3.0
+    assert m["elementwise"]["layer"][0]["time_s"] == 4.0 and m["sizes"] == [1, 2]

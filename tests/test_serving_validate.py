@@ -22,3 +22,37 @@ def test_errors_are_simulated_over_live_and_bounds_are_15_and_25_percent():
     assert validate.compare(live, _summary(1.1, 2.4, 0.09, 0.16))["within_bounds"] is True  # +10 %, +20 %, -10 %, -20 %
     with pytest.raises(ValueError, match="positive"):
         validate.relative_error(0.0, 1.0)
+
+
+def test_validate_end_to_end_on_the_tiny_model(tmp_path):
+    """Profile, live run and simulation of one short workload: the record is complete and the
+    live server and the simulator served the same requests with the same token counts."""
+    from inferlab.serving.workload import LengthDist
+    rec = validate.validate(model="tiny", dtype="fp32", rates=[30.0], duration_s=0.5, max_num_seqs=4,
+                            max_len=96, prompt=LengthDist("lognormal", 32, 0.5, 8, 64),
+                            output=LengthDist("lognormal", 8, 0.5, 2, 16), log=lambda m: None)
+    run = rec["runs"][0]
+    assert run["live"]["completed"] == run["simulated"]["completed"] == run["requests"] > 0
+    # the same tokens: equal ITL counts, hence equal numbers of decode steps per request
+    assert len(run["quantiles"]["live"]["itl_s"]) == len(run["quantiles"]["simulated"]["itl_s"]) == 99
+    assert rec["profile"]["overhead_s"] >= 0 and rec["capacity_requests_per_s"] > 0
+    assert run["step_time_error"]["n"] > 0
+    assert set(run["comparison"]) == {"ttft_s", "itl_s", "within_bounds"}
+    assert "rate/s" in validate.table(rec) and "requests/s" in validate.conclusion(rec)
+    import json
+    json.dumps(rec)  # JSON-able as recorded
+
+
+@pytest.mark.parametrize("argv, match", [
+    (["--rates", "1,x"], "--rates"),
+    (["--rates", "-1"], "--rates"),
+    (["--policy", "static"], "--policy"),
+    (["--max-len", "100"], "--max-len"),
+    (["--duration", "0"], "--duration"),
+    (["--dtype", "int3"], "--dtype"),
+])
+def test_validate_cli_refuses_bad_input_in_one_line(argv, match, capsys):
+    from inferlab import cli
+    rc = cli.main(["serving", "validate", "--model", "tiny", *argv])
+    err = capsys.readouterr().err
+    assert rc == 2 and match in err and len(err.strip().splitlines()) == 1

@@ -248,6 +248,47 @@ def _cmd_compare(args) -> int:
     return 0
 
 
+def _cmd_validate(args) -> int:
+    from inferlab.serving import validate as v
+    from inferlab.serving.live import LIVE_DEVICES, LIVE_DTYPES, LIVE_POLICIES
+    from inferlab.serving.workload import LengthDist
+    from inferlab.validation import writable_file
+    if args.out:
+        writable_file("--out", args.out)
+    policy = choice("--policy", args.policy, LIVE_POLICIES)
+    choice("--dtype", args.dtype, LIVE_DTYPES)
+    choice("--device", args.device, LIVE_DEVICES)
+    positive_float("--duration", args.duration)
+    positive_int("--max-num-seqs", args.max_num_seqs)
+    positive_int("--max-len", args.max_len)
+    rates = None
+    if args.rates:
+        try:
+            rates = [float(x) for x in args.rates.split(",")]
+        except ValueError:
+            raise ValueError(f"--rates must be comma-separated requests per second, e.g. 0.3,1,2; got {args.rates!r}")
+        for r in rates:
+            positive_float("--rates", r)
+    for which in ("prompt", "output"):
+        positive_int(f"--{which}", getattr(args, which))
+    if 4 * args.prompt + 3 * args.output > args.max_len:
+        raise ValueError(f"--max-len must hold the longest prompt + output (4 x --prompt + 3 x --output = "
+                         f"{4 * args.prompt + 3 * args.output} tokens); got --max-len={args.max_len}")
+    prompt = LengthDist("lognormal", args.prompt, 0.5, max(1, args.prompt // 8), 3 * args.prompt)
+    output = LengthDist("lognormal", args.output, 0.5, max(1, args.output // 8), 3 * args.output)
+    record = v.validate(model=args.model, dtype=args.dtype, device=args.device, rates=rates,
+                        duration_s=args.duration, prompt=prompt, output=output, policy=policy,
+                        max_num_seqs=args.max_num_seqs, max_len=args.max_len, seed=args.seed,
+                        log=lambda m: print(m, flush=True))
+    print(v.table(record))
+    if args.out:
+        import json
+        with open(args.out, "w") as fh:
+            json.dump(record, fh, indent=1)
+        print(f"wrote {args.out}")
+    return 0
+
+
 def register(sub) -> None:
     serve = sub.add_parser("serve", help="simulate a server under load (or --live: serve it for real): "
                                          "TTFT/ITL percentiles, goodput")
@@ -305,3 +346,20 @@ def register(sub) -> None:
     _engine_options(cmp)
     cmp.add_argument("--figure", default=None, help="save the CDF overlay here (.png or .svg)")
     cmp.set_defaults(func=_cmd_compare)
+    val = ssub.add_parser("validate", help="serve live and simulate the same workload on the measured "
+                                           "operator profile; compare TTFT/ITL p50 and p99 at three loads")
+    val.add_argument("--model", default="cpu-0.5b", help="cpu-0.5b, tiny, or a name from `inferlab list`")
+    val.add_argument("--dtype", default="bf16", help="fp32, bf16 or fp16")
+    val.add_argument("--device", default="cpu", help="cpu, cuda or auto")
+    val.add_argument("--policy", default="prefill-first", help="prefill-first, continuous or chunked")
+    val.add_argument("--rates", default=None,
+                     help="requests per second, comma-separated (default: 0.3, 0.9 and 1.3 x the capacity "
+                          "the profile predicts)")
+    val.add_argument("--duration", type=float, default=45.0, help="seconds of arrivals at each rate")
+    val.add_argument("--prompt", type=int, default=128, help="mean prompt tokens (lognormal, cv 0.5, up to 3x)")
+    val.add_argument("--output", type=int, default=32, help="mean output tokens (lognormal, cv 0.5, up to 3x)")
+    val.add_argument("--max-num-seqs", type=int, default=8, help="sequences running at once (one KV slot each)")
+    val.add_argument("--max-len", type=int, default=512, help="tokens per KV slot")
+    val.add_argument("--seed", type=int, default=0, help="seed of the arrivals, lengths and weights")
+    val.add_argument("--out", default=None, help="record the comparison (and the profile) as JSON")
+    val.set_defaults(func=_cmd_validate)

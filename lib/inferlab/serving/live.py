@@ -143,7 +143,7 @@ def ragged_forward(model, cache: SlottedKVCache, segments):
 
 # -- results -----------------------------------------------------------------------------------------
 STEP_FIELDS = ("start_s", "step_s", "tokens", "logits", "attn_pairs", "attn_kv_tokens", "n_decode",
-               "n_prefill_chunks", "slots_used")
+               "n_prefill_chunks", "slots_used", "decode_kv_tokens")
 
 
 @dataclass(frozen=True)
@@ -162,6 +162,7 @@ class LiveResult:
     config: dict = field(hash=False)
     device: str = ""
     warmup_s: float = 0.0
+    chunks: tuple = field(default=(), hash=False)  # per step: ((q new, p cached), ...) of its prefill chunks
 
     def to_dict(self, slo=None) -> dict:
         """JSON-able: config, device, per-request arrays (seconds, NaN as None), steps, summary."""
@@ -340,6 +341,7 @@ def _serve(model, cfg, cache, pol, reqs, prompts, prompt_ids, max_len, n_slots, 
         waiting, prefilling, decoding = deque(), [], []
         pending = deque(reqs)
         log = {k: [] for k in STEP_FIELDS}
+        chunk_log = []
         t0 = time.perf_counter()
 
         def admit(t, token_cap=None, first_chunk=None):
@@ -419,8 +421,10 @@ def _serve(model, cfg, cache, pol, reqs, prompts, prompt_ids, max_len, n_slots, 
             t_end = time.perf_counter() - t0
             for k, v in zip(STEP_FIELDS, (t_start, t_end - t_start, sum(len(s.tokens) for s in segs),
                                           len(samplers), pairs, kv, len(dec), len(chunks),
-                                          n_slots - len(free_slots))):
+                                          n_slots - len(free_slots),
+                                          sum(len(r.prompt) + r.generated for r in dec))):
                 log[k].append(v)
+            chunk_log.append(tuple((q, r.done) for r, q in chunks))
             for r, q in chunks:
                 r.done += q
             for r, tok in zip(samplers, sampled):
@@ -452,7 +456,7 @@ def _serve(model, cfg, cache, pol, reqs, prompts, prompt_ids, max_len, n_slots, 
               "token_budget": getattr(pol, "token_budget", None),
               "max_batched_tokens": getattr(pol, "max_batched_tokens", None)}
     return LiveResult(result, steps, tuple(tuple(r.tokens) for r in reqs), tuple(prompt_ids),
-                      config, _device_name(device), warmup_s)
+                      config, _device_name(device), warmup_s, tuple(chunk_log))
 
 
 def _device_name(device: str) -> str:

@@ -96,12 +96,13 @@ def quantile_plot(record: dict):
     return fig
 
 
-def step_errors(steps, step_time) -> dict:
+def step_errors(live, step_time) -> dict:
     """Each live step's measured duration against the profile's prediction of the same work:
     the median and p90 of |predicted / measured - 1| and the median signed ratio."""
-    pred = np.array([step_time.step(s["decode_seqs"], s["decode_kv_tokens"], s["chunks"], s["sampled"])
-                     for s in steps])
-    meas = np.array([s["duration_s"] for s in steps])
+    st = live.steps
+    pred = np.array([step_time.step(int(n), float(kv), chunks, int(lg)) for n, kv, chunks, lg in
+                     zip(st["n_decode"], st["decode_kv_tokens"], live.chunks, st["logits"])])
+    meas = np.asarray(st["step_s"], dtype=float)
     r = pred / meas
     return {"n": int(len(r)), "median_abs": float(np.median(np.abs(r - 1))),
             "p90_abs": float(np.percentile(np.abs(r - 1), 90)), "median_ratio": float(np.median(r))}
@@ -158,12 +159,13 @@ def validate(*, model="cpu-0.5b", dtype: str = "bf16", device: str = "cpu", rate
         w = synthetic(rate, duration_s=duration_s, prompt=prompt, output=output, cv=cv, seed=seed)
         log(f"live: {len(w)} requests at {rate:.2f}/s ({name})")
         live = run_live(w, model_obj, policy=policy, max_num_seqs=max_num_seqs, max_len=max_len,
+                        max_batched_tokens=getattr(pol, "max_batched_tokens", None),
                         device=kind, dtype=dtype, seed=seed)
         sim = simulate(w, cfg, acc, pol, precision=prec, kv_blocks=kv_blocks, block_tokens=block_tokens,
                        step_time=st)
         ls, ss = live.result.summary(slo), sim.summary(slo)
         cmp = compare(ls, ss)
-        steps = step_errors(live.steps, st)
+        steps = step_errors(live, st)
         runs.append({"rate_per_s": rate, "load": name, "requests": len(w), "live": ls, "simulated": ss,
                      "comparison": cmp, "step_time_error": steps,
                      "quantiles": {"live": quantiles(live.result), "simulated": quantiles(sim)}})
@@ -201,3 +203,38 @@ def table(record: dict) -> str:
                          f"{c['p99']['simulated_s'] * 1e3:10.1f} {c['p99']['error']:+7.1%}")
     lines.append("all within bounds" if record["within_bounds"] else "NOT all within bounds")
     return "\n".join(lines)
+
+
+def recorded(directory=None) -> list:
+    """The recorded validation runs (data/measurements/serving/*.json), oldest first."""
+    import json
+
+    from inferlab.measure.result import recorded_dir
+    d = directory or recorded_dir() / "serving"
+    runs = [json.loads(p.read_text()) for p in sorted(d.glob("*.json"))] if d.exists() else []
+    runs = [r for r in runs if r.get("schema") == "inferlab.serving.validate/1"]
+    return sorted(runs, key=lambda r: r["created"])
+
+
+def conclusion(record: dict) -> str:
+    """What the comparison says, in words, every number from the record (Markdown)."""
+    worst = {}
+    for p in ("p50", "p99"):
+        worst[p] = max(((abs(r["comparison"][m][p]["error"]), r["comparison"][m][p]["error"], m, r)
+                        for r in record["runs"] for m in ("ttft_s", "itl_s")), key=lambda x: x[0])
+    name = {"ttft_s": "TTFT", "itl_s": "ITL"}
+    steps = [r["step_time_error"]["median_abs"] for r in record["runs"]]
+    rates = ", ".join(f"{r['rate_per_s']:.2f} ({r['load']})" for r in record["runs"])
+    c = record["config"]
+    s = (f"At {len(record['runs'])} rates, {rates} requests/s, the live {c['model']} ({c['dtype']}, "
+         f"{c['policy']}, {c['max_num_seqs']} slots) and its simulation on the operator profile differ by at most "
+         f"{worst['p50'][0]:.0%} at the median ({name[worst['p50'][2]]} at {worst['p50'][3]['rate_per_s']:.2f}/s: "
+         f"simulated {worst['p50'][1]:+.0%}) and {worst['p99'][0]:.0%} at p99 ({name[worst['p99'][2]]} at "
+         f"{worst['p99'][3]['rate_per_s']:.2f}/s: {worst['p99'][1]:+.0%}). The bounds are "
+         f"{record['bounds']['p50']:.0%} and {record['bounds']['p99']:.0%}: ")
+    s += ("**within both**." if record["within_bounds"] else "**not met**: the simulator does not yet predict "
+          "this server within them.")
+    s += (f" Step by step, the profile predicts each live step's duration within a median "
+          f"{min(steps):.0%} to {max(steps):.0%} across the rates; the remaining gap is the scheduler's own time "
+          "and the machine's noise, which the profile never sees.")
+    return s
