@@ -280,6 +280,10 @@ def test_run_carries_a_disjoint_profile_and_both_predictions(tiny_run):
     assert {1, 64, 512} <= set(prof["e2e_sizes"])  # the ITL token count, a context, a prompt
     assert all(p["time_s"] > 0 for pts in prof["linear"].values() for p in pts)
     assert prof["overhead_s"] >= 0.0
+    # the pass residual: a decode pass at B = 3, context 96 (no point's shape) less its operators
+    assert prof["residual_s"] >= 0.0 and prof["residual"]["probe_batch"] == 3
+    assert prof["residual_s"] == pytest.approx(max(prof["residual"]["measured_s"] - prof["residual"]["predicted_s"], 0))
+    assert 3 not in prof["e2e_sizes"] and 3 * 96 not in prof["e2e_sizes"]
     for kind in ("ttft", "itl", "batch"):
         for p in tiny_run.points(kind):
             assert p["calibrated_s"] > 0 and p["predicted_s"] > 0

@@ -116,3 +116,14 @@ def test_a_chunk_after_a_prefix_takes_the_prefill_efficiency_at_equal_pairs():
     assert st.chunk_attention_s(5, 10) == pytest.approx(_attn_roof(5, 10, 2) / eff, rel=1e-9)
     # the slip of reading the efficiency at q = 5 would give a different answer
     assert abs(calibrate.interp_log(5, [3, 768], [0.1, 0.4]) / eff - 1) > 0.05
+
+
+def test_the_pass_residual_is_a_fixed_cost_of_every_step():
+    prof = _profile()
+    base = ProfileStepTime(prof, CFG, FP32, ACC)
+    prof["residual_s"] = 2e-3
+    with_residual = ProfileStepTime(prof, CFG, FP32, ACC)
+    for args in ((2, 400.0, [(10, 0)], 3), (1, 50.0, [], 1), (0, 0.0, [(64, 0)], 1)):
+        assert with_residual.step(*args) - base.step(*args) == pytest.approx(2e-3, rel=1e-9)
+    assert calibrate.calibrated_time_s(prof, CFG, FP32, ACC, 1, 1, 9) == pytest.approx(
+        calibrate.calibrated_time_s({**prof, "residual_s": 0.0}, CFG, FP32, ACC, 1, 1, 9) + 2e-3, rel=1e-12)

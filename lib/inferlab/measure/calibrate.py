@@ -5,6 +5,7 @@ the operator profile measured for it, plus what the library does not count, meas
     efficiency(op)   = roofline_s / measured_s  at the profiled shapes, interpolated in log(size)
     calibrated_s     = sum over counted ops of roofline_s(op) / efficiency(op)
                        + elementwise_s(tokens) * n_layers + head_elementwise_s(tokens) + overhead_s
+                       + residual_s   (a full pass at a probe shape less its operators: profile.pass_residual)
 
 Interpolation: log(efficiency) is linear in log(size) between profiled sizes and constant
 beyond the end points (an operator keeps the efficiency of its nearest profiled shape). The
@@ -94,7 +95,8 @@ def pass_breakdown(profile: dict, cfg: ModelConfig, precision: Precision, accele
                                                     [p["time_s"] for p in el["layer"]], extrapolate=True)
                           + interp_log(tokens, [p["tokens"] for p in el["head"]],
                                        [p["time_s"] for p in el["head"]], extrapolate=True))
-    roof["overhead"], cal["overhead"] = 0.0, float(profile["overhead_s"])
+    roof["overhead"] = 0.0
+    cal["overhead"] = float(profile["overhead_s"]) + float(profile.get("residual_s", 0.0))
     return {"roofline": roof, "calibrated": cal}
 
 

@@ -306,3 +306,38 @@ def step_overhead(cfg: ModelConfig, kind: str, dtype: str, *, seed: int = 0,
     return overhead, {"skeleton_step_s": step, "linear_call_s": lin, "attention_call_s": attn,
                       "elementwise_layer_s": elem,
                       "operator_calls_s": ops}
+
+
+RESIDUAL_PROBE = (3, 96)  # (batch, context): a decode pass no measured point uses (3 is no power of two)
+
+
+def pass_residual(model, profile: dict, precision, accelerator, kind: str, *, seed: int = 0,
+                  point_time_s: float = 0.5, probe=RESIDUAL_PROBE) -> tuple[float, dict]:
+    """(seconds, details): one full decode pass of `model` at the probe shape (B = 3, context 96,
+    shared by no end-to-end point), less the calibrated prediction of its operators, clamped at 0.
+    The operators timed alone miss what only composing them costs: the switch from one weight
+    matrix to the next, thread wake-ups between small and large ops, the pass's Python. That
+    residual is added to every calibrated step as a fixed cost (it is nearly constant across
+    decode batches on a CPU; prefill passes are long enough not to notice it).
+    The model's KV cache is replaced for the probe and dropped afterwards (call setup_cache again)."""
+    import torch
+
+    from inferlab.measure.calibrate import calibrated_time_s
+    from inferlab.measure.runner import fill_kv_cache_, token_pool
+
+    batch, context = probe
+    cfg = model.cfg
+    base = {**profile, "residual_s": 0.0}
+    predicted = calibrated_time_s(base, cfg, precision, accelerator, batch, 1, context - 1)
+    model.setup_cache(batch, context)
+    gen = generator(kind, seed + 11)
+    fill_kv_cache_(model, gen)
+    pool = token_pool(cfg, batch, 1, 4, kind, gen)
+    with torch.inference_mode():
+        t = time_fn(lambda tok: model(tok, context - 1, all_logits=False), pool, device=kind, warmup=2,
+                    repeats=15, min_repeats=5, max_time_s=point_time_s)
+    for layer in model.layers:
+        layer.attention.kv_cache = None
+    residual = max(t.median_s - predicted, 0.0)
+    return residual, {"probe_batch": batch, "probe_context": context, "measured_s": t.median_s,
+                      "predicted_s": predicted, "timing": t.to_dict()}

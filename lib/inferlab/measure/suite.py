@@ -27,7 +27,7 @@ from inferlab.measure import plan as _plan
 from inferlab.measure.ceilings import (Ceilings, choose_dtype, generator, measure_ceilings,
                                        roofline_sweep, torch_dtype)
 from inferlab.measure.breakdown import profile_pass
-from inferlab.measure.profile import measure_profile
+from inferlab.measure.profile import measure_profile, pass_residual
 from inferlab.measure.runner import (decode_runner, drop_kv_cache, fill_kv_cache_, random_model,
                                      token_pool)
 from inferlab.measure.result import TARGETS, SCHEMA, SuiteResult
@@ -209,6 +209,9 @@ def _measure(plan, kind, info, free, candidates, dtype, seed, bar, notes) -> Sui
 
     bar.stage(f"building {cfg.name}")
     model = random_model(cfg, kind, chosen, seed)
+    # What composing the operators into a pass costs beyond them, at a shape no point uses.
+    prof["residual_s"], prof["residual"] = pass_residual(model, prof, plan.precision, ceil.accelerator(),
+                                                         kind, seed=seed, point_time_s=plan.point_time_s / 4)
     model.setup_cache(1, plan.max_seq_len)
     gen = generator(kind, seed + 1)
     fill_kv_cache_(model, gen)

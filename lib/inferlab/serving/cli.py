@@ -271,9 +271,9 @@ def _cmd_validate(args) -> int:
             positive_float("--rates", r)
     for which in ("prompt", "output"):
         positive_int(f"--{which}", getattr(args, which))
-    if 4 * args.prompt + 3 * args.output > args.max_len:
-        raise ValueError(f"--max-len must hold the longest prompt + output (4 x --prompt + 3 x --output = "
-                         f"{4 * args.prompt + 3 * args.output} tokens); got --max-len={args.max_len}")
+    if 3 * (args.prompt + args.output) > args.max_len:
+        raise ValueError(f"--max-len must hold the longest prompt + output (3 x (--prompt + --output) = "
+                         f"{3 * (args.prompt + args.output)} tokens); got --max-len={args.max_len}")
     prompt = LengthDist("lognormal", args.prompt, 0.5, max(1, args.prompt // 8), 3 * args.prompt)
     output = LengthDist("lognormal", args.output, 0.5, max(1, args.output // 8), 3 * args.output)
     record = v.validate(model=args.model, dtype=args.dtype, device=args.device, rates=rates,

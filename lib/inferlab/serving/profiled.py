@@ -49,7 +49,7 @@ class ProfileStepTime:
         self.accelerator = accelerator
         self.dtype = precision.compute_dtype
         self.per_sequence_s = float(per_sequence_s)
-        self.overhead_s = float(profile["overhead_s"])
+        self.overhead_s = float(profile["overhead_s"]) + float(profile.get("residual_s", 0.0))
         self._shapes = linear_shapes(cfg)
         for name, (k, n) in self._shapes.items():
             if shape_key(k, n) not in profile["linear"]:

@@ -119,7 +119,7 @@ def validate(*, model="cpu-0.5b", dtype: str = "bf16", device: str = "cpu", rate
     from inferlab.measure import device as _device
     from inferlab.measure.ceilings import measure_ceilings
     from inferlab.measure.plan import resolve_model
-    from inferlab.measure.profile import measure_profile
+    from inferlab.measure.profile import measure_profile, pass_residual
     from inferlab.measure.runner import random_model
     from inferlab.serving.live import run_live
     from inferlab.serving.policies import make_policy
@@ -145,6 +145,9 @@ def validate(*, model="cpu-0.5b", dtype: str = "bf16", device: str = "cpu", rate
         prof = measure_profile(cfg, kind, dtype, max_tokens=max_step_tokens, max_batch=max_num_seqs,
                                max_kv_positions=max_len, cache_bytes=info.cache_bytes,
                                pool_bytes=min(1e9, 0.1 * free), point_time_s=0.3, seed=seed + 3)
+    model_obj = random_model(cfg, kind, dtype, seed)
+    prof["residual_s"], prof["residual"] = pass_residual(model_obj, prof, prec, acc, kind, seed=seed,
+                                                         point_time_s=0.3)
     st = ProfileStepTime(prof, cfg, prec, acc)
     cap = capacity_requests_per_s(st, cfg, acc, pol, prec, prompt, output, kv_blocks, block_tokens, seed)
     if rates is None:
@@ -153,7 +156,6 @@ def validate(*, model="cpu-0.5b", dtype: str = "bf16", device: str = "cpu", rate
     else:
         names = [f"{r / cap:.2f}x capacity" for r in rates]
     log(f"predicted capacity {cap:.2f} requests/s; rates {', '.join(f'{r:.2f}' for r in rates)}")
-    model_obj = random_model(cfg, kind, dtype, seed)
     runs = []
     for rate, name in zip(rates, names):
         w = synthetic(rate, duration_s=duration_s, prompt=prompt, output=output, cv=cv, seed=seed)
