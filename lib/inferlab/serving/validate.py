@@ -236,7 +236,12 @@ def conclusion(record: dict) -> str:
          f"{record['bounds']['p50']:.0%} and {record['bounds']['p99']:.0%}: ")
     s += ("**within both**." if record["within_bounds"] else "**not met**: the simulator does not yet predict "
           "this server within them.")
-    s += (f" Step by step, the profile predicts each live step's duration within a median "
-          f"{min(steps):.0%} to {max(steps):.0%} across the rates; the remaining gap is the scheduler's own time "
-          "and the machine's noise, which the profile never sees.")
+    ratios = [r["step_time_error"]["median_ratio"] for r in record["runs"]]
+    side = ("shorter than measured" if max(ratios) < 1 else "longer than measured" if min(ratios) > 1
+            else "on both sides of the measurement")
+    s += (f" Step by step, the profile's prediction of each live step's duration is off by a median "
+          f"{min(steps):.0%} to {max(steps):.0%} across the rates, {side} (median predicted / measured "
+          f"{min(ratios):.2f} to {max(ratios):.2f}). Near saturation a few percent of step time matter most: "
+          "the queueing delay grows like 1 / (1 - load), so a server that is slightly slower than predicted "
+          "sits closer to its capacity than the simulation and queues longer.")
     return s
