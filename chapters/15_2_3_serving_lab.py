@@ -379,9 +379,8 @@ from inferlab.serving.workload import LengthDist
 
 here = validate.validate(model="tiny", dtype="fp32", rates=[40.0, 400.0], duration_s=1.0, max_num_seqs=4,
                          max_len=96, prompt=LengthDist("lognormal", 32, 0.5, 8, 64),
-                         output=LengthDist("lognormal", 8, 0.5, 2, 16), log=lambda m: None)
-for r in here["runs"]:  # the live server finished every request, as the simulation did
-    assert r["live"]["completed"] == r["simulated"]["completed"] == r["requests"]
+                         output=LengthDist("lognormal", 8, 0.5, 2, 16), log=None)
+assert validate.all_served(here)  # the live server finished every request, as the simulation did
 print(validate.table(here))
 
 # %% [markdown]

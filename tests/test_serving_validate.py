@@ -33,6 +33,9 @@ def test_validate_end_to_end_on_the_tiny_model(tmp_path):
                             output=LengthDist("lognormal", 8, 0.5, 2, 16), log=lambda m: None)
     run = rec["runs"][0]
     assert run["live"]["completed"] == run["simulated"]["completed"] == run["requests"] > 0
+    assert validate.all_served(rec)
+    short = {**rec, "runs": [{**run, "live": {**run["live"], "completed": run["requests"] - 1}}]}
+    assert not validate.all_served(short)  # one request the live server did not finish
     # the same tokens: equal ITL counts, hence equal numbers of decode steps per request
     assert len(run["quantiles"]["live"]["itl_s"]) == len(run["quantiles"]["simulated"]["itl_s"]) == 99
     assert rec["profile"]["overhead_s"] >= 0 and rec["capacity_requests_per_s"] > 0

@@ -128,6 +128,7 @@ def validate(*, model="cpu-0.5b", dtype: str = "bf16", device: str = "cpu", rate
     from inferlab.specs import Precision
 
     t_start = time.perf_counter()
+    log = log or (lambda message: None)  # log=None: quiet
     cfg = resolve_model(model)
     kind = _device.resolve_kind(device)
     info = _device.describe(kind)
@@ -245,3 +246,8 @@ def conclusion(record: dict) -> str:
           "the queueing delay grows like 1 / (1 - load), so a server that is slightly slower than predicted "
           "sits closer to its capacity than the simulation and queues longer.")
     return s
+
+
+def all_served(record: dict) -> bool:
+    """True if, at every rate, the live server and the simulator both finished every request."""
+    return all(r["live"]["completed"] == r["simulated"]["completed"] == r["requests"] for r in record["runs"])
