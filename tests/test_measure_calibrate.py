@@ -107,14 +107,16 @@ def test_efficiency_is_interpolated_between_profiled_sizes():
     assert math.isclose(b["calibrated"]["lm_head"], b["roofline"]["lm_head"] / 0.5)  # M = B = 1
 
 
-def test_profile_rounds_keep_each_points_faster_round():
-    from inferlab.measure.profile import _faster
-    a = {"method": "m", "linear": {"8x8": [{"size": 1, "time_s": 2.0, "timing": "a1"},
-                                          {"size": 2, "time_s": 1.0, "timing": "a2"}]},
-         "elementwise": {"layer": [{"tokens": 3, "time_s": 5.0}]}, "sizes": [1, 2]}
-    b = {"method": "m", "linear": {"8x8": [{"size": 1, "time_s": 1.5, "timing": "b1"},
-                                          {"size": 2, "time_s": 3.0, "timing": "b2"}]},
-         "elementwise": {"layer": [{"tokens": 3, "time_s": 4.0}]}, "sizes": [1, 2]}
-    m = _faster(a, b)
-    assert [p["timing"] for p in m["linear"]["8x8"]] == ["b1", "a2"]  # 1.5 < 2.0; 1.0 < 3.0
-    assert m["elementwise"]["layer"][0]["time_s"] == 4.0 and m["sizes"] == [1, 2]
+def test_profile_rounds_keep_each_points_median_round():
+    from inferlab.measure.profile import _median_round
+
+    def prof(t1, t2, te, tag):
+        return {"method": "m", "linear": {"8x8": [{"size": 1, "time_s": t1, "timing": tag + "1"},
+                                                 {"size": 2, "time_s": t2, "timing": tag + "2"}]},
+                "elementwise": {"layer": [{"tokens": 3, "time_s": te}]}, "sizes": [1, 2]}
+    m = _median_round([prof(2.0, 1.0, 5.0, "a"), prof(1.5, 3.0, 4.0, "b"), prof(9.0, 2.0, 6.0, "c")])
+    # size 1: 1.5 < 2.0 < 9.0 -> a; size 2: 1.0 < 2.0 < 3.0 -> c; elementwise 4 < 5 < 6 -> 5.0
+    assert [p["timing"] for p in m["linear"]["8x8"]] == ["a1", "c2"]
+    assert m["elementwise"]["layer"][0]["time_s"] == 5.0 and m["sizes"] == [1, 2]
+    # two rounds: the lower middle, i.e. the faster
+    assert _median_round([prof(2.0, 1.0, 5.0, "a"), prof(1.5, 3.0, 4.0, "b")])["linear"]["8x8"][0]["timing"] == "b1"

@@ -69,17 +69,19 @@ def _point(size, cost: Cost, t) -> dict:
             "time_s": t.median_s, "timing": t.to_dict()}
 
 
-PROFILE_ROUNDS = 2  # each point is timed once per round; the faster round's median is kept
+PROFILE_ROUNDS = 3  # each point is timed once per round; the round with the median time is kept
 
 
-def _faster(a, b):
-    """Merge two rounds of the same profile: per point, the one with the smaller time_s."""
+def _median_round(rounds):
+    """Merge rounds of the same profile: per point, the round whose time_s is the median (the
+    lower middle one for an even count)."""
+    a = rounds[0]
     if isinstance(a, dict) and "time_s" in a:
-        return a if a["time_s"] <= b["time_s"] else b
+        return sorted(rounds, key=lambda p: p["time_s"])[(len(rounds) - 1) // 2]
     if isinstance(a, dict):
-        return {k: _faster(a[k], b[k]) if k in b else a[k] for k in a}
+        return {k: _median_round([r[k] for r in rounds]) if all(k in r for r in rounds) else a[k] for k in a}
     if isinstance(a, list) and a and isinstance(a[0], dict):
-        return [_faster(x, y) for x, y in zip(a, b)]
+        return [_median_round(list(points)) for points in zip(*rounds)]
     return a
 
 
@@ -91,26 +93,24 @@ def measure_profile(cfg: ModelConfig, kind: str, dtype: str, *, max_tokens: int,
     tokens, decode batches up to `max_batch` and `max_kv_positions` cached positions per step.
     `e2e_sizes`: the sizes (M, S, B x context) of the end-to-end points, to record disjointness.
 
-    Every operator is timed in `rounds` rounds over the whole profile (tens of seconds apart), and
-    each point keeps the round with the faster median: a virtual machine's memory bandwidth drifts
-    with its neighbours' load (by 30 % for seconds at a time on the 2-core EPYC VM, invisible to
-    /proc/stat), and a drift during one point's half-second would mis-state a whole operator; the
-    overhead is the faster round's too."""
-    first = None
+    Every operator is timed in `rounds` rounds over the whole profile (seconds apart), and each
+    point keeps the round with the median time, as does the overhead: a virtual machine's memory
+    bandwidth drifts with its neighbours' load (by 30 % for seconds at a time on the 2-core EPYC
+    VM, invisible to /proc/stat). A burst during one round cannot mis-state an operator, and,
+    unlike the fastest round, the median does not bias the profile towards the machine's best
+    moments."""
+    done = []
     for r in range(int(rounds)):
-        one = _profile_round(cfg, kind, dtype, max_tokens=max_tokens, max_batch=max_batch,
-                             max_kv_positions=max_kv_positions, e2e_sizes=e2e_sizes,
-                             cache_bytes=cache_bytes, pool_bytes=pool_bytes, point_time_s=point_time_s,
-                             seed=seed, progress=progress if r == 0 else None)
-        if first is None:
-            first = one
-            continue
-        merged = _faster(first, one)
-        if one["overhead_s"] < first["overhead_s"]:
-            merged["overhead_s"], merged["overhead"] = one["overhead_s"], one["overhead"]
-        first = merged
-    first["rounds"] = int(rounds)
-    return first
+        done.append(_profile_round(cfg, kind, dtype, max_tokens=max_tokens, max_batch=max_batch,
+                                   max_kv_positions=max_kv_positions, e2e_sizes=e2e_sizes,
+                                   cache_bytes=cache_bytes, pool_bytes=pool_bytes,
+                                   point_time_s=point_time_s, seed=seed,
+                                   progress=progress if r == 0 else None))
+    out = _median_round(done)
+    mid = sorted(done, key=lambda d: d["overhead_s"])[(len(done) - 1) // 2]
+    out["overhead_s"], out["overhead"] = mid["overhead_s"], mid["overhead"]
+    out["rounds"] = int(rounds)
+    return out
 
 
 def _profile_round(cfg: ModelConfig, kind: str, dtype: str, *, max_tokens: int, max_batch: int,
