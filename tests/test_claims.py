@@ -1,5 +1,6 @@
 """The claims registry: computed verdicts, clear errors for malformed entries, the verify command."""
 import json
+import re
 import subprocess
 import sys
 from collections import Counter
@@ -9,6 +10,7 @@ import pytest
 from inferlab.claims import claims_table, evaluate_claims, lost_formulas
 from inferlab.claims.evaluate import APPROXIMATION_LIMIT, evaluate_registry
 from inferlab.claims.registry import VERDICTS, RegistryError, half_unit, load_registry
+from inferlab.claims.statements import load_statements
 from inferlab.cli import main
 
 # Derived by hand from the chapter before the registry was run; one line each on why.
@@ -236,6 +238,21 @@ def test_duplicate_ids_and_bad_toml_are_rejected():
         load_registry(text=f"[[claim]]\n{entry}\n[[claim]]\n{entry}")
     with pytest.raises(RegistryError, match="not valid TOML"):
         load_registry(text="[[claim]\nid = ")
+
+
+@pytest.mark.parametrize("what, load, allowed", [
+    ("claims", load_registry, "allowed: [defaults], [[claim]]"),
+    ("statements", load_statements, "allowed: [[statement]], [[ignore]]"),
+])
+def test_both_registries_name_the_file_and_the_problem(tmp_path, what, load, allowed):
+    with pytest.raises(RegistryError, match=f"{what} registry not found at .*missing.toml"):
+        load(tmp_path / "missing.toml")
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[[x]\nid = ")
+    with pytest.raises(RegistryError, match=f"{what} registry .*bad.toml is not valid TOML"):
+        load(bad)
+    with pytest.raises(RegistryError, match=f"{what} registry: unknown top-level table\\(s\\) extra; " + re.escape(allowed)):
+        load(text="[extra]\nx = 1\n")
 
 
 # --- the verify command --------------------------------------------------------------------------

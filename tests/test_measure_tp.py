@@ -77,3 +77,36 @@ def test_tp_table_speed_ups_by_hand():
     assert tp.tp_table(doc).startswith("INVALID RUN: 1 points faster than their roofline")
     for doc in tp.recorded_tp_runs():
         assert doc["allreduce"]["beta_bytes_per_s"] > 0 and {r["tp"] for r in doc["runs"]} == {1, 2}
+
+
+def test_allreduce_fit_weighs_small_messages_as_much_as_large_ones():
+    # alpha 300 us, beta 2 GB/s at K = 2 over 1 KiB .. 16 MiB; the two largest sizes off by +5 %
+    # and -5 % (a noisy shared machine). Least squares on absolute error moves alpha to 270 us
+    # (the 0.4 ms error at 16 MiB outweighs every small message); on relative error it stays.
+    sizes = list(tp.ALLREDUCE_BYTES)
+    times = [300e-6 + b / 2e9 for b in sizes]
+    times[-1] *= 1.05
+    times[-2] *= 0.95
+    alpha, beta = tp.fit_allreduce(sizes, times, 2)
+    assert alpha == pytest.approx(300e-6, rel=0.02) and beta == pytest.approx(2e9, rel=0.02)
+    with pytest.raises(ValueError, match="> 0 s"):
+        tp.fit_allreduce([1e3, 1e6], [0.0, 1e-3], 2)
+
+
+def test_backends_and_the_one_gpu_per_rank_rule():
+    assert tp.backend_for("cpu") == "gloo" and tp.backend_for("cuda") == "nccl"
+    with pytest.raises(ValueError, match="'mps' cannot run tensor parallelism"):
+        tp.backend_for("mps")
+    tp.check_devices("cuda", 2, 2)
+    tp.check_devices("cpu", 4, 0)  # gloo ranks share the CPU
+    with pytest.raises(ValueError, match=r"tp = 2 on cuda needs 2 GPUs \(NCCL runs one rank per GPU\); 1 visible"):
+        tp.check_devices("cuda", 2, 1)
+
+
+@pytest.mark.skipif(torch.cuda.device_count() >= 2, reason="this machine can run NCCL TP: nothing to refuse")
+def test_measure_tp_on_cuda_without_enough_gpus_is_refused_before_any_work(capsys):
+    from inferlab.cli import main
+    with pytest.raises(ValueError, match="needs 2 GPUs"):
+        tp.measure_tp(tp=2, model="tiny", device="cuda")
+    assert main(["measure", "--tp", "2", "--device", "cuda", "--model", "tiny", "--no-progress"]) == 2
+    assert "needs 2 GPUs" in capsys.readouterr().err

@@ -248,25 +248,33 @@ class Registry:
     path: Path | None = None
 
 
-def load_registry(path: Path | str | None = None, *, text: str | None = None) -> Registry:
-    """The registry at `path` (default data/claims.toml), or parsed from `text`."""
+def read_toml_registry(what: str, path: Path, text: str | None, allowed: dict) -> dict:
+    """The TOML document of registry `what` (e.g. 'claims') at `path` or parsed from `text`, with
+    its top-level tables checked against `allowed` ({key: how it is written}). Every failure is a
+    RegistryError that names the file: missing, not TOML, or an unknown table."""
     if text is None:
-        if path is None:
-            from inferlab.specs import data_dir
-            path = data_dir() / "claims.toml"
-        path = Path(path)
         try:
-            text = path.read_text(encoding="utf-8")
+            text = Path(path).read_text(encoding="utf-8")
         except FileNotFoundError:
-            raise RegistryError(f"claims registry not found at {path}") from None
+            raise RegistryError(f"{what} registry not found at {path}") from None
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
-        raise RegistryError(f"claims registry {path or '<text>'} is not valid TOML: {err}") from None
-    unknown = [k for k in data if k not in ("defaults", "claim")]
+        raise RegistryError(f"{what} registry {path or '<text>'} is not valid TOML: {err}") from None
+    unknown = [k for k in data if k not in allowed]
     if unknown:
-        raise RegistryError(f"claims registry: unknown top-level table(s) {', '.join(unknown)}; "
-                            "allowed: [defaults], [[claim]]")
+        raise RegistryError(f"{what} registry: unknown top-level table(s) {', '.join(unknown)}; "
+                            f"allowed: {', '.join(allowed.values())}")
+    return data
+
+
+def load_registry(path: Path | str | None = None, *, text: str | None = None) -> Registry:
+    """The registry at `path` (default data/claims.toml), or parsed from `text`."""
+    if text is None and path is None:
+        from inferlab.specs import data_dir
+        path = data_dir() / "claims.toml"
+    path = Path(path) if path is not None else None
+    data = read_toml_registry("claims", path, text, {"defaults": "[defaults]", "claim": "[[claim]]"})
     claims = tuple(parse_claim(raw) for raw in data.get("claim", []))
     seen = set()
     for c in claims:

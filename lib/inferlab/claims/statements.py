@@ -25,13 +25,12 @@ import inspect
 import json
 import re
 import textwrap
-import tomllib
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from inferlab.claims.chapter import PART_HEADINGS, SECTION_RE, read_blocks
-from inferlab.claims.registry import RegistryError
+from inferlab.claims.registry import RegistryError, read_toml_registry
 from inferlab.context import yardstick
 
 STATEMENT_VERDICTS = ("consistent", "erratum", "depends", "unchecked")
@@ -174,18 +173,8 @@ def load_statements(path: Path | str | None = None, *, text: str | None = None) 
     """data/statements.toml (or `text`), checked for shape."""
     if text is None:
         path = Path(path) if path else default_path()
-        try:
-            text = path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise RegistryError(f"statements registry not found at {path}") from None
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as err:
-        raise RegistryError(f"statements registry {path or '<text>'} is not valid TOML: {err}") from None
-    unknown = [k for k in data if k not in ("statement", "ignore")]
-    if unknown:
-        raise RegistryError(f"statements registry: unknown top-level table(s) {', '.join(unknown)}; "
-                            "allowed: [[statement]], [[ignore]]")
+    data = read_toml_registry("statements", Path(path) if path else None, text,
+                              {"statement": "[[statement]]", "ignore": "[[ignore]]"})
     statements = tuple(parse_statement(r) for r in data.get("statement", []))
     ids = Counter(s.id for s in statements)
     dup = [i for i, n in ids.items() if n > 1]

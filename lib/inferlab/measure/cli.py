@@ -32,9 +32,10 @@ def register(subparsers) -> None:
     p.add_argument("--threads", type=int, default=None, help="CPU threads (default: one per core)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random weights and tokens")
     p.add_argument("--tp", type=int, default=None, metavar="K",
-                   help="instead of the suite: tensor parallelism over K CPU processes "
-                        "(torch.distributed, gloo): all-reduce alpha/beta, TTFT and ITL at K = 1 and K "
-                        "beside the library's TP prediction (default model cpu-0.5b, dtype fp32)")
+                   help="instead of the suite: tensor parallelism over K processes (torch.distributed: "
+                        "gloo on the CPU, NCCL with one GPU per rank): all-reduce alpha/beta, TTFT and "
+                        "ITL at K = 1 and K beside the library's TP prediction (default model cpu-0.5b; "
+                        "dtype fp32 on a CPU, bf16 on GPUs; --device auto: cuda if there are K GPUs)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     p.set_defaults(func=_cmd_measure)
 
@@ -72,21 +73,22 @@ def _cmd_measure(args) -> int:
 
 
 def _cmd_tp(args, log) -> int:
+    import torch
+
     from inferlab.measure import tp
 
-    if args.device not in ("auto", "cpu"):
-        print(f"inferlab measure --tp: device {args.device!r} is not supported here (allowed: cpu; "
-              "NCCL on GPUs is not wired up)", file=sys.stderr)
-        return 2
-    dtype = "fp32" if args.dtype == "auto" else args.dtype
+    device = args.device
+    if device == "auto":  # NCCL where there is a GPU per rank, else gloo on the CPU
+        device = "cuda" if torch.cuda.is_available() and torch.cuda.device_count() >= args.tp else "cpu"
+    dtype = args.dtype if args.dtype != "auto" else ("bf16" if device == "cuda" else "fp32")
     try:
         doc = tp.measure_tp(tp=args.tp, model=args.model or "cpu-0.5b", dtype=dtype, quick=args.quick,
-                            seed=args.seed, log=log if args.no_progress else
+                            seed=args.seed, device=device, log=log if args.no_progress else
                             (lambda text: print(text, file=sys.stderr, flush=True)))
     except ValueError as err:
         print(f"inferlab measure --tp: {err}", file=sys.stderr)
         return 2
-    out = args.out or DEFAULT_DIR / f"tp{args.tp}-cpu-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    out = args.out or DEFAULT_DIR / f"tp{args.tp}-{device}-{time.strftime('%Y%m%d-%H%M%S')}.json"
     print(tp.tp_table(doc))
     print(f"\nwrote {tp.save(doc, out)}")
     return 0

@@ -1,5 +1,6 @@
 """Tensor parallelism measured: inferlab.model's decoder split Megatron-style across K processes
-with torch.distributed (gloo on a CPU), beside the library's TP prediction.
+with torch.distributed (gloo on a CPU; NCCL on GPUs, one GPU per rank), beside the library's TP
+prediction.
 
 Split (as inferlab.parallel.tp_shard counts it): each rank holds n_heads/K query heads and
 max(n_kv_heads/K, 1) KV heads (wq, wk, wv by output rows; wo by input columns), d_ff/K MLP
@@ -8,7 +9,8 @@ the partial outputs of wo and one those of w2 in every layer; the LM head's slic
 (all_gather) for the last position only. Embedding and norms are replicated.
 
 Measured: all-reduce time against message size, fitted as t = alpha + 2(K-1)/K * bytes / beta
-(ring all-reduce, inferlab.parallel.allreduce_time_s), and TTFT / ITL at K = 1 and K, each beside
+(ring all-reduce, inferlab.parallel.allreduce_time_s; least squares on relative error, so that
+the small messages, where alpha shows, weigh as much as the large ones), and TTFT / ITL at K = 1 and K, each beside
 inferlab.latency's prediction with tp = K, the fitted alpha and beta, and the ceilings each rank
 reaches while all ranks run at once (on a CPU the ranks share cores and memory bandwidth).
 """
@@ -30,10 +32,30 @@ from inferlab.tables import text_table
 
 SCHEMA = "inferlab.measure.tp/1"
 ALLREDUCE_BYTES = tuple(2 ** k for k in range(10, 25, 2))  # 1 KiB .. 16 MiB
+ALLREDUCE_REPEATS = 25  # per message size: all-reduces are short and, on a shared CPU, noisy
+BACKENDS = {"cpu": "gloo", "cuda": "nccl"}  # torch.distributed backend per device kind
+
+
+def backend_for(device: str) -> str:
+    """The torch.distributed backend that runs TP on `device` (cpu: gloo; cuda: NCCL)."""
+    if device not in BACKENDS:
+        raise ValueError(f"device {device!r} cannot run tensor parallelism here (allowed: {', '.join(BACKENDS)})")
+    return BACKENDS[device]
+
+
+def check_devices(device: str, tp: int, gpus: int) -> None:
+    """Raise ValueError unless `tp` ranks can run on `device`: NCCL needs one GPU per rank (two
+    ranks on one GPU are refused by NCCL), so K <= the number of visible GPUs."""
+    backend_for(device)
+    if device == "cuda" and gpus < tp:
+        raise ValueError(f"tp = {tp} on cuda needs {tp} GPUs (NCCL runs one rank per GPU); "
+                         f"{gpus} visible. Use --device cpu (gloo) or a machine with >= {tp} GPUs")
 
 
 def fit_allreduce(message_bytes, times_s, tp: int) -> tuple[float, float]:
-    """(alpha seconds, beta bytes/s) of t = alpha + 2(K-1)/K * bytes / beta, least squares.
+    """(alpha seconds, beta bytes/s) of t = alpha + 2(K-1)/K * bytes / beta, least squares on
+    the relative residual (t_fit / t - 1): the sizes span four decades, and an unweighted fit
+    lets a few percent of noise at 16 MiB move alpha by more than the whole 1 KiB time.
     Raises ValueError with fewer than two sizes, K < 2, or a fit whose bandwidth is not positive."""
     x = np.asarray(message_bytes, dtype=float)
     y = np.asarray(times_s, dtype=float)
@@ -43,8 +65,10 @@ def fit_allreduce(message_bytes, times_s, tp: int) -> tuple[float, float]:
     if x.size < 2 or x.size != y.size or len(set(x.tolist())) < 2:
         raise ValueError(f"fitting alpha and beta needs >= 2 distinct message sizes with one time each; "
                          f"got {x.size} sizes and {y.size} times")
+    if np.any(y <= 0):
+        raise ValueError("all-reduce times must be > 0 s")
     wire = 2.0 * (tp - 1) / tp * x
-    slope, alpha = np.polyfit(wire, y, 1)
+    slope, alpha = np.polyfit(wire, y, 1, w=1.0 / y)
     if slope <= 0:
         raise ValueError(f"all-reduce times do not grow with message size (slope {slope:.3g} s/byte): "
                          "no bandwidth can be fitted; measure larger messages")
@@ -162,7 +186,12 @@ def _worker(rank, world, port, task, out_path):
     import torch.distributed as dist
 
     torch.set_num_threads(task["threads"])
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+    device = task.get("device", "cpu")
+    init = dict(init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+    if device == "cuda":  # one GPU per rank; NCCL refuses two ranks on one GPU
+        torch.cuda.set_device(rank)
+        init["device_id"] = torch.device("cuda", rank)
+    dist.init_process_group(backend_for(device), **init)
     try:
         with torch.inference_mode():
             result = (_check if task["kind"] == "check" else _measure_rank)(rank, world, task)
@@ -174,7 +203,8 @@ def _worker(rank, world, port, task, out_path):
 
 
 def run_group(world: int, task: dict):
-    """Run `task` in `world` processes (gloo over TCP on this host); rank 0's result."""
+    """Run `task` in `world` processes on this host (gloo, or NCCL where task['device'] is cuda;
+    rendezvous over TCP); rank 0's result, on the CPU."""
     import torch.multiprocessing as mp
     import torch
 
@@ -189,7 +219,7 @@ def _model(task):
     from inferlab.measure.runner import random_model
 
     cfg = ModelConfig(**task["model"])
-    return random_model(cfg, "cpu", task["dtype"], task["seed"]), cfg
+    return random_model(cfg, task.get("device", "cpu"), task["dtype"], task["seed"]), cfg
 
 
 def _check(rank, world, task):
@@ -206,10 +236,10 @@ def _check_one(rank, world, task):
     s = task["prompt_len"]
     model.setup_cache(1, s + 1)
     gen = torch.Generator().manual_seed(task["seed"] + 1)
-    tok = torch.randint(0, cfg.vocab_size, (1, s + 1), generator=gen)
+    tok = torch.randint(0, cfg.vocab_size, (1, s + 1), generator=gen).to(task.get("device", "cpu"))
     pre = model(tok[:, :s], 0, all_logits=False)
     dec = model(tok[:, s:], s, all_logits=False)
-    return {"prefill": pre.float().clone(), "decode": dec.float().clone()}
+    return {"prefill": pre.float().cpu().clone(), "decode": dec.float().cpu().clone()}
 
 
 def tp_logits(cfgs, world: int, *, prompt_len: int = 12, dtype: str = "fp32", seed: int = 0) -> list:
@@ -236,39 +266,45 @@ def _measure_rank(rank, world, task):
 
     from inferlab.measure.ceilings import fill_random_, generator, torch_dtype
 
-    out = {"threads": torch.get_num_threads()}
-    gen = generator("cpu", task["seed"] + 11 + rank)
-    reps, warm = task["repeats"], 2
+    dev = task.get("device", "cpu")
+    out = {"threads": torch.get_num_threads(), "device": dev}
+    gen = generator(dev, task["seed"] + 11 + rank)
+    warm = 2
+    sync = torch.cuda.synchronize if dev == "cuda" else (lambda: None)
 
-    def timed(fn, pool):
+    def timed(fn, pool, reps=task["repeats"]):
         """Fixed repeats on every rank (a time budget could end ranks at different counts and
-        leave a collective waiting); every call starts after a barrier."""
+        leave a collective waiting); every call starts after a barrier, and on a GPU the clock
+        stops once the device has finished (synchronize)."""
         samples = []
         for i in range(warm + reps):
             dist.barrier()
+            sync()
             t0 = time.perf_counter()
             fn(pool[i % len(pool)])
+            sync()
             if i >= warm:
                 samples.append(time.perf_counter() - t0)
         return float(np.median(samples))
 
     # Ceilings reached by each rank while every rank runs: copy and product at once.
     n = task["copy_bytes"] // 4
-    src = fill_random_(torch.empty(n), gen)
+    src = fill_random_(torch.empty(n, device=dev), gen)
     dst = torch.empty_like(src)
     out["copy_bytes_per_s"] = 2.0 * n * 4 / timed(lambda _: dst.copy_(src), [None])
     del src, dst
     m = task["matmul_n"]
-    a = fill_random_(torch.empty(m, m, dtype=torch_dtype(task["dtype"])), gen)
-    b = fill_random_(torch.empty(m, m, dtype=torch_dtype(task["dtype"])), gen)
+    a = fill_random_(torch.empty(m, m, dtype=torch_dtype(task["dtype"]), device=dev), gen)
+    b = fill_random_(torch.empty(m, m, dtype=torch_dtype(task["dtype"]), device=dev), gen)
     c = torch.empty_like(a)
     out["matmul_flops_per_s"] = 2.0 * m ** 3 / timed(lambda _: torch.mm(a, b, out=c), [None])
     del a, b, c
     if world > 1:
         ar = []
         for nbytes in task["allreduce_bytes"]:
-            buf = fill_random_(torch.empty(nbytes // 4), gen)
-            ar.append({"bytes": nbytes, "time_s": timed(lambda _: dist.all_reduce(buf), [None])})
+            buf = fill_random_(torch.empty(nbytes // 4, device=dev), gen)
+            ar.append({"bytes": nbytes, "time_s": timed(lambda _: dist.all_reduce(buf), [None],
+                                                        reps=task.get("allreduce_repeats", task["repeats"]))})
         out["allreduce"] = ar
     model, cfg = _model(task)
     shard_model_(model, rank, world)
@@ -276,21 +312,22 @@ def _measure_rank(rank, world, task):
     tok_gen = torch.Generator().manual_seed(task["seed"] + 5)  # the same tokens on every rank
     out["ttft"] = []
     for s in task["prompt_lens"]:
-        pool = [torch.randint(0, cfg.vocab_size, (1, s), generator=tok_gen) for _ in range(2)]
+        pool = [torch.randint(0, cfg.vocab_size, (1, s), generator=tok_gen).to(dev) for _ in range(2)]
         out["ttft"].append({"prompt_len": s,
                             "median_s": timed(lambda t: model(t, 0, all_logits=False), pool)})
     out["itl"] = []
     for ctx in task["contexts"]:
-        pool = [torch.randint(0, cfg.vocab_size, (1, 1), generator=tok_gen) for _ in range(4)]
+        pool = [torch.randint(0, cfg.vocab_size, (1, 1), generator=tok_gen).to(dev) for _ in range(4)]
         out["itl"].append({"context_len": ctx,
                            "median_s": timed(lambda t: model(t, ctx - 1, all_logits=False), pool)})
     return out
 
 
 def measure_tp(*, tp: int = 2, model="cpu-0.5b", dtype: str = "fp32", quick: bool = True,
-               seed: int = 0, log=None) -> dict:
+               seed: int = 0, device: str = "cpu", log=None) -> dict:
     """TTFT and ITL at K = 1 and K = `tp` processes, the all-reduce sweep and its alpha/beta fit,
-    each measured time beside inferlab.latency's prediction. Returns the run's JSON document."""
+    each measured time beside inferlab.latency's prediction. Returns the run's JSON document.
+    device: 'cpu' (gloo; the ranks share the cores) or 'cuda' (NCCL; one GPU per rank)."""
     from inferlab.latency import decode_step_time_s, prefill_time_s
     from inferlab.measure import device as _device
     from inferlab.measure.plan import resolve_model
@@ -298,6 +335,8 @@ def measure_tp(*, tp: int = 2, model="cpu-0.5b", dtype: str = "fp32", quick: boo
 
     cfg = resolve_model(model)
     check_tp(cfg, tp)
+    import torch
+    check_devices(device, tp, torch.cuda.device_count() if device == "cuda" else 0)
     if tp < 2:
         raise ValueError(f"tp must be >= 2 (it is compared with K = 1); got {tp}")
     say = log or (lambda text: None)
@@ -308,7 +347,7 @@ def measure_tp(*, tp: int = 2, model="cpu-0.5b", dtype: str = "fp32", quick: boo
             "contexts": (64, 256) if tiny else ((128, 512) if quick else (128, 512, 2048)),
             "repeats": 3 if tiny else (3 if quick else 10),
             "copy_bytes": 32 * 2 ** 20 if tiny else 256 * 2 ** 20, "matmul_n": 256 if tiny else 1024,
-            "allreduce_bytes": ALLREDUCE_BYTES}
+            "allreduce_bytes": ALLREDUCE_BYTES, "allreduce_repeats": ALLREDUCE_REPEATS, "device": device}
     meter = _device.CpuMeter()
     runs = []
     prec = Precision(dtype, dtype, dtype)
@@ -320,7 +359,7 @@ def measure_tp(*, tp: int = 2, model="cpu-0.5b", dtype: str = "fp32", quick: boo
         if k > 1:
             alpha, beta = fit_allreduce([p["bytes"] for p in res["allreduce"]],
                                         [p["time_s"] for p in res["allreduce"]], k)
-        acc = Accelerator(name=f"measured-cpu-rank-of-{k}", memory_bytes=1e12,
+        acc = Accelerator(name=f"measured-{device}-rank-of-{k}", memory_bytes=1e12,
                           hbm_bytes_per_s=res["copy_bytes_per_s"],
                           peak_flops_per_s={dtype: res["matmul_flops_per_s"]},
                           interconnect_bytes_per_s=beta or 0.0)
@@ -332,13 +371,13 @@ def measure_tp(*, tp: int = 2, model="cpu-0.5b", dtype: str = "fp32", quick: boo
                                                         allreduce_latency_s=alpha or 0.0))
         runs.append({"tp": k, **res})
     contention = meter.others_share()
-    info = _device.describe("cpu")
+    info = _device.describe(device)
     doc = {"schema": SCHEMA, "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-           "device": info.to_dict(), "versions": _device.versions(), "backend": "gloo",
+           "device": info.to_dict(), "versions": _device.versions(), "backend": backend_for(device),
            "model": _cfg_dict(cfg), "dtype": dtype, "task": {k: v for k, v in task.items() if k != "model"},
            "allreduce": {"points": runs[-1].get("allreduce", []), "alpha_s": alpha,
                          "beta_bytes_per_s": beta, "tp": tp,
-                         "model": "t = alpha + 2(K-1)/K * bytes / beta (least squares)"},
+                         "model": "t = alpha + 2(K-1)/K * bytes / beta (least squares on relative error)"},
            "runs": runs, "contention": contention,
            "method": "inferlab.latency.prefill_time_s / decode_step_time_s with tp=K, the fitted "
                      "alpha as allreduce_latency_s and beta as interconnect bandwidth, at the copy "
