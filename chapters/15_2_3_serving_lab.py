@@ -347,8 +347,9 @@ reader.details("The chapter's statements on tails, scaling and prompt caching: v
 # off the clock. `inferlab serving validate` first times each operator of the model alone on the
 # device (the operator profile of `inferlab measure`), composes those times into a step time
 # (`serving.profiled.ProfileStepTime`: it never times a whole step), then serves one workload at
-# three rates, live and simulated, and compares the percentiles users see. The bounds the
-# simulator must meet: the median within 15 %, p99 within 25 %.
+# three rates, live and simulated, and compares the percentiles users see. The simulator must
+# come within a bound at the median (`validate.P50_BOUND`) and a looser one at p99
+# (`validate.P99_BOUND`); the verdict under the table states both.
 #
 # The recorded run below comes from a file in `data/measurements/serving/`, so nbval compares its
 # numbers.

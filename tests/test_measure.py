@@ -14,7 +14,8 @@ from inferlab.cli import main as cli_main
 from inferlab.latency import decode_step_time_s, prefill_time_s
 from inferlab.measure import ceilings, device, plan, suite
 from inferlab.measure.timing import Timing, time_fn
-from inferlab.measure.profile import RESIDUAL_PROBES, pass_residual
+from inferlab.measure import calibrate
+from inferlab.measure.profile import RESIDUAL_PROBES, pass_residual, time_probes
 
 
 # Timing ---------------------------------------------------------------------------------------
@@ -283,11 +284,14 @@ def test_run_carries_a_disjoint_profile_and_both_predictions(tiny_run):
     assert {1, 64, 512} <= set(prof["e2e_sizes"])  # the ITL token count, a context, a prompt
     assert all(p["time_s"] > 0 for pts in prof["linear"].values() for p in pts)
     assert prof["overhead_s"] >= 0.0
-    # the pass residual: the median over decode passes at one batch per linear-kernel regime, at a
-    # context no point uses, of measured less predicted
-    probes = prof["residual"]["probes"]
+    # the pass residual: decode passes at one batch per linear-kernel regime, at a context no point
+    # uses, timed after each profile round; median over rounds, less predicted, median over probes
+    res = prof["residual"]
+    probes = res["probes"]
     assert [(p["batch"], p["context"]) for p in probes] == [tuple(x) for x in RESIDUAL_PROBES]
     assert {p["context"] for p in probes}.isdisjoint(prof["e2e_sizes"])
+    assert res["rounds"] == prof["rounds"] and all(len(p["rounds_s"]) == prof["rounds"] for p in probes)
+    assert all(p["measured_s"] == np.median(p["rounds_s"]) for p in probes)
     assert prof["residual_s"] == pytest.approx(max(np.median([p["measured_s"] - p["predicted_s"] for p in probes]), 0))
     for kind in ("ttft", "itl", "batch"):
         for p in tiny_run.points(kind):
@@ -451,20 +455,41 @@ def test_bandwidth_sentence_says_whether_the_kernel_is_at_the_read_limit(tiny_ru
 def test_the_pass_residual_ignores_one_probe_whose_regime_is_mispredicted(tiny_run):
     # The bug this guards: one probe at B = 3 read 48 ms of "residual" that was really fp32's
     # row-by-row kernel composing badly, and that was then added to every 120 ms B = 1 step.
-    # Make the profile claim linear layers at 3 rows are nearly free: the B = 3 probe then reads
-    # a residual of nearly its whole pass, and the median must not follow it.
-    import copy
+    # Real probes of the tiny model, with the B = 3 pass 48 ms slower than it ran: the residual
+    # must stay that of the other two, not follow B = 3.
     from inferlab.measure.runner import random_model
-    prof = copy.deepcopy(tiny_run.data["profile"])
-    for pts in prof["linear"].values():
-        for p in pts:
-            if p["size"] == 3:
-                p["time_s"] *= 1e-3
-    model = random_model(tiny_run.model(), "cpu", tiny_run.dtype, 0)
-    residual, details = pass_residual(model, prof, tiny_run.precision(), tiny_run.accelerator(), "cpu",
-                                      point_time_s=0.05)
+    cfg, prec, acc = tiny_run.model(), tiny_run.precision(), tiny_run.accelerator()
+    model = random_model(cfg, "cpu", tiny_run.dtype, 0)
+    timed = time_probes(model, "cpu", point_time_s=0.05)
+    assert [(p["batch"], p["context"]) for p in timed] == list(RESIDUAL_PROBES)
+    assert all(p["measured_s"] > 0 for p in timed)
+    honest, _ = pass_residual(tiny_run.data["profile"], cfg, prec, acc, [timed])
+    timed[1]["measured_s"] += 48e-3
+    residual, details = pass_residual(tiny_run.data["profile"], cfg, prec, acc, [timed])
     by_batch = {p["batch"]: p["residual_s"] for p in details["probes"]}
-    assert by_batch[3] > 3 * max(by_batch[1], by_batch[6], 1e-5)
-    assert residual < by_batch[3] and residual == pytest.approx(max(sorted(by_batch.values())[1], 0.0))
+    assert residual <= max(by_batch[1], by_batch[6], 0.0) < 40e-3 < by_batch[3]
+    assert residual < honest + 5e-3  # a single probe at B = 3 would have read >= 48 ms more
     with pytest.raises(ValueError, match="probes"):
-        pass_residual(model, prof, tiny_run.precision(), tiny_run.accelerator(), "cpu", probes=())
+        time_probes(model, "cpu", probes=())
+
+
+def test_the_pass_residual_by_hand_takes_the_median_round_then_the_median_probe(tiny_run):
+    # Predicted passes P1, P3, P6 (from the recorded profile); measured rounds chosen so that
+    # the median round of each probe is P + 2 ms, P + 1 ms and P + 9 ms: one slow round per probe
+    # (+50 ms, a drift spell) must not move it, and the probe median is 2 ms.
+    cfg, prec, acc = tiny_run.model(), tiny_run.precision(), tiny_run.accelerator()
+    prof = {**tiny_run.data["profile"], "residual_s": 0.0}
+    pred = {b: calibrate.calibrated_time_s(prof, cfg, prec, acc, b, 1, 95) for b in (1, 3, 6)}
+    extra = {1: (2e-3, 50e-3, 1e-3), 3: (1e-3, 0.5e-3, 50e-3), 6: (9e-3, 9e-3, 50e-3)}
+    rounds = [[{"batch": b, "context": 96, "measured_s": pred[b] + extra[b][r]} for b in (1, 3, 6)]
+              for r in range(3)]
+    residual, details = pass_residual(prof, cfg, prec, acc, rounds)
+    assert [p["residual_s"] for p in details["probes"]] == pytest.approx([2e-3, 1e-3, 9e-3])
+    assert residual == pytest.approx(2e-3) and details["rounds"] == 3
+    # every probe faster than predicted: clamped at 0, never a negative fixed cost
+    fast = [[{**p, "measured_s": pred[p["batch"]] * 0.9} for p in r] for r in rounds]
+    assert pass_residual(prof, cfg, prec, acc, fast)[0] == 0.0
+    with pytest.raises(ValueError, match="same probes"):
+        pass_residual(prof, cfg, prec, acc, [rounds[0], rounds[1][:2]])
+    with pytest.raises(ValueError, match="at least one round"):
+        pass_residual(prof, cfg, prec, acc, [])

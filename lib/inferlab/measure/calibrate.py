@@ -5,7 +5,7 @@ the operator profile measured for it, plus what the library does not count, meas
     efficiency(op)   = roofline_s / measured_s  at the profiled shapes, interpolated in log(size)
     calibrated_s     = sum over counted ops of roofline_s(op) / efficiency(op)
                        + elementwise_s(tokens) * n_layers + head_elementwise_s(tokens) + overhead_s
-                       + residual_s   (a full pass at a probe shape less its operators: profile.pass_residual)
+                       + residual_s   (full passes at probe shapes less their operators: profile.pass_residual)
 
 Interpolation: log(efficiency) is linear in log(size) between profiled sizes and constant
 beyond the end points (an operator keeps the efficiency of its nearest profiled shape). The

@@ -88,7 +88,7 @@ def _median_round(rounds):
 def measure_profile(cfg: ModelConfig, kind: str, dtype: str, *, max_tokens: int, max_batch: int,
                     max_kv_positions: int, e2e_sizes=(), cache_bytes: float = 0.0,
                     pool_bytes: float = 1e9, point_time_s: float = 0.5, seed: int = 0,
-                    progress=None, rounds: int = PROFILE_ROUNDS) -> dict:
+                    progress=None, rounds: int = PROFILE_ROUNDS, after_round=None) -> dict:
     """The profile of `cfg` in `dtype` on `kind`, sized to predict passes of up to `max_tokens`
     tokens, decode batches up to `max_batch` and `max_kv_positions` cached positions per step.
     `e2e_sizes`: the sizes (M, S, B x context) of the end-to-end points, to record disjointness.
@@ -98,7 +98,9 @@ def measure_profile(cfg: ModelConfig, kind: str, dtype: str, *, max_tokens: int,
     bandwidth drifts with its neighbours' load (by 30 % for seconds at a time on the 2-core EPYC
     VM, invisible to /proc/stat). A burst during one round cannot mis-state an operator, and,
     unlike the fastest round, the median does not bias the profile towards the machine's best
-    moments."""
+    moments.
+    after_round(r), if given, is called after each round r (e.g. to time the residual's probes
+    under the same drift: time_probes)."""
     done = []
     for r in range(int(rounds)):
         done.append(_profile_round(cfg, kind, dtype, max_tokens=max_tokens, max_batch=max_batch,
@@ -106,6 +108,8 @@ def measure_profile(cfg: ModelConfig, kind: str, dtype: str, *, max_tokens: int,
                                    cache_bytes=cache_bytes, pool_bytes=pool_bytes,
                                    point_time_s=point_time_s, seed=seed,
                                    progress=progress if r == 0 else None))
+        if after_round is not None:
+            after_round(r)
     out = _median_round(done)
     mid = sorted(done, key=lambda d: d["overhead_s"])[(len(done) - 1) // 2]
     out["overhead_s"], out["overhead"] = mid["overhead_s"], mid["overhead"]
@@ -312,37 +316,24 @@ def step_overhead(cfg: ModelConfig, kind: str, dtype: str, *, seed: int = 0,
 # (B = 1 a matrix-vector product, B = 3 row by row, B = 6 a GEMM; see KERNEL_SWITCH_ROWS), all at
 # context 96, which no end-to-end point uses.
 RESIDUAL_PROBES = ((1, 96), (3, 96), (6, 96))
+RESIDUAL_RULE = ("per probe, the median over the rounds of the pass time, less the calibrated prediction "
+                 "of its operators; the residual is the median of that over the probes, clamped at 0")
 
 
-def pass_residual(model, profile: dict, precision, accelerator, kind: str, *, seed: int = 0,
-                  point_time_s: float = 0.5, probes=RESIDUAL_PROBES) -> tuple[float, dict]:
-    """(seconds, details): the median over `probes` of one full decode pass of `model` at the
-    probe's (batch, context), less the calibrated prediction of its operators, clamped at 0.
-
-    The operators timed alone miss what only composing them costs: the switch from one weight
-    matrix to the next, thread wake-ups between small and large ops, the pass's Python. That
-    residual is added to every calibrated step as a fixed cost (it is nearly constant across
-    decode batches on a CPU; prefill passes are long enough not to notice it).
-
-    Why a median over three probes: one probe can land where composition costs something the other
-    shapes do not. On the 2-core EPYC in fp32 a single probe at B = 3 (row-by-row kernel) read
-    48 ms, which then was added to 120 ms B = 1 steps; the other regimes read ~0. The median of one
-    probe per kernel regime keeps the fixed cost and drops such a regime-specific one.
+def time_probes(model, kind: str, *, probes=RESIDUAL_PROBES, seed: int = 0, point_time_s: float = 0.5) -> list:
+    """One full decode pass of `model` timed at each probe (batch, context) of `probes`: a list of
+    {'batch', 'context', 'measured_s', 'timing'}. measure_profile calls this between its rounds
+    (`after_round`), so the probes see the same drift of the machine as the profile does.
     The model's KV cache is replaced for the probes and dropped afterwards (call setup_cache again)."""
-    import statistics
-
     import torch
 
-    from inferlab.measure.calibrate import calibrated_time_s
     from inferlab.measure.runner import fill_kv_cache_, token_pool
 
     if not probes:
         raise ValueError("probes: at least one (batch, context) is needed")
     cfg = model.cfg
-    base = {**profile, "residual_s": 0.0}
-    per_probe = []
+    out = []
     for i, (batch, context) in enumerate(probes):
-        predicted = calibrated_time_s(base, cfg, precision, accelerator, batch, 1, context - 1)
         model.setup_cache(batch, context)
         gen = generator(kind, seed + 11 + i)
         fill_kv_cache_(model, gen)
@@ -352,8 +343,46 @@ def pass_residual(model, profile: dict, precision, accelerator, kind: str, *, se
                         warmup=2, repeats=15, min_repeats=5, max_time_s=point_time_s)
         for layer in model.layers:
             layer.attention.kv_cache = None
-        per_probe.append({"batch": batch, "context": context, "measured_s": t.median_s,
-                          "predicted_s": predicted, "residual_s": t.median_s - predicted,
-                          "timing": t.to_dict()})
+        out.append({"batch": int(batch), "context": int(context), "measured_s": t.median_s,
+                    "timing": t.to_dict()})
+    return out
+
+
+def pass_residual(profile: dict, cfg: ModelConfig, precision, accelerator, probe_rounds) -> tuple[float, dict]:
+    """(seconds, details): what a full decode pass costs beyond its operators timed alone.
+
+        residual = max(0, median over probes p of [median over rounds r of T(p, r) - T_cal(p)])
+
+    T(p, r): the pass at probe p timed in round r (time_probes, run between the profile's rounds);
+    T_cal(p): calibrated_time_s of that pass from `profile` with no residual.
+
+    The operators timed alone miss what only composing them costs: the switch from one weight
+    matrix to the next, thread wake-ups between small and large ops, the pass's Python. That
+    residual is added to every calibrated step as a fixed cost (it is nearly constant across
+    decode batches on a CPU; prefill passes are long enough not to notice it).
+
+    Why medians, twice. Over rounds: the residual is a few percent of a step, while this VM's speed
+    drifts by ~30 % for seconds at a time; probes timed at one moment read 18 ms on all three shapes
+    in one bf16 run (a slow spell), against ~2-5 ms between profile rounds. Over probes: one probe
+    can land where composing costs something the others do not; in fp32 a single probe at B = 3
+    (row-by-row kernel) read 48 ms, which was then added to 120 ms B = 1 steps."""
+    import statistics
+
+    from inferlab.measure.calibrate import calibrated_time_s
+
+    rounds = [list(r) for r in probe_rounds]
+    if not rounds or not rounds[0]:
+        raise ValueError("probe_rounds: at least one round of at least one probe is needed")
+    shapes = [(p["batch"], p["context"]) for p in rounds[0]]
+    if any([(p["batch"], p["context"]) for p in r] != shapes for r in rounds):
+        raise ValueError(f"probe_rounds: every round must time the same probes {shapes}")
+    base = {**profile, "residual_s": 0.0}
+    per_probe = []
+    for i, (batch, context) in enumerate(shapes):
+        measured = statistics.median(r[i]["measured_s"] for r in rounds)
+        predicted = calibrated_time_s(base, cfg, precision, accelerator, batch, 1, context - 1)
+        per_probe.append({"batch": batch, "context": context, "measured_s": measured,
+                          "rounds_s": [r[i]["measured_s"] for r in rounds],
+                          "predicted_s": predicted, "residual_s": measured - predicted})
     residual = max(statistics.median(p["residual_s"] for p in per_probe), 0.0)
-    return residual, {"probes": per_probe, "rule": "median over the probes of measured - predicted, clamped at 0"}
+    return residual, {"probes": per_probe, "rounds": len(rounds), "rule": RESIDUAL_RULE}

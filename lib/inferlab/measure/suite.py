@@ -27,7 +27,7 @@ from inferlab.measure import plan as _plan
 from inferlab.measure.ceilings import (Ceilings, choose_dtype, generator, measure_ceilings,
                                        roofline_sweep, torch_dtype)
 from inferlab.measure.breakdown import profile_pass
-from inferlab.measure.profile import measure_profile, pass_residual
+from inferlab.measure.profile import measure_profile, pass_residual, time_probes
 from inferlab.measure.runner import (decode_runner, drop_kv_cache, fill_kv_cache_, random_model,
                                      token_pool)
 from inferlab.measure.result import TARGETS, SCHEMA, SuiteResult
@@ -195,23 +195,26 @@ def _measure(plan, kind, info, free, candidates, dtype, seed, bar, notes) -> Sui
                           max_pool_bytes=min(2e9, 0.2 * free_now), seed=seed,
                           max_time_s=plan.point_time_s / 2, progress=bar)
 
+    bar.stage(f"building {cfg.name}")
+    model = random_model(cfg, kind, chosen, seed)
     bar.stage("operator profile")
     e2e_sizes = (set(plan.prompt_lens) | {1} | set(plan.contexts) | set(_plan.fit_batches(plan, free_now).batches)
                  | {b * plan.batch_context for b in _plan.fit_batches(plan, free_now).batches})
+    # After each profile round, one decode pass at each residual probe: what composing the
+    # operators into a pass costs beyond them, at shapes no point uses, under the same drift.
+    probe_rounds = []
     prof = measure_profile(cfg, kind, chosen, max_tokens=max(max(plan.prompt_lens), plan.generate_prompt),
                            max_batch=plan.batch_cap,
                            max_kv_positions=min(max(max(plan.contexts), plan.batch_cap * plan.batch_context),
                                                 PROFILE_MAX_KV),
                            e2e_sizes=e2e_sizes, cache_bytes=info.cache_bytes,
                            pool_bytes=min(1e9, 0.1 * free_now), point_time_s=plan.point_time_s / 4,
-                           seed=seed + 3)
+                           seed=seed + 3,
+                           after_round=lambda r: probe_rounds.append(
+                               time_probes(model, kind, seed=seed + r, point_time_s=plan.point_time_s / 4)))
+    prof["residual_s"], prof["residual"] = pass_residual(prof, cfg, plan.precision, ceil.accelerator(),
+                                                         probe_rounds)
     bar.update(1)
-
-    bar.stage(f"building {cfg.name}")
-    model = random_model(cfg, kind, chosen, seed)
-    # What composing the operators into a pass costs beyond them, at a shape no point uses.
-    prof["residual_s"], prof["residual"] = pass_residual(model, prof, plan.precision, ceil.accelerator(),
-                                                         kind, seed=seed, point_time_s=plan.point_time_s / 4)
     model.setup_cache(1, plan.max_seq_len)
     gen = generator(kind, seed + 1)
     fill_kv_cache_(model, gen)

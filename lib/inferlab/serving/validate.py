@@ -119,7 +119,7 @@ def validate(*, model="cpu-0.5b", dtype: str = "bf16", device: str = "cpu", rate
     from inferlab.measure import device as _device
     from inferlab.measure.ceilings import measure_ceilings
     from inferlab.measure.plan import resolve_model
-    from inferlab.measure.profile import measure_profile, pass_residual
+    from inferlab.measure.profile import measure_profile, pass_residual, time_probes
     from inferlab.measure.runner import random_model
     from inferlab.serving.live import run_live
     from inferlab.serving.policies import make_policy
@@ -142,13 +142,15 @@ def validate(*, model="cpu-0.5b", dtype: str = "bf16", device: str = "cpu", rate
                             memory_bytes=free, seed=seed, max_time_s=1.0)
     acc = ceil.accelerator(f"measured-{kind}")
     max_step_tokens = max_num_seqs * int(min(max_len, prompt.mean * 4))
+    model_obj = random_model(cfg, kind, dtype, seed)
+    probe_rounds = []  # the residual's probes, timed between the profile's rounds (same drift)
     with torch.inference_mode():
         prof = measure_profile(cfg, kind, dtype, max_tokens=max_step_tokens, max_batch=max_num_seqs,
                                max_kv_positions=max_len, cache_bytes=info.cache_bytes,
-                               pool_bytes=min(1e9, 0.1 * free), point_time_s=0.3, seed=seed + 3)
-    model_obj = random_model(cfg, kind, dtype, seed)
-    prof["residual_s"], prof["residual"] = pass_residual(model_obj, prof, prec, acc, kind, seed=seed,
-                                                         point_time_s=0.3)
+                               pool_bytes=min(1e9, 0.1 * free), point_time_s=0.3, seed=seed + 3,
+                               after_round=lambda r: probe_rounds.append(
+                                   time_probes(model_obj, kind, seed=seed + r, point_time_s=0.3)))
+    prof["residual_s"], prof["residual"] = pass_residual(prof, cfg, prec, acc, probe_rounds)
     st = ProfileStepTime(prof, cfg, prec, acc)
     cap = capacity_requests_per_s(st, cfg, acc, pol, prec, prompt, output, kv_blocks, block_tokens, seed)
     if rates is None:
