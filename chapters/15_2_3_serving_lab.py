@@ -368,6 +368,16 @@ Markdown(validate.conclusion(validation))
 validate.quantile_plot(validation)
 
 # %% [markdown]
+# That is one run. The same command, run again on the same machine, gives another: every recorded
+# run is listed below, with the pass residual its profile measured, its worst error at each
+# percentile and the range of the per-step prediction ratio. A validation that passes once and
+# fails the next time says as much about the machine as about the simulator.
+
+# %%
+print(validate.runs_table(validate.recorded()))
+Markdown(validate.repeatability(validate.recorded()))
+
+# %% [markdown]
 # The same comparison, live on the machine running this notebook, at a size that takes seconds: the
 # 3.9 M-parameter test model. Its steps last about a millisecond, so Python's share of a step is large
 # and run-to-run noise is too: nbval ignores this cell's numbers, and the `assert` checks only what

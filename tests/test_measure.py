@@ -415,7 +415,7 @@ def test_kernel_regimes_name_the_per_row_switch(tiny_run):
     size = 4 if tiny_run.dtype == "fp32" else 2
     assert r["shape"] == (256, 688) and r["rows"][0]["weight_bytes_per_s"] == pytest.approx(256 * 688 * size / 1e-3)
     flat = breakdown.regime_sentence(_with_linear_times(tiny_run, {m: 1e-3 * (1 + 0.05 * m) for m in range(1, 9)}))
-    assert "separate" not in flat and "stays within 1.3×" in flat  # M = 8: 1.4 / 1.05 = 1.33
+    assert "separate" not in flat and "no row count takes more than 1.33× the M = 1 time (M = 8)" in flat  # 1.4 / 1.05
 
 
 def test_runs_with_regimes_skip_runs_without_row_counts(tiny_run):

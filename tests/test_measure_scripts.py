@@ -54,3 +54,15 @@ def test_efficiency_benchmark_refuses_an_impossible_model():
                            "llama-2-70b", "--device", "cpu", "--dtype", "fp32"],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and "needs" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_drift_benchmark_runs_with_the_tiny_model_and_refuses_a_bad_duration():
+    script = str(ROOT / "benchmarks" / "machine_drift.py")
+    proc = subprocess.run([sys.executable, script, "--model", "tiny", "--seconds", "2", "--context", "64"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert "tiny bf16, B = 1, context 64" in out and "spread of the decode step, p90 / p10:" in out
+    assert "correlation of copy bandwidth with decode speed:" in out
+    bad = subprocess.run([sys.executable, script, "--seconds", "0"], capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "--seconds must be > 0; got 0.0" in bad.stderr

@@ -59,3 +59,39 @@ def test_validate_cli_refuses_bad_input_in_one_line(argv, match, capsys):
     rc = cli.main(["serving", "validate", "--model", "tiny", *argv])
     err = capsys.readouterr().err
     assert rc == 2 and match in err and len(err.strip().splitlines()) == 1
+
+
+def _record(created, errors, ratios, residual_s=2e-3):
+    """A validation record with, per rate, (TTFT p50, TTFT p99, ITL p50, ITL p99) errors."""
+    runs = []
+    for (rate, load), errs, ratio in zip(((0.5, "light"), (1.5, "near saturation"), (2.0, "overloaded")),
+                                         errors, ratios):
+        cmp = {m: {p: {"error": e} for p, e in zip(("p50", "p99"), pair)}
+               for m, pair in (("ttft_s", errs[:2]), ("itl_s", errs[2:]))}
+        runs.append({"rate_per_s": rate, "load": load, "comparison": cmp,
+                     "step_time_error": {"median_ratio": ratio, "median_abs": abs(1 - ratio)}})
+    within = all(abs(e[i]) <= (0.15, 0.25)[i % 2] for e in errors for i in range(4))
+    return {"created": created, "runs": runs, "bounds": {"p50": 0.15, "p99": 0.25},
+            "within_bounds": within, "profile": {"residual_s": residual_s}}
+
+
+def test_runs_table_and_repeatability_over_recorded_runs_by_hand():
+    good = _record("2026-11-30T12:59:03+00:00", [(-0.05, -0.10, 0.02, -0.03), (-0.08, -0.24, -0.06, -0.07),
+                                                (-0.14, -0.20, -0.06, -0.03)], [0.99, 0.98, 0.97])
+    # the overloaded TTFT p50 at -35 % (bound 15 %) and the near-saturation TTFT p99 at -30 % (bound 25 %)
+    bad = _record("2026-11-30T14:22:33+00:00", [(-0.09, -0.05, 0.05, -0.06), (-0.07, -0.30, -0.06, -0.01),
+                                               (-0.35, -0.20, -0.09, -0.08)], [1.05, 0.96, 0.92], 8.5e-3)
+    assert validate.misses(good) == []
+    assert validate.misses(bad) == [(1.5, "near saturation", "TTFT", "p99", -0.30),
+                                    (2.0, "overloaded", "TTFT", "p50", -0.35)]
+    text = validate.runs_table([good, bad])
+    assert "2026-11-30 12:59" in text and "-14.0% TTFT @ 2.00/s" in text and "-24.0% TTFT @ 1.50/s" in text
+    assert "-35.0% TTFT @ 2.00/s" in text and "0.92-1.05" in text and "8.5" in text
+    assert [line.split()[-1] for line in text.splitlines()[2:]] == ["yes", "no"]
+    said = validate.repeatability([good, bad])
+    assert said.startswith("1 of 2 recorded runs are within both bounds. The misses: TTFT p99 -30% at 1.50/s "
+                           "(near saturation); TTFT p50 -35% at 2.00/s (overloaded), all at the near saturation "
+                           "and overloaded rates.")
+    assert "on both sides of the live ones (median predicted / measured 0.92 to 1.05)" in said
+    assert "shorter than the live ones in every run and at every rate (median predicted / measured 0.97 to 0.99)" in \
+        validate.repeatability([good])  # ratios 0.97-0.99, all < 1

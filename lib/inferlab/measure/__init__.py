@@ -40,7 +40,7 @@ def measure_efficiency(**kwargs) -> dict:
 
 
 def quick_suite(**kwargs) -> SuiteResult:
-    """run_suite(quick=True, ...): fewer points (1-2 min on two CPU cores; see README)."""
+    """run_suite(quick=True, ...): fewer points (2-3.5 min on two CPU cores; see README)."""
     return run_suite(quick=True, **kwargs)
 
 

@@ -259,8 +259,8 @@ def regime_sentence(run) -> str:
                   "read the weights once.")
     else:
         worst = max(r["rows"], key=lambda x: x["vs_m1"])
-        s += (f" Up to M = {r['rows'][-1]['rows']} the time stays within {worst['vs_m1']:.1f}× of M = 1: the "
-              "weights are read once whatever the batch, as the roofline assumes.")
+        s += (f" Up to M = {r['rows'][-1]['rows']} no row count takes more than {worst['vs_m1']:.2f}× the M = 1 "
+              f"time (M = {worst['rows']}): the weights are read once whatever the batch, as the roofline assumes.")
     return s
 
 

@@ -17,7 +17,7 @@ def register(subparsers) -> None:
                     "MBU and MFU with a Llama-style model sized to the device, each beside the "
                     "library's prediction from the measured ceilings. TTFT, ITL and TPOT as vLLM's "
                     "serving benchmark defines them (see `inferlab.measure`).")
-    p.add_argument("--quick", action="store_true", help="fewer points (1-2 min on 2 CPU cores; longer while other processes compete)")
+    p.add_argument("--quick", action="store_true", help="fewer points (2-3.5 min on 2 CPU cores; longer while other processes compete)")
     p.add_argument("--out", type=Path, default=None,
                    help=f"JSON file to write (default: {DEFAULT_DIR}/measure-<device>-<time>.json)")
     p.add_argument("--device", default="auto", choices=("auto", "cuda", "mps", "cpu"),

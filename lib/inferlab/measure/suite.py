@@ -160,7 +160,7 @@ def run_suite(*, quick: bool = False, device: str = "auto", dtype: str = "auto",
 
 
 def quick_suite(**kwargs) -> SuiteResult:
-    """run_suite(quick=True, ...): fewer points (1-2 min on two CPU cores; see README)."""
+    """run_suite(quick=True, ...): fewer points (2-3.5 min on two CPU cores; see README)."""
     return run_suite(quick=True, **kwargs)
 
 

@@ -221,13 +221,67 @@ def recorded(directory=None) -> list:
     return sorted(runs, key=lambda r: r["created"])
 
 
+METRIC_NAMES = {"ttft_s": "TTFT", "itl_s": "ITL"}
+
+
+def _worst(record: dict, p: str) -> tuple:
+    """(|error|, error, metric, run) of the largest |error| at percentile `p` over rates and metrics."""
+    return max(((abs(r["comparison"][m][p]["error"]), r["comparison"][m][p]["error"], m, r)
+                for r in record["runs"] for m in METRIC_NAMES), key=lambda x: x[0])
+
+
+def misses(record: dict) -> list:
+    """[(rate_per_s, load, metric name, percentile, error)] of every comparison outside its bound."""
+    return [(r["rate_per_s"], r["load"], METRIC_NAMES[m], p, r["comparison"][m][p]["error"])
+            for r in record["runs"] for m in METRIC_NAMES for p in ("p50", "p99")
+            if abs(r["comparison"][m][p]["error"]) > record["bounds"][p]]
+
+
+def runs_table(records: list) -> str:
+    """One row per recorded validation: when, the pass residual its profile used, the worst error
+    at p50 and p99 (metric and rate), the range of median predicted / measured step time over the
+    rates, and whether every comparison was within its bound."""
+    from inferlab.tables import text_table
+
+    rows = []
+    for rec in records:
+        w50, w99 = _worst(rec, "p50"), _worst(rec, "p99")
+        ratios = [r["step_time_error"]["median_ratio"] for r in rec["runs"]]
+        rows.append((rec["created"][:16].replace("T", " "), rec["profile"].get("residual_s", 0.0) * 1e3,
+                     f"{w50[1]:+.1%} {METRIC_NAMES[w50[2]]} @ {w50[3]['rate_per_s']:.2f}/s",
+                     f"{w99[1]:+.1%} {METRIC_NAMES[w99[2]]} @ {w99[3]['rate_per_s']:.2f}/s",
+                     f"{min(ratios):.2f}-{max(ratios):.2f}", "yes" if rec["within_bounds"] else "no"))
+    return text_table(("recorded (UTC)", "residual ms", "worst p50 error", "worst p99 error",
+                       "step pred/meas", "within bounds"), rows, ("s", ".1f", "s", "s", "s", "s"))
+
+
+def repeatability(records: list) -> str:
+    """How the recorded runs of one validation agree, in words (Markdown), every number from them."""
+    if not records:
+        return "No recorded validation run."
+    ok = sum(rec["within_bounds"] for rec in records)
+    s = f"{ok} of {len(records)} recorded runs are within both bounds."
+    missed = [(rec, m) for rec in records for m in misses(rec)]
+    if missed:
+        loads = sorted({m[1] for _, m in missed})
+        s += (" The misses: " + "; ".join(f"{m[2]} {m[3]} {m[4]:+.0%} at {m[0]:.2f}/s ({m[1]})"
+                                          for _, m in missed)
+              + f", all at the {' and '.join(loads)} rate{'s' if len(loads) > 1 else ''}.")
+    ratios = [r["step_time_error"]["median_ratio"] for rec in records for r in rec["runs"]]
+    side = ("shorter than the live ones in every run and at every rate" if max(ratios) < 1 else
+            "longer than the live ones in every run and at every rate" if min(ratios) > 1 else
+            "on both sides of the live ones")
+    s += (f" The simulated steps were {side} (median predicted / measured {min(ratios):.2f} to "
+          f"{max(ratios):.2f}): the profile is timed minutes before the live runs on a machine whose speed "
+          "drifts, and a server a few percent slower than predicted queues disproportionately longer near "
+          "and beyond its capacity.")
+    return s
+
+
 def conclusion(record: dict) -> str:
     """What the comparison says, in words, every number from the record (Markdown)."""
-    worst = {}
-    for p in ("p50", "p99"):
-        worst[p] = max(((abs(r["comparison"][m][p]["error"]), r["comparison"][m][p]["error"], m, r)
-                        for r in record["runs"] for m in ("ttft_s", "itl_s")), key=lambda x: x[0])
-    name = {"ttft_s": "TTFT", "itl_s": "ITL"}
+    worst = {p: _worst(record, p) for p in ("p50", "p99")}
+    name = METRIC_NAMES
     steps = [r["step_time_error"]["median_abs"] for r in record["runs"]]
     rates = ", ".join(f"{r['rate_per_s']:.2f} ({r['load']})" for r in record["runs"])
     c = record["config"]
