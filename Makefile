@@ -68,12 +68,13 @@ clean:
 # Classroom (see README.md, "For instructors"): student versions of the chapter notebooks, and grading.
 #   make student                                  -> build/student/*.ipynb (solution cells emptied, checks kept)
 #   make student ROSTER=roster.csv ASSIGNMENT=hw1 -> build/student/<student_id>/*.ipynb (each student's variant)
-#   make grade SUBMISSIONS=path/to/dir [ASSIGNMENT=hw1 ROSTER=roster.csv]
+#   make grade SUBMISSIONS=path/to/dir INSTRUCTOR=chapters/15_1_2_decode.ipynb [ASSIGNMENT=hw1 ROSTER=roster.csv]
 #                                                 -> build/grades/ (each notebook run in a bubblewrap sandbox)
 SUBMISSIONS ?= submissions
 GRADE_ARGS ?=
 ROSTER ?=
 ASSIGNMENT ?=
+INSTRUCTOR ?=
 CLASS_ARGS := $(if $(ROSTER),--roster $(ROSTER),) $(if $(ASSIGNMENT),--assignment $(ASSIGNMENT),)
 .PHONY: student grade
 
@@ -81,7 +82,8 @@ student: setup
 	$(PY) -m inferlab.exercises build-student $(wildcard chapters/*.ipynb) --out build/student $(CLASS_ARGS)
 
 grade: setup
-	$(PY) -m inferlab.exercises grade $(SUBMISSIONS) --out build/grades $(CLASS_ARGS) $(GRADE_ARGS)
+	$(PY) -m inferlab.exercises grade $(SUBMISSIONS) --out build/grades $(CLASS_ARGS) \
+		$(if $(INSTRUCTOR),--instructor $(INSTRUCTOR),) $(GRADE_ARGS)
 
 # The rendered companion (see README.md, "Read it as a web book"): chapters/*.ipynb with their
 # stored outputs -> build/book/ (Sphinx + myst-nb, MathJax bundled: works offline), and its tests

@@ -18,6 +18,7 @@ from inferlab.exercises.core import _STUDENT, _matches, variant_seed
 from inferlab.exercises.student import build_for_roster
 from inferlab.memory import memory_budget
 
+KEY = bytes(range(32))  # a fixed instructor key (the real one is random, see inferlab.exercises.key)
 VARIED = [e.id for e in exercises()]  # every exercise varies
 # layers, n_kv_heads, head_dim: Llama 3 70B, Llama 3 8B and Mistral 7B (their configuration files)
 ARCH = {"llama-3-70b": (80, 8, 128), "llama-3-8b": (32, 8, 128), "mistral-7b": (32, 8, 128)}
@@ -50,19 +51,19 @@ def test_hand_computed_int8_max_batch_of_a_variant():
 
 
 def test_seed_is_stable_and_depends_on_student_and_assignment():
-    assert variant_seed("alice", "hw1") == variant_seed("alice", "hw1")
-    assert len({variant_seed(s, a) for s in ("alice", "bob") for a in ("hw1", "hw2")}) == 4
+    assert variant_seed("alice", "hw1", KEY) == variant_seed("alice", "hw1", KEY)
+    assert len({variant_seed(s, a, KEY) for s in ("alice", "bob") for a in ("hw1", "hw2")}) == 4
 
 
 def test_two_students_get_different_numbers_and_one_student_always_the_same():
     for ex_id in VARIED:
-        params = [variant(ex_id, f"student{i}", "hw1").params for i in range(12)]
+        params = [variant(ex_id, f"student{i}", "hw1", key=KEY).params for i in range(12)]
         assert len({json.dumps(p, sort_keys=True) for p in params}) >= 3, ex_id
-        assert variant(ex_id, "student3", "hw1").text() != variant(ex_id, "student4", "hw1").text() or \
+        assert variant(ex_id, "student3", "hw1", key=KEY).text() != variant(ex_id, "student4", "hw1", key=KEY).text() or \
             params[3] == params[4], ex_id
-        assert variant(ex_id, "student3", "hw1").params == params[3]
+        assert variant(ex_id, "student3", "hw1", key=KEY).params == params[3]
     # Without an assignment every student gets the registered exercise.
-    assert variant("15.1.2-ex1", "alice", None) is get("15.1.2-ex1")
+    assert variant("15.1.2-ex1", "alice", None, key=KEY) is get("15.1.2-ex1")
 
 
 def _structure_holds(ex) -> bool:
@@ -102,7 +103,7 @@ def test_every_variant_stays_meaningful(ex_id):
     assert len(combos) >= 4, ex_id
     keys = {json.dumps(c, sort_keys=True) for c in combos}
     for i in range(40):
-        drawn = variant(ex_id, f"s{i}", "course-2026").params
+        drawn = variant(ex_id, f"s{i}", "course-2026", key=KEY).params
         assert json.dumps({k: drawn[k] for k in combos[0]}, sort_keys=True) in keys
     for params in combos:
         ex = ex0.with_params(**params)
@@ -116,15 +117,15 @@ def test_every_variant_stays_meaningful(ex_id):
 
 def test_exercises_that_say_same_model_as_exercise_1_share_its_draw():
     for i in range(20):
-        one, two = variant("15.2.2-ex1", f"s{i}", "hw1").params, variant("15.2.2-ex2", f"s{i}", "hw1").params
+        one, two = variant("15.2.2-ex1", f"s{i}", "hw1", key=KEY).params, variant("15.2.2-ex2", f"s{i}", "hw1", key=KEY).params
         assert {k: two[k] for k in one} == one
 
 
 def test_check_uses_the_student_s_variant():
-    ex = variant("15.1.2-ex1", "alice", "hw1")
+    ex = variant("15.1.2-ex1", "alice", "hw1", key=KEY)
     mine = kv_gb_by_hand(ex.params["model"], ex.params["seq_len"])
     try:
-        set_student("alice", "hw1")
+        set_student("alice", "hw1", params={"15.1.2-ex1": ex.params})
         from inferlab.exercises import check
         assert check("15.1.2-ex1", mine).passed
     finally:
@@ -151,14 +152,15 @@ def test_roster_builds_one_notebook_per_student_with_its_own_numbers(tmp_path):
     nbformat.write(instructor_notebook(), src)
     roster = tmp_path / "roster.csv"
     roster.write_text("student_id,name,email\nalice,Alice A,a@example.org\nbob,Bob B,b@example.org\n")
-    build_for_roster([src], tmp_path / "out", roster=roster, assignment="hw1")
+    build_for_roster([src], tmp_path / "out", roster=roster, assignment="hw1", key=KEY)
     texts = {}
     for sid in ("alice", "bob"):
         nb = nbformat.read(tmp_path / "out" / sid / "hw.ipynb", 4)
-        ex = variant("15.1.2-ex1", sid, "hw1")
+        ex = variant("15.1.2-ex1", sid, "hw1", key=KEY)
         statement = next(c.source for c in nb.cells if c.source.startswith("### Exercise 15.1.2-ex1"))
         assert f"`{ex.params['model']}`" in statement and f"S = {ex.params['seq_len']} tokens" in statement
-        assert f"set_student({sid!r}, 'hw1')" in nb.cells[0].source
+        assert f"set_student({sid!r}, 'hw1', params=" in nb.cells[0].source
+        assert KEY.hex() not in json.dumps(nb)
         assert nb.metadata["inferlab"]["student_id"] == sid
         texts[sid] = statement
     assert texts["alice"] != texts["bob"]
@@ -173,8 +175,8 @@ def test_each_student_is_graded_against_their_own_variant(tmp_path):
     roster = tmp_path / "roster.csv"
     roster.write_text("student_id,name,email\nalice,Alice A,a@example.org\nbob,Bob B,b@example.org\n"
                       "carol,Carol C,c@example.org\n")
-    build_for_roster([src], tmp_path / "built", roster=roster, assignment="hw1")
-    own = {s: kv_gb_by_hand(**variant("15.1.2-ex1", s, "hw1").params) for s in ("alice", "bob")}
+    build_for_roster([src], tmp_path / "built", roster=roster, assignment="hw1", key=KEY)
+    own = {s: kv_gb_by_hand(**variant("15.1.2-ex1", s, "hw1", key=KEY).params) for s in ("alice", "bob")}
     assert abs(own["alice"] / own["bob"] - 1) > 0.02, "the two variants must differ beyond the tolerance"
     subs = tmp_path / "subs"
     answers = {"alice": own["alice"], "bob": own["alice"]}  # bob copies alice's number
@@ -186,7 +188,7 @@ def test_each_student_is_graded_against_their_own_variant(tmp_path):
         nbformat.write(nb, subs / sid / "hw.ipynb")
     out = tmp_path / "grades"
     grade([subs], out, cell_timeout=20, time_limit=60, jobs=2, quiet=True, assignment="hw1", roster=roster,
-          tmp_root=tmp_path)
+          tmp_root=tmp_path, key=KEY, instructor=[src])
     with open(out / "grades.csv", newline="") as fh:
         table = {r["student_id"]: r for r in csv.DictReader(fh)}
     assert float(table["alice"]["15.1.2-ex1"]) == 1
@@ -251,12 +253,12 @@ def test_every_exercise_is_graded_against_each_student_s_own_variant(tmp_path):
     nbformat.write(nbformat.v4.new_notebook(cells=cells), src)
     roster = tmp_path / "roster.csv"
     roster.write_text("student_id\nalice\nbob\n")
-    build_for_roster([src], tmp_path / "built", roster=roster, assignment="hw2")
+    build_for_roster([src], tmp_path / "built", roster=roster, assignment="hw2", key=KEY)
 
     def answers_of(sid):
         out = {}
         for ex in exercises():
-            exp = variant(ex.id, sid, "hw2").expected()
+            exp = variant(ex.id, sid, "hw2", key=KEY).expected()
             out[ex.id] = (_literal(exp[ex.parts[0].name]) if ex.single else
                           "{" + ", ".join(f"{k!r}: {_literal(v)}" for k, v in exp.items()) + "}")
         return out
@@ -274,16 +276,16 @@ def test_every_exercise_is_graded_against_each_student_s_own_variant(tmp_path):
         nbformat.write(nb, tmp_path / "subs" / f"{sid}.ipynb")
     out = tmp_path / "grades"
     grade([tmp_path / "subs"], out, cell_timeout=60, time_limit=240, jobs=2, quiet=True, assignment="hw2",
-          tmp_root=tmp_path)
+          tmp_root=tmp_path, key=KEY, instructor=[src])
     with open(out / "grades.csv", newline="") as fh:
         table = {r["student_id"]: r for r in csv.DictReader(fh)}
     assert float(table["alice"]["total"]) == float(table["alice"]["max"]) == sum(e.points for e in exercises())
     differs = 0
     for ex in exercises():
-        mine = variant(ex.id, "bob", "hw2")
+        mine = variant(ex.id, "bob", "hw2", key=KEY)
         worth = mine.evaluate(json.loads(json.dumps(
-            {k: sorted(v) if isinstance(v, frozenset) else v for k, v in variant(ex.id, "alice", "hw2").expected().items()}
-        )) if not ex.single else variant(ex.id, "alice", "hw2").expected()[ex.parts[0].name]).score
+            {k: sorted(v) if isinstance(v, frozenset) else v for k, v in variant(ex.id, "alice", "hw2", key=KEY).expected().items()}
+        )) if not ex.single else variant(ex.id, "alice", "hw2", key=KEY).expected()[ex.parts[0].name]).score
         assert float(table["bob"][ex.id]) == pytest.approx(worth, abs=1e-3), ex.id  # grades.csv: 3 decimals
         differs += worth < ex.points
     assert differs >= 10  # most of bob's numbers are his own

@@ -11,6 +11,8 @@ import os
 import sys
 from pathlib import Path
 
+from inferlab.exercises.key import DEFAULT_KEY_PATH
+
 
 def _cmd_list(args) -> int:
     from inferlab.exercises import exercises
@@ -78,7 +80,12 @@ def _cmd_build_student(args) -> int:
         if not args.assignment:
             raise ValueError("--roster needs --assignment NAME (the variants are drawn from the student id "
                              "and the assignment)")
-        build_for_roster(args.sources, args.out, roster=args.roster, assignment=args.assignment,
+        from inferlab.exercises.key import ensure_key
+        key, created = ensure_key(args.key)
+        if created:
+            print(f"created the instructor key {args.key} (mode 0600): it seeds every student's variant. Keep it "
+                  "and back it up: grading these notebooks needs it; never hand it out or commit it.")
+        build_for_roster(args.sources, args.out, roster=args.roster, assignment=args.assignment, key=key,
                          allow_leaks=args.allow_leaks)
     else:
         build_student(args.sources, args.out, allow_leaks=args.allow_leaks)
@@ -96,10 +103,24 @@ def _cmd_grade(args) -> int:
     _writable_dir("--out", args.out)
     limits = Limits(memory_bytes=int(args.memory_gb * 1e9), cpu_s=args.time_limit, processes=args.max_processes,
                     output_bytes=int(args.max_output_mb * 1e6), disk_bytes=int(args.max_disk_mb * 1e6))
-    grade(args.submissions, args.out, cell_timeout=args.cell_timeout, time_limit=args.time_limit,
-          jobs=args.jobs, kernel_name=args.kernel, sections=args.sections, quiet=args.quiet,
-          sandbox=not args.no_sandbox, limits=limits, assignment=args.assignment, roster=args.roster)
-    return 0
+    key = None
+    if args.assignment:
+        from inferlab.exercises.key import load_key
+        key = load_key(args.key)
+    grades = grade(args.submissions, args.out, cell_timeout=args.cell_timeout, time_limit=args.time_limit,
+                   jobs=args.jobs, kernel_name=args.kernel, sections=args.sections, instructor=args.instructor,
+                   quiet=args.quiet, sandbox=not args.no_sandbox, limits=limits, assignment=args.assignment,
+                   roster=args.roster, key=key)
+    if grades.failed:
+        print(f"inferlab.exercises: {grades.failed} of {len(grades.rows)} submission(s) failed (status 'failed: ...' "
+              f"in grades.csv); every file was written for the whole class", file=sys.stderr)
+    return failed_exit_status(grades.failed)
+
+
+def failed_exit_status(failed: int) -> int:
+    """The grade command's exit status: 0 when every submission was graded, else 64 + the number of failed
+    submissions (at most 125: 64 + 61 means 61 or more). 1 and 2 stay errors where nothing was written."""
+    return 0 if failed <= 0 else 64 + min(failed, 61)
 
 
 def _readable_file(name: str, value, what: str) -> None:
@@ -163,6 +184,8 @@ def add_commands(sub) -> None:
     p.add_argument("--roster", help="CSV with a student_id column: one folder per student, OUT/<student_id>/, "
                    "with that student's variant of each exercise")
     p.add_argument("--assignment", help="assignment name; with --roster it seeds the variants")
+    p.add_argument("--key", default=str(DEFAULT_KEY_PATH), help="instructor key seeding the variants, created "
+                   f"(mode 0600) if missing (default {DEFAULT_KEY_PATH}; keep it and back it up)")
     p.set_defaults(func=_cmd_build_student)
 
     p = sub.add_parser("grade", help="run submitted notebooks in a sandbox and write a score table")
@@ -174,7 +197,12 @@ def add_commands(sub) -> None:
                    help="seconds per notebook (wall and CPU) before the kernel is killed")
     p.add_argument("--jobs", type=_positive(int, "--jobs", 64), default=1, help="notebooks run in parallel")
     p.add_argument("--kernel", default="python3", help="Jupyter kernel name")
-    p.add_argument("--sections", nargs="*", help="score these sections' exercises (default: those the notebooks use)")
+    p.add_argument("--instructor", nargs="+", metavar="NOTEBOOK",
+                   help="the instructor notebook(s) the student versions were built from: their check cells "
+                        "are the assignment's exercises, points and maximum (or give --sections)")
+    p.add_argument("--sections", nargs="+", help="score every exercise of these sections (instead of --instructor)")
+    p.add_argument("--key", default=str(DEFAULT_KEY_PATH), help="instructor key of the variants (with "
+                   f"--assignment; default {DEFAULT_KEY_PATH})")
     p.add_argument("--assignment", help="score each student's variant of this assignment (as built by "
                    "build-student --roster --assignment)")
     p.add_argument("--roster", help="CSV with student_id[,name,email,section]: names the exports; a student "

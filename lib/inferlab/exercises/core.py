@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import hmac
 import inspect
 import itertools
 import random
@@ -337,22 +338,30 @@ def get(exercise_id: str) -> Exercise:
     return _REGISTRY[exercise_id]
 
 
-def variant_seed(student_id: str, assignment: str) -> int:
-    """The seed of a student's variants: SHA-256 of the assignment and the student id (stable across
-    machines and Python versions, unlike hash())."""
-    digest = hashlib.sha256(f"inferlab-variant\n{assignment}\n{student_id}".encode()).digest()
+def variant_seed(student_id: str, assignment: str, key: bytes) -> int:
+    """The seed of a student's variants: HMAC-SHA-256 under the instructor's secret `key` of the assignment
+    and the student id (stable across machines and Python versions; without the key nobody, a student
+    with the library included, can compute it)."""
+    if not isinstance(key, (bytes, bytearray)) or len(key) < 16:
+        raise ValueError("variant key must be at least 16 bytes (the instructor key, see inferlab.exercises.key)")
+    digest = hmac.new(bytes(key), f"inferlab-variant\n{assignment}\n{student_id}".encode(), hashlib.sha256).digest()
     return int.from_bytes(digest[:8], "big")
 
 
-def variant(exercise_id: str, student_id: str | None, assignment: str | None) -> Exercise:
-    """The exercise as `student_id` gets it in `assignment`: its `vary` parameters drawn from a seed
-    derived from both (the same student always gets the same numbers). Without a student or an
-    assignment, or for an exercise that does not vary, the registered exercise itself."""
+def variant(exercise_id: str, student_id: str | None, assignment: str | None, *, key: bytes | None = None) -> Exercise:
+    """The exercise as `student_id` gets it in `assignment`: its `vary` parameters drawn from a seed of both
+    under the instructor's `key` (the same student always gets the same numbers). Without a student or an
+    assignment, or for an exercise that does not vary, the registered exercise itself. Without the key a
+    variant cannot be drawn: ValueError (student notebooks carry their drawn parameters instead, see
+    `set_student`)."""
     exercise = get(exercise_id)
     if not student_id or not assignment or exercise.vary is None:
         return exercise
+    if key is None:
+        raise ValueError(f"variant({exercise_id!r}, {student_id!r}, {assignment!r}) needs the instructor key: "
+                         "variants are seeded with a secret that only the instructor holds")
     seed_id = getattr(exercise.vary, "seed", None) or exercise_id
-    rng = random.Random(variant_seed(str(student_id), str(assignment)) ^ int(
+    rng = random.Random(variant_seed(str(student_id), str(assignment), key) ^ int(
         hashlib.sha256(seed_id.encode()).hexdigest()[:12], 16))
     return exercise.with_params(**exercise.vary(rng))
 
@@ -404,11 +413,15 @@ def _normalise(part: Part, raw):
     if part.kind in ("number", "integer"):
         if isinstance(raw, bool) or not isinstance(raw, (int, float)):
             return None, f"expected a number, got {_describe(raw)}"
-        if not math.isfinite(raw):
+        try:
+            value = float(raw)  # an int too large for a float raises OverflowError: wrong, not fatal
+        except (OverflowError, TypeError, ValueError):
+            return None, "not a finite number (too large)"
+        if not math.isfinite(value):
             return None, "not a finite number"
-        if part.kind == "integer" and abs(raw - round(raw)) > 1e-9 * max(1.0, abs(raw)):
-            return None, f"expected a whole number, got {raw!r}"
-        return float(raw), None
+        if part.kind == "integer" and abs(value - round(value)) > 1e-9 * max(1.0, abs(value)):
+            return None, f"expected a whole number, got {value!r}"
+        return value, None
     if part.kind == "choice":
         if not isinstance(raw, str):
             return None, f"expected one of {', '.join(map(repr, part.options))}, got {_describe(raw)}"
@@ -523,14 +536,28 @@ _FIRST: dict = {}  # (exercise id, part) -> the status of the first checked answ
 _ATTEMPTS: dict = {}  # exercise id -> answered checks so far in this session
 
 
-def set_student(student_id: str, assignment: str) -> None:
+def set_student(student_id: str, assignment: str, params: Mapping | None = None) -> None:
     """Check this session's answers against `student_id`'s variants of `assignment` (the first cell of a
-    notebook built for one student calls it). The grader does not read it: it uses the roster id."""
+    notebook built for one student calls it). `params`: {exercise id: {parameter: value}}, the parameters
+    drawn for this student (written into the notebook by the builder, which holds the instructor key; the
+    notebook never holds the key). The grader reads none of it: it draws the variant from the roster id."""
     if not isinstance(student_id, str) or not re.fullmatch(r"[A-Za-z0-9_.@-]{1,64}", student_id):
         raise ValueError(f"student_id={student_id!r} is not allowed; use 1 to 64 letters, digits, '_', '.', '@' or '-'")
     if not isinstance(assignment, str) or not assignment.strip():
         raise ValueError(f"assignment={assignment!r} must be a non-empty string")
-    _STUDENT.update(student_id=student_id, assignment=assignment)
+    params = dict(params or {})
+    for ex_id, values in params.items():
+        if not isinstance(values, Mapping):
+            raise ValueError(f"params[{ex_id!r}]={values!r} must be a dict of parameter values")
+        get(ex_id).with_params(**values)  # names an exercise and its parameters, or says which does not
+    _STUDENT.clear()
+    _STUDENT.update(student_id=student_id, assignment=assignment, params=params)
+
+
+def _current(exercise_id: str) -> Exercise:
+    """The exercise `check` compares with: this student's drawn parameters (set_student), else the registered one."""
+    drawn = _STUDENT.get("params", {}).get(exercise_id)
+    return get(exercise_id).with_params(**drawn) if drawn else get(exercise_id)
 
 
 def check(exercise_id: str, answer) -> CheckResult:
@@ -540,7 +567,7 @@ def check(exercise_id: str, answer) -> CheckResult:
     Attempts are counted, not silent: from the second answered check of an exercise on, the verdict says
     which attempt it is (so does its line in `summary()`). (Formative only: the grade
     is the submitted answer's, scored by the grader; a fresh kernel restarts the count.)"""
-    exercise = variant(exercise_id, _STUDENT.get("student_id"), _STUDENT.get("assignment"))
+    exercise = _current(exercise_id)
     payload = _to_jsonable(answer)
     result = _first_attempt_only(exercise, exercise.evaluate(payload))
     if result.answered:

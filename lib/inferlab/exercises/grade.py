@@ -32,7 +32,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from inferlab.exercises import sandbox as sb
-from inferlab.exercises.core import SECTIONS, _normalise, exercises, get, variant
+from inferlab.exercises.core import SECTIONS, exercises, get, variant
+from inferlab.exercises.key import DEFAULT_KEY_PATH
+from inferlab.exercises.safeio import (UnsafeFile, cell, loads_bounded, one_line, read_regular,
+                                         read_tail)
 from inferlab.exercises.student import CHECK_RE, ID_RE
 
 # Code that reaches into the checker instead of computing the answer; flagged for the instructor.
@@ -42,6 +45,7 @@ DISK_POLL_S = 0.25  # how often the grader measures a running sandbox's writable
 MAX_NOTEBOOK_BYTES = 20 * 10**6
 MAX_REPORT_BYTES = 5 * 10**6
 MAX_ANSWER_CHARS = 20_000
+MAX_JSON_DEPTH = 64  # a notebook or a report nested deeper is refused before json.loads sees it
 NO_SANDBOX_WARNING = ("WARNING: grading without a sandbox: each submitted notebook runs with your rights and "
                       "can read, change or delete your files. Use --no-sandbox only for your own notebooks.")
 
@@ -50,6 +54,7 @@ NO_SANDBOX_WARNING = ("WARNING: grading without a sandbox: each submitted notebo
 class Submission:
     student: str
     notebooks: list
+    refused: str | None = None  # why nothing of it is run (a link, two submissions for one id, ...)
 
 
 @dataclass
@@ -60,6 +65,7 @@ class Run:
     ids: set = field(default_factory=set)  # exercise ids of the check cells in the submitted file
     problems: list = field(default_factory=list)  # each limit hit or failure, with its cause
     flags: list = field(default_factory=list)
+    failed: str | None = None  # "invalid output: ...", "grader error: ...": nothing of this run is scored
 
 
 @dataclass
@@ -68,36 +74,69 @@ class Grades:
     rows: list  # dicts: student_id, <id>: score, total, max, status
     details: list  # dicts: student_id, exercise, score, points, result, feedback, run
 
+    @property
+    def failed(self) -> int:
+        """How many students' submissions failed (refused, unreadable output, a grader error): see `grade`."""
+        return sum(str(r["status"]).startswith("failed:") for r in self.rows)
+
 
 class GradingError(ValueError):
     """A grading request that cannot be carried out (one line, for the command line)."""
 
 
 def collect(paths) -> list[Submission]:
-    """Students and their notebooks from files and folders (see the module docstring)."""
+    """Students and their notebooks from files and folders (see the module docstring). Nothing is followed
+    through a symbolic link: a submission that is a link, or a student folder holding one, is kept as a
+    refused row (`Submission.refused`), as is a student id that two submissions claim."""
     subs = []
     for path in map(Path, paths):
-        if path.is_file():
+        if path.is_symlink():
+            subs.append(Submission(path.stem, [], refused=f"{path.name} is a symbolic link"))
+        elif path.is_file():
             subs.append(Submission(path.stem, [path]))
         elif path.is_dir():
             for child in sorted(path.iterdir()):
                 if child.name.startswith("."):
                     continue
-                if child.is_file() and child.suffix == ".ipynb":
+                if child.is_symlink():
+                    if child.suffix == ".ipynb" or child.is_dir():
+                        subs.append(Submission(child.stem if child.suffix == ".ipynb" else child.name, [],
+                                               refused=f"{child.name} is a symbolic link"))
+                elif child.is_file() and child.suffix == ".ipynb":
                     subs.append(Submission(child.stem, [child]))
                 elif child.is_dir():
-                    nbs = sorted(p for p in child.rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts)
-                    if nbs:
+                    nbs, links = _walk_notebooks(child)
+                    if links:
+                        subs.append(Submission(child.name, [], refused=f"{links[0]} is a symbolic link"))
+                    elif nbs:
                         subs.append(Submission(child.name, nbs))
         else:
             raise FileNotFoundError(f"submission {str(path)!r} does not exist")
-    seen = {}
+    merged: dict = {}
     for s in subs:
-        if s.student in seen:
-            raise ValueError(f"two submissions for student {s.student!r}: {seen[s.student]} and {s.notebooks[0]}; "
-                             "rename one")
-        seen[s.student] = s.notebooks[0]
-    return subs
+        if s.student in merged:
+            first = merged[s.student]
+            where = first.notebooks[0] if first.notebooks else first.student
+            merged[s.student] = Submission(s.student, [], refused=f"two submissions for this id ({where} and "
+                                           f"{s.notebooks[0] if s.notebooks else s.student}); rename one")
+        else:
+            merged[s.student] = s
+    return list(merged.values())
+
+
+def _walk_notebooks(folder: Path) -> tuple:
+    """(notebooks, links): the .ipynb files under `folder` (no .ipynb_checkpoints), never entering a linked
+    folder, and every symbolic link met there (relative paths)."""
+    nbs, links = [], []
+    for root, dirs, files in os.walk(folder, followlinks=False):
+        dirs[:] = sorted(d for d in dirs if d != ".ipynb_checkpoints")
+        for name in sorted(dirs + files):
+            p = Path(root) / name
+            if p.is_symlink():
+                links.append(str(p.relative_to(folder.parent)))
+            elif name in files and name.endswith(".ipynb"):
+                nbs.append(p)
+    return sorted(nbs), links
 
 
 def _safe(name: str) -> str:
@@ -132,14 +171,14 @@ def _kill(proc, pidfile: Path | None = None) -> None:
 def check_plan(source_text: str) -> tuple:
     """(plan, ids, flags) from a notebook file's text: per code cell, the checks it makes
     ({cell, checks: [{id, name}]}), the exercise ids it mentions, and what looks like cheating."""
-    nb = json.loads(source_text)
+    nb = loads_bounded(source_text, max_bytes=MAX_NOTEBOOK_BYTES, max_depth=MAX_JSON_DEPTH)
     cells = nb.get("cells", []) if isinstance(nb, dict) else []
     plan, ids, code = [], set(), []
     for i, c in enumerate(cells):
         if not isinstance(c, dict) or c.get("cell_type") != "code":
             continue
         src = c.get("source", "")
-        src = "".join(src) if isinstance(src, list) else str(src)
+        src = "".join(map(str, src)) if isinstance(src, list) else str(src)
         code.append(src)
         checks = [{"id": ex_id, "name": name} for ex_id, name in CHECK_RE.findall(src)
                   if ex_id in _known_ids()]
@@ -162,10 +201,11 @@ def execute(notebook: Path, *, plan, sandbox: bool, limits: sb.Limits, cell_time
     problems = []
     work = Path(tempfile.mkdtemp(prefix="inferlab-grade-", dir=tmp_root))
     try:
-        data = Path(notebook).read_bytes()[:MAX_NOTEBOOK_BYTES + 1]
-        if len(data) > MAX_NOTEBOOK_BYTES:
-            return {"start_error": f"notebook larger than {MAX_NOTEBOOK_BYTES / 1e6:g} MB", "answers": {},
-                    "problems": [f"notebook larger than {MAX_NOTEBOOK_BYTES / 1e6:g} MB: not run"]}
+        try:
+            data = _read_submission(Path(notebook))
+        except (UnsafeFile, OSError) as exc:
+            reason = f"submission not read: {exc.strerror if isinstance(exc, OSError) and exc.strerror else exc}"
+            return {"start_error": reason, "answers": {}, "problems": [reason]}
         (work / "submission.ipynb").write_bytes(data)
         inside = Path(sb.HOME) if sandbox else work
         uid = sb.sandbox_uid(slot) if sandbox else 0
@@ -192,16 +232,63 @@ def execute(notebook: Path, *, plan, sandbox: bool, limits: sb.Limits, cell_time
                 _kill(proc)
                 proc.wait()
                 problems.append(problem)
-        report = _sanitise(_read_json(work / "report.json", MAX_REPORT_BYTES))
-        if report is None:
-            tail = _tail(work / "runner.log")
-            report = {"start_error": f"the run left no report (exit status {proc.returncode}; {tail})"}
-        if executed_path is not None and (work / "executed.ipynb").is_file():
-            if (work / "executed.ipynb").stat().st_size <= MAX_NOTEBOOK_BYTES + limits.output_bytes * 2:
-                shutil.copyfile(work / "executed.ipynb", executed_path)
+        report = _collect_outputs(work, proc.returncode, executed_path,
+                                  MAX_NOTEBOOK_BYTES + limits.output_bytes * 2)
     finally:
         _remove(work)
     report["problems"] = problems + _causes(report, cell_timeout, time_limit, limits)
+    return report
+
+
+def _read_submission(notebook: Path) -> bytes:
+    """The submitted file's bytes: a regular file of at most MAX_NOTEBOOK_BYTES, not followed if a link."""
+    dir_fd = os.open(notebook.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        return read_regular(dir_fd, notebook.name, MAX_NOTEBOOK_BYTES, single_link=False)
+    finally:
+        os.close(dir_fd)
+
+
+def _collect_outputs(work: Path, exit_status, executed_path: Path | None, executed_bytes: int) -> dict:
+    """The runner's report (sanitised), the executed notebook copied to `executed_path`, and the log's last
+    line, each read through a descriptor of the work folder without following links (`safeio`). A link,
+    fifo, device, hard link or oversize file among them sets `invalid_output` (the run is not scored)."""
+    invalid = []
+    dir_fd = os.open(work, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        report, reason = None, "no report"
+        try:
+            report = _sanitise(loads_bounded(read_regular(dir_fd, "report.json", MAX_REPORT_BYTES),
+                                             max_bytes=MAX_REPORT_BYTES, max_depth=MAX_JSON_DEPTH))
+            reason = "a report that is not a JSON object" if report is None else ""
+        except FileNotFoundError:
+            pass
+        except UnsafeFile as exc:
+            invalid.append(str(exc))
+        except ValueError as exc:
+            reason = f"an unreadable report ({str(exc)[:100]})"
+        if executed_path is not None:
+            try:
+                Path(executed_path).write_bytes(read_regular(dir_fd, "executed.ipynb", executed_bytes))
+            except FileNotFoundError:
+                pass
+            except UnsafeFile as exc:
+                invalid.append(str(exc))
+        try:
+            lines = read_tail(dir_fd, "runner.log", 400).decode(errors="replace").strip().splitlines()
+            tail = one_line(lines[-1][:200]) if lines else "no output"
+        except FileNotFoundError:
+            tail = "no output"
+        except UnsafeFile as exc:
+            invalid.append(str(exc))
+            tail = "no output"
+    finally:
+        os.close(dir_fd)
+    if report is None:
+        report = _sanitise({"start_error": f"the run left {reason} (exit status {exit_status}; {tail})"})
+    if invalid:
+        report["invalid_output"] = "; ".join(invalid)
+        report["answers"] = {}
     return report
 
 
@@ -277,18 +364,6 @@ def _process_limit(processes: int, uid: int, sandbox: bool) -> int:
     return mine + processes
 
 
-def _read_json(path: Path, limit: int):
-    try:
-        with open(path, "rb") as fh:
-            data = fh.read(limit + 1)
-        if len(data) > limit:
-            return None
-        value = json.loads(data)
-        return value if isinstance(value, dict) else None
-    except (OSError, ValueError):
-        return None
-
-
 def _sanitise(report):
     """The runner's report as data of the expected shape (the kernel could have rewritten it)."""
     if report is None:
@@ -296,7 +371,7 @@ def _sanitise(report):
 
     def entries(key):
         items = report.get(key)
-        return [{"ename": str(e.get("ename", "error"))[:80]} for e in items[:1000] if isinstance(e, dict)] \
+        return [{"ename": one_line(str(e.get("ename", "error"))[:80])} for e in items[:1000] if isinstance(e, dict)] \
             if isinstance(items, list) else []
 
     exit_code = report.get("kernel_exit")
@@ -304,18 +379,8 @@ def _sanitise(report):
             "time_limit": report.get("time_limit") is True, "kernel_died": report.get("kernel_died") is True,
             "kernel_exit": exit_code if isinstance(exit_code, int) and not isinstance(exit_code, bool) else None,
             "output_truncated": report.get("output_truncated") is True,
-            "start_error": str(report["start_error"])[:300] if report.get("start_error") else None,
+            "start_error": one_line(str(report["start_error"])[:300]) if report.get("start_error") else None,
             "answers": report.get("answers") if isinstance(report.get("answers"), dict) else {}}
-
-
-def _tail(path: Path) -> str:
-    try:
-        with open(path, "rb") as fh:
-            fh.seek(max(0, path.stat().st_size - 400))
-            lines = fh.read().decode(errors="replace").strip().splitlines()
-        return lines[-1][:200] if lines else "no output"
-    except OSError:
-        return "no output"
 
 
 def _causes(report: dict, cell_timeout: float, time_limit: float, limits: sb.Limits) -> list:
@@ -352,17 +417,19 @@ def run_submission_notebook(student: str, notebook: Path, out_dir: Path, *, cell
     """Execute one notebook in its sandbox and take the answers of its own check cells."""
     run = Run(notebook)
     stem = stem or _safe(student)
-    plan = []
     try:
-        with open(notebook, "rb") as fh:
-            text = fh.read(MAX_NOTEBOOK_BYTES + 1).decode("utf-8", errors="replace")
-        plan, run.ids, run.flags = check_plan(text)
-    except (OSError, ValueError, AttributeError, TypeError):
-        pass  # the runner reports unreadable notebooks
+        plan, run.ids, run.flags = check_plan(_read_submission(Path(notebook)).decode("utf-8", errors="replace"))
+    except (UnsafeFile, OSError, ValueError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        run.problems = [f"unreadable notebook ({one_line(why)[:200]}): not run"]
+        return run
     report = execute(notebook, plan=plan, sandbox=sandbox, limits=limits, cell_timeout=cell_timeout,
                      time_limit=time_limit, kernel_name=kernel_name, slot=slot,
                      executed_path=out_dir / "executed" / f"{stem}.ipynb", tmp_root=tmp_root)
     run.problems = report["problems"]
+    if report.get("invalid_output"):
+        run.failed = f"invalid output: {report['invalid_output']}"
+        return run
     answers = report.get("answers") if isinstance(report.get("answers"), dict) else {}
     for ex_id in run.ids:  # only exercises whose check cell is in the submitted file
         if ex_id in answers and len(json.dumps(answers[ex_id])) <= MAX_ANSWER_CHARS:
@@ -370,15 +437,35 @@ def run_submission_notebook(student: str, notebook: Path, out_dir: Path, *, cell
     return run
 
 
-def _columns(runs: dict, sections) -> list[str]:
+def assignment_exercises(*, sections=None, instructor=None) -> list[str]:
+    """The exercise ids of the assignment, in registry order: every exercise of `sections`, or those whose
+    check cells are in the instructor's notebook(s) `instructor` (the notebooks the student versions were
+    built from). Never from the submissions: a check cell a submission adds changes no one's maximum."""
     if sections:
+        for section in sections:
+            if section not in SECTIONS:
+                raise GradingError(f"--sections: {section!r} is not a section; allowed: {', '.join(SECTIONS)}")
         return [e.id for s in sections for e in exercises(s)]
-    seen = set()
-    for rs in runs.values():
-        for r in rs:
-            seen |= r.ids
-    wanted = {i.split("-")[0] for i in seen} & set(SECTIONS)
-    return [e.id for e in exercises() if e.section in wanted]
+    if not instructor:
+        raise GradingError("name the assignment's exercises: --instructor NOTEBOOK (the instructor notebook(s) the "
+                           "student versions were built from) or --sections SECTION...")
+    ids = set()
+    for path in map(Path, instructor):
+        try:
+            if path.suffix == ".py":
+                import jupytext
+                import nbformat
+                text = nbformat.writes(jupytext.read(path))
+            else:
+                text = path.read_text(encoding="utf-8")
+            ids |= check_plan(text)[1]
+        except (OSError, ValueError) as exc:
+            raise GradingError(f"--instructor {str(path)!r} cannot be read ({one_line(exc)[:120]}); expected "
+                               "the instructor notebook (.ipynb or jupytext .py)")
+    if not ids:
+        raise GradingError(f"--instructor {', '.join(map(str, instructor))}: no check cell found; expected the "
+                           "instructor notebook(s) of the assignment")
+    return [e.id for e in exercises() if e.id in ids]
 
 
 def read_roster(path) -> list[dict]:
@@ -409,14 +496,25 @@ def read_roster(path) -> list[dict]:
 
 
 def grade(paths, out_dir, *, cell_timeout: float = 120, time_limit: float = 900, jobs: int = 1,
-          kernel_name: str = "python3", sections=None, quiet: bool = False, sandbox: bool = True,
-          limits: sb.Limits = sb.Limits(), assignment: str | None = None, roster=None, tmp_root=None) -> Grades:
+          kernel_name: str = "python3", sections=None, instructor=None, quiet: bool = False, sandbox: bool = True,
+          limits: sb.Limits = sb.Limits(), assignment: str | None = None, roster=None, tmp_root=None,
+          key: bytes | None = None) -> Grades:
     """Run every submission in its sandbox, score it, and write into out_dir: grades.csv (by student id),
     details.csv, gradescope.csv, canvas.csv, feedback/<student id>.md, summary.md and summary.json
-    (executed notebooks under out_dir/executed). `assignment`: score each student's own variant."""
+    (executed notebooks under out_dir/executed). The exercises and the maximum come from `sections` or
+    the `instructor` notebook(s) (`assignment_exercises`). `assignment`: score each student's own variant
+    (seeded with the instructor `key`).
+
+    A failure of one submission (refused, unreadable, invalid output, an error of the grader while running
+    or scoring it) is that student's row, with status `failed: ...` and zero for what was not scored; every
+    file is written for the whole class. `Grades.failed` counts those rows."""
     if sandbox and not sb.available():
         raise GradingError(f"cannot grade in a sandbox: {sb.unavailable_reason()}; install bubblewrap, or pass "
                            "--no-sandbox to run the notebooks with your own rights (trusted notebooks only)")
+    columns = assignment_exercises(sections=sections, instructor=instructor)
+    if assignment and key is None:
+        raise GradingError("--assignment needs the instructor key that seeded the variants (--key, default "
+                           f"{DEFAULT_KEY_PATH}); it is written by `make student ROSTER=... ASSIGNMENT=...`")
     if not sandbox:
         print(NO_SANDBOX_WARNING, file=sys.stderr)
     subs = collect(paths)
@@ -426,10 +524,9 @@ def grade(paths, out_dir, *, cell_timeout: float = 120, time_limit: float = 900,
     roster_rows = read_roster(roster) if roster else []
     if roster_rows:
         known = {r["student_id"] for r in roster_rows}
-        unknown = [s.student for s in subs if s.student not in known]
-        if unknown:
-            raise GradingError(f"submission {unknown[0]!r} is not in the roster {str(roster)!r}; name each "
-                               "submission by its student_id")
+        for s in subs:
+            if s.student not in known and not s.refused:
+                s.refused, s.notebooks = f"not in the roster {str(roster)!r}: not run", []
         have = {s.student for s in subs}
         subs += [Submission(r["student_id"], []) for r in roster_rows if r["student_id"] not in have]
     out_dir = Path(out_dir).resolve()
@@ -451,14 +548,17 @@ def grade(paths, out_dir, *, cell_timeout: float = 120, time_limit: float = 900,
             run = run_submission_notebook(student, nb, out_dir, cell_timeout=cell_timeout, time_limit=time_limit,
                                           kernel_name=kernel_name, sandbox=sandbox, limits=limits, slot=slot,
                                           stem=stems[key], tmp_root=tmp_root)
+        except Exception as exc:  # anything one submission provokes stays that submission's
+            run = Run(nb, failed=f"grader error while running it ({type(exc).__name__}: {one_line(exc)[:160]})")
         finally:
             with lock:
                 slots.append(slot)
         if key in clashes:
             run.problems.append(f"file name clash: saved as executed/{stems[key]}.ipynb")
         if not quiet:
-            print(f"ran {nb} ({student}): {len(run.answers)} answers read"
-                  + (f"; {'; '.join(run.problems)}" if run.problems else ""), flush=True)
+            print(cell(f"ran {nb} ({student}): {len(run.answers)} answers read"
+                       + (f"; {run.failed}" if run.failed else "")
+                       + (f"; {'; '.join(run.problems)}" if run.problems else "")), flush=True)
         return student, run
 
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
@@ -467,41 +567,65 @@ def grade(paths, out_dir, *, cell_timeout: float = 120, time_limit: float = 900,
     for student, run in results:
         runs[student].append(run)
 
-    columns = _columns(runs, sections)
     rows, details = [], []
+    assigned = set(columns)
     for s in subs:
-        answers, ids = {}, set()
-        notes = [] if s.notebooks else ["no submission"]
-        for run in runs[s.student]:
-            answers.update(run.answers)
-            ids |= run.ids
-            prefix = f"{run.notebook.name}: " if len(runs[s.student]) > 1 else ""
-            notes += [prefix + p for p in run.problems] + [prefix + "flag: " + f for f in run.flags]
-        row = {"student_id": s.student}
-        total = max_total = 0.0
-        for ex_id in columns:
-            ex = variant(ex_id, s.student, assignment) if assignment else get(ex_id)
-            max_total += ex.points
-            if ex_id in answers:
-                result = ex.evaluate(answers[ex_id])
-                score, outcome, feedback = result.score, result.status, result.message.replace("\n", " | ")
-            else:
-                score = 0.0
-                outcome = "not run" if ex_id in ids else "no check"
-                feedback = ("its check never ran (an error before it, or a limit)" if ex_id in ids
-                            else "the notebook has no check cell for this exercise")
-            row[ex_id] = round(score, 3)
-            total += score
-            details.append({"student_id": s.student, "exercise": ex_id, "score": round(score, 3),
-                            "points": ex.points, "result": outcome, "feedback": feedback,
-                            "run": "; ".join(notes) or "ok"})
-        row.update(total=round(total, 3), max=max_total, status="; ".join(notes) or "ok")
+        row, ds = _score_student(s, runs[s.student], columns, assigned, assignment, key)
         rows.append(row)
+        details += ds
 
     grades = Grades(columns, rows, details)
     _write(grades, out_dir, elapsed=time.monotonic() - started, quiet=quiet, assignment=assignment,
            roster=roster_rows, stems=output_names([r["student_id"] for r in rows]))
     return grades
+
+
+def _score_student(s: Submission, runs: list, columns: list, assigned: set, assignment, key) -> tuple:
+    """(row, details) of one student. Nothing raised here escapes: an answer that cannot be scored scores 0
+    with the reason, and an error of the grader itself makes the row `failed`."""
+    failures = [s.refused] if s.refused else []
+    notes = [] if (s.notebooks or s.refused) else ["no submission"]
+    answers, ids = {}, set()
+    for run in runs:
+        prefix = f"{run.notebook.name}: " if len(runs) > 1 else ""
+        if run.failed:
+            failures.append(prefix + run.failed)
+        else:
+            answers.update(run.answers)
+        ids |= run.ids
+        notes += [prefix + p for p in run.problems] + [prefix + "flag: " + f for f in run.flags]
+    extra = sorted(ids - assigned)
+    if extra:
+        notes.append(f"ignored check cell(s) not in this assignment: {', '.join(extra)}")
+    row, details = {"student_id": s.student}, []
+    total = max_total = 0.0
+    for ex_id in columns:
+        try:
+            ex = variant(ex_id, s.student, assignment, key=key) if assignment else get(ex_id)
+        except Exception as exc:  # an id the variant cannot be drawn for: the registered exercise's points
+            ex, failures = get(ex_id), failures + [f"variant not drawn ({type(exc).__name__})"]
+        max_total += ex.points
+        score, outcome, feedback = 0.0, "no check", "the notebook has no check cell for this exercise"
+        if failures:
+            outcome, feedback = "failed", "not scored: " + failures[0]
+        elif ex_id in answers:
+            try:
+                result = ex.evaluate(answers[ex_id])
+                score, outcome, feedback = result.score, result.status, result.message.replace("\n", " | ")
+            except Exception as exc:
+                outcome = "invalid"
+                feedback = f"the answer could not be scored ({type(exc).__name__}); it counts as wrong"
+        elif ex_id in ids:
+            outcome, feedback = "not run", "its check never ran (an error before it, or a limit)"
+        row[ex_id] = round(score, 3)
+        total += score
+        details.append({"student_id": s.student, "exercise": ex_id, "score": round(score, 3), "points": ex.points,
+                        "result": outcome, "feedback": feedback, "run": "; ".join(failures + notes) or "ok"})
+    status = "; ".join(notes) or "ok"
+    if failures:
+        status = "failed: " + "; ".join(failures + notes)
+    row.update(total=round(total, 3), max=max_total, status=status)
+    return row, details
 
 
 def _fmt(x) -> str:
@@ -515,12 +639,12 @@ def _write(grades: Grades, out_dir: Path, *, elapsed: float, quiet: bool, assign
         w = csv.DictWriter(fh, fieldnames=header)
         w.writeheader()
         for row in grades.rows:
-            w.writerow({k: _fmt(v) for k, v in row.items()})
+            w.writerow({k: cell(_fmt(v)) for k, v in row.items()})
     with open(out_dir / "details.csv", "w", newline="", encoding="utf-8") as fh:
         w = csv.DictWriter(fh, fieldnames=["student_id", "exercise", "score", "points", "result", "feedback", "run"])
         w.writeheader()
         for d in grades.details:
-            w.writerow({k: _fmt(v) for k, v in d.items()})
+            w.writerow({k: cell(_fmt(v)) for k, v in d.items()})
     _write_exports(grades, out_dir, assignment or "inferlab exercises", {r["student_id"]: r for r in roster})
     _write_feedback(grades, out_dir / "feedback", stems or {})
 
@@ -543,13 +667,16 @@ def _write(grades: Grades, out_dir: Path, *, elapsed: float, quiet: bool, assign
         "median_total": statistics.median(totals) if totals else 0.0,
         "exercises": per_ex,
         "problems": {r["student_id"]: r["status"] for r in grades.rows if r["status"] != "ok"},
+        "failed": grades.failed,
         "elapsed_s": round(elapsed, 1),
     }
     (out_dir / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
     lines = [
         "# Grades summary", "",
         f"{n} submission(s); mean total {summary['mean_total']:.2f} / {max_total:g}, "
-        f"median {summary['median_total']:.2f}; graded in {elapsed:.0f} s.", "",
+        f"median {summary['median_total']:.2f}; graded in {elapsed:.0f} s."
+        + (f" {grades.failed} submission(s) failed (status `failed: ...`), scored 0 where not scored." if grades.failed
+           else ""), "",
         "| exercise | title | kind | points | answered | passed | mean score |",
         "| --- | --- | --- | ---: | ---: | ---: | ---: |",
     ]
@@ -558,7 +685,7 @@ def _write(grades: Grades, out_dir: Path, *, elapsed: float, quiet: bool, assign
                      f"| {e['pass_rate']:.0%} | {e['mean_score']:.2f} |")
     if summary["problems"]:
         lines += ["", "Runs with problems (scored anyway):", ""]
-        lines += [f"- {s}: {p}" for s, p in summary["problems"].items()]
+        lines += [f"- {_md(s)}: {_md(p)}" for s, p in summary["problems"].items()]
     text = "\n".join(lines) + "\n"
     (out_dir / "summary.md").write_text(text)
     if not quiet:
@@ -570,13 +697,13 @@ def _write_exports(grades: Grades, out_dir: Path, assignment: str, roster: dict)
     """gradescope.csv (Name, SID, Email, Total Score) and canvas.csv (the gradebook import layout:
     Student, ID, SIS User ID, SIS Login ID, Section, then one column named after the assignment)."""
     with open(out_dir / "gradescope.csv", "w", newline="", encoding="utf-8") as fh:
-        w = csv.writer(fh)
+        w = _SafeWriter(fh)
         w.writerow(["Name", "SID", "Email", "Total Score"])
         for row in grades.rows:
             r = roster.get(row["student_id"], {})
             w.writerow([r.get("name", ""), row["student_id"], r.get("email", ""), _fmt(row["total"])])
     with open(out_dir / "canvas.csv", "w", newline="", encoding="utf-8") as fh:
-        w = csv.writer(fh)
+        w = _SafeWriter(fh)
         w.writerow(["Student", "ID", "SIS User ID", "SIS Login ID", "Section", assignment])
         w.writerow(["Points Possible", "", "", "", "", _fmt(grades.rows[0]["max"]) if grades.rows else "0"])
         for row in grades.rows:
@@ -590,12 +717,27 @@ def _write_feedback(grades: Grades, folder: Path, stems: dict) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     for row in grades.rows:
         sid = row["student_id"]
-        lines = [f"# Feedback for {sid}", "", f"Total: {_fmt(row['total'])} / {_fmt(row['max'])} points.", ""]
+        lines = [f"# Feedback for {_md(sid)}", "", f"Total: {_fmt(row['total'])} / {_fmt(row['max'])} points.", ""]
         if row["status"] != "ok":
-            lines += [f"Run: {row['status']}", ""]
+            lines += [f"Run: {_md(row['status'])}", ""]
         lines += ["| exercise | score | result | feedback |", "| --- | ---: | --- | --- |"]
         for d in grades.details:
             if d["student_id"] == sid:
-                fb = str(d["feedback"]).replace("|", "/")
+                fb = _md(d["feedback"]).replace("|", "/")
                 lines.append(f"| {d['exercise']} | {_fmt(d['score'])}/{d['points']} | {d['result']} | {fb} |")
         (folder / f"{stems.get(sid, _safe(sid))}.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+class _SafeWriter:
+    """csv.writer whose every cell goes through `safeio.cell` (no formula, no line break)."""
+
+    def __init__(self, fh):
+        self._w = csv.writer(fh)
+
+    def writerow(self, values):
+        self._w.writerow([cell(v) for v in values])
+
+
+def _md(text) -> str:
+    """Student-supplied text for one Markdown line: one line, no formula sign, no HTML or table markup."""
+    return cell(text).replace("<", "&lt;").replace("|", "/")

@@ -256,30 +256,45 @@ STATEMENT_RE = re.compile(r"^###\s*Exercise\s+([0-9]+\.[0-9]+\.[0-9]+-ex\d+)\s*:
 IMPORT_LINE = "from inferlab.exercises import check"
 
 
-def personalise(nb, student_id: str, assignment: str):
+def drawn_params(exercise: Exercise) -> dict:
+    """The parameters of a variant that differ from the registered exercise's (what its notebook carries)."""
+    base = _REGISTRY[exercise.id].params
+    return {k: v for k, v in exercise.params.items() if base.get(k) != v}
+
+
+def personalise(nb, student_id: str, assignment: str, key: bytes):
     """A copy of a student notebook for one student: each exercise statement rewritten with that
-    student's variant, and `set_student(...)` after the import of `check` so that the formative check
-    uses the same variant. The grader uses the roster id, not what this notebook says."""
+    student's variant (drawn under the instructor `key`), and `set_student(id, assignment, params=...)`
+    after the import of `check`, carrying the drawn parameters (never the key) so that the formative
+    check uses the same variant. The grader uses the roster id, not what this notebook says."""
     from inferlab.exercises.cells import statement_markdown
     from inferlab.exercises.core import set_student, variant
 
     set_student(student_id, assignment)  # validates both
     nb = copy.deepcopy(nb)
+    drawn = {}
     for cell in nb.cells:
         if cell.cell_type == "markdown":
             m = STATEMENT_RE.match(cell.source.lstrip())
             if m and m.group(1) in _REGISTRY:
-                cell.source = statement_markdown(variant(m.group(1), student_id, assignment))
-        elif cell.cell_type == "code" and IMPORT_LINE in cell.source and "set_student(" not in cell.source:
+                mine = variant(m.group(1), student_id, assignment, key=key)
+                cell.source = statement_markdown(mine)
+                if drawn_params(mine):
+                    drawn[mine.id] = drawn_params(mine)
+    for cell in nb.cells:
+        if cell.cell_type == "code" and IMPORT_LINE in cell.source and "set_student(" not in cell.source:
             cell.source = cell.source.replace(
-                IMPORT_LINE, f"{IMPORT_LINE}, set_student\nset_student({student_id!r}, {assignment!r})", 1)
+                IMPORT_LINE, f"{IMPORT_LINE}, set_student\nset_student({student_id!r}, {assignment!r}, "
+                f"params={drawn!r})", 1)
     nb.metadata["inferlab"] = {"student_version": True, "student_id": student_id, "assignment": assignment}
     return nb
 
 
-def build_for_roster(sources, out_dir, *, roster, assignment: str, allow_leaks: bool = False) -> list[Path]:
+def build_for_roster(sources, out_dir, *, roster, assignment: str, key: bytes,
+                     allow_leaks: bool = False) -> list[Path]:
     """OUT/<student_id>/<notebook>.ipynb for every roster entry: the student version with that
-    student's variants (see `personalise`). Raises ValueError on a leak of that student's answers."""
+    student's variants under the instructor `key` (see `personalise`). Raises ValueError on a leak of
+    that student's answers."""
     from inferlab.exercises.core import variant
     from inferlab.exercises.grade import read_roster
 
@@ -298,8 +313,8 @@ def build_for_roster(sources, out_dir, *, roster, assignment: str, allow_leaks: 
         folder = Path(out_dir) / sid
         folder.mkdir(parents=True, exist_ok=True)
         for src, student in notebooks:
-            mine = personalise(student, sid, assignment)
-            own = [variant(e.id, sid, assignment) for e in referenced_exercises(mine)]
+            mine = personalise(student, sid, assignment, key)
+            own = [variant(e.id, sid, assignment, key=key) for e in referenced_exercises(mine)]
             leaks = find_leaks(mine, own)
             if leaks and not allow_leaks:
                 raise ValueError(f"{src}: {sid}'s expected answers appear in their notebook ({'; '.join(leaks)}); "
