@@ -143,7 +143,7 @@ def graded(tmp_path_factory, sample_instructor):
     out = tmp_path_factory.mktemp("grades")
     # Relative paths, as on the command line: the kernels run in other folders.
     grades = grade([os.path.relpath(folder)], os.path.relpath(out), cell_timeout=CELL_TIMEOUT,
-                   time_limit=TIME_LIMIT, jobs=3, quiet=True)
+                   time_limit=TIME_LIMIT, jobs=3, quiet=True, instructor=[sample_instructor.with_suffix(".ipynb")])
     with open(out / "grades.csv", newline="") as fh:
         table = {row["student_id"]: row for row in csv.DictReader(fh)}
     return expected, grades, table, out

@@ -155,9 +155,16 @@ def command(workdir: Path, args_file: str) -> list[str]:
                 out += ["--perms", "0755", "--dir", str(parent)]
         return out
 
-    for p in _read_only_paths():
+    bound = _read_only_paths()
+    for p in bound:
         cmd += parents(p) + ["--ro-bind", str(p), str(p)]
         made.add(p)
+    # A virtual environment reached through a symbolic link (a checkout whose .venv links elsewhere): the
+    # interpreter is started by its unresolved path (so that it finds its pyvenv.cfg), which must exist inside.
+    prefix = Path(sys.prefix)
+    if prefix.is_absolute() and prefix != prefix.resolve() and not any(prefix.is_relative_to(q) for q in bound):
+        cmd += parents(prefix) + ["--ro-bind", str(prefix.resolve()), str(prefix)]
+        made.add(prefix)
     cmd += parents(Path(HOME)) + parents(Path(RUNNER))
     exercises_dir = Path(__file__).resolve().parent
     cmd += ["--ro-bind", str(exercises_dir / "student_stub"), str(exercises_dir),
@@ -172,7 +179,10 @@ def environment() -> dict:
     env = {"PATH": os.pathsep.join([str(Path(sys.executable).parent), "/usr/local/bin", "/usr/bin", "/bin"]),
            "LANG": "C.UTF-8", "MPLBACKEND": "Agg", "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1",
            "JUPYTER_PLATFORM_DIRS": "1", "HOME": HOME, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
-           "OPENBLAS_NUM_THREADS": "1"}
+           "OPENBLAS_NUM_THREADS": "1",
+           # The kernel imports the library the grader runs (the one whose exercises package the stub hides),
+           # not whatever an editable install's .pth names (a checkout that may not be bound inside).
+           "PYTHONPATH": str(library_root())}
     if os.environ.get("VIRTUAL_ENV"):
         env["VIRTUAL_ENV"] = os.environ["VIRTUAL_ENV"]
     if os.environ.get("INFERLAB_DATA"):
