@@ -254,6 +254,28 @@ def notebook(*cells):
 
 
 HONEST = ("from inferlab.exercises import check", f"ex1 = {RIGHT!r}", 'check("15.1.2-ex1", ex1)')
+
+
+def attack(code: str):
+    """A submission that answers right only if `code` ran to its end without raising."""
+    return notebook("from inferlab.exercises import check",
+                    "ex1 = None\ntry:\n" + "".join(f"    {line}\n" for line in code.splitlines())
+                    + f"    ex1 = {RIGHT!r}\nexcept BaseException as exc:\n    print('blocked:', type(exc).__name__, exc)",
+                    'check("15.1.2-ex1", ex1)')
+
+
+LIBC = "import ctypes, os\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+# Memory, disk and namespaces the kernel must refuse (disk_bytes = 50 MB in the fixture, /dev/shm 64 MB).
+ATTACKS = {
+    "memfd": "import os\nfd = os.memfd_create('x')\nos.posix_fallocate(fd, 0, 50 * 10**6)  # each under the 64 MB file-size limit",
+    "sysv_shm": LIBC + "assert libc.shmget(0, 1 << 30, 0o1000 | 0o600) >= 0, ctypes.get_errno()",
+    # unshare(CLONE_NEWUSER) needs a single-threaded process: a forked child tries it.
+    "user_namespace": LIBC + "pid = os.fork()\nif pid == 0:\n    os._exit(0 if libc.unshare(0x10000000) == 0 else 1)\n"
+                      "assert os.waitpid(pid, 0)[1] == 0, 'unshare refused'",
+    # 100 MB in five files of 20 MB (each under the 64 MB file-size limit).
+    "tmp_burst": "for i in range(5):\n    with open(f'/tmp/burst{i}', 'wb') as fh:\n        fh.write(b'x' * 20 * 10**6)",
+    "shm_burst": "for i in range(5):\n    with open(f'/dev/shm/burst{i}', 'wb') as fh:\n        fh.write(b'x' * 20 * 10**6)",
+}
 KILL_RUNNER = "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)"
 
 
@@ -286,6 +308,11 @@ def hostile(tmp_path_factory):
         "proc_mem": notebook(*HONEST, "import os\nos.symlink('/proc/self/mem', 'executed.ipynb')\n" + KILL_RUNNER),
         # Check cells beyond the assignment: the maximum stays 9.
         "extra_cells": notebook(*HONEST, "ex9 = 1.0", 'check("15.2.1-ex1", ex9)', 'check("15.1.1-ex1", ex9)'),
+        # Many small displays, each then updated with 400 kB: 12 MB past a 1 MB output cap before issue 20.
+        "update_display": notebook(*HONEST, "from IPython.display import display\n"
+                                   "hs = [display('x', display_id=True) for _ in range(30)]\n"
+                                   "for h in hs:\n    h.update('y' * 400_000)"),
+        **{name: attack(code) for name, code in ATTACKS.items()},
         # A file name that a spreadsheet would run as a formula.
         "=HYPERLINK(\"http-x\",\"y\")": notebook(*HONEST),
     }
@@ -295,7 +322,8 @@ def hostile(tmp_path_factory):
     nbformat.write(cases["honest"], base / "elsewhere.ipynb")
     (subs / "linked.ipynb").symlink_to(base / "elsewhere.ipynb")
     grades = grade([subs], out, cell_timeout=20, time_limit=40, jobs=2, quiet=True, instructor=[hw],
-                   limits=sb.Limits(memory_bytes=3 * 10**9, output_bytes=10**6), tmp_root=scratch)
+                   limits=sb.Limits(memory_bytes=3 * 10**9, output_bytes=10**6, disk_bytes=50 * 10**6),
+                   tmp_root=scratch)
     with open(out / "grades.csv", newline="") as fh:
         table = {r["student_id"]: r for r in csv.DictReader(fh)}
     return dict(grades=grades, table=table, out=out, names=list(cases) + ["deep_notebook", "linked"])
@@ -350,3 +378,39 @@ def test_the_formula_file_name_is_neutralised_in_every_export(hostile):
             cells = [c for row in csv.reader(fh) for c in row]
         assert not [c for c in cells if c.startswith(FORMULA)], name
         assert "'=HYPERLINK(\"http-x\",\"y\")" in cells, name
+
+
+@pytest.mark.parametrize("name", list(ATTACKS))
+def test_the_kernel_refuses_memory_disk_and_namespaces_outside_the_limits(hostile, name):
+    row = hostile["table"][name]
+    assert float(row["total"]) == 0, (name, row["status"])
+
+
+@pytest.mark.parametrize("name", ["tmp_burst", "shm_burst"])
+def test_a_disk_burst_fails_inside_the_sandbox_with_enospc(hostile, name):
+    # Before issue 20, /tmp was a folder on the grader's disk, measured four times a second: a burst was
+    # written, then the run killed. Now the tmpfs is full first and the write fails; the run goes on.
+    executed = (hostile["out"] / "executed" / f"{name}.ipynb").read_text()
+    assert "No space left on device" in executed
+    assert "disk quota" not in hostile["table"][name]["status"]
+
+
+def test_updated_displays_stay_inside_the_output_cap(hostile):
+    executed = hostile["out"] / "executed" / "update_display.ipynb"
+    assert executed.stat().st_size < 2 * 10**6  # the 1 MB cap plus the notebook itself
+    assert "output limit" in hostile["table"]["update_display"]["status"]
+
+
+def test_a_tree_deeper_than_the_path_limit_counts_as_over_the_quota(tmp_path):
+    from inferlab.exercises.grade import _disk_usage
+    fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    name = "d" * 200
+    for _ in range(30):  # 30 * 201 characters: past PATH_MAX (4096)
+        os.mkdir(name, dir_fd=fd)
+        nxt = os.open(name, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+        os.close(fd)
+        fd = nxt
+    os.close(fd)
+    used, _ = _disk_usage(tmp_path, 10**9, 10**6)
+    assert used == float("inf")
+    assert _disk_usage(tmp_path / ("d" * 200), 10**9, 10**6)[0] == float("inf")

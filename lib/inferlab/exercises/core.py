@@ -366,6 +366,20 @@ def variant(exercise_id: str, student_id: str | None, assignment: str | None, *,
     return exercise.with_params(**exercise.vary(rng))
 
 
+def invariant_parts(exercise: Exercise) -> list[str]:
+    """The parts whose expected value is the same in every variant a student can draw (`Vary.combinations`):
+    variants do not protect them (a constant or a classmate's answer earns them). Numbers are compared to
+    9 decimals."""
+    if exercise.vary is None:
+        return [p.name for p in exercise.parts]
+    seen = {p.name: set() for p in exercise.parts}
+    for params in exercise.vary.combinations():
+        for name, value in exercise.with_params(**{k: v for k, v in params.items()
+                                                    if k in exercise.params}).expected().items():
+            seen[name].add(round(value, 9) if isinstance(value, float) else value)
+    return [p.name for p in exercise.parts if len(seen[p.name]) == 1]
+
+
 def exercises(section: str | None = None) -> list[Exercise]:
     """All exercises (of one section), in id order."""
     if section is not None:

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from inferlab.exercises import sandbox as sb
+from inferlab.exercises import seccomp
 from inferlab.exercises.core import SECTIONS, exercises, get, variant
 from inferlab.exercises.key import DEFAULT_KEY_PATH
 from inferlab.exercises.safeio import (UnsafeFile, cell, loads_bounded, one_line, read_regular,
@@ -219,19 +220,31 @@ def execute(notebook: Path, *, plan, sandbox: bool, limits: sb.Limits, cell_time
         if uid:
             for p in [work, *work.iterdir()]:
                 os.chown(p, uid, uid)
+        fds = []
         if sandbox:
-            cmd, env = sb.command(work, str(inside / "args.json")), sb.environment()
+            program = seccomp.program()
+            if program:
+                read_end, write_end = os.pipe()
+                os.write(write_end, program)  # a few hundred bytes: fits the pipe's buffer
+                os.close(write_end)
+                fds.append(read_end)
+            cmd = sb.command(work, str(inside / "args.json"), limits, seccomp_fd=fds[0] if fds else None)
+            env = sb.environment()
         else:
             runner = Path(__file__).resolve().parent / "sandbox_runner.py"
             cmd, env = [sys.executable, str(runner), str(work / "args.json")], dict(os.environ, MPLBACKEND="Agg")
-        with open(work / "runner.log", "wb") as log:
-            proc = subprocess.Popen(cmd, env=env, cwd=work, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                                    start_new_session=True)
-            problem = _watch(proc, work, time_limit + GRACE_S, limits)
-            if problem:
-                _kill(proc)
-                proc.wait()
-                problems.append(problem)
+        try:
+            with open(work / "runner.log", "wb") as log:
+                proc = subprocess.Popen(cmd, env=env, cwd=work, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                                        start_new_session=True, pass_fds=fds)
+        finally:
+            for fd in fds:
+                os.close(fd)
+        problem = _watch(proc, work, time_limit + GRACE_S, limits)
+        if problem:
+            _kill(proc)
+            proc.wait()
+            problems.append(problem)
         report = _collect_outputs(work, proc.returncode, executed_path,
                                   MAX_NOTEBOOK_BYTES + limits.output_bytes * 2)
     finally:
@@ -294,9 +307,24 @@ def _collect_outputs(work: Path, exit_status, executed_path: Path | None, execut
 
 def _remove(work: Path, tries: int = 100) -> None:
     """Remove a work folder. After a kill, processes of the sandbox may still be dying (SIGKILL reaches
-    them asynchronously) and create a file while the tree is removed: retry until it is gone (<= ~10 s)."""
+    them asynchronously) and create a file while the tree is removed: retry until it is gone (<= ~10 s).
+    A folder the run made unreadable (chmod 000; same uid when the grader is not root) is opened up first."""
+    def reopen(func, path, exc_info):
+        for p in (Path(path), Path(path).parent):
+            try:  # through a descriptor opened without following links: never chmod a link's target
+                fd = os.open(p, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            except OSError:
+                continue
+            try:
+                os.chmod(f"/proc/self/fd/{fd}", 0o700)  # an O_PATH descriptor: works on a 000 folder
+            except OSError:
+                pass
+            finally:
+                os.close(fd)
+
     for _ in range(tries):
-        shutil.rmtree(work, ignore_errors=True)
+        if work.exists() or work.is_symlink():
+            shutil.rmtree(work, onerror=reopen)
         if not work.exists():
             return
         time.sleep(0.1)
@@ -316,6 +344,8 @@ def _watch(proc, work: Path, wall_s: float, limits: sb.Limits) -> str | None:
         if time.monotonic() >= deadline:
             return f"wall-time limit: killed after {wall_s:g} s"
         used, entries = _disk_usage(work, limits.disk_bytes, limits.disk_files)
+        if used == float("inf"):
+            return "disk quota: a folder the grader cannot measure (too deep or unreadable): killed"
         if used > limits.disk_bytes:
             return f"disk quota ({limits.disk_bytes / 1e6:g} MB written) exceeded: killed"
         if entries > limits.disk_files:
@@ -324,21 +354,27 @@ def _watch(proc, work: Path, wall_s: float, limits: sb.Limits) -> str | None:
 
 def _disk_usage(root: Path, max_bytes: int, max_entries: int) -> tuple:
     """(bytes, entries) under `root`, without following links; stops counting once past either cap.
-    Bytes are the larger of the size and the blocks allocated (a sparse file counts at its size)."""
+    Bytes are the larger of the size and the blocks allocated (a sparse file counts at its size). A folder
+    that cannot be measured (deeper than the kernel's path limit, or made unreadable) counts as over the
+    quota: (inf, entries). Entries that vanish while counting are skipped."""
     used = entries = 0
     stack = [str(root)]
     while stack:
         try:
             it = os.scandir(stack.pop())
-        except OSError:
+        except FileNotFoundError:
             continue
+        except OSError:
+            return float("inf"), entries
         with it:
             for entry in it:
                 entries += 1
                 try:
                     st = entry.stat(follow_symlinks=False)
-                except OSError:
+                except FileNotFoundError:
                     continue
+                except OSError:
+                    return float("inf"), entries
                 used += max(st.st_size, st.st_blocks * 512)
                 if entry.is_dir(follow_symlinks=False):
                     stack.append(entry.path)

@@ -34,6 +34,7 @@ import inferlab
 HOME = "/home/student"
 RUNNER = "/opt/inferlab-grader/sandbox_runner.py"
 BASE_UID = 61000
+SHM_BYTES = 64 * 10**6  # the sandbox's /dev/shm (a tmpfs of this size)
 _ETC = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "passwd", "group", "nsswitch.conf", "hosts",
         "localtime", "mime.types", "fonts")
 
@@ -69,7 +70,7 @@ def unavailable_reason() -> str | None:
         return "bubblewrap (bwrap) is not installed (Debian/Ubuntu: apt-get install bubblewrap)"
     try:
         proc = subprocess.run([path, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
-                               "--unshare-all", "--die-with-parent", "true"],
+                               "--size", "1000000", "--tmpfs", "/tmp", "--unshare-all", "--die-with-parent", "true"],
                               capture_output=True, timeout=30)
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"bwrap does not start ({exc})"
@@ -118,8 +119,10 @@ def sandbox_uid(slot: int) -> int:
     return BASE_UID + slot if os.getuid() == 0 else 0
 
 
-def command(workdir: Path, args_file: str) -> list[str]:
-    """The bwrap argv that runs the runner on `args_file` (a path inside the sandbox) in `workdir`."""
+def command(workdir: Path, args_file: str, limits: Limits = Limits(), seccomp_fd: int | None = None) -> list[str]:
+    """The bwrap argv that runs the runner on `args_file` (a path inside the sandbox) in `workdir`: /tmp a tmpfs
+    of `limits.disk_bytes` and /dev/shm one of SHM_BYTES (the kernel refuses a write past them: ENOSPC), and
+    the seccomp filter read from `seccomp_fd` (`inferlab.exercises.seccomp`; the caller passes the fd)."""
     bwrap = bwrap_path()
     if not bwrap:
         raise RuntimeError(unavailable_reason())
@@ -130,7 +133,9 @@ def command(workdir: Path, args_file: str) -> list[str]:
         # that only, and setuid() drops them with every other.
         cmd += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
     else:
-        cmd += ["--unshare-user"]
+        cmd += ["--unshare-user", "--disable-userns"]
+    if seccomp_fd is not None:
+        cmd += ["--seccomp", str(seccomp_fd)]
     cmd += ["--ro-bind", "/usr", "/usr"]
     for top in ("bin", "lib", "lib32", "lib64", "libx32", "sbin"):
         p = Path("/") / top
@@ -142,8 +147,10 @@ def command(workdir: Path, args_file: str) -> list[str]:
         p = Path("/etc") / name
         if p.exists():
             cmd += ["--ro-bind", str(p), str(p)]
-    # /tmp is the work folder's tmp/ (on disk, removed with it), not a tmpfs that would fill RAM.
-    cmd += ["--proc", "/proc", "--dev", "/dev", "--bind", str(workdir / "tmp"), "/tmp"]
+    # /tmp and /dev/shm: tmpfs of a fixed size each (RAM, bounded by the kernel: a burst fails with ENOSPC).
+    cmd += ["--proc", "/proc", "--dev", "/dev",
+            "--perms", "1777", "--size", str(int(limits.disk_bytes)), "--tmpfs", "/tmp",
+            "--perms", "1777", "--size", str(SHM_BYTES), "--tmpfs", "/dev/shm"]
     made = {Path("/"), Path("/usr"), Path("/etc"), Path("/tmp"), Path("/proc"), Path("/dev")}
 
     def parents(path: Path) -> list:

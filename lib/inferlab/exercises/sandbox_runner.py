@@ -154,6 +154,21 @@ def main(argv) -> int:
             budget["left"] -= size
             return super().output(outs, msg, display_id, cell_index)
 
+        def _update_display_id(self, display_id, msg):
+            """update_display_data replaces a stored output: charged to the same budget, dropped past it."""
+            size = len(json.dumps(msg.get("content", {}), default=str))
+            if size > budget["left"]:
+                report["output_truncated"] = True
+                budget["left"] = 0
+                return None
+            budget["left"] -= size
+            return super()._update_display_id(display_id, msg)
+
+        def handle_comm_msg(self, outs, msg, cell_index):
+            """Widget messages are not kept: no widget state in the executed notebook, no output widget
+            capturing outputs past the budget (the grader needs neither)."""
+            return None
+
     cell_timeout, time_limit = float(args["cell_timeout"]), float(args["time_limit"])
     deadline = time.monotonic() + time_limit
     plan = {int(p["cell"]): p for p in args.get("plan", [])}
@@ -172,7 +187,7 @@ def main(argv) -> int:
         shutdown_kernel="immediate", startup_timeout=60, iopub_timeout=2, record_timing=False,
         # No coalesce_streams: nbclient's carriage-return regex is quadratic in a line's length, and a
         # long printed line stalled it for minutes. `merge_streams` joins the chunks instead.
-        coalesce_streams=False, resources={"metadata": {"path": os.getcwd()}}, on_cell_error=on_error)
+        coalesce_streams=False, store_widget_state=False, resources={"metadata": {"path": os.getcwd()}}, on_cell_error=on_error)
 
     def capture(entry, index):
         cell = nbformat.v4.new_code_cell(CAPTURE + f"\n__inferlab_capture({entry['name']!r})")
