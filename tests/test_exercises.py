@@ -415,7 +415,7 @@ def test_the_readme_lists_every_exercise_with_its_kind_and_points():
     rows = {}
     for line in readme.splitlines():
         cols = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cols) == 4 and cols[0] in IDS:
+        if len(cols) == 5 and cols[0] in IDS:
             rows[cols[0]] = (cols[1], cols[2])
     assert rows == {e.id: (e.kind, str(e.points)) for e in ALL}
 

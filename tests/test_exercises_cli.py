@@ -112,6 +112,6 @@ def test_a_forged_runner_report_is_read_as_data():
     from inferlab.exercises.grade import _causes, _sanitise
     forged = _sanitise({"timeouts": 5, "errors": ["x", {"ename": 7}], "answers": [1], "kernel_died": "yes",
                         "kernel_exit": True, "start_error": {"a": 1}})
-    assert forged["timeouts"] == [] and forged["errors"] == [{"ename": "7"}] and forged["answers"] == {}
+    assert forged["timeouts"] == [] and forged["errors"] == [{"ename": "7", "enospc": False}] and forged["answers"] == {}
     assert forged["kernel_died"] is False and forged["kernel_exit"] is None
     assert _causes(forged, 1, 1, sb.Limits())[-1] == "1 cell(s) raised (7)"

@@ -244,6 +244,28 @@ def test_the_default_key_path_is_ignored_by_git():
     assert proc.returncode == 0
 
 
+def test_the_readme_names_every_part_that_variants_do_not_protect():
+    """The README's exercise table, column "same in every variant", against every combination a student can draw."""
+    from inferlab.exercises import exercises
+    from inferlab.exercises.core import invariant_parts
+    rows = {}
+    for line in (ROOT / "README.md").read_text().splitlines():
+        cols = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cols) == 5 and cols[0].startswith("15."):
+            rows[cols[0]] = [] if cols[4] == "—" else [c.strip(" `") for c in cols[4].split(",")]
+    assert rows == {e.id: invariant_parts(e) for e in exercises()}
+
+
+def test_invariant_parts_by_hand():
+    from inferlab.exercises.core import invariant_parts
+    # 15.1.2-ex1 draws the model and S: the KV cache of Llama-3-70B and Mistral-7B differ (80 vs 32 layers).
+    assert invariant_parts(get("15.1.2-ex1")) == []
+    # A registered exercise without its vary: one variant, so every part is the same in all of them.
+    import dataclasses
+    fixed = dataclasses.replace(get("15.1.2-ex3"), vary=None)
+    assert invariant_parts(fixed) == [p.name for p in fixed.parts]
+
+
 # One hostile class in the sandbox ---------------------------------------------------------------------
 
 TOKEN = "inferlab-host-secret-3b9d"

@@ -106,8 +106,9 @@ def graded(tmp_path_factory):
                               "from inferlab.exercises import check", f"ex1 = {RIGHT!r}", 'check("15.1.2-ex1", ex1)'),
         "memory_hog": notebook("block = bytearray(16 * 10**9)",
                                "from inferlab.exercises import check", f"ex1 = {RIGHT!r}", 'check("15.1.2-ex1", ex1)'),
-        # Fills the disk: 1 MB files without end, in /tmp (the work folder's tmp/ on the grader's disk).
-        "disk_filler": attack("for i in range(10**6):\n    with open(f'/tmp/f{i}', 'wb') as fh:\n"
+        # Fills the disk: 1 MB files without end, in its own folder (on the grader's disk, measured by the grader;
+        # /tmp is a tmpfs of the quota's size, where a write past it fails: tests/test_exercises_hostile.py).
+        "disk_filler": attack("for i in range(10**6):\n    with open(f'f{i}', 'wb') as fh:\n"
                               "        fh.write(b'x' * 10**6)"),
         "huge_output": notebook("for _ in range(200):\n    print('x' * 100_000)",
                                 "from inferlab.exercises import check",
@@ -237,10 +238,16 @@ def test_the_disk_quota_stops_many_files_and_many_bytes(tmp_path):
     report = grading.execute(many, plan=[], sandbox=True, limits=sb.Limits(disk_files=2000), cell_timeout=60,
                              time_limit=60, tmp_root=tmp_path)
     assert "disk quota (2000 files) exceeded: killed" in report["problems"], report["problems"]
-    big = tmp_path / "big.ipynb"  # 1 MB files, 10 GB in all, into /tmp
-    nbformat.write(notebook("for i in range(10**4):\n    open(f'/tmp/{i}', 'wb').write(b'x' * 10**6)"), big)
+    big = tmp_path / "big.ipynb"  # 1 MB files, 10 GB in all, into its own folder
+    nbformat.write(notebook("for i in range(10**4):\n    open(f'{i}', 'wb').write(b'x' * 10**6)"), big)
     report = grading.execute(big, plan=[], sandbox=True, limits=sb.Limits(disk_bytes=20 * 10**6), cell_timeout=60,
                              time_limit=60, tmp_root=tmp_path)
     assert "disk quota (20 MB written) exceeded: killed" in report["problems"], report["problems"]
+    tmp = tmp_path / "tmp.ipynb"  # the same into /tmp: the tmpfs is full at 20 MB, the write fails inside
+    nbformat.write(notebook("for i in range(10**4):\n    open(f'/tmp/{i}', 'wb').write(b'x' * 10**6)"), tmp)
+    report = grading.execute(tmp, plan=[], sandbox=True, limits=sb.Limits(disk_bytes=20 * 10**6), cell_timeout=60,
+                             time_limit=60, tmp_root=tmp_path)
+    assert "disk full: a write to /tmp or /dev/shm failed (No space left on device)" in report["problems"], \
+        report["problems"]
     assert time.monotonic() - started < 50  # killed, not run to the 60 s limits
     assert list(tmp_path.glob("inferlab-grade-*")) == []

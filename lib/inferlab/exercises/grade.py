@@ -407,7 +407,7 @@ def _sanitise(report):
 
     def entries(key):
         items = report.get(key)
-        return [{"ename": one_line(str(e.get("ename", "error"))[:80])} for e in items[:1000] if isinstance(e, dict)] \
+        return [{"ename": one_line(str(e.get("ename", "error"))[:80]), "enospc": e.get("enospc") is True} for e in items[:1000] if isinstance(e, dict)] \
             if isinstance(items, list) else []
 
     exit_code = report.get("kernel_exit")
@@ -428,7 +428,9 @@ def _causes(report: dict, cell_timeout: float, time_limit: float, limits: sb.Lim
     names = sorted({str(e.get("ename", "error"))[:40] for e in errors})
     if "MemoryError" in names:
         out.append(f"memory limit ({limits.memory_bytes / 1e9:g} GB of address space) hit: MemoryError")
-    if any(n in ("BlockingIOError", "OSError") for n in names):
+    if any(e.get("enospc") for e in errors):
+        out.append("disk full: a write to /tmp or /dev/shm failed (No space left on device)")
+    if "BlockingIOError" in names or any(e.get("ename") == "OSError" and not e.get("enospc") for e in errors):
         out.append(f"a process could not start (process limit {limits.processes}, or an OS error)")
     if errors:
         out.append(f"{len(errors)} cell(s) raised ({', '.join(names)})")

@@ -175,7 +175,8 @@ def main(argv) -> int:
 
     def on_error(cell, cell_index, execute_reply):
         content = execute_reply.get("content", {})
-        entry = {"cell": cell_index, "ename": str(content.get("ename", "error"))[:80]}
+        entry = {"cell": cell_index, "ename": str(content.get("ename", "error"))[:80],
+                 "enospc": "[Errno 28]" in str(content.get("evalue", ""))}
         (report["timeouts"] if entry["ename"] == "CellTimeoutError" else report["errors"]).append(entry)
 
     client = Client(
