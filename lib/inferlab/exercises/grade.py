@@ -3,14 +3,20 @@
 Each notebook is copied into a fresh private folder and executed there by `sandbox_runner.py` inside a
 bubblewrap sandbox (see `inferlab.exercises.sandbox`: read-only environment, no network, own PID
 namespace, the solutions hidden, resource limits). After each check cell the runner reads the answer
-variable from the kernel. The grader takes those answers as data, only for the exercises whose check
-cells it found in the submitted file itself, and scores them in its own process against values it
-computes (for the student's variant when an assignment is given). The notebook's own `check` output,
-its prints and any file it writes play no part in the score. Exercises without a check cell in the
-submission score 0.
+variable from the kernel. The grader takes those answers as data, only for the exercises of the assignment
+(`assignment_exercises`: the instructor's notebook or the sections named, never the submissions) whose check
+cells it found in the submitted file itself, and scores them in its own process against values it computes
+(for the student's variant when an assignment is given). The notebook's own `check` output, its prints and
+any file it writes play no part in the score. Exercises without a check cell in the submission score 0.
+
+What a run leaves is read through a descriptor of its folder without following links (`safeio`); a link,
+fifo, device or oversize file there makes the row `failed: invalid output`. Every failure of one submission
+(refused, unreadable, invalid output, an error of the grader itself) is that student's row: the files are
+always written for the whole class (`Grades.failed` counts the failed rows).
 
 Submissions: a notebook file is one student (its file stem is the student id); in a folder, each
-notebook is a student and each sub-folder is a student whose notebooks are merged into one row.
+notebook is a student and each sub-folder is a student whose notebooks are merged into one row. A
+submission that is a symbolic link, or holds one, is refused before anything runs.
 Grading without the sandbox needs `sandbox=False` (`--no-sandbox`) and prints a warning.
 """
 from __future__ import annotations
@@ -216,7 +222,6 @@ def execute(notebook: Path, *, plan, sandbox: bool, limits: sb.Limits, cell_time
                 "limits": dict(limits.as_dict(), cpu_s=min(limits.cpu_s, time_limit + GRACE_S),
                                processes=_process_limit(limits.processes, uid, sandbox))}
         (work / "args.json").write_text(json.dumps(args))
-        (work / "tmp").mkdir()  # the sandbox's /tmp: on disk, not a RAM-backed tmpfs
         if uid:
             for p in [work, *work.iterdir()]:
                 os.chown(p, uid, uid)
@@ -271,9 +276,12 @@ def _collect_outputs(work: Path, exit_status, executed_path: Path | None, execut
     try:
         report, reason = None, "no report"
         try:
-            report = _sanitise(loads_bounded(read_regular(dir_fd, "report.json", MAX_REPORT_BYTES),
-                                             max_bytes=MAX_REPORT_BYTES, max_depth=MAX_JSON_DEPTH))
-            reason = "a report that is not a JSON object" if report is None else ""
+            value = loads_bounded(read_regular(dir_fd, "report.json", MAX_REPORT_BYTES),
+                                  max_bytes=MAX_REPORT_BYTES, max_depth=MAX_JSON_DEPTH)
+            if isinstance(value, dict):
+                report = _sanitise(value)
+            else:
+                reason = "a report that is not a JSON object"
         except FileNotFoundError:
             pass
         except UnsafeFile as exc:

@@ -3,9 +3,9 @@
 Each submission runs as `python sandbox_runner.py` inside a bwrap sandbox that
 
 - sees a fresh root: /usr (and the /bin, /lib symlinks), a few files of /etc, the Python installation,
-  the virtual environment and inferlab's source, all read-only; a private /tmp (in the work folder); its own work folder
-  (a copy of the notebook) read-write at /home/student; nothing else (not the other submissions, not the
-  grades, not $HOME);
+  the virtual environment and inferlab's source, all read-only; /tmp and /dev/shm as tmpfs of a fixed size
+  (a write past it fails with ENOSPC); its own work folder (a copy of the notebook) read-write at
+  /home/student; nothing else (not the other submissions, not the grades, not $HOME);
 - has inferlab/exercises replaced by `student_stub` (check without answers: no solution code, no
   expected values);
 - has no network (own network namespace, loopback only, for the kernel's sockets), its own PID, IPC
@@ -14,8 +14,10 @@ Each submission runs as `python sandbox_runner.py` inside a bwrap sandbox that
   outlives the kernel;
 - runs as an unprivileged uid (when the grader is root: 61000 + the job slot, a uid of its own per
   parallel job) under rlimits: address space, CPU seconds, processes, file size; the wall-clock limit
-  and the disk quota are the grader's (it measures the writable folders as the run goes and kills the
-  sandbox), and the notebook's output is capped at a byte budget.
+  and the disk quota of /home/student are the grader's (it measures the folder as the run goes and kills
+  the sandbox), and the notebook's output is capped at a byte budget;
+- runs under a seccomp filter (`inferlab.exercises.seccomp`, x86-64): no memfd, no SysV shared memory, no
+  new user namespace (and `--disable-userns` on the unprivileged path).
 
 The limits are `Limits`; `command()` builds the argv. `available()` says whether bwrap works here.
 """
@@ -48,7 +50,7 @@ class Limits:
     processes: int = 64
     file_bytes: int = 64 * 10**6
     output_bytes: int = 2 * 10**6
-    # Disk quota of the sandbox's writable folders (its own folder and /tmp): bytes and entries present,
+    # Disk quota: the size of the sandbox's /tmp (a tmpfs), and the bytes and entries its own folder may hold,
     # measured by the grader every DISK_POLL_S; over either, the grader kills the sandbox.
     disk_bytes: int = 256 * 10**6
     disk_files: int = 10_000
