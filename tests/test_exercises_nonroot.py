@@ -97,6 +97,8 @@ def test_a_grader_without_root_sandboxes_and_scores_correctly(mode):
         before = {p.name: p.read_bytes() for p in subs.iterdir()}
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(base), "TMPDIR": str(tmp),
                "LANG": "C.UTF-8"}
+        if os.environ.get("PYTHONPATH"):  # the library under test, where it is not the installed one
+            env["PYTHONPATH"] = os.environ["PYTHONPATH"]
         proc = subprocess.run(prefix + [sys.executable, "-c", "import os; print(os.getuid())"], capture_output=True,
                               text=True, timeout=60)
         assert proc.stdout.strip() != "0"  # the grader below does not run as root
