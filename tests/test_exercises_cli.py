@@ -115,3 +115,35 @@ def test_a_forged_runner_report_is_read_as_data():
     assert forged["timeouts"] == [] and forged["errors"] == [{"ename": "7", "enospc": False}] and forged["answers"] == {}
     assert forged["kernel_died"] is False and forged["kernel_exit"] is None
     assert _causes(forged, 1, 1, sb.Limits())[-1] == "1 cell(s) raised (7)"
+
+
+def test_grading_needs_the_assignment_s_exercises_and_its_key(capsys, tmp_path, nb):
+    """The maximum comes from the instructor's notebook or the sections named, never from the submissions;
+    an assignment's variants need the instructor key (README, "For instructors")."""
+    line = one_error_line(capsys, ["grade", str(nb), "--out", str(tmp_path / "o"), "--no-sandbox"])
+    assert "--instructor NOTEBOOK" in line and "--sections" in line
+    line = one_error_line(capsys, ["grade", str(nb), "--out", str(tmp_path / "o"), "--no-sandbox",
+                                   "--sections", "15.9.9"])
+    assert "'15.9.9' is not a section" in line
+    line = one_error_line(capsys, ["grade", str(nb), "--out", str(tmp_path / "o"), "--no-sandbox", "--sections",
+                                   "15.1.2", "--assignment", "hw1", "--key", str(tmp_path / "none.key")])
+    assert "instructor key" in line and "none.key" in line and "does not exist" in line
+
+
+@pytest.mark.parametrize("failed, status", [(0, 0), (1, 65), (2, 66), (61, 125), (500, 125)])
+def test_the_exit_status_counts_failed_submissions(failed, status):
+    from inferlab.exercises.cli import failed_exit_status
+    assert failed_exit_status(failed) == status
+
+
+@pytest.mark.skipif(not sb.available(), reason="no sandbox: the grader refuses to start")
+def test_a_refused_submission_is_counted_in_the_exit_status_and_every_file_is_written(tmp_path, nb, capsys):
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    (subs / "mallory.ipynb").symlink_to(nb)  # a link: refused before anything runs
+    code = main(["grade", str(subs), "--out", str(tmp_path / "o"), "--sections", "15.1.2", "--quiet"])
+    assert code == 65
+    assert "1 of 1 submission(s) failed" in capsys.readouterr().err
+    for name in ("grades.csv", "details.csv", "gradescope.csv", "canvas.csv", "summary.md", "feedback/mallory.md"):
+        assert (tmp_path / "o" / name).is_file(), name
+    assert "failed: mallory.ipynb is a symbolic link" in (tmp_path / "o" / "grades.csv").read_text()
