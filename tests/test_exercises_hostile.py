@@ -436,3 +436,75 @@ def test_a_tree_deeper_than_the_path_limit_counts_as_over_the_quota(tmp_path):
     used, _ = _disk_usage(tmp_path, 10**9, 10**6)
     assert used == float("inf")
     assert _disk_usage(tmp_path / ("d" * 200), 10**9, 10**6)[0] == float("inf")
+
+
+# cgroup v2 where the host delegates one (a folder imitating a cgroup tree) ------------------------------------
+
+PROC_CGROUP = "12:memory:/legacy\n0::/user.slice/user-1000.slice/grader.scope\n"
+MOUNTINFO = ("25 1 8:1 / / rw,relatime - ext4 /dev/sda1 rw\n"
+             "35 25 0:30 / /sys/fs/cgroup rw,nosuid - cgroup2 cgroup2 rw,nsdelegate\n")
+
+
+def fake_cgroup(tmp_path, controllers="cpuset cpu io memory pids"):
+    base = tmp_path / "user.slice" / "user-1000.slice" / "grader.scope"
+    base.mkdir(parents=True)
+    (base / "cgroup.controllers").write_text(controllers + "\n")
+    (base / "cgroup.subtree_control").write_text("")
+    return base
+
+
+def test_the_own_cgroup_is_found_from_proc_files():
+    from inferlab.exercises.cgroup import own_cgroup
+    assert own_cgroup(PROC_CGROUP, MOUNTINFO) == Path("/sys/fs/cgroup/user.slice/user-1000.slice/grader.scope")
+    assert own_cgroup("4:memory:/x\n", MOUNTINFO) is None  # cgroup v1 only
+    assert own_cgroup(PROC_CGROUP, "25 1 8:1 / / rw - ext4 /dev/sda1 rw\n") is None  # no cgroup2 mounted
+
+
+def test_a_cgroup_without_the_memory_controller_is_not_used(tmp_path):
+    from inferlab.exercises.cgroup import unusable_reason
+    assert unusable_reason(fake_cgroup(tmp_path)) is None
+    assert "no memory controller" in unusable_reason(fake_cgroup(tmp_path / "b", controllers="cpu pids"))
+    assert "no cgroup v2 folder" in unusable_reason(tmp_path / "missing")
+
+
+def test_per_submission_cgroups_are_written_as_the_kernel_expects(tmp_path):
+    from inferlab.exercises.cgroup import Cgroups, detect
+    base = fake_cgroup(tmp_path)
+    groups = Cgroups(base)
+    groups.prepare(pid=4242)
+    assert (base / "inferlab-grader" / "cgroup.procs").read_text() == "4242\n"
+    assert (base / "cgroup.subtree_control").read_text() == "+memory +pids\n"
+    child = groups.create(3 * 10**9, 48)
+    assert (child / "memory.max").read_text() == "3000000000\n" and (child / "pids.max").read_text() == "48\n"
+    (child / "memory.events").write_text("low 0\nhigh 0\nmax 7\noom 2\noom_kill 3\n")
+    assert Cgroups.oom_kills(child) == 3
+    proc, mounts = tmp_path / "cgroup", tmp_path / "mountinfo"
+    proc.write_text("0::/user.slice/user-1000.slice/grader.scope\n")
+    mounts.write_text(f"35 25 0:30 / {tmp_path} rw - cgroup2 cgroup2 rw\n")
+    found, why = detect(proc, mounts)
+    assert why is None and found.base == base
+
+
+def test_the_sandbox_starts_inside_its_cgroup(tmp_path, monkeypatch):
+    if not sb.available():
+        pytest.skip(f"no sandbox: {sb.unavailable_reason()}")
+    import shutil
+    from inferlab.exercises import grade as grading
+    from inferlab.exercises.cgroup import Cgroups
+    base = fake_cgroup(tmp_path)
+    seen = []
+
+    def remove(path):  # what the run left in its cgroup folder, then the folder goes (rmdir on a real cgroup)
+        seen.append({f.name: f.read_text() for f in path.iterdir()})
+        shutil.rmtree(path, ignore_errors=True)
+
+    monkeypatch.setattr(Cgroups, "remove", staticmethod(remove))
+    nb = tmp_path / "nb.ipynb"
+    nbformat.write(notebook("x = 1"), nb)
+    report = grading.execute(nb, plan=[], sandbox=True, limits=sb.Limits(memory_bytes=2 * 10**9, processes=32),
+                             cell_timeout=30, time_limit=60, tmp_root=tmp_path, cgroups=Cgroups(base))
+    assert report["problems"] == [], report["problems"]
+    assert seen[0]["memory.max"] == "2000000000\n" and seen[0]["pids.max"] == "32\n"
+    pid = int(seen[0]["cgroup.procs"])  # written by the child before it became bwrap: the sandbox starts inside
+    assert pid > 0 and pid != os.getpid()
+    assert [p for p in base.iterdir() if p.name.startswith("inferlab-")] == []

@@ -22,6 +22,7 @@ Grading without the sandbox needs `sandbox=False` (`--no-sandbox`) and prints a 
 from __future__ import annotations
 
 import csv
+import functools
 import hashlib
 import json
 import os
@@ -38,7 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from inferlab.exercises import sandbox as sb
-from inferlab.exercises import seccomp
+from inferlab.exercises import cgroup, seccomp
 from inferlab.exercises.core import SECTIONS, exercises, get, variant
 from inferlab.exercises.key import DEFAULT_KEY_PATH
 from inferlab.exercises.safeio import (UnsafeFile, cell, loads_bounded, one_line, read_regular,
@@ -202,10 +203,11 @@ def _known_ids() -> set:
 
 def execute(notebook: Path, *, plan, sandbox: bool, limits: sb.Limits, cell_timeout: float, time_limit: float,
             kernel_name: str = "python3", slot: int = 0, executed_path: Path | None = None,
-            tmp_root=None) -> dict:
+            tmp_root=None, cgroups: "cgroup.Cgroups | None" = None) -> dict:
     """Run `notebook` (a copy, in a fresh private folder that is removed afterwards) and return the
     runner's report, with `problems` added: each failure or limit hit, with its cause."""
     problems = []
+    cg_path = None
     work = Path(tempfile.mkdtemp(prefix="inferlab-grade-", dir=tmp_root))
     try:
         try:
@@ -238,10 +240,17 @@ def execute(notebook: Path, *, plan, sandbox: bool, limits: sb.Limits, cell_time
         else:
             runner = Path(__file__).resolve().parent / "sandbox_runner.py"
             cmd, env = [sys.executable, str(runner), str(work / "args.json")], dict(os.environ, MPLBACKEND="Agg")
+        enter = None
+        if cgroups is not None:
+            try:
+                cg_path = cgroups.create(limits.memory_bytes, limits.processes)
+                enter = functools.partial(cgroup.enter, cg_path)
+            except OSError as exc:
+                problems.append(f"no cgroup for this run ({exc.strerror or exc}): rlimits only")
         try:
             with open(work / "runner.log", "wb") as log:
                 proc = subprocess.Popen(cmd, env=env, cwd=work, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                                        start_new_session=True, pass_fds=fds)
+                                        start_new_session=True, pass_fds=fds, preexec_fn=enter)
         finally:
             for fd in fds:
                 os.close(fd)
@@ -250,10 +259,21 @@ def execute(notebook: Path, *, plan, sandbox: bool, limits: sb.Limits, cell_time
             _kill(proc)
             proc.wait()
             problems.append(problem)
+        if cg_path is not None:
+            killed = cgroup.Cgroups.oom_kills(cg_path)
+            if killed:
+                problems.append(f"memory limit ({limits.memory_bytes / 1e9:g} GB in all, cgroup memory.max) hit: "
+                                f"{killed} process(es) killed")
         report = _collect_outputs(work, proc.returncode, executed_path,
                                   MAX_NOTEBOOK_BYTES + limits.output_bytes * 2)
     finally:
         _remove(work)
+        if cg_path is not None:
+            for _ in range(50):  # its processes may still be dying
+                cgroup.Cgroups.remove(cg_path)
+                if not cg_path.exists():
+                    break
+                time.sleep(0.1)
     report["problems"] = problems + _causes(report, cell_timeout, time_limit, limits)
     return report
 
@@ -459,7 +479,7 @@ def _causes(report: dict, cell_timeout: float, time_limit: float, limits: sb.Lim
 def run_submission_notebook(student: str, notebook: Path, out_dir: Path, *, cell_timeout: float,
                             time_limit: float, kernel_name: str, sandbox: bool = True,
                             limits: sb.Limits = sb.Limits(), slot: int = 0, stem: str | None = None,
-                            tmp_root=None) -> Run:
+                            tmp_root=None, cgroups=None) -> Run:
     """Execute one notebook in its sandbox and take the answers of its own check cells."""
     run = Run(notebook)
     stem = stem or _safe(student)
@@ -471,7 +491,7 @@ def run_submission_notebook(student: str, notebook: Path, out_dir: Path, *, cell
         return run
     report = execute(notebook, plan=plan, sandbox=sandbox, limits=limits, cell_timeout=cell_timeout,
                      time_limit=time_limit, kernel_name=kernel_name, slot=slot,
-                     executed_path=out_dir / "executed" / f"{stem}.ipynb", tmp_root=tmp_root)
+                     executed_path=out_dir / "executed" / f"{stem}.ipynb", tmp_root=tmp_root, cgroups=cgroups)
     run.problems = report["problems"]
     if report.get("invalid_output"):
         run.failed = f"invalid output: {report['invalid_output']}"
@@ -563,6 +583,16 @@ def grade(paths, out_dir, *, cell_timeout: float = 120, time_limit: float = 900,
                            f"{DEFAULT_KEY_PATH}); it is written by `make student ROSTER=... ASSIGNMENT=...`")
     if not sandbox:
         print(NO_SANDBOX_WARNING, file=sys.stderr)
+    groups, why = cgroup.detect() if sandbox else (None, "no sandbox")
+    if groups is not None:
+        try:
+            groups.prepare()
+        except OSError as exc:
+            groups, why = None, f"the delegated cgroup v2 at {groups.base} cannot be prepared ({exc.strerror or exc})"
+    memory_mode = (f"cgroup v2 memory.max and pids.max at {groups.base}" if groups is not None else
+                   f"RLIMIT_AS per process, tmpfs sizes, seccomp (no cgroup v2: {why})")
+    if not quiet:
+        print(f"memory per submission: {memory_mode}", flush=True)
     subs = collect(paths)
     if not subs:
         raise GradingError(f"no notebooks found in {', '.join(map(str, paths))}; expected .ipynb files or "
@@ -593,7 +623,7 @@ def grade(paths, out_dir, *, cell_timeout: float = 120, time_limit: float = 900,
         try:
             run = run_submission_notebook(student, nb, out_dir, cell_timeout=cell_timeout, time_limit=time_limit,
                                           kernel_name=kernel_name, sandbox=sandbox, limits=limits, slot=slot,
-                                          stem=stems[key], tmp_root=tmp_root)
+                                          stem=stems[key], tmp_root=tmp_root, cgroups=groups)
         except Exception as exc:  # anything one submission provokes stays that submission's
             run = Run(nb, failed=f"grader error while running it ({type(exc).__name__}: {one_line(exc)[:160]})")
         finally:
@@ -622,7 +652,7 @@ def grade(paths, out_dir, *, cell_timeout: float = 120, time_limit: float = 900,
 
     grades = Grades(columns, rows, details)
     _write(grades, out_dir, elapsed=time.monotonic() - started, quiet=quiet, assignment=assignment,
-           roster=roster_rows, stems=output_names([r["student_id"] for r in rows]))
+           roster=roster_rows, stems=output_names([r["student_id"] for r in rows]), memory_mode=memory_mode)
     return grades
 
 
@@ -679,7 +709,7 @@ def _fmt(x) -> str:
 
 
 def _write(grades: Grades, out_dir: Path, *, elapsed: float, quiet: bool, assignment=None, roster=(),
-           stems=None) -> None:
+           stems=None, memory_mode: str = "") -> None:
     header = ["student_id", *grades.columns, "total", "max", "status"]
     with open(out_dir / "grades.csv", "w", newline="", encoding="utf-8") as fh:
         w = csv.DictWriter(fh, fieldnames=header)
@@ -714,6 +744,7 @@ def _write(grades: Grades, out_dir: Path, *, elapsed: float, quiet: bool, assign
         "exercises": per_ex,
         "problems": {r["student_id"]: r["status"] for r in grades.rows if r["status"] != "ok"},
         "failed": grades.failed,
+        "memory_enforcement": memory_mode,
         "elapsed_s": round(elapsed, 1),
     }
     (out_dir / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
