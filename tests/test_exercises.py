@@ -359,8 +359,10 @@ def test_submissions_are_files_or_folders_one_student_each(tmp_path):
     subs = collect([tmp_path])
     assert [(s.student, [p.name for p in s.notebooks]) for s in subs] == \
         [("a", ["a.ipynb"]), ("b", ["b.ipynb"]), ("dana", ["one.ipynb", "two.ipynb"])]
-    with pytest.raises(ValueError, match="two submissions for student 'a'"):
-        collect([tmp_path, tmp_path / "a.ipynb"])
+    # Two submissions for one id: that student's row is refused (issue 20: one student never stops the class).
+    twice = {s.student: s for s in collect([tmp_path, tmp_path / "a.ipynb"])}
+    assert twice["a"].notebooks == [] and "two submissions for this id" in twice["a"].refused
+    assert twice["b"].notebooks and twice["b"].refused is None
     with pytest.raises(FileNotFoundError):
         collect([tmp_path / "nope"])
 

@@ -508,3 +508,15 @@ def test_the_sandbox_starts_inside_its_cgroup(tmp_path, monkeypatch):
     pid = int(seen[0]["cgroup.procs"])  # written by the child before it became bwrap: the sandbox starts inside
     assert pid > 0 and pid != os.getpid()
     assert [p for p in base.iterdir() if p.name.startswith("inferlab-")] == []
+
+
+def test_text_that_utf_8_cannot_encode_does_not_stop_the_exports(tmp_path):
+    # A forged report's start_error, or a file name with undecodable bytes, carries lone surrogates; before
+    # issue 20 writing them to grades.csv raised UnicodeEncodeError and no file was written for anyone.
+    columns = assignment_exercises(sections=["15.1.2"])
+    sid = "stu\udcffdent"
+    run = Run(Path("s.ipynb"), ids={"15.1.2-ex1"}, answers={"15.1.2-ex1": RIGHT}, problems=["bad \ud800 report"])
+    row, details = _score_student(Submission(sid, [Path("s.ipynb")]), [run], columns, set(columns), None, None)
+    _write(Grades(columns, [row], details), tmp_path, elapsed=1.0, quiet=True, stems={sid: "s"})
+    text = (tmp_path / "grades.csv").read_text(encoding="utf-8")
+    assert "stu\\udcffdent" in text and "bad \\ud800 report" in text

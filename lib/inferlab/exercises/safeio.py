@@ -13,7 +13,7 @@ Three guards, each a pure function or a small wrapper around one system call:
   OverflowError or the 4300-digit ValueError of int().
 - `cell(text)`: one value for a CSV cell or a Markdown line, neutralised against spreadsheet formulas
   (a leading `=`, `+`, `-`, `@`, tab or carriage return gets a `'` in front, the convention spreadsheets
-  read as "text") and against line breaks (every one becomes a space).
+  read as "text") and against line breaks (every one becomes a space); it always encodes as UTF-8.
 """
 from __future__ import annotations
 
@@ -124,8 +124,9 @@ def loads_bounded(data: bytes | str, *, max_bytes: int, max_depth: int):
 
 
 def one_line(text) -> str:
-    """`text` with every line break replaced by a space."""
-    return _BREAKS.sub(" ", str(text))
+    """`text` with every line break replaced by a space, and what UTF-8 cannot encode (lone surrogates, from a
+    forged report or an undecodable file name) written as a backslash escape."""
+    return _BREAKS.sub(" ", str(text)).encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def cell(value) -> str:
