@@ -335,6 +335,9 @@ def hostile(tmp_path_factory):
                                    "hs = [display('x', display_id=True) for _ in range(30)]\n"
                                    "for h in hs:\n    h.update('y' * 400_000)"),
         **{name: attack(code) for name, code in ATTACKS.items()},
+        # 60 MB (over the 50 MB quota) in a folder then made unreadable: the grader's walk cannot skip it.
+        "chmod_000": attack("import os, time\nos.mkdir('hide')\nfor i in range(6):\n"
+                            "    open(f'hide/f{i}', 'wb').write(b'x' * 10**7)\nos.chmod('hide', 0)\ntime.sleep(10)"),
         # A file name that a spreadsheet would run as a formula.
         "=HYPERLINK(\"http-x\",\"y\")": notebook(*HONEST),
     }
@@ -348,7 +351,7 @@ def hostile(tmp_path_factory):
                    tmp_root=scratch)
     with open(out / "grades.csv", newline="") as fh:
         table = {r["student_id"]: r for r in csv.DictReader(fh)}
-    return dict(grades=grades, table=table, out=out, names=list(cases) + ["deep_notebook", "linked"])
+    return dict(grades=grades, table=table, out=out, names=list(cases) + ["deep_notebook", "linked"], scratch=scratch)
 
 
 def test_every_hostile_submission_gets_a_row_and_the_class_its_files(hostile):
@@ -415,6 +418,12 @@ def test_a_disk_burst_fails_inside_the_sandbox_with_enospc(hostile, name):
     executed = (hostile["out"] / "executed" / f"{name}.ipynb").read_text()
     assert "No space left on device" in executed
     assert "disk quota" not in hostile["table"][name]["status"]
+
+
+def test_an_unreadable_folder_neither_escapes_the_quota_nor_the_clean_up(hostile):
+    row = hostile["table"]["chmod_000"]
+    assert "disk quota" in row["status"] and float(row["total"]) == 0, row["status"]
+    assert list(hostile["scratch"].iterdir()) == []  # every private folder removed, the 000 one included
 
 
 def test_updated_displays_stay_inside_the_output_cap(hostile):
