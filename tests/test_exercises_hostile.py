@@ -14,7 +14,6 @@ from __future__ import annotations
 import csv
 import hashlib
 import hmac
-import json
 import os
 import stat
 import subprocess
