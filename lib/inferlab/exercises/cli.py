@@ -214,9 +214,9 @@ def add_commands(sub) -> None:
     p.add_argument("--max-output-mb", type=_positive(float, "--max-output-mb", 1024), default=2,
                    help="notebook output kept per submission; the rest is dropped (default 2 MB)")
     p.add_argument("--max-disk-mb", type=_positive(float, "--max-disk-mb", 100_000), default=256,
-                   help="disk quota per submission: the size of its /tmp (a tmpfs, held in RAM: a write past it "
-                        "fails), and the bytes its own folder may hold (over it, or over 10,000 files, the run is "
-                        "killed) (default 256 MB)")
+                   help="disk quota per submission: the size of each of its writable folders, /home/student (where "
+                        "the notebook runs) and /tmp (tmpfs, held in RAM: a write past it fails with ENOSPC) "
+                        "(default 256 MB)")
     p.add_argument("--no-sandbox", action="store_true",
                    help="run the notebooks with your own rights (trusted notebooks only; prints a warning)")
     p.add_argument("--quiet", action="store_true", help="print nothing but errors")

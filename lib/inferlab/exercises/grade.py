@@ -33,6 +33,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -42,14 +43,13 @@ from inferlab.exercises import sandbox as sb
 from inferlab.exercises import cgroup, seccomp
 from inferlab.exercises.core import SECTIONS, exercises, get, variant
 from inferlab.exercises.key import DEFAULT_KEY_PATH
-from inferlab.exercises.safeio import (UnsafeFile, cell, loads_bounded, one_line, read_regular,
-                                         read_tail)
+from inferlab.exercises.safeio import FrameReader, UnsafeFile, cell, loads_bounded, one_line, read_regular
 from inferlab.exercises.student import CHECK_RE, ID_RE
 
 # Code that reaches into the checker instead of computing the answer; flagged for the instructor.
 SUSPICIOUS = re.compile(r"\.solve\b|\.expected\(|_EXPECTED|known_mistakes|solution_source|INFERLAB_CHECK_LOG")
 GRACE_S = 30  # beyond the notebook limit, for kernel start and shutdown, before the sandbox is killed
-DISK_POLL_S = 0.25  # how often the grader measures a running sandbox's writable folders (disk quota)
+DISK_FULL = "disk full: a write to /home/student, /tmp or /dev/shm failed (No space left on device)"
 MAX_NOTEBOOK_BYTES = 20 * 10**6
 MAX_REPORT_BYTES = 5 * 10**6
 MAX_ANSWER_CHARS = 20_000
@@ -216,26 +216,30 @@ def execute(notebook: Path, *, plan, sandbox: bool, limits: sb.Limits, cell_time
             reason = f"submission not read: {exc.strerror if isinstance(exc, OSError) and exc.strerror else exc}"
             return {"start_error": reason, "answers": {}, "problems": [reason]}
         (work / "submission.ipynb").write_bytes(data)
-        inside = Path(sb.HOME) if sandbox else work
+        inside = Path(sb.INPUT) if sandbox else work
         uid = sb.sandbox_uid(slot) if sandbox else 0
-        args = {"notebook": str(inside / "submission.ipynb"), "report": str(inside / "report.json"),
-                "executed": str(inside / "executed.ipynb"), "plan": plan, "cell_timeout": cell_timeout,
-                "time_limit": time_limit, "kernel": kernel_name, "uid": uid,
+        result_read, result_write = os.pipe()
+        log_read, log_write = os.pipe()
+        for fd in (result_read, log_read):
+            os.set_inheritable(fd, False)
+        args = {"notebook": str(inside / "submission.ipynb"), "result_fd": result_write, "plan": plan,
+                "cell_timeout": cell_timeout, "time_limit": time_limit, "kernel": kernel_name, "uid": uid,
                 "limits": dict(limits.as_dict(), cpu_s=min(limits.cpu_s, time_limit + GRACE_S),
                                processes=_process_limit(limits.processes, uid, sandbox))}
         (work / "args.json").write_text(json.dumps(args))
-        if uid:
+        if uid:  # readable by the sandbox's uid (bound read-only: it cannot change them)
             for p in [work, *work.iterdir()]:
                 os.chown(p, uid, uid)
-        fds = []
+        fds = [result_write, log_write]
         if sandbox:
             program = seccomp.program()
+            seccomp_fd = None
             if program:
-                read_end, write_end = os.pipe()
+                seccomp_fd, write_end = os.pipe()
                 os.write(write_end, program)  # a few hundred bytes: fits the pipe's buffer
                 os.close(write_end)
-                fds.append(read_end)
-            cmd = sb.command(work, str(inside / "args.json"), limits, seccomp_fd=fds[0] if fds else None)
+                fds.append(seccomp_fd)
+            cmd = sb.command(work, str(inside / "args.json"), limits, seccomp_fd=seccomp_fd)
             env = sb.environment()
         else:
             runner = Path(__file__).resolve().parent / "sandbox_runner.py"
@@ -247,25 +251,37 @@ def execute(notebook: Path, *, plan, sandbox: bool, limits: sb.Limits, cell_time
                 enter = functools.partial(cgroup.enter, cg_path)
             except OSError as exc:
                 problems.append(f"no cgroup for this run ({exc.strerror or exc}): rlimits only")
+        results = FrameReader({"report.json": MAX_REPORT_BYTES,
+                               "executed.ipynb": MAX_NOTEBOOK_BYTES + limits.output_bytes * 2})
+        log_tail = bytearray()
+        readers = [threading.Thread(target=_drain, args=(result_read, results.feed), daemon=True),
+                   threading.Thread(target=_drain, args=(log_read, functools.partial(_keep_tail, log_tail, 400)),
+                                    daemon=True)]
         try:
-            with open(work / "runner.log", "wb") as log:
-                proc = subprocess.Popen(cmd, env=env, cwd=work, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                                        start_new_session=True, pass_fds=fds, preexec_fn=enter)
+            proc = subprocess.Popen(cmd, env=env, cwd=work, stdin=subprocess.DEVNULL, stdout=log_write,
+                                    stderr=log_write, start_new_session=True, pass_fds=fds, preexec_fn=enter)
+        except BaseException:
+            for fd in (result_read, log_read):
+                os.close(fd)
+            raise
         finally:
             for fd in fds:
                 os.close(fd)
-        problem = _watch(proc, work, time_limit + GRACE_S, limits)
+        for t in readers:  # each closes its end at the end of the stream
+            t.start()
+        problem = _watch(proc, time_limit + GRACE_S)
         if problem:
             _kill(proc)
             proc.wait()
             problems.append(problem)
+        for t in readers:  # the sandbox is gone (its PID namespace with it): both streams are at their end
+            t.join(timeout=30)
         if cg_path is not None:
             killed = cgroup.Cgroups.oom_kills(cg_path)
             if killed:
                 problems.append(f"memory limit ({limits.memory_bytes / 1e9:g} GB in all, cgroup memory.max) hit: "
                                 f"{killed} process(es) killed")
-        report = _collect_outputs(work, proc.returncode, executed_path,
-                                  MAX_NOTEBOOK_BYTES + limits.output_bytes * 2)
+        report = _collect_outputs(results, proc.returncode, executed_path, bytes(log_tail))
     finally:
         _remove(work)
         if cg_path is not None:
@@ -287,48 +303,49 @@ def _read_submission(notebook: Path) -> bytes:
         os.close(dir_fd)
 
 
-def _collect_outputs(work: Path, exit_status, executed_path: Path | None, executed_bytes: int) -> dict:
-    """The runner's report (sanitised), the executed notebook copied to `executed_path`, and the log's last
-    line, each read through a descriptor of the work folder without following links (`safeio`). A link,
-    fifo, device, hard link or oversize file among them sets `invalid_output` (the run is not scored)."""
-    invalid = []
-    dir_fd = os.open(work, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+def _drain(fd: int, feed) -> None:
+    """Read the pipe `fd` to its end, handing each chunk to `feed`; close it."""
     try:
-        report, reason = None, "no report"
+        while True:
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                return
+            feed(chunk)
+    except OSError:
+        return
+    finally:
+        os.close(fd)
+
+
+def _keep_tail(tail: bytearray, limit: int, chunk: bytes) -> None:
+    tail += chunk
+    del tail[:max(0, len(tail) - limit)]
+
+
+def _collect_outputs(results: FrameReader, exit_status, executed_path: Path | None, log_tail: bytes) -> dict:
+    """The runner's report (sanitised) and executed notebook (written to `executed_path`), as the grader's
+    `FrameReader` kept them from the result pipe (each bounded), and the log's last line. A stream the reader
+    refused (an unknown or oversize record, a header that is not one) sets `invalid_output`: the run is not
+    scored."""
+    report, reason = None, "no report"
+    if "report.json" in results.frames:
         try:
-            value = loads_bounded(read_regular(dir_fd, "report.json", MAX_REPORT_BYTES),
-                                  max_bytes=MAX_REPORT_BYTES, max_depth=MAX_JSON_DEPTH)
+            value = loads_bounded(results.frames["report.json"], max_bytes=MAX_REPORT_BYTES,
+                                  max_depth=MAX_JSON_DEPTH)
             if isinstance(value, dict):
                 report = _sanitise(value)
             else:
                 reason = "a report that is not a JSON object"
-        except FileNotFoundError:
-            pass
-        except UnsafeFile as exc:
-            invalid.append(str(exc))
         except ValueError as exc:
             reason = f"an unreadable report ({str(exc)[:100]})"
-        if executed_path is not None:
-            try:
-                Path(executed_path).write_bytes(read_regular(dir_fd, "executed.ipynb", executed_bytes))
-            except FileNotFoundError:
-                pass
-            except UnsafeFile as exc:
-                invalid.append(str(exc))
-        try:
-            lines = read_tail(dir_fd, "runner.log", 400).decode(errors="replace").strip().splitlines()
-            tail = one_line(lines[-1][:200]) if lines else "no output"
-        except FileNotFoundError:
-            tail = "no output"
-        except UnsafeFile as exc:
-            invalid.append(str(exc))
-            tail = "no output"
-    finally:
-        os.close(dir_fd)
+    if executed_path is not None and "executed.ipynb" in results.frames and results.error is None:
+        Path(executed_path).write_bytes(results.frames["executed.ipynb"])
+    lines = log_tail.decode(errors="replace").strip().splitlines()
+    tail = one_line(lines[-1][:200]) if lines else "no output"
     if report is None:
         report = _sanitise({"start_error": f"the run left {reason} (exit status {exit_status}; {tail})"})
-    if invalid:
-        report["invalid_output"] = "; ".join(invalid)
+    if results.error is not None:
+        report["invalid_output"] = results.error
         report["answers"] = {}
     return report
 
@@ -358,57 +375,14 @@ def _remove(work: Path, tries: int = 100) -> None:
         time.sleep(0.1)
 
 
-def _watch(proc, work: Path, wall_s: float, limits: sb.Limits) -> str | None:
-    """Wait for the run; None when it ends by itself, else why it must be killed: the wall-time limit, or
-    the disk quota (bytes or entries present in its folder, /tmp included, measured every DISK_POLL_S;
-    a run can overshoot by what it writes in one interval, each file capped at `file_bytes`)."""
-    deadline = time.monotonic() + wall_s
-    while True:
-        try:
-            proc.wait(timeout=max(0.0, min(DISK_POLL_S, deadline - time.monotonic())))
-            return None
-        except subprocess.TimeoutExpired:
-            pass
-        if time.monotonic() >= deadline:
-            return f"wall-time limit: killed after {wall_s:g} s"
-        used, entries = _disk_usage(work, limits.disk_bytes, limits.disk_files)
-        if used == float("inf"):
-            return "disk quota: a folder the grader cannot measure (too deep or unreadable): killed"
-        if used > limits.disk_bytes:
-            return f"disk quota ({limits.disk_bytes / 1e6:g} MB written) exceeded: killed"
-        if entries > limits.disk_files:
-            return f"disk quota ({limits.disk_files} files) exceeded: killed"
-
-
-def _disk_usage(root: Path, max_bytes: int, max_entries: int) -> tuple:
-    """(bytes, entries) under `root`, without following links; stops counting once past either cap.
-    Bytes are the larger of the size and the blocks allocated (a sparse file counts at its size). A folder
-    that cannot be measured (deeper than the kernel's path limit, or made unreadable) counts as over the
-    quota: (inf, entries). Entries that vanish while counting are skipped."""
-    used = entries = 0
-    stack = [str(root)]
-    while stack:
-        try:
-            it = os.scandir(stack.pop())
-        except FileNotFoundError:
-            continue
-        except OSError:
-            return float("inf"), entries
-        with it:
-            for entry in it:
-                entries += 1
-                try:
-                    st = entry.stat(follow_symlinks=False)
-                except FileNotFoundError:
-                    continue
-                except OSError:
-                    return float("inf"), entries
-                used += max(st.st_size, st.st_blocks * 512)
-                if entry.is_dir(follow_symlinks=False):
-                    stack.append(entry.path)
-                if used > max_bytes or entries > max_entries:
-                    return used, entries
-    return used, entries
+def _watch(proc, wall_s: float) -> str | None:
+    """Wait for the run; None when it ends by itself, else why it must be killed (the wall-time limit).
+    Nothing else needs watching: what a sandbox may write is on its own size-limited tmpfs."""
+    try:
+        proc.wait(timeout=wall_s)
+        return None
+    except subprocess.TimeoutExpired:
+        return f"wall-time limit: killed after {wall_s:g} s"
 
 
 def _process_limit(processes: int, uid: int, sandbox: bool) -> int:
@@ -457,7 +431,7 @@ def _causes(report: dict, cell_timeout: float, time_limit: float, limits: sb.Lim
     if "MemoryError" in names:
         out.append(f"memory limit ({limits.memory_bytes / 1e9:g} GB of address space) hit: MemoryError")
     if any(e.get("enospc") for e in errors):
-        out.append("disk full: a write to /tmp or /dev/shm failed (No space left on device)")
+        out.append(DISK_FULL)
     if "BlockingIOError" in names or any(e.get("ename") == "OSError" and not e.get("enospc") for e in errors):
         out.append(f"a process could not start (process limit {limits.processes}, or an OS error)")
     if errors:

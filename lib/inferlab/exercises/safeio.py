@@ -76,25 +76,6 @@ def read_regular(dir_fd: int, name: str, limit_bytes: int, *, single_link: bool 
         os.close(fd)
 
 
-def read_tail(dir_fd: int, name: str, tail_bytes: int) -> bytes:
-    """The last `tail_bytes` bytes of a regular file in `dir_fd` (not followed if a link; UnsafeFile)."""
-    fd = None
-    try:
-        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
-            raise UnsafeFile(f"{name} is not a regular file")
-        os.lseek(fd, max(0, st.st_size - tail_bytes), os.SEEK_SET)
-        return os.read(fd, tail_bytes)
-    except FileNotFoundError:
-        raise
-    except OSError as exc:
-        raise UnsafeFile(f"{name} cannot be opened ({exc.strerror})") from None
-    finally:
-        if fd is not None:
-            os.close(fd)
-
-
 def json_depth(data: bytes) -> int:
     """The deepest nesting of [ and { in JSON text (brackets inside strings not counted)."""
     brackets = np.frombuffer(_STRING.sub(b'""', data).translate(None, _NOT_BRACKET), dtype=np.uint8)
@@ -133,3 +114,62 @@ def cell(value) -> str:
     """A CSV cell or a Markdown line a spreadsheet reads as text: one line, no leading formula sign."""
     text = one_line(value)
     return "'" + text if text.lstrip(" ").startswith(FORMULA_START) else text
+
+
+FRAME_MAGIC = b"inferlab-frame"
+_FRAME_HEADER_BYTES = 128
+
+
+class FrameReader:
+    """Parse the runner's result stream as it arrives, with every record bounded before it is kept.
+
+    The stream is a sequence of records, each a header line `inferlab-frame NAME LENGTH\\n` followed by exactly
+    LENGTH bytes. `limits` maps each accepted NAME to its largest LENGTH. A later record of a name replaces
+    the earlier one (the runner re-sends its report after every cell; the last complete one counts); a record
+    cut short by the end of the stream is dropped. Anything else (an unknown name, a length past its limit,
+    a header that is not one, more than `_FRAME_HEADER_BYTES` bytes without a line break) sets `error` and
+    the rest of the stream is read and discarded. Memory held: at most the largest limit plus one header."""
+
+    def __init__(self, limits: dict):
+        self.limits = dict(limits)
+        self.frames: dict = {}
+        self.error: str | None = None
+        self._buf = bytearray()
+        self._name: str | None = None
+        self._length = 0
+
+    def feed(self, data: bytes) -> None:
+        if self.error is not None:
+            return
+        self._buf += data
+        while self.error is None:
+            if self._name is None:
+                end = self._buf.find(b"\n", 0, _FRAME_HEADER_BYTES)
+                if end < 0:
+                    if len(self._buf) >= _FRAME_HEADER_BYTES:
+                        self._fail("a record header that is not one")
+                    return
+                parts = bytes(self._buf[:end]).split(b" ")
+                if len(parts) != 3 or parts[0] != FRAME_MAGIC or not parts[2].isdigit() or len(parts[2]) > 15:
+                    self._fail("a record header that is not one")
+                    return
+                name = parts[1].decode("ascii", "replace")
+                if name not in self.limits:
+                    self._fail(f"an unknown record ({one_line(name)[:40]!r})")
+                    return
+                length = int(parts[2])
+                if length > self.limits[name]:
+                    self._fail(f"{name} larger than {self.limits[name] / 1e6:g} MB")
+                    return
+                del self._buf[:end + 1]
+                self._name, self._length = name, length
+            if len(self._buf) < self._length:
+                return
+            self.frames[self._name] = bytes(self._buf[:self._length])
+            del self._buf[:self._length]
+            self._name = None
+
+    def _fail(self, why: str) -> None:
+        self.error = f"result stream: {why}"
+        self._buf = bytearray()
+        self._name = None

@@ -2,10 +2,13 @@
 
 Each submission runs as `python sandbox_runner.py` inside a bwrap sandbox that
 
-- sees a fresh root: /usr (and the /bin, /lib symlinks), a few files of /etc, the Python installation,
-  the virtual environment and inferlab's source, all read-only; /tmp and /dev/shm as tmpfs of a fixed size
-  (a write past it fails with ENOSPC); its own work folder (a copy of the notebook) read-write at
-  /home/student; nothing else (not the other submissions, not the grades, not $HOME);
+- sees a fresh root, read-only (`--remount-ro /`): /usr (and the /bin, /lib symlinks), a few files of /etc,
+  the Python installation, the virtual environment and inferlab's source, all read-only; the grader's input
+  folder (the copied notebook and the runner's arguments) read-only at INPUT; nothing else (not the other
+  submissions, not the grades, not $HOME). Writable: only /home/student and /tmp (tmpfs of
+  `Limits.disk_bytes` each) and /dev/shm (tmpfs of SHM_BYTES): a write past a tmpfs's size fails with ENOSPC
+  inside the sandbox, and all three vanish with it. Nothing a submission writes lands on the grader's disk:
+  the runner sends its report and executed notebook over a pipe (`sandbox_runner`, `safeio.FrameReader`);
 - has inferlab/exercises replaced by `student_stub` (check without answers: no solution code, no
   expected values);
 - has no network (own network namespace, loopback only, for the kernel's sockets), its own PID, IPC
@@ -14,8 +17,7 @@ Each submission runs as `python sandbox_runner.py` inside a bwrap sandbox that
   outlives the kernel;
 - runs as an unprivileged uid (when the grader is root: 61000 + the job slot, a uid of its own per
   parallel job) under rlimits: address space, CPU seconds, processes, file size; the wall-clock limit
-  and the disk quota of /home/student are the grader's (it measures the folder as the run goes and kills
-  the sandbox), and the notebook's output is capped at a byte budget;
+  is the grader's (it kills the sandbox), and the notebook's output is capped at a byte budget;
 - runs under a seccomp filter (`inferlab.exercises.seccomp`, x86-64): no memfd, no SysV shared memory, no
   new user namespace (and `--disable-userns` on the unprivileged path).
 
@@ -35,6 +37,7 @@ import inferlab
 
 HOME = "/home/student"
 RUNNER = "/opt/inferlab-grader/sandbox_runner.py"
+INPUT = "/opt/inferlab-grader/in"  # the grader's input folder, bound read-only
 BASE_UID = 61000
 SHM_BYTES = 64 * 10**6  # the sandbox's /dev/shm (a tmpfs of this size)
 _ETC = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "passwd", "group", "nsswitch.conf", "hosts",
@@ -50,10 +53,8 @@ class Limits:
     processes: int = 64
     file_bytes: int = 64 * 10**6
     output_bytes: int = 2 * 10**6
-    # Disk quota: the size of the sandbox's /tmp (a tmpfs), and the bytes and entries its own folder may hold,
-    # measured by the grader every DISK_POLL_S; over either, the grader kills the sandbox.
+    # Disk quota: the size of each of the sandbox's two writable tmpfs, /home/student and /tmp (ENOSPC past it).
     disk_bytes: int = 256 * 10**6
-    disk_files: int = 10_000
 
     def as_dict(self) -> dict:
         return {"memory_bytes": self.memory_bytes, "cpu_s": self.cpu_s, "processes": self.processes,
@@ -121,10 +122,12 @@ def sandbox_uid(slot: int) -> int:
     return BASE_UID + slot if os.getuid() == 0 else 0
 
 
-def command(workdir: Path, args_file: str, limits: Limits = Limits(), seccomp_fd: int | None = None) -> list[str]:
-    """The bwrap argv that runs the runner on `args_file` (a path inside the sandbox) in `workdir`: /tmp a tmpfs
-    of `limits.disk_bytes` and /dev/shm one of SHM_BYTES (the kernel refuses a write past them: ENOSPC), and
-    the seccomp filter read from `seccomp_fd` (`inferlab.exercises.seccomp`; the caller passes the fd)."""
+def command(input_dir: Path, args_file: str, limits: Limits = Limits(), seccomp_fd: int | None = None) -> list[str]:
+    """The bwrap argv that runs the runner on `args_file` (a path inside the sandbox, under INPUT) with
+    `input_dir` bound read-only at INPUT; /home/student (the working folder) and /tmp tmpfs of
+    `limits.disk_bytes` each and /dev/shm one of SHM_BYTES (the kernel refuses a write past them: ENOSPC), the
+    rest of the root read-only, and the seccomp filter read from `seccomp_fd` (`inferlab.exercises.seccomp`;
+    the caller passes the fd)."""
     bwrap = bwrap_path()
     if not bwrap:
         raise RuntimeError(unavailable_reason())
@@ -176,9 +179,12 @@ def command(workdir: Path, args_file: str, limits: Limits = Limits(), seccomp_fd
         made.add(prefix)
     cmd += parents(Path(HOME)) + parents(Path(RUNNER))
     exercises_dir = Path(__file__).resolve().parent
+    # /home/student: a tmpfs of disk_bytes, writable by the runner's uid (0777: the mount is the sandbox's own).
     cmd += ["--ro-bind", str(exercises_dir / "student_stub"), str(exercises_dir),
             "--ro-bind", str(exercises_dir / "sandbox_runner.py"), RUNNER,
-            "--bind", str(workdir), HOME, "--chdir", HOME,
+            "--ro-bind", str(input_dir), INPUT,
+            "--perms", "0777", "--size", str(int(limits.disk_bytes)), "--tmpfs", HOME,
+            "--remount-ro", "/", "--chdir", HOME,
             "--setenv", "HOME", HOME, "--setenv", "TMPDIR", "/tmp"]
     return cmd + ["--", sys.executable, "-I", RUNNER, args_file]
 

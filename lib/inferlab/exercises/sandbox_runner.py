@@ -9,9 +9,15 @@ inferlab: the sandbox hides the exercises package (and its solutions) behind a s
    whole-notebook deadline, output capped at a byte budget),
 4. after each check cell named in the plan, reads the answer variable from the kernel as JSON
    (a capture cell the grader wrote, not the student), and
-5. writes report.json and executed.ipynb beside the notebook.
+5. sends its report (after every cell) and, at the end, the executed notebook to the grader over the pipe
+   `args["result_fd"]` (records `inferlab-frame NAME LENGTH\n` + LENGTH bytes; the grader parses them with
+   every record bounded: `inferlab.exercises.safeio.FrameReader`). Nothing is left on disk for the grader to
+   read: the notebook is read from a read-only bind, the writable folders are tmpfs that vanish with the sandbox.
 
-Nothing here is trusted by the grader: the kernel runs with the same uid and could overwrite the report.
+The pipe is kept from the kernel: it is close-on-exec (the kernel is another program the runner starts), and
+the runner makes itself non-dumpable after dropping privileges, so the kernel (same uid) cannot open it
+through /proc/<runner>/fd. Nothing here is trusted anyway: a kernel that reached the pipe could only forge
+its own answers (equivalent to answering) or send what the grader refuses as that row's "invalid output".
 The grader only takes answers for the exercises whose check cells it found in the submitted file, and
 scores them in its own process against values it computes itself.
 """
@@ -76,6 +82,31 @@ def drop_privileges(uid: int) -> None:
         os.setuid(uid)  # drops every capability as well
 
 
+def hide_from_kernel(result_fd) -> None:
+    """The result pipe is not inherited by the kernel, and this process not inspectable by it (no
+    /proc/<pid>/fd, no ptrace): PR_SET_DUMPABLE 0 (reset for the kernel by its execve)."""
+    if result_fd is not None:
+        os.set_inheritable(int(result_fd), False)
+    try:
+        import ctypes
+        ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE
+    except OSError:
+        pass
+
+
+FRAME_MAGIC = b"inferlab-frame"
+
+
+def send(result_fd, name: str, data: bytes) -> None:
+    """One record on the result pipe (see the module docstring); nothing if the grader is gone."""
+    view = memoryview(FRAME_MAGIC + b" " + name.encode() + b" " + str(len(data)).encode() + b"\n" + data)
+    try:
+        while view:
+            view = view[os.write(int(result_fd), view):]
+    except OSError:
+        pass
+
+
 def set_limits(limits: dict) -> None:
     def cap(which, value):
         if value:
@@ -118,13 +149,14 @@ def main(argv) -> int:
     with open(argv[1], encoding="utf-8") as fh:
         args = json.load(fh)
     drop_privileges(int(args.get("uid") or 0))
+    result_fd = args.get("result_fd")
+    hide_from_kernel(result_fd)
     set_limits(args["limits"])
     report = {"cells": 0, "errors": [], "timeouts": [], "time_limit": False, "kernel_died": False,
               "kernel_exit": None, "start_error": None, "output_truncated": False, "answers": {}}
 
     def save():
-        with open(args["report"], "w", encoding="utf-8") as fh:
-            json.dump(report, fh)
+        send(result_fd, "report.json", json.dumps(report).encode("utf-8", "surrogatepass"))
 
     try:
         import nbformat
@@ -240,11 +272,11 @@ def main(argv) -> int:
                 report["time_limit"] = bool(report["timeouts"]) and time.monotonic() >= deadline
     except Exception as exc:  # kernel failed to start, or nbclient gave up
         report["start_error"] = report["start_error"] or f"execution stopped ({type(exc).__name__}: {str(exc)[:120]})"
+    save()
     try:
-        nbformat.write(nb, args["executed"])
+        send(result_fd, "executed.ipynb", nbformat.writes(nb).encode("utf-8", "surrogatepass"))
     except Exception:
         pass
-    save()
     return 0
 
 
