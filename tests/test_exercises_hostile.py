@@ -25,10 +25,10 @@ import pytest
 from inferlab.exercises import get, variant
 from inferlab.exercises import sandbox as sb
 from inferlab.exercises.core import variant_seed
-from inferlab.exercises.grade import (Grades, Run, Submission, _score_student, _write, assignment_exercises,
-                                      collect, grade)
+from inferlab.exercises.grade import (DISK_FULL, MAX_REPORT_BYTES, Grades, Run, Submission, _collect_outputs,
+                                      _score_student, _write, assignment_exercises, collect, grade)
 from inferlab.exercises.key import InstructorKeyError, create_key, ensure_key, load_key
-from inferlab.exercises.safeio import UnsafeFile, cell, json_depth, loads_bounded, read_regular
+from inferlab.exercises.safeio import FrameReader, UnsafeFile, cell, json_depth, loads_bounded, read_regular
 
 RIGHT = 2.68435456
 POINTS_15_1_2 = 9  # 1 + 1 + 2 + 2 + 3
@@ -164,6 +164,54 @@ def test_an_answer_that_cannot_be_scored_and_a_failed_run_stay_in_their_row():
     assert {d["result"] for d in det} == {"failed"}
 
 
+# The result stream (the runner's report and executed notebook, over a pipe) ------------------------------
+
+def frame(name: str, data: bytes) -> bytes:
+    return b"inferlab-frame " + name.encode() + b" " + str(len(data)).encode() + b"\n" + data
+
+
+def reader(*chunks) -> FrameReader:
+    r = FrameReader({"report.json": 1000, "executed.ipynb": 5000})
+    for c in chunks:
+        r.feed(c)
+    return r
+
+
+def test_frames_are_read_across_chunk_boundaries_and_the_last_complete_report_counts():
+    stream = frame("report.json", b'{"cells": 1}') + frame("report.json", b'{"cells": 2}') + frame("executed.ipynb", b"{}")
+    r = reader(*[stream[i:i + 3] for i in range(0, len(stream), 3)])  # 3-byte chunks: headers split too
+    assert r.error is None and r.frames == {"report.json": b'{"cells": 2}', "executed.ipynb": b"{}"}
+    cut = reader(frame("report.json", b'{"cells": 1}') + frame("report.json", b'{"cells": 2}')[:-3])
+    assert cut.error is None and cut.frames == {"report.json": b'{"cells": 1}'}  # the runner killed mid-record
+
+
+@pytest.mark.parametrize("stream, why", [
+    (frame("report.json", b"x" * 1001), "result stream: report.json larger than 0.001 MB"),
+    (b"inferlab-frame report.json 99999999999999999999\n", "result stream: a record header that is not one"),
+    (frame("../../etc/passwd", b"x"), "result stream: an unknown record ('../../etc/passwd')"),
+    (b"x" * 10**6, "result stream: a record header that is not one"),  # a flood without a line break
+    (b"GET / HTTP/1.1\n", "result stream: a record header that is not one")])
+def test_a_forged_or_flooded_stream_is_refused_with_bounded_memory(stream, why):
+    r = reader(frame("report.json", b"{}"), stream, frame("report.json", b'{"cells": 3}'))
+    assert r.error == why
+    assert len(r._buf) == 0  # nothing kept after the refusal, whatever follows
+    r.feed(b"y" * 10**6)
+    assert len(r._buf) == 0
+
+
+def test_a_refused_stream_is_its_row_s_invalid_output_and_a_deep_report_an_unreadable_one(tmp_path):
+    forged = reader(frame("report.json", b'{"answers": {"15.1.2-ex1": 2.68435456}}'), b"garbage\n")
+    report = _collect_outputs(forged, 0, tmp_path / "executed.ipynb", b"")
+    assert report["invalid_output"] == "result stream: a record header that is not one"
+    assert report["answers"] == {} and not (tmp_path / "executed.ipynb").exists()
+    r = FrameReader({"report.json": MAX_REPORT_BYTES})
+    r.feed(frame("report.json", b"[" * 200_000 + b"]" * 200_000))
+    report = _collect_outputs(r, -9, None, b"line 1\nkilled\n")
+    assert report["start_error"] == ("the run left an unreadable report (JSON nested 200000 deep (at most 64)) "
+                                     "(exit status -9; killed)")
+    assert report["answers"] == {} and "invalid_output" not in report
+
+
 # Formula-safe exports ---------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("text, safe", [
@@ -293,7 +341,8 @@ ATTACKS = {
     # unshare(CLONE_NEWUSER) needs a single-threaded process: a forked child tries it.
     "user_namespace": LIBC + "pid = os.fork()\nif pid == 0:\n    os._exit(0 if libc.unshare(0x10000000) == 0 else 1)\n"
                       "assert os.waitpid(pid, 0)[1] == 0, 'unshare refused'",
-    # 100 MB in five files of 20 MB (each under the 64 MB file-size limit).
+    # 100 MB in five files of 20 MB (each under the 64 MB file-size limit), into the working folder, /tmp, /dev/shm.
+    "home_burst": "for i in range(5):\n    with open(f'/home/student/burst{i}', 'wb') as fh:\n        fh.write(b'x' * 20 * 10**6)",
     "tmp_burst": "for i in range(5):\n    with open(f'/tmp/burst{i}', 'wb') as fh:\n        fh.write(b'x' * 20 * 10**6)",
     "shm_burst": "for i in range(5):\n    with open(f'/dev/shm/burst{i}', 'wb') as fh:\n        fh.write(b'x' * 20 * 10**6)",
 }
@@ -318,9 +367,19 @@ def hostile(tmp_path_factory):
         "huge_int": notebook("from inferlab.exercises import check",
                              "class Big(int):\n    def __abs__(self):\n        return 0\nex1 = Big(10**400)",
                              'check("15.1.2-ex1", ex1)'),
-        # A report nested too deep for json.loads, left by killing the runner.
+        # A report nested too deep for json.loads, left in the working folder, the runner killed: the grader
+        # reads no file there (only the runner's stream), so the honest answer sent before stands.
         "deep_report": notebook(*HONEST, "open('report.json', 'w').write('[' * 200000 + ']' * 200000)\n"
                                 + KILL_RUNNER),
+        # The runner's result pipe reached through /proc (same uid): refused, the runner is not dumpable.
+        "forge_stream": attack("import os\nppid = os.getppid()\nfor fd in os.listdir(f'/proc/{ppid}/fd'):\n"
+                               "    os.write(os.open(f'/proc/{ppid}/fd/{fd}', os.O_WRONLY), b'garbage\\n')"),
+        # Honest, then 100 MB into its working folder (quota 50 MB): the write fails inside, the answer stays.
+        "honest_then_burst": notebook(*HONEST, "for i in range(5):\n    with open(f'burst{i}', 'wb') as fh:\n"
+                                      "        fh.write(b'x' * 20 * 10**6)"),
+        # A flood on the kernel's inherited stdout and stderr (the runner's log pipe): the grader keeps a tail.
+        "flood_log": notebook(*HONEST, "import os\nfor _ in range(50):\n    os.write(1, b'x' * 10**6)\n"
+                              "    os.write(2, b'y' * 10**6)"),
         # The executed notebook and the log replaced by links to host files, the runner killed.
         "link_executed": notebook(*HONEST, f"import os\nos.remove('executed.ipynb') if os.path.lexists('executed.ipynb') "
                                   f"else None\nos.symlink({str(secret)!r}, 'executed.ipynb')\n" + KILL_RUNNER),
@@ -334,7 +393,7 @@ def hostile(tmp_path_factory):
                                    "hs = [display('x', display_id=True) for _ in range(30)]\n"
                                    "for h in hs:\n    h.update('y' * 400_000)"),
         **{name: attack(code) for name, code in ATTACKS.items()},
-        # 60 MB (over the 50 MB quota) in a folder then made unreadable: the grader's walk cannot skip it.
+        # 60 MB (over the 50 MB quota) in a folder then made unreadable: the tmpfs is full first.
         "chmod_000": attack("import os, time\nos.mkdir('hide')\nfor i in range(6):\n"
                             "    open(f'hide/f{i}', 'wb').write(b'x' * 10**7)\nos.chmod('hide', 0)\ntime.sleep(10)"),
         # A file name that a spreadsheet would run as a formula.
@@ -373,8 +432,11 @@ def test_no_hostile_submission_scores_more_than_the_honest_one(hostile):
 def test_links_out_of_the_sandbox_make_the_row_invalid_output_and_copy_nothing(hostile):
     table, out = hostile["table"], hostile["out"]
     for name in ("link_executed", "link_log", "proc_mem"):
-        assert table[name]["status"].startswith("failed: invalid output"), (name, table[name]["status"])
-        assert float(table[name]["total"]) == 0
+        # Before the working folder became a tmpfs the grader read these files and refused the links
+        # ("failed: invalid output"); now it reads none: the report the runner sent before it was killed counts.
+        assert float(table[name]["total"]) == 1, (name, table[name]["status"])
+        assert not table[name]["status"].startswith("failed"), (name, table[name]["status"])
+    assert not (out / "executed" / "link_executed.ipynb").exists()  # the runner was killed before sending it
     leaked = [str(p) for p in out.rglob("*") if p.is_file() and TOKEN.encode() in p.read_bytes()]
     assert leaked == []
     assert not [p for p in out.rglob("*") if p.is_symlink()]
@@ -383,9 +445,20 @@ def test_links_out_of_the_sandbox_make_the_row_invalid_output_and_copy_nothing(h
 def test_unreadable_inputs_fail_their_own_row(hostile):
     table = hostile["table"]
     assert "unreadable notebook (JSON nested 100001 deep" in table["deep_notebook"]["status"]
-    assert "unreadable report (JSON nested 200000 deep" in table["deep_report"]["status"]
     assert table["linked"]["status"] == "failed: linked.ipynb is a symbolic link"
-    assert hostile["grades"].failed == 4  # linked, and the three links out
+    assert hostile["grades"].failed == 1  # linked
+
+
+def test_a_report_left_in_the_working_folder_is_not_read(hostile):
+    row = hostile["table"]["deep_report"]  # the deep report is the stream's job: see the unit tests above
+    assert float(row["total"]) == 1 and "unreadable report" not in row["status"], row["status"]
+
+
+def test_a_flood_of_the_log_and_a_reach_for_the_result_pipe_only_touch_their_own_row(hostile):
+    table, out = hostile["table"], hostile["out"]
+    assert float(table["flood_log"]["total"]) == 1 and table["flood_log"]["status"] == "ok", table["flood_log"]
+    assert float(table["forge_stream"]["total"]) == 0
+    assert "blocked: PermissionError" in (out / "executed" / "forge_stream.ipynb").read_text()
 
 
 def test_added_check_cells_are_ignored_and_named(hostile):
@@ -410,18 +483,29 @@ def test_the_kernel_refuses_memory_disk_and_namespaces_outside_the_limits(hostil
     assert float(row["total"]) == 0, (name, row["status"])
 
 
-@pytest.mark.parametrize("name", ["tmp_burst", "shm_burst"])
+@pytest.mark.parametrize("name", ["home_burst", "tmp_burst", "shm_burst"])
 def test_a_disk_burst_fails_inside_the_sandbox_with_enospc(hostile, name):
-    # Before issue 20, /tmp was a folder on the grader's disk, measured four times a second: a burst was
-    # written, then the run killed. Now the tmpfs is full first and the write fails; the run goes on.
+    # Before issue 20, /tmp was a folder on the grader's disk, and /home/student until the change after it,
+    # measured four times a second: a burst was written, then the run killed. Now the tmpfs is full first
+    # and the write fails; the run goes on and its outputs come back.
     executed = (hostile["out"] / "executed" / f"{name}.ipynb").read_text()
     assert "No space left on device" in executed
     assert "disk quota" not in hostile["table"][name]["status"]
 
 
+def test_an_honest_notebook_that_fills_its_folder_is_graded_and_told_why(hostile):
+    # The burst cell raises ENOSPC (not caught); the answers before it still come back over the stream.
+    row = hostile["table"]["honest_then_burst"]
+    assert float(row["total"]) == 1, row["status"]
+    with open(hostile["out"] / "details.csv", newline="", encoding="utf-8") as fh:
+        runs = {r["run"] for r in csv.DictReader(fh) if r["student_id"] == "honest_then_burst"}
+    assert runs and all(DISK_FULL in r for r in runs), runs
+
+
 def test_an_unreadable_folder_neither_escapes_the_quota_nor_the_clean_up(hostile):
     row = hostile["table"]["chmod_000"]
-    assert "disk quota" in row["status"] and float(row["total"]) == 0, row["status"]
+    assert float(row["total"]) == 0, row["status"]
+    assert "No space left on device" in (hostile["out"] / "executed" / "chmod_000.ipynb").read_text()
     assert list(hostile["scratch"].iterdir()) == []  # every private folder removed, the 000 one included
 
 
@@ -429,21 +513,6 @@ def test_updated_displays_stay_inside_the_output_cap(hostile):
     executed = hostile["out"] / "executed" / "update_display.ipynb"
     assert executed.stat().st_size < 2 * 10**6  # the 1 MB cap plus the notebook itself
     assert "output limit" in hostile["table"]["update_display"]["status"]
-
-
-def test_a_tree_deeper_than_the_path_limit_counts_as_over_the_quota(tmp_path):
-    from inferlab.exercises.grade import _disk_usage
-    fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
-    name = "d" * 200
-    for _ in range(30):  # 30 * 201 characters: past PATH_MAX (4096)
-        os.mkdir(name, dir_fd=fd)
-        nxt = os.open(name, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
-        os.close(fd)
-        fd = nxt
-    os.close(fd)
-    used, _ = _disk_usage(tmp_path, 10**9, 10**6)
-    assert used == float("inf")
-    assert _disk_usage(tmp_path / ("d" * 200), 10**9, 10**6)[0] == float("inf")
 
 
 # cgroup v2 where the host delegates one (a folder imitating a cgroup tree) ------------------------------------
