@@ -68,13 +68,14 @@ clean:
 # Classroom (see README.md, "For instructors"): student versions of the chapter notebooks, and grading.
 #   make student                                  -> build/student/*.ipynb (solution cells emptied, checks kept)
 #   make student ROSTER=roster.csv ASSIGNMENT=hw1 -> build/student/<student_id>/*.ipynb (each student's variant)
-#   make grade SUBMISSIONS=path/to/dir INSTRUCTOR=chapters/15_1_2_decode.ipynb [ASSIGNMENT=hw1 ROSTER=roster.csv]
-#                                                 -> build/grades/ (each notebook run in a bubblewrap sandbox)
+#   make grade SUBMISSIONS=path/to/dir [INSTRUCTOR=chapters/15_1_2_decode_kv_cache.ipynb ASSIGNMENT=hw1 ROSTER=roster.csv]
+#                                                 -> build/grades/ (each notebook run in a bubblewrap sandbox;
+#                                                    INSTRUCTOR defaults to every chapter notebook, as make student)
 SUBMISSIONS ?= submissions
 GRADE_ARGS ?=
 ROSTER ?=
 ASSIGNMENT ?=
-INSTRUCTOR ?=
+INSTRUCTOR ?= $(wildcard chapters/1*.ipynb)
 CLASS_ARGS := $(if $(ROSTER),--roster $(ROSTER),) $(if $(ASSIGNMENT),--assignment $(ASSIGNMENT),)
 .PHONY: student grade
 

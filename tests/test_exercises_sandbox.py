@@ -247,3 +247,16 @@ def test_the_disk_quota_is_the_size_of_the_working_folder_and_of_tmp(tmp_path):
         assert 19 * 10**6 <= held <= 20 * 10**6, (folder, held)  # the tmpfs's 20 MB, less what else is there
         assert sorted(p.name for p in tmp_path.iterdir()) == ["big.ipynb", "out.ipynb"]
         (tmp_path / "out.ipynb").unlink()
+
+
+def test_the_file_count_of_the_tmpfs_is_watched(tmp_path):
+    """A million empty files (no bytes: the tmpfs size does not stop them, each an inode of kernel memory) in
+    the working folder, then in /dev/shm: the grader counts the tmpfs's inodes and kills the run at the quota."""
+    from inferlab.exercises import grade as grading
+    for folder in (".", "/dev/shm"):
+        many = tmp_path / "many.ipynb"
+        nbformat.write(notebook(f"for i in range(10**6):\n    open(f'{folder}/f{{i}}', 'w').close()"), many)
+        report = grading.execute(many, plan=[], sandbox=True, limits=sb.Limits(disk_files=2000), cell_timeout=120,
+                                 time_limit=120, tmp_root=tmp_path)
+        assert "disk quota (2000 files) exceeded: killed" in report["problems"], (folder, report["problems"])
+        assert list(tmp_path.glob("inferlab-grade-*")) == []

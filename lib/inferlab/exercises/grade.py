@@ -49,6 +49,7 @@ from inferlab.exercises.student import CHECK_RE, ID_RE
 # Code that reaches into the checker instead of computing the answer; flagged for the instructor.
 SUSPICIOUS = re.compile(r"\.solve\b|\.expected\(|_EXPECTED|known_mistakes|solution_source|INFERLAB_CHECK_LOG")
 GRACE_S = 30  # beyond the notebook limit, for kernel start and shutdown, before the sandbox is killed
+DISK_POLL_S = 0.25  # how often the grader counts the files on a running sandbox's tmpfs (Limits.disk_files)
 DISK_FULL = "disk full: a write to /home/student, /tmp or /dev/shm failed (No space left on device)"
 MAX_NOTEBOOK_BYTES = 20 * 10**6
 MAX_REPORT_BYTES = 5 * 10**6
@@ -208,6 +209,7 @@ def execute(notebook: Path, *, plan, sandbox: bool, limits: sb.Limits, cell_time
     runner's report, with `problems` added: each failure or limit hit, with its cause."""
     problems = []
     cg_path = None
+    read_fds, fds = [], []  # pipe ends this call still has to close (on an error before they are handed on)
     work = Path(tempfile.mkdtemp(prefix="inferlab-grade-", dir=tmp_root))
     try:
         try:
@@ -218,10 +220,19 @@ def execute(notebook: Path, *, plan, sandbox: bool, limits: sb.Limits, cell_time
         (work / "submission.ipynb").write_bytes(data)
         inside = Path(sb.INPUT) if sandbox else work
         uid = sb.sandbox_uid(slot) if sandbox else 0
-        result_read, result_write = os.pipe()
-        log_read, log_write = os.pipe()
-        for fd in (result_read, log_read):
-            os.set_inheritable(fd, False)
+        # Pipes from the sandbox (each read to its end by a thread, bounded): the runner's result records, its
+        # log (stdout and stderr), and bwrap's process-id report. Write ends go to the child, then are closed here.
+        results = FrameReader({"report.json": MAX_REPORT_BYTES,
+                               "executed.ipynb": MAX_NOTEBOOK_BYTES + limits.output_bytes * 2})
+        log_tail, info = bytearray(), bytearray()
+        streams = [results.feed, functools.partial(_keep_tail, log_tail, 400)]
+        if sandbox:
+            streams.append(functools.partial(_keep_tail, info, 4096))
+        for _ in streams:
+            r, w = os.pipe()
+            read_fds.append(r)
+            fds.append(w)
+        result_write, log_write = fds[0], fds[1]
         args = {"notebook": str(inside / "submission.ipynb"), "result_fd": result_write, "plan": plan,
                 "cell_timeout": cell_timeout, "time_limit": time_limit, "kernel": kernel_name, "uid": uid,
                 "limits": dict(limits.as_dict(), cpu_s=min(limits.cpu_s, time_limit + GRACE_S),
@@ -230,7 +241,6 @@ def execute(notebook: Path, *, plan, sandbox: bool, limits: sb.Limits, cell_time
         if uid:  # readable by the sandbox's uid (bound read-only: it cannot change them)
             for p in [work, *work.iterdir()]:
                 os.chown(p, uid, uid)
-        fds = [result_write, log_write]
         if sandbox:
             program = seccomp.program()
             seccomp_fd = None
@@ -239,7 +249,7 @@ def execute(notebook: Path, *, plan, sandbox: bool, limits: sb.Limits, cell_time
                 os.write(write_end, program)  # a few hundred bytes: fits the pipe's buffer
                 os.close(write_end)
                 fds.append(seccomp_fd)
-            cmd = sb.command(work, str(inside / "args.json"), limits, seccomp_fd=seccomp_fd)
+            cmd = sb.command(work, str(inside / "args.json"), limits, seccomp_fd=seccomp_fd, info_fd=fds[2])
             env = sb.environment()
         else:
             runner = Path(__file__).resolve().parent / "sandbox_runner.py"
@@ -251,25 +261,17 @@ def execute(notebook: Path, *, plan, sandbox: bool, limits: sb.Limits, cell_time
                 enter = functools.partial(cgroup.enter, cg_path)
             except OSError as exc:
                 problems.append(f"no cgroup for this run ({exc.strerror or exc}): rlimits only")
-        results = FrameReader({"report.json": MAX_REPORT_BYTES,
-                               "executed.ipynb": MAX_NOTEBOOK_BYTES + limits.output_bytes * 2})
-        log_tail = bytearray()
-        readers = [threading.Thread(target=_drain, args=(result_read, results.feed), daemon=True),
-                   threading.Thread(target=_drain, args=(log_read, functools.partial(_keep_tail, log_tail, 400)),
-                                    daemon=True)]
         try:
             proc = subprocess.Popen(cmd, env=env, cwd=work, stdin=subprocess.DEVNULL, stdout=log_write,
                                     stderr=log_write, start_new_session=True, pass_fds=fds, preexec_fn=enter)
-        except BaseException:
-            for fd in (result_read, log_read):
-                os.close(fd)
-            raise
         finally:
-            for fd in fds:
-                os.close(fd)
+            while fds:
+                os.close(fds.pop())
+        readers = [threading.Thread(target=_drain, args=(fd, feed), daemon=True) for fd, feed in zip(read_fds, streams)]
+        read_fds = []
         for t in readers:  # each closes its end at the end of the stream
             t.start()
-        problem = _watch(proc, time_limit + GRACE_S)
+        problem = _watch(proc, time_limit + GRACE_S, limits, info if sandbox else None)
         if problem:
             _kill(proc)
             proc.wait()
@@ -283,6 +285,8 @@ def execute(notebook: Path, *, plan, sandbox: bool, limits: sb.Limits, cell_time
                                 f"{killed} process(es) killed")
         report = _collect_outputs(results, proc.returncode, executed_path, bytes(log_tail))
     finally:
+        for fd in read_fds + fds:
+            os.close(fd)
         _remove(work)
         if cg_path is not None:
             for _ in range(50):  # its processes may still be dying
@@ -375,14 +379,41 @@ def _remove(work: Path, tries: int = 100) -> None:
         time.sleep(0.1)
 
 
-def _watch(proc, wall_s: float) -> str | None:
-    """Wait for the run; None when it ends by itself, else why it must be killed (the wall-time limit).
-    Nothing else needs watching: what a sandbox may write is on its own size-limited tmpfs."""
+def _watch(proc, wall_s: float, limits: sb.Limits, info: bytearray | None = None) -> str | None:
+    """Wait for the run; None when it ends by itself, else why it must be killed: the wall-time limit, or
+    more files than `limits.disk_files` on its tmpfs together (counted every DISK_POLL_S once bwrap has
+    written the sandbox's process id to `info`; a run can overshoot by what it creates in one interval).
+    Bytes need no watching: each writable folder is a tmpfs of a fixed size."""
+    deadline = time.monotonic() + wall_s
+    while True:
+        try:
+            proc.wait(timeout=max(0.0, min(DISK_POLL_S, deadline - time.monotonic())))
+            return None
+        except subprocess.TimeoutExpired:
+            pass
+        if time.monotonic() >= deadline:
+            return f"wall-time limit: killed after {wall_s:g} s"
+        files = _tmpfs_files(info) if info is not None else None
+        if files is not None and files > limits.disk_files:
+            return f"disk quota ({limits.disk_files} files) exceeded: killed"
+
+
+def _tmpfs_files(info: bytearray) -> int | None:
+    """The files (inodes, less each tmpfs's root) on the sandbox's writable tmpfs, by statvfs through
+    /proc/<pid>/root of the process bwrap reported in `info` (None until it has, or once it is gone).
+    statvfs reads counts, never a file: a path the sandbox could redirect would only miscount its own run."""
     try:
-        proc.wait(timeout=wall_s)
+        pid = int(json.loads(bytes(info))["child-pid"])
+    except (ValueError, KeyError, TypeError):
         return None
-    except subprocess.TimeoutExpired:
-        return f"wall-time limit: killed after {wall_s:g} s"
+    used = 0
+    for folder in sb.WRITABLE:
+        try:
+            st = os.statvfs(f"/proc/{pid}/root{folder}")
+        except OSError:
+            return None
+        used += max(0, st.f_files - st.f_ffree - 1)
+    return used
 
 
 def _process_limit(processes: int, uid: int, sandbox: bool) -> int:

@@ -38,6 +38,7 @@ import inferlab
 HOME = "/home/student"
 RUNNER = "/opt/inferlab-grader/sandbox_runner.py"
 INPUT = "/opt/inferlab-grader/in"  # the grader's input folder, bound read-only
+WRITABLE = (HOME, "/tmp", "/dev/shm")  # the sandbox's only writable folders, each a tmpfs
 BASE_UID = 61000
 SHM_BYTES = 64 * 10**6  # the sandbox's /dev/shm (a tmpfs of this size)
 _ETC = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "passwd", "group", "nsswitch.conf", "hosts",
@@ -53,8 +54,11 @@ class Limits:
     processes: int = 64
     file_bytes: int = 64 * 10**6
     output_bytes: int = 2 * 10**6
-    # Disk quota: the size of each of the sandbox's two writable tmpfs, /home/student and /tmp (ENOSPC past it).
+    # Disk quota: the size of each of the sandbox's two writable tmpfs, /home/student and /tmp (ENOSPC past it),
+    # and the files (inodes) the three tmpfs may hold together: bwrap cannot size a tmpfs's inode count, so the
+    # grader counts them every DISK_POLL_S and kills the run past it.
     disk_bytes: int = 256 * 10**6
+    disk_files: int = 10_000
 
     def as_dict(self) -> dict:
         return {"memory_bytes": self.memory_bytes, "cpu_s": self.cpu_s, "processes": self.processes,
@@ -122,12 +126,14 @@ def sandbox_uid(slot: int) -> int:
     return BASE_UID + slot if os.getuid() == 0 else 0
 
 
-def command(input_dir: Path, args_file: str, limits: Limits = Limits(), seccomp_fd: int | None = None) -> list[str]:
+def command(input_dir: Path, args_file: str, limits: Limits = Limits(), seccomp_fd: int | None = None,
+            info_fd: int | None = None) -> list[str]:
     """The bwrap argv that runs the runner on `args_file` (a path inside the sandbox, under INPUT) with
     `input_dir` bound read-only at INPUT; /home/student (the working folder) and /tmp tmpfs of
     `limits.disk_bytes` each and /dev/shm one of SHM_BYTES (the kernel refuses a write past them: ENOSPC), the
     rest of the root read-only, and the seccomp filter read from `seccomp_fd` (`inferlab.exercises.seccomp`;
-    the caller passes the fd)."""
+    the caller passes the fd). With `info_fd`, bwrap writes the sandbox's first process id there as JSON
+    (`{"child-pid": N}`): the grader counts the files of the tmpfs through /proc/N/root (`WRITABLE`)."""
     bwrap = bwrap_path()
     if not bwrap:
         raise RuntimeError(unavailable_reason())
@@ -141,6 +147,8 @@ def command(input_dir: Path, args_file: str, limits: Limits = Limits(), seccomp_
         cmd += ["--unshare-user", "--disable-userns"]
     if seccomp_fd is not None:
         cmd += ["--seccomp", str(seccomp_fd)]
+    if info_fd is not None:
+        cmd += ["--info-fd", str(info_fd)]
     cmd += ["--ro-bind", "/usr", "/usr"]
     for top in ("bin", "lib", "lib32", "lib64", "libx32", "sbin"):
         p = Path("/") / top
