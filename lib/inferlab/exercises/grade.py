@@ -9,8 +9,9 @@ cells it found in the submitted file itself, and scores them in its own process 
 (for the student's variant when an assignment is given). The notebook's own `check` output, its prints and
 any file it writes play no part in the score. Exercises without a check cell in the submission score 0.
 
-What a run leaves is read through a descriptor of its folder without following links (`safeio`); a link,
-fifo, device or oversize file there makes the row `failed: invalid output`. Every failure of one submission
+The grader reads no file a run leaves: the runner sends its report and executed notebook over a pipe, in
+records the grader parses with each one bounded (`safeio.FrameReader`); a stream that is not such records
+makes the row `failed: invalid output`. The submitted file is read without following links (`safeio`). Every failure of one submission
 (refused, unreadable, invalid output, an error of the grader itself) is that student's row: the files are
 always written for the whole class (`Grades.failed` counts the failed rows).
 

@@ -1,16 +1,18 @@
 """Reading what an untrusted submission leaves behind, and writing what an instructor opens.
 
-Three guards, each a pure function or a small wrapper around one system call:
+Four guards, each a pure function, a small wrapper around one system call, or a small parser:
 
 - `read_regular(dir_fd, name, limit_bytes)`: the bytes of the file `name` in the folder open as `dir_fd`,
   opened with O_NOFOLLOW | O_NONBLOCK (a symbolic link is refused by the kernel, a fifo does not block),
   then checked with fstat on the open descriptor: a regular file, one hard link, at most `limit_bytes`.
-  Anything else raises `UnsafeFile` with the reason. A submission that replaces its report or executed
-  notebook by a link to a host file therefore gets that refusal, never the host file's contents.
+  Anything else raises `UnsafeFile` with the reason (the grader reads the submitted files this way: a
+  submission that is a link to a host file gets that refusal, never the host file's contents).
 - `loads_bounded(data, max_bytes, max_depth)`: JSON with its size, nesting depth and numbers bounded
   before Python's parser sees it: deeper than `max_depth` is refused (no RecursionError), integers
   longer than `MAX_INT_DIGITS` digits become `inf` (scored as "not a finite number"), never an
   OverflowError or the 4300-digit ValueError of int().
+- `FrameReader(limits)`: the runner's result stream (report, executed notebook) parsed as it arrives,
+  every record checked against its name's size limit before its bytes are kept (see the class).
 - `cell(text)`: one value for a CSV cell or a Markdown line, neutralised against spreadsheet formulas
   (a leading `=`, `+`, `-`, `@`, tab or carriage return gets a `'` in front, the convention spreadsheets
   read as "text") and against line breaks (every one becomes a space); it always encodes as UTF-8.
