@@ -16,6 +16,7 @@ import csv
 import hashlib
 import os
 import signal
+import subprocess
 import time
 from pathlib import Path
 
@@ -260,3 +261,30 @@ def test_the_file_count_of_the_tmpfs_is_watched(tmp_path):
                                  time_limit=120, tmp_root=tmp_path)
         assert "disk quota (2000 files) exceeded: killed" in report["problems"], (folder, report["problems"])
         assert list(tmp_path.glob("inferlab-grade-*")) == []
+
+
+def test_a_file_count_that_cannot_be_read_is_reported_not_silent(monkeypatch):
+    """bwrap reported a process id whose /proc/<pid>/root cannot be read: the run is not killed for files,
+    but its problems say the file quota was not watched."""
+    from inferlab.exercises import grade as grading
+    monkeypatch.setattr(grading, "DISK_POLL_S", 0.01)
+    proc = subprocess.Popen(["sleep", "60"])
+    unwatched = []
+    try:
+        why = grading._watch(proc, 2, sb.Limits(disk_files=1), bytearray(b'{"child-pid": 999999999}'), unwatched)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert why == "wall-time limit: killed after 2 s"
+    assert unwatched == ["file quota not watched: the sandbox's /proc/<pid>/root could not be read"]
+    # The grader's own pid and its /tmp (more than one file on it): readable, counted, over a quota of 1.
+    monkeypatch.setattr(sb, "WRITABLE", ("/tmp",))
+    read = []
+    proc = subprocess.Popen(["sleep", "60"])
+    try:
+        why = grading._watch(proc, 30, sb.Limits(disk_files=1), bytearray(f'{{"child-pid": {os.getpid()}}}'.encode()),
+                             read)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert why == "disk quota (1 files) exceeded: killed" and read == []

@@ -272,7 +272,7 @@ def execute(notebook: Path, *, plan, sandbox: bool, limits: sb.Limits, cell_time
         read_fds = []
         for t in readers:  # each closes its end at the end of the stream
             t.start()
-        problem = _watch(proc, time_limit + GRACE_S, limits, info if sandbox else None)
+        problem = _watch(proc, time_limit + GRACE_S, limits, info if sandbox else None, problems)
         if problem:
             _kill(proc)
             proc.wait()
@@ -380,23 +380,35 @@ def _remove(work: Path, tries: int = 100) -> None:
         time.sleep(0.1)
 
 
-def _watch(proc, wall_s: float, limits: sb.Limits, info: bytearray | None = None) -> str | None:
+def _watch(proc, wall_s: float, limits: sb.Limits, info: bytearray | None = None,
+           unwatched: list | None = None) -> str | None:
     """Wait for the run; None when it ends by itself, else why it must be killed: the wall-time limit, or
     more files than `limits.disk_files` on its tmpfs together (counted every DISK_POLL_S once bwrap has
     written the sandbox's process id to `info`; a run can overshoot by what it creates in one interval).
-    Bytes need no watching: each writable folder is a tmpfs of a fixed size."""
+    Bytes need no watching: each writable folder is a tmpfs of a fixed size. If the count could not be read
+    at any of ten or more polls, `unwatched` (a list) gets why, for the run's problems."""
     deadline = time.monotonic() + wall_s
-    while True:
-        try:
-            proc.wait(timeout=max(0.0, min(DISK_POLL_S, deadline - time.monotonic())))
-            return None
-        except subprocess.TimeoutExpired:
-            pass
-        if time.monotonic() >= deadline:
-            return f"wall-time limit: killed after {wall_s:g} s"
-        files = _tmpfs_files(info) if info is not None else None
-        if files is not None and files > limits.disk_files:
-            return f"disk quota ({limits.disk_files} files) exceeded: killed"
+    polls = counted = 0
+    try:
+        while True:
+            try:
+                proc.wait(timeout=max(0.0, min(DISK_POLL_S, deadline - time.monotonic())))
+                return None
+            except subprocess.TimeoutExpired:
+                pass
+            if time.monotonic() >= deadline:
+                return f"wall-time limit: killed after {wall_s:g} s"
+            if info is None:
+                continue
+            polls += 1
+            files = _tmpfs_files(info)
+            if files is not None:
+                counted += 1
+                if files > limits.disk_files:
+                    return f"disk quota ({limits.disk_files} files) exceeded: killed"
+    finally:
+        if unwatched is not None and polls >= 10 and counted == 0:
+            unwatched.append("file quota not watched: the sandbox's /proc/<pid>/root could not be read")
 
 
 def _tmpfs_files(info: bytearray) -> int | None:
