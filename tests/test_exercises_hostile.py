@@ -2,7 +2,7 @@
 bounded parsing, a maximum fixed by the assignment, formula-safe exports, secret variants.
 
 The first half tests the pieces without a sandbox (bounded JSON, reading without following links, the
-neutralised cells, the export writer, the instructor key). The second half grades one hostile class in the
+runner's result stream forged or flooded, the neutralised cells, the export writer, the instructor key). The second half grades one hostile class in the
 bubblewrap sandbox (one `grade` call) and checks that every student gets a row, that no host file reaches
 the output, and that the maximum stays the assignment's.
 
