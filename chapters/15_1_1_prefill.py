@@ -74,6 +74,9 @@ Markdown(f"**Scenario:** {MODEL.name} ({MODEL.n_params / 1e9:.2f} B parameters, 
 # simplified MLP ($f = 4d$, two matrices, as in GPT) where the real Llama-2 has a gated MLP of
 # three $d \times 13{,}824$ matrices; the two hold almost the same number of parameters, so the
 # registry checks the book against the real architecture. The book's inputs:
+#
+# Each table of the book's numbers shows the book's value, ours, the verdict and the band that
+# decided it; all verdicts follow [one rule](../ERRATA.md#the-verdict-rule).
 
 # %%
 reader.claims("15.1.1", "c..h", "l")

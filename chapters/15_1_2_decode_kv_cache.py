@@ -70,6 +70,9 @@ Markdown(f"**Scenario:** {MODEL.name} on one {GPU.name} ({GPU.hbm_bytes_per_s / 
 # The subsection opens with a scene: an H100 with 3.3 TB/s of bandwidth, 5% busy, producing a
 # token every 80 ms. Those are anecdote, not derivation, so the registry records them as
 # unchecked; the roofline says what a memory-bound step actually leaves for compute.
+#
+# Each table of the book's numbers shows the book's value, ours, the verdict and the band that
+# decided it; all verdicts follow [one rule](../ERRATA.md#the-verdict-rule).
 
 # %%
 reader.claims("15.1.2", "a..c")

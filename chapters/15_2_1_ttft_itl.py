@@ -77,6 +77,9 @@ show_formulas("15.2.1")
 # The subsection's opening paragraphs restate the intensities of
 # [15.1.1](15_1_1_prefill.ipynb) and [15.1.2](15_1_2_decode_kv_cache.ipynb) and the H100's two
 # ceilings:
+#
+# Each table of the book's numbers shows the book's value, ours, the verdict and the band that
+# decided it; all verdicts follow [one rule](../ERRATA.md#the-verdict-rule).
 
 # %%
 reader.claims("15.2.1", "a..h")

@@ -95,6 +95,9 @@ assert FIT or memory.max_batch(MODEL, GPU, CONTEXT, PREC) == int(ratio * b_star 
 # %% [markdown]
 # The subsection's opening: a team at 30% utilization, and the 26 GB of weights that one step
 # reads whether it serves one sequence or thirty-two.
+#
+# Each table of the book's numbers shows the book's value, ours, the verdict and the band that
+# decided it; all verdicts follow [one rule](../ERRATA.md#the-verdict-rule).
 
 # %%
 reader.claims("15.2.2", "a..d")
