@@ -42,7 +42,7 @@ from IPython.display import Markdown
 
 from inferlab import Precision, costs, latency, memory, plots, reader, roofline, tables
 from inferlab.notebook import show_formulas, verdict_summary
-from inferlab.units import GB, GiB, MS, bytes_per_element
+from inferlab.units import GB, MS, bytes_per_element
 
 # %% [markdown]
 # ## What if?
@@ -177,18 +177,21 @@ reader.claims("15.1.2", "k..v")
 # <!-- equation: eq-max-batch -->
 # $$B_\text{max} = \left\lfloor \frac{\text{capacity} - M_\text{weights}}{C_\text{kv}(S)} \right\rfloor.$$
 #
-# Which capacity? Datasheets print "80 GB"; the memory itself is binary (an H100 80GB reports
-# 81,559 MiB to CUDA, 85.5 × 10⁹ bytes). The library, like the book, counts the datasheet's number
-# as 10⁹-byte GB (`data/accelerators.toml`); bandwidths and FLOP/s are decimal either way. The
-# cell shows what the binary reading would change.
+# Which capacity? Datasheets print a round number of GB; the memory itself is binary, and the
+# device reports more bytes than the datasheet's 10⁹-byte GB. The library, like the book, sizes with
+# the datasheet's number (`data/accelerators.toml`); bandwidths and FLOP/s are decimal either way.
+# The cell computes $B_\text{max}$ with both, each under its own label.
 
 # %%
-capacity = GPU.memory_bytes
+capacity = GPU.memory_bytes                 # datasheet, 10^9-byte GB: the book's and the library's
+reported = GPU.reported_memory_bytes        # what the device reports to CUDA (None where not recorded)
 b_max_dec = int((capacity - weight_bytes) // kv_bytes_per_seq) if capacity > weight_bytes else 0   # Eq. (max-batch)
-b_max_bin = int((capacity / GB * GiB - weight_bytes) // kv_bytes_per_seq) if capacity / GB * GiB > weight_bytes else 0
-print(f"B_max = ({capacity / GB:.0f} GB - {weight_bytes / GB:.2f} GB) / {kv_bytes_per_seq / GB:.3f} GB = {b_max_dec}"
-      f"   (library: {memory.max_batch(MODEL, GPU, CONTEXT, PREC) if not FIT else 'does not fit'});"
-      f" with {capacity / GB:.0f} GiB instead: {b_max_bin}")
+print(f"B_max(datasheet) = ({capacity / GB:.0f} GB - {weight_bytes / GB:.2f} GB) / {kv_bytes_per_seq / GB:.3f} GB "
+      f"= {b_max_dec}   (library: {memory.max_batch(MODEL, GPU, CONTEXT, PREC) if not FIT else 'does not fit'})")
+if reported:
+    b_max_rep = int((reported - weight_bytes) // kv_bytes_per_seq) if reported > weight_bytes else 0
+    print(f"B_max(reported) = ({reported / 2**20:,.0f} MiB = {reported / GB:.2f} GB - {weight_bytes / GB:.2f} GB) "
+          f"/ {kv_bytes_per_seq / GB:.3f} GB = {b_max_rep}")
 assert FIT or b_max_dec == memory.max_batch(MODEL, GPU, CONTEXT, PREC)  # the formula is the library's
 
 # %%

@@ -39,6 +39,7 @@ from IPython.display import Markdown
 
 from inferlab import Precision, figures, latency, memory, plots, reader
 from inferlab.notebook import show_formulas, verdict_summary
+from inferlab.headroom import VLLM_DEFAULT_UTILISATION, headroom_fit
 from inferlab.units import GB, MS, bytes_per_element
 
 # %% [markdown]
@@ -200,15 +201,20 @@ Markdown(
 # parallelism ([Pope et al. 2022](../book/references.md#pope2022) discuss the layouts).
 
 # %%
-budget = memory.memory_budget("llama-2-70b", "h100-sxm", 32, 2048, PREC, tp=2)
-spare = budget.free_bytes
+fit70 = headroom_fit("llama-2-70b", "h100-sxm", batch=32, seq_len=2048, precision=PREC, tp=2)
+free_ds, free_rep = fit70.free_bytes("datasheet"), fit70.free_bytes("reported")
+vllm_batch = fit70.max_batch_at_utilisation(VLLM_DEFAULT_UTILISATION)
 Markdown(
-    f"Llama-2 70B, $B$ = 32, $S$ = 2,048, TP = 2, per H100: weights {budget.weight_bytes / GB:.2f} GB, KV cache "
-    f"{budget.kv_bytes / GB:.2f} GB, left {spare / GB:.2f} GB. On paper it "
-    + ("fits" if budget.fits else "does not fit")
-    + f"; in practice {spare / 1e6:,.0f} MB must also hold the activations of a step, the CUDA context (several "
-    "hundred MB per process) and the allocator's reserve, so a real server would not start this batch: plan for "
-    "a few GB of headroom, i.e. a smaller batch or TP = 4.")
+    f"Llama-2 70B, $B$ = 32, $S$ = 2,048, TP = 2, per H100: weights {fit70.weight_bytes / GB:.2f} GB, KV cache "
+    f"{fit70.kv_bytes / GB:.2f} GB, together {fit70.used_bytes / GB:.2f} GB. On paper it "
+    + ("fits" if free_ds >= 0 else "does not fit")
+    + f": {free_ds / GB:.2f} GB left at the datasheet's {fit70.datasheet_bytes / GB:.0f} GB (the book's convention), "
+    f"{free_rep / GB:.2f} GB at the {fit70.reported_bytes / 2**20:,.0f} MiB the device reports. Whether a server "
+    "starts it depends on one number, the headroom it keeps for activations, the CUDA context and the "
+    f"allocator: **it starts the batch of 32 when that headroom is at most {free_rep / GB:.2f} GB per GPU**, "
+    f"and not otherwise. vLLM's default (`gpu_memory_utilization` = {VLLM_DEFAULT_UTILISATION:g}) keeps "
+    f"{(1 - VLLM_DEFAULT_UTILISATION) * fit70.reported_bytes / GB:.2f} GB, more than that, so there the "
+    f"largest batch is {vllm_batch}; the erratum boxes below (15.2.2-ah, -ai) give the same two numbers.")
 
 # %%
 reader.claims("15.2.2", "r..u", "ae..an")

@@ -123,6 +123,26 @@ def claims(section: str, *spans: str) -> None:
         display(Errata(chosen))
 
 
+def book_says(claim_id: str) -> str:
+    """The book's value of one registry claim as printed, with its unit ("1024 FLOP/byte"): the only
+    way a page attributes a number to the book (tests/test_named_quantities.py checks the rest)."""
+    section, _, letter = claim_id.partition("-")
+    return select(section, letter)[0].book_text
+
+
+def book_input(claim_id: str, name: str):
+    """One input of the book's own arithmetic for a claim (its `own` or `method` inputs in
+    data/claims.toml), e.g. book_input("15.1.1-m", "params") -> 13e9."""
+    from inferlab.claims.registry import load_registry
+    for claim in load_registry().claims:
+        if claim.id == claim_id:
+            for call in (claim.own, claim.method):
+                if call is not None and name in call.inputs:
+                    return call.inputs[name]
+            raise ValueError(f"claim {claim_id} has no book input {name!r}")
+    raise ValueError(f"no claim {claim_id!r} in the registry")
+
+
 def claims_table(section: str, *spans: str) -> ClaimsTable:
     return ClaimsTable(select(section, *spans))
 
