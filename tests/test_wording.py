@@ -30,6 +30,8 @@ def test_best_only_when_the_margin_beats_the_uncertainty():
     assert not ranking({"a": 1.105, "b": 1.0}, 0.05).decided
     assert ranking({"a": 1.106, "b": 1.0}, 0.05).decided
     assert ranking({"only": 3.0}, 0.05).decided
+    zero = ranking({"a": 2.0, "b": 0.0}, 0.05)  # a deployment that meets the SLO at no rate
+    assert zero.decided and zero.sentence() == "a is best; b, the next, scores zero"
     with pytest.raises(ValueError, match="rel_uncertainty"):
         ranking({"a": 1.0, "b": 2.0}, -0.1)
     with pytest.raises(ValueError, match="value of 'b'"):

@@ -55,6 +55,8 @@ class Ranking:
         if self.runner_up is None:
             return f"{self.leader} is the only one"
         u = f"each value ±{self.rel_uncertainty:.0%}"
+        if self.decided and math.isinf(self.margin):
+            return f"{self.leader} is best; {self.runner_up}, the next, scores zero"
         if self.decided:
             return f"{self.leader} is best, {self.margin:.0%} ahead of {self.runner_up} ({u})"
         return (f"{self.leader} and {self.runner_up} are tied within their uncertainty "
@@ -62,14 +64,15 @@ class Ranking:
 
 
 def ranking(values: dict, rel_uncertainty: float) -> Ranking:
-    """Rank `values` ({label: value}, larger is better); see `Ranking.decided` for the rule."""
+    """Rank `values` ({label: value >= 0}, larger is better); see `Ranking.decided` for the rule."""
     if not values:
         raise ValueError("values must name at least one candidate; got none")
     positive_float("rel_uncertainty", rel_uncertainty, allow_zero=True, maximum=0.5)
     for label, v in values.items():
-        positive_float(f"value of {label!r}", v)
+        positive_float(f"value of {label!r}", v, allow_zero=True)
     order = sorted(values, key=lambda k: values[k], reverse=True)
     if len(order) == 1:
         return Ranking(order[0], None, math.inf, float(rel_uncertainty))
     first, second = order[0], order[1]
-    return Ranking(first, second, values[first] / values[second] - 1, float(rel_uncertainty))
+    margin = values[first] / values[second] - 1 if values[second] else math.inf
+    return Ranking(first, second, margin, float(rel_uncertainty))
