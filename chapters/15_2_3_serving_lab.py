@@ -131,7 +131,9 @@ Markdown(f"At {policies.rates[top]:g} requests/s continuous batching delivers {t
          f"and the median request finishes in {e2e_cont[top]:.2f} s instead of {e2e_static[top]:,.0f} s. Static "
          f"batching's throughput at {policies.rates[top]:g}/s is {thr_static[top] / thr_static[1]:.2f}× its "
          f"throughput at {policies.rates[1]:g}/s"
-         + (": it has saturated, and the surplus queues. " if thr_static[top] / thr_static[1] < 1.1 else ". ")
+         + (f", a **{size_of_change(thr_static[top] / thr_static[1] - 1)}** change ({thresholds_text()})"
+            + (": it has saturated, and the surplus queues. " if size_of_change(thr_static[top] / thr_static[1] - 1) == "small"
+               else ". "))
          + f"The chapter's statement 15.2.2-s14 (\"{s14.description}\") is **{s14.verdict}** under its own "
          f"experiment too.")
 
@@ -209,7 +211,8 @@ in_server = tails.rates[1] * at8["e2e_s"]["mean"]
 Markdown(f"Little's law at {tails.rates[1]:g} requests/s (continuous): {tails.rates[1]:g}/s × the mean end-to-end "
          f"time {at8['e2e_s']['mean']:.2f} s = {in_server:.1f} requests in the server; the time-weighted mean batch "
          f"is {at8['batch']['mean']:.1f} sequences"
-         + (" (a little below: the batch does not count the requests waiting in the queue)."
+         + (f" ({at8['batch']['mean'] / in_server - 1:+.0%}, a {size_of_change(at8['batch']['mean'] / in_server - 1)} "
+            "difference: the batch does not count the requests waiting in the queue)."
             if at8["batch"]["mean"] < in_server else "."))
 
 # %%
@@ -234,7 +237,9 @@ Markdown(f"With both p99 targets (TTFT ≤ {TARGETS.ttft_s / MS:.0f} ms, ITL ≤
          + (" (its ITL misses first: whole prompts prefilled inside decode steps lengthen them)"
             if itl_c[miss] > TARGETS.tpot_s and ttft_c[miss] <= TARGETS.ttft_s else "")
          + f"; chunked prefill's are {itl_k[miss] / MS:.0f} ms and {ttft_k[miss] / MS:,.0f} ms. Chunking "
-         + ("pays for its flatter ITL tail with TTFT: " if ttft_k[miss] > ttft_c[miss] else "changes TTFT little: ")
+         + (f"pays for its flatter ITL tail with TTFT, a {size_of_change(ttft_k[0] / ttft_c[0] - 1)} cost: "
+            if ttft_k[miss] > ttft_c[miss] else
+            f"changes TTFT by {ttft_k[0] / ttft_c[0] - 1:+.0%} (a {size_of_change(ttft_k[0] / ttft_c[0] - 1)} change): ")
          + f"p99 {ttft_k[0] / MS:.0f} ms against {ttft_c[0] / MS:.0f} ms at {tails.rates[0]:g}/s. At the highest rate, "
          f"{tails.rates[-1]:g}/s, the p99 TTFT has reached {ttft_c[-1] / MS:,.0f} ms (continuous). "
          "The chapter's statements on tails: "
