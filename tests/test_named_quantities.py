@@ -35,7 +35,8 @@ def _page_texts(nb: Path) -> list[str]:
 def _plain(text: str) -> str:
     """LaTeX and Markdown markup off: '$B_\\text{max}$ = 65' -> 'B_max = 65'."""
     text = re.sub(r"\\text\{([^}]*)\}", r"\1", text)
-    return re.sub(r"[$*`]", "", text).replace("\\,", "")
+    text = text.replace("\\*", "\0")  # an escaped star is the symbol's (B\\* = 31.0)
+    return re.sub(r"[$*`]", "", text).replace("\\,", "").replace("\0", "*")
 
 
 # --- item 2: a named quantity has one value per page -----------------------------------------------
@@ -139,18 +140,18 @@ def _tables(text: str):
     for i in range(1, len(lines)):
         if not re.fullmatch(r"\s*-+(?:\s+-+)+\s*", lines[i]):
             continue
-        spans = [m.span() for m in re.finditer(r"-+", lines[i])]
-        header = [lines[i - 1][a:b if k + 1 < len(spans) else None].strip()
-                  for k, (a, b) in enumerate(spans)]
-        # a header may be wider than its dashes: cut the header at the same column starts
-        starts = [a for a, _ in spans] + [None]
-        header = [lines[i - 1][starts[k]:starts[k + 1]].strip() if k else lines[i - 1][:starts[1]].strip()
-                  for k in range(len(spans))]
+        # right-aligned cells end where their dashes end; the first (left-aligned) starts at 0
+        ends = [m.end() for m in re.finditer(r"-+", lines[i])]
+
+        def cut(line):
+            return [line[(ends[k - 1] if k else 0):(ends[k] if k + 1 < len(ends) else None)].strip()
+                    for k in range(len(ends))]
+
+        header = cut(lines[i - 1])
         for row in lines[i + 1:]:
             if not row.strip() or set(row.strip()) <= {"-"}:
                 break
-            cells = [row[starts[k]:starts[k + 1]].strip() if k else row[:starts[1]].strip()
-                     for k in range(len(spans))]
+            cells = cut(row)
             for col, cell in zip(header[1:], cells[1:]):
                 yield col, cells[0], cell
 
@@ -164,9 +165,9 @@ def _mentions(texts):
 
     for raw in texts:
         text = _plain(raw)
-        for col, row, cell in _tables(text):
+        for col, row, cell in _tables(raw.replace("\\*", "*")):
             for m in re.finditer(rf"(?<![\w(·/])(?:{_LABEL})(?![\w/])(?P<qual>\s*\([^)]*\))?", col):
-                if m.end() != len(col) and not m.group("qual"):
+                if m.start() or (m.end() != len(col) and not m.group("qual")):
                     continue  # "tok/s at max batch" is not the max batch
                 quantity = next(_QUANTITY_OF_GROUP[g] for g, v in m.groupdict().items() if v and g in _QUANTITY_OF_GROUP)
                 if re.fullmatch(NUM, cell):
