@@ -319,6 +319,84 @@ def _attributed(texts, section, values):
     return wrong
 
 
+# Other phrasings the pages use to credit a number to the book (each checked against the section's
+# registry entries, unit-free):
+#   "The book's 8,192- and 32,768-token prompts", "The book's 100k-token prompt"  (prompt sizes)
+#   "The 50k-token prompt of 15.2.1-ab"                (a size credited to a claim of the registry)
+#   "The book's 'Intensity ≈ B·S = 2048'"              (a number inside a quotation from the book)
+#   a book-points table row "  66   80  book: B≈66"    (its value and the numbers of its label)
+TOKEN_SIZES = re.compile(rf"(?P<num>{NUM})(?P<k>k)?-(?:token\b|(?= and {NUM}k?-token))")
+BOOK_OR_ENTRY = re.compile(r"\b(?:[Tt]he book(?:'s)?|[Tt]he chapter(?:'s)?)\b|\b15\.\d\.\d-[a-z]{1,2}\b(?!\d)")
+QUOTED = re.compile(r"\b(?:[Tt]he book|[Tt]he chapter)(?:'s| says| writes| gives)\s*[\"“'‘](?P<quote>[^\"”'’]{1,80})[\"”'’]")
+BOOK_ROW = re.compile(rf"^\s*(?P<x>{NUM})\s+(?P<value>{NUM})\s+book: (?P<label>.+)$", re.M)
+
+
+def _number(text, k=None):
+    return float(text.replace(",", "")) * (1000 if k else 1)
+
+
+def _in_section(num, sections, values):
+    return any(lo - 1e-9 <= num <= hi + 1e-9 for s in sections for lo, hi, _ in values.get(s, []))
+
+
+def _attributed_other_forms(texts, section, values):
+    """Numbers credited to the book in the phrasings above that no entry of the section prints."""
+    wrong = []
+    for raw in texts:
+        text = _plain(raw)
+        for m in BOOK_ROW.finditer(text):
+            # label numbers: "B≈66", "2k" (2k = 2,000 to 2,048), not "bf16" nor a section id
+            nums = [m.group("value")] + [f"{a}{b}" for a, b in re.findall(
+                r"(?<![\w.])(\d+(?:,\d{3})*(?:\.\d+)?)(k?)(?![\w.])", m.group("label"))]
+            row_sections = {section, *re.findall(r"\b(15\.\d\.\d)\b", m.group("label"))}
+            for n in nums:
+                num = _number(n.rstrip("k"))
+                # the plotted value may be in a display unit a thousand times the book's (2,700 ms
+                # for 2.7 s); a "k" label is 1,000 or 1,024
+                factors = (1000, 1024) if n.endswith("k") else (1, 1e-3, 1e3)
+                if not any(_in_section(num * f, row_sections, values) for f in factors):
+                    wrong.append((m.group(0).strip(), n))
+        for sentence in re.split(r"(?<=[.!?])\s+", text):
+            if not BOOK_OR_ENTRY.search(sentence):
+                continue
+            credits_sizes = re.search(r"\b[Tt]he book's\b|\b15\.\d\.\d-[a-z]{1,2}\b(?!\d)", sentence)
+            sections = {section, *re.findall(r"\b(15\.\d\.\d)\b", sentence)}
+            for m in TOKEN_SIZES.finditer(sentence if credits_sizes else ""):
+                num = _number(m.group("num"), m.group("k"))
+                if not (_in_section(num, sections, values) or m.group("k") and _in_section(
+                        num * 1.024, sections, values)):
+                    wrong.append((m.group(0), sentence[:60]))
+            for q in QUOTED.finditer(sentence):
+                for n in re.findall(rf"{NUM}", q.group("quote")):
+                    if not _in_section(_number(n), sections, values):
+                        wrong.append((n, q.group(0)))
+    return wrong
+
+
+def test_the_other_attribution_forms_catch_a_planted_wrong_number():
+    values = _book_values()
+    # right: the book's prompts of 15.1.1 (8,192 and 32,768 tokens), its 100k-token one of 15.2.1
+    assert _attributed_other_forms(["The book's 8,192- and 32,768-token prompts (15.1.1-q, -r) are long."],
+                                   "15.1.1", values) == []
+    assert _attributed_other_forms(["The book's 100k-token prompt (15.2.1-q) is a yardstick."], "15.2.1", values) == []
+    assert _attributed_other_forms(["The 50k-token prompt of 15.2.1-ab is long."], "15.2.1", values) == []
+    # planted: sizes, a quotation and a book-points row that the registry does not hold
+    assert _attributed_other_forms(["The book's 8,192- and 24,576-token prompts (15.1.1-q) are long."],
+                                   "15.1.1", values) == [("24,576-token", "The book's 8,192- and 24,576-token prompts (15.1.1-q) are lo")]
+    assert _attributed_other_forms(["The book's 90k-token prompt (15.2.1-q)."], "15.2.1", values)
+    assert _attributed_other_forms(["The 60k-token prompt of 15.2.1-ab is long."], "15.2.1", values)
+    assert _attributed_other_forms(["The book's 'Intensity ≈ B·S = 4096' drops a term."], "15.1.1", values)
+    assert not _attributed_other_forms(["The book's 'Intensity ≈ B·S = 2048' drops a term."], "15.1.1", values)
+    table = " B  book GB       label\n--  -------  ----------\n66       80  book: B≈66\n"
+    assert not _attributed_other_forms([table], "15.1.2", values)
+    assert _attributed_other_forms([table.replace("B≈66", "B≈97")], "15.1.2", values)
+    assert _attributed_other_forms([table.replace("66       80", "66       81")], "15.1.2", values)
+    # a planted wrong attribution in a copy of a real page is found
+    texts = _page_texts(ROOT / "chapters" / "15_2_1_ttft_itl.ipynb")
+    planted = [t.replace("100k-token prompt", "120k-token prompt") for t in texts]
+    assert planted != texts and _attributed_other_forms(planted, "15.2.1", values)
+
+
 def test_the_attribution_scan_catches_a_number_the_book_does_not_print():
     values = _book_values()
     # the defect the issue found: 512 is a chunk size in 15.1.1, not an intensity
@@ -340,6 +418,7 @@ def test_every_number_attributed_to_the_book_is_in_its_sections_registry(nb):
     if section not in values:  # the serving lab draws on 15.2.1 and 15.2.2
         values[section] = values["15.2.1"] + values["15.2.2"]
     assert _attributed(_page_texts(nb), section, values) == []
+    assert _attributed_other_forms(_page_texts(nb), section, values) == []
 
 
 # --- item 3: the 70B TP = 2 case, one answer ------------------------------------------------------
