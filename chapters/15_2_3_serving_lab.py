@@ -280,11 +280,23 @@ labplots.capacity_plot(capacity)
 best = capacity.best()
 one_gpu, b1 = 0, len(DEPLOYMENTS) - 1
 rank = ranking({d.label: float(x) for d, x in zip(DEPLOYMENTS, capacity.requests_per_usd)}, CAPACITY_REL_TOL)
+from inferlab.serving.validate import capacity_uncertainty, recorded  # the simulator against a live server
+sim_err = capacity_uncertainty(recorded())
+rank_sim = ranking({d.label: float(x) for d, x in zip(DEPLOYMENTS, capacity.requests_per_usd)},
+                   min(0.5, CAPACITY_REL_TOL + sim_err["rel_error"]))
 blocks_tp1, blocks_tp2 = kv_capacity_blocks(MODEL, GPU, PREC, 1), kv_capacity_blocks(MODEL, GPU, PREC, 2)
 scale_verdicts = lab.statement_verdicts("15.2.2-s10", "15.2.2-s9")
 Markdown(
     f"By SLO-meeting requests per dollar, **{rank.sentence()}**"
     + ("" if rank.decided else ": the bisection cannot order them")
+    + f". That uncertainty is the bisection's alone, and it compares simulated deployments. The "
+    f"simulator's own error was measured against a live server only on one CPU device without TP or "
+    f"replicas (the validation below): its {sim_err['runs']} recorded runs put the simulated step time at "
+    f"{sim_err['ratio_min']:.2f} to {sim_err['ratio_max']:.2f} of the measured one, a capacity error of up to "
+    f"{sim_err['rel_error']:.0%}"
+    + (", and its sign changes from run to run, so it is no fixed bias that would cancel between two "
+       "deployments" if sim_err["sign_changes"] else ", on the same side in every run")
+    + f". Adding it to each capacity: **{rank_sim.sentence()}**"
     + f". {DEPLOYMENTS[best].label}: {capacity.requests_per_usd[best]:,.0f} requests per "
     f"dollar ({capacity.per_gpu[best]:.3g} requests/s per GPU), against "
     + (f"{capacity.requests_per_usd[one_gpu]:,.0f} for one GPU batching alone and " if best != one_gpu else "")
@@ -435,7 +447,8 @@ Markdown(
     f"{long_run.others_max_itl_s[f'C={best_c}'] / MS:.0f} ms.\n"
     f"- Within both p99 targets one GPU served {cap_cont:g} requests/s (continuous) and {cap_chunk:g} requests/s "
     f"(chunked) among the rates tried; at {tails.rates[-1]:g}/s the p99 TTFT is {ttft_c[-1] / MS:,.0f} ms.\n"
-    f"- Per dollar, {rank.sentence()}: {DEPLOYMENTS[best].label} served "
+    f"- Per dollar, {rank.sentence()} (with the simulator's own error added, {rank_sim.sentence()}): "
+    f"{DEPLOYMENTS[best].label} served "
     f"{capacity.requests_per_usd[best]:,.0f} SLO-meeting requests, replicas at B = 1 "
     f"{capacity.requests_per_usd[b1]:,.0f}: batch first, then add GPUs.\n"
     f"- A cached {SYSTEM_PROMPT:,}-token system prompt raised the rate within the SLO from "
