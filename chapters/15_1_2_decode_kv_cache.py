@@ -135,15 +135,20 @@ reader.details("every operator of one decode step", tables.operator_table(step, 
 
 # %%
 # figure: fig-15-1-2-decode-intensity
-# caption: In a decode step the weight matrices' intensity climbs with the batch while attention's stays flat, so the whole step stays far below the ridge.
+# caption: In a decode step the weight matrices' intensity climbs with the batch while attention's stays flat; the text below says how close the whole step comes to the ridge at the largest batch that fits.
 # alt: Log-log plot of arithmetic intensity in FLOP per byte against batch size: projection and MLP lines rise with slope one towards the ridge line, the attention line is flat, the whole-layer line saturates well below the ridge.
 reader.draw(plots.decode_intensity_plot, MODEL, GPU, PREC, context_len=CONTEXT)
 
 # %%
 mlp_ridge_b = plots.mlp_ridge_batch(MODEL, GPU, PREC, context_len=CONTEXT)
+b_fit = memory.max_batch(MODEL, GPU, CONTEXT, PREC) if not FIT else 0
+layer_at_fit = costs.decode_costs(MODEL, max(b_fit, 1), CONTEXT, PREC).layer
+whole_intensity = layer_at_fit.flops / layer_at_fit.bytes
 Markdown(f"The MLP would meet the ridge near $B \\approx$ {mlp_ridge_b:,.0f}"
-         + (f", far beyond the {memory.max_batch(MODEL, GPU, CONTEXT, PREC)} sequences that fit" if not FIT else "")
-         + "; the whole layer saturates lower still, because attention's bytes grow with $B$ too.")
+         + ((f", {mlp_ridge_b / b_fit:.1f}× the {b_fit} sequences that fit" if mlp_ridge_b > b_fit else
+             f", within the {b_fit} sequences that fit") if b_fit else "")
+         + f"; the whole layer, whose attention bytes grow with $B$ too, runs at {whole_intensity:.0f} FLOP/byte at "
+         f"$B$ = {max(b_fit, 1)}, {whole_intensity / ridge:.0%} of the ridge.")
 
 # %% [markdown]
 # ## 2. The cost of a step

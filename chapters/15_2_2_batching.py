@@ -181,7 +181,7 @@ reader.claims("15.2.2", "n..q", "v..y")
 
 # %%
 # figure: fig-15-2-2-kv-variants-throughput
-# caption: A smaller KV cache per sequence (fewer KV heads, int8) lets the batch and the throughput grow further before memory stops them, until the weight matrices reach the compute roof.
+# caption: A smaller KV cache per sequence (fewer KV heads, int8) lets the batch and the throughput grow further before memory stops them; the text below says whether the weight matrices reach the compute roof first.
 # alt: Plot of decode throughput against batch for multi-head attention, grouped-query attention and an int8 cache, each line ending at its memory limit; the GQA line flattens at large batch.
 reader.draw_if_fits(FIT, plots.kv_variants_throughput_plot, MODEL, GPU, CONTEXT, PREC)
 
@@ -191,9 +191,12 @@ gqa_max = memory.max_batch(gqa, GPU, CONTEXT, PREC) if not FIT else 0
 mlp_ridge = plots.mlp_ridge_batch(gqa, GPU, PREC, context_len=CONTEXT)
 Markdown(
     (f"The GQA curve{'' if gqa is not MODEL else ' (this model already has at most 8 KV heads)'} runs to "
-     f"$B$ = {gqa_max} and flattens at the end for a second reason: near $B \\approx$ {mlp_ridge:,.0f} the MLP's "
-     "weight matrices cross the ridge and become compute-bound, so the step time grows with $B$ even without "
-     "more cache: throughput meets the compute roof.") if not FIT else f"**Does not fit:** {FIT}")
+     f"$B$ = {gqa_max}"
+     + (f" and flattens at the end for a second reason: near $B \\approx$ {mlp_ridge:,.0f} the MLP's "
+        "weight matrices cross the ridge and become compute-bound, so the step time grows with $B$ even without "
+        "more cache: throughput meets the compute roof." if gqa_max >= round(mlp_ridge) else
+        f", short of $B \\approx$ {mlp_ridge:,.0f} where the MLP's weight matrices would cross the ridge: memory "
+        "stops the batch before the compute roof does.")) if not FIT else f"**Does not fit:** {FIT}")
 
 # %% [markdown]
 # ## 4. The numbers in the practice, interview and takeaway paragraphs
