@@ -215,9 +215,11 @@ Markdown(
     f"{itl_k[0] / itl_k[-1]:.2f}× at $K$ = {tps[-1]} (TTFT: {ttft_k[0] / ttft_k[1]:.2f}× and "
     f"{ttft_k[0] / ttft_k[-1]:.2f}×): each device reads $1/K$ of the weights, so at $K$ = {tps[-1]} decode's "
     f"speed-up is {(itl_k[0] / itl_k[-1]) / (ttft_k[0] / ttft_k[-1]):.0%} of prefill's, a "
-    f"**{size_of_change((itl_k[0] / itl_k[-1]) / (ttft_k[0] / ttft_k[-1]) - 1)}** gap ({thresholds_text()}), "
-    f"the all-reduces' start-up latency ({ALLREDUCE_LATENCY_S * 1e6:g} µs each here) weighing more on the "
-    "shorter decode step.")
+    f"**{size_of_change((itl_k[0] / itl_k[-1]) / (ttft_k[0] / ttft_k[-1]) - 1)}** difference ({thresholds_text()})"
+    + (": prefill's all-reduces carry the activations of all its tokens over the link, decode's those of one "
+       "token per sequence." if itl_k[0] / itl_k[-1] > ttft_k[0] / ttft_k[-1] else
+       f": the all-reduces' start-up latency ({ALLREDUCE_LATENCY_S * 1e6:g} µs each here) weighs more on the "
+       "shorter decode step."))
 
 # %% [markdown]
 # ## 3. The numbers in the practice, interview and takeaway paragraphs
