@@ -152,8 +152,9 @@ Markdown(f"The MLP would meet the ridge near $B \\approx$ {mlp_ridge_b:,.0f}"
 
 # %% [markdown]
 # ## 2. The cost of a step
-# With everything left of the ridge, a step's time is the bytes it moves divided by the
-# bandwidth: every weight once, plus every sequence's cache.
+# While every operator is left of the ridge (the line above says how far the whole step is from it
+# at the largest batch that fits), a step's time is the bytes it moves divided by the bandwidth:
+# every weight once, plus every sequence's cache.
 #
 # <!-- equation: eq-step-time -->
 # $$t_\text{step}(B) \approx \frac{M_\text{weights} + B \cdot C_\text{kv}(S)}{\text{BW}},
