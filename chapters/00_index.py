@@ -50,9 +50,11 @@
 # **Verdicts.** Each number the book prints is an entry of the claims registry
 # (`data/claims.toml`), evaluated by `inferlab.claims`:
 # *consistent* (ours agrees within the book's rounding), *approximation* (the book's own stated
-# simplification reproduces it and does not change the conclusion), *erratum* (it follows from no
-# stated method, or from arithmetic that is wrong), *unchecked* (a claim the model cannot test,
-# with the reason). Errata are explained where they occur and collected in [ERRATA.md](../ERRATA.md).
+# simplification reproduces it and keeps the conclusion, or stays within a factor 1.5), *erratum* (it
+# follows from no stated method, or from arithmetic that is wrong), *unchecked* (a claim the model
+# cannot test, with the reason). All four follow [one rule](../ERRATA.md#the-verdict-rule), and every
+# table shows beside each verdict the band that decided it. Errata are explained where they occur
+# and collected in [ERRATA.md](../ERRATA.md).
 #
 # **Conventions.** GB = $10^9$ bytes and TB/s = $10^{12}$ bytes/s, as on datasheets and in the book.
 # Device capacities are the datasheet's "80 GB" read as $80 \times 10^9$ bytes, as the book reads them;

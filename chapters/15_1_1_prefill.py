@@ -41,7 +41,7 @@
 from IPython.display import Markdown
 
 from inferlab import Precision, costs, latency, memory, plots, reader, roofline, tables
-from inferlab.notebook import show_formulas, verdict_summary
+from inferlab.notebook import select, show_formulas, verdict_summary
 from inferlab.units import GB, MS, TFLOP, bytes_per_element
 
 # %% [markdown]
@@ -74,6 +74,9 @@ Markdown(f"**Scenario:** {MODEL.name} ({MODEL.n_params / 1e9:.2f} B parameters, 
 # simplified MLP ($f = 4d$, two matrices, as in GPT) where the real Llama-2 has a gated MLP of
 # three $d \times 13{,}824$ matrices; the two hold almost the same number of parameters, so the
 # registry checks the book against the real architecture. The book's inputs:
+#
+# Each table of the book's numbers shows the book's value, ours, the verdict and the band that
+# decided it; all verdicts follow [one rule](../ERRATA.md#the-verdict-rule).
 
 # %%
 reader.claims("15.1.1", "c..h", "l")
@@ -166,9 +169,10 @@ reader.claims("15.1.1", "b", "i", "j")
 Markdown(f"Both groups sit right of the ridge ({ridge:.0f} FLOP/byte) at $S$ = {PROMPT:,}: the MLP at "
          f"{float(prefill.mlp.intensity):,.0f}, attention at {float(prefill.attention.intensity):,.0f} FLOP/byte, "
          f"so the whole pass is **{roofline.time_weighted_regime(prefill, GPU, PREC.compute_dtype)}-bound** "
-         "(judged by where its roofline time goes). The book's \"prefill attention runs at 512 FLOP/byte\" is "
-         "the idealised fused-kernel count of [Eq. (prefill-attention-intensity)](#eq-prefill-attention-intensity). "
-         "Every operator, with FLOPs, bytes, regime and time:")
+         "(judged by where its roofline time goes). The book gives prefill attention "
+         f"{reader.book_says('15.1.1-b')} ($S/2$, every query against every key); the causal count of "
+         "[Eq. (prefill-attention-intensity)](#eq-prefill-attention-intensity) halves it, and either is far "
+         "right of the ridge. Every operator, with FLOPs, bytes, regime and time:")
 
 # %%
 reader.details("every operator of one prefill pass", tables.operator_table(prefill, GPU, PREC.compute_dtype))
@@ -207,13 +211,21 @@ Markdown(f"At $S$ = 128 the MLP sits at {float(short.mlp.intensity):.0f} FLOP/by
 # inference pass has no backward.
 
 # %%
-P = MODEL.n_matmul_params                            # parameters in matrix products
+P = MODEL.n_matmul_params                            # parameters in matrix products: this page's P
 prefill_flops = 2 * P * BATCH * PROMPT               # Eq. (prefill-flops)
 ttft_linear_s = prefill_flops / peak_flops_per_s
 ttft_s = latency.prefill_time_s(MODEL, GPU, PROMPT, BATCH, PREC)
 print(f"F = 2 · {P / 1e9:.2f}e9 · {BATCH} · {PROMPT} = {prefill_flops:.3e} FLOP; "
       f"/ {peak_flops_per_s / TFLOP:.1f} TFLOP/s = {ttft_linear_s / MS:.1f} ms")
 print(f"library, every operator on its roofline: {float(prefill.total.flops):.3e} FLOP, {ttft_s / MS:.1f} ms")
+
+# %%
+book_2ps = select("15.1.1", "m")[0]                  # the erratum box's 2·P·S, from the registry
+Markdown(f"This page's $P$ is the model's {P / 1e9:.2f}e9 matrix parameters, at {peak_flops_per_s / TFLOP:.1f} "
+         "TFLOP/s. " + (f"The book counts $P$ = {reader.book_input('15.1.1-m', 'params') / 1e9:.1f}e9 (the nominal size "
+         f"in the name) at {reader.book_input('15.1.1-m', 'peak_tflops'):g} TFLOP/s; with those inputs $2PS$/peak "
+         f"is {book_2ps.own_value:.1f} ms, the value erratum 15.1.1-m quotes. The two conventions differ by "
+         f"{abs(book_2ps.own_value / (ttft_linear_s / MS) - 1):.1%}." if BOOK else ""))
 
 # %%
 reader.claims("15.1.1", "k", "m", "n")

@@ -42,7 +42,7 @@ from IPython.display import Markdown
 
 from inferlab import Precision, costs, latency, memory, plots, reader, roofline, tables
 from inferlab.notebook import show_formulas, verdict_summary
-from inferlab.units import GB, GiB, MS, bytes_per_element
+from inferlab.units import GB, MS, bytes_per_element
 
 # %% [markdown]
 # ## What if?
@@ -70,6 +70,9 @@ Markdown(f"**Scenario:** {MODEL.name} on one {GPU.name} ({GPU.hbm_bytes_per_s / 
 # The subsection opens with a scene: an H100 with 3.3 TB/s of bandwidth, 5% busy, producing a
 # token every 80 ms. Those are anecdote, not derivation, so the registry records them as
 # unchecked; the roofline says what a memory-bound step actually leaves for compute.
+#
+# Each table of the book's numbers shows the book's value, ours, the verdict and the band that
+# decided it; all verdicts follow [one rule](../ERRATA.md#the-verdict-rule).
 
 # %%
 reader.claims("15.1.2", "a..c")
@@ -132,20 +135,26 @@ reader.details("every operator of one decode step", tables.operator_table(step, 
 
 # %%
 # figure: fig-15-1-2-decode-intensity
-# caption: In a decode step the weight matrices' intensity climbs with the batch while attention's stays flat, so the whole step stays far below the ridge.
+# caption: In a decode step the weight matrices' intensity climbs with the batch while attention's stays flat; the text below says how close the whole step comes to the ridge at the largest batch that fits.
 # alt: Log-log plot of arithmetic intensity in FLOP per byte against batch size: projection and MLP lines rise with slope one towards the ridge line, the attention line is flat, the whole-layer line saturates well below the ridge.
 reader.draw(plots.decode_intensity_plot, MODEL, GPU, PREC, context_len=CONTEXT)
 
 # %%
 mlp_ridge_b = plots.mlp_ridge_batch(MODEL, GPU, PREC, context_len=CONTEXT)
+b_fit = memory.max_batch(MODEL, GPU, CONTEXT, PREC) if not FIT else 0
+layer_at_fit = costs.decode_costs(MODEL, max(b_fit, 1), CONTEXT, PREC).layer
+whole_intensity = layer_at_fit.flops / layer_at_fit.bytes
 Markdown(f"The MLP would meet the ridge near $B \\approx$ {mlp_ridge_b:,.0f}"
-         + (f", far beyond the {memory.max_batch(MODEL, GPU, CONTEXT, PREC)} sequences that fit" if not FIT else "")
-         + "; the whole layer saturates lower still, because attention's bytes grow with $B$ too.")
+         + ((f", {mlp_ridge_b / b_fit:.1f}× the {b_fit} sequences that fit" if mlp_ridge_b > b_fit else
+             f", within the {b_fit} sequences that fit") if b_fit else "")
+         + f"; the whole layer, whose attention bytes grow with $B$ too, runs at {whole_intensity:.0f} FLOP/byte at "
+         f"$B$ = {max(b_fit, 1)}, {whole_intensity / ridge:.0%} of the ridge.")
 
 # %% [markdown]
 # ## 2. The cost of a step
-# With everything left of the ridge, a step's time is the bytes it moves divided by the
-# bandwidth: every weight once, plus every sequence's cache.
+# While every operator is left of the ridge (the line above says how far the whole step is from it
+# at the largest batch that fits), a step's time is the bytes it moves divided by the bandwidth:
+# every weight once, plus every sequence's cache.
 #
 # <!-- equation: eq-step-time -->
 # $$t_\text{step}(B) \approx \frac{M_\text{weights} + B \cdot C_\text{kv}(S)}{\text{BW}},
@@ -174,18 +183,21 @@ reader.claims("15.1.2", "k..v")
 # <!-- equation: eq-max-batch -->
 # $$B_\text{max} = \left\lfloor \frac{\text{capacity} - M_\text{weights}}{C_\text{kv}(S)} \right\rfloor.$$
 #
-# Which capacity? Datasheets print "80 GB"; the memory itself is binary (an H100 80GB reports
-# 81,559 MiB to CUDA, 85.5 × 10⁹ bytes). The library, like the book, counts the datasheet's number
-# as 10⁹-byte GB (`data/accelerators.toml`); bandwidths and FLOP/s are decimal either way. The
-# cell shows what the binary reading would change.
+# Which capacity? Datasheets print a round number of GB; the memory itself is binary, and the
+# device reports more bytes than the datasheet's 10⁹-byte GB. The library, like the book, sizes with
+# the datasheet's number (`data/accelerators.toml`); bandwidths and FLOP/s are decimal either way.
+# The cell computes $B_\text{max}$ with both, each under its own label.
 
 # %%
-capacity = GPU.memory_bytes
+capacity = GPU.memory_bytes                 # datasheet, 10^9-byte GB: the book's and the library's
+reported = GPU.reported_memory_bytes        # what the device reports to CUDA (None where not recorded)
 b_max_dec = int((capacity - weight_bytes) // kv_bytes_per_seq) if capacity > weight_bytes else 0   # Eq. (max-batch)
-b_max_bin = int((capacity / GB * GiB - weight_bytes) // kv_bytes_per_seq) if capacity / GB * GiB > weight_bytes else 0
-print(f"B_max = ({capacity / GB:.0f} GB - {weight_bytes / GB:.2f} GB) / {kv_bytes_per_seq / GB:.3f} GB = {b_max_dec}"
-      f"   (library: {memory.max_batch(MODEL, GPU, CONTEXT, PREC) if not FIT else 'does not fit'});"
-      f" with {capacity / GB:.0f} GiB instead: {b_max_bin}")
+print(f"B_max(datasheet) = ({capacity / GB:.0f} GB - {weight_bytes / GB:.2f} GB) / {kv_bytes_per_seq / GB:.3f} GB "
+      f"= {b_max_dec}   (library: {memory.max_batch(MODEL, GPU, CONTEXT, PREC) if not FIT else 'does not fit'})")
+if reported:
+    b_max_rep = int((reported - weight_bytes) // kv_bytes_per_seq) if reported > weight_bytes else 0
+    print(f"B_max(reported) = ({reported / 2**20:,.0f} MiB = {reported / GB:.2f} GB - {weight_bytes / GB:.2f} GB) "
+          f"/ {kv_bytes_per_seq / GB:.3f} GB = {b_max_rep}")
 assert FIT or b_max_dec == memory.max_batch(MODEL, GPU, CONTEXT, PREC)  # the formula is the library's
 
 # %%

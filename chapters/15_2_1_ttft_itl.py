@@ -77,6 +77,9 @@ show_formulas("15.2.1")
 # The subsection's opening paragraphs restate the intensities of
 # [15.1.1](15_1_1_prefill.ipynb) and [15.1.2](15_1_2_decode_kv_cache.ipynb) and the H100's two
 # ceilings:
+#
+# Each table of the book's numbers shows the book's value, ours, the verdict and the band that
+# decided it; all verdicts follow [one rule](../ERRATA.md#the-verdict-rule).
 
 # %%
 reader.claims("15.2.1", "a..h")
@@ -129,29 +132,52 @@ Markdown(f"At 100k tokens the linear rule gives {ttft_100k_rule:.1f} s and the f
 
 # %% [markdown]
 # ### ITL against context length and batch
-# [Figure](#fig-15-2-1-itl-vs-context): at $B = 1$ the step is dominated by the weights, so ITL
-# hardly moves until the cache reaches tens of thousands of tokens. With more sequences in the
-# batch, their caches add up and ITL climbs sooner. Dotted: the batch's caches no longer fit.
+# [Figure](#fig-15-2-1-itl-vs-context): a step reads the weights once and every sequence's cache, so
+# ITL grows with context, and with $B$ sequences $B$ times as fast. Dotted: the batch's caches no
+# longer fit. How much it grows at $B = 1$ on this page's model is under the figure.
 
 # %%
 # figure: fig-15-2-1-itl-vs-context
-# caption: ITL stays flat with context at batch one, because the weights dominate the bytes of a step, and climbs sooner at larger batches as the caches add up.
+# caption: ITL against context length at batches 1, 8, 32 and 64: the cache bytes a step reads grow with context times batch, beside the fixed weight bytes.
 # alt: Plot of ITL in milliseconds against context length for batches 1, 8, 32 and 64; the batch-one line is nearly flat, larger batches rise earlier; dotted segments mark batches that do not fit in memory.
 reader.draw_if_fits(FIT, plots.itl_plot, MODEL, GPU, PREC, batches=(1, 8, 32, 64),
                     book_points=reader.book_points_if(BOOK, "15.2.1", "itl"))
+
+# %%
+from inferlab.wording import size_of_change, thresholds_text
+
+ctx_short, ctx_long = 1024, 32_768     # the table's contexts: 1k and 32k tokens
+itl_short, itl_long = (latency.decode_step_time_s(MODEL, GPU, c, 1, PREC, beyond_context=True)
+                      for c in (ctx_short, ctx_long))
+w_bytes = memory.weight_bytes(MODEL, PREC)
+weights_share = w_bytes / (w_bytes + memory.kv_cache_bytes(MODEL, ctx_long, 1, PREC, beyond_context=True))
+Markdown(f"At $B$ = 1, from {ctx_short:,} to {ctx_long:,} tokens of context, ITL goes from {itl_short / MS:.2f} "
+         f"to {itl_long / MS:.2f} ms, a **{size_of_change(itl_long / itl_short - 1)}** change "
+         f"({itl_long / itl_short - 1:+.0%}; {thresholds_text()}): at {ctx_long:,} tokens the weights are "
+         f"{weights_share:.0%} of the bytes a step reads. " + reader.context_note(MODEL, ctx_long))
 
 # %% [markdown]
 # ## 2. Which lever moves which latency
 # Weight-only quantisation stores the weights in int8 or int4 and dequantises them to bf16 on
 # the fly, so the arithmetic (and hence TTFT) is unchanged while the bytes a step reads shrink.
-# ITL falls a little less than the weight bytes because the KV cache read stays.
+# ITL falls less than the weight bytes because the KV cache read stays; by how much is under the figure.
 
 # %%
 # figure: fig-15-2-1-weight-dtype
-# caption: Quantising the weights cuts ITL nearly in proportion to the weight bytes and leaves TTFT unchanged.
+# caption: TTFT and ITL with bf16, int8 and int4 weights: TTFT is unchanged, ITL follows the bytes a step reads.
 # alt: Grouped bars of TTFT and ITL in milliseconds for bf16, int8 and int4 weights: the TTFT bars are equal, the ITL bars shrink with the weight format.
 reader.draw(plots.weight_dtype_plot, MODEL, GPU, PREC, prompt_len=PROMPT, context_len=PROMPT,
             batch=BATCH, book_points=reader.book_points_if(BOOK, "15.2.1", "weight-dtype"))
+
+# %%
+prec_int4 = Precision("int4", PREC.activations, PREC.kv, PREC.compute)
+itl_bf16, itl_int4 = (latency.decode_step_time_s(MODEL, GPU, PROMPT, BATCH, p) for p in (PREC, prec_int4))
+w_bf16, w_int4 = memory.weight_bytes(MODEL, PREC), memory.weight_bytes(MODEL, prec_int4)
+gap = (itl_int4 / itl_bf16) / (w_int4 / w_bf16) - 1   # how far ITL's ratio sits above the weights' ratio
+Markdown(f"From {PREC.weights} to int4 weights the weight bytes fall to {w_int4 / w_bf16:.0%} and ITL to "
+         f"{itl_int4 / itl_bf16:.0%} of its {PREC.weights} value: ITL's ratio is {gap:+.0%} off the weights' "
+         f"(**{size_of_change(gap)}**; {thresholds_text()}), the cache of {BATCH} × {PROMPT:,} tokens "
+         "read every step whatever the weight format.")
 
 # %% [markdown]
 # ### Tensor parallelism: both latencies shrink
@@ -187,8 +213,13 @@ Markdown(
     f"> **Note on the book's tensor-parallel claim.** The book says tensor parallelism reduces TTFT but not "
     f"ITL proportionally. By the bandwidth model ITL speeds up {itl_k[0] / itl_k[1]:.2f}× at $K$ = 2 and "
     f"{itl_k[0] / itl_k[-1]:.2f}× at $K$ = {tps[-1]} (TTFT: {ttft_k[0] / ttft_k[1]:.2f}× and "
-    f"{ttft_k[0] / ttft_k[-1]:.2f}×): each device reads $1/K$ of the weights, so decode gains about as much "
-    f"as prefill, less only by the all-reduces' start-up latency ({ALLREDUCE_LATENCY_S * 1e6:g} µs each here).")
+    f"{ttft_k[0] / ttft_k[-1]:.2f}×): each device reads $1/K$ of the weights, so at $K$ = {tps[-1]} decode's "
+    f"speed-up is {(itl_k[0] / itl_k[-1]) / (ttft_k[0] / ttft_k[-1]):.0%} of prefill's, a "
+    f"**{size_of_change((itl_k[0] / itl_k[-1]) / (ttft_k[0] / ttft_k[-1]) - 1)}** difference ({thresholds_text()})"
+    + (": prefill's all-reduces carry the activations of all its tokens over the link, decode's those of one "
+       "token per sequence." if itl_k[0] / itl_k[-1] > ttft_k[0] / ttft_k[-1] else
+       f": the all-reduces' start-up latency ({ALLREDUCE_LATENCY_S * 1e6:g} µs each here) weighs more on the "
+       "shorter decode step."))
 
 # %% [markdown]
 # ## 3. The numbers in the practice, interview and takeaway paragraphs

@@ -39,6 +39,7 @@ from IPython.display import Markdown
 
 from inferlab import Precision, figures, latency, memory, plots, reader
 from inferlab.notebook import show_formulas, verdict_summary
+from inferlab.headroom import VLLM_DEFAULT_UTILISATION, headroom_fit
 from inferlab.units import GB, MS, bytes_per_element
 
 # %% [markdown]
@@ -95,6 +96,9 @@ assert FIT or memory.max_batch(MODEL, GPU, CONTEXT, PREC) == int(ratio * b_star 
 # %% [markdown]
 # The subsection's opening: a team at 30% utilization, and the 26 GB of weights that one step
 # reads whether it serves one sequence or thirty-two.
+#
+# Each table of the book's numbers shows the book's value, ours, the verdict and the band that
+# decided it; all verdicts follow [one rule](../ERRATA.md#the-verdict-rule).
 
 # %%
 reader.claims("15.2.2", "a..d")
@@ -177,7 +181,7 @@ reader.claims("15.2.2", "n..q", "v..y")
 
 # %%
 # figure: fig-15-2-2-kv-variants-throughput
-# caption: A smaller KV cache per sequence (fewer KV heads, int8) lets the batch and the throughput grow further before memory stops them, until the weight matrices reach the compute roof.
+# caption: A smaller KV cache per sequence (fewer KV heads, int8) lets the batch and the throughput grow further before memory stops them; the text below says whether the weight matrices reach the compute roof first.
 # alt: Plot of decode throughput against batch for multi-head attention, grouped-query attention and an int8 cache, each line ending at its memory limit; the GQA line flattens at large batch.
 reader.draw_if_fits(FIT, plots.kv_variants_throughput_plot, MODEL, GPU, CONTEXT, PREC)
 
@@ -187,9 +191,12 @@ gqa_max = memory.max_batch(gqa, GPU, CONTEXT, PREC) if not FIT else 0
 mlp_ridge = plots.mlp_ridge_batch(gqa, GPU, PREC, context_len=CONTEXT)
 Markdown(
     (f"The GQA curve{'' if gqa is not MODEL else ' (this model already has at most 8 KV heads)'} runs to "
-     f"$B$ = {gqa_max} and flattens at the end for a second reason: near $B \\approx$ {mlp_ridge:,.0f} the MLP's "
-     "weight matrices cross the ridge and become compute-bound, so the step time grows with $B$ even without "
-     "more cache: throughput meets the compute roof.") if not FIT else f"**Does not fit:** {FIT}")
+     f"$B$ = {gqa_max}"
+     + (f" and flattens at the end for a second reason: near $B \\approx$ {mlp_ridge:,.0f} the MLP's "
+        "weight matrices cross the ridge and become compute-bound, so the step time grows with $B$ even without "
+        "more cache: throughput meets the compute roof." if gqa_max >= round(mlp_ridge) else
+        f", short of $B \\approx$ {mlp_ridge:,.0f} where the MLP's weight matrices would cross the ridge: memory "
+        "stops the batch before the compute roof does.")) if not FIT else f"**Does not fit:** {FIT}")
 
 # %% [markdown]
 # ## 4. The numbers in the practice, interview and takeaway paragraphs
@@ -197,15 +204,20 @@ Markdown(
 # parallelism ([Pope et al. 2022](../book/references.md#pope2022) discuss the layouts).
 
 # %%
-budget = memory.memory_budget("llama-2-70b", "h100-sxm", 32, 2048, PREC, tp=2)
-spare = budget.free_bytes
+fit70 = headroom_fit("llama-2-70b", "h100-sxm", batch=32, seq_len=2048, precision=PREC, tp=2)
+free_ds, free_rep = fit70.free_bytes("datasheet"), fit70.free_bytes("reported")
+vllm_batch = fit70.max_batch_at_utilisation(VLLM_DEFAULT_UTILISATION)
 Markdown(
-    f"Llama-2 70B, $B$ = 32, $S$ = 2,048, TP = 2, per H100: weights {budget.weight_bytes / GB:.2f} GB, KV cache "
-    f"{budget.kv_bytes / GB:.2f} GB, left {spare / GB:.2f} GB. On paper it "
-    + ("fits" if budget.fits else "does not fit")
-    + f"; in practice {spare / 1e6:,.0f} MB must also hold the activations of a step, the CUDA context (several "
-    "hundred MB per process) and the allocator's reserve, so a real server would not start this batch: plan for "
-    "a few GB of headroom, i.e. a smaller batch or TP = 4.")
+    f"Llama-2 70B, $B$ = 32, $S$ = 2,048, TP = 2, per H100: weights {fit70.weight_bytes / GB:.2f} GB, KV cache "
+    f"{fit70.kv_bytes / GB:.2f} GB, together {fit70.used_bytes / GB:.2f} GB. On paper it "
+    + ("fits" if free_ds >= 0 else "does not fit")
+    + f": {free_ds / GB:.2f} GB left at the datasheet's {fit70.datasheet_bytes / GB:.0f} GB (the book's convention), "
+    f"{free_rep / GB:.2f} GB at the {fit70.reported_bytes / 2**20:,.0f} MiB the device reports. Whether a server "
+    "starts it depends on one number, the headroom it keeps for activations, the CUDA context and the "
+    f"allocator: **it starts the batch of 32 when that headroom is at most {free_rep / GB:.2f} GB per GPU**, "
+    f"and not otherwise. vLLM's default (`gpu_memory_utilization` = {VLLM_DEFAULT_UTILISATION:g}) keeps "
+    f"{(1 - VLLM_DEFAULT_UTILISATION) * fit70.reported_bytes / GB:.2f} GB, more than that, so there the "
+    f"largest batch is {vllm_batch}; the erratum boxes below (15.2.2-ah, -ai) give the same two numbers.")
 
 # %%
 reader.claims("15.2.2", "r..u", "ae..an")

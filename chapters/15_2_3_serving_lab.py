@@ -32,7 +32,8 @@
 # 1. Continuous batching refills a finished sequence's slot at the next step; a static batch keeps
 #    it empty until its longest request ends, so its throughput stops growing with the load.
 # 2. A long prompt prefilled in one step stalls every running sequence for that step; chunked
-#    prefill bounds the stall by the chunk size, at a small cost to the long request's own TTFT.
+#    prefill bounds the stall by the chunk size, at a cost to the long request's own TTFT that
+#    section 2 measures.
 # 3. Tails stay flat while the GPU keeps up and then rise steeply: the capacity within an SLO is a
 #    rate, found by sweeping it.
 # 4. Per dollar, what counts is the SLO-meeting rate per GPU: batching first, and the KV memory
@@ -49,7 +50,9 @@ from inferlab.context import beyond_context
 from inferlab.serving import (SLO, ChunkedPrefill, ContinuousBatching, RooflineStepTime, StaticBatching,
                               kv_capacity_blocks, lab, labplots)
 from inferlab.memory import kv_cache_bytes_per_token
+from inferlab.serving.definitions import metrics_table
 from inferlab.units import GB, MS
+from inferlab.wording import ranking, size_of_change, thresholds_text
 
 # %% [markdown]
 # ## What if?
@@ -75,6 +78,18 @@ Markdown(f"**Scenario:** {MODEL.name} on {GPU.name}, weights {PREC.weights}, KV 
          f"{TARGETS.tpot_s / MS:.0f} ms per request.")
 
 # %% [markdown]
+# ### What the lab measures
+# Every metric and setting below, defined once with the values in use. A word such as "small" or
+# "best" in this notebook is chosen from the numbers by a stated threshold (`inferlab.wording`):
+# a relative change is small, moderate or large by the thresholds printed beside it, and one
+# deployment is "best" only when its margin beats the uncertainty of the capacities compared.
+
+# %%
+STATIC_TIMEOUT_S = 0.5                 # a static batch waits at most this long for its last member
+Markdown(metrics_table(TARGETS, static_timeout_s=STATIC_TIMEOUT_S, memory_utilization=0.9, model=MODEL,
+                       accelerator=GPU, precision=PREC, context_tokens=1000))
+
+# %% [markdown]
 # ## 1. Static against continuous batching
 # A static batch of $B$ requests runs until its longest output is done; a request that finished
 # early keeps its slot as padding. With output lengths $N_1, \dots, N_B$ the share of slot-steps
@@ -96,7 +111,7 @@ Markdown(f"For this scenario's output lengths in consecutive batches of 16, the 
 
 # %%
 policies = lab.policy_sweep(SCENARIO, (2, 4, 8, 12, 16), {
-    "static, B = 16 (0.5 s timeout)": StaticBatching(16, timeout_s=0.5), "continuous": ContinuousBatching()})
+    "static, B = 16 (0.5 s timeout)": StaticBatching(16, timeout_s=STATIC_TIMEOUT_S), "continuous": ContinuousBatching()})
 
 # %%
 # figure: fig-15-2-3-static-vs-continuous
@@ -116,7 +131,9 @@ Markdown(f"At {policies.rates[top]:g} requests/s continuous batching delivers {t
          f"and the median request finishes in {e2e_cont[top]:.2f} s instead of {e2e_static[top]:,.0f} s. Static "
          f"batching's throughput at {policies.rates[top]:g}/s is {thr_static[top] / thr_static[1]:.2f}× its "
          f"throughput at {policies.rates[1]:g}/s"
-         + (": it has saturated, and the surplus queues. " if thr_static[top] / thr_static[1] < 1.1 else ". ")
+         + (f", a **{size_of_change(thr_static[top] / thr_static[1] - 1)}** change ({thresholds_text()})"
+            + (": it has saturated, and the surplus queues. " if size_of_change(thr_static[top] / thr_static[1] - 1) == "small"
+               else ". "))
          + f"The chapter's statement 15.2.2-s14 (\"{s14.description}\") is **{s14.verdict}** under its own "
          f"experiment too.")
 
@@ -147,7 +164,7 @@ long_run = lab.long_prompt(SCENARIO, LONG, 8.0, chunks=(256, 512, 1024, 2048))
 
 # %%
 # figure: fig-15-2-3-chunked-prefill
-# caption: Chunked prefill bounds the stall a long prompt puts into the other requests' token streams by the chunk size; the long request itself waits a little longer for its first token.
+# caption: Chunked prefill bounds the stall a long prompt puts into the other requests' token streams by the chunk size; the long request itself waits longer for its first token, the more the smaller the chunk.
 # alt: Line plot against the chunk size on a log-2 axis: the largest inter-token gap of the other requests rises with the chunk size and stays below the dashed unchunked level; the long prompt's TTFT falls towards its dashed unchunked level; a dotted line marks the 50 ms ITL target.
 labplots.long_prompt_plot(long_run, TARGETS.tpot_s)
 
@@ -155,6 +172,8 @@ labplots.long_prompt_plot(long_run, TARGETS.tpot_s)
 within = [c for c in long_run.chunks if long_run.others_max_itl_s[f"C={c}"] <= TARGETS.tpot_s]
 best_c = max(within) if within else min(long_run.chunks)
 chunk_verdicts = lab.statement_verdicts("15.2.1-s23", "15.1.1-s13", "15.1.1-s14", "15.2.1-s15")
+ttft_cost = long_run.long_ttft_s[f"C={best_c}"] / long_run.long_ttft_s["unchunked"] - 1
+ttft_cost_min = long_run.long_ttft_s[f"C={min(long_run.chunks)}"] / long_run.long_ttft_s["unchunked"] - 1
 Markdown(
     f"Unchunked, the {LONG:,}-token prompt makes the largest gap in the other requests' streams "
     f"{long_run.others_max_itl_s['unchunked'] / MS:.0f} ms, "
@@ -163,12 +182,13 @@ Markdown(
     + (f"Chunk sizes up to C = {best_c:,} keep every gap within it ({long_run.others_max_itl_s[f'C={best_c}'] / MS:.0f} ms "
        f"at C = {best_c:,}); " if within else f"No chunk size tried keeps every gap within it; ")
     + f"the long request's TTFT at C = {best_c:,} is {long_run.long_ttft_s[f'C={best_c}'] / MS:.0f} ms against "
-    f"{long_run.long_ttft_s['unchunked'] / MS:.0f} ms unchunked "
-    f"({long_run.long_ttft_s[f'C={best_c}'] / long_run.long_ttft_s['unchunked'] - 1:+.0%}), and "
-    f"{long_run.long_ttft_s[f'C={min(long_run.chunks)}'] / MS:.0f} ms at the smallest chunk, C = {min(long_run.chunks)}: "
+    f"{long_run.long_ttft_s['unchunked'] / MS:.0f} ms unchunked ({ttft_cost:+.0%}, a **{size_of_change(ttft_cost)}** "
+    f"cost: {thresholds_text()}), and "
+    f"{long_run.long_ttft_s[f'C={min(long_run.chunks)}'] / MS:.0f} ms at the smallest chunk, C = {min(long_run.chunks)} "
+    f"({ttft_cost_min:+.0%}, **{size_of_change(ttft_cost_min)}**): "
     "smaller chunks read the weights more often for the same prompt. "
-    "The chapter's statements on chunking, decided by their own experiment (a 16,000-token prompt on Llama-2 13B, "
-    "beyond its context, as a yardstick): "
+    f"The chapter's statements on chunking are decided by their own experiment, not by this run of {LONG:,} "
+    "tokens: a 16,000-token prompt on Llama-2 13B, beyond its context, as a yardstick: "
     + "; ".join(f"{k} **{v.verdict}**" for k, v in chunk_verdicts.items()) + " (the table below).")
 
 # %%
@@ -191,7 +211,8 @@ in_server = tails.rates[1] * at8["e2e_s"]["mean"]
 Markdown(f"Little's law at {tails.rates[1]:g} requests/s (continuous): {tails.rates[1]:g}/s × the mean end-to-end "
          f"time {at8['e2e_s']['mean']:.2f} s = {in_server:.1f} requests in the server; the time-weighted mean batch "
          f"is {at8['batch']['mean']:.1f} sequences"
-         + (" (a little below: the batch does not count the requests waiting in the queue)."
+         + (f" ({at8['batch']['mean'] / in_server - 1:+.0%}, a {size_of_change(at8['batch']['mean'] / in_server - 1)} "
+            "difference: the batch does not count the requests waiting in the queue)."
             if at8["batch"]["mean"] < in_server else "."))
 
 # %%
@@ -216,7 +237,9 @@ Markdown(f"With both p99 targets (TTFT ≤ {TARGETS.ttft_s / MS:.0f} ms, ITL ≤
          + (" (its ITL misses first: whole prompts prefilled inside decode steps lengthen them)"
             if itl_c[miss] > TARGETS.tpot_s and ttft_c[miss] <= TARGETS.ttft_s else "")
          + f"; chunked prefill's are {itl_k[miss] / MS:.0f} ms and {ttft_k[miss] / MS:,.0f} ms. Chunking "
-         + ("pays for its flatter ITL tail with TTFT: " if ttft_k[miss] > ttft_c[miss] else "changes TTFT little: ")
+         + (f"pays for its flatter ITL tail with TTFT, a {size_of_change(ttft_k[0] / ttft_c[0] - 1)} cost: "
+            if ttft_k[miss] > ttft_c[miss] else
+            f"changes TTFT by {ttft_k[0] / ttft_c[0] - 1:+.0%} (a {size_of_change(ttft_k[0] / ttft_c[0] - 1)} change): ")
          + f"p99 {ttft_k[0] / MS:.0f} ms against {ttft_c[0] / MS:.0f} ms at {tails.rates[0]:g}/s. At the highest rate, "
          f"{tails.rates[-1]:g}/s, the p99 TTFT has reached {ttft_c[-1] / MS:,.0f} ms (continuous). "
          "The chapter's statements on tails: "
@@ -243,7 +266,9 @@ DEPLOYMENTS = (
     lab.Deployment("TP = 4, batching", tp=4),
     lab.Deployment("2 replicas at B = 1", replicas=2, policy=ContinuousBatching(max_num_seqs=1),
                    requests_per_gpu=200, start_rate_per_gpu=0.25))
-capacity = lab.slo_capacity(SCENARIO, DEPLOYMENTS, attainment=0.9, usd_per_gpu_hour=USD_PER_GPU_HOUR, start_rate=16)
+CAPACITY_REL_TOL = 0.05                # the bisection stops once each capacity is known to within 5 %
+capacity = lab.slo_capacity(SCENARIO, DEPLOYMENTS, attainment=0.9, usd_per_gpu_hour=USD_PER_GPU_HOUR, start_rate=16,
+                            rel_tol=CAPACITY_REL_TOL)
 
 # %%
 # figure: fig-15-2-3-goodput-per-dollar
@@ -254,17 +279,32 @@ labplots.capacity_plot(capacity)
 # %%
 best = capacity.best()
 one_gpu, b1 = 0, len(DEPLOYMENTS) - 1
+rank = ranking({d.label: float(x) for d, x in zip(DEPLOYMENTS, capacity.requests_per_usd)}, CAPACITY_REL_TOL)
+from inferlab.serving.validate import capacity_uncertainty, recorded  # the simulator against a live server
+sim_err = capacity_uncertainty(recorded())
+rank_sim = ranking({d.label: float(x) for d, x in zip(DEPLOYMENTS, capacity.requests_per_usd)},
+                   min(0.5, CAPACITY_REL_TOL + sim_err["rel_error"]))
 blocks_tp1, blocks_tp2 = kv_capacity_blocks(MODEL, GPU, PREC, 1), kv_capacity_blocks(MODEL, GPU, PREC, 2)
 scale_verdicts = lab.statement_verdicts("15.2.2-s10", "15.2.2-s9")
 Markdown(
-    f"**{DEPLOYMENTS[best].label}** gives the most: {capacity.requests_per_usd[best]:,.0f} SLO-meeting requests per "
+    f"By SLO-meeting requests per dollar, **{rank.sentence()}**"
+    + ("" if rank.decided else ": the bisection cannot order them")
+    + f". That uncertainty is the bisection's alone, and it compares simulated deployments. The "
+    f"simulator's own error was measured against a live server only on one CPU device without TP or "
+    f"replicas (the validation below): its {sim_err['runs']} recorded runs put the simulated step time at "
+    f"{sim_err['ratio_min']:.2f} to {sim_err['ratio_max']:.2f} of the measured one, a capacity error of up to "
+    f"{sim_err['rel_error']:.0%}"
+    + (", and its sign changes from run to run, so it is no fixed bias that would cancel between two "
+       "deployments" if sim_err["sign_changes"] else ", on the same side in every run")
+    + f". Adding it to each capacity: **{rank_sim.sentence()}**"
+    + f". {DEPLOYMENTS[best].label}: {capacity.requests_per_usd[best]:,.0f} requests per "
     f"dollar ({capacity.per_gpu[best]:.3g} requests/s per GPU), against "
     + (f"{capacity.requests_per_usd[one_gpu]:,.0f} for one GPU batching alone and " if best != one_gpu else "")
     + f"{capacity.requests_per_usd[b1]:,.0f} for replicas at $B$ = 1 "
-    f"({capacity.requests_per_usd[best] / capacity.requests_per_usd[b1]:,.0f}× less than the best). "
+    f"({capacity.requests_per_usd[best] / capacity.requests_per_usd[b1]:,.0f}× less). "
     f"Two replicas carry {capacity.rate_per_s[1] / capacity.rate_per_s[one_gpu]:.2f}× one GPU's capacity"
     + (" (more than twice: least-loaded routing sends each request to the less busy replica, which smooths "
-       "bursts; the bisection finds each capacity only to within 5 %). " if capacity.rate_per_s[1] > 2 * capacity.rate_per_s[one_gpu] else ". ")
+       f"bursts; the bisection finds each capacity only to within {CAPACITY_REL_TOL:.0%}). " if capacity.rate_per_s[1] > 2 * capacity.rate_per_s[one_gpu] else ". ")
     + f"Tensor parallelism over two GPUs gives {capacity.per_gpu[2] / capacity.per_gpu[1]:.2f}× the capacity per GPU "
     "of two replicas, over four GPUs "
     f"{capacity.per_gpu[3] / capacity.per_gpu[1]:.2f}×. For it: a TP = 2 replica reads its weights from two GPUs at "
@@ -407,8 +447,10 @@ Markdown(
     f"{long_run.others_max_itl_s[f'C={best_c}'] / MS:.0f} ms.\n"
     f"- Within both p99 targets one GPU served {cap_cont:g} requests/s (continuous) and {cap_chunk:g} requests/s "
     f"(chunked) among the rates tried; at {tails.rates[-1]:g}/s the p99 TTFT is {ttft_c[-1] / MS:,.0f} ms.\n"
-    f"- Per dollar, {DEPLOYMENTS[best].label} served {capacity.requests_per_usd[best]:,.0f} SLO-meeting requests, "
-    f"replicas at B = 1 {capacity.requests_per_usd[b1]:,.0f}: batch first, then add GPUs.\n"
+    f"- Per dollar, {rank.sentence()} (with the simulator's own error added, {rank_sim.sentence()}): "
+    f"{DEPLOYMENTS[best].label} served "
+    f"{capacity.requests_per_usd[best]:,.0f} SLO-meeting requests, replicas at B = 1 "
+    f"{capacity.requests_per_usd[b1]:,.0f}: batch first, then add GPUs.\n"
     f"- A cached {SYSTEM_PROMPT:,}-token system prompt raised the rate within the SLO from "
     f"{prefix.max_rate('off'):g} to {prefix.max_rate('on'):g} requests/s; the decode steps still read it for every "
     "sequence.\n\n"

@@ -95,3 +95,22 @@ def test_runs_table_and_repeatability_over_recorded_runs_by_hand():
     assert "on both sides of the live ones (median predicted / measured 0.92 to 1.05)" in said
     assert "shorter than the live ones in every run and at every rate (median predicted / measured 0.97 to 0.99)" in \
         validate.repeatability([good])  # ratios 0.97-0.99, all < 1
+
+
+def test_capacity_uncertainty_by_hand():
+    from inferlab.serving.validate import capacity_uncertainty
+
+    def rec(*ratios):
+        return {"runs": [{"step_time_error": {"median_ratio": r}} for r in ratios]}
+
+    # ratios 0.8 and 1.05: capacity off by 1/0.8 - 1 = 25 % and 1/1.05 - 1 = -4.8 %; the sign flips
+    u = capacity_uncertainty([rec(1.05), rec(0.8, 0.9)])
+    assert u["rel_error"] == pytest.approx(0.25)
+    assert u["sign_changes"] and u["ratio_min"] == 0.8 and u["ratio_max"] == 1.05 and u["runs"] == 2
+    # all shorter than measured: the same sign in every run
+    assert not capacity_uncertainty([rec(0.9, 0.95)])["sign_changes"]
+    assert capacity_uncertainty([rec(0.9, 0.95)])["rel_error"] == pytest.approx(1 / 0.9 - 1)
+    with pytest.raises(ValueError, match="records must hold at least one"):
+        capacity_uncertainty([])
+    with pytest.raises(ValueError, match="positive finite"):
+        capacity_uncertainty([rec(0.0)])

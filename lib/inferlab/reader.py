@@ -32,37 +32,49 @@ _WRAP = "white-space:normal;word-break:normal;overflow-wrap:normal;hyphens:none;
 
 
 class ClaimsTable:
-    """A group of evaluated claims: HTML for JupyterLab, one plain-text line per claim for nbval."""
+    """A group of evaluated claims: HTML for JupyterLab, one plain-text line per claim for nbval.
+    Each row shows the band that decided its verdict (`claims.evaluate.rule`); a widened band or a
+    verdict override is listed under the table with its written reason."""
 
     def __init__(self, claims):
         self.claims = list(claims)
 
-    def rows(self) -> list[tuple[str, str, str, str, str]]:
-        """(id, verdict mark and word, book, ours, description) per claim."""
+    def rows(self) -> list[tuple[str, str, str, str, str, str]]:
+        """(id, verdict mark and word, book, ours, band, description) per claim."""
         return [(c.id, f"{VERDICT_MARK[c.verdict]} {VERDICT_WORD[c.verdict]}", c.book_text, c.ours_text,
-                 c.description) for c in self.claims]
+                 c.band, c.description) for c in self.claims]
+
+    def overrides(self) -> list[str]:
+        """'<id>: <reason>' for every claim whose band or verdict is not the plain rule's."""
+        return [f"{c.id}: {c.override}" for c in self.claims if c.override]
 
     def __repr__(self) -> str:
         rows = self.rows()
         w = [max(len(r[i]) for r in rows) for i in range(4)]
-        return "\n".join(f"{r[0]:<{w[0]}}  {r[1]:<{w[1]}}  book {r[2]:<{w[2]}}  ours {r[3]}" for r in rows)
+        lines = [f"{r[0]:<{w[0]}}  {r[1]:<{w[1]}}  book {r[2]:<{w[2]}}  ours {r[3]:<{w[3]}}  band {r[4]}"
+                 for r in rows]
+        return "\n".join(lines + [f"  * {o}" for o in self.overrides()])
 
     def _repr_html_(self) -> str:
         head = "".join(f'<th style="{_CELL.format(align=a, extra=_NOWRAP)}">{h}</th>'
                        for h, a in (("claim", "left"), ("", "left"), ("book", "right"), ("ours", "right"),
-                                    ("verdict", "left")))
+                                    ("verdict", "left"), ("band that decided it", "left")))
         body = []
         for c in self.claims:
             cells = [(c.id, "left", _NOWRAP + "font-family:monospace;font-size:0.85em;"),
                      (c.description, "left", _WRAP + "min-width:14em;"),
                      (c.book_text, "right", _NOWRAP), (c.ours_text, "right", _NOWRAP),
-                     (f"{VERDICT_MARK[c.verdict]} {VERDICT_WORD[c.verdict]}", "left", _NOWRAP)]
+                     (f"{VERDICT_MARK[c.verdict]} {VERDICT_WORD[c.verdict]}", "left", _NOWRAP),
+                     (c.band + (" *" if c.override else ""), "left", _WRAP + "font-size:0.85em;")]
             tds = "".join(f'<td style="{_CELL.format(align=a, extra=x)}">{html.escape(str(t))}</td>'
                           for t, a, x in cells)
             body.append(f'<tr id="claim-{c.id}" title="{html.escape(c.explanation or c.verdict)}">{tds}</tr>')
         table = (f'<table class="inferlab-claims" style="table-layout:auto;border-collapse:collapse;'
                  f'font-size:0.9em;max-width:100%"><thead><tr>{head}</tr></thead>'
                  f'<tbody>{"".join(body)}</tbody></table>')
+        if self.overrides():
+            items = "".join(f"<li>{html.escape(o)}</li>" for o in self.overrides())
+            table += f'<p style="font-size:0.85em;margin:2px 0">* not the plain rule:</p><ul style="{_WRAP}font-size:0.85em">{items}</ul>'
         others = [c for c in self.claims if c.verdict in ("approximation", "unchecked")]
         if others:
             items = "".join(f"<li><b>{c.id}</b> ({VERDICT_WORD[c.verdict]}): {html.escape(c.explanation)}</li>"
@@ -109,6 +121,26 @@ def claims(section: str, *spans: str) -> None:
     display(ClaimsTable(chosen))
     if any(c.verdict == "erratum" for c in chosen):
         display(Errata(chosen))
+
+
+def book_says(claim_id: str) -> str:
+    """The book's value of one registry claim as printed, with its unit ("1024 FLOP/byte"): the only
+    way a page attributes a number to the book (tests/test_named_quantities.py checks the rest)."""
+    section, _, letter = claim_id.partition("-")
+    return select(section, letter)[0].book_text
+
+
+def book_input(claim_id: str, name: str):
+    """One input of the book's own arithmetic for a claim (its `own` or `method` inputs in
+    data/claims.toml), e.g. book_input("15.1.1-m", "params") -> 13e9."""
+    from inferlab.claims.registry import load_registry
+    for claim in load_registry().claims:
+        if claim.id == claim_id:
+            for call in (claim.own, claim.method):
+                if call is not None and name in call.inputs:
+                    return call.inputs[name]
+            raise ValueError(f"claim {claim_id} has no book input {name!r}")
+    raise ValueError(f"no claim {claim_id!r} in the registry")
 
 
 def claims_table(section: str, *spans: str) -> ClaimsTable:

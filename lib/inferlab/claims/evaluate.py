@@ -83,6 +83,9 @@ class EvaluatedClaim:
     note: str = ""
     relation: str | None = None
     printed: bool = True  # False: the book implies the number ("doubled") rather than printing it
+    band: str = ""          # the test of `rule` that decided the verdict (see `rule`)
+    rule_verdict: str = ""  # what `rule` computes; differs from `verdict` only under an override
+    override: str = ""      # the written reason of a widened band (`tolerance`) or a verdict override
 
     @property
     def book_text(self) -> str:
@@ -113,6 +116,7 @@ class EvaluatedClaim:
             "simplification": self.method_simplification, "own_value": self.own_value,
             "explanation": self.explanation, "corrected": self.corrected,
             "consequence": self.consequence, "note": self.note, "printed": self.printed,
+            "band": self.band, "rule_verdict": self.rule_verdict, "override": self.override,
         }
 
 
@@ -157,20 +161,81 @@ def tolerance_text(claim: Claim) -> str:
     return f"±{display(_half_unit(claim))} (half a unit of the last printed digit)"
 
 
-def _verdict(claim: Claim, ours: float, method_value: float | None) -> str:
+@dataclass(frozen=True)
+class Ruling:
+    """A verdict and the band that decided it, e.g. ("consistent", "|Δ| 0.38 ≤ 0.5 (last digit)")."""
+
+    verdict: str
+    band: str
+
+
+def _ratio(a: float, b: float) -> float:
+    r = abs(a / b)
+    return max(r, 1 / r)
+
+
+def rule(claim: Claim, ours: float, method_value: float | None) -> Ruling:
+    """The verdict rule, written once (ERRATA.md, "The verdict rule"). With b the book's value,
+    x ours and m the book's own method's value:
+
+      1. consistent     x is within the band: half a unit of b's last printed digit (or the entry's
+                        `tolerance`, a widened band with its written reason), inside b's range, or
+                        satisfying b's relation;
+      2. approximation  not 1., but m is within the same band, m is a simplification the book
+                        states, and either the conclusion the book draws from b still holds for x,
+                        or (no conclusion) x is within a factor APPROXIMATION_LIMIT (1.5) of b;
+      3. erratum        anything else (no method reproduces b, or only plain arithmetic does, or
+                        the simplification moves b by more than 1.5x or flips its conclusion).
+
+    The band names the tests that decided: e.g. "|Δ| 0.38 ≤ 0.5 (last digit)",
+    "|Δ| 3.23 > 0.5 (last digit); time_2ps: 1.46× ≤ 1.5×",
+    "|Δ| 1.07e14 > 5e12 (last digit); flops_6ps: arithmetic, no stated simplification"."""
     if agrees(claim, ours):
-        return "consistent"
+        return Ruling("consistent", _agree_band(claim, ours))
+    miss = _miss_band(claim, ours)
+    if claim.method is None:
+        return Ruling("erratum", f"{miss}; no method of the book's gives it")
+    name = claim.method.name
     if method_value is None or not agrees(claim, method_value):
-        return "erratum"
-    if METHODS[claim.method.name].simplification is None:
-        return "erratum"
+        return Ruling("erratum", f"{miss}; {name} gives {display(method_value)}, not the book's")
+    if METHODS[name].simplification is None:
+        return Ruling("erratum", f"{miss}; {name}: arithmetic, no stated simplification")
     if claim.conclusion is not None:
         rel, threshold = claim.conclusion
-        return "approximation" if _OPS[rel](ours, threshold) else "erratum"
+        holds = _OPS[rel](ours, threshold)
+        return Ruling("approximation" if holds else "erratum",
+                      f"{miss}; {name}: conclusion {rel} {display(threshold)} "
+                      f"{'holds' if holds else 'fails'} for ours")
     if claim.relation or claim.is_range or ours == 0 or claim.low == 0:
-        return "erratum"
-    ratio = abs(claim.low / ours)
-    return "approximation" if max(ratio, 1 / ratio) <= APPROXIMATION_LIMIT else "erratum"
+        return Ruling("erratum", f"{miss}; {name}: no factor for a range, relation or zero")
+    factor = _ratio(claim.low, ours)
+    within = factor <= APPROXIMATION_LIMIT
+    return Ruling("approximation" if within else "erratum",
+                  f"{miss}; {name}: {factor:.2f}× {'≤' if within else '>'} {APPROXIMATION_LIMIT:g}×")
+
+
+def _band_width(claim: Claim) -> tuple[float, str]:
+    if claim.tolerance:
+        return claim.tolerance.abs, "stated rounding"
+    return _half_unit(claim), "last digit"
+
+
+def _agree_band(claim: Claim, ours: float) -> str:
+    if claim.relation:
+        return f"ours {claim.relation} {claim.book}"
+    if claim.is_range:
+        return f"ours in {claim.book}"
+    width, what = _band_width(claim)
+    return f"|Δ| {display(abs(ours - claim.low))} ≤ {display(width)} ({what})"
+
+
+def _miss_band(claim: Claim, ours: float) -> str:
+    if claim.relation:
+        return f"ours not {claim.relation} {claim.book}"
+    if claim.is_range:
+        return f"ours outside {claim.book}"
+    width, what = _band_width(claim)
+    return f"|Δ| {display(abs(ours - claim.low))} > {display(width)} ({what})"
 
 
 def _render(claim: Claim, template: str, values: dict) -> str:
@@ -197,11 +262,20 @@ def evaluate(claim: Claim, defaults: dict) -> EvaluatedClaim:
         fn = QUANTITIES[call.name] if kind == "function" else METHODS[call.name].function
         values[name] = _invoke(f"{claim.id} (derived.{name})", fn, call.inputs, defaults, kind)
 
+    band, rule_verdict, override = "", "", ""
     if claim.status == "unchecked":
-        verdict = "unchecked"
+        verdict = rule_verdict = "unchecked"
+        band = "not checkable from the text"
         explanation = _render(claim, claim.reason, values)
     else:
-        verdict = _verdict(claim, ours, method_value)
+        ruling = rule(claim, ours, method_value)
+        verdict, rule_verdict, band = ruling.verdict, ruling.verdict, ruling.band
+        if claim.tolerance:
+            override = f"band widened to ±{display(claim.tolerance.abs)}: {claim.tolerance.why}"
+        if claim.override:
+            verdict, reason = claim.override
+            band = f"override (rule: {rule_verdict}, {ruling.band})"
+            override = f"verdict {verdict} instead of the rule's {rule_verdict}: {reason}"
         if verdict == "consistent":
             explanation = ""
         elif claim.explanation:
@@ -222,7 +296,8 @@ def evaluate(claim: Claim, defaults: dict) -> EvaluatedClaim:
         tolerance=tolerance_text(claim) if claim.status == "checked" else "",
         consequence=_render(claim, claim.consequence, values) if claim.consequence else "",
         note=_render(claim, claim.note, values) if claim.note else "",
-        relation=claim.relation, printed=claim.printed)
+        relation=claim.relation, printed=claim.printed, band=band, rule_verdict=rule_verdict,
+        override=override)
 
 
 def evaluate_registry(registry: Registry | None = None, section: str | None = None,

@@ -691,6 +691,78 @@ def hol_blocking(long_prompt: int = 16_000, rate: float = 4.0, n: int = 200, min
                          f"largest ITL of others {_ms(worst)}; the prefill takes {_ms(pre)}"),))
 
 
+# --------------------------------------------------------------------------------------------------
+# Sentence-level claims: orders of growth, per-step costs, what chunking leaves unchanged
+# --------------------------------------------------------------------------------------------------
+
+GROWTH_QUANTITIES = ("recompute", "cached_attention_flops", "cached_attention_bytes", "kv_projection")
+
+
+def _growth_quantity(quantity: str, model, s: int) -> float:
+    if quantity == "recompute":  # no cache: a forward pass over the S-token prefix and the new token
+        return float(prefill_costs(model, 1, s + 1).total.flops)
+    if quantity in ("cached_attention_flops", "cached_attention_bytes"):
+        ops = decode_costs(model, 1, s).operators()
+        attr = "flops" if quantity.endswith("flops") else "bytes"
+        return sum(float(getattr(ops[name], attr)) for name in ATTENTION_OPS)
+    if quantity == "kv_projection":  # the K and V projections of S tokens (what the cache stores)
+        ops = prefill_costs(model, 1, s).operators()
+        return float(ops["k_proj"].flops) + float(ops["v_proj"].flops)
+    raise ValueError(f"quantity must be one of {', '.join(GROWTH_QUANTITIES)}; got {quantity!r}")
+
+
+def growth_order(quantity: str = "recompute", context_lens=(1024, 4096), expected: float = 2.0,
+                 model: str = MODEL):
+    """Holds at each S where the quantity's local growth exponent k = log2(F(2S) / F(S)) is nearer
+    `expected` than any other whole order (|k - expected| < 0.5): "order S²" needs k > 1.5.
+    Quantities (batch 1): recompute (FLOPs per output token without a cache: a forward pass over
+    the whole prefix), cached_attention_flops / cached_attention_bytes (one cached decode step's
+    attention), kv_projection (the K and V projection FLOPs over S tokens)."""
+    import math
+    cases = []
+    for s in context_lens:
+        k = math.log2(_growth_quantity(quantity, model, 2 * s) / _growth_quantity(quantity, model, s))
+        cases.append(Case(f"S={s}", abs(k - expected) < 0.5, f"{quantity} grows as S^{k:.2f}"))
+    values = {}
+    if quantity == "recompute":  # where attention's S² term equals the linear 2·P·S term
+        m = get_model(model)
+        values["crossover"] = m.n_matmul_params / (m.n_layers * m.n_heads * m.head_dim)  # 2PS = 2LdS²
+    return Outcome(tuple(cases), "context length", values)
+
+
+def tp_improves(phase: str = "decode", tps=(2, 4, 8), allreduce_latency_s: float | None = None,
+                prompt_len: int = 2048, context_len: int = 1024, model: str = MODEL, accelerator: str = ACC):
+    """Holds at each degree K where the phase is faster on K devices than on one, all-reduces at
+    `allreduce_latency_s` (None: the library's default start-up latency)."""
+    from inferlab.parallel import DEFAULT_ALLREDUCE_LATENCY_S
+    lat = DEFAULT_ALLREDUCE_LATENCY_S if allreduce_latency_s is None else allreduce_latency_s
+
+    def t(k):
+        if phase == "prefill":
+            return prefill_time_s(model, accelerator, prompt_len, tp=k, allreduce_latency_s=lat)
+        return decode_step_time_s(model, accelerator, context_len, tp=k, allreduce_latency_s=lat)
+    cases = [Case(f"K={k}", t(1) / t(k) > 1, f"{phase} x{_f(t(1) / t(k))} faster, all-reduce latency "
+                                              f"{lat * 1e6:.0f} us") for k in tps]
+    return Outcome(tuple(cases), "tensor-parallel degree")
+
+
+def chunked_kv_memory(prompt_lens=(1000, 10_000), chunk_len: int = 512, block_tokens: int = 16,
+                      model: str = MODEL):
+    """Holds at each S where the KV cache after a prefill in ceil(S/C) chunks of C tokens (each
+    appending its tokens, stored in blocks of `block_tokens`) equals the unchunked prefill's."""
+    cases = []
+    for s in prompt_lens:
+        chunks = [min(chunk_len, s - i) for i in range(0, s, chunk_len)]
+        stored = sum(chunks)
+        blocks_chunked, blocks_whole = -(-stored // block_tokens), -(-s // block_tokens)
+        same = (blocks_chunked == blocks_whole
+                and float(kv_cache_bytes(model, stored)) == float(kv_cache_bytes(model, s)))
+        cases.append(Case(f"S={s}, C={chunk_len}", same,
+                          f"{len(chunks)} chunks store {stored:,} tokens in {blocks_chunked:,} blocks "
+                          f"against {blocks_whole:,} unchunked"))
+    return Outcome(tuple(cases), "prompt length")
+
+
 EXPERIMENTS = {f.__name__: f for f in (
     prefill_regime, decode_regime, phase_regimes, decode_attention_intensity, decode_mlp_intensity,
     mlp_ridge_batch, decode_op_regimes, prefill_mlp_intensity, one_pass_vs_sequential, ttft_scaling,
@@ -701,6 +773,7 @@ EXPERIMENTS = {f.__name__: f for f in (
     kv_quant_batch, gqa_factor, quant_raises_bstar_and_maxb, cost_levers, prefix_cache,
     chunked_prefill_flops, replicas_vs_batch_latency, tail_latency_vs_qps, replicas_cut_tail, batch_cap,
     replica_scaling, replicas_first, continuous_vs_static, low_load_cost, ttft_is_prefill,
-    chunked_long_prompt, hol_blocking)}
+    chunked_long_prompt, hol_blocking, growth_order, tp_improves, chunked_kv_memory)}
 SIMULATED = {"tail_latency_vs_qps", "replicas_cut_tail", "batch_cap", "replica_scaling", "replicas_first",
              "continuous_vs_static", "low_load_cost", "ttft_is_prefill", "chunked_long_prompt", "hol_blocking"}
+

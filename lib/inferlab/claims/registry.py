@@ -25,7 +25,7 @@ BOOK_RE = re.compile(rf"^(?P<lo>{_NUM})(?:-(?P<hi>{_NUM}))?$")
 REQUIRED = ("id", "section", "part", "description", "book", "unit")
 OPTIONAL = ("status", "reason", "function", "inputs", "relation", "tolerance", "method",
             "method_inputs", "own", "own_inputs", "conclusion", "explanation", "consequence",
-            "note", "printed", "also_covers", "derived")
+            "note", "printed", "also_covers", "derived", "override")
 
 
 class RegistryError(ValueError):
@@ -72,6 +72,7 @@ class Claim:
     printed: bool = True
     also_covers: tuple = ()
     derived: dict = field(default_factory=dict, hash=False)
+    override: tuple | None = None  # (verdict, reason): a verdict other than the rule's, with why
 
     @property
     def is_range(self) -> bool:
@@ -223,6 +224,18 @@ def parse_claim(raw: dict) -> Claim:
                             else (METHODS, "method", "method"))
         derived[name] = (kind, _call(f"{entry_id} (derived.{name})", spec, key, "inputs", table, kind))
 
+    override = raw.get("override")
+    if override is not None:
+        if (not isinstance(override, dict) or set(override) != {"verdict", "reason"}
+                or override["verdict"] not in VERDICTS[:3] or not isinstance(override["reason"], str)
+                or not override["reason"].strip()):
+            raise _fail(entry_id, "override must be a table {verdict = 'erratum', reason = '...'} with a "
+                                  f"verdict among {', '.join(VERDICTS[:3])} and a written reason; "
+                                  f"got {override!r}")
+        if status == "unchecked":
+            raise _fail(entry_id, "an unchecked claim has no verdict to override")
+        override = (override["verdict"], " ".join(override["reason"].split()))
+
     also = raw.get("also_covers", [])
     if not isinstance(also, list) or not all(isinstance(x, (int, float)) and not isinstance(x, bool)
                                              for x in also):
@@ -238,7 +251,7 @@ def parse_claim(raw: dict) -> Claim:
         explanation=" ".join(raw.get("explanation", "").split()),
         consequence=" ".join(raw.get("consequence", "").split()),
         note=" ".join(raw.get("note", "").split()), printed=bool(raw.get("printed", True)),
-        also_covers=tuple(float(x) for x in also), derived=derived)
+        also_covers=tuple(float(x) for x in also), derived=derived, override=override)
 
 
 @dataclass(frozen=True)

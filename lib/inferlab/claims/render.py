@@ -24,14 +24,19 @@ def summary_line(claims) -> str:
 
 
 def table(claims: list[EvaluatedClaim]) -> str:
-    """id, description, book, ours, verdict: one row per claim, then the count per verdict."""
-    headers = ("id", "description", "book", "ours", "verdict")
-    rows = [(c.id, c.description, c.book_text, c.ours_text, c.verdict) for c in claims]
+    """id, description, book, ours, verdict and the band that decided it (`evaluate.rule`): one row
+    per claim, then the count per verdict and every widened band or override with its reason."""
+    headers = ("id", "description", "book", "ours", "verdict", "band")
+    rows = [(c.id, c.description, c.book_text, c.ours_text, c.verdict,
+             c.band + (" *" if c.override else "")) for c in claims]
     widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
     line = lambda cells: "  ".join(str(c).ljust(w) for c, w in zip(cells, widths)).rstrip()
     out = [line(headers), line(["-" * w for w in widths])]
     out += [line(r) for r in rows]
     out += ["", summary_line(claims)]
+    overrides = [f"  * {c.id}: {c.override}" for c in claims if c.override]
+    if overrides:
+        out += ["", "* not the plain rule (the written reason):"] + overrides
     return "\n".join(out)
 
 
@@ -95,13 +100,28 @@ def errata_markdown(claims: list[EvaluatedClaim], defaults: dict | None = None, 
         "tests/test_errata.py fails when this file is stale. -->",
         "",
         "Every number the chapter prints is registered in `data/claims.toml` and recomputed by the",
-        "`inferlab` library (`inferlab verify` prints the full table). Verdicts are computed:",
+        "`inferlab` library (`inferlab verify` prints the full table). Every verdict is the output of one",
+        "rule (`inferlab.claims.evaluate.rule`), and every table shows the band that decided it.",
         "",
-        "- **consistent**: the book's number agrees with the full model within the book's own rounding;",
-        "- **approximation**: it follows from a simplification the book states, and the exact value",
-        f"  differs without changing the book's conclusion (or by less than a factor {APPROXIMATION_LIMIT:g});",
-        "- **erratum**: it does not follow from the book's own formulas and inputs, contradicts another",
-        "  section, or contradicts the real model or hardware.",
+        "## The verdict rule",
+        "",
+        "With b the book's number, x the full model's value (\"ours\") and m the value of the book's own",
+        "method where the registry names one:",
+        "",
+        "1. **consistent** when x lies within half a unit of b's last printed digit (26 → ±0.5, 0.84 → ±0.005,",
+        "   1.6e14 → ±0.05e14), inside b's range, or satisfies b's relation (\"> 80\"). An entry may widen",
+        "   the band only with a written reason (its inputs were themselves rounded); such bands are",
+        "   marked \"stated rounding\" and listed under [Widened bands and overrides](#widened-bands-and-overrides);",
+        "2. **approximation** when x misses that band but m lands in it, m is a simplification the book",
+        "   states, and the simplification does not change the result: the conclusion the book draws",
+        "   from b (\"above the ridge point\") still holds for x, or, where it draws none, x is within a",
+        f"   factor {APPROXIMATION_LIMIT:g} of b (1.46× passes, 2.5× does not);",
+        "3. **erratum** otherwise: no method of the book's gives b, or only plain arithmetic does (a wrong",
+        f"   rule or input), or the simplification moves b by more than {APPROXIMATION_LIMIT:g}× or flips its conclusion;",
+        "4. **unchecked** for outside facts and guidelines, with the reason.",
+        "",
+        "A verdict other than the rule's needs an `override` with a written reason in the registry; it is",
+        "listed below. A test recomputes every verdict from this rule.",
         "",
         "\"Full model\" is the library's exact operator count under a per-operator roofline, by default for",
         f"{_setup(defaults)}; the 70B claims use llama-2-70b. GB = 10^9 bytes, as in the book.",
@@ -110,14 +130,14 @@ def errata_markdown(claims: list[EvaluatedClaim], defaults: dict | None = None, 
         "",
         "## Errata",
         "",
-        "| id | where | the book says | its own numbers give | full model | off by |",
-        "|---|---|---|---|---|---|",
+        "| id | where | the book says | its own numbers give | full model | off by | band that decided it |",
+        "|---|---|---|---|---|---|---|",
     ]
     for c in errata:
         own = f"{display(c.own_value)} {c.unit}".strip() if c.own_value is not None else "-"
         off = f"{c.off_by:.1f}x" if c.off_by else "-"
         out.append(f"| [{c.id}](#{c.id.replace('.', '')}) | {_where(c)} | {_cell(c.book_text)} | "
-                   f"{_cell(own)} | {_cell(c.ours_text)} | {off} |")
+                   f"{_cell(own)} | {_cell(c.ours_text)} | {off} | {_cell(c.band)} |")
     out.append("")
     for c in errata:
         out += [f"### {c.id}", "",
@@ -127,14 +147,22 @@ def errata_markdown(claims: list[EvaluatedClaim], defaults: dict | None = None, 
                 + (f"{display(c.own_value)} {c.unit}".strip() + f" ({_lower_first(c.own_summary.rstrip('.'))})."
                    if c.own_value is not None else "see the cause below."),
                 f"- **Full model (corrected value):** {c.ours_text}.",
+                f"- **Band that decided it:** {c.band}.",
                 f"- **Cause:** {c.explanation}",
                 f"- **Consequence for a reader:** {c.consequence or 'see the cause.'}", ""]
     out += ["## Approximations", "",
             "The book's number follows from a simplification it states; the exact value is given beside it.",
-            "", "| id | claim | book | exact | why they differ |", "|---|---|---|---|---|"]
+            "", "| id | claim | book | exact | band that decided it | why they differ |",
+            "|---|---|---|---|---|---|"]
     for c in approx:
         out.append(f"| {c.id} | {_cell(c.description)} | {_cell(c.book_text)} | {_cell(c.ours_text)} | "
-                   f"{_cell(c.explanation)} |")
+                   f"{_cell(c.band)} | {_cell(c.explanation)} |")
+    out += ["", "## Widened bands and overrides", "",
+            "Every verdict that is not the plain rule's, with its written reason: a band wider than half a",
+            "unit of the last digit (the book's number is computed from inputs it rounded itself), or a",
+            "verdict override.", ""]
+    overridden = [c for c in claims if c.override]
+    out += [f"- **{c.id}** ({c.verdict}; {c.band}): {c.override}" for c in overridden] or ["- none"]
     out += ["", "## Notes", "",
             "Remarks that change no verdict: typos in expressions, and where GiB instead of GB would matter.",
             ""]

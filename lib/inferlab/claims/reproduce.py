@@ -82,6 +82,12 @@ def n_params_billion(model):
 
 
 @quantity
+def matmul_params_billion(model):
+    """Parameters that take part in a matrix product (ModelConfig.n_matmul_params), in billions."""
+    return get_model(model).n_matmul_params / 1e9
+
+
+@quantity
 def config_value(model, field):
     """One field of the architecture (d_model, d_ff, n_layers, n_heads, n_kv_heads, head_dim)."""
     return float(getattr(get_model(model), field))
@@ -178,6 +184,22 @@ def free_for_kv_gb(model, accelerator, tp=1):
 def memory_headroom_gb(model, accelerator, seq_len, batch, tp=1, capacity_gib=None):
     """Capacity minus weights minus KV cache on one of `tp` devices, GB (negative: does not fit)."""
     return _capacity_bytes(accelerator, capacity_gib) / GB - memory_per_device_gb(model, seq_len, batch, tp)
+
+
+@quantity
+def free_gb_with_capacity(model, accelerator, seq_len, batch, tp=1, capacity="datasheet"):
+    """Capacity - weights - KV cache per device, GB, at the datasheet's or the reported capacity
+    (headroom.headroom_fit: the same computation the 15.2.2 notebook's prose renders)."""
+    from inferlab.headroom import headroom_fit
+    return headroom_fit(model, accelerator, batch, seq_len, _precision(), tp).free_bytes(capacity) / GB
+
+
+@quantity
+def max_batch_at_utilisation(model, accelerator, seq_len, tp=1, utilisation=0.9, capacity="reported"):
+    """Largest batch in utilisation x capacity beside the weights (vLLM's gpu_memory_utilization)."""
+    from inferlab.headroom import headroom_fit
+    return float(headroom_fit(model, accelerator, 1, seq_len, _precision(), tp)
+                 .max_batch_at_utilisation(utilisation, capacity))
 
 
 @quantity
@@ -294,6 +316,14 @@ def decode_batch_for_compute_pct(model, accelerator, context_len, target_pct):
 def prefill_ms(model, accelerator, prompt_len, batch=1):
     """One prefill pass (= TTFT without queueing) under the per-operator roofline, ms."""
     return 1e3 * prefill_time_s(model, accelerator, prompt_len, batch)
+
+
+@quantity
+def prefill_2ps_ms(model, accelerator, prompt_len, batch=1):
+    """2·P·B·S / peak with P = the model's matrix parameters (ModelConfig.n_matmul_params) and the
+    accelerator's dense bf16 peak, ms: the linear rule as the 15.1.1 notebook computes it."""
+    m, a = get_model(model), get_accelerator(accelerator)
+    return 1e3 * 2 * m.n_matmul_params * batch * prompt_len / a.peak("bf16")
 
 
 @quantity

@@ -278,6 +278,27 @@ def repeatability(records: list) -> str:
     return s
 
 
+def capacity_uncertainty(records: list) -> dict:
+    """The simulator's own error, carried to a capacity, from the recorded validations.
+
+    At a fixed batch a server's capacity scales as 1 / step time, so a simulated step time off by
+    the ratio r = predicted / measured puts a simulated capacity off by 1/r - 1. Over every recorded
+    run and rate (each run's median ratio):
+
+        rel_error = max |1 / r - 1|,   sign_changes = (min r < 1 < max r)
+
+    `sign_changes` says whether the error flips sign between runs: a bias that flips cannot be
+    counted on to cancel between two simulated deployments. Raises on no records."""
+    if not records:
+        raise ValueError("records must hold at least one recorded validation; got none")
+    ratios = [float(r["step_time_error"]["median_ratio"]) for rec in records for r in rec["runs"]]
+    if not ratios or any(not np.isfinite(x) or x <= 0 for x in ratios):
+        raise ValueError(f"records must hold positive finite step-time ratios; got {ratios!r}")
+    return {"rel_error": max(abs(1 / x - 1) for x in ratios), "ratio_min": min(ratios),
+            "ratio_max": max(ratios), "sign_changes": min(ratios) < 1 < max(ratios),
+            "runs": len(records)}
+
+
 def conclusion(record: dict) -> str:
     """What the comparison says, in words, every number from the record (Markdown)."""
     worst = {p: _worst(record, p) for p in ("p50", "p99")}
