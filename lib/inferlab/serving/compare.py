@@ -213,8 +213,9 @@ class Comparison:
         sim_thr = self.sim.summary()["throughput_requests_per_s"]
         if r.request_throughput:
             lines.append(f"request throughput: vLLM {r.request_throughput:.2f}/s, sim {sim_thr:.2f}/s")
+        rate = "all sent at once" if np.isinf(r.request_rate) else f"rate {r.request_rate:g}/s"
         lines.append(f"{len(r.ttft_s)} requests compared ({r.n_failed} failed in the vLLM run left out); "
-                     f"rate {r.request_rate:g}/s, burstiness {r.burstiness:g}")
+                     f"{rate}, burstiness {r.burstiness:g}")
         if r.max_concurrency:
             lines.append(f"note: the vLLM client capped concurrency at {r.max_concurrency}; "
                          "the simulation does not model that cap")
