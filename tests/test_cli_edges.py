@@ -43,8 +43,12 @@ def one_line_error(argv, capsys, *words):
     # (2 x 40 layers x 5120 x 2 bytes) -> floor(45.97e9 / 819200) = 56,xxx tokens in one block at most
     (["serve", "--block-tokens", "1000000000"], ["--block-tokens", "1000000000", "<= 56,"]),
     (["estimate", "--reserved-gb", "1e300"], ["--reserved-gb", "1e+300", "<= 80"]),
-    (["serve", "--replicas", "50", "--rate", "1", "--duration", "3", "--cv", "0"],
-     ["--replicas", "50", "2 requests"]),  # arrivals at 1 and 2 s: two requests
+    (["serve", "--replicas", "3", "--rate", "1", "--duration", "3", "--cv", "0"],
+     ["--replicas", "3", "2 requests"]),  # arrivals at 1 and 2 s: two requests, so 3 replicas is one too many
+    # between the bound (~56k tokens) and twice it: still one block too large for the free memory
+    (["serve", "--block-tokens", "60000"], ["--block-tokens", "60000", "<= 56,"]),
+    # cv 100 brings (100^2 - 1) / 2 = 4,999.5 requests on top of rate x duration = 996,000: over 1,000,000
+    (["serve", "--rate", "1", "--duration", "996000", "--cv", "100"], ["--rate x --duration", "4999.5", "--cv 100"]),
     (["serve", "--prompt", str(2**62)], ["--prompt", "<="]),
     (["serve", "--prompt-dist", "lognormal", "--prompt-cv", "1e300"], ["--prompt-cv", "<= 100"]),
     (["serving", "validate", "--seed", "-1"], ["--seed", "-1", ">= 0"]),

@@ -161,7 +161,7 @@ def _workload(args):
     extra = max(0.0, (args.cv ** 2 - 1) / 2)
     check_request_count(args.rate * args.duration + extra,
                         f"--rate x --duration = {args.rate:g} x {args.duration:g}"
-                        + (f" (+ {extra:.4g} for --cv {args.cv:g})" if extra else ""))
+                        + (f" (+ {extra:.6g} for --cv {args.cv:g})" if extra else ""))
     for which in ("prompt", "output"):
         positive_int(f"--{which}", getattr(args, which), maximum=MAX_TOKENS)
         kind = choice(f"--{which}-dist", getattr(args, f"{which}_dist"), LENGTH_KINDS)

@@ -184,7 +184,7 @@ def synthetic(rate_per_s: float, *, n_requests: int | None = None, duration_s: f
         positive_float("duration_s", duration_s)
         expected = rate_per_s * duration_s + max(0.0, (cv ** 2 - 1) / 2)  # renewal count, see MAX_CV
         check_request_count(expected, f"rate x duration_s = {rate_per_s:g}/s x {duration_s:g} s"
-                                      + (f" (+ {(cv ** 2 - 1) / 2:.4g} for cv={cv:g})" if cv > 1 else ""))
+                                      + (f" (+ {(cv ** 2 - 1) / 2:.6g} for cv={cv:g})" if cv > 1 else ""))
         n_draw = int(expected * 1.5 + 10 * np.sqrt(expected) + 10)
         a = arrival_times_s(rate_per_s, n_draw, cv, seed)
         while a[-1] < duration_s:  # bursty gaps can fall short of the duration: draw more
