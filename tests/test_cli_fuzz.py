@@ -27,6 +27,7 @@ SKIP = {"help", "live"}  # --live serves on the wall clock (test_serving_live.py
 # Output options: paths under the test's folder (or hostile places), checked after the run.
 OUTPUTS = {"timeseries", "out", "figure", "output"}
 INPUTS = {"trace", "vllm_result", "registry", "statements"}
+INSIDE_REPOSITORY = {("errata",): [("--output", "ERRATA.md")], ("classroom", "build-student"): [("--out", "student")]}
 
 HOSTILE = ["", " ", "nan", "inf", "-inf", "-1", "0", "1e300", "1e-320", str(2**64), "abc", "1,2", "--", "\x00x"]
 INTS = ["1", "2", "3", "8", "16", "64", "512", "100000", "1e9", "3.5"]
@@ -77,6 +78,10 @@ def argv_for(path, tmp):
                 argv.append(flag)
             else:
                 argv += [flag, draw(option_values(a, tmp))]
+        # Outputs whose default lies in the repository (ERRATA.md, build/student) go to the test's folder.
+        for flag, dest in INSIDE_REPOSITORY.get(tuple(path), ()):
+            if flag not in argv:
+                argv += [flag, f"{tmp}/{dest}"]
         return argv
     return build()
 
@@ -138,7 +143,8 @@ KNOWN = {
     ("serving", "compare"): [["--vllm-result", "{tmp}/bad.json"], ["--vllm-result", "{tmp}/binary.bin"],
                              ["--vllm-result", "{tmp}/vllm.json", "--figure", "{tmp}/o.txt"],
                              ["--vllm-result", "{tmp}/vllm.json", "--json"]],
-    ("classroom", "build-student"): [["{tmp}/cells.ipynb"], ["{tmp}/binary.bin"]],
+    ("classroom", "build-student"): [["{tmp}/cells.ipynb", "--out", "{tmp}/student"],
+                                     ["{tmp}/binary.bin", "--out", "{tmp}/student"]],
     ("estimate",): [["--reserved-gb", "1e300"]],
     ("verify",): [["--kind", "statement", "--verdict", "erratum"], ["--registry", "{tmp}/empty.toml"]],
     ("errata",): [["--output", ""]],

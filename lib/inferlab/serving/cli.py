@@ -367,7 +367,7 @@ def _cmd_validate(args) -> int:
             from inferlab.serving.workload import check_request_count
             check_request_count(r * args.duration, f"--rates x --duration = {r:g} x {args.duration:g}")
     for which in ("prompt", "output"):
-        positive_int(f"--{which}", getattr(args, which), maximum=args.max_len)
+        positive_int(f"--{which}", getattr(args, which))
     if 3 * (args.prompt + args.output) > args.max_len:
         raise ValueError(f"--max-len must hold the longest prompt + output (3 x (--prompt + --output) = "
                          f"{3 * (args.prompt + args.output)} tokens); got --max-len={args.max_len}")
