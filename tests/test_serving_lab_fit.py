@@ -71,9 +71,10 @@ def test_best_skips_a_deployment_that_does_not_fit_even_when_listed_first():
     cap = lab.Capacity((lab.Deployment("a"), lab.Deployment("b", tp=2)), (0.0, 3.0), 0.9, 4.0,
                        fits=(False, True), smallest_tp=(2, 2))
     assert cap.best() == 1
+    # Both at capacity 0 (nothing meets the SLO): the first that fits, not the first listed.
     cap0 = lab.Capacity((lab.Deployment("a"), lab.Deployment("b", tp=2)), (0.0, 0.0), 0.9, 4.0,
-                        fits=(True, False), smallest_tp=(1, 4))
-    assert cap0.best() == 0  # capacity 0 that fits beats one that does not
+                        fits=(False, True), smallest_tp=(2, 2))
+    assert cap0.best() == 1
 
 
 def test_the_capacity_plot_marks_what_does_not_fit():
