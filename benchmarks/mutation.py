@@ -196,7 +196,10 @@ MUTANTS = [
     M("serving/engine", "serving/engine.py", "budget = pol.token_budget - self.n_dec", "budget = pol.token_budget",
       "chunked budget not shared with the decodes"),
     M("serving/engine", "serving/engine.py", "            if not preempted:  # as vLLM",
-      "            if True:  # as vLLM", "continuous admits in a step that had to evict"),
+      "            if True:  # as vLLM", "continuous admits in a step that had to evict",
+      equivalent="the victim heads the queue and needs at least the blocks it freed, more than the short pool "
+                 "has left, so FIFO admission admits nothing in that step anyway (300 random runs with 538 "
+                 "preemptions, prefix caching on and off: identical results)"),
     M("serving/engine", "serving/engine.py", "pairs += q * p + q * (q + 1) / 2", "pairs += q * (q + 1) / 2",
       "a prompt chunk does not attend to the earlier chunks"),
     M("serving/engine", "serving/engine.py", "            kv += p + q\n", "            kv += q\n",
