@@ -39,14 +39,15 @@ def one_line_error(argv, capsys, *words):
     (["serve", "--cv", "1e-160"], ["--cv", "1e-160", ">= 1e-06"]),
     (["serve", "--cv", "1e6"], ["--cv", "1000000.0", "<= 100"]),
     (["serve", "--cv", "nan"], ["--cv", "nan"]),
-    # 13B bf16 on an H100: 0.9 x 80 GB - 26.03 GB of weights = 45.97 GB free; 819,200 bytes per token
-    # (2 x 40 layers x 5120 x 2 bytes) -> floor(45.97e9 / 819200) = 56,xxx tokens in one block at most
-    (["serve", "--block-tokens", "1000000000"], ["--block-tokens", "1000000000", "<= 56,"]),
+    # The book's 13B (12,911,006,720 parameters) in bf16 on an H100: 0.9 x 80e9 - 25,822,013,440 bytes of
+    # weights = 46,177,986,560 bytes free; 819,200 bytes per token (2 x 40 layers x 5120 x 2 bytes)
+    # -> floor(46,177,986,560 / 819,200) = 56,369 tokens in one block at most
+    (["serve", "--block-tokens", "1000000000"], ["--block-tokens", "1000000000", "<= 56,369 "]),
     (["estimate", "--reserved-gb", "1e300"], ["--reserved-gb", "1e+300", "<= 80"]),
     (["serve", "--replicas", "3", "--rate", "1", "--duration", "3", "--cv", "0"],
      ["--replicas", "3", "2 requests"]),  # arrivals at 1 and 2 s: two requests, so 3 replicas is one too many
     # between the bound (~56k tokens) and twice it: still one block too large for the free memory
-    (["serve", "--block-tokens", "60000"], ["--block-tokens", "60000", "<= 56,"]),
+    (["serve", "--block-tokens", "60000"], ["--block-tokens", "60000", "<= 56,369 "]),
     # cv 100 brings (100^2 - 1) / 2 = 4,999.5 requests on top of rate x duration = 996,000: over 1,000,000
     (["serve", "--rate", "1", "--duration", "996000", "--cv", "100"], ["--rate x --duration", "4999.5", "--cv 100"]),
     (["serve", "--prompt", str(2**62)], ["--prompt", "<="]),
@@ -292,3 +293,15 @@ def test_serve_timeseries_interrupted_mid_write_leaves_no_file(tmp_path, capsys,
     code, out, err = run(["serve", "--rate", "1", "--duration", "3", "--timeseries", str(target)], capsys)
     assert code == 130 and "interrupted" in err
     assert list(tmp_path.iterdir()) == []  # no partial ts.csv, no temporary left behind
+
+
+def test_a_kv_block_too_large_is_blamed_on_the_block_not_the_weights():
+    from inferlab.serving.kv import kv_capacity_blocks
+    from inferlab.validation import DoesNotFitError
+    # Llama-2 13B: 13,015,864,320 x 2 bytes of weights; 72e9 - 26,031,728,640 = 45,968,271,360 bytes free;
+    # / 819,200 bytes per token = 56,113.6: blocks of up to 56,113 tokens fit.
+    with pytest.raises(DoesNotFitError, match=r"block_tokens=1000000000: .* allowed: block_tokens <= 56113$"):
+        kv_capacity_blocks("llama-2-13b", "h100-sxm", block_tokens=10**9)
+    assert kv_capacity_blocks("llama-2-13b", "h100-sxm", block_tokens=56113) == 1
+    with pytest.raises(DoesNotFitError, match="weights take 138.0 GB"):  # 70B: the weights are the problem
+        kv_capacity_blocks("llama-2-70b", "h100-sxm")
