@@ -89,6 +89,7 @@ def test_errata_output_empty_does_not_rewrite_the_repositorys_errata(capsys):
     (["serve", "--timeout-ms", "5"], ["--timeout-ms", "static"]),
     (["serve", "--router", "least-loaded"], ["--router", "--replicas > 1"]),
     (["serve", "--prompt-cv", "0.5"], ["--prompt-cv", "lognormal", "fixed"]),
+    (["serve", "--live", "--policy", "prefill-first", "--token-budget", "300"], ["--token-budget", "chunked"]),
     (["serve", "--output-dist", "uniform", "--output-cv", "2"], ["--output-cv", "uniform"]),
     (["verify", "--kind", "statement", "--verdict", "erratum"], ["--verdict", "--kind number"]),
     (["verify", "--statement-verdict", "erratum"], ["--statement-verdict", "--kind statement"]),

@@ -151,7 +151,7 @@ def _workload(args):
                                            load_trace, synthetic)
     if args.trace:
         for name in WORKLOAD_OPTIONS:
-            if _given(args, name):
+            if _given(args, name) and not (name == "seed" and args.live):  # --live: --seed seeds the weights too
                 raise ValueError(f"--{name.replace('_', '-')} describes the synthetic workload, which --trace "
                                  f"replaces; leave out one of them")
         return load_trace(args.trace, "--trace"), f"trace {args.trace}"
@@ -239,7 +239,8 @@ def _cmd_serve_live(args) -> int:
     for name, value in LIVE_DEFAULTS.items():
         if getattr(args, name) is None:
             setattr(args, name, value)
-    policy = choice("--policy", args.policy or "chunked", LIVE_POLICIES)
+    policy = choice("--policy", args.policy if args.policy is not None else "chunked", LIVE_POLICIES)
+    _refuse_ignored(args, policy)
     positive_int("--max-num-seqs", args.max_num_seqs)
     positive_int("--token-budget", args.token_budget)
     positive_int("--max-batched-tokens", args.max_batched_tokens)
