@@ -52,11 +52,23 @@ def one_line_error(argv, capsys, *words):
     (["serve", "--rate", "1", "--duration", "996000", "--cv", "100"], ["--rate x --duration", "4999.5", "--cv 100"]),
     (["serve", "--prompt", str(2**62)], ["--prompt", "<="]),
     (["serve", "--prompt-dist", "lognormal", "--prompt-cv", "1e300"], ["--prompt-cv", "<= 100"]),
-    (["serving", "validate", "--seed", "-1"], ["--seed", "-1", ">= 0"]),
-    (["serving", "validate", "--duration", "1e9"], ["--duration", "<= 3600"]),
-    (["serving", "validate", "--max-len", "100000000000"], ["GB", "--max-len"]),
 ])
 def test_an_option_beyond_what_the_run_can_hold_is_refused_by_name(argv, words, capsys):
+    one_line_error(argv, capsys, *words)
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["serving", "validate", "--seed", "-1"], ["--seed", "-1", ">= 0"]),
+    (["serving", "validate", "--duration", "1e9"], ["--duration", "<= 3600"]),
+    # 8 KV slots of 1e11 tokens of cpu-0.5b: far beyond any machine's memory
+    (["serving", "validate", "--max-len", "100000000000"], ["GB", "--max-len"]),
+])
+def test_validate_refuses_bad_options_before_its_minute_of_profiling(argv, words, capsys, monkeypatch):
+    from inferlab.serving import validate
+
+    def profiled(**kw):
+        raise AssertionError("validate() started (the profile) before every option was checked")
+    monkeypatch.setattr(validate, "validate", profiled)
     one_line_error(argv, capsys, *words)
 
 
