@@ -308,8 +308,8 @@ def _scratch() -> Path:
     return tmp
 
 
-def run_tests(tmp: Path, tests: list[str], timeout_s: float) -> bool:
-    """True when the tests pass (the mutant survived)."""
+def run_tests(tmp: Path, tests: list[str], timeout_s: float, report: bool = False) -> bool:
+    """True when the tests pass (the mutant survived). report: print the failure's last lines."""
     env = dict(os.environ, PYTHONPATH=str(tmp / "lib"), INFERLAB_DATA=str(tmp / "data"),
                PYTHONDONTWRITEBYTECODE="1")
     cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-o", "addopts=", "-p", "no:cacheprovider",
@@ -318,6 +318,8 @@ def run_tests(tmp: Path, tests: list[str], timeout_s: float) -> bool:
         done = subprocess.run(cmd, cwd=tmp, env=env, capture_output=True, timeout=timeout_s)
     except subprocess.TimeoutExpired:
         return False  # a hang counts as killed
+    if report and done.returncode != 0:
+        print("\n".join(done.stdout.decode(errors="replace").splitlines()[-15:]), file=sys.stderr)
     return done.returncode == 0
 
 
@@ -336,7 +338,7 @@ def main(argv=None) -> int:
     try:
         # The unmutated code must pass the same tests, or a "kill" means nothing.
         for module in sorted({m.module for m in chosen}):
-            if not run_tests(tmp, TESTS[module], args.timeout_s):
+            if not run_tests(tmp, TESTS[module], args.timeout_s, report=True):
                 print(f"baseline tests fail for {module}: fix them first", file=sys.stderr)
                 return 1
         results = []
