@@ -1,8 +1,8 @@
 """Issue 22 item 4: the serving lab runs to its end under the What-if scenarios the four chapter
 notebooks are re-run with (tests/test_reader_notebooks.py): Llama-2 70B on one H100 (its 138 GB
 of weights do not fit 80 GB: the lab runs it at TP = 2 and says so) and Llama-3 8B on an H200.
-The whole notebook, exercises included, in a fresh kernel (4.4 minutes for Llama-2 70B on the
-shared 2-core machine where this was written)."""
+The whole notebook, exercises included, in a fresh kernel per scenario (8.7 minutes for both on
+the busy 2-core machine where this was written)."""
 from __future__ import annotations
 
 import os
