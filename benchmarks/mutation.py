@@ -48,6 +48,11 @@ TESTS = {
     "measure/efficiency": ["tests/test_mutants.py", "tests/test_measure.py"],
     "exercises/core": ["tests/test_mutants.py", "tests/test_exercises.py"],
     "specs": ["tests/test_costs.py", "tests/test_memory.py", *COMMON],
+    "serving/engine": ["tests/test_serving_mutants.py", "tests/test_serving.py", "tests/test_serving_prefix.py",
+                       "tests/test_serving_properties.py"],
+    "serving/lab": ["tests/test_serving_mutants.py", "tests/test_serving_lab.py", "tests/test_serving_lab_fit.py"],
+    "serving/validate": ["tests/test_serving_mutants.py", "tests/test_serving_validate.py"],
+    "serving/cli": ["tests/test_serving_mutants.py", "tests/test_cli_edges.py", "tests/test_serving_cli.py"],
 }
 
 M = Mutant
@@ -170,6 +175,113 @@ MUTANTS = [
       "matmul FLOPs without the 2"),
     M("measure/efficiency", "measure/efficiency.py", "if sum(r[\"clean\"] for r in rows) >= rounds:",
       "if len(rows) >= rounds:", "contended rounds counted as clean"),
+    # serving/engine -------------------------------------------------------------------------------
+    M("serving/engine", "serving/engine.py", "limit = self.total_blocks - (0 if self.static else self.watermark)",
+      "limit = self.total_blocks", "a request that fits only inside the watermark accepted (blocks every later one)"),
+    M("serving/engine", "serving/engine.py", "if blocks_for(r.prompt + r.output, self.bs) > limit:",
+      "if blocks_for(r.prompt + r.output, self.bs) >= limit:", "a request that exactly fits the pool rejected"),
+    M("serving/engine", "serving/engine.py", "if blocks_for(r.prompt + r.output, self.bs) > limit:",
+      "if blocks_for(r.prompt, self.bs) > limit:", "rejection ignores the output's blocks"),
+    M("serving/engine", "serving/engine.py", "            if self.free - need < self.watermark:\n",
+      "            if self.free - need < 0:\n", "admission ignores the watermark"),
+    M("serving/engine", "serving/engine.py", "        self.waiting.appendleft(v)", "        self.waiting.append(v)",
+      "a preempted request goes to the back of the queue"),
+    M("serving/engine", "serving/engine.py", "        v.target = v.prompt + v.generated", "        v.target = v.prompt",
+      "recompute forgets the generated tokens"),
+    M("serving/engine", "serving/engine.py", "victim = max((*self.decoding.values(), *self.prefilling), key=lambda r: r.admit_seq)",
+      "victim = min((*self.decoding.values(), *self.prefilling), key=lambda r: r.admit_seq)",
+      "the oldest sequence preempted, not the latest admitted"),
+    M("serving/engine", "serving/engine.py", "r.end_d = self.d + (r.output - r.generated) - 1",
+      "r.end_d = self.d + (r.output - r.generated)", "one decode step too many"),
+    M("serving/engine", "serving/engine.py", "budget = pol.token_budget - self.n_dec", "budget = pol.token_budget",
+      "chunked budget not shared with the decodes"),
+    M("serving/engine", "serving/engine.py", "            if not preempted:  # as vLLM",
+      "            if True:  # as vLLM", "continuous admits in a step that had to evict",
+      equivalent="the victim heads the queue and needs at least the blocks it freed, more than the short pool "
+                 "has left, so FIFO admission admits nothing in that step anyway (300 random runs with 538 "
+                 "preemptions, prefix caching on and off: identical results)"),
+    M("serving/engine", "serving/engine.py", "pairs += q * p + q * (q + 1) / 2", "pairs += q * (q + 1) / 2",
+      "a prompt chunk does not attend to the earlier chunks"),
+    M("serving/engine", "serving/engine.py", "            kv += p + q\n", "            kv += q\n",
+      "a chunk's attention reads only its own keys"),
+    M("serving/engine", "serving/engine.py", "            if p + q == r.target:\n                logits += 1",
+      "            if True:\n                logits += 1", "LM head on every prompt chunk"),
+    M("serving/engine", "serving/engine.py", "s = max(r.prompt for r in batch)  # prompts padded",
+      "s = min(r.prompt for r in batch)  # prompts padded", "static batch padded to the shortest prompt"),
+    M("serving/engine", "serving/engine.py", "need = blocks_for(r.prompt + r.output, self.bs)  # reserved",
+      "need = blocks_for(r.prompt, self.bs)  # reserved", "static batching reserves the prompt only"),
+    M("serving/engine", "serving/engine.py", "ready = max(self.clock, self.waiting[0].arrival + pol.timeout_s)",
+      "ready = self.waiting[0].arrival + pol.timeout_s", "a late timeout moves the clock back"),
+    M("serving/engine", "serving/engine.py", "                if r.first_token is None:\n                    r.first_token = t1",
+      "                if True:\n                    r.first_token = t1", "TTFT taken after a preemption's recompute"),
+    M("serving/engine", "serving/engine.py", "            if r.first_sched is None:\n                r.first_sched = t",
+      "            if True:\n                r.first_sched = t", "queueing delay measured to the last admission"),
+    M("serving/engine", "serving/engine.py", "if len(self.waiting) >= pol.batch_size:",
+      "if len(self.waiting) > pol.batch_size:", "a full static batch waits for one more"),
+    M("serving/engine", "serving/engine.py", "            self.free += r.blocks\n            r.blocks = 0\n            if r.pref:",
+      "            r.blocks = 0\n            if r.pref:", "a finished request's blocks leak"),
+    # serving/lab ----------------------------------------------------------------------------------
+    M("serving/lab", "serving/lab.py", "return tuple(r * 3600.0 / (d.gpus * self.usd_per_gpu_hour)",
+      "return tuple(r * 60.0 / (d.gpus * self.usd_per_gpu_hour)", "requests per dollar per minute"),
+    M("serving/lab", "serving/lab.py", "return tuple(r / d.gpus for r, d", "return tuple(r / d.replicas for r, d",
+      "capacity per replica, not per GPU"),
+    M("serving/lab", "serving/lab.py", "usd = np.where(np.array(self.fits), np.array(self.requests_per_usd, dtype=float), -1.0)",
+      "usd = np.array(self.requests_per_usd, dtype=float)", "best() may pick a deployment that does not fit"),
+    M("serving/lab", "serving/lab.py", "lo, hi = (mid, hi) if attains(scenario, d, mid) >= attainment else (lo, mid)",
+      "lo, hi = (mid, hi) if attains(scenario, d, mid) > attainment else (lo, mid)", "attainment met exactly counted as a miss"),
+    M("serving/lab", "serving/lab.py", "        rates.append(lo)\n", "        rates.append(hi)\n",
+      "capacity is the rate that missed"),
+    M("serving/lab", "serving/lab.py", "return blocks_for(int(tokens), LAB_BLOCK_TOKENS) <= pool - int(LAB_WATERMARK * pool)",
+      "return blocks_for(int(tokens), LAB_BLOCK_TOKENS) <= pool", "fits ignores the admission watermark"),
+    M("serving/lab", "serving/lab.py", "(deployment.requests_per_gpu or scenario.n_requests) * deployment.gpus)",
+      "(deployment.requests_per_gpu or scenario.n_requests))", "the same run length for every GPU count"),
+    M("serving/lab", "serving/lab.py", "**({\"tp\": self.tp} | kw))", "**kw)", "the scenario's TP ignored"),
+    M("serving/lab", "serving/lab.py", "    others[idx] = False\n", "", "the long request counted among the others"),
+    M("serving/lab", "serving/lab.py", "n = int(np.argmin(ok)) if not ok.all() else len(ok)\n        return float(self.rates[n - 1]) if n else 0.0\n\n\ndef policy_sweep",
+      "n = int(np.sum(ok))\n        return float(self.rates[n - 1]) if n else 0.0\n\n\ndef policy_sweep",
+      "a rate within the SLO after one that missed counted"),
+    M("serving/lab", "serving/lab.py", "        if fits(model, accelerator, precision, tp, tokens):\n            return tp",
+      "        if True:\n            return tp", "smallest_tp ignores memory (always 1)"),
+    M("serving/lab", "serving/lab.py", "    if not d_fits:  # shown as such",
+      "    if False:  # shown as such", "a deployment that does not fit is run"),
+    # serving/validate -----------------------------------------------------------------------------
+    M("serving/validate", "serving/validate.py", "return float(simulated / live - 1.0)", "return float(live / simulated - 1.0)",
+      "error inverted"),
+    M("serving/validate", "serving/validate.py", "\"within\": abs(e) <= bound}", "\"within\": e <= bound}",
+      "a too-fast simulation always within"),
+    M("serving/validate", "serving/validate.py", "ok &= abs(e) <= bound", "ok &= abs(e) < bound",
+      "an error on the bound counted as a miss"),
+    M("serving/validate", "serving/validate.py", "P50_BOUND, P99_BOUND = 0.15, 0.25", "P50_BOUND, P99_BOUND = 0.25, 0.25",
+      "the median held to the p99 bound"),
+    M("serving/validate", "serving/validate.py", "return float(n / np.nanmax(r.finish_s))", "return float(n / np.nanmean(r.finish_s))",
+      "capacity over the mean finish, not the last"),
+    M("serving/validate", "serving/validate.py", "if abs(r[\"comparison\"][m][p][\"error\"]) > record[\"bounds\"][p]]",
+      "if r[\"comparison\"][m][p][\"error\"] > record[\"bounds\"][p]]", "negative misses not listed"),
+    M("serving/validate", "serving/validate.py", "return all(r[\"live\"][\"completed\"] == r[\"simulated\"][\"completed\"] == r[\"requests\"]",
+      "return all(r[\"live\"][\"completed\"] == r[\"simulated\"][\"completed\"]", "all_served ignores unserved requests on both sides"),
+    M("serving/validate", "serving/validate.py", "key=lambda x: x[0])", "key=lambda x: x[1])",
+      "worst error by signed value"),
+    M("serving/validate", "serving/validate.py", "\"p90_abs\": float(np.percentile(np.abs(r - 1), 90))",
+      "\"p90_abs\": float(np.percentile(np.abs(r - 1), 50))", "step error p90 is the median"),
+    # serving/cli ----------------------------------------------------------------------------------
+    M("serving/cli", "serving/cli.py", "        if _given(args, name) and policy_name not in policies:",
+      "        if False:", "options the policy ignores accepted"),
+    M("serving/cli", "serving/cli.py", "    if _given(args, \"router\") and args.replicas == 1:",
+      "    if False:", "--router with one replica accepted"),
+    M("serving/cli", "serving/cli.py", "            if _given(args, name) and not (name == \"seed\" and args.live):",
+      "            if False:", "synthetic options beside --trace accepted"),
+    M("serving/cli", "serving/cli.py", "    extra = max(0.0, (args.cv ** 2 - 1) / 2)", "    extra = 0.0",
+      "the burst of a high cv not counted"),
+    M("serving/cli", "serving/cli.py", "    if args.replicas > len(workload):", "    if args.replicas > 10 * len(workload):",
+      "idle replicas accepted"),
+    M("serving/cli", "serving/cli.py", "    if free > per_token and per_token * args.block_tokens > free:",
+      "    if free > per_token and per_token * args.block_tokens > 2 * free:", "a block larger than the free memory accepted"),
+    M("serving/cli", "serving/cli.py", "        write_text_atomic(args.timeseries, result.timeseries_csv())",
+      "        open(args.timeseries, \"w\").write(result.timeseries_csv())", "timeseries written in place (partial on Ctrl-C)"),
+    M("serving/cli", "serving/cli.py", "        if Path(args.figure).suffix.lower() not in FIGURE_SUFFIXES:",
+      "        if False:", "--figure format checked only after the table"),
+    M("serving/cli", "serving/cli.py", "    positive_int(\"--seed\", args.seed, minimum=0)\n    positive_float(\"--duration\", args.duration, maximum=VALIDATE_MAX_DURATION_S)",
+      "    positive_float(\"--duration\", args.duration, maximum=VALIDATE_MAX_DURATION_S)", "validate --seed checked only after profiling"),
     # exercises/core -------------------------------------------------------------------------------
     M("exercises/core", "exercises/core.py", "return abs(value - expected) <= max(part.rel_tol * abs(expected), part.abs_tol)",
       "return abs(value - expected) <= max(5 * part.rel_tol * abs(expected), part.abs_tol)",
@@ -196,8 +308,8 @@ def _scratch() -> Path:
     return tmp
 
 
-def run_tests(tmp: Path, tests: list[str], timeout_s: float) -> bool:
-    """True when the tests pass (the mutant survived)."""
+def run_tests(tmp: Path, tests: list[str], timeout_s: float, report: bool = False) -> bool:
+    """True when the tests pass (the mutant survived). report: print the failure's last lines."""
     env = dict(os.environ, PYTHONPATH=str(tmp / "lib"), INFERLAB_DATA=str(tmp / "data"),
                PYTHONDONTWRITEBYTECODE="1")
     cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-o", "addopts=", "-p", "no:cacheprovider",
@@ -206,6 +318,8 @@ def run_tests(tmp: Path, tests: list[str], timeout_s: float) -> bool:
         done = subprocess.run(cmd, cwd=tmp, env=env, capture_output=True, timeout=timeout_s)
     except subprocess.TimeoutExpired:
         return False  # a hang counts as killed
+    if report and done.returncode != 0:
+        print("\n".join(done.stdout.decode(errors="replace").splitlines()[-15:]), file=sys.stderr)
     return done.returncode == 0
 
 
@@ -224,7 +338,7 @@ def main(argv=None) -> int:
     try:
         # The unmutated code must pass the same tests, or a "kill" means nothing.
         for module in sorted({m.module for m in chosen}):
-            if not run_tests(tmp, TESTS[module], args.timeout_s):
+            if not run_tests(tmp, TESTS[module], args.timeout_s, report=True):
                 print(f"baseline tests fail for {module}: fix them first", file=sys.stderr)
                 return 1
         results = []

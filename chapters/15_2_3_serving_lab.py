@@ -69,13 +69,13 @@ TARGETS = SLO(ttft_s=0.5, tpot_s=0.05)  # the chapter's: TTFT < 500 ms, ITL < 50
 USD_PER_GPU_HOUR = figures.BOOK_USD_PER_GPU_HOUR  # the book's H100 price (15.2.2); put your own
 SYSTEM_PROMPT = 10_000                 # tokens of the shared system prompt in section 5
 # ---------------------------------------------------------------------------------------------
-SCENARIO = lab.Scenario(MODEL, GPU, PREC, slo=TARGETS)
+SCENARIO = lab.Scenario(MODEL, GPU, PREC, slo=TARGETS, tp=None)  # tp=None: one GPU, or the fewest that hold the model
 Markdown(f"**Scenario:** {MODEL.name} on {GPU.name}, weights {PREC.weights}, KV cache {PREC.kv}; the library's "
          f"roofline step time (all-reduces at its default latency under tensor parallelism). Requests: prompts "
          f"lognormal with mean {SCENARIO.prompt.mean:.0f} tokens, outputs mean {SCENARIO.output.mean:.0f} tokens "
          f"(coefficient of variation 1, as in chat traces), Poisson arrivals, {SCENARIO.n_requests:,} requests "
          f"per run, seed {SCENARIO.seed}. Targets: TTFT ≤ {TARGETS.ttft_s / MS:.0f} ms and a mean ITL ≤ "
-         f"{TARGETS.tpot_s / MS:.0f} ms per request.")
+         f"{TARGETS.tpot_s / MS:.0f} ms per request." + SCENARIO.layout_note())
 
 # %% [markdown]
 # ### What the lab measures
@@ -152,7 +152,7 @@ Markdown(f"At {policies.rates[top]:g} requests/s continuous batching delivers {t
 
 # %%
 LONG = min(16_000, (MODEL.max_context_tokens or 16_000) - 128)  # the longest prompt the model serves with 128 outputs
-step_time = RooflineStepTime(MODEL, GPU, PREC)
+step_time = RooflineStepTime(MODEL, GPU, PREC, tp=SCENARIO.tp)
 alone_s, decode16_s = step_time.prefill_s(LONG), step_time.decode_s(1024, 16)
 Markdown(f"A {LONG:,}-token prompt alone takes {alone_s / MS:.0f} ms to prefill, as long as "
          f"{alone_s / decode16_s:.0f} decode steps of 16 sequences at 1,024 tokens of context "
@@ -227,8 +227,8 @@ ttft_c, itl_c = tails.column("continuous", "ttft_s", "p99"), tails.column("conti
 ttft_k, itl_k = tails.column("chunked, C = 512", "ttft_s", "p99"), tails.column("chunked, C = 512", "itl_s", "p99")
 miss = min(tails.rates.index(cap_cont) + 1 if cap_cont else 0, len(tails.rates) - 1)  # the first rate that misses
 tail_verdicts = lab.statement_verdicts("15.2.2-s19", "15.2.2-s21")
-Markdown(f"With both p99 targets (TTFT ≤ {TARGETS.ttft_s / MS:.0f} ms, ITL ≤ {TARGETS.tpot_s / MS:.0f} ms), one "
-         f"{GPU.name} serves up to **{cap_cont:g} requests/s** with continuous batching and "
+Markdown(f"With both p99 targets (TTFT ≤ {TARGETS.ttft_s / MS:.0f} ms, ITL ≤ {TARGETS.tpot_s / MS:.0f} ms), "
+         f"{SCENARIO.layout} serves up to **{cap_cont:g} requests/s** with continuous batching and "
          f"**{cap_chunk:g} requests/s** with chunked prefill (C = 512) among the rates tried"
          + (" (every rate tried for both: the capacity lies beyond them). "
             if min(cap_cont, cap_chunk) == tails.rates[-1] else ". ")
@@ -279,14 +279,17 @@ labplots.capacity_plot(capacity)
 # %%
 best = capacity.best()
 one_gpu, b1 = 0, len(DEPLOYMENTS) - 1
-rank = ranking({d.label: float(x) for d, x in zip(DEPLOYMENTS, capacity.requests_per_usd)}, CAPACITY_REL_TOL)
+fitting = {d.label: float(x) for d, x, f in zip(DEPLOYMENTS, capacity.requests_per_usd, capacity.fits) if f}
 from inferlab.serving.validate import capacity_uncertainty, recorded  # the simulator against a live server
 sim_err = capacity_uncertainty(recorded())
-rank_sim = ranking({d.label: float(x) for d, x in zip(DEPLOYMENTS, capacity.requests_per_usd)},
-                   min(0.5, CAPACITY_REL_TOL + sim_err["rel_error"]))
-blocks_tp1, blocks_tp2 = kv_capacity_blocks(MODEL, GPU, PREC, 1), kv_capacity_blocks(MODEL, GPU, PREC, 2)
+rank = ranking(fitting, CAPACITY_REL_TOL) if fitting else None
+rank_sim = ranking(fitting, min(0.5, CAPACITY_REL_TOL + sim_err["rel_error"])) if fitting else None
 scale_verdicts = lab.statement_verdicts("15.2.2-s10", "15.2.2-s9")
-Markdown(
+if capacity.all_fit:
+    blocks_tp1, blocks_tp2 = kv_capacity_blocks(MODEL, GPU, PREC, 1), kv_capacity_blocks(MODEL, GPU, PREC, 2)
+scale_note = ("The chapter's advice to scale with replicas before batching: "
+              + "; ".join(f"{k} (\"{v.description}\") **{v.verdict}**" for k, v in scale_verdicts.items()) + ".")
+uncertainty_note = "" if rank is None else (
     f"By SLO-meeting requests per dollar, **{rank.sentence()}**"
     + ("" if rank.decided else ": the bisection cannot order them")
     + f". That uncertainty is the bisection's alone, and it compares simulated deployments. The "
@@ -296,8 +299,9 @@ Markdown(
     f"{sim_err['rel_error']:.0%}"
     + (", and its sign changes from run to run, so it is no fixed bias that would cancel between two "
        "deployments" if sim_err["sign_changes"] else ", on the same side in every run")
-    + f". Adding it to each capacity: **{rank_sim.sentence()}**"
-    + f". {DEPLOYMENTS[best].label}: {capacity.requests_per_usd[best]:,.0f} requests per "
+    + f". Adding it to each capacity: **{rank_sim.sentence()}**. ")
+Markdown(lab.capacity_note(capacity, SCENARIO) + " " + uncertainty_note + scale_note) if not capacity.all_fit else Markdown(
+    uncertainty_note + f"{DEPLOYMENTS[best].label}: {capacity.requests_per_usd[best]:,.0f} requests per "
     f"dollar ({capacity.per_gpu[best]:.3g} requests/s per GPU), against "
     + (f"{capacity.requests_per_usd[one_gpu]:,.0f} for one GPU batching alone and " if best != one_gpu else "")
     + f"{capacity.requests_per_usd[b1]:,.0f} for replicas at $B$ = 1 "
@@ -310,8 +314,7 @@ Markdown(
     f"{capacity.per_gpu[3] / capacity.per_gpu[1]:.2f}×. For it: a TP = 2 replica reads its weights from two GPUs at "
     f"once and keeps half of them per GPU, so its KV pool holds {blocks_tp2 * 16:,} tokens against "
     f"2 × {blocks_tp1 * 16:,} = {2 * blocks_tp1 * 16:,} for two single-GPU replicas; against it: every layer's "
-    "all-reduces add to each step. The chapter's advice to scale with replicas before batching: "
-    + "; ".join(f"{k} (\"{v.description}\") **{v.verdict}**" for k, v in scale_verdicts.items()) + ".")
+    "all-reduces add to each step. " + scale_note)
 
 # %% [markdown]
 # ## 5. Prefix caching of a shared system prompt
@@ -445,13 +448,14 @@ Markdown(
     f"- An unchunked {LONG:,}-token prefill put a {long_run.others_max_itl_s['unchunked'] / MS:.0f} ms gap into "
     f"every running stream; chunks of {best_c:,} tokens bring it to "
     f"{long_run.others_max_itl_s[f'C={best_c}'] / MS:.0f} ms.\n"
-    f"- Within both p99 targets one GPU served {cap_cont:g} requests/s (continuous) and {cap_chunk:g} requests/s "
+    f"- Within both p99 targets {'one GPU' if SCENARIO.tp == 1 else SCENARIO.layout} served {cap_cont:g} requests/s (continuous) and {cap_chunk:g} requests/s "
     f"(chunked) among the rates tried; at {tails.rates[-1]:g}/s the p99 TTFT is {ttft_c[-1] / MS:,.0f} ms.\n"
-    f"- Per dollar, {rank.sentence()} (with the simulator's own error added, {rank_sim.sentence()}): "
-    f"{DEPLOYMENTS[best].label} served "
-    f"{capacity.requests_per_usd[best]:,.0f} SLO-meeting requests, replicas at B = 1 "
-    f"{capacity.requests_per_usd[b1]:,.0f}: batch first, then add GPUs.\n"
-    f"- A cached {SYSTEM_PROMPT:,}-token system prompt raised the rate within the SLO from "
+    + (f"- Per dollar, {rank.sentence()} (with the simulator's own error added, {rank_sim.sentence()}): "
+       f"{DEPLOYMENTS[best].label} served {capacity.requests_per_usd[best]:,.0f} SLO-meeting requests, "
+       if rank is not None else "- Per dollar, no deployment tried fits, ")
+    + (f"replicas at B = 1 {capacity.requests_per_usd[b1]:,.0f}: batch first, then add GPUs.\n" if capacity.fits[b1]
+       else f"while replicas at B = 1 serve nothing: they {capacity.status(b1)}.\n")
+    + f"- A cached {SYSTEM_PROMPT:,}-token system prompt raised the rate within the SLO from "
     f"{prefix.max_rate('off'):g} to {prefix.max_rate('on'):g} requests/s; the decode steps still read it for every "
     "sequence.\n\n"
     "Previous: [15.2.2 Throughput under batching](15_2_2_batching.ipynb) · Back to the [index](00_index.ipynb)")

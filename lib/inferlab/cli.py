@@ -52,10 +52,11 @@ def _cmd_estimate(args) -> int:
     nonneg_int("--output", args.output)
     fraction("--mfu", args.mfu)
     fraction("--mbu", args.mbu)
-    positive_float("--reserved-gb", args.reserved_gb, allow_zero=True)
     positive_float("--usd-per-gpu-hour", args.usd_per_gpu_hour, allow_zero=True)
     positive_float("--allreduce-latency-us", args.allreduce_latency_us, allow_zero=True, maximum=1e6)
     model, acc = get_model(args.model), get_accelerator(args.gpu)
+    # Memory kept free on each device: at most all of it (beyond, every configuration is "does not fit").
+    positive_float("--reserved-gb", args.reserved_gb, allow_zero=True, maximum=acc.memory_bytes / GB)
     prec = Precision(weights=args.weights_dtype, activations=args.activations_dtype, kv=args.kv_dtype)
     context = args.prompt + args.output
     if args.batch * context > MAX_INT:
@@ -181,9 +182,33 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _option_names(parser: argparse.ArgumentParser, names=None) -> dict:
+    """{dest: how the user types it} over every sub-command: '--policy' for options, the dest for
+    positionals."""
+    names = {} if names is None else names
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                _option_names(sub, names)
+        elif action.dest not in names:
+            names[action.dest] = action.option_strings[-1] if action.option_strings else action.dest
+    return names
+
+
+def refuse_empty_strings(args, names: dict) -> None:
+    """An empty string is not "not given": `--policy ""` or `--output ""` must not fall back to a
+    default (or, for --output, to the repository's own file). ValueError naming the option."""
+    for dest, value in vars(args).items():
+        values = value if isinstance(value, list) else [value]
+        if any(isinstance(v, str) and v.strip() == "" for v in values):
+            raise ValueError(f"{names.get(dest, dest)} must not be empty; got {value!r}")
+
+
 def main(argv=None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
     try:
+        refuse_empty_strings(args, _option_names(parser))
         return args.func(args)
     except BrokenPipeError:  # output piped into `head` and closed early: not an error
         sys.stderr.close()
@@ -194,6 +219,9 @@ def main(argv=None) -> int:
     except OSError as err:  # missing folder, a directory given for a file, unwritable, /proc/...
         where = f"{err.filename}: " if err.filename else ""
         print(f"inferlab {args.command}: error: {where}{err.strerror or err}", file=sys.stderr)
+        return 2
+    except MemoryError:  # a backstop: the options' bounds are meant to stop this before any work
+        print(f"inferlab {args.command}: error: ran out of memory; use smaller options", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"inferlab {args.command}: interrupted", file=sys.stderr)

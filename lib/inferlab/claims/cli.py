@@ -35,6 +35,13 @@ def _cmd_verify_statements(args) -> int:
 
 def _cmd_verify(args) -> int:
     from inferlab.claims.render import as_json, explanations, table
+    # Options of the other --kind would be ignored: refuse them.
+    if args.kind == "statement" and (args.verdict is not None or args.registry is not None):
+        raise ValueError(f"--{'verdict' if args.verdict is not None else 'registry'} applies to --kind number; "
+                         "with --kind statement use --statement-verdict / --statements")
+    if args.kind == "number" and (args.statement_verdict is not None or args.statements is not None):
+        raise ValueError(f"--{'statement-verdict' if args.statement_verdict is not None else 'statements'} "
+                         "applies to --kind statement; add --kind statement or leave it out")
     if args.kind == "statement":
         return _cmd_verify_statements(args)
     try:
@@ -74,8 +81,9 @@ def _cmd_errata(args) -> int:
             return 1
         print(f"{path} is up to date")
         return 0
+    from inferlab.atomicio import write_text_atomic
     from inferlab.validation import writable_file
-    writable_file("--output", path).write_text(text, encoding="utf-8")
+    write_text_atomic(writable_file("--output", path), text)
     print(f"wrote {path}")
     return 0
 

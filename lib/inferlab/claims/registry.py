@@ -270,6 +270,10 @@ def read_toml_registry(what: str, path: Path, text: str | None, allowed: dict) -
             text = Path(path).read_text(encoding="utf-8")
         except FileNotFoundError:
             raise RegistryError(f"{what} registry not found at {path}") from None
+        except UnicodeDecodeError:
+            raise RegistryError(f"{what} registry {path} is not a UTF-8 text file (TOML expected)") from None
+        except OSError as err:
+            raise RegistryError(f"{what} registry {path} cannot be read ({err.strerror or err})") from None
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
@@ -289,6 +293,8 @@ def load_registry(path: Path | str | None = None, *, text: str | None = None) ->
     path = Path(path) if path is not None else None
     data = read_toml_registry("claims", path, text, {"defaults": "[defaults]", "claim": "[[claim]]"})
     claims = tuple(parse_claim(raw) for raw in data.get("claim", []))
+    if not claims:  # an empty table would "pass" while checking nothing
+        raise RegistryError(f"claims registry {path or '<text>'} has no [[claim]] entries; allowed: at least one")
     seen = set()
     for c in claims:
         if c.id in seen:

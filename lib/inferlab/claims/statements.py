@@ -181,6 +181,9 @@ def load_statements(path: Path | str | None = None, *, text: str | None = None) 
     if dup:
         raise _fail(dup[0], "duplicate id")
     ignored = tuple(parse_ignored(r, i) for i, r in enumerate(data.get("ignore", [])))
+    if not statements:  # an empty table would "pass" while checking nothing
+        raise RegistryError(f"statements registry {path or '<text>'} has no [[statement]] entries; "
+                            "allowed: at least one")
     return Statements(statements, ignored, Path(path) if path else None)
 
 

@@ -75,6 +75,7 @@ def _cmd_build_student(args) -> int:
                          "jupytext .py files")
     for src in args.sources:
         _readable_file("source notebook", src, ".ipynb or jupytext .py file")
+        _check_notebook(src)
     _writable_dir("--out", args.out)
     if args.roster:
         if not args.assignment:
@@ -101,6 +102,7 @@ def _cmd_grade(args) -> int:
     if args.roster:
         _readable_file("--roster", args.roster, "CSV file with a student_id column")
     _writable_dir("--out", args.out)
+    _check_grade_limits(args)
     limits = Limits(memory_bytes=int(args.memory_gb * 1e9), cpu_s=args.time_limit, processes=args.max_processes,
                     output_bytes=int(args.max_output_mb * 1e6), disk_bytes=int(args.max_disk_mb * 1e6))
     key = None
@@ -121,6 +123,56 @@ def failed_exit_status(failed: int) -> int:
     """The grade command's exit status: 0 when every submission was graded, else 64 + the number of failed
     submissions (at most 125: 64 + 61 means 61 or more). 1 and 2 stay errors where nothing was written."""
     return 0 if failed <= 0 else 64 + min(failed, 61)
+
+
+# The smallest --memory-gb a notebook can run in: a Python kernel that imports numpy and ipykernel
+# maps 0.16 GB of address space (VmPeak, measured) before the first cell; 0 would mean "no limit".
+MIN_MEMORY_GB = 0.2
+
+
+def _check_grade_limits(args) -> None:
+    """Limits that round to nothing are refused: the sandbox reads 0 bytes as "no limit"."""
+    if args.memory_gb < MIN_MEMORY_GB:
+        raise ValueError(f"--memory-gb must be >= {MIN_MEMORY_GB:g} (a Python kernel needs 0.16 GB of address "
+                         f"space to start) and <= 1024; got {args.memory_gb:g}")
+    for name, value in (("--max-output-mb", args.max_output_mb), ("--max-disk-mb", args.max_disk_mb)):
+        if int(value * 1e6) < 1:
+            raise ValueError(f"{name} must be at least one byte (1e-06 MB; 0 would mean no limit); got {value:g}")
+
+
+def _check_notebook(src) -> None:
+    """Read `src` as a notebook before any work: UTF-8, JSON (.ipynb) or jupytext (.py), and valid
+    against the notebook format; ValueError naming the file otherwise."""
+    import json
+
+    import nbformat
+    where = f"source notebook {str(src)!r}"
+    try:
+        text = Path(src).read_bytes().decode("utf-8")
+    except UnicodeDecodeError:
+        raise ValueError(f"{where} is not a UTF-8 text file; expected a .ipynb or jupytext .py file") from None
+    if str(src).endswith(".py"):
+        try:
+            import jupytext
+            jupytext.reads(text, fmt="py:percent")
+        except Exception as err:  # jupytext raises many kinds; any of them means "not a notebook"
+            raise ValueError(f"{where} is not a jupytext py:percent notebook ({type(err).__name__}: "
+                             f"{str(err).splitlines()[0] if str(err) else ''})") from None
+        return
+    try:
+        data = json.loads(text)
+    except (json.JSONDecodeError, RecursionError) as err:
+        raise ValueError(f"{where} is not JSON ({str(err).splitlines()[0] if str(err) else 'nested too deeply'}); "
+                         "expected a .ipynb notebook") from None
+    if not isinstance(data, dict) or not isinstance(data.get("cells"), list):
+        got = type(data.get("cells")).__name__ if isinstance(data, dict) else type(data).__name__
+        raise ValueError(f"{where}: a notebook is a JSON object whose 'cells' is a list; got {got}")
+    try:
+        nb = nbformat.reads(text, as_version=4)
+        nbformat.validate(nb)
+    except Exception as err:  # nbformat's ValidationError and its readers' errors
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise ValueError(f"{where} is not a valid notebook ({first})") from None
 
 
 def _readable_file(name: str, value, what: str) -> None:
@@ -241,6 +293,8 @@ def main(argv=None) -> int:
     add_commands(parser.add_subparsers(dest="command", required=True))
     args = parser.parse_args(argv)
     try:
+        from inferlab.cli import _option_names, refuse_empty_strings
+        refuse_empty_strings(args, _option_names(parser))
         return args.func(args)
     except (ValueError, FileNotFoundError, RuntimeError) as err:
         print(f"inferlab.exercises: error: {str(err).splitlines()[0] if str(err) else type(err).__name__}",

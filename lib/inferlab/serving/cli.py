@@ -4,7 +4,10 @@ simulation of the same workload)."""
 from __future__ import annotations
 
 import json
+import math
+from pathlib import Path
 
+from inferlab.atomicio import write_text_atomic
 from inferlab.specs import Precision
 from inferlab.units import DTYPES, MS
 from inferlab.validation import choice, fraction, positive_float, positive_int
@@ -46,9 +49,57 @@ def _engine_options(p) -> None:
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
 
 
+FIGURE_SUFFIXES = (".png", ".svg", ".pdf")
+# The policies each scheduling option applies to; given with another policy it would be ignored.
+POLICY_OPTIONS = {"batch_size": ("static",), "timeout_ms": ("static",),
+                  "max_num_seqs": ("continuous", "prefill-first", "chunked"),
+                  "max_batched_tokens": ("prefill-first",), "token_budget": ("chunked",)}
+# Options of the synthetic workload; --trace replaces it, so they would be ignored beside it.
+WORKLOAD_OPTIONS = ("rate", "duration", "cv", "prompt", "prompt_dist", "prompt_cv", "output", "output_dist",
+                    "output_cv", "seed")
+
+
+def _note_given(args, parser_defaults: dict) -> None:
+    """Record which options the user set (value differs from the parser's default), before any
+    default that depends on the mode (SIM_DEFAULTS, LIVE_DEFAULTS) is filled in."""
+    args.given_options = {name for name, default in parser_defaults.items() if getattr(args, name) != default}
+
+
+def _given(args, name: str) -> bool:
+    return name in args.given_options
+
+
+def _refuse_ignored(args, policy_name: str) -> None:
+    """Options that would have no effect in this combination are an error, not silently dropped."""
+    for name, policies in POLICY_OPTIONS.items():
+        if _given(args, name) and policy_name not in policies:
+            raise ValueError(f"--{name.replace('_', '-')} applies to --policy {' or '.join(policies)}, "
+                             f"not {policy_name}; leave it out or change --policy")
+    if _given(args, "router") and args.replicas == 1:
+        raise ValueError(f"--router {args.router} needs --replicas > 1 (one replica has nothing to route between)")
+
+
+def _check_block_tokens(args) -> None:
+    """With the default KV pool (what fits beside the weights), one block must fit: refuse a
+    --block-tokens whose single block needs more memory than the weights leave free."""
+    from inferlab.memory import kv_cache_bytes_per_token, weight_bytes
+    from inferlab.specs import get_accelerator, get_model
+    from inferlab.units import GB
+    model, acc = get_model(args.model), get_accelerator(args.gpu)
+    prec = Precision(weights=args.weights_dtype, kv=args.kv_dtype)
+    free = acc.memory_bytes * 0.9 - weight_bytes(model, prec, args.tp)
+    per_token = kv_cache_bytes_per_token(model, prec, args.tp)
+    if free > per_token and per_token * args.block_tokens > free:
+        raise ValueError(f"--block-tokens must be <= {int(free // per_token):,} (one block of that many tokens fills "
+                         f"the {free / GB:.1f} GB left beside the weights of {model.name} on {acc.name}, tp "
+                         f"{args.tp}); got --block-tokens={args.block_tokens}")
+
+
 def _check_engine(args, default_policy: str, default_budget: int):
     from inferlab.serving.metrics import SLO
     from inferlab.serving.policies import make_policy
+    from inferlab.specs import get_accelerator, get_model
+    get_model(args.model), get_accelerator(args.gpu)  # unknown names first, with suggestions
     for name in ("tp", "replicas", "batch_size", "max_num_seqs", "max_batched_tokens", "block_tokens"):
         positive_int("--" + name.replace("_", "-"), getattr(args, name))
     for name in ("token_budget", "kv_blocks"):
@@ -58,7 +109,10 @@ def _check_engine(args, default_policy: str, default_budget: int):
     fraction("--mfu", args.mfu)
     fraction("--mbu", args.mbu)
     choice("--router", args.router, ROUTERS)
-    policy_name = choice("--policy", args.policy or default_policy, POLICY_NAMES)
+    policy_name = choice("--policy", args.policy if args.policy is not None else default_policy, POLICY_NAMES)
+    _refuse_ignored(args, policy_name)
+    if args.kv_blocks is None:
+        _check_block_tokens(args)
     if args.timeout_ms is not None:
         positive_float("--timeout-ms", args.timeout_ms, allow_zero=True)
     for name in ("slo_ttft_ms", "slo_tpot_ms", "slo_itl_ms"):
@@ -93,16 +147,28 @@ LIVE_ONLY = ("device", "dtype", "max_len", "threads", "out")
 
 
 def _workload(args):
-    from inferlab.serving.workload import LengthDist, load_trace, synthetic
+    from inferlab.serving.workload import (MAX_CV, MAX_TOKENS, LengthDist, check_cv, check_request_count,
+                                           load_trace, synthetic)
     if args.trace:
-        return load_trace(args.trace), f"trace {args.trace}"
+        for name in WORKLOAD_OPTIONS:
+            if _given(args, name) and not (name == "seed" and args.live):  # --live: --seed seeds the weights too
+                raise ValueError(f"--{name.replace('_', '-')} describes the synthetic workload, which --trace "
+                                 f"replaces; leave out one of them")
+        return load_trace(args.trace, "--trace"), f"trace {args.trace}"
     positive_float("--rate", args.rate)
     positive_float("--duration", args.duration)
-    positive_float("--cv", args.cv, allow_zero=True)
+    check_cv("--cv", args.cv)
+    extra = max(0.0, (args.cv ** 2 - 1) / 2)
+    check_request_count(args.rate * args.duration + extra,
+                        f"--rate x --duration = {args.rate:g} x {args.duration:g}"
+                        + (f" (+ {extra:.6g} for --cv {args.cv:g})" if extra else ""))
     for which in ("prompt", "output"):
-        positive_int(f"--{which}", getattr(args, which))
-        choice(f"--{which}-dist", getattr(args, f"{which}_dist"), LENGTH_KINDS)
-        positive_float(f"--{which}-cv", getattr(args, f"{which}_cv"), allow_zero=True)
+        positive_int(f"--{which}", getattr(args, which), maximum=MAX_TOKENS)
+        kind = choice(f"--{which}-dist", getattr(args, f"{which}_dist"), LENGTH_KINDS)
+        positive_float(f"--{which}-cv", getattr(args, f"{which}_cv"), allow_zero=True, maximum=MAX_CV)
+        if kind != "lognormal" and _given(args, f"{which}_cv"):
+            raise ValueError(f"--{which}-cv applies to --{which}-dist lognormal, not {kind}; leave it out "
+                             f"or add --{which}-dist lognormal")
     lengths = {w: LengthDist(getattr(args, f"{w}_dist"), getattr(args, w), getattr(args, f"{w}_cv"),
                              1, 4 * getattr(args, w) if getattr(args, f"{w}_dist") != "fixed" else None)
                for w in ("prompt", "output")}
@@ -113,7 +179,15 @@ def _workload(args):
     return workload, source
 
 
+def _refuse_idle_replicas(args, workload) -> None:
+    """More replicas than requests: the extra ones never receive a request under either router."""
+    if args.replicas > len(workload):
+        raise ValueError(f"--replicas must be <= the workload's {len(workload)} requests (more replicas would "
+                         f"never receive one); got --replicas={args.replicas}")
+
+
 def _cmd_serve(args) -> int:
+    _note_given(args, args.option_defaults)
     if args.live:
         return _cmd_serve_live(args)
     if args.stream:
@@ -127,7 +201,8 @@ def _cmd_serve(args) -> int:
     from inferlab.serving.simulate import simulate
     policy, slo, kwargs = _check_engine(args, "chunked", 512)
     if args.shared_prefix is not None:
-        positive_int("--shared-prefix", args.shared_prefix)
+        from inferlab.serving.workload import MAX_TOKENS
+        positive_int("--shared-prefix", args.shared_prefix, maximum=MAX_TOKENS)
     if args.prefix_caching and args.shared_prefix is None:
         raise ValueError("--prefix-caching needs --shared-prefix TOKENS: with no shared prefix there is nothing to cache")
     if args.timeseries:  # an unwritable output fails now, not after the simulation
@@ -139,10 +214,10 @@ def _cmd_serve(args) -> int:
         workload = with_shared_prefix(workload, args.shared_prefix)
         source += (f", a shared {args.shared_prefix:,}-token prefix in front of every prompt"
                    f" ({'cached' if args.prefix_caching else 'not cached'})")
+    _refuse_idle_replicas(args, workload)
     result = simulate(workload, args.model, args.gpu, policy, prefix_caching=args.prefix_caching, **kwargs)
     if args.timeseries:
-        with open(args.timeseries, "w") as fh:
-            fh.write(result.timeseries_csv())
+        write_text_atomic(args.timeseries, result.timeseries_csv())
     if args.json:
         print(json.dumps(result.summary(slo), indent=2))
         return 0
@@ -164,7 +239,8 @@ def _cmd_serve_live(args) -> int:
     for name, value in LIVE_DEFAULTS.items():
         if getattr(args, name) is None:
             setattr(args, name, value)
-    policy = choice("--policy", args.policy or "chunked", LIVE_POLICIES)
+    policy = choice("--policy", args.policy if args.policy is not None else "chunked", LIVE_POLICIES)
+    _refuse_ignored(args, policy)
     positive_int("--max-num-seqs", args.max_num_seqs)
     positive_int("--token-budget", args.token_budget)
     positive_int("--max-batched-tokens", args.max_batched_tokens)
@@ -207,11 +283,9 @@ def _cmd_serve_live(args) -> int:
                     max_len=args.max_len or longest, device=args.device or "auto", dtype=args.dtype,
                     seed=args.seed, threads=args.threads, on_token=stream if args.stream else None)
     if args.out:
-        with open(args.out, "w") as fh:
-            json.dump(live.to_dict(slo), fh, indent=1)
+        write_text_atomic(args.out, json.dumps(live.to_dict(slo), indent=1))
     if args.timeseries:
-        with open(args.timeseries, "w") as fh:
-            fh.write(live.result.timeseries_csv())
+        write_text_atomic(args.timeseries, live.result.timeseries_csv())
     if args.json:
         print(json.dumps(live.result.summary(slo), indent=2))
         return 0
@@ -227,14 +301,30 @@ def _cmd_serve_live(args) -> int:
 
 def _cmd_compare(args) -> int:
     from inferlab.serving.compare import compare, read_vllm_result
+    _note_given(args, args.option_defaults)
     policy, slo, kwargs = _check_engine(args, "chunked", 2048)
+    for name in ("slo_ttft_ms", "slo_tpot_ms", "slo_itl_ms"):
+        if _given(args, name):
+            raise ValueError(f"--{name.replace('_', '-')} has no effect on `serving compare` (it compares "
+                             "latency distributions, not goodput); leave it out")
     if args.figure:
         from inferlab.validation import writable_file
+        if Path(args.figure).suffix.lower() not in FIGURE_SUFFIXES:
+            raise ValueError(f"--figure must end in {', '.join(FIGURE_SUFFIXES)} (the image format); "
+                             f"got {args.figure!r}")
         writable_file("--figure", args.figure)
     run = read_vllm_result(args.vllm_result)
+    if _given(args, "seed") and run.request_rate == float("inf"):
+        raise ValueError("--seed draws the arrival gaps, but this vLLM run sent every request at once "
+                         "(request_rate inf); leave it out")
+    if args.replicas > len(run.ttft_s):
+        raise ValueError(f"--replicas must be <= the run's {len(run.ttft_s)} successful requests (more replicas "
+                         f"would never receive one); got --replicas={args.replicas}")
     cmp = compare(run, args.model, args.gpu, policy, seed=args.seed, **kwargs)
     if args.json:
-        rows = {m: {k: {"vllm_s": a, "sim_s": b, "ratio": r} for k, (a, b, r) in stats.items()}
+        def finite(x):
+            return x if math.isfinite(x) else None  # JSON has no NaN: no value is null
+        rows = {m: {k: {"vllm_s": finite(a), "sim_s": finite(b), "ratio": finite(r)} for k, (a, b, r) in stats.items()}
                 for m, stats in cmp.rows().items()}
         print(json.dumps(rows, indent=2))
     else:
@@ -248,6 +338,11 @@ def _cmd_compare(args) -> int:
     return 0
 
 
+# `serving validate` serves each of its three rates live, on the wall clock, for --duration seconds.
+# An hour per rate (three in all, plus the profile) is the longest run it accepts.
+VALIDATE_MAX_DURATION_S = 3600.0
+
+
 def _cmd_validate(args) -> int:
     from inferlab.serving import validate as v
     from inferlab.serving.live import LIVE_DEVICES, LIVE_DTYPES, LIVE_POLICIES
@@ -258,7 +353,8 @@ def _cmd_validate(args) -> int:
     policy = choice("--policy", args.policy, LIVE_POLICIES)
     choice("--dtype", args.dtype, LIVE_DTYPES)
     choice("--device", args.device, LIVE_DEVICES)
-    positive_float("--duration", args.duration)
+    positive_int("--seed", args.seed, minimum=0)
+    positive_float("--duration", args.duration, maximum=VALIDATE_MAX_DURATION_S)
     positive_int("--max-num-seqs", args.max_num_seqs)
     positive_int("--max-len", args.max_len)
     rates = None
@@ -269,11 +365,18 @@ def _cmd_validate(args) -> int:
             raise ValueError(f"--rates must be comma-separated requests per second, e.g. 0.3,1,2; got {args.rates!r}")
         for r in rates:
             positive_float("--rates", r)
+            from inferlab.serving.workload import check_request_count
+            check_request_count(r * args.duration, f"--rates x --duration = {r:g} x {args.duration:g}")
     for which in ("prompt", "output"):
         positive_int(f"--{which}", getattr(args, which))
     if 3 * (args.prompt + args.output) > args.max_len:
         raise ValueError(f"--max-len must hold the longest prompt + output (3 x (--prompt + --output) = "
                          f"{3 * (args.prompt + args.output)} tokens); got --max-len={args.max_len}")
+    from inferlab.measure.plan import resolve_model
+    from inferlab.serving.live import check_live_memory, resolve_device
+    # Before the minute of profiling: the model's name, and whether its weights and KV slots fit.
+    check_live_memory(resolve_model(args.model), args.max_num_seqs, args.max_len, args.dtype,
+                      resolve_device(args.device))
     prompt = LengthDist("lognormal", args.prompt, 0.5, max(1, args.prompt // 8), 3 * args.prompt)
     output = LengthDist("lognormal", args.output, 0.5, max(1, args.output // 8), 3 * args.output)
     record = v.validate(model=args.model, dtype=args.dtype, device=args.device, rates=rates,
@@ -282,9 +385,7 @@ def _cmd_validate(args) -> int:
                         log=lambda m: print(m, flush=True))
     print(v.table(record))
     if args.out:
-        import json
-        with open(args.out, "w") as fh:
-            json.dump(record, fh, indent=1)
+        write_text_atomic(args.out, json.dumps(record, indent=1))
         print(f"wrote {args.out}")
     return 0
 
@@ -337,6 +438,8 @@ def register(sub) -> None:
     sim_defaults = {name: serve.get_default(name) for name in SIM_ONLY}
     # --model, --max-num-seqs, --token-budget: defaults depend on --live (SIM_DEFAULTS, LIVE_DEFAULTS)
     serve.set_defaults(func=_cmd_serve, sim_defaults=sim_defaults, model=None, max_num_seqs=None)
+    serve.set_defaults(option_defaults={a.dest: serve.get_default(a.dest) for a in serve._actions
+                                        if a.option_strings and a.dest != "help"})
 
     serving = sub.add_parser("serving", help="serving tools: compare a vLLM benchmark with the simulator")
     ssub = serving.add_subparsers(dest="serving_command", required=True)
@@ -346,6 +449,8 @@ def register(sub) -> None:
     _engine_options(cmp)
     cmp.add_argument("--figure", default=None, help="save the CDF overlay here (.png or .svg)")
     cmp.set_defaults(func=_cmd_compare)
+    cmp.set_defaults(option_defaults={a.dest: cmp.get_default(a.dest) for a in cmp._actions
+                                      if a.option_strings and a.dest != "help"})
     val = ssub.add_parser("validate", help="serve live and simulate the same workload on the measured "
                                            "operator profile; compare TTFT/ITL p50 and p99 at three loads")
     val.add_argument("--model", default="cpu-0.5b", help="cpu-0.5b, tiny, or a name from `inferlab list`")

@@ -11,14 +11,16 @@ request-by-request times. Failed requests (a non-empty error or no output) are l
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
+from inferlab.atomicio import atomic_write
 from inferlab.serving.metrics import SimResult
 from inferlab.serving.simulate import simulate
-from inferlab.serving.workload import Workload, arrival_times_s
+from inferlab.serving.workload import MAX_CV, MAX_REQUESTS, MAX_TOKENS, MIN_CV, Workload, arrival_times_s
 
 REQUIRED = ("input_lens", "output_lens", "ttfts", "itls")
 STATS = ("p50", "p90", "p99", "mean")
@@ -49,50 +51,112 @@ class VllmRun:
         return self.ttft_s + np.array([float(np.sum(x)) for x in self.itls_s])
 
 
-def read_vllm_result(path) -> VllmRun:
-    """Parse a `vllm bench serve --save-result --save-detailed` JSON file; errors name the key."""
+def read_vllm_result(path, name: str = "--vllm-result") -> VllmRun:
+    """Parse a `vllm bench serve --save-result --save-detailed` JSON file; errors name the file and
+    the field (see parse_vllm_result for what each field must hold)."""
     path = Path(path)
+    where = f"{name} {str(path)!r}"
     try:
-        data = json.loads(path.read_text())
+        text = path.read_bytes().decode("utf-8")
+        data = json.loads(text)
     except FileNotFoundError:
-        raise ValueError(f"--vllm-result {str(path)!r}: no such file") from None
+        raise ValueError(f"{where}: no such file") from None
+    except UnicodeDecodeError:
+        raise ValueError(f"{where}: not a UTF-8 text file (expected the JSON of vllm bench serve)") from None
     except json.JSONDecodeError as err:
-        raise ValueError(f"--vllm-result {str(path)!r}: not JSON ({err})") from None
-    return parse_vllm_result(data, str(path))
+        raise ValueError(f"{where}: not JSON ({err})") from None
+    except RecursionError:
+        raise ValueError(f"{where}: JSON nested too deeply to be a vllm bench serve result") from None
+    except OSError as err:
+        raise ValueError(f"{where}: cannot be read ({err.strerror or err})") from None
+    return parse_vllm_result(data, where)
+
+
+def _is_number(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def _numbers(name: str, key: str, values, *, whole: bool, minimum: float, index: str = "") -> np.ndarray:
+    """A list of JSON numbers, each finite, >= minimum and (whole) integral; ValueError naming the
+    field and the first bad entry otherwise."""
+    what = (f"whole numbers >= {minimum:g}" if whole else f"finite numbers >= {minimum:g}")
+    if not isinstance(values, list):
+        raise ValueError(f"{name}: {key}{index} must be a list of {what}; got {type(values).__name__} {_brief(values)}")
+    for i, v in enumerate(values):
+        ok = _is_number(v) and math.isfinite(v) and v >= minimum and (not whole or float(v).is_integer())
+        if ok and whole and abs(v) > MAX_TOKENS:
+            ok = False
+        if not ok:
+            raise ValueError(f"{name}: {key}{index}[{i}] must be one of {what}"
+                             + (f" and <= {MAX_TOKENS}" if whole else "") + f"; got {_brief(v)}")
+    return np.array(values, dtype=np.int64 if whole else float)
+
+
+def _brief(value) -> str:
+    text = json.dumps(value) if not isinstance(value, float) or math.isfinite(value) else repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def parse_vllm_result(data: dict, name: str = "result") -> VllmRun:
+    """The successful requests of a vLLM result, every field checked: input_lens (whole >= 1),
+    output_lens (whole >= 0), ttfts (s, finite >= 0), itls (per request a list of s, finite >= 0),
+    all four of one length n (1 <= n <= MAX_REQUESTS); errors (optional: n strings or nulls);
+    request_rate (> 0 requests/s, or "inf"/null: all at once); burstiness (null: 1; else the gamma
+    shape, within what the workload draws: 1/MAX_CV^2 <= burstiness <= 1/MIN_CV^2); max_concurrency
+    (null or whole >= 1); request_throughput (null or finite >= 0). ValueError naming the field."""
     if not isinstance(data, dict):
         raise ValueError(f"{name}: expected a JSON object from vllm bench serve; got {type(data).__name__}")
     missing = [k for k in REQUIRED if k not in data]
     if missing:
         raise ValueError(f"{name}: no per-request field(s) {', '.join(missing)}; run `vllm bench serve` "
                          "with --save-result --save-detailed")
-    n = len(data["ttfts"])
     for k in REQUIRED:
-        if not isinstance(data[k], list) or len(data[k]) != n:
-            raise ValueError(f"{name}: {k} must be a list of {n} entries (one per request); "
-                             f"got {type(data[k]).__name__} of length {len(data[k]) if isinstance(data[k], list) else '-'}")
-    errors = data.get("errors") or [""] * n
-    out_lens = np.array(data["output_lens"], dtype=float)
+        if not isinstance(data[k], list):
+            raise ValueError(f"{name}: {k} must be a list with one entry per request; got "
+                             f"{type(data[k]).__name__} {_brief(data[k])}")
+    n = len(data["ttfts"])
+    if not 1 <= n <= MAX_REQUESTS:
+        raise ValueError(f"{name}: ttfts must hold 1 to {MAX_REQUESTS:,} requests; got {n}")
+    for k in REQUIRED:
+        if len(data[k]) != n:
+            raise ValueError(f"{name}: {k} must be a list of {n} entries (one per request, as ttfts); "
+                             f"got {len(data[k])}")
+    in_lens = _numbers(name, "input_lens", data["input_lens"], whole=True, minimum=1)
+    out_lens = _numbers(name, "output_lens", data["output_lens"], whole=True, minimum=0)
+    ttfts = _numbers(name, "ttfts", data["ttfts"], whole=False, minimum=0)
+    itls = [_numbers(name, "itls", x, whole=False, minimum=0, index=f"[{i}]") for i, x in enumerate(data["itls"])]
+    errors = data.get("errors")
+    if errors is None:
+        errors = [""] * n
+    if not isinstance(errors, list) or len(errors) != n or not all(e is None or isinstance(e, str) for e in errors):
+        raise ValueError(f"{name}: errors must be a list of {n} strings (empty: success) or nulls; got {_brief(errors)}")
     ok = np.array([not e for e in errors]) & (out_lens > 0)
     if not ok.any():
         raise ValueError(f"{name}: no successful request (all have an error or no output)")
     rate = data.get("request_rate", "inf")
-    rate = float("inf") if rate in ("inf", None) else float(rate)
-    if not rate > 0:
-        raise ValueError(f"{name}: request_rate must be > 0 or 'inf'; got {data.get('request_rate')!r}")
-    burstiness = float(data.get("burstiness") or 1.0)
-    if not burstiness > 0:
-        raise ValueError(f"{name}: burstiness must be > 0; got {data.get('burstiness')!r}")
+    if rate in ("inf", None) or (_is_number(rate) and rate == float("inf")):
+        rate = float("inf")
+    elif not (_is_number(rate) and math.isfinite(rate) and rate > 0):
+        raise ValueError(f"{name}: request_rate must be a number > 0 (requests/s) or \"inf\"; got {_brief(rate)}")
+    burstiness = data.get("burstiness")
+    if burstiness is None:
+        burstiness = 1.0
+    low, high = 1 / MAX_CV ** 2, 1 / MIN_CV ** 2
+    if not (_is_number(burstiness) and math.isfinite(burstiness) and low <= burstiness <= high):
+        raise ValueError(f"{name}: burstiness must be a number >= {low:g} and <= {high:g} (the gamma shape; "
+                         f"cv = 1/sqrt(burstiness)); got {_brief(burstiness)}")
+    conc = data.get("max_concurrency")
+    if conc is not None and not (_is_number(conc) and float(conc).is_integer() and 1 <= conc <= 2**63 - 1):
+        raise ValueError(f"{name}: max_concurrency must be null or a whole number >= 1; got {_brief(conc)}")
+    thr = data.get("request_throughput")
+    if thr is not None and not (_is_number(thr) and math.isfinite(thr) and thr >= 0):
+        raise ValueError(f"{name}: request_throughput must be null or a finite number >= 0; got {_brief(thr)}")
     idx = np.flatnonzero(ok)
     return VllmRun(
-        prompt_tokens=np.array(data["input_lens"], dtype=np.int64)[idx],
-        output_tokens=out_lens.astype(np.int64)[idx],
-        ttft_s=np.array(data["ttfts"], dtype=float)[idx],
-        itls_s=[np.asarray(data["itls"][i], dtype=float) for i in idx],
-        request_rate=rate, burstiness=burstiness, max_concurrency=data.get("max_concurrency"),
-        request_throughput=data.get("request_throughput"), n_failed=int(n - ok.sum()))
+        prompt_tokens=in_lens[idx], output_tokens=out_lens[idx], ttft_s=ttfts[idx],
+        itls_s=[itls[i] for i in idx], request_rate=float(rate), burstiness=float(burstiness),
+        max_concurrency=None if conc is None else int(conc),
+        request_throughput=None if thr is None else float(thr), n_failed=int(n - ok.sum()))
 
 
 def workload_of(run: VllmRun, seed: int = 0) -> Workload:
@@ -130,7 +194,8 @@ class Comparison:
                 "E2E": (r.e2e_s, s.e2e_s[done])}
 
     def rows(self) -> dict:
-        """{metric: {stat: (vLLM, simulated, simulated / vLLM)}}."""
+        """{metric: {stat: (vLLM, simulated, simulated / vLLM)}}; NaN where a side has no value
+        (no request of that kind, or a ratio over 0)."""
         out = {}
         for name, (real, sim) in self.distributions().items():
             a, b = _stats(real), _stats(sim)
@@ -141,13 +206,16 @@ class Comparison:
         lines = [f"{'metric':6s} {'stat':5s} {'vLLM ms':>10s} {'sim ms':>10s} {'sim/vLLM':>9s}"]
         for name, stats in self.rows().items():
             for k, (a, b, ratio) in stats.items():
-                lines.append(f"{name:6s} {k:5s} {a * 1e3:10.2f} {b * 1e3:10.2f} {ratio:9.2f}")
+                cells = [f"{v:{w}.2f}" if math.isfinite(v) else f"{'-':>{w}s}"
+                         for v, w in ((a * 1e3, 10), (b * 1e3, 10), (ratio, 9))]
+                lines.append(f"{name:6s} {k:5s} {' '.join(cells)}")
         r = self.run
         sim_thr = self.sim.summary()["throughput_requests_per_s"]
         if r.request_throughput:
             lines.append(f"request throughput: vLLM {r.request_throughput:.2f}/s, sim {sim_thr:.2f}/s")
+        rate = "all sent at once" if np.isinf(r.request_rate) else f"rate {r.request_rate:g}/s"
         lines.append(f"{len(r.ttft_s)} requests compared ({r.n_failed} failed in the vLLM run left out); "
-                     f"rate {r.request_rate:g}/s, burstiness {r.burstiness:g}")
+                     f"{rate}, burstiness {r.burstiness:g}")
         if r.max_concurrency:
             lines.append(f"note: the vLLM client capped concurrency at {r.max_concurrency}; "
                          "the simulation does not model that cap")
@@ -173,8 +241,11 @@ class Comparison:
         fig.tight_layout()
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path)
-        plt.close(fig)
+        try:
+            with atomic_write(path) as tmp:  # an interrupted save leaves no partial image
+                fig.savefig(tmp)
+        finally:
+            plt.close(fig)
         return path
 
 

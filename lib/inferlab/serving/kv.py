@@ -28,6 +28,12 @@ def kv_capacity_blocks(model, accelerator, precision: Precision = BF16, tp: int 
     free = acc.memory_bytes * memory_utilization - w
     per_block = kv_cache_bytes_per_token(model, precision, tp) * block_tokens
     n = int(free // per_block) if free > 0 else 0
+    per_token = per_block / block_tokens
+    if n < 1 and free >= per_token:  # the weights fit; one block of this size does not
+        raise DoesNotFitError(
+            f"block_tokens={block_tokens}: one KV block of that many tokens needs {per_block / GB:.3g} GB per "
+            f"device, but {free / GB:.1f} GB is left beside the weights of {model.name} on {acc.name} (tp={tp}); "
+            f"allowed: block_tokens <= {int(free // per_token)}")
     if n < 1:
         raise DoesNotFitError(
             f"{model.name} weights take {w / GB:.1f} GB per device (tp={tp}) of the "

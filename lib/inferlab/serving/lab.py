@@ -11,6 +11,11 @@ lengths, SLO), so the notebook's What-if cell reaches every experiment.
   at which `attainment` of the requests meet the SLO (bisection over the rate); per GPU and per
   dollar at a price per GPU-hour (cost = GPUs x hours x price: GPUs of one kind).
 - `prefix_sweep`: requests sharing a long system prompt, with and without prefix caching.
+
+A model too large for one accelerator (Llama-2 70B's 138 GB of bf16 weights on an 80 GB H100) is
+not an error: `Scenario(tp=None)` runs every experiment on the smallest tensor-parallel layout that
+holds the weights and one longest request (`smallest_tp`), and `slo_capacity` reports a deployment
+that does not fit as such (capacity 0, `Capacity.fits` False) with the smallest TP that would.
 """
 from __future__ import annotations
 
@@ -19,16 +24,57 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from inferlab.context import beyond_context
+from inferlab.serving.kv import blocks_for, kv_capacity_blocks
 from inferlab.serving.metrics import SLO, SimResult
 from inferlab.serving.policies import ChunkedPrefill, ContinuousBatching, PrefillFirst
 from inferlab.serving.simulate import simulate
 from inferlab.serving.workload import LengthDist, Workload, synthetic, with_shared_prefix
 from inferlab.specs import BF16, Precision, get_accelerator, get_model
-from inferlab.validation import fraction, positive_float, positive_int
+from inferlab.validation import DoesNotFitError, fraction, positive_float, positive_int
 
 # ShareGPT-like lengths (lognormal, cv 1), clipped to fit Llama-2's 4,096-token context.
 LAB_PROMPT = LengthDist("lognormal", 512, cv=1.0, low=16, high=3000)
 LAB_OUTPUT = LengthDist("lognormal", 128, cv=1.0, low=1, high=1000)
+
+
+LAB_BLOCK_TOKENS = 16  # the simulator's default KV block
+LAB_WATERMARK = 0.01   # and its admission watermark (simulate's default)
+
+
+def fits(model, accelerator, precision: Precision = BF16, tp: int = 1, tokens: int = 1) -> bool:
+    """Whether one replica on `tp` devices holds its weights and, in its KV pool (90 % of memory
+    minus the weights, `kv_capacity_blocks`, less the 1 % admission watermark), one request of
+    `tokens` tokens: the simulator would admit it rather than reject it. False also where `tp` cannot
+    split the model evenly (`parallel.check_tp`)."""
+    from inferlab.parallel import check_tp
+    positive_int("tokens", tokens)
+    try:
+        check_tp(model, tp)
+        pool = kv_capacity_blocks(model, accelerator, precision, tp, LAB_BLOCK_TOKENS)
+    except DoesNotFitError:
+        return False
+    except ValueError as err:
+        if "tp" in str(err):
+            return False
+        raise
+    return blocks_for(int(tokens), LAB_BLOCK_TOKENS) <= pool - int(LAB_WATERMARK * pool)
+
+
+def smallest_tp(model, accelerator, precision: Precision = BF16, tokens: int = 1) -> int | None:
+    """The smallest tensor-parallel degree (1, 2, 4, ... up to the model's head count) at which
+    `fits(model, accelerator, precision, tp, tokens)`; None if none does."""
+    model = get_model(model)
+    tp = 1
+    while tp <= model.n_heads:
+        if fits(model, accelerator, precision, tp, tokens):
+            return tp
+        tp *= 2
+    return None
+
+
+def _devices(n: int, accelerator) -> str:
+    words = {1: "one", 2: "two", 4: "four", 8: "eight", 16: "sixteen"}
+    return f"{words.get(n, str(n))} {accelerator.name}{'s' if n > 1 else ''}"
 
 
 @dataclass(frozen=True)
@@ -45,18 +91,56 @@ class Scenario:
     n_requests: int = 1000
     seed: int = 0
     slo: SLO = SLO()
+    tp: int | None = 1  # devices per replica; None: the smallest that fits (`smallest_tp`)
 
     def __post_init__(self):
         object.__setattr__(self, "model", get_model(self.model))
         object.__setattr__(self, "accelerator", get_accelerator(self.accelerator))
         positive_int("n_requests", self.n_requests)
+        need = self.longest_tokens
+        smallest = smallest_tp(self.model, self.accelerator, self.precision, need)
+        if self.tp is None:
+            if smallest is None:
+                raise DoesNotFitError(f"{self.model.name} does not fit on {self.accelerator.name} at any "
+                                      f"tensor-parallel degree up to {self.model.n_heads} with a {need:,}-token request")
+            object.__setattr__(self, "tp", smallest)
+        positive_int("tp", self.tp)
+        if not fits(self.model, self.accelerator, self.precision, self.tp, need):
+            hint = f"the smallest that fits is tp={smallest}" if smallest else "no tp fits"
+            raise DoesNotFitError(f"{self.model.name} with a {need:,}-token request does not fit on tp={self.tp} x "
+                                  f"{self.accelerator.name}; {hint} (or pass tp=None)")
+
+    @property
+    def longest_tokens(self) -> int:
+        """The longest request the scenario's lengths can draw: prompt and output at their clip."""
+        return int((self.prompt.high or 10 * self.prompt.mean) + (self.output.high or 10 * self.output.mean))
+
+    @property
+    def layout(self) -> str:
+        """The replica the experiments run on, in words: 'one H100-SXM' or 'TP = 2 over two H100-SXMs'."""
+        return (_devices(1, self.accelerator) if self.tp == 1
+                else f"TP = {self.tp} over {_devices(self.tp, self.accelerator)}")
+
+    def layout_note(self) -> str:
+        """'' when the model fits on one device; otherwise a sentence saying why the lab runs it on
+        `tp` devices (weights per device against the usable memory)."""
+        if self.tp == 1:
+            return ""
+        from inferlab.memory import weight_bytes
+        from inferlab.units import GB
+        w = weight_bytes(self.model, self.precision, 1)
+        return (f" {self.model.name} does not fit on one {self.accelerator.name}: its weights take {w / GB:.0f} GB "
+                f"against 90 % of {self.accelerator.memory_bytes / GB:.0f} GB usable, so every experiment runs it "
+                f"with tensor parallelism, TP = {self.tp} (the smallest degree that holds the weights and a "
+                f"{self.longest_tokens:,}-token request).")
 
     def workload(self, rate_per_s: float, n_requests: int | None = None) -> Workload:
         return synthetic(rate_per_s, n_requests=n_requests or self.n_requests, prompt=self.prompt,
                          output=self.output, seed=self.seed)
 
     def run(self, workload: Workload, policy=ContinuousBatching(), **kw) -> SimResult:
-        return simulate(workload, self.model, self.accelerator, policy, precision=self.precision, **kw)
+        return simulate(workload, self.model, self.accelerator, policy, precision=self.precision,
+                        **({"tp": self.tp} | kw))
 
 
 def _percentile(x, q) -> float:
@@ -152,7 +236,8 @@ def long_prompt(scenario: Scenario, long_tokens: int, rate_per_s: float, chunks=
         out["p99_ttft"][label] = _percentile(r.ttft_s[others], 99)
         out["long"][label] = float(r.ttft_s[idx])
     from inferlab.serving.steptime import RooflineStepTime
-    alone = RooflineStepTime(scenario.model, scenario.accelerator, scenario.precision).prefill_s(long_tokens)
+    alone = RooflineStepTime(scenario.model, scenario.accelerator, scenario.precision,
+                             tp=scenario.tp).prefill_s(long_tokens)
     return LongPrompt(int(long_tokens), float(rate_per_s), chunks, out["max_itl"], out["p99_itl"],
                       out["p99_ttft"], out["long"], alone)
 
@@ -195,6 +280,20 @@ class Capacity:
     rate_per_s: tuple
     attainment: float
     usd_per_gpu_hour: float
+    # per deployment: whether it holds the model and a longest request (None: all do), and the
+    # smallest TP that would (None where none does)
+    fits: tuple | None = None
+    smallest_tp: tuple | None = None
+
+    def __post_init__(self):
+        if self.fits is None:
+            object.__setattr__(self, "fits", tuple(True for _ in self.deployments))
+        if self.smallest_tp is None:
+            object.__setattr__(self, "smallest_tp", tuple(d.tp for d in self.deployments))
+
+    @property
+    def all_fit(self) -> bool:
+        return all(self.fits)
 
     @property
     def per_gpu(self) -> tuple:
@@ -205,8 +304,17 @@ class Capacity:
         return tuple(r * 3600.0 / (d.gpus * self.usd_per_gpu_hour) for r, d in zip(self.rate_per_s, self.deployments))
 
     def best(self) -> int:
-        """Index of the deployment with the most SLO-meeting requests per dollar (first of equals)."""
-        return int(np.argmax(self.requests_per_usd))
+        """Index of the deployment with the most SLO-meeting requests per dollar among those that fit
+        (first of equals)."""
+        usd = np.where(np.array(self.fits), np.array(self.requests_per_usd, dtype=float), -1.0)
+        return int(np.argmax(usd))
+
+    def status(self, i: int) -> str:
+        """'fits', or 'does not fit (needs TP >= n)' for deployment i."""
+        if self.fits[i]:
+            return "fits"
+        need = self.smallest_tp[i]
+        return f"does not fit (needs TP >= {need})" if need else "does not fit at any TP"
 
 
 def attains(scenario: Scenario, deployment: Deployment, rate_per_s: float) -> float:
@@ -229,8 +337,15 @@ def slo_capacity(scenario: Scenario, deployments, *, attainment: float = 0.9, us
     positive_float("start_rate", start_rate)
     positive_float("rel_tol", rel_tol)
     deployments = tuple(deployments)
+    scenario = scenario if scenario is not None else Scenario()
+    need = scenario.longest_tokens
+    ok = tuple(fits(scenario.model, scenario.accelerator, scenario.precision, d.tp, need) for d in deployments)
+    least = smallest_tp(scenario.model, scenario.accelerator, scenario.precision, need)
     rates = []
-    for d in deployments:
+    for d, d_fits in zip(deployments, ok):
+        if not d_fits:  # shown as such, with the smallest TP that would fit; no run
+            rates.append(0.0)
+            continue
         start = d.start_rate_per_gpu or start_rate
         lo, hi = 0.0, float(start) * d.gpus
         while attains(scenario, d, hi) >= attainment:
@@ -246,7 +361,29 @@ def slo_capacity(scenario: Scenario, deployments, *, attainment: float = 0.9, us
             mid = (lo + hi) / 2
             lo, hi = (mid, hi) if attains(scenario, d, mid) >= attainment else (lo, mid)
         rates.append(lo)
-    return Capacity(deployments, tuple(rates), float(attainment), float(usd_per_gpu_hour))
+    return Capacity(deployments, tuple(rates), float(attainment), float(usd_per_gpu_hour), ok,
+                    tuple(d.tp if f else least for d, f in zip(deployments, ok)))
+
+
+def capacity_note(capacity: Capacity, scenario: Scenario) -> str:
+    """In words, for a comparison where some deployments do not fit: which, why and what would,
+    then those that fit with their requests per dollar, highest first."""
+    from inferlab.memory import weight_bytes
+    from inferlab.units import GB
+    out = [i for i, f in enumerate(capacity.fits) if not f]
+    names = ", ".join(f"**{capacity.deployments[i].label}**" for i in out)
+    w = weight_bytes(scenario.model, scenario.precision, 1) / GB
+    text = (f"{names} {'does' if len(out) == 1 else 'do'} not fit: {scenario.model.name}'s weights take {w:.0f} GB, "
+            f"and one replica needs at least TP = {capacity.smallest_tp[out[0]]} on {scenario.accelerator.name} to hold "
+            f"them beside a {scenario.longest_tokens:,}-token request, so they serve nothing. ")
+    if capacity.all_fit or len(out) == len(capacity.fits):
+        return text + "No deployment tried fits." if len(out) == len(capacity.fits) else text
+    # Listed by requests per dollar, without a superlative: whether the first beats the second is for
+    # the caller to say against the capacities' uncertainty (inferlab.wording.ranking).
+    fit = sorted((i for i, f in enumerate(capacity.fits) if f), key=lambda i: -capacity.requests_per_usd[i])
+    return (text + "Those that fit, in SLO-meeting requests per dollar: "
+            + "; ".join(f"**{capacity.deployments[i].label}** {capacity.requests_per_usd[i]:,.0f} "
+                        f"({capacity.per_gpu[i]:.3g} requests/s per GPU)" for i in fit) + ".")
 
 
 # -- prefix caching of a shared system prompt ---------------------------------------------------------

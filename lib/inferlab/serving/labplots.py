@@ -95,14 +95,21 @@ def capacity_plot(cap: Capacity) -> Plot:
     colors = ["tab:green" if i == cap.best() else "tab:gray" for i in range(len(labels))]
     ax.barh(y, per_usd / 1e3, color=colors)
     ax.set_yticks(y, labels)
-    for yi, v, r in zip(y, per_usd, cap.rate_per_s):
-        ax.annotate(f"{r:.3g}/s", (v / 1e3, yi), xytext=(4, 0), textcoords="offset points", va="center", fontsize=9)
+    for i, (yi, v, r) in enumerate(zip(y, per_usd, cap.rate_per_s)):
+        note = f"{r:.3g}/s" if cap.fits[i] else cap.status(i)  # a deployment that does not fit says so
+        ax.annotate(note, (v / 1e3, yi), xytext=(4, 0), textcoords="offset points", va="center", fontsize=9)
     ax.set(xlabel=f"thousand requests in the SLO per dollar (${cap.usd_per_gpu_hour:g} per GPU-hour)",
            title=f"capacity at {cap.attainment:.0%} SLO attainment, per dollar")
-    ax.set_xlim(0, per_usd.max() / 1e3 * 1.25)
-    rows = [(d.label, d.gpus, r, g, u) for d, r, g, u in zip(cap.deployments, cap.rate_per_s, cap.per_gpu, per_usd)]
-    table = text_table(("deployment", "GPUs", "capacity req/s", "req/s per GPU", "req per $"), rows,
-                       ("s", "d", ".3g", ".3g", ".4g"))
+    ax.set_xlim(0, max(per_usd.max(), 1e3) / 1e3 * 1.25 if cap.all_fit else max(per_usd.max(), 1e3) / 1e3 * 1.8)
+    if cap.all_fit:
+        rows = [(d.label, d.gpus, r, g, u) for d, r, g, u in zip(cap.deployments, cap.rate_per_s, cap.per_gpu, per_usd)]
+        table = text_table(("deployment", "GPUs", "capacity req/s", "req/s per GPU", "req per $"), rows,
+                           ("s", "d", ".3g", ".3g", ".4g"))
+    else:
+        rows = [(d.label, d.gpus, r, g, u, cap.status(i)) for i, (d, r, g, u)
+                in enumerate(zip(cap.deployments, cap.rate_per_s, cap.per_gpu, per_usd))]
+        table = text_table(("deployment", "GPUs", "capacity req/s", "req/s per GPU", "req per $", "memory"), rows,
+                           ("s", "d", ".3g", ".3g", ".4g", "s"))
     return Plot(fig, table, {"capacity": cap})
 
 

@@ -110,7 +110,9 @@ class SimResult:
     def summary(self, slo: SLO = SLO()) -> dict:
         """Percentiles (p50/p90/p99 and mean) of TTFT, ITL, TPOT, E2E and queueing delay, in
         seconds; throughput (requests/s, output tokens/s) and goodput over the span; sequences
-        per step (max, time-weighted mean) and the fraction of KV blocks in use (peak, mean)."""
+        per step (max, time-weighted mean) and the fraction of KV blocks in use (peak, mean).
+        A run that served nothing (every request rejected) is a result too: its percentiles are
+        None, its span, rates, batch and KV use 0; never NaN."""
         done = self.completed
         out = {"requests": int(len(self.arrival_s)), "completed": int(done.sum()),
                "rejected": int((~done).sum()), "preemptions": int(self.preemptions.sum())}
@@ -121,18 +123,24 @@ class SimResult:
             out[name] = ({f"p{p}": float(np.percentile(x, p)) for p in PERCENTILES}
                          | {"mean": float(np.mean(x))}) if len(x) else None
         span = self.span_s
+        if not done.any():  # nothing served (every request too long for the KV pool): no span, no rates
+            span = 0.0
         out["span_s"] = span
-        out["throughput_requests_per_s"] = float(done.sum() / span)
-        out["throughput_output_tokens_per_s"] = float(self.output_tokens[done].sum() / span)
+        rate = (lambda count: float(count / span)) if span > 0 else (lambda count: 0.0)
+        out["throughput_requests_per_s"] = rate(done.sum())
+        out["throughput_output_tokens_per_s"] = rate(self.output_tokens[done].sum())
         steps = np.concatenate([t.step_s for t in self.traces])
         batch = np.concatenate([t.batch for t in self.traces])
         kv = np.concatenate([t.kv_blocks_used / t.kv_blocks_total for t in self.traces])
-        out["batch"] = {"max": int(batch.max()), "mean": float(np.sum(batch * steps) / np.sum(steps))}
-        out["kv_use"] = {"peak_fraction": float(kv.max()), "mean_fraction": float(np.sum(kv * steps) / np.sum(steps))}
+        busy = float(np.sum(steps))
+        out["batch"] = {"max": int(batch.max()) if len(batch) else 0,
+                        "mean": float(np.sum(batch * steps) / busy) if busy > 0 else 0.0}
+        out["kv_use"] = {"peak_fraction": float(kv.max()) if len(kv) else 0.0,
+                         "mean_fraction": float(np.sum(kv * steps) / busy) if busy > 0 else 0.0}
         good = self.meets(slo)
         out["slo"] = {"ttft_s": slo.ttft_s, "tpot_s": slo.tpot_s, "itl_s": slo.itl_s}
         out["slo_attainment"] = float(good.sum() / len(good))
-        out["goodput_requests_per_s"] = float(good.sum() / span)
+        out["goodput_requests_per_s"] = rate(good.sum())
         return out
 
     def timeseries_csv(self) -> str:
@@ -155,6 +163,13 @@ class SimResult:
                 lines.append(f"{label:10s} {'-':>10s}")
                 continue
             lines.append(f"{label:10s} " + " ".join(f"{v[k] * 1e3:10.2f}" for k in ("p50", "p90", "p99", "mean")))
+        if s["completed"] == 0:
+            pools = sorted({t.kv_blocks_total for t in self.traces})
+            longest = int((self.prompt_tokens + self.output_tokens).max())
+            lines.append(f"0 served, {s['rejected']} rejected (too long to fit: each request's prompt + output "
+                         f"needs more KV blocks than a pool of {', '.join(map(str, pools))} blocks admits, "
+                         f"less its watermark; the longest request is {longest:,} tokens)")
+            return "\n".join(lines)
         lines.append(f"completed {s['completed']} of {s['requests']} requests in {s['span_s']:.2f} s "
                      f"({s['rejected']} too long to fit, {s['preemptions']} preemptions)")
         lines.append(f"batch per step: mean {s['batch']['mean']:.1f} (time-weighted), max {s['batch']['max']}; "

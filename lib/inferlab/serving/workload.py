@@ -19,6 +19,20 @@ from inferlab.validation import choice, positive_float, positive_int
 
 LENGTH_KINDS = ("fixed", "uniform", "lognormal")
 
+# The most requests one workload may hold. A workload's arrays, the simulator's per-request state
+# and its run time grow linearly with the count; 1,000,000 requests is a long day of traffic for one
+# deployment and about a minute of simulation (measured: 1M requests in 64 s on one core).
+MAX_REQUESTS = 1_000_000
+# Coefficient of variation of the gaps: 0 (constant), or MIN_CV <= cv <= MAX_CV.
+# Below MIN_CV the gamma shape 1/cv^2 exceeds 1e12 (and at cv < 1e-154, cv^2 underflows to 0): the
+# gaps equal 1/rate to 6 digits, so cv = 0 says the same thing exactly.
+# Above MAX_CV a renewal process of gamma gaps brings about (cv^2 - 1) / 2 extra requests at its
+# start (Cox, Renewal Theory): 5,000 at cv = 100, 5e11 at cv = 1e6, beyond any workload.
+MIN_CV = 1e-6
+MAX_CV = 100.0
+# Token counts up to 2**63 / 8: the lognormal clip (4 x the mean) and prompt + output stay in int64.
+MAX_TOKENS = (2**63 - 1) // 8
+
 
 @dataclass(frozen=True)
 class LengthDist:
@@ -130,13 +144,25 @@ def with_shared_prefix(workload: Workload, prefix_tokens: int, prefix_id: int = 
                     workload.output_tokens, pid, plen)
 
 
+def check_cv(name: str, cv) -> float:
+    """cv = 0 or MIN_CV <= cv <= MAX_CV (see their comment); ValueError naming `name` otherwise."""
+    return positive_float(name, cv, allow_zero=True, minimum=MIN_CV, maximum=MAX_CV)
+
+
+def check_request_count(expected: float, what: str) -> None:
+    """Refuse a workload expected to hold more than MAX_REQUESTS requests, before drawing it."""
+    if not expected <= MAX_REQUESTS:
+        raise ValueError(f"{what} = {expected:.4g} requests; allowed: <= {MAX_REQUESTS:,} "
+                         "(memory and run time grow with every request)")
+
+
 def arrival_times_s(rate_per_s: float, n_requests: int, cv: float = 1.0, seed: int = 0,
                     start_s: float = 0.0) -> np.ndarray:
     """n arrival times: cumulative gamma gaps of mean 1/rate and coefficient of variation cv,
     the first at start_s + one gap (cv = 0: exactly every 1/rate)."""
     positive_float("rate", rate_per_s)
-    positive_int("n_requests", n_requests)
-    positive_float("cv", cv, allow_zero=True)
+    positive_int("n_requests", n_requests, maximum=8 * MAX_REQUESTS)
+    check_cv("cv", cv)
     if cv == 0:
         gaps = np.full(int(n_requests), 1.0 / rate_per_s)
     else:
@@ -153,18 +179,27 @@ def synthetic(rate_per_s: float, *, n_requests: int | None = None, duration_s: f
     positive_float("rate", rate_per_s)
     if (n_requests is None) == (duration_s is None):
         raise ValueError("give exactly one of n_requests and duration_s")
+    check_cv("cv", cv)
     if duration_s is not None:
         positive_float("duration_s", duration_s)
-        n_draw = int(rate_per_s * duration_s * 1.5 + 10 * np.sqrt(rate_per_s * duration_s) + 10)
+        expected = rate_per_s * duration_s + max(0.0, (cv ** 2 - 1) / 2)  # renewal count, see MAX_CV
+        check_request_count(expected, f"rate x duration_s = {rate_per_s:g}/s x {duration_s:g} s"
+                                      + (f" (+ {(cv ** 2 - 1) / 2:.6g} for cv={cv:g})" if cv > 1 else ""))
+        n_draw = int(expected * 1.5 + 10 * np.sqrt(expected) + 10)
         a = arrival_times_s(rate_per_s, n_draw, cv, seed)
         while a[-1] < duration_s:  # bursty gaps can fall short of the duration: draw more
             n_draw *= 2
+            if n_draw > 8 * MAX_REQUESTS:
+                raise ValueError(f"cv={cv:g} at rate={rate_per_s:g}/s: {n_draw // 2:,} gaps fall short of "
+                                 f"duration_s={duration_s:g}; allowed: a smaller cv or duration")
             a = arrival_times_s(rate_per_s, n_draw, cv, seed)
         a = a[a < duration_s]
+        check_request_count(len(a), "the arrivals drawn")
         if len(a) == 0:
             raise ValueError(f"no request arrives within duration_s={duration_s} at rate={rate_per_s}/s; "
                              "raise the rate or the duration")
     else:
+        positive_int("n_requests", n_requests, maximum=MAX_REQUESTS)
         a = arrival_times_s(rate_per_s, n_requests, cv, seed)
     rng = np.random.default_rng(seed + 1)
     return Workload(a, prompt.sample(rng, len(a)), np.maximum(output.sample(rng, len(a)), 1))
@@ -178,16 +213,57 @@ def burst(n_requests: int, prompt_tokens: int, output_tokens: int, at_s: float =
                     np.full(n_requests, output_tokens))
 
 
-def load_trace(path) -> Workload:
-    """A CSV trace with columns arrival_s, prompt_tokens, output_tokens (a header row)."""
-    with open(path, newline="") as fh:
-        rows = list(csv.DictReader(fh))
+def load_trace(path, name: str = "trace") -> Workload:
+    """A CSV trace (UTF-8) with a header row naming arrival_s, prompt_tokens and output_tokens (other
+    columns are ignored), then one request per row: arrival_s a finite number of seconds >= 0, token
+    counts whole numbers >= 1 (output_tokens >= 1: a request generates at least one token). At most
+    MAX_REQUESTS rows. Every error names `name`, the file, the line and the field."""
     need = ("arrival_s", "prompt_tokens", "output_tokens")
-    if not rows or any(k not in rows[0] for k in need):
-        raise ValueError(f"trace {path}: needs a header with columns {', '.join(need)}; "
-                         f"got {list(rows[0]) if rows else 'no rows'}")
+    where = f"{name} {str(path)!r}"
     try:
-        cols = {k: np.array([float(r[k]) for r in rows]) for k in need}
-    except ValueError as err:
-        raise ValueError(f"trace {path}: every value must be a number ({err})") from None
-    return Workload(cols["arrival_s"], cols["prompt_tokens"], cols["output_tokens"])
+        with open(path, newline="", encoding="utf-8") as fh:
+            reader = csv.reader(fh)
+            header = next(reader, None)
+            if header is None or any(k not in header for k in need):
+                raise ValueError(f"{where}: line 1 must be a header naming the columns {', '.join(need)}; "
+                                 f"got {header if header is not None else 'an empty file'}")
+            cols = [header.index(k) for k in need]
+            values = {k: [] for k in need}
+            for row in reader:
+                line = reader.line_num
+                if not row or all(not c.strip() for c in row):
+                    continue  # blank lines carry no request
+                if len(values["arrival_s"]) >= MAX_REQUESTS:
+                    raise ValueError(f"{where}: more than {MAX_REQUESTS:,} requests; allowed: <= {MAX_REQUESTS:,}")
+                if len(row) != len(header):
+                    raise ValueError(f"{where} line {line}: {len(row)} fields; the header has {len(header)}")
+                for k, c in zip(need, cols):
+                    values[k].append(_trace_value(where, line, k, row[c]))
+    except UnicodeDecodeError:
+        raise ValueError(f"{where}: not a UTF-8 text file (a CSV with arrival_s, prompt_tokens, "
+                         "output_tokens columns is expected)") from None
+    except csv.Error as err:
+        raise ValueError(f"{where}: not a readable CSV ({err})") from None
+    except OSError as err:
+        raise ValueError(f"{where}: cannot be read ({err.strerror or err})") from None
+    if not values["arrival_s"]:
+        raise ValueError(f"{where}: no request rows after the header; allowed: at least one")
+    return Workload(np.array(values["arrival_s"], dtype=float), np.array(values["prompt_tokens"], dtype=np.int64),
+                    np.array(values["output_tokens"], dtype=np.int64))
+
+
+def _trace_value(where: str, line: int, field_name: str, text: str):
+    """One field of a trace row, checked: arrival_s a finite float >= 0; counts whole, 1..MAX_TOKENS."""
+    text = text.strip()
+    try:
+        value = float(text)
+    except ValueError:
+        value = None
+    if field_name == "arrival_s":
+        if value is None or not np.isfinite(value) or value < 0:
+            raise ValueError(f"{where} line {line}: arrival_s must be a finite number of seconds >= 0; got {text!r}")
+        return value
+    if value is None or not np.isfinite(value) or value != np.floor(value) or not 1 <= value <= MAX_TOKENS:
+        raise ValueError(f"{where} line {line}: {field_name} must be a whole number >= 1 and <= {MAX_TOKENS}; "
+                         f"got {text!r}")
+    return int(value)
