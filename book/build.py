@@ -90,12 +90,16 @@ def datasheets_list() -> str:
     return "\n".join(items)
 
 
+# The smallest font the book renders (CSS px): a wide text output shrinks towards the column, not
+# below this, and scrolls inside its own box for the rest (custom.css).
+MIN_TEXT_PX = 11
 # Advance of one character of a monospace font, in em (DejaVu/Liberation Mono: 0.60), with margin.
 MONO_ADVANCE_EM = 0.61
 
 
 def text_width_css() -> str:
-    """One rule per width bucket of convert.width_tag: the font that fits N characters in the column.
+    """One rule per width bucket of convert.width_tag: the font that fits N characters in the column,
+    but never under MIN_TEXT_PX (a wider output then scrolls inside its own box).
 
     myst-nb puts a cell's tags on its container as classes (tag_<tag>); `cqi` is 1 % of the
     output area's width (custom.css makes it a size container); 2.5rem covers padding and border.
@@ -104,7 +108,7 @@ def text_width_css() -> str:
     rules = ["/* Written by book/build.py from convert.WIDTH_BUCKETS; do not edit. */"]
     for n in convert.WIDTH_BUCKETS[1:]:
         rules.append(f".tag_text-width-{n} div.cell_output pre "
-                     f"{{ font-size: min(0.8rem, calc((100cqi - 2.5rem) / {n * MONO_ADVANCE_EM:.2f})) !important; }}")
+                     f"{{ font-size: clamp({MIN_TEXT_PX}px, calc((100cqi - 2.5rem) / {n * MONO_ADVANCE_EM:.2f}), 0.8rem) !important; }}")
     return "\n".join(rules) + "\n"
 
 

@@ -192,6 +192,32 @@ def width_tag(width: int) -> str | None:
     return f"text-width-{bucket}"
 
 
+_TABLE = re.compile(r"<table\b.*?</table>", re.S | re.I)
+_ROW = re.compile(r"<tr\b[^>]*>(.*?)</tr>", re.S | re.I)
+_HEAD_CELL = re.compile(r"<th\b[^>]*>(.*?)</th>", re.S | re.I)
+_DATA_CELL = re.compile(r"<td\b(?![^>]*\bdata-label=)", re.I)
+
+
+def label_table_cells(html_text: str) -> str:
+    """Every <td> of an HTML table gets data-label="<its column's header text>", so that custom.css
+    can stack a table on a narrow screen (one block per row, each value under its column's name)
+    whatever its columns are. Tables without a header row are left as they are."""
+    def one_table(m: re.Match) -> str:
+        table = m.group(0)
+        rows = _ROW.findall(table)
+        header = next((r for r in rows if _HEAD_CELL.search(r)), None)
+        if header is None:
+            return table
+        labels = [html.escape(html.unescape(re.sub(r"<[^>]+>", "", h)).strip(), quote=True)
+                  for h in _HEAD_CELL.findall(header)]
+
+        def one_row(r: re.Match) -> str:
+            cells = iter(labels)
+            return _DATA_CELL.sub(lambda c: f'{c.group(0)} data-label="{next(cells, "")}"', r.group(0))
+        return _ROW.sub(one_row, table)
+    return _TABLE.sub(one_table, html_text)
+
+
 def convert_code_cell(cell: dict, where: str) -> dict:
     cell = copy.deepcopy(cell)
     meta = cell.setdefault("metadata", {})
@@ -204,6 +230,9 @@ def convert_code_cell(cell: dict, where: str) -> dict:
         md = o.get("data", {}).get("text/markdown")
         if md is not None:
             o["data"]["text/markdown"] = convert_markdown("".join(md) if isinstance(md, list) else md)
+        table = o.get("data", {}).get("text/html")
+        if table is not None:
+            o["data"]["text/html"] = label_table_cells("".join(table) if isinstance(table, list) else table)
     images = _image_outputs(cell)
     try:
         fig, rest = figure_markup(source)
@@ -229,20 +258,52 @@ def convert_code_cell(cell: dict, where: str) -> dict:
     return cell
 
 
+# The source of a cell the converter adds to carry outputs of the cell above: never empty (myst-nb
+# skips a cell whose source is blank, outputs and all), never shown (tag remove-input).
+CARRIER_SOURCE = "# outputs of the cell above (book/convert.py)"
+
+
+def output_carrier(outputs: list[dict], tags: list[str] = ()) -> dict:
+    """An input-less code cell that shows `outputs` (and only them)."""
+    return {"cell_type": "code", "execution_count": None, "source": CARRIER_SOURCE,
+            "metadata": {"tags": ["remove-input", *tags]}, "outputs": outputs}
+
+
 def split_figure_cell(cell: dict) -> list[dict]:
-    """A figure cell whose image comes with other outputs (a sentence rendered under it) -> the
-    figure cell with the image alone, then an input-less cell with the other outputs: myst-nb would
-    otherwise label every output of the cell with the figure's name."""
+    """A figure cell whose image comes with other outputs (a table printed before it, a sentence
+    rendered under it) -> cells that show the same outputs in the same order: myst-nb would
+    otherwise label every output of the cell with the figure's name.
+
+    The code and the outputs before the image stay in the first cell; the image is alone in the
+    figure cell (input removed when the code was already shown); the outputs after it follow in
+    an input-less carrier cell. Each piece is tagged for its own text width."""
     if "figure" not in cell.get("metadata", {}).get("mystnb", {}):
         return [cell]
+    outputs = cell.get("outputs", [])
     images = _image_outputs(cell)
-    others = [o for o in cell.get("outputs", []) if o not in images]
-    if not others:
+    if len(outputs) == len(images):
         return [cell]
-    figure = dict(cell, outputs=images)
-    rest = {"cell_type": "code", "execution_count": None, "source": "",
-            "metadata": {"tags": ["remove-input"]}, "outputs": others}
-    return [figure, rest]
+    k = outputs.index(images[0])
+    before, after = outputs[:k], outputs[k + 1:]
+    meta = cell["metadata"]
+    plain_tags = [t for t in meta.get("tags", []) if not t.startswith("text-width-")]
+    cells = []
+    if before:
+        code_meta = {key: v for key, v in meta.items() if key != "mystnb"}
+        code_meta["tags"] = list(plain_tags)
+        cells.append(dict(cell, metadata=code_meta, outputs=before))
+        figure = output_carrier([images[0]])
+        figure["metadata"]["mystnb"] = copy.deepcopy(meta["mystnb"])
+        cells.append(figure)
+    else:
+        cells.append(dict(cell, metadata=dict(meta, tags=list(plain_tags)), outputs=[images[0]]))
+    if after:
+        cells.append(output_carrier(after))
+    for c in cells:
+        tag = width_tag(_text_width(c))
+        if tag:
+            c["metadata"]["tags"].append(tag)
+    return cells
 
 
 # --------------------------------------------------------------------------- notebooks
