@@ -54,6 +54,14 @@ def image() -> dict:
             "data": {"image/png": PNG, "text/plain": "<Figure size 10x10>"}}
 
 
+def markdown_out(text: str) -> dict:
+    return {"output_type": "execute_result", "metadata": {}, "execution_count": 1,
+            "data": {"text/markdown": text, "text/plain": "<IPython.core.display.Markdown object>"}}
+
+
+VERDICT = "Verdict of the fixture run: the measured line sits 4.2x above the dashed prediction."
+
+
 def notebook(cells: list[dict]) -> dict:
     cells = [dict(c, id=f"cell-{i}") for i, c in enumerate(cells)]
     return {"nbformat": 4, "nbformat_minor": 5, "cells": cells,
@@ -70,7 +78,7 @@ CHAPTER_CELLS = [
        "[Williams et al. 2009](../book/references.md#williams2009), the "
        "[TTFT section](15_9_8_second.ipynb#time-to-first-token), the [errata](../ERRATA.md#1599-a) "
        "and the [index](00_index.ipynb)."),
-    code(FIGURE_CELL, [stream("table of the points\n"), image()]),
+    code(FIGURE_CELL, [stream("table of the points\n"), image(), markdown_out(VERDICT)]),
     md("> **Erratum 15.9.9-a.** The book says 160 ms;\n> its own inputs give 54 ms.\n\nAfter the box."),
     code("show_claims()", [{"output_type": "display_data", "metadata": {}, "data": {
         "text/html": '<table><tr id="claim-15.9.9-a"><td>15.9.9-a</td><td>erratum</td></tr></table>',
@@ -267,6 +275,36 @@ def test_citation_and_cross_links_resolve(built):
     assert 'href="index.html"' in html
 
 
+def test_every_output_of_the_fixture_reaches_its_page(built):
+    """The executed notebook's outputs against the built HTML (book/output_check.py), per page."""
+    import output_check
+    for name, cells in (("15_9_9_fixture", CHAPTER_CELLS), ("15_9_8_second", SECOND_CELLS), ("index", INDEX_CELLS)):
+        assert output_check.missing_outputs(notebook(cells), built / f"{name}.html") == [], name
+    html = page(built, "15_9_9_fixture")
+    assert html.index("table of the points") < html.index('id="fig-15-9-9-dot"') < html.index("Verdict of the fixture")
+
+
+def test_the_output_check_reports_a_dropped_output(built):
+    """The same page with the verdict sentence cut out, and with two outputs swapped: both reported
+    (written next to the page, so that its images resolve; removed afterwards)."""
+    import output_check
+    html = page(built, "15_9_9_fixture")
+    dropped, swapped = built / "test-dropped.html", built / "test-swapped.html"
+    try:
+        _check_reports(output_check, html, dropped, swapped)
+    finally:
+        dropped.unlink(missing_ok=True)
+        swapped.unlink(missing_ok=True)
+
+
+def _check_reports(output_check, html, dropped, swapped):
+    dropped.write_text(html.replace("the measured line sits", "the line"))
+    assert [m.split(":")[0] for m in output_check.missing_outputs(notebook(CHAPTER_CELLS), dropped)] == \
+        ["cell 3 (text/markdown) missing"]
+    swapped.write_text(html.replace("table of the points", "moved").replace("Verdict of", "table of the points Verdict of"))
+    assert any("out of order" in m for m in output_check.missing_outputs(notebook(CHAPTER_CELLS), swapped))
+
+
 def test_solutions_hidden_and_wide_output_tagged(built):
     html = page(built, "15_9_9_fixture")
     assert re.search(r'<div class="cell tag_hide-cell[^"]*"', html)
@@ -274,7 +312,8 @@ def test_solutions_hidden_and_wide_output_tagged(built):
     assert re.search(r'<details class="solution">\s*<summary>Show solution</summary>', html)
     assert re.search(r'<div class="cell tag_text-width-200[^"]*"', html)
     css = (built / "_static" / "text-widths.css").read_text()
-    assert ".tag_text-width-200 div.cell_output pre" in css
+    rule = re.search(r"\.tag_text-width-200 div\.cell_output pre \{ font-size: clamp\((\d+)px,", css)
+    assert rule and int(rule.group(1)) == 11, "a wide output must not shrink under 11 px"
 
 
 def test_a_broken_figure_reference_fails_the_build(tmp_path):
@@ -314,7 +353,9 @@ def test_unpack_mathjax_keeps_the_loaded_component_and_its_fonts_only(tmp_path):
 
 def test_a_figure_cell_with_a_sentence_under_its_image_is_split_and_widget_views_dropped():
     """myst-nb names every output of a figure cell after the figure (duplicate targets): the image
-    stays in the figure cell, the rest moves to an input-less cell; live widget views are dropped."""
+    stays in the figure cell, the rest moves to an input-less cell; live widget views are dropped.
+    The carrier cell's source is not blank: myst-nb skips a blank cell, outputs and all (the live
+    runs' verdicts and error tables were lost that way)."""
     sentence = {"output_type": "display_data", "metadata": {},
                 "data": {"text/markdown": "See the [errata](../ERRATA.md#x).", "text/plain": "<md>"}}
     widget = {"output_type": "display_data", "metadata": {},
@@ -322,10 +363,37 @@ def test_a_figure_cell_with_a_sentence_under_its_image_is_split_and_widget_views
     cell = convert.convert_code_cell(code(FIGURE_CELL, [image(), widget, sentence]), "nb, cell 1")
     figure, rest = convert.split_figure_cell(cell)
     assert figure["outputs"] == [image()] and "figure" in figure["metadata"]["mystnb"]
-    assert rest["source"] == "" and rest["metadata"]["tags"] == ["remove-input"]
+    assert rest["source"].strip() and rest["metadata"]["tags"] == ["remove-input"]
+    assert "figure" not in rest["metadata"].get("mystnb", {})
     assert [o["data"]["text/markdown"] for o in rest["outputs"]] == ["See the [errata](errata.md#x)."]
     assert convert.split_figure_cell(convert.convert_code_cell(code(FIGURE_CELL, [image()]), "nb")) \
         == [convert.convert_code_cell(code(FIGURE_CELL, [image()]), "nb")]
+
+
+def test_outputs_before_and_after_a_figure_keep_their_order():
+    """A table printed before the image stays with the code, above the figure; a sentence after it
+    comes after; only the figure cell carries the figure's name; each piece gets its own width tag."""
+    table = stream("w" * 150 + "\n")
+    cell = convert.convert_code_cell(code(FIGURE_CELL, [table, image(), markdown_out(VERDICT)]), "nb")
+    pieces = convert.split_figure_cell(cell)
+    assert [p["outputs"] for p in pieces] == [[table], [image()], [markdown_out(VERDICT)]]
+    assert pieces[0]["source"] == cell["source"] and "mystnb" not in pieces[0]["metadata"]
+    assert pieces[0]["metadata"]["tags"] == ["text-width-160"]
+    assert pieces[1]["metadata"]["mystnb"]["figure"]["name"] == "fig-15-9-9-dot"
+    assert all(p["source"].strip() for p in pieces)
+    assert pieces[1]["metadata"]["tags"] == ["remove-input"] == pieces[2]["metadata"]["tags"]
+
+
+def test_html_table_cells_are_labelled_with_their_column_header():
+    """Any header row, any number of columns: a stacked phone layout shows each value's column."""
+    table = ('<table class="t"><thead><tr><th style="a">claim</th><th></th><th>ours &amp; band</th></tr></thead>'
+             '<tbody><tr id="claim-x"><td style="b">x</td><td>desc</td><td>5</td></tr>'
+             '<tr><td>y</td><td>d2</td><td>6</td></tr></tbody></table><table><tr><td>no header</td></tr></table>')
+    out = convert.label_table_cells(table)
+    assert re.findall(r'<td[^>]*data-label="([^"]*)"', out) == ["claim", "", "ours &amp; band"] * 2
+    assert '<td style="b"' not in out and 'data-label="claim" style="b"' in out
+    assert out.endswith("<table><tr><td>no header</td></tr></table>")
+    assert convert.label_table_cells(out) == out, "labelling twice must not add a second attribute"
 
 
 def test_a_folded_html_table_counts_towards_the_output_width():
