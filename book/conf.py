@@ -6,7 +6,7 @@ html_title = "Chapter 15, The Inference Workload: the executable companion"
 
 extensions = ["myst_nb"]
 root_doc = "index"
-exclude_patterns = [".doctrees", "**/.ipynb_checkpoints"]
+exclude_patterns = [".doctrees", "**/.ipynb_checkpoints", "_downloads_src"]
 
 # Notebooks are rendered with the outputs stored in them; nothing is executed.
 nb_execution_mode = "off"

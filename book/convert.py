@@ -15,12 +15,16 @@ The conventions, and what each becomes:
   `> **Erratum <id>.** ...`        -> warning admonition with anchor erratum-<id>
   `# SOLUTION` code cell           -> collapsed ("Show solution") cell
   `<!-- SOLUTION -->` markdown     -> collapsed <details> block
+  `check("<id>", ...)` code cell   -> its stored PASS replaced by a folded hint (exercise_hint)
+  HTML table in an output          -> every cell labelled with its column (stacked on phones)
+  figure cell with other outputs   -> split, keeping the outputs' order (split_figure_cell)
 """
 from __future__ import annotations
 
 import copy
 import html
 import re
+from pathlib import Path
 
 INDEX_SOURCE = "00_index.ipynb"
 INDEX_PAGE = "index"          # the staged name of the index notebook: build/book/index.html
@@ -218,6 +222,37 @@ def label_table_cells(html_text: str) -> str:
     return _TABLE.sub(one_table, html_text)
 
 
+_CHECK_CALL = re.compile(r"""^check\(\s*["'](?P<id>[0-9.]+-ex\d+)["']""", re.M)
+
+
+def exercise_check_id(source: str) -> str | None:
+    """The exercise id of a cell that runs `check("<id>", ...)` (comments before it allowed)."""
+    code = "\n".join(line for line in source.split("\n") if not line.lstrip().startswith("#")).strip()
+    m = _CHECK_CALL.match(code)
+    return m.group("id") if m else None
+
+
+def exercise_hint(exercise_id: str) -> str:
+    """A folded hint for an exercise, as Markdown: its parts' hints and the slips its check
+    recognises (the texts `check` prints on a wrong answer; never an expected value)."""
+    from inferlab import exercises
+    try:
+        ex = exercises.get(exercise_id)
+    except (KeyError, ValueError) as e:
+        raise ConversionError(f"check({exercise_id!r}): no such exercise ({e})") from None
+    hints = [p.hint.format(**ex.params) for p in ex.parts if p.hint]
+    slips = list(dict.fromkeys(m.hint for m in ex.known_mistakes()))
+    lines = [f"- {h[0].upper()}{h[1:]}." for h in hints] or [
+        "- Work through the statement with the library functions it names, and keep the units SI until the end."]
+    if slips:
+        lines += ["", "Slips the check recognises, and what it says for each:", ""]
+        lines += [f"- *{h}*" for h in slips]
+    body = "\n".join(lines)
+    return (f'<details class="hint">\n<summary>Hint ({exercise_id})</summary>\n\n{body}\n\n</details>\n\n'
+            "Run the cell in JupyterLab (`make lab`): the check says PASS, or FAIL with the hint that fits "
+            "your answer.")
+
+
 def convert_code_cell(cell: dict, where: str) -> dict:
     cell = copy.deepcopy(cell)
     meta = cell.setdefault("metadata", {})
@@ -233,6 +268,11 @@ def convert_code_cell(cell: dict, where: str) -> dict:
         table = o.get("data", {}).get("text/html")
         if table is not None:
             o["data"]["text/html"] = label_table_cells("".join(table) if isinstance(table, list) else table)
+    exercise = exercise_check_id(source)
+    if exercise:   # the static page cannot run the check: a folded hint instead of a stored PASS
+        cell["outputs"] = [{"output_type": "display_data", "metadata": {},
+                            "data": {"text/markdown": exercise_hint(exercise), "text/plain": exercise}}]
+        tags.append("exercise-check")
     images = _image_outputs(cell)
     try:
         fig, rest = figure_markup(source)
@@ -313,8 +353,47 @@ def toctree_cell(pages: list[str]) -> dict:
             "source": f"```{{toctree}}\n:hidden:\n:maxdepth: 2\n\n{body}\n```"}
 
 
-def convert_notebook(nb: dict, name: str, toc: list[str] | None = None) -> dict:
-    """A converted copy of one notebook; `toc` (page names) adds a hidden toctree (index page)."""
+DOWNLOADS = "_downloads_src"   # staging folder of the files a page offers for download
+NOTATION_PAGE = "notation"
+
+
+def reader_note(source_name: str, downloads: list[str]) -> dict:
+    """The box under a page's title: download buttons for the notebook's files, how to run it,
+    and the notation page. `downloads`: the file names staged in DOWNLOADS (the .ipynb, the
+    jupytext .py)."""
+    kinds = {".ipynb": "notebook (.ipynb)", ".py": "source (.py, jupytext)"}
+    buttons = " ".join(f"{{download}}`{kinds.get(Path(f).suffix, f)} <{DOWNLOADS}/{f}>`" for f in downloads)
+    body = (f"**Download** {buttons}\n\n"
+            "**Run it yourself:** clone the repository and run `make lab`: JupyterLab opens the companion, "
+            f"where this page is `reader/{source_name}` (the exercises' answer cells empty, the checks kept); "
+            "its *What if?* cell recomputes the page for another model or accelerator. "
+            f"Symbols: [notation]({NOTATION_PAGE}.md).")
+    return {"cell_type": "markdown", "id": "book-reader-note", "metadata": {},
+            "source": f"```{{admonition}} Read it, run it\n:class: tip reader-note\n\n{body}\n```"}
+
+
+def _insert_after_title(cells: list[dict], extra: dict) -> list[dict]:
+    """`extra` right after the page's title: the first Markdown cell is split after its `# ` line."""
+    for i, cell in enumerate(cells):
+        if cell.get("cell_type") != "markdown":
+            continue
+        text = _source(cell)
+        m = re.search(r"^# .*$", text, re.M)
+        if not m:
+            break
+        head, rest = text[:m.end()], text[m.end():].lstrip("\n")
+        new = [dict(cell, source=head), extra]
+        if rest.strip():
+            new.append({"cell_type": "markdown", "id": f"{cell.get('id', 'cell')}-rest", "metadata": {},
+                        "source": rest})
+        return cells[:i] + new + cells[i + 1:]
+    return [extra] + cells
+
+
+def convert_notebook(nb: dict, name: str, toc: list[str] | None = None,
+                     downloads: list[str] | None = None) -> dict:
+    """A converted copy of one notebook; `toc` (page names) adds a hidden toctree (index page);
+    `downloads` (file names staged in DOWNLOADS) adds the reader note under the title."""
     nb = copy.deepcopy(nb)
     nb.get("metadata", {}).pop("widgets", None)   # live widget state: nothing to show in a static page
     cells = []
@@ -327,6 +406,8 @@ def convert_notebook(nb: dict, name: str, toc: list[str] | None = None) -> dict:
             cells += split_figure_cell(convert_code_cell(cell, where))
             continue
         cells.append(cell)
+    if downloads:
+        cells = _insert_after_title(cells, reader_note(name, downloads))
     if toc:
         cells.append(toctree_cell(toc))
     nb["cells"] = cells
@@ -342,6 +423,17 @@ def convert_errata_page(text: str) -> str:
         if target.startswith("chapters/") and ".ipynb" in target:
             return f"[{m.group('text')}]({target.removeprefix('chapters/')})"
         return m.group("text")   # a repository file (data/claims.toml, ...): plain text in the book
+    return _LINK.sub(repl, text)
+
+
+def unlink_missing_pages(text: str, notebooks: list[str]) -> str:
+    """Links of a Markdown page to chapter notebooks that are not in the book -> their plain text
+    (a book built from a subset of the notebooks, such as the tests' fixture)."""
+    def repl(m: re.Match) -> str:
+        target = m.group("target")
+        if target.endswith(".ipynb") and "/" not in target and target not in notebooks:
+            return m.group("text")
+        return m.group(0)
     return _LINK.sub(repl, text)
 
 

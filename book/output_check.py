@@ -6,7 +6,9 @@ styled:
 
 - an output is what JupyterLab displays of it: of its MIME types the richest one it renders
   (HTML > Markdown > image > plain text); a live widget view is left out (a static page has no
-  kernel; its default view is drawn as a separate image output, which is checked);
+  kernel; its default view is drawn as a separate image output, which is checked), and so is
+  the stored result of an exercise check (PASS means nothing to a reader who has not run it: the
+  book shows a folded hint there, tested in tests/test_book.py);
 - its fingerprint is its words (runs of letters and digits, lower case; math, Markdown link
   targets, code-fence info strings, the text of links to a figure or equation, which the book
   replaces by their number, and HTML tags left out, since the page renders them differently),
@@ -25,6 +27,8 @@ import html
 import re
 from html.parser import HTMLParser
 from pathlib import Path
+
+from convert import exercise_check_id   # book/convert.py, next to this file
 
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 IMAGE_MIMES = ("image/png", "image/jpeg", "image/gif", "image/svg+xml")
@@ -98,7 +102,9 @@ def notebook_outputs(nb: dict) -> list[tuple[int, str, list[str]]]:
     """(cell number from 1, MIME shown, fingerprint) of every output the notebook shows."""
     out = []
     for i, cell in enumerate(nb.get("cells", []), start=1):
-        for o in cell.get("outputs", []) if cell.get("cell_type") == "code" else []:
+        if cell.get("cell_type") != "code" or exercise_check_id(_text(cell.get("source"))):
+            continue
+        for o in cell.get("outputs", []):
             fp = fingerprint(o)
             if fp:
                 out.append((i, shown_mime(o), fp[:MAX_WORDS]))

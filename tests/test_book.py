@@ -87,6 +87,7 @@ CHAPTER_CELLS = [
     md("## Exercises\n\nCompute it."),
     code("# SOLUTION\nex1 = 42", []),
     md("<!-- SOLUTION -->\nThe answer is **42** because $6 \\times 7 = 42$."),
+    code('check("15.1.1-ex1", ex1);', [stream("15.1.1-ex1 PASS  1/1 point\n")]),
 ]
 SECOND_CELLS = [
     md("# 15.9.8 Second\n\n## Time to first token\n\nBack to the [first](15_9_9_fixture.ipynb).\n\n"
@@ -98,12 +99,16 @@ INDEX_CELLS = [md("# Fixture index\n\n[First](15_9_9_fixture.ipynb), [second](15
 ERRATA = "# Errata\n\n## Errata\n\n| id |\n|---|\n| [15.9.9-a](#1599-a) |\n\n### 15.9.9-a\n\nThe details.\n"
 
 
+FIXTURE_PY = "# %% [markdown]\n# # 15.9.9 Fixture chapter\n"
+
+
 def write_fixture(base: Path, extra_chapter_cells=()) -> Path:
     chapters = base / "chapters"
     chapters.mkdir(parents=True)
     for name, cells in (("00_index", INDEX_CELLS), ("15_9_9_fixture", CHAPTER_CELLS + list(extra_chapter_cells)),
                         ("15_9_8_second", SECOND_CELLS)):
         (chapters / f"{name}.ipynb").write_text(json.dumps(notebook(cells)))
+    (chapters / "15_9_9_fixture.py").write_text(FIXTURE_PY)
     (base / "ERRATA.md").write_text(ERRATA)
     return base
 
@@ -303,6 +308,42 @@ def _check_reports(output_check, html, dropped, swapped):
         ["cell 3 (text/markdown) missing"]
     swapped.write_text(html.replace("table of the points", "moved").replace("Verdict of", "table of the points Verdict of"))
     assert any("out of order" in m for m in output_check.missing_outputs(notebook(CHAPTER_CELLS), swapped))
+
+
+def test_exercise_check_shows_a_folded_hint_not_pass(built):
+    """The stored PASS means nothing to a reader who has not run the check: a folded hint instead,
+    from the exercise's own hints and recognised slips (never its expected value)."""
+    html = page(built, "15_9_9_fixture")
+    assert "PASS  1/1" not in html and "1/1 point" not in html
+    hint = re.search(r'<details class="hint">\s*<summary>Hint \(15\.1\.1-ex1\)</summary>(.*?)</details>', html, re.S)
+    assert hint and "training rule" in hint.group(1), "the slips of 15.1.1-ex1 are missing from its hint"
+    from inferlab import exercises
+    expected = exercises.get("15.1.1-ex1").expected()["ttft_ms"]
+    assert f"{expected:.3g}" not in hint.group(1) and f"{expected:.2f}" not in hint.group(1)
+
+
+def test_an_unknown_exercise_in_a_check_cell_is_named():
+    with pytest.raises(convert.ConversionError, match="15.9.9-ex7"):
+        convert.convert_code_cell(code('check("15.9.9-ex7", ex7)'), "nb")
+    assert convert.exercise_check_id("from inferlab.exercises import check") is None
+    assert convert.exercise_check_id('# NBVAL_IGNORE_OUTPUT\ncheck("15.2.1-ex2", ex2);') == "15.2.1-ex2"
+
+
+def test_reader_note_offers_the_notebook_and_its_source_and_links_notation(built):
+    """Under the title of each notebook page: download buttons whose files are the chapter's own
+    .ipynb and .py, the `make lab` note, and a link to the notation page (which the book has)."""
+    base = built.parent
+    html = page(built, "15_9_9_fixture")
+    assert html.index("Fixture chapter") < html.index("reader-note") < html.index("Intro with inline math")
+    links = dict((Path(h).suffix, h) for h in re.findall(r'<a class="reference download internal"[^>]*href="([^"]+)"', html))
+    assert set(links) == {".ipynb", ".py"}
+    assert (built / links[".ipynb"]).read_bytes() == (base / "chapters" / "15_9_9_fixture.ipynb").read_bytes()
+    assert (built / links[".py"]).read_bytes() == FIXTURE_PY.encode()
+    assert "run make lab" in re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", html)).lower()
+    assert 'href="notation.html"' in html
+    second = page(built, "15_9_8_second")
+    assert re.findall(r'class="reference download internal"[^>]*href="[^"]+\.ipynb"', second), "no .py: the .ipynb alone"
+    assert 'id="notation"' in page(built, "notation") and "$C_\\text{kv}$" not in page(built, "notation")
 
 
 def test_solutions_hidden_and_wide_output_tagged(built):
