@@ -6,7 +6,9 @@ Nothing is executed: the stored outputs are what the book shows.
 
 The conventions, and what each becomes:
   figure cell   `# figure: fig-x` / `# caption: ...` / `# alt: ...`  -> myst-nb figure metadata
-                (numbered figure with caption, image alt text); the three lines leave the source
+                (numbered figure with caption, image alt text: the image's own "alt" metadata,
+                what the library says the figure draws, else the `# alt:` line); the three
+                lines leave the source
   `[text](#fig-x)`                 -> {numref} "Figure N"
   `<!-- equation: eq-x -->` + $$..$$ -> {math} block labelled eq-x (numbered)
   `[text](#eq-x)`                  -> {eq} "(N)"
@@ -253,6 +255,17 @@ def exercise_hint(exercise_id: str) -> str:
             "your answer.")
 
 
+def figure_alt(image_output: dict, fallback: str) -> str:
+    """The alt text of a figure: what the figure draws, as the library described it when it was
+    drawn (the PNG's "alt" metadata: inferlab.alttext.describe), else the cell's `# alt:` line."""
+    meta = image_output.get("metadata", {})
+    for mime in _IMAGE_MIMES:
+        alt = (meta.get(mime) or {}).get("alt") if isinstance(meta.get(mime), dict) else None
+        if alt and alt.strip():
+            return alt.strip()
+    return fallback
+
+
 def convert_code_cell(cell: dict, where: str) -> dict:
     cell = copy.deepcopy(cell)
     meta = cell.setdefault("metadata", {})
@@ -284,7 +297,7 @@ def convert_code_cell(cell: dict, where: str) -> dict:
                                   f"found {len(images)}")
         cell["source"] = rest
         meta.setdefault("mystnb", {})["figure"] = {"name": fig["figure"], "caption": fig["caption"]}
-        meta["mystnb"]["image"] = {"alt": fig["alt"]}
+        meta["mystnb"]["image"] = {"alt": figure_alt(images[0], fig["alt"])}
     elif images:
         raise ConversionError(f"{where}: draws an image but has no '# figure:/# caption:/# alt:' "
                               "lines (every image needs a caption and alt text)")

@@ -445,3 +445,13 @@ def test_a_folded_html_table_counts_towards_the_output_width():
                        "text/plain": "s"}}
     cell = convert.convert_code_cell(code("show()", [folded]), "nb")
     assert "text-width-160" in cell["metadata"]["tags"]
+
+
+def test_figure_alt_text_is_what_the_figure_draws_when_the_image_says_so():
+    """The PNG's "alt" metadata (inferlab.alttext.describe, written when the figure was drawn) wins
+    over the cell's hand-written `# alt:` line, which can drift from the figure."""
+    described = dict(image(), metadata={"image/png": {"width": 672, "alt": "Line plot of y against x (4 lines)."}})
+    cell = convert.convert_code_cell(code(FIGURE_CELL, [described]), "nb")
+    assert cell["metadata"]["mystnb"]["image"]["alt"] == "Line plot of y against x (4 lines)."
+    cell = convert.convert_code_cell(code(FIGURE_CELL, [image()]), "nb")
+    assert cell["metadata"]["mystnb"]["image"]["alt"] == ALT
