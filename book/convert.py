@@ -15,6 +15,7 @@ The conventions, and what each becomes:
   `[t](../ERRATA.md#a)`            -> the errata page
   `[t](../book/references.md#key)` -> {ref} to the bibliography entry `key`
   `> **Erratum <id>.** ...`        -> warning admonition with anchor erratum-<id>
+  `> **Takeaway.** ...`            -> tip admonition titled Takeaway (inferlab.worked.takeaway)
   `# SOLUTION` code cell           -> collapsed ("Show solution") cell
   `<!-- SOLUTION -->` markdown     -> collapsed <details> block
   `check("<id>", ...)` code cell   -> its stored PASS replaced by a folded hint (exercise_hint)
@@ -118,10 +119,35 @@ def convert_errata_boxes(text: str) -> str:
     return "\n".join(out)
 
 
+_TAKEAWAY_HEAD = re.compile(r"^>\s*\*\*Takeaway\.\*\*\s*(?P<rest>.*)$")
+
+
+def convert_takeaways(text: str) -> str:
+    """A blockquote whose first line is `> **Takeaway.** ...` (inferlab.worked.takeaway) -> a tip
+    callout titled Takeaway."""
+    lines = text.split("\n")
+    out: list[str] = []
+    i = 0
+    while i < len(lines):
+        m = _TAKEAWAY_HEAD.match(lines[i])
+        if not m:
+            out.append(lines[i])
+            i += 1
+            continue
+        body = [m.group("rest")]
+        i += 1
+        while i < len(lines) and lines[i].startswith(">"):
+            body.append(re.sub(r"^>\s?", "", lines[i]))
+            i += 1
+        out += ["````{admonition} Takeaway", ":class: tip takeaway", "", *body, "````"]
+    return "\n".join(out)
+
+
 def convert_markdown(text: str) -> str:
-    """All markdown conventions of one cell (equations, errata boxes, links; solutions wrapped)."""
+    """All markdown conventions of one cell (equations, errata and takeaway boxes, links;
+    solutions wrapped)."""
     solution = text.lstrip().startswith("<!-- SOLUTION -->")
-    text = convert_links(convert_errata_boxes(convert_equations(text)))
+    text = convert_links(convert_takeaways(convert_errata_boxes(convert_equations(text))))
     if solution:
         body = text.lstrip().removeprefix("<!-- SOLUTION -->").strip()
         text = f'<details class="solution">\n<summary>Show solution</summary>\n\n{body}\n\n</details>'

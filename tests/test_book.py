@@ -84,6 +84,7 @@ CHAPTER_CELLS = [
         "text/html": '<table><tr id="claim-15.9.9-a"><td>15.9.9-a</td><td>erratum</td></tr></table>',
         "text/plain": "15.9.9-a erratum"}}]),
     code("print(wide)", [stream(WIDE_LINE + "\n")]),
+    code("worked.takeaway(...)", [markdown_out("> **Takeaway.** Prefill of the fixture is compute-bound.")]),
     md("## Exercises\n\nCompute it."),
     code("# SOLUTION\nex1 = 42", []),
     md("<!-- SOLUTION -->\nThe answer is **42** because $6 \\times 7 = 42$."),
@@ -455,3 +456,12 @@ def test_figure_alt_text_is_what_the_figure_draws_when_the_image_says_so():
     assert cell["metadata"]["mystnb"]["image"]["alt"] == "Line plot of y against x (4 lines)."
     cell = convert.convert_code_cell(code(FIGURE_CELL, [image()]), "nb")
     assert cell["metadata"]["mystnb"]["image"]["alt"] == ALT
+
+
+def test_takeaway_blockquote_becomes_a_callout(built):
+    assert convert.convert_takeaways("> **Takeaway.** One line\n> and two.\n\nAfter.") == \
+        "````{admonition} Takeaway\n:class: tip takeaway\n\nOne line\nand two.\n````\n\nAfter."
+    html = page(built, "15_9_9_fixture")
+    box = re.search(r'<div class="tip takeaway admonition">\s*<p class="admonition-title">Takeaway</p>\s*'
+                    r"<p>Prefill of the fixture is compute-bound\.</p>", html)
+    assert box and "<blockquote" not in html
