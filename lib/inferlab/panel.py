@@ -39,7 +39,7 @@ STYLE = {
     "throughput": dict(color="tab:purple", ls="-"),
     "ceiling BW/C_kv": dict(color="tab:purple", ls="--"),
 }
-SIZE = (6.4, 3.4)
+SIZE = (6.4, 4.2)   # the legend sits under the axes (the figure keeps a narrow column's width)
 DPI = 80  # PNG of the live panel (the static default is drawn at twice this)
 
 
@@ -183,7 +183,7 @@ class Panel:
         # encode is most of a redraw's time.
         self.fig = Figure(figsize=SIZE)
         self.ax = self.fig.add_subplot()
-        self.fig.subplots_adjust(left=0.12, right=0.64, bottom=0.16, top=0.9)
+        self.fig.subplots_adjust(left=0.12, right=0.96, bottom=0.31, top=0.93)
         self._handle = None
         self.draw(self.state)
 
@@ -194,6 +194,8 @@ class Panel:
         v = self.view_fn(state, self.base)
         ax = self.ax
         ax.clear()
+        for old in list(self.fig.legends):     # one legend, under the axes, redrawn with them
+            old.remove()
         if v.message:
             ax.set_axis_off()
             ax.text(0.5, 0.5, "does not fit:\n" + v.message, ha="center", va="center", fontsize=11,
@@ -216,7 +218,8 @@ class Panel:
             ax.set_ylabel(v.ylabel, fontsize=10)
             ax.tick_params(labelsize=9)
             ax.grid(alpha=0.3)
-            ax.legend(fontsize=9, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+            self.fig.legend(*ax.get_legend_handles_labels(), loc="lower center", ncols=2, fontsize=9,
+                            bbox_to_anchor=(0.5, 0.0), frameon=False)
             ax.set_title(f"{state.model} on {state.accelerator}", fontsize=10)
         self.numbers = v.numbers
         return v

@@ -14,6 +14,7 @@ a callout (book/convert.py). Both are plain Markdown in JupyterLab.
 from __future__ import annotations
 
 import math
+import numbers
 import re
 
 from IPython.display import Markdown
@@ -25,8 +26,9 @@ def tex_number(x, digits: int = 3) -> str:
     """`x` with `digits` significant digits in TeX: 295 -> "295", 0.0078 -> "0.0078",
     5.37e13 -> "5.37 \\times 10^{13}" (powers of ten from 10^5 and under 10^-3), integers as they
     are with thin-space thousands ("26{,}000")."""
-    if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x):
+    if isinstance(x, bool) or not isinstance(x, numbers.Real) or not math.isfinite(x):
         raise ValueError(f"tex_number: x must be a finite number, got {x!r}")
+    x = int(x) if isinstance(x, numbers.Integral) else float(x)    # numpy scalars too
     if isinstance(x, int) and abs(x) < 10**6:
         return f"{x:,}".replace(",", "{,}")
     if x == 0:
