@@ -12,6 +12,12 @@ def test_tex_number(x, tex):
     assert worked.tex_number(x) == tex
 
 
+def test_tex_number_takes_numpy_scalars():
+    import numpy as np
+    assert worked.tex_number(np.int64(13_015_864_320)) == r"1.30 \times 10^{10}"
+    assert worked.tex_number(np.int64(5120)) == "5{,}120" and worked.tex_number(np.float32(0.5)) == "0.500"
+
+
 @pytest.mark.parametrize("bad", [float("nan"), float("inf"), "12", None, True])
 def test_tex_number_refuses_what_is_not_a_finite_number(bad):
     with pytest.raises(ValueError, match="x must be a finite number"):
