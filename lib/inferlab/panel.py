@@ -40,7 +40,8 @@ STYLE = {
     "ceiling BW/C_kv": dict(color="tab:purple", ls="--"),
 }
 SIZE = (6.4, 4.2)   # the legend sits under the axes (the figure keeps a narrow column's width)
-DPI = 80  # PNG of the live panel (the static default is drawn at twice this)
+DPI = 80  # PNG of the live panel
+STATIC_DPI = 96  # the static default: shown at 96 CSS px per inch, drawn at twice that
 
 
 @dataclass(frozen=True)
@@ -236,10 +237,13 @@ class Panel:
         return self.png()
 
     # -- display ----------------------------------------------------------------------------
-    def bundle(self, dpi: int = 2 * DPI):
-        """The figure of the current state as a retina PNG, and its key numbers as text/plain."""
+    def bundle(self, dpi: int = 2 * STATIC_DPI, width_dpi: int = STATIC_DPI):
+        """The figure of the current state as a PNG at `dpi`, shown `width_dpi` CSS px per inch wide
+        (the static default: a retina PNG at 96 px per inch, so its 9 pt text is 12 px), its alt
+        text (what it draws: alttext.describe) and its key numbers as text/plain."""
+        from inferlab.alttext import describe
         data = {"image/png": base64.b64encode(self.png(dpi=dpi)).decode("ascii"), "text/plain": self.numbers}
-        return data, {"image/png": {"width": int(SIZE[0] * DPI)}}
+        return data, {"image/png": {"width": int(SIZE[0] * width_dpi), "alt": describe(self.fig)}}
 
     def controls(self):
         """The ipywidgets controls; each change redraws the figure shown above them (an update of
@@ -264,7 +268,7 @@ class Panel:
             key = next(k for k, c in controls.items() if c is change["owner"])
             try:
                 self.draw(replace(self.state, **{key: change["new"]}))
-                data, meta = self.bundle(dpi=DPI)
+                data, meta = self.bundle(dpi=DPI, width_dpi=DPI)
                 if self._handle is not None:
                     self._handle.update(data, raw=True, metadata=meta)
                 numbers.value = _md_to_html(self.numbers)
