@@ -270,11 +270,13 @@ def exercise_hint(exercise_id: str) -> str:
         raise ConversionError(f"check({exercise_id!r}): no such exercise ({e})") from None
     hints = [p.hint.format(**ex.params) for p in ex.parts if p.hint]
     slips = list(dict.fromkeys(m.hint for m in ex.known_mistakes()))
+    hints = [h.replace("*", r"\*") for h in hints]        # 6*P*S is arithmetic, not emphasis
+    slips = [h.replace("*", r"\*") for h in slips]
     lines = [f"- {h[0].upper()}{h[1:]}." for h in hints] or [
-        "- Work through the statement with the library functions it names, and keep the units SI until the end."]
+        "- Work through the statement with the library functions it names."]
     if slips:
         lines += ["", "Slips the check recognises, and what it says for each:", ""]
-        lines += [f"- *{h}*" for h in slips]
+        lines += [f"- “{h}”" for h in slips]
     body = "\n".join(lines)
     return (f'<details class="hint">\n<summary>Hint ({exercise_id})</summary>\n\n{body}\n\n</details>\n\n'
             "Run the cell in JupyterLab (`make lab`): the check says PASS, or FAIL with the hint that fits "
