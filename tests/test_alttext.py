@@ -43,6 +43,17 @@ def test_bars_points_and_areas_are_named_as_such():
     assert alttext.describe(fig) == "Area chart of memory (GB) against B (1 filled area)."
 
 
+def test_stacked_bars_against_categories():
+    fig, ax = _fig()
+    cats = ["measured", "calibrated", "roofline"]
+    ax.bar(cats, [1, 2, 3], label="projections")
+    ax.bar(cats, [1, 1, 1], bottom=[1, 2, 3], label="MLP")
+    ax.set_ylabel("ms")
+    ax.legend()
+    assert alttext.describe(fig) == ("Stacked bar chart of ms against measured, calibrated, roofline "
+                                     "(3 bars of 2 segments). Series: projections; MLP.")
+
+
 def test_stacked_panels_and_a_figure_legend():
     """Four lines in two panels are four lines, not a bar chart; the figure legend's labels are the series."""
     fig, (a, b) = _fig(2)

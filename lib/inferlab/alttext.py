@@ -26,13 +26,23 @@ def _is_reference_line(line: Line2D) -> bool:
         line.get_transform() != line.axes.transData
 
 
-def _axis_words(label: str, scale: str) -> str:
-    label = label.replace("\n", " ").strip() or "an unlabelled axis"
+def _categories(axis) -> list[str]:
+    """The category names of a categorical axis (bars drawn against strings), else []."""
+    mapping = getattr(axis.get_units(), "_mapping", None)
+    return [str(k) for k in mapping] if mapping else []
+
+
+def _axis_words(axis, label: str, scale: str) -> str:
+    cats = _categories(axis)
+    label = label.replace("\n", " ").strip() or (", ".join(cats) if cats else "an unlabelled axis")
     return f"{label} on a log scale" if scale == "log" else label
 
 
 def _panel(ax) -> dict:
-    bars = sum(len(c) for c in ax.containers if isinstance(c, BarContainer))
+    containers = [c for c in ax.containers if isinstance(c, BarContainer)]
+    bars = sum(len(c) for c in containers)
+    positions = {round(r.get_x(), 6) for c in containers for r in c.patches}
+    stacked = len(containers) if 0 < len(positions) < bars else 0
     lines = [ln for ln in ax.get_lines() if ln.get_visible() and len(ln.get_xdata())]
     data_lines = [ln for ln in lines if not _is_reference_line(ln)]
     refs = len(lines) - len(data_lines)
@@ -50,10 +60,13 @@ def _panel(ax) -> dict:
         kind = "scatter plot"
     else:
         kind = "empty panel"
-    return {"kind": kind, "lines": len(connected), "bars": bars, "areas": len(areas),
+    if stacked:
+        kind, bars = "stacked bar chart", len(positions)
+    return {"kind": kind, "lines": len(connected), "bars": bars, "segments": stacked, "areas": len(areas),
             "points": len(points) + markers_only,
             "refs": refs, "title": ax.get_title().replace("\n", " ").strip(),
-            "x": _axis_words(ax.get_xlabel(), ax.get_xscale()), "y": _axis_words(ax.get_ylabel(), ax.get_yscale())}
+            "x": _axis_words(ax.xaxis, ax.get_xlabel(), ax.get_xscale()),
+            "y": _axis_words(ax.yaxis, ax.get_ylabel(), ax.get_yscale())}
 
 
 def _count(n: int, what: str) -> str:
@@ -80,7 +93,9 @@ def describe(fig) -> str:
     panels = [_panel(ax) for ax in axes]
     parts = []
     for p in panels:
-        marks = [_count(p["lines"], "line") if p["lines"] else "", _count(p["bars"], "bar") if p["bars"] else "",
+        bar_words = (_count(p["bars"], "bar") + (f" of {p['segments']} segments" if p["segments"] else "")
+                     if p["bars"] else "")
+        marks = [_count(p["lines"], "line") if p["lines"] else "", bar_words,
                  _count(p["areas"], "filled area") if p["areas"] else "",
                  _count(p["points"], "set") + " of points" if p["points"] else "",
                  _count(p["refs"], "reference line") if p["refs"] else ""]
