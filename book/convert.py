@@ -19,6 +19,7 @@ The conventions, and what each becomes:
   `# SOLUTION` code cell           -> collapsed ("Show solution") cell
   `<!-- SOLUTION -->` markdown     -> collapsed <details> block
   `check("<id>", ...)` code cell   -> its stored PASS replaced by a folded hint (exercise_hint)
+  `worked.equation/takeaway` cell  -> code folded ("hide-input"): the output reads as prose
   HTML table in an output          -> every cell labelled with its column (stacked on phones)
   figure cell with other outputs   -> split, keeping the outputs' order (split_figure_cell)
 """
@@ -250,6 +251,7 @@ def label_table_cells(html_text: str) -> str:
     return _TABLE.sub(one_table, html_text)
 
 
+WORKED_CALL = re.compile(r"\bworked\.(equation|takeaway)\(")
 _CHECK_CALL = re.compile(r"""^check\(\s*["'](?P<id>[0-9.]+-ex\d+)["']""", re.M)
 
 
@@ -309,6 +311,8 @@ def convert_code_cell(cell: dict, where: str) -> dict:
         table = o.get("data", {}).get("text/html")
         if table is not None:
             o["data"]["text/html"] = label_table_cells("".join(table) if isinstance(table, list) else table)
+    if WORKED_CALL.search(source):   # a substituted equation or a takeaway: it reads as prose, code folded
+        tags.append("hide-input")
     exercise = exercise_check_id(source)
     if exercise:   # the static page cannot run the check: a folded hint instead of a stored PASS
         cell["outputs"] = [{"output_type": "display_data", "metadata": {},

@@ -458,6 +458,12 @@ def test_figure_alt_text_is_what_the_figure_draws_when_the_image_says_so():
     assert cell["metadata"]["mystnb"]["image"]["alt"] == ALT
 
 
+def test_worked_cells_fold_their_code():
+    cell = convert.convert_code_cell(code("worked.equation(r'x = <x>', x=1.0)", [markdown_out("$$x = 1$$")]), "nb")
+    assert "hide-input" in cell["metadata"]["tags"]
+    assert "hide-input" not in convert.convert_code_cell(code("print(1)", [stream("1\n")]), "nb")["metadata"]["tags"]
+
+
 def test_takeaway_blockquote_becomes_a_callout(built):
     assert convert.convert_takeaways("> **Takeaway.** One line\n> and two.\n\nAfter.") == \
         "````{admonition} Takeaway\n:class: tip takeaway\n\nOne line\nand two.\n````\n\nAfter."
