@@ -54,6 +54,13 @@ def test_stacked_bars_against_categories():
                                      "(3 bars of 2 segments). Series: projections; MLP.")
 
 
+def test_horizontal_bars_name_the_value_axis_and_the_categories():
+    fig, ax = _fig()
+    ax.barh(["one GPU", "TP = 2"], [20.7, 24.3])
+    ax.set_xlabel("requests per dollar")
+    assert alttext.describe(fig) == "Horizontal bar chart of requests per dollar for one GPU, TP = 2 (2 bars)."
+
+
 def test_stacked_panels_and_a_figure_legend():
     """Four lines in two panels are four lines, not a bar chart; the figure legend's labels are the series."""
     fig, (a, b) = _fig(2)

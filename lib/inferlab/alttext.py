@@ -41,7 +41,8 @@ def _axis_words(axis, label: str, scale: str) -> str:
 def _panel(ax) -> dict:
     containers = [c for c in ax.containers if isinstance(c, BarContainer)]
     bars = sum(len(c) for c in containers)
-    positions = {round(r.get_x(), 6) for c in containers for r in c.patches}
+    horizontal = bool(containers) and all(getattr(c, "orientation", "vertical") == "horizontal" for c in containers)
+    positions = {round(r.get_y() if horizontal else r.get_x(), 6) for c in containers for r in c.patches}
     stacked = len(containers) if 0 < len(positions) < bars else 0
     lines = [ln for ln in ax.get_lines() if ln.get_visible() and len(ln.get_xdata())]
     data_lines = [ln for ln in lines if not _is_reference_line(ln)]
@@ -62,11 +63,13 @@ def _panel(ax) -> dict:
         kind = "empty panel"
     if stacked:
         kind, bars = "stacked bar chart", len(positions)
+    if bars and horizontal:
+        kind = "horizontal " + kind
     return {"kind": kind, "lines": len(connected), "bars": bars, "segments": stacked, "areas": len(areas),
             "points": len(points) + markers_only,
             "refs": refs, "title": ax.get_title().replace("\n", " ").strip(),
             "x": _axis_words(ax.xaxis, ax.get_xlabel(), ax.get_xscale()),
-            "y": _axis_words(ax.yaxis, ax.get_ylabel(), ax.get_yscale())}
+            "y": _axis_words(ax.yaxis, ax.get_ylabel(), ax.get_yscale()), "horizontal": bool(bars and horizontal)}
 
 
 def _count(n: int, what: str) -> str:
@@ -93,7 +96,7 @@ def describe(fig) -> str:
     panels = [_panel(ax) for ax in axes]
     parts = []
     for p in panels:
-        bar_words = (_count(p["bars"], "bar") + (f" of {p['segments']} segments" if p["segments"] else "")
+        bar_words = (_count(p["bars"], "bar") + (f" of {_count(p['segments'], 'segment')}" if p["segments"] else "")
                      if p["bars"] else "")
         marks = [_count(p["lines"], "line") if p["lines"] else "", bar_words,
                  _count(p["areas"], "filled area") if p["areas"] else "",
@@ -102,7 +105,8 @@ def describe(fig) -> str:
         marks = ", ".join(m for m in marks if m)
         title = f"{p['title']}: " if p["title"] else ""
         kind = p["kind"][0].upper() + p["kind"][1:]
-        parts.append(f"{title}{kind} of {p['y']} against {p['x']}" + (f" ({marks})" if marks else "") + ".")
+        what = f"of {p['x']} for {p['y']}" if p["horizontal"] else f"of {p['y']} against {p['x']}"
+        parts.append(f"{title}{kind} {what}" + (f" ({marks})" if marks else "") + ".")
     if len(panels) > 1:
         rows = len({round(ax.get_position().y0, 3) for ax in axes})
         order = "top to bottom" if rows == len(panels) else "left to right" if rows == 1 else "in rows"
