@@ -59,6 +59,11 @@ def test_horizontal_bars_name_the_value_axis_and_the_categories():
     ax.barh(["one GPU", "TP = 2"], [20.7, 24.3])
     ax.set_xlabel("requests per dollar")
     assert alttext.describe(fig) == "Horizontal bar chart of requests per dollar for one GPU, TP = 2 (2 bars)."
+    fig, ax = _fig()                     # numeric positions with fixed tick labels, top to bottom
+    ax.barh([1, 0], [20.7, 24.3])
+    ax.set_yticks([1, 0], ["one GPU", "TP = 2"])
+    ax.set_xlabel("requests per dollar")
+    assert alttext.describe(fig) == "Horizontal bar chart of requests per dollar for one GPU, TP = 2 (2 bars)."
 
 
 def test_stacked_panels_and_a_figure_legend():

@@ -15,6 +15,7 @@ import numpy as np
 from matplotlib.container import BarContainer
 from matplotlib.collections import PathCollection, PolyCollection
 from matplotlib.lines import Line2D
+from matplotlib.ticker import FixedLocator
 
 
 def _is_reference_line(line: Line2D) -> bool:
@@ -27,9 +28,26 @@ def _is_reference_line(line: Line2D) -> bool:
 
 
 def _categories(axis) -> list[str]:
-    """The category names of a categorical axis (bars drawn against strings), else []."""
+    """The category names of a categorical axis (bars drawn against strings, or ticks given
+    fixed labels with set_xticks/set_yticks), else []."""
     mapping = getattr(axis.get_units(), "_mapping", None)
-    return [str(k) for k in mapping] if mapping else []
+    if mapping:
+        return [str(k) for k in mapping]
+    locator = axis.get_major_locator()
+    if isinstance(locator, FixedLocator):
+        ticks = list(locator())
+        labels = axis.get_major_formatter().format_ticks(ticks)
+        if labels and not all(_numeric(label) for label in labels):
+            return [label for _, label in sorted(zip(ticks, labels), reverse=axis is axis.axes.yaxis)]
+    return []
+
+
+def _numeric(label: str) -> bool:
+    try:
+        float(label.replace("\u2212", "-").replace("$", "").replace("\\mathdefault{", "").rstrip("}"))
+    except ValueError:
+        return False
+    return True
 
 
 def _axis_words(axis, label: str, scale: str) -> str:
