@@ -61,6 +61,6 @@ def setup(app):
     # after Sphinx's toctree collector has assigned the book-wide numbers (same event, priority 500)
     app.connect("env-get-updated", number_per_page, priority=900)
 
-# MathJax at 110 % of the text's size: a superscript inside an inline fraction (scriptscript
+# MathJax at 115 % of the text's size: a superscript inside an inline fraction (scriptscript
 # style, half the size) then still renders at 11 CSS px or more (the book's smallest text).
-mathjax3_config = {"chtml": {"scale": 1.1}}
+mathjax3_config = {"chtml": {"scale": 1.15}}

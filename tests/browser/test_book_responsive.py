@@ -19,7 +19,9 @@ from test_book_pages import PAGES, WAIT_FOR_PAGE
 
 ROOT = Path(__file__).resolve().parents[2]
 SHOTS = ROOT / "build" / "book-shots"
-SIZES = {"phone": (390, 844), "laptop": (1280, 900)}
+# (width, height, mobile emulation, device pixel ratio): the phone as Chrome's device mode shows one
+# (a mobile viewport at 3 device pixels per CSS px), the laptop as a desktop window.
+SIZES = {"phone": (390, 844, True, 3), "laptop": (1280, 900, False, 1)}
 MIN_TEXT_PX = 11.0
 FIGURE_TEXT_PX = 12.0     # 9 pt at 96 CSS px per inch: the smallest text of a figure at its own width
 
@@ -76,14 +78,14 @@ def measured(driver, book_dir):
     SHOTS.mkdir(parents=True, exist_ok=True)
     results = {}
     try:
-        for size, (w, h) in SIZES.items():
+        for size, (w, h, mobile, dpr) in SIZES.items():
             driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
-                                   {"width": w, "height": h, "deviceScaleFactor": 1, "mobile": False})
+                                   {"width": w, "height": h, "deviceScaleFactor": dpr, "mobile": mobile})
             for page in PAGES:
                 driver.get((book_dir / page).as_uri())
                 assert driver.execute_async_script(WAIT_FOR_PAGE) == "ready"
                 results[size, page] = driver.execute_script(PROBE)
-                shot = driver.execute_cdp_cmd("Page.captureScreenshot", {"format": "jpeg", "quality": 70})
+                shot = driver.execute_cdp_cmd("Page.captureScreenshot", {"format": "jpeg", "quality": 60})
                 (SHOTS / f"{size}-{page.replace('.html', '.jpg')}").write_bytes(base64.b64decode(shot["data"]))
     finally:
         driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
