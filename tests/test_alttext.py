@@ -95,3 +95,22 @@ def test_a_chapter_figure_carries_its_description_as_png_metadata():
 
 def test_registering_outside_ipython_is_a_no_op():
     assert alttext.register_ipython() is False
+
+
+def test_in_ipython_a_figure_shows_at_96_px_per_inch_with_its_alt_text():
+    """The formatter register_ipython installs: a retina PNG, shown half its pixel width (96 CSS px
+    per inch, so 9 pt text is 12 px), carrying describe(fig)."""
+    from IPython.core.interactiveshell import InteractiveShell
+    shell = InteractiveShell.instance()
+    try:
+        assert alttext.register_ipython() is True
+        fig, ax = _fig()                 # 5 in wide
+        ax.plot([0, 1], [0, 1])
+        ax.set(xlabel="x", ylabel="y")
+        data, meta = shell.display_formatter.format(fig)
+        png = data["image/png"]
+        width_px = int.from_bytes(png[16:20], "big")
+        assert meta["image/png"]["width"] == width_px // 2 and 440 <= width_px // 2 <= 500   # 5 in x 96, tight
+        assert meta["image/png"]["alt"] == alttext.describe(fig)
+    finally:
+        InteractiveShell.clear_instance()

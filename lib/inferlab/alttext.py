@@ -17,6 +17,8 @@ from matplotlib.collections import PathCollection, PolyCollection
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FixedLocator
 
+DISPLAY_DPI = 96   # CSS px per inch a notebook shows a figure at (plots.DISPLAY_DPI)
+
 
 def _is_reference_line(line: Line2D) -> bool:
     """An axhline/axvline: constant x or y over two points, drawn in a blended transform."""
@@ -137,8 +139,8 @@ def describe(fig) -> str:
 
 def register_ipython() -> bool:
     """In IPython, make every matplotlib Figure's PNG carry `describe(fig)` as its "alt" metadata
-    (the book's alt text). Returns False outside IPython. The image is the inline backend's
-    (tight bounding box, the figure's dpi), as before."""
+    (the book's alt text), and show it at DISPLAY_DPI CSS px per inch from a PNG drawn at twice
+    that (tight bounding box), like plots.Plot. Returns False outside IPython."""
     try:
         from IPython import get_ipython
     except ImportError:
@@ -150,8 +152,12 @@ def register_ipython() -> bool:
     from matplotlib.figure import Figure
 
     def png(fig):
-        data = print_figure(fig, "png", bbox_inches="tight")
-        return (data, {"alt": describe(fig)}) if data else data
+        # 96 CSS px per inch, drawn at twice that (as plots.Plot): 9 pt text shows at 12 px
+        data = print_figure(fig, "png", bbox_inches="tight", dpi=2 * DISPLAY_DPI)
+        if not data:
+            return data
+        width_px = int.from_bytes(data[16:20], "big")      # the PNG header's width
+        return data, {"alt": describe(fig), "width": width_px // 2}
 
     ip.display_formatter.formatters["image/png"].for_type(Figure, png)
     return True

@@ -181,7 +181,7 @@ def breakdown_plot(run, which=None):
     n = max(len(entries), 1)
     ncols = min(n, 2)
     nrows = -(-n // ncols)
-    fig = Figure(figsize=(3.4 * ncols + 0.4, 3.0 * nrows + 1.0), layout="constrained")
+    fig = Figure(figsize=(3.2 * ncols + 0.2, 3.0 * nrows + 1.0), layout="constrained")
     axes = fig.subplots(nrows, ncols, squeeze=False)
     for ax in axes.flat[len(entries):]:
         fig.delaxes(ax)
