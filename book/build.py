@@ -37,8 +37,8 @@ MATHJAX_SHA512_B64 = "Bt+SSVU8eBG27zChVewOicYs7Xsdt40qm4+UpHyX7k0/O9NliPc+x77k1/
 # menu, accessibility); the other combined bundles of the package are left out.
 MATHJAX_KEEP = ("es5/tex-mml-chtml.js", "es5/input/", "es5/output/chtml", "es5/ui/", "es5/a11y/",
                 "es5/adaptors/", "es5/sre/")
-BOOK_FILES = ("conf.py", "references.md", "_static")
-EXTRA_PAGES = ("errata", "references")
+BOOK_FILES = ("conf.py", "references.md", "notation.md", "_static")
+EXTRA_PAGES = ("notation", "errata", "references")
 
 
 def mathjax_tarball(cache: Path) -> bytes:
@@ -90,12 +90,16 @@ def datasheets_list() -> str:
     return "\n".join(items)
 
 
+# The smallest font the book renders (CSS px): a wide text output shrinks towards the column, not
+# below this, and scrolls inside its own box for the rest (custom.css).
+MIN_TEXT_PX = 11
 # Advance of one character of a monospace font, in em (DejaVu/Liberation Mono: 0.60), with margin.
 MONO_ADVANCE_EM = 0.61
 
 
 def text_width_css() -> str:
-    """One rule per width bucket of convert.width_tag: the font that fits N characters in the column.
+    """One rule per width bucket of convert.width_tag: the font that fits N characters in the column,
+    but never under MIN_TEXT_PX (a wider output then scrolls inside its own box).
 
     myst-nb puts a cell's tags on its container as classes (tag_<tag>); `cqi` is 1 % of the
     output area's width (custom.css makes it a size container); 2.5rem covers padding and border.
@@ -104,7 +108,7 @@ def text_width_css() -> str:
     rules = ["/* Written by book/build.py from convert.WIDTH_BUCKETS; do not edit. */"]
     for n in convert.WIDTH_BUCKETS[1:]:
         rules.append(f".tag_text-width-{n} div.cell_output pre "
-                     f"{{ font-size: min(0.8rem, calc((100cqi - 2.5rem) / {n * MONO_ADVANCE_EM:.2f})) !important; }}")
+                     f"{{ font-size: clamp({MIN_TEXT_PX}px, calc((100cqi - 2.5rem) / {n * MONO_ADVANCE_EM:.2f}), 0.8rem) !important; }}")
     return "\n".join(rules) + "\n"
 
 
@@ -121,16 +125,22 @@ def stage(chapters: Path, errata: Path, src: Path) -> list[str]:
     if convert.INDEX_SOURCE not in names:
         sys.exit(f"book: {chapters}/{convert.INDEX_SOURCE} is missing (it becomes index.html)")
     chapter_pages = [convert.stage_name(n) for n in names if n != convert.INDEX_SOURCE]
+    (src / convert.DOWNLOADS).mkdir()
     for nb_path in notebooks:
         page = convert.stage_name(nb_path.name)
         nb = json.loads(nb_path.read_text())
         toc = chapter_pages + list(EXTRA_PAGES) if page == convert.INDEX_PAGE else None
+        downloads = [p.name for p in (nb_path, nb_path.with_suffix(".py")) if p.is_file()]
+        for name in downloads:
+            shutil.copy2(nb_path.parent / name, src / convert.DOWNLOADS / name)
         try:
-            out = convert.convert_notebook(nb, nb_path.name, toc=toc)
+            out = convert.convert_notebook(nb, nb_path.name, toc=toc, downloads=downloads)
         except convert.ConversionError as e:
             sys.exit(f"book: {e}")
         (src / f"{page}.ipynb").write_text(json.dumps(out, indent=1))
     (src / "errata.md").write_text(convert.convert_errata_page(errata.read_text()))
+    notation = src / "notation.md"
+    notation.write_text(convert.unlink_missing_pages(notation.read_text(), names))
     (src / "_static" / "text-widths.css").write_text(text_width_css())
     refs = src / "references.md"
     refs.write_text(refs.read_text().replace(DATASHEETS_MARKER, datasheets_list()))

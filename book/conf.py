@@ -6,7 +6,7 @@ html_title = "Chapter 15, The Inference Workload: the executable companion"
 
 extensions = ["myst_nb"]
 root_doc = "index"
-exclude_patterns = [".doctrees", "**/.ipynb_checkpoints"]
+exclude_patterns = [".doctrees", "**/.ipynb_checkpoints", "_downloads_src"]
 
 # Notebooks are rendered with the outputs stored in them; nothing is executed.
 nb_execution_mode = "off"
@@ -60,3 +60,7 @@ def number_per_page(app, env):
 def setup(app):
     # after Sphinx's toctree collector has assigned the book-wide numbers (same event, priority 500)
     app.connect("env-get-updated", number_per_page, priority=900)
+
+# MathJax at 115 % of the text's size: a superscript inside an inline fraction (scriptscript
+# style, half the size) then still renders at 11 CSS px or more (the book's smallest text).
+mathjax3_config = {"chtml": {"scale": 1.15}}

@@ -6,21 +6,29 @@ Nothing is executed: the stored outputs are what the book shows.
 
 The conventions, and what each becomes:
   figure cell   `# figure: fig-x` / `# caption: ...` / `# alt: ...`  -> myst-nb figure metadata
-                (numbered figure with caption, image alt text); the three lines leave the source
+                (numbered figure with caption, image alt text: the image's own "alt" metadata,
+                what the library says the figure draws, else the `# alt:` line); the three
+                lines leave the source
   `[text](#fig-x)`                 -> {numref} "Figure N"
   `<!-- equation: eq-x -->` + $$..$$ -> {math} block labelled eq-x (numbered)
   `[text](#eq-x)`                  -> {eq} "(N)"
   `[t](../ERRATA.md#a)`            -> the errata page
   `[t](../book/references.md#key)` -> {ref} to the bibliography entry `key`
   `> **Erratum <id>.** ...`        -> warning admonition with anchor erratum-<id>
+  `> **Takeaway.** ...`            -> tip admonition titled Takeaway (inferlab.worked.takeaway)
   `# SOLUTION` code cell           -> collapsed ("Show solution") cell
   `<!-- SOLUTION -->` markdown     -> collapsed <details> block
+  `check("<id>", ...)` code cell   -> its stored PASS replaced by a folded hint (exercise_hint)
+  `worked.equation/takeaway` cell  -> code folded ("hide-input"): the output reads as prose
+  HTML table in an output          -> every cell labelled with its column (stacked on phones)
+  figure cell with other outputs   -> split, keeping the outputs' order (split_figure_cell)
 """
 from __future__ import annotations
 
 import copy
 import html
 import re
+from pathlib import Path
 
 INDEX_SOURCE = "00_index.ipynb"
 INDEX_PAGE = "index"          # the staged name of the index notebook: build/book/index.html
@@ -112,10 +120,35 @@ def convert_errata_boxes(text: str) -> str:
     return "\n".join(out)
 
 
+_TAKEAWAY_HEAD = re.compile(r"^>\s*\*\*Takeaway\.\*\*\s*(?P<rest>.*)$")
+
+
+def convert_takeaways(text: str) -> str:
+    """A blockquote whose first line is `> **Takeaway.** ...` (inferlab.worked.takeaway) -> a tip
+    callout titled Takeaway."""
+    lines = text.split("\n")
+    out: list[str] = []
+    i = 0
+    while i < len(lines):
+        m = _TAKEAWAY_HEAD.match(lines[i])
+        if not m:
+            out.append(lines[i])
+            i += 1
+            continue
+        body = [m.group("rest")]
+        i += 1
+        while i < len(lines) and lines[i].startswith(">"):
+            body.append(re.sub(r"^>\s?", "", lines[i]))
+            i += 1
+        out += ["````{admonition} Takeaway", ":class: tip takeaway", "", *body, "````"]
+    return "\n".join(out)
+
+
 def convert_markdown(text: str) -> str:
-    """All markdown conventions of one cell (equations, errata boxes, links; solutions wrapped)."""
+    """All markdown conventions of one cell (equations, errata and takeaway boxes, links;
+    solutions wrapped)."""
     solution = text.lstrip().startswith("<!-- SOLUTION -->")
-    text = convert_links(convert_errata_boxes(convert_equations(text)))
+    text = convert_links(convert_takeaways(convert_errata_boxes(convert_equations(text))))
     if solution:
         body = text.lstrip().removeprefix("<!-- SOLUTION -->").strip()
         text = f'<details class="solution">\n<summary>Show solution</summary>\n\n{body}\n\n</details>'
@@ -192,6 +225,77 @@ def width_tag(width: int) -> str | None:
     return f"text-width-{bucket}"
 
 
+_TABLE = re.compile(r"<table\b.*?</table>", re.S | re.I)
+_ROW = re.compile(r"<tr\b[^>]*>(.*?)</tr>", re.S | re.I)
+_HEAD_CELL = re.compile(r"<th\b[^>]*>(.*?)</th>", re.S | re.I)
+_DATA_CELL = re.compile(r"<td\b(?![^>]*\bdata-label=)", re.I)
+
+
+def label_table_cells(html_text: str) -> str:
+    """Every <td> of an HTML table gets data-label="<its column's header text>", so that custom.css
+    can stack a table on a narrow screen (one block per row, each value under its column's name)
+    whatever its columns are. Tables without a header row are left as they are."""
+    def one_table(m: re.Match) -> str:
+        table = m.group(0)
+        rows = _ROW.findall(table)
+        header = next((r for r in rows if _HEAD_CELL.search(r)), None)
+        if header is None:
+            return table
+        labels = [html.escape(html.unescape(re.sub(r"<[^>]+>", "", h)).strip(), quote=True)
+                  for h in _HEAD_CELL.findall(header)]
+
+        def one_row(r: re.Match) -> str:
+            cells = iter(labels)
+            return _DATA_CELL.sub(lambda c: f'{c.group(0)} data-label="{next(cells, "")}"', r.group(0))
+        return _ROW.sub(one_row, table)
+    return _TABLE.sub(one_table, html_text)
+
+
+WORKED_CALL = re.compile(r"\bworked\.(equation|takeaway)\(")
+_CHECK_CALL = re.compile(r"""^check\(\s*["'](?P<id>[0-9.]+-ex\d+)["']""", re.M)
+
+
+def exercise_check_id(source: str) -> str | None:
+    """The exercise id of a cell that runs `check("<id>", ...)` (comments before it allowed)."""
+    code = "\n".join(line for line in source.split("\n") if not line.lstrip().startswith("#")).strip()
+    m = _CHECK_CALL.match(code)
+    return m.group("id") if m else None
+
+
+def exercise_hint(exercise_id: str) -> str:
+    """A folded hint for an exercise, as Markdown: its parts' hints and the slips its check
+    recognises (the texts `check` prints on a wrong answer; never an expected value)."""
+    from inferlab import exercises
+    try:
+        ex = exercises.get(exercise_id)
+    except (KeyError, ValueError) as e:
+        raise ConversionError(f"check({exercise_id!r}): no such exercise ({e})") from None
+    hints = [p.hint.format(**ex.params) for p in ex.parts if p.hint]
+    slips = list(dict.fromkeys(m.hint for m in ex.known_mistakes()))
+    hints = [h.replace("*", r"\*") for h in hints]        # 6*P*S is arithmetic, not emphasis
+    slips = [h.replace("*", r"\*") for h in slips]
+    lines = [f"- {h[0].upper()}{h[1:]}." for h in hints] or [
+        "- Work through the statement with the library functions it names."]
+    if slips:
+        lines += ["", "Slips the check recognises, and what it says for each:", ""]
+        lines += [f"- “{h}”" for h in slips]
+    body = "\n".join(lines)
+    return (f'<details class="hint">\n<summary>Hint ({exercise_id})</summary>\n\n{body}\n\n</details>\n\n'
+            "Run the cell in JupyterLab (`make lab`): the check says PASS, or FAIL with the hint that fits "
+            "your answer.")
+
+
+def figure_alt(image_output: dict, fallback: str) -> str:
+    """The alt text of a figure: what the figure draws, as the library described it when it was
+    drawn (the PNG's "alt" metadata: inferlab.alttext.describe), else the cell's `# alt:` line."""
+    meta = image_output.get("metadata", {})
+    for mime in _IMAGE_MIMES:
+        alt = (meta.get(mime) or {}).get("alt") if isinstance(meta.get(mime), dict) else None
+        if alt and alt.strip():
+            return alt.strip()
+    return fallback
+
+
 def convert_code_cell(cell: dict, where: str) -> dict:
     cell = copy.deepcopy(cell)
     meta = cell.setdefault("metadata", {})
@@ -204,6 +308,16 @@ def convert_code_cell(cell: dict, where: str) -> dict:
         md = o.get("data", {}).get("text/markdown")
         if md is not None:
             o["data"]["text/markdown"] = convert_markdown("".join(md) if isinstance(md, list) else md)
+        table = o.get("data", {}).get("text/html")
+        if table is not None:
+            o["data"]["text/html"] = label_table_cells("".join(table) if isinstance(table, list) else table)
+    if WORKED_CALL.search(source):   # a substituted equation or a takeaway: it reads as prose, code folded
+        tags.append("hide-input")
+    exercise = exercise_check_id(source)
+    if exercise:   # the static page cannot run the check: a folded hint instead of a stored PASS
+        cell["outputs"] = [{"output_type": "display_data", "metadata": {},
+                            "data": {"text/markdown": exercise_hint(exercise), "text/plain": exercise}}]
+        tags.append("exercise-check")
     images = _image_outputs(cell)
     try:
         fig, rest = figure_markup(source)
@@ -215,7 +329,7 @@ def convert_code_cell(cell: dict, where: str) -> dict:
                                   f"found {len(images)}")
         cell["source"] = rest
         meta.setdefault("mystnb", {})["figure"] = {"name": fig["figure"], "caption": fig["caption"]}
-        meta["mystnb"]["image"] = {"alt": fig["alt"]}
+        meta["mystnb"]["image"] = {"alt": figure_alt(images[0], fig["alt"])}
     elif images:
         raise ConversionError(f"{where}: draws an image but has no '# figure:/# caption:/# alt:' "
                               "lines (every image needs a caption and alt text)")
@@ -229,20 +343,52 @@ def convert_code_cell(cell: dict, where: str) -> dict:
     return cell
 
 
+# The source of a cell the converter adds to carry outputs of the cell above: never empty (myst-nb
+# skips a cell whose source is blank, outputs and all), never shown (tag remove-input).
+CARRIER_SOURCE = "# outputs of the cell above (book/convert.py)"
+
+
+def output_carrier(outputs: list[dict], tags: list[str] = ()) -> dict:
+    """An input-less code cell that shows `outputs` (and only them)."""
+    return {"cell_type": "code", "execution_count": None, "source": CARRIER_SOURCE,
+            "metadata": {"tags": ["remove-input", *tags]}, "outputs": outputs}
+
+
 def split_figure_cell(cell: dict) -> list[dict]:
-    """A figure cell whose image comes with other outputs (a sentence rendered under it) -> the
-    figure cell with the image alone, then an input-less cell with the other outputs: myst-nb would
-    otherwise label every output of the cell with the figure's name."""
+    """A figure cell whose image comes with other outputs (a table printed before it, a sentence
+    rendered under it) -> cells that show the same outputs in the same order: myst-nb would
+    otherwise label every output of the cell with the figure's name.
+
+    The code and the outputs before the image stay in the first cell; the image is alone in the
+    figure cell (input removed when the code was already shown); the outputs after it follow in
+    an input-less carrier cell. Each piece is tagged for its own text width."""
     if "figure" not in cell.get("metadata", {}).get("mystnb", {}):
         return [cell]
+    outputs = cell.get("outputs", [])
     images = _image_outputs(cell)
-    others = [o for o in cell.get("outputs", []) if o not in images]
-    if not others:
+    if len(outputs) == len(images):
         return [cell]
-    figure = dict(cell, outputs=images)
-    rest = {"cell_type": "code", "execution_count": None, "source": "",
-            "metadata": {"tags": ["remove-input"]}, "outputs": others}
-    return [figure, rest]
+    k = outputs.index(images[0])
+    before, after = outputs[:k], outputs[k + 1:]
+    meta = cell["metadata"]
+    plain_tags = [t for t in meta.get("tags", []) if not t.startswith("text-width-")]
+    cells = []
+    if before:
+        code_meta = {key: v for key, v in meta.items() if key != "mystnb"}
+        code_meta["tags"] = list(plain_tags)
+        cells.append(dict(cell, metadata=code_meta, outputs=before))
+        figure = output_carrier([images[0]])
+        figure["metadata"]["mystnb"] = copy.deepcopy(meta["mystnb"])
+        cells.append(figure)
+    else:
+        cells.append(dict(cell, metadata=dict(meta, tags=list(plain_tags)), outputs=[images[0]]))
+    if after:
+        cells.append(output_carrier(after))
+    for c in cells:
+        tag = width_tag(_text_width(c))
+        if tag:
+            c["metadata"]["tags"].append(tag)
+    return cells
 
 
 # --------------------------------------------------------------------------- notebooks
@@ -252,8 +398,47 @@ def toctree_cell(pages: list[str]) -> dict:
             "source": f"```{{toctree}}\n:hidden:\n:maxdepth: 2\n\n{body}\n```"}
 
 
-def convert_notebook(nb: dict, name: str, toc: list[str] | None = None) -> dict:
-    """A converted copy of one notebook; `toc` (page names) adds a hidden toctree (index page)."""
+DOWNLOADS = "_downloads_src"   # staging folder of the files a page offers for download
+NOTATION_PAGE = "notation"
+
+
+def reader_note(source_name: str, downloads: list[str]) -> dict:
+    """The box under a page's title: download buttons for the notebook's files, how to run it,
+    and the notation page. `downloads`: the file names staged in DOWNLOADS (the .ipynb, the
+    jupytext .py)."""
+    kinds = {".ipynb": "notebook (.ipynb)", ".py": "source (.py, jupytext)"}
+    buttons = " ".join(f"{{download}}`{kinds.get(Path(f).suffix, f)} <{DOWNLOADS}/{f}>`" for f in downloads)
+    body = (f"**Download** {buttons}\n\n"
+            "**Run it yourself:** clone the repository and run `make lab`: JupyterLab opens the companion, "
+            f"where this page is `reader/{source_name}` (the exercises' answer cells empty, the checks kept); "
+            "its *What if?* cell recomputes the page for another model or accelerator. "
+            f"Symbols: [notation]({NOTATION_PAGE}.md).")
+    return {"cell_type": "markdown", "id": "book-reader-note", "metadata": {},
+            "source": f"```{{admonition}} Read it, run it\n:class: tip reader-note\n\n{body}\n```"}
+
+
+def _insert_after_title(cells: list[dict], extra: dict) -> list[dict]:
+    """`extra` right after the page's title: the first Markdown cell is split after its `# ` line."""
+    for i, cell in enumerate(cells):
+        if cell.get("cell_type") != "markdown":
+            continue
+        text = _source(cell)
+        m = re.search(r"^# .*$", text, re.M)
+        if not m:
+            break
+        head, rest = text[:m.end()], text[m.end():].lstrip("\n")
+        new = [dict(cell, source=head), extra]
+        if rest.strip():
+            new.append({"cell_type": "markdown", "id": f"{cell.get('id', 'cell')}-rest", "metadata": {},
+                        "source": rest})
+        return cells[:i] + new + cells[i + 1:]
+    return [extra] + cells
+
+
+def convert_notebook(nb: dict, name: str, toc: list[str] | None = None,
+                     downloads: list[str] | None = None) -> dict:
+    """A converted copy of one notebook; `toc` (page names) adds a hidden toctree (index page);
+    `downloads` (file names staged in DOWNLOADS) adds the reader note under the title."""
     nb = copy.deepcopy(nb)
     nb.get("metadata", {}).pop("widgets", None)   # live widget state: nothing to show in a static page
     cells = []
@@ -266,6 +451,8 @@ def convert_notebook(nb: dict, name: str, toc: list[str] | None = None) -> dict:
             cells += split_figure_cell(convert_code_cell(cell, where))
             continue
         cells.append(cell)
+    if downloads:
+        cells = _insert_after_title(cells, reader_note(name, downloads))
     if toc:
         cells.append(toctree_cell(toc))
     nb["cells"] = cells
@@ -281,6 +468,17 @@ def convert_errata_page(text: str) -> str:
         if target.startswith("chapters/") and ".ipynb" in target:
             return f"[{m.group('text')}]({target.removeprefix('chapters/')})"
         return m.group("text")   # a repository file (data/claims.toml, ...): plain text in the book
+    return _LINK.sub(repl, text)
+
+
+def unlink_missing_pages(text: str, notebooks: list[str]) -> str:
+    """Links of a Markdown page to chapter notebooks that are not in the book -> their plain text
+    (a book built from a subset of the notebooks, such as the tests' fixture)."""
+    def repl(m: re.Match) -> str:
+        target = m.group("target")
+        if target.endswith(".ipynb") and "/" not in target and target not in notebooks:
+            return m.group("text")
+        return m.group(0)
     return _LINK.sub(repl, text)
 
 

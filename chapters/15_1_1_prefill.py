@@ -106,6 +106,14 @@ print(f"I_ridge = {peak_flops_per_s / TFLOP:.1f} TFLOP/s / {hbm_bytes_per_s / 1e
 assert abs(ridge / roofline.ridge_point(GPU, PREC.compute_dtype) - 1) < 1e-9
 
 # %%
+# Eq. (roofline) with this scenario's numbers
+from inferlab import worked
+
+worked.equation(r"I_\text{ridge} = \frac{\text{peak}}{\text{BW}} = \frac{<peak>\ \text{TFLOP/s}}{<bw>\ \text{TB/s}}"
+                r" = <ridge>\ \text{FLOP/byte}",
+                peak=peak_flops_per_s / TFLOP, bw=hbm_bytes_per_s / 1e12, ridge=ridge)
+
+# %%
 reader.claims("15.1.1", "a")
 
 # %% [markdown]
@@ -141,6 +149,12 @@ print(f"I_MLP = 2·{T}·{d}·{f} / ({b_w:g}·{d}·{f} + {b_a:g}·{T}·({d}+{f}))
       f"   (library, all MLP matrices: {float(prefill.mlp.intensity):.1f})")
 assert abs(mlp_intensity / float(prefill.mlp.intensity) - 1) < 1e-6  # every MLP matrix has the same d, f
 
+# %%
+# Eq. (matmul-intensity) with this scenario's numbers
+worked.equation(r"I_\text{MLP} = \frac{2Tdf}{b_w\,df + b_a\,T(d+f)} = \frac{2 \cdot <T> \cdot <d> \cdot <f>}"
+                r"{<bw> \cdot <d> \cdot <f> + <ba> \cdot <T> \cdot (<d> + <f>)} = <I>\ \text{FLOP/byte}",
+                T=T, d=d, f=f, bw=f"{b_w:g}", ba=f"{b_a:g}", I=mlp_intensity)
+
 # %% [markdown]
 # ### Attention: intensity grows with the prompt too
 # In prefill every query attends to the keys before it. Per head, the $QK^\top$ and $PV$ products
@@ -163,6 +177,12 @@ print(f"I_attn = {attn_flops:.3e} FLOP / {attn_bytes:.3e} B = {attn_flops / attn
       f"   (library, S={PROMPT} with GQA and the cache dtype: {float(prefill.attention.intensity):.1f})")
 
 # %%
+# Eq. (prefill-attention-intensity) with this scenario's numbers (one head, the fused-kernel count)
+worked.equation(r"I_\text{attn} \approx \frac{4H \cdot S(S+1)/2}{b_a \cdot 4SH} = \frac{<flops>\ \text{FLOP}}"
+                r"{<nbytes>\ \text{B}} = <I>\ \text{FLOP/byte}",
+                flops=attn_flops, nbytes=attn_bytes, I=attn_flops / attn_bytes)
+
+# %%
 reader.claims("15.1.1", "b", "i", "j")
 
 # %%
@@ -173,6 +193,12 @@ Markdown(f"Both groups sit right of the ridge ({ridge:.0f} FLOP/byte) at $S$ = {
          f"{reader.book_says('15.1.1-b')} ($S/2$, every query against every key); the causal count of "
          "[Eq. (prefill-attention-intensity)](#eq-prefill-attention-intensity) halves it, and either is far "
          "right of the ridge. Every operator, with FLOPs, bytes, regime and time:")
+
+# %%
+regime = roofline.time_weighted_regime(prefill, GPU, PREC.compute_dtype)
+worked.takeaway(f"At S = {PROMPT:,} tokens prefill is {regime}-bound: the MLP runs at "
+                f"{float(prefill.mlp.intensity):,.0f} and attention at {float(prefill.attention.intensity):,.0f} "
+                f"FLOP/byte, against a ridge of {ridge:.0f} FLOP/byte on the {GPU.name}.")
 
 # %%
 reader.details("every operator of one prefill pass", tables.operator_table(prefill, GPU, PREC.compute_dtype))
@@ -220,12 +246,23 @@ print(f"F = 2 · {P / 1e9:.2f}e9 · {BATCH} · {PROMPT} = {prefill_flops:.3e} FL
 print(f"library, every operator on its roofline: {float(prefill.total.flops):.3e} FLOP, {ttft_s / MS:.1f} ms")
 
 # %%
+# Eq. (prefill-flops) with this scenario's numbers
+worked.equation(r"F_\text{prefill} \approx 2PBS = 2 \cdot <P> \cdot <B> \cdot <S> = <F>\ \text{FLOP},\qquad "
+                r"\text{TTFT} \approx \frac{<F>\ \text{FLOP}}{<peak>\ \text{TFLOP/s}} = <t>\ \text{ms}",
+                P=P, B=BATCH, S=PROMPT, F=prefill_flops, peak=peak_flops_per_s / TFLOP, t=ttft_linear_s / MS)
+
+# %%
 book_2ps = select("15.1.1", "m")[0]                  # the erratum box's 2·P·S, from the registry
 Markdown(f"This page's $P$ is the model's {P / 1e9:.2f}e9 matrix parameters, at {peak_flops_per_s / TFLOP:.1f} "
          "TFLOP/s. " + (f"The book counts $P$ = {reader.book_input('15.1.1-m', 'params') / 1e9:.1f}e9 (the nominal size "
          f"in the name) at {reader.book_input('15.1.1-m', 'peak_tflops'):g} TFLOP/s; with those inputs $2PS$/peak "
          f"is {book_2ps.own_value:.1f} ms, the value erratum 15.1.1-m quotes. The two conventions differ by "
          f"{abs(book_2ps.own_value / (ttft_linear_s / MS) - 1):.1%}." if BOOK else ""))
+
+# %%
+worked.takeaway(f"A prompt of {PROMPT:,} tokens (batch {BATCH}) costs {prefill_flops:.2e} FLOPs in the matrix "
+                f"products: {ttft_linear_s / MS:.1f} ms at 100% of peak; with attention and every operator at "
+                f"its own roofline, the library's TTFT is {ttft_s / MS:.1f} ms. Forward only: 2·P·S, not 6·P·S.")
 
 # %%
 reader.claims("15.1.1", "k", "m", "n")
@@ -277,6 +314,17 @@ assert kv_bytes == memory.kv_cache_bytes(MODEL, PROMPT, BATCH, PREC)
 print(f"C_kv = 2·{MODEL.n_layers}·{MODEL.n_kv_heads}·{MODEL.head_dim}·{bytes_per_element(PREC.kv):g} B "
       f"= {kv_bytes_per_token / 1e6:.3f} MB/token; × {PROMPT * BATCH} tokens = {kv_bytes / GB:.3f} GB"
       f"   (library: {memory.kv_cache_bytes(MODEL, PROMPT, BATCH, PREC) / GB:.3f} GB)")
+
+# %%
+# Eq. (kv-per-token) with this scenario's numbers, one sequence
+worked.equation(r"C_\text{kv}(S) = 2 \cdot L \cdot N_\text{kv} \cdot H \cdot b_\text{kv} \cdot S"
+                r" = 2 \cdot <L> \cdot <Nkv> \cdot <H> \cdot <bkv> \cdot <S>\ \text{B} = <gb>\ \text{GB}",
+                L=MODEL.n_layers, Nkv=MODEL.n_kv_heads, H=MODEL.head_dim, bkv=f"{bytes_per_element(PREC.kv):g}",
+                S=PROMPT, gb=kv_bytes_per_token * PROMPT / GB)
+
+# %%
+worked.takeaway(f"Prefill leaves {kv_bytes / GB:.2f} GB of keys and values behind for {BATCH} × {PROMPT:,} tokens "
+                f"({kv_bytes_per_token / 1e6:.2f} MB per token); every decode step that follows reads all of it.")
 
 # %%
 reader.claims("15.1.1", "o")

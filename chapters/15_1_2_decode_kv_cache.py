@@ -108,6 +108,17 @@ print(f"I_MLP(B={BATCH}) = {mlp_intensity:.2f} FLOP/byte   (library, all MLP mat
 print(f"I_attn = 2/{b_kv:g} · {MODEL.n_heads}/{MODEL.n_kv_heads} = {attn_intensity:.2f} FLOP/byte   "
       f"(library: {float(step.attention.intensity):.2f})")
 
+# %%
+# Eq. (decode-mlp-intensity) and Eq. (decode-attention-intensity) with this scenario's numbers
+from inferlab import worked
+
+worked.equation(r"I_\text{MLP} = \frac{2Bdf}{b_w\,df + b_a B(d+f)} = \frac{2 \cdot <B> \cdot <d> \cdot <f>}"
+                r"{<bw> \cdot <d> \cdot <f> + <ba> \cdot <B> \cdot (<d> + <f>)} = <I>\ \text{FLOP/byte},\qquad "
+                r"I_\text{attn} = \frac{2}{b_\text{kv}} \cdot \frac{N}{N_\text{kv}} = \frac{2}{<bkv>} \cdot "
+                r"\frac{<N>}{<Nkv>} = <Iattn>\ \text{FLOP/byte}",
+                B=BATCH, d=d, f=f, bw=f"{b_w:g}", ba=f"{b_a:g}", I=mlp_intensity, bkv=f"{b_kv:g}",
+                N=MODEL.n_heads, Nkv=MODEL.n_kv_heads, Iattn=attn_intensity)
+
 # %% [markdown]
 # The extraction dropped the book's formulas for these two intensities and for the cache size;
 # reconstructed:
@@ -125,6 +136,11 @@ Markdown(f"Against the {GPU.name}'s ridge of {ridge:.0f} FLOP/byte, the MLP at $
          "stays at about 1 FLOP/byte whatever the batch\" holds for multi-head attention with a 16-bit cache; "
          f"for {MODEL.name} ({MODEL.attention_kind}, {PREC.kv} cache) it is {attn_intensity:.2g}, and still "
          "independent of the batch. Every operator of the step:")
+
+# %%
+worked.takeaway(f"A decode step of {BATCH} sequences is memory-bound: its MLP runs at {mlp_intensity:.1f} FLOP/byte "
+                f"and attention at {attn_intensity:.2g}, against a ridge of {ridge:.0f} on the {GPU.name}. "
+                "Batching raises the MLP's intensity in proportion to B; attention's stays where it is.")
 
 # %%
 reader.details("every operator of one decode step", tables.operator_table(step, GPU, PREC.compute_dtype))
@@ -173,6 +189,19 @@ print(f"library (every operator on its roofline): t(1) = {latency.decode_step_ti
       f"t({BATCH}) = {latency.decode_step_time_s(MODEL, GPU, CONTEXT, BATCH, PREC) / MS:.2f} ms")
 
 # %%
+# Eq. (step-time) with this scenario's numbers
+worked.equation(r"t_\text{step}(B) \approx \frac{M_\text{weights} + B \cdot C_\text{kv}(S)}{\text{BW}} = "
+                r"\frac{<M>\ \text{GB} + <B> \cdot <C>\ \text{GB}}{<bw>\ \text{TB/s}} = <t>\ \text{ms},\qquad "
+                r"\text{throughput}(B) = \frac{<B>}{<t>\ \text{ms}} = <thr>\ \text{tokens/s}",
+                M=weight_bytes / GB, B=BATCH, C=kv_bytes_per_seq / GB, bw=GPU.hbm_bytes_per_s / 1e12,
+                t=step_b_s / MS, thr=BATCH / step_b_s)
+
+# %%
+worked.takeaway(f"{BATCH} sequences share one read of the {weight_bytes / GB:.1f} GB of weights: a step takes "
+                f"{step_b_s / MS:.1f} ms against {step_1_s / MS:.1f} ms for one sequence, so throughput grows "
+                f"{(BATCH / step_b_s) / (1 / step_1_s):.1f}-fold for a {step_b_s / step_1_s:.2f}-fold longer step.")
+
+# %%
 reader.claims("15.1.2", "k..v")
 
 # %% [markdown]
@@ -199,6 +228,21 @@ if reported:
     print(f"B_max(reported) = ({reported / 2**20:,.0f} MiB = {reported / GB:.2f} GB - {weight_bytes / GB:.2f} GB) "
           f"/ {kv_bytes_per_seq / GB:.3f} GB = {b_max_rep}")
 assert FIT or b_max_dec == memory.max_batch(MODEL, GPU, CONTEXT, PREC)  # the formula is the library's
+
+# %%
+# Eq. (max-batch) with this scenario's numbers
+(worked.equation(r"B_\text{max} = \left\lfloor \frac{\text{capacity} - M_\text{weights}}{C_\text{kv}(S)} \right\rfloor"
+                 r" = \left\lfloor \frac{<cap>\ \text{GB} - <M>\ \text{GB}}{<C>\ \text{GB}} \right\rfloor = <bmax>",
+                 cap=capacity / GB, M=weight_bytes / GB, C=kv_bytes_per_seq / GB, bmax=b_max_dec)
+ if capacity > weight_bytes else
+ Markdown(f"The weights alone ({weight_bytes / GB:.1f} GB) exceed the {GPU.name}'s {capacity / GB:.0f} GB: "
+          "no batch fits."))
+
+# %%
+worked.takeaway(f"At a context of {CONTEXT:,} tokens the {GPU.name} holds at most {b_max_dec} sequences beside the "
+                f"weights: each brings {kv_bytes_per_seq / GB:.2f} GB of KV cache, so the cache, not compute, "
+                "caps the batch." if b_max_dec else
+                f"Not one sequence of {CONTEXT:,} tokens fits beside the weights on the {GPU.name}.")
 
 # %%
 reader.claims("15.1.2", "w..z")

@@ -103,6 +103,23 @@ print(f"ITL  = ({weight_bytes / GB:.2f} GB + {BATCH}·{kv_bytes_per_seq / GB:.3f
       f" = {itl_rule / MS:.2f} ms   (library: {itl_s / MS:.2f} ms)")
 
 # %%
+# Eq. (ttft-itl) with this scenario's numbers
+from inferlab import worked
+
+worked.equation(r"\text{TTFT} \approx \frac{2PBS}{\text{peak}} = \frac{2 \cdot <P> \cdot <B> \cdot <S>}"
+                r"{<peak>\ \text{TFLOP/s}} = <ttft>\ \text{ms},\qquad \text{ITL} \approx "
+                r"\frac{M_\text{weights} + B\,C_\text{kv}(S)}{\text{BW}} = \frac{<M>\ \text{GB} + <B> \cdot <C>\ \text{GB}}"
+                r"{<bw>\ \text{TB/s}} = <itl>\ \text{ms}",
+                P=P, B=BATCH, S=PROMPT, peak=peak_flops_per_s / TFLOP, ttft=ttft_rule / MS, M=weight_bytes / GB,
+                C=kv_bytes_per_seq / GB, bw=hbm_bytes_per_s / 1e12, itl=itl_rule / MS)
+
+# %%
+worked.takeaway(f"Two formulas, two resources: the first token waits {ttft_rule / MS:.0f} ms on the compute peak "
+                f"(the library, with attention and each operator's roofline: {ttft_s / MS:.0f} ms), every later "
+                f"token {itl_rule / MS:.1f} ms on the memory bandwidth ({itl_s / MS:.1f} ms). A lever that adds "
+                "FLOP/s moves TTFT; one that removes bytes moves ITL.")
+
+# %%
 reader.claims("15.2.1", "i..q")
 
 # %%
@@ -200,6 +217,25 @@ print("K:          " + "".join(f"{k:>9}" for k in tps))
 print("TTFT ms:    " + "".join(f"{t / MS:9.2f}" for t in ttft_k))
 print("ITL ms:     " + "".join(f"{t / MS:9.3f}" for t in itl_k))
 print("ITL speedup:" + "".join(f"{itl_k[0] / t:9.2f}" for t in itl_k))
+
+# %%
+# Eq. (tp-time) with this scenario's numbers: one decode step (ITL) at the largest K; a message is
+# the batch's activations, B * d elements
+K = tps[-1]
+message_bytes = BATCH * MODEL.d_model * bytes_per_element(PREC.activations)
+itl_tp_rule = (itl_k[0] / K + 2 * MODEL.n_layers
+               * (message_bytes / GPU.interconnect_bytes_per_s + ALLREDUCE_LATENCY_S))
+worked.equation(r"t(K) \approx \frac{t(1)}{K} + 2L\left(\frac{\text{message bytes}}{\text{link BW}} + t_\text{latency}\right)"
+                r" = \frac{<t1>\ \text{ms}}{<K>} + 2 \cdot <L> \left(\frac{<msg>\ \text{B}}{<link>\ \text{GB/s}} + "
+                r"<lat>\ \mu\text{s}\right) = <tk>\ \text{ms}\quad (\text{library, ring all-reduce: } <lib>\ \text{ms})",
+                t1=itl_k[0] / MS, K=K, L=MODEL.n_layers, msg=message_bytes, link=GPU.interconnect_bytes_per_s / 1e9,
+                lat=ALLREDUCE_LATENCY_S * 1e6, tk=itl_tp_rule / MS, lib=itl_k[-1] / MS)
+
+# %%
+worked.takeaway(f"Tensor parallelism over {tps[-1]} GPUs takes TTFT from {ttft_k[0] / MS:.0f} to "
+                f"{ttft_k[-1] / MS:.0f} ms and ITL from {itl_k[0] / MS:.1f} to {itl_k[-1] / MS:.1f} ms: ITL "
+                f"{itl_k[0] / itl_k[-1]:.1f} times faster where {tps[-1]} GPUs would ideally give {tps[-1]}; the "
+                "all-reduces, which do not shrink with K, take the rest.")
 
 # %%
 best_ttft, best_itl = tps[ttft_k.index(min(ttft_k))], tps[itl_k.index(min(itl_k))]

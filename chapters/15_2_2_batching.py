@@ -93,6 +93,16 @@ print(f"ceiling BW/C_kv = {ceiling:,.0f} tokens/s; B_max/B* = {GPU.memory_bytes 
 # Eq. (bmax-over-bstar) against the library: B_max is the floor of ratio * B*.
 assert FIT or memory.max_batch(MODEL, GPU, CONTEXT, PREC) == int(ratio * b_star + 1e-9)
 
+# %%
+# Eq. (throughput) and Eq. (bmax-over-bstar) with this scenario's numbers
+from inferlab import worked
+
+worked.equation(r"B^* = \frac{M_\text{weights}}{C_\text{kv}} = \frac{<M>\ \text{GB}}{<C>\ \text{GB}} = <bstar>,\qquad "
+                r"\frac{\text{BW}}{C_\text{kv}} = \frac{<bw>\ \text{TB/s}}{<C>\ \text{GB}} = <ceil>\ \text{tokens/s},\qquad "
+                r"\frac{B_\text{max}}{B^*} = \frac{<cap>\ \text{GB}}{<M>\ \text{GB}} - 1 = <ratio>",
+                M=weight_bytes / GB, C=kv_bytes_per_seq / GB, bstar=b_star, bw=GPU.hbm_bytes_per_s / 1e12,
+                ceil=ceiling, cap=GPU.memory_bytes / GB, ratio=ratio)
+
 # %% [markdown]
 # The subsection's opening: a team at 30% utilization, and the 26 GB of weights that one step
 # reads whether it serves one sequence or thirty-two.
@@ -134,6 +144,11 @@ Markdown(
      f"{weight_bytes / GB:.1f} GB of weights, minus one), where throughput is {tput_max:,.0f} tokens/s, "
      f"{tput_max / ceiling:.0%} of the ceiling.") if not FIT else f"**Does not fit:** {FIT}")
 
+# %%
+worked.takeaway(f"Batching pays most below B* = {b_star:.0f}, where the weights dominate every step's reads; "
+                f"memory stops it at B = {b_max}, with throughput at {tput_max / ceiling:.0%} of its ceiling "
+                f"of {ceiling:,.0f} tokens/s." if not FIT else f"Nothing to batch: {FIT}")
+
 # %% [markdown]
 # ### The latency-throughput trade-off
 # [Figure](#fig-15-2-2-latency-throughput): the same sweep as a trade-off curve, each point one
@@ -159,6 +174,20 @@ tput_1 = latency.throughput_tokens_per_s(MODEL, GPU, CONTEXT, 1, PREC)
 cost_1 = USD_PER_GPU_HOUR / (3600 * tput_1) * 1000                  # Eq. (cost-per-token)
 print(f"B=1: ${USD_PER_GPU_HOUR:g} / (3600 s · {tput_1:,.1f} tokens/s) · 1000 = ${cost_1:.5f} per 1k tokens"
       f"   (library: ${latency.cost_per_1k_tokens_usd(tput_1, USD_PER_GPU_HOUR):.5f})")
+
+# %%
+# Eq. (cost-per-token) with this scenario's numbers, at B = 1 and at the largest batch that fits
+tput_top = latency.throughput_tokens_per_s(MODEL, GPU, CONTEXT, b_max, PREC) if b_max else 0.0
+worked.equation(r"\text{cost per 1k tokens} = \frac{\text{price per GPU-hour}}{3600\ \text{s} \cdot \text{throughput}}"
+                r" \times 1000 = \frac{\$<usd>}{3600\ \text{s} \cdot <tput>\ \text{tokens/s}} \times 1000"
+                r" = \$<cost>",
+                usd=USD_PER_GPU_HOUR, tput=tput_1, cost=cost_1)
+
+# %%
+cost_top = latency.cost_per_1k_tokens_usd(tput_top, USD_PER_GPU_HOUR) if tput_top else float("nan")
+worked.takeaway(f"At B = 1 a thousand tokens cost US\\${cost_1:.4f}; at the largest batch that fits "
+                f"(B = {b_max}) US\\${cost_top:.5f}, {cost_1 / cost_top:.0f} times less: batching is the cost lever."
+                if tput_top else f"Nothing to batch: {FIT}")
 
 # %%
 reader.claims("15.2.2", "z..ad")

@@ -110,6 +110,16 @@ Markdown(f"For this scenario's output lengths in consecutive batches of 16, the 
          f"{1 - slot_use:.0%} of its decode slots on padding.")
 
 # %%
+# Eq. (slot-use) with this scenario's numbers: the first batch of 16, then the mean over all batches
+from inferlab import worked
+
+first = outputs16[0]
+worked.equation(r"\text{slot use} = \frac{\sum_i N_i}{B \cdot \max_i N_i} = \frac{<total>}{16 \cdot <longest>}"
+                r" = <use>;\qquad \text{mean over the } <n> \text{ batches: } <mean>",
+                total=int(first.sum()), longest=int(first.max()), use=float(first.sum() / (16 * first.max())),
+                n=len(outputs16), mean=slot_use)
+
+# %%
 policies = lab.policy_sweep(SCENARIO, (2, 4, 8, 12, 16), {
     "static, B = 16 (0.5 s timeout)": StaticBatching(16, timeout_s=STATIC_TIMEOUT_S), "continuous": ContinuousBatching()})
 
@@ -158,6 +168,31 @@ Markdown(f"A {LONG:,}-token prompt alone takes {alone_s / MS:.0f} ms to prefill,
          f"{alone_s / decode16_s:.0f} decode steps of 16 sequences at 1,024 tokens of context "
          f"({decode16_s / MS:.1f} ms each): an unchunked prefill puts a gap of that size into every running "
          f"stream.")
+
+# %%
+# Eq. (chunked-step) with this scenario's numbers: a budget of C = 512 tokens a step, 16 sequences
+# decoding at a context of 1,024 tokens
+import math
+
+from inferlab.units import TFLOP, bytes_per_element
+
+C, B_run, ctx = 512, 16, 1024
+compute_s = 2 * MODEL.n_matmul_params * C / GPU.peak(PREC.compute_dtype)
+memory_s = (MODEL.n_params * bytes_per_element(PREC.weights)
+            + B_run * ctx * kv_cache_bytes_per_token(MODEL, PREC)) / GPU.hbm_bytes_per_s
+chunk_steps = math.ceil(LONG / (C - B_run))
+worked.equation(r"t_\text{step}(C) \approx \max\!\left(\frac{2 \cdot <P> \cdot <C>}{<peak>\ \text{TFLOP/s}},\ "
+                r"\frac{<M>\ \text{GB} + <B> \cdot <Ckv>\ \text{GB}}{<bw>\ \text{TB/s}}\right) = \max(<tc>, <tm>)\ \text{ms},"
+                r"\qquad \left\lceil \frac{<S>}{<C> - <B>} \right\rceil = <steps>\ \text{steps}",
+                P=MODEL.n_matmul_params, C=C, peak=GPU.peak(PREC.compute_dtype) / TFLOP,
+                M=MODEL.n_params * bytes_per_element(PREC.weights) / GB, B=B_run,
+                Ckv=ctx * kv_cache_bytes_per_token(MODEL, PREC) / GB, bw=GPU.hbm_bytes_per_s / 1e12,
+                tc=compute_s / MS, tm=memory_s / MS, S=LONG, steps=chunk_steps)
+
+# %%
+worked.takeaway(f"Chunked at C = {C}, the long prompt is spread over {chunk_steps} steps of at most about "
+                f"{max(compute_s, memory_s) / MS:.0f} ms each, instead of one {alone_s / MS:.0f} ms step that every "
+                "running stream waits through.")
 
 # %%
 long_run = lab.long_prompt(SCENARIO, LONG, 8.0, chunks=(256, 512, 1024, 2048))
@@ -316,6 +351,19 @@ Markdown(lab.capacity_note(capacity, SCENARIO) + " " + uncertainty_note + scale_
     f"2 × {blocks_tp1 * 16:,} = {2 * blocks_tp1 * 16:,} for two single-GPU replicas; against it: every layer's "
     "all-reduces add to each step. " + scale_note)
 
+# %%
+# Eq. (goodput-per-dollar) with this scenario's numbers, for the best deployment
+worked.equation(r"\text{requests per dollar} = \frac{\text{capacity} \times 3600\ \text{s}}{\text{GPUs} \times "
+                r"\text{price per GPU-hour}} = \frac{<rate>\ \text{/s} \times 3600\ \text{s}}{<gpus> \times \$<usd>}"
+                r" = <per_usd>",
+                rate=capacity.rate_per_s[best], gpus=DEPLOYMENTS[best].gpus, usd=USD_PER_GPU_HOUR,
+                per_usd=capacity.requests_per_usd[best])
+
+# %%
+worked.takeaway(f"Cost follows capacity per GPU: “{DEPLOYMENTS[best].label}” serves "
+                f"{capacity.requests_per_usd[best] / capacity.requests_per_usd[b1]:,.0f} times as many SLO-meeting "
+                "requests per dollar as replicas that do not batch.")
+
 # %% [markdown]
 # ## 5. Prefix caching of a shared system prompt
 # When every request starts with the same $c$-token system prompt, its keys and values are the
@@ -345,6 +393,22 @@ Markdown(reader.context_note(MODEL, SYSTEM_PROMPT + own) + " "
          f"Its KV cache is {per_seq_gb:.1f} GB, of which the cache shares "
          f"{SYSTEM_PROMPT / (SYSTEM_PROMPT + own):.0%}; but a decode step of 16 such sequences takes "
          f"{decode_long_s / MS:.1f} ms against {decode_short_s / MS:.1f} ms without the system prompt.")
+
+# %%
+# Eq. (cached-prefill) with this scenario's numbers (q = a request's own tokens, c = the shared prompt)
+q, c, L_, d_ = own, SYSTEM_PROMPT, MODEL.n_layers, MODEL.d_model
+flops_cached = 2 * MODEL.n_matmul_params * q + 4 * L_ * d_ * (q * c + q**2 / 2)
+flops_uncached = 2 * MODEL.n_matmul_params * (c + q) + 4 * L_ * d_ * (c + q) ** 2 / 2
+worked.equation(r"\text{FLOPs}_\text{cached} \approx 2 \cdot <P> \cdot <q> + 4 \cdot <L> \cdot <d> \left(<q> \cdot <c>"
+                r" + \tfrac{<q>^2}{2}\right) = <fc>\ \text{instead of}\ <fu>\ \ (<ratio>\times\ \text{fewer})",
+                P=MODEL.n_matmul_params, q=q, L=L_, d=d_, c=c, fc=flops_cached, fu=flops_uncached,
+                ratio=flops_uncached / flops_cached)
+
+# %%
+worked.takeaway(f"Caching the {SYSTEM_PROMPT:,}-token prefix makes a request's prefill "
+                f"{flops_uncached / flops_cached:.0f} times cheaper in FLOPs, but not its decode: 16 such sequences "
+                f"still take {decode_long_s / MS:.1f} ms a step against {decode_short_s / MS:.1f} ms without the "
+                "prefix, since each reads its cached tokens.")
 
 # %%
 prefix = lab.prefix_sweep(SCENARIO, SYSTEM_PROMPT, (0.5, 1, 2, 3, 4, 6))

@@ -54,6 +54,14 @@ def image() -> dict:
             "data": {"image/png": PNG, "text/plain": "<Figure size 10x10>"}}
 
 
+def markdown_out(text: str) -> dict:
+    return {"output_type": "execute_result", "metadata": {}, "execution_count": 1,
+            "data": {"text/markdown": text, "text/plain": "<IPython.core.display.Markdown object>"}}
+
+
+VERDICT = "Verdict of the fixture run: the measured line sits 4.2x above the dashed prediction."
+
+
 def notebook(cells: list[dict]) -> dict:
     cells = [dict(c, id=f"cell-{i}") for i, c in enumerate(cells)]
     return {"nbformat": 4, "nbformat_minor": 5, "cells": cells,
@@ -70,15 +78,17 @@ CHAPTER_CELLS = [
        "[Williams et al. 2009](../book/references.md#williams2009), the "
        "[TTFT section](15_9_8_second.ipynb#time-to-first-token), the [errata](../ERRATA.md#1599-a) "
        "and the [index](00_index.ipynb)."),
-    code(FIGURE_CELL, [stream("table of the points\n"), image()]),
+    code(FIGURE_CELL, [stream("table of the points\n"), image(), markdown_out(VERDICT)]),
     md("> **Erratum 15.9.9-a.** The book says 160 ms;\n> its own inputs give 54 ms.\n\nAfter the box."),
     code("show_claims()", [{"output_type": "display_data", "metadata": {}, "data": {
         "text/html": '<table><tr id="claim-15.9.9-a"><td>15.9.9-a</td><td>erratum</td></tr></table>',
         "text/plain": "15.9.9-a erratum"}}]),
     code("print(wide)", [stream(WIDE_LINE + "\n")]),
+    code("worked.takeaway(...)", [markdown_out("> **Takeaway.** Prefill of the fixture is compute-bound.")]),
     md("## Exercises\n\nCompute it."),
     code("# SOLUTION\nex1 = 42", []),
     md("<!-- SOLUTION -->\nThe answer is **42** because $6 \\times 7 = 42$."),
+    code('check("15.1.1-ex1", ex1);', [stream("15.1.1-ex1 PASS  1/1 point\n")]),
 ]
 SECOND_CELLS = [
     md("# 15.9.8 Second\n\n## Time to first token\n\nBack to the [first](15_9_9_fixture.ipynb).\n\n"
@@ -90,12 +100,16 @@ INDEX_CELLS = [md("# Fixture index\n\n[First](15_9_9_fixture.ipynb), [second](15
 ERRATA = "# Errata\n\n## Errata\n\n| id |\n|---|\n| [15.9.9-a](#1599-a) |\n\n### 15.9.9-a\n\nThe details.\n"
 
 
+FIXTURE_PY = "# %% [markdown]\n# # 15.9.9 Fixture chapter\n"
+
+
 def write_fixture(base: Path, extra_chapter_cells=()) -> Path:
     chapters = base / "chapters"
     chapters.mkdir(parents=True)
     for name, cells in (("00_index", INDEX_CELLS), ("15_9_9_fixture", CHAPTER_CELLS + list(extra_chapter_cells)),
                         ("15_9_8_second", SECOND_CELLS)):
         (chapters / f"{name}.ipynb").write_text(json.dumps(notebook(cells)))
+    (chapters / "15_9_9_fixture.py").write_text(FIXTURE_PY)
     (base / "ERRATA.md").write_text(ERRATA)
     return base
 
@@ -267,6 +281,72 @@ def test_citation_and_cross_links_resolve(built):
     assert 'href="index.html"' in html
 
 
+def test_every_output_of_the_fixture_reaches_its_page(built):
+    """The executed notebook's outputs against the built HTML (book/output_check.py), per page."""
+    import output_check
+    for name, cells in (("15_9_9_fixture", CHAPTER_CELLS), ("15_9_8_second", SECOND_CELLS), ("index", INDEX_CELLS)):
+        assert output_check.missing_outputs(notebook(cells), built / f"{name}.html") == [], name
+    html = page(built, "15_9_9_fixture")
+    assert html.index("table of the points") < html.index('id="fig-15-9-9-dot"') < html.index("Verdict of the fixture")
+
+
+def test_the_output_check_reports_a_dropped_output(built):
+    """The same page with the verdict sentence cut out, and with two outputs swapped: both reported
+    (written next to the page, so that its images resolve; removed afterwards)."""
+    import output_check
+    html = page(built, "15_9_9_fixture")
+    dropped, swapped = built / "test-dropped.html", built / "test-swapped.html"
+    try:
+        _check_reports(output_check, html, dropped, swapped)
+    finally:
+        dropped.unlink(missing_ok=True)
+        swapped.unlink(missing_ok=True)
+
+
+def _check_reports(output_check, html, dropped, swapped):
+    dropped.write_text(html.replace("the measured line sits", "the line"))
+    assert [m.split(":")[0] for m in output_check.missing_outputs(notebook(CHAPTER_CELLS), dropped)] == \
+        ["cell 3 (text/markdown) missing"]
+    swapped.write_text(html.replace("table of the points", "moved").replace("Verdict of", "table of the points Verdict of"))
+    assert any("out of order" in m for m in output_check.missing_outputs(notebook(CHAPTER_CELLS), swapped))
+
+
+def test_exercise_check_shows_a_folded_hint_not_pass(built):
+    """The stored PASS means nothing to a reader who has not run the check: a folded hint instead,
+    from the exercise's own hints and recognised slips (never its expected value)."""
+    html = page(built, "15_9_9_fixture")
+    assert "PASS  1/1" not in html and "1/1 point" not in html
+    hint = re.search(r'<details class="hint">\s*<summary>Hint \(15\.1\.1-ex1\)</summary>(.*?)</details>', html, re.S)
+    assert hint and "training rule" in hint.group(1), "the slips of 15.1.1-ex1 are missing from its hint"
+    from inferlab import exercises
+    expected = exercises.get("15.1.1-ex1").expected()["ttft_ms"]
+    assert f"{expected:.3g}" not in hint.group(1) and f"{expected:.2f}" not in hint.group(1)
+
+
+def test_an_unknown_exercise_in_a_check_cell_is_named():
+    with pytest.raises(convert.ConversionError, match="15.9.9-ex7"):
+        convert.convert_code_cell(code('check("15.9.9-ex7", ex7)'), "nb")
+    assert convert.exercise_check_id("from inferlab.exercises import check") is None
+    assert convert.exercise_check_id('# NBVAL_IGNORE_OUTPUT\ncheck("15.2.1-ex2", ex2);') == "15.2.1-ex2"
+
+
+def test_reader_note_offers_the_notebook_and_its_source_and_links_notation(built):
+    """Under the title of each notebook page: download buttons whose files are the chapter's own
+    .ipynb and .py, the `make lab` note, and a link to the notation page (which the book has)."""
+    base = built.parent
+    html = page(built, "15_9_9_fixture")
+    assert html.index("Fixture chapter") < html.index("reader-note") < html.index("Intro with inline math")
+    links = dict((Path(h).suffix, h) for h in re.findall(r'<a class="reference download internal"[^>]*href="([^"]+)"', html))
+    assert set(links) == {".ipynb", ".py"}
+    assert (built / links[".ipynb"]).read_bytes() == (base / "chapters" / "15_9_9_fixture.ipynb").read_bytes()
+    assert (built / links[".py"]).read_bytes() == FIXTURE_PY.encode()
+    assert "run make lab" in re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", html)).lower()
+    assert 'href="notation.html"' in html
+    second = page(built, "15_9_8_second")
+    assert re.findall(r'class="reference download internal"[^>]*href="[^"]+\.ipynb"', second), "no .py: the .ipynb alone"
+    assert 'id="notation"' in page(built, "notation") and "$C_\\text{kv}$" not in page(built, "notation")
+
+
 def test_solutions_hidden_and_wide_output_tagged(built):
     html = page(built, "15_9_9_fixture")
     assert re.search(r'<div class="cell tag_hide-cell[^"]*"', html)
@@ -274,7 +354,8 @@ def test_solutions_hidden_and_wide_output_tagged(built):
     assert re.search(r'<details class="solution">\s*<summary>Show solution</summary>', html)
     assert re.search(r'<div class="cell tag_text-width-200[^"]*"', html)
     css = (built / "_static" / "text-widths.css").read_text()
-    assert ".tag_text-width-200 div.cell_output pre" in css
+    rule = re.search(r"\.tag_text-width-200 div\.cell_output pre \{ font-size: clamp\((\d+)px,", css)
+    assert rule and int(rule.group(1)) == 11, "a wide output must not shrink under 11 px"
 
 
 def test_a_broken_figure_reference_fails_the_build(tmp_path):
@@ -314,7 +395,9 @@ def test_unpack_mathjax_keeps_the_loaded_component_and_its_fonts_only(tmp_path):
 
 def test_a_figure_cell_with_a_sentence_under_its_image_is_split_and_widget_views_dropped():
     """myst-nb names every output of a figure cell after the figure (duplicate targets): the image
-    stays in the figure cell, the rest moves to an input-less cell; live widget views are dropped."""
+    stays in the figure cell, the rest moves to an input-less cell; live widget views are dropped.
+    The carrier cell's source is not blank: myst-nb skips a blank cell, outputs and all (the live
+    runs' verdicts and error tables were lost that way)."""
     sentence = {"output_type": "display_data", "metadata": {},
                 "data": {"text/markdown": "See the [errata](../ERRATA.md#x).", "text/plain": "<md>"}}
     widget = {"output_type": "display_data", "metadata": {},
@@ -322,10 +405,37 @@ def test_a_figure_cell_with_a_sentence_under_its_image_is_split_and_widget_views
     cell = convert.convert_code_cell(code(FIGURE_CELL, [image(), widget, sentence]), "nb, cell 1")
     figure, rest = convert.split_figure_cell(cell)
     assert figure["outputs"] == [image()] and "figure" in figure["metadata"]["mystnb"]
-    assert rest["source"] == "" and rest["metadata"]["tags"] == ["remove-input"]
+    assert rest["source"].strip() and rest["metadata"]["tags"] == ["remove-input"]
+    assert "figure" not in rest["metadata"].get("mystnb", {})
     assert [o["data"]["text/markdown"] for o in rest["outputs"]] == ["See the [errata](errata.md#x)."]
     assert convert.split_figure_cell(convert.convert_code_cell(code(FIGURE_CELL, [image()]), "nb")) \
         == [convert.convert_code_cell(code(FIGURE_CELL, [image()]), "nb")]
+
+
+def test_outputs_before_and_after_a_figure_keep_their_order():
+    """A table printed before the image stays with the code, above the figure; a sentence after it
+    comes after; only the figure cell carries the figure's name; each piece gets its own width tag."""
+    table = stream("w" * 150 + "\n")
+    cell = convert.convert_code_cell(code(FIGURE_CELL, [table, image(), markdown_out(VERDICT)]), "nb")
+    pieces = convert.split_figure_cell(cell)
+    assert [p["outputs"] for p in pieces] == [[table], [image()], [markdown_out(VERDICT)]]
+    assert pieces[0]["source"] == cell["source"] and "mystnb" not in pieces[0]["metadata"]
+    assert pieces[0]["metadata"]["tags"] == ["text-width-160"]
+    assert pieces[1]["metadata"]["mystnb"]["figure"]["name"] == "fig-15-9-9-dot"
+    assert all(p["source"].strip() for p in pieces)
+    assert pieces[1]["metadata"]["tags"] == ["remove-input"] == pieces[2]["metadata"]["tags"]
+
+
+def test_html_table_cells_are_labelled_with_their_column_header():
+    """Any header row, any number of columns: a stacked phone layout shows each value's column."""
+    table = ('<table class="t"><thead><tr><th style="a">claim</th><th></th><th>ours &amp; band</th></tr></thead>'
+             '<tbody><tr id="claim-x"><td style="b">x</td><td>desc</td><td>5</td></tr>'
+             '<tr><td>y</td><td>d2</td><td>6</td></tr></tbody></table><table><tr><td>no header</td></tr></table>')
+    out = convert.label_table_cells(table)
+    assert re.findall(r'<td[^>]*data-label="([^"]*)"', out) == ["claim", "", "ours &amp; band"] * 2
+    assert '<td style="b"' not in out and 'data-label="claim" style="b"' in out
+    assert out.endswith("<table><tr><td>no header</td></tr></table>")
+    assert convert.label_table_cells(out) == out, "labelling twice must not add a second attribute"
 
 
 def test_a_folded_html_table_counts_towards_the_output_width():
@@ -336,3 +446,28 @@ def test_a_folded_html_table_counts_towards_the_output_width():
                        "text/plain": "s"}}
     cell = convert.convert_code_cell(code("show()", [folded]), "nb")
     assert "text-width-160" in cell["metadata"]["tags"]
+
+
+def test_figure_alt_text_is_what_the_figure_draws_when_the_image_says_so():
+    """The PNG's "alt" metadata (inferlab.alttext.describe, written when the figure was drawn) wins
+    over the cell's hand-written `# alt:` line, which can drift from the figure."""
+    described = dict(image(), metadata={"image/png": {"width": 672, "alt": "Line plot of y against x (4 lines)."}})
+    cell = convert.convert_code_cell(code(FIGURE_CELL, [described]), "nb")
+    assert cell["metadata"]["mystnb"]["image"]["alt"] == "Line plot of y against x (4 lines)."
+    cell = convert.convert_code_cell(code(FIGURE_CELL, [image()]), "nb")
+    assert cell["metadata"]["mystnb"]["image"]["alt"] == ALT
+
+
+def test_worked_cells_fold_their_code():
+    cell = convert.convert_code_cell(code("worked.equation(r'x = <x>', x=1.0)", [markdown_out("$$x = 1$$")]), "nb")
+    assert "hide-input" in cell["metadata"]["tags"]
+    assert "hide-input" not in convert.convert_code_cell(code("print(1)", [stream("1\n")]), "nb")["metadata"]["tags"]
+
+
+def test_takeaway_blockquote_becomes_a_callout(built):
+    assert convert.convert_takeaways("> **Takeaway.** One line\n> and two.\n\nAfter.") == \
+        "````{admonition} Takeaway\n:class: tip takeaway\n\nOne line\nand two.\n````\n\nAfter."
+    html = page(built, "15_9_9_fixture")
+    box = re.search(r'<div class="tip takeaway admonition">\s*<p class="admonition-title">Takeaway</p>\s*'
+                    r"<p>Prefill of the fixture is compute-bound\.</p>", html)
+    assert box and "<blockquote" not in html

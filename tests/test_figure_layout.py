@@ -1,5 +1,8 @@
 """Every figure of the chapter, laid out by matplotlib's renderer: no text (label, legend,
-annotation) over data, over another text or across the axes frame; no text under 9 pt.
+annotation, tick label) over data, over another text or across the axes frame; no legend (of an
+axes or of the figure) over any panel's data; no text under 9 pt. Figures: the chapter's
+(inferlab.figures), the What-if scenarios, the panels, the measured figures and breakdowns, and
+the serving lab's (labplots, the live-vs-simulated quantiles).
 
 Bounding boxes come from the Agg renderer after a full draw (`fig.draw_without_rendering` would
 skip the constrained layout's final pass), in display pixels. Data are the vertices of every
@@ -10,6 +13,7 @@ from __future__ import annotations
 
 import itertools
 
+import matplotlib.ticker
 import numpy as np
 import pytest
 from matplotlib.collections import PathCollection
@@ -123,6 +127,10 @@ def layout_problems(fig) -> list[str]:
             n = _covers(lg.get_window_extent(r), pts)
             if n:
                 problems.append(f"the legend of axes {ax.get_title()!r} covers {n} data points")
+        for i, flg in enumerate(fig.legends):   # a figure legend may sit over any panel's data
+            n = _covers(flg.get_window_extent(r), pts) if flg.get_visible() else 0
+            if n:
+                problems.append(f"figure legend {i} covers {n} data points of axes {ax.get_title()!r}")
         for t in ax.texts:
             if not t.get_visible() or not t.get_text().strip():
                 continue
@@ -173,6 +181,19 @@ def test_check_catches_overlapping_labels_and_the_frame():
     problems = layout_problems(fig)
     assert any("overlaps" in p and "first label" in p for p in problems)
     assert any("'across the frame' crosses the axes frame" in p for p in problems)
+
+
+def test_check_catches_a_figure_legend_over_data_and_colliding_tick_labels():
+    fig, ax = _toy()
+    fig.legend(*ax.get_legend_handles_labels(), loc="center", fontsize=10)
+    assert any(p.startswith("figure legend 0 covers") for p in layout_problems(fig))
+    fig2 = Figure(figsize=(3, 2), layout="constrained")
+    ax2 = fig2.add_subplot()
+    ax2.plot([150, 700], [0, 1])
+    ax2.set_xscale("log")
+    ax2.tick_params(labelsize=10)
+    ax2.xaxis.set_minor_formatter(matplotlib.ticker.LogFormatterSciNotation(labelOnlyBase=False))
+    assert any("overlaps text" in p for p in layout_problems(fig2))
 
 
 def test_a_clean_figure_passes():
@@ -247,3 +268,72 @@ def test_measured_figure_layout(kind):
         pytest.skip("no recorded runs in data/measurements/")
     plot = getattr(measure.plots, kind)(runs[0] if kind == "roofline_plot" else runs)
     assert layout_problems(plot.fig) == []
+
+
+def test_roofline_markers_that_share_a_point_stay_visible():
+    """QKV/O and the MLP sit at nearly the same intensity: the projections are drawn smaller and on
+    top, so neither hides the other (they were the same size, the MLP's on top)."""
+    from matplotlib.collections import PathCollection
+    fig = FIGURES["15.1.1-fig1-roofline"]().fig
+    by_color = {}
+    for c in fig.axes[0].collections:
+        if isinstance(c, PathCollection) and len(c.get_offsets()):
+            by_color.setdefault(tuple(np.round(c.get_edgecolor()[0][:3], 3)), []).append((c.get_sizes()[0], c.get_zorder()))
+    import matplotlib.colors as mcolors
+    qkv = by_color[tuple(np.round(mcolors.to_rgb(plots.GROUP_COLORS["QKV/O projections"]), 3))]
+    mlp = by_color[tuple(np.round(mcolors.to_rgb(plots.GROUP_COLORS["MLP"]), 3))]
+    assert max(sz for sz, _ in qkv) < min(sz for sz, _ in mlp) / 2
+    assert min(z for _, z in qkv) > max(z for _, z in mlp)
+
+
+def test_multi_panel_figures_keep_a_single_figure_width():
+    """Panels are stacked: a multi-panel figure is no wider than a single one (it reads at column width)."""
+    for name in ("15.2.2-fig1-throughput-vs-batch", "15.2.1-fig3-weight-dtype"):
+        fig = FIGURES[name]().fig
+        assert len([a for a in fig.axes if a.get_visible()]) >= 2
+        assert fig.get_size_inches()[0] <= plots.FIGSIZE[0] + 1e-9, name
+
+
+# ---- the serving lab's figures (small runs of the lab's experiments; the notebook's are larger)
+def _lab_figures():
+    from inferlab.serving import ChunkedPrefill, ContinuousBatching, StaticBatching, lab, labplots, validate
+    small = lab.Scenario(n_requests=120)
+    policies = lab.policy_sweep(small, (2.0, 4.0, 8.0), {
+        "static, B = 16 (0.5 s timeout)": StaticBatching(16, timeout_s=0.5), "continuous": ContinuousBatching()})
+    tails = lab.policy_sweep(small, (4.0, 8.0, 12.0), {"continuous": ContinuousBatching(),
+                                                        "chunked, C = 512": ChunkedPrefill(512)})
+    cap = lab.Capacity((lab.Deployment("one GPU, batching"), lab.Deployment("2 replicas, batching", replicas=2),
+                        lab.Deployment("TP = 2, batching", tp=2)), (23.0, 50.0, 30.0), 0.9, 4.0)
+    figs = {
+        "policy": lambda: labplots.policy_plot(policies).fig,
+        "tail": lambda: labplots.tail_plot(tails).fig,
+        "long prompt": lambda: labplots.long_prompt_plot(lab.long_prompt(small, 2000, 4.0, chunks=(256, 512))).fig,
+        "capacity": lambda: labplots.capacity_plot(cap).fig,
+        "prefix": lambda: labplots.prefix_plot(lab.prefix_sweep(small, 4000, (0.5, 1.0, 2.0))).fig,
+    }
+    recorded = validate.recorded()
+    if recorded:
+        figs["live vs simulated"] = lambda: validate.quantile_plot(recorded[-1])
+    return figs
+
+
+@pytest.mark.parametrize("name", ["policy", "tail", "long prompt", "capacity", "prefix", "live vs simulated"])
+def test_serving_lab_figure_layout(name):
+    figs = _lab_figures()
+    if name not in figs:
+        pytest.skip("no recorded serving validation in data/")
+    assert layout_problems(figs[name]()) == []
+
+
+def test_breakdown_and_regime_figures_layout():
+    from inferlab.measure import breakdown
+    runs = [r for r in _recorded() if r.data.get("breakdown")]
+    if not runs:
+        pytest.skip("no recorded run with an operator breakdown")
+    fig = breakdown.breakdown_plot(runs[0])
+    assert len([a for a in fig.axes if a.get_visible()]) >= 2
+    assert layout_problems(fig) == []
+    assert fig.get_size_inches()[0] <= 7.5, "at most two panels a row"
+    regime_runs = breakdown.runs_with_regimes(_recorded())
+    if regime_runs:
+        assert layout_problems(breakdown.regime_plot(regime_runs)) == []

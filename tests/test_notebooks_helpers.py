@@ -28,9 +28,9 @@ def test_select_names_what_is_wrong(spans, message):
 def test_claims_text_shows_book_ours_verdict_and_explains_every_disagreement():
     text = claims_text("15.1.1", "k..o")
     header = text.splitlines()[0].split()
-    assert header == ["id", "description", "book", "ours", "verdict"]
+    assert header == ["id", "description", "book", "ours", "verdict", "band"]
     for c in select("15.1.1", "k..o"):
-        assert c.id in text and c.verdict in text
+        assert c.id in text and c.verdict in text and c.band and c.band in text  # the band that decided it
         if c.verdict != "consistent":
             assert f"{c.id} [{c.verdict}]" in text
     assert "Why:" not in claims_text("15.1.1", "o")  # a consistent claim needs no explanation

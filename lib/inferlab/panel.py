@@ -39,8 +39,9 @@ STYLE = {
     "throughput": dict(color="tab:purple", ls="-"),
     "ceiling BW/C_kv": dict(color="tab:purple", ls="--"),
 }
-SIZE = (6.4, 3.4)
-DPI = 80  # PNG of the live panel (the static default is drawn at twice this)
+SIZE = (6.4, 4.2)   # the legend sits under the axes (the figure keeps a narrow column's width)
+DPI = 80  # PNG of the live panel
+STATIC_DPI = 96  # the static default: shown at 96 CSS px per inch, drawn at twice that
 
 
 @dataclass(frozen=True)
@@ -183,7 +184,7 @@ class Panel:
         # encode is most of a redraw's time.
         self.fig = Figure(figsize=SIZE)
         self.ax = self.fig.add_subplot()
-        self.fig.subplots_adjust(left=0.12, right=0.64, bottom=0.16, top=0.9)
+        self.fig.subplots_adjust(left=0.12, right=0.96, bottom=0.31, top=0.93)
         self._handle = None
         self.draw(self.state)
 
@@ -194,6 +195,8 @@ class Panel:
         v = self.view_fn(state, self.base)
         ax = self.ax
         ax.clear()
+        for old in list(self.fig.legends):     # one legend, under the axes, redrawn with them
+            old.remove()
         if v.message:
             ax.set_axis_off()
             ax.text(0.5, 0.5, "does not fit:\n" + v.message, ha="center", va="center", fontsize=11,
@@ -216,7 +219,8 @@ class Panel:
             ax.set_ylabel(v.ylabel, fontsize=10)
             ax.tick_params(labelsize=9)
             ax.grid(alpha=0.3)
-            ax.legend(fontsize=9, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+            self.fig.legend(*ax.get_legend_handles_labels(), loc="lower center", ncols=2, fontsize=9,
+                            bbox_to_anchor=(0.5, 0.0), frameon=False)
             ax.set_title(f"{state.model} on {state.accelerator}", fontsize=10)
         self.numbers = v.numbers
         return v
@@ -233,10 +237,13 @@ class Panel:
         return self.png()
 
     # -- display ----------------------------------------------------------------------------
-    def bundle(self, dpi: int = 2 * DPI):
-        """The figure of the current state as a retina PNG, and its key numbers as text/plain."""
+    def bundle(self, dpi: int = 2 * STATIC_DPI, width_dpi: int = STATIC_DPI):
+        """The figure of the current state as a PNG at `dpi`, shown `width_dpi` CSS px per inch wide
+        (the static default: a retina PNG at 96 px per inch, so its 9 pt text is 12 px), its alt
+        text (what it draws: alttext.describe) and its key numbers as text/plain."""
+        from inferlab.alttext import describe
         data = {"image/png": base64.b64encode(self.png(dpi=dpi)).decode("ascii"), "text/plain": self.numbers}
-        return data, {"image/png": {"width": int(SIZE[0] * DPI)}}
+        return data, {"image/png": {"width": int(SIZE[0] * width_dpi), "alt": describe(self.fig)}}
 
     def controls(self):
         """The ipywidgets controls; each change redraws the figure shown above them (an update of
@@ -261,7 +268,7 @@ class Panel:
             key = next(k for k, c in controls.items() if c is change["owner"])
             try:
                 self.draw(replace(self.state, **{key: change["new"]}))
-                data, meta = self.bundle(dpi=DPI)
+                data, meta = self.bundle(dpi=DPI, width_dpi=DPI)
                 if self._handle is not None:
                     self._handle.update(data, raw=True, metadata=meta)
                 numbers.value = _md_to_html(self.numbers)

@@ -290,3 +290,10 @@ def gap_sentence(run, kind: str) -> str:
 from inferlab.context import mark_yardsticks  # noqa: E402
 
 mark_yardsticks(globals())
+
+
+# Every matplotlib Figure a notebook displays carries what it draws as its PNG's "alt" metadata
+# (the book's alt text; alttext.describe). A no-op outside IPython.
+from inferlab.alttext import register_ipython as _register_alt  # noqa: E402
+
+_register_alt()

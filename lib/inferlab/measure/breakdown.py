@@ -176,11 +176,17 @@ def breakdown_plot(run, which=None):
     from matplotlib.figure import Figure
 
     entries = [e for i, e in enumerate(run.data.get("breakdown") or []) if which is None or i in which]
-    # A bare Figure (no pyplot): a notebook shows it once, as the cell's value.
-    fig = Figure(figsize=(3.2 * max(len(entries), 1) + 1.2, 3.6), layout="constrained")
-    axes = fig.subplots(1, max(len(entries), 1), squeeze=False)
+    # A bare Figure (no pyplot): a notebook shows it once, as the cell's value. At most two
+    # panels a row (more wrap), the legend under them: the figure keeps a text column's width.
+    n = max(len(entries), 1)
+    ncols = min(n, 2)
+    nrows = -(-n // ncols)
+    fig = Figure(figsize=(3.2 * ncols + 0.2, 3.0 * nrows + 1.0), layout="constrained")
+    axes = fig.subplots(nrows, ncols, squeeze=False)
+    for ax in axes.flat[len(entries):]:
+        fig.delaxes(ax)
     colors = colormaps["tab20"].colors
-    for ax, e in zip(axes[0], entries):
+    for ax, e in zip(axes.flat, entries):
         bottoms = np.zeros(3)
         for j, k in enumerate(CLASSES):
             vals = np.array([e["measured"][k], e["calibrated"][k], e["roofline"][k]]) * 1e3
@@ -189,9 +195,10 @@ def breakdown_plot(run, which=None):
             bottoms += vals
         ax.set_title(_title(e), fontsize=9)
         ax.set_ylabel("ms")
-        ax.tick_params(axis="x", labelsize=8)
+        ax.tick_params(axis="x", labelsize=9)
     if entries:
-        axes[0][-1].legend(fontsize=7, bbox_to_anchor=(1.02, 1), loc="upper left")
+        handles, labels = axes.flat[0].get_legend_handles_labels()
+        fig.legend(handles, labels, loc="outside lower center", ncols=3, fontsize=9)
     return fig
 
 
@@ -297,7 +304,7 @@ def regime_plot(runs):
     ax.set_ylabel("time / time at M = 1")
     ax.set_ylim(0, 8.5)
     ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=7, loc="upper left")
+    fig.legend(*ax.get_legend_handles_labels(), loc="outside lower center", ncols=1, fontsize=9)
     return fig
 
 

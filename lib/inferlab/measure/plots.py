@@ -13,7 +13,7 @@ from inferlab.plots import FIGSIZE, Plot, _figure
 
 # Run labels are long: the legend goes under the axes, full width, never over the measured points.
 LEGEND_BELOW = dict(fontsize=9, loc="upper center", bbox_to_anchor=(0.5, -0.16), borderaxespad=0.0)
-TALL = (FIGSIZE[0], FIGSIZE[1] + 1.6)
+TALL = (FIGSIZE[0] - 0.2, FIGSIZE[1] + 1.6)   # the legend under the axes overhangs a little
 from inferlab.specs import get_accelerator
 from inferlab.tables import text_table
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from inferlab.plots import LEGEND, WIDE, Plot, _figure
+from inferlab.plots import WIDE, Plot, _figure, legend_below
 from inferlab.serving.lab import Capacity, LongPrompt, PrefixSweep, Sweep
 from inferlab.tables import text_table
 
@@ -29,7 +29,7 @@ def policy_plot(sweep: Sweep) -> Plot:
     a.set(xlabel="request rate (requests/s)", ylabel="output tokens/s", title="throughput", ylim=(0, None))
     b.set(xlabel="request rate (requests/s)", ylabel="median end-to-end latency (ms)", yscale="log",
           title="latency")
-    b.legend(**LEGEND)
+    legend_below(fig)
     table = text_table(("rate/s", "policy", "output tok/s", "p50 E2E ms", "p99 TTFT ms"), rows,
                        (".3g", "s", ".4g", ".4g", ".4g"))
     return Plot(fig, table, {"sweep": sweep})
@@ -52,8 +52,7 @@ def tail_plot(sweep: Sweep) -> Plot:
         _slo_line(b, sweep.slo.tpot_s * MS, "ITL")
     a.set(xlabel="request rate (requests/s)", ylabel="p99 TTFT (ms)", yscale="log", title="time to first token")
     b.set(xlabel="request rate (requests/s)", ylabel="p99 ITL (ms)", title="inter-token latency")
-    a.legend(fontsize=9, loc="upper left")
-    b.legend(**LEGEND)
+    legend_below(fig)
     table = text_table(("rate/s", "policy", "p99 TTFT ms", "p99 ITL ms", "in SLO %"), rows,
                        (".3g", "s", ".4g", ".4g", ".3g"))
     return Plot(fig, table, {"sweep": sweep})
@@ -78,7 +77,7 @@ def long_prompt_plot(lp: LongPrompt, itl_slo_s: float | None = 0.05) -> Plot:
     ax.set_xticks(c, [str(x) for x in lp.chunks])
     ax.set(xlabel="chunk size C (tokens per step)", ylabel="ms", ylim=(0, None),
            title=f"a {lp.long_tokens:,}-token prompt into {lp.rate_per_s:g} requests/s")
-    ax.legend(**LEGEND)
+    legend_below(fig)
     rows = [(k, lp.others_max_itl_s[k] * MS, lp.others_p99_itl_s[k] * MS, lp.others_p99_ttft_s[k] * MS,
              lp.long_ttft_s[k] * MS) for k in lp.labels]
     table = text_table(("schedule", "others max ITL ms", "others p99 ITL ms", "others p99 TTFT ms", "long TTFT ms"),
@@ -125,8 +124,7 @@ def prefix_plot(ps: PrefixSweep, ttft_slo_s: float | None = 0.5) -> Plot:
     a.set(xlabel="request rate (requests/s)", ylabel="median TTFT (ms)", yscale="log", title="time to first token")
     b.set(xlabel="request rate (requests/s)", ylabel="requests within the SLO (%)", ylim=(0, 105),
           title="SLO attainment")
-    a.legend(fontsize=9, loc="upper left")
-    b.legend(**LEGEND)
+    legend_below(fig)
     rows = [(r, names[k], ps.p50_ttft_s[k][i] * MS, ps.p99_ttft_s[k][i] * MS, ps.p50_tpot_s[k][i] * MS,
              ps.attainment[k][i] * 100, ps.kv_mean_fraction[k][i] * 100) for k in names for i, r in enumerate(ps.rates)]
     table = text_table(("rate/s", "", "p50 TTFT ms", "p99 TTFT ms", "p50 TPOT ms", "in SLO %", "KV in use %"), rows,

@@ -75,24 +75,33 @@ def quantiles(result) -> dict:
 
 
 def quantile_plot(record: dict):
-    """TTFT and ITL distributions (percentile curves), live against simulated, one colour per rate."""
-    from matplotlib.figure import Figure
+    """TTFT and ITL distributions (percentile curves), live against simulated, one colour per rate.
 
-    fig = Figure(figsize=(8.4, 3.4), layout="constrained")
-    axes = fig.subplots(1, 2)
+    The panels are stacked (each reads at a text column's width) and the legend sits under them:
+    one entry per rate (its colour) and one per line style (live solid, simulated dashed)."""
+    from matplotlib.figure import Figure
+    from matplotlib.lines import Line2D
+    from matplotlib.ticker import NullFormatter
+
+    fig = Figure(figsize=(6.6, 6.4), layout="constrained")
+    axes = fig.subplots(2, 1)
+    handles = []
     for i, r in enumerate(record["runs"]):
         q = r["quantiles"]
-        for ax, m, label in ((axes[0], "ttft_s", "TTFT"), (axes[1], "itl_s", "ITL")):
-            c = f"C{i}"
-            ax.plot(np.asarray(q["live"][m]) * 1e3, q["live"]["percent"], "-", color=c,
-                    label=f"{r['rate_per_s']:.2f}/s ({r['load']}): live")
-            ax.plot(np.asarray(q["simulated"][m]) * 1e3, q["simulated"]["percent"], "--", color=c,
-                    label="simulated")
-            ax.set_xlabel(f"{label} (ms)")
-            ax.set_xscale("log")
-            ax.set_ylabel("percentile")
-            ax.grid(True, which="both", alpha=0.3)
-    axes[0].legend(fontsize=7, loc="lower right")
+        c = f"C{i}"
+        for ax, m in ((axes[0], "ttft_s"), (axes[1], "itl_s")):
+            ax.plot(np.asarray(q["live"][m]) * 1e3, q["live"]["percent"], "-", color=c)
+            ax.plot(np.asarray(q["simulated"][m]) * 1e3, q["simulated"]["percent"], "--", color=c)
+        handles.append(Line2D([], [], color=c, label=f"{r['rate_per_s']:.2f}/s ({r['load']})"))
+    handles += [Line2D([], [], color="0.3", ls="-", label="live"),
+                Line2D([], [], color="0.3", ls="--", label="simulated")]
+    for ax, label in ((axes[0], "TTFT"), (axes[1], "ITL")):
+        ax.set_xlabel(f"{label} (ms)")
+        ax.set_xscale("log")
+        ax.xaxis.set_minor_formatter(NullFormatter())   # minor labels on a log axis collide
+        ax.set_ylabel("percentile")
+        ax.grid(True, which="both", alpha=0.3)
+    fig.legend(handles=handles, loc="outside lower center", ncols=min(3, len(handles)), fontsize=9)
     return fig
 
 
