@@ -318,3 +318,8 @@ def test_lost_formulas_are_filled_and_tabulated():
     rows = [line.split() for line in thr.table().splitlines()[2:]]
     assert [r[0] for r in rows] == ["1", "8", "16", "32", "64", "128"]
     assert rows[4][3] == "2,688" and rows[-1][-1] == "no"  # the book's 2,689 at B = 64; B = 128 does not fit
+    # The 2·P·S column of 15.2.1's table divides by the book's printed 989 TFLOP/s, as its formula and
+    # erratum 15.1.1-q do: 2 · 13e9 · 8,192 / 989e12 = 215.36 ms (at the datasheet's 989.4: 215.27)
+    [f2] = [f for f in lost_formulas("15.2.1") if f.table_name == "ttft"]
+    rule = {r.split()[0]: r.split()[1] for r in f2.table().splitlines()[2:]}
+    assert rule["8,192"] == "215.4" and rule["32,768"] == "861.4" and rule["100,000"] == "2,628.9"
