@@ -117,12 +117,15 @@ def _convention(quantity, clause, qual="", unit=""):
 
 
 def _si(value: str, unit):
-    return float(value.replace(",", "")) * MEMORY_UNITS.get((unit or "").split("/")[0], 1.0)
+    unit = (unit or "").split("/")[0]
+    return float(value.replace(",", "")) * {**MEMORY_UNITS, **TIME_UNITS}.get(unit, 1.0)
 
 
 def _unit_kind(unit):
     """Values in different kinds of unit (bytes, bytes per token, FLOP/byte) are different things."""
     unit = unit or ""
+    if unit in TIME_UNITS:
+        return "s"
     return "/token" if unit.endswith("/token") else ("B" if unit in MEMORY_UNITS else unit)
 
 
@@ -188,7 +191,129 @@ def _mentions(texts):
                 for m in rx.finditer(clause):
                     unit = m.groupdict().get("unit")
                     add(quantity, _convention(quantity, clause, "", unit or ""), "", m.group("value"), unit)
+    for convention, s, value, unit in _two_ps_times(texts):
+        add("2PS time", convention, f"S={s.replace(',', '') if s else '?'}", value, unit)
+    for u, holder, unit, value in _kv_pools(texts):
+        add("KV pool", f"u={u:g}", f"{holder}, {unit}", value, None)
     return seen
+
+
+# The 2·P·S time (2PS/peak, prefill's compute time at peak) is keyed by the prompt length S and by
+# the P convention: this page's P (12.85e9 matrix parameters at 989.4 TFLOP/s) or the book's (13.0e9
+# at 989). The forms the pages use, after LaTeX numbers are made plain ("2 \\cdot 1.29 \\times
+# 10^{10}" -> "2 · 1.29e10"):
+#   arithmetic "2 · P · B · S ... / 989.4 TFLOP/s = 53.2 ms" (B optional; the printed P names the
+#     convention: 13e9 is the book's, any other the page's),
+#   "2PS/peak is 53.8 ms", "2·P·S = 0.86 s", "in the matrix products: 53.2 ms at 100% of peak" (the
+#     book's when the sentence credits the book),
+#   the errata's "53.8 ms with the book's inputs", "with the book's inputs (...) the compute time is
+#     53.8 ms" (the book's) and "with the model's 12.85e9 matrix parameters and 989.4 TFLOP/s, 53.2
+#     ms", "212.8 ms with the model's matrix parameters" (the page's),
+#   a table column "2·P·S/peak ms" keyed by its S column (the book's in a reconstruction of the
+#     book's equations, a block headed "15.2.1-F2:").
+# S is the nearest prompt length stated before the value in the same text ("S = 2048", "a 2,048-token
+# prompt", "2,048 tokens", the arithmetic's S), else that of the last 2·P·S time before it on the page
+# (a sentence that names no S speaks of the example just computed).
+# "about 2PS FLOPs ... that is 54 ms" is not read: that 54 is the full model's TTFT.
+TIME_UNITS = {"ms": 1e-3, "s": 1.0}
+_T = rf"(?<![\d,.])(?P<t>{NUM}) (?P<u>ms|s)\b"
+TWO_PS = [  # (regex, convention: None = from the printed P or the sentence)
+    (re.compile(rf"\b2 · (?P<P>\d+(?:\.\d+)?e\d+) (?:· {NUM} )?· (?P<S>{NUM})(?![\d.]).{{0,120}}?"
+                rf"TFLOP/s\}}? ?(?:=|≈) {_T}"), None),
+    (re.compile(rf"2PS/peak (?:is|=|≈) {_T}"), None),
+    (re.compile(rf"2·P·S = {_T}"), None),
+    (re.compile(rf"in the matrix products: {_T} at 100% of peak"), None),
+    (re.compile(rf"the book's inputs \([^)]*\) the compute time is {_T}"), "book"),
+    (re.compile(rf"{_T} with the book's inputs"), "book"),
+    (re.compile(rf"with the model's (?:{NUM} )?matrix parameters and {NUM} TFLOP/s, {_T}"), ""),
+    (re.compile(rf"{_T} with the model's (?:{NUM} )?matrix parameters"), ""),
+]
+PROMPT_LENGTH = re.compile(rf"\bS = (?P<S>{NUM})(?![\d.])|(?P<S2>{NUM})(?:-token\b| tokens\b)")
+BOOK_CREDIT = re.compile(r"\b[Tt]he book|book's")
+RECONSTRUCTION = re.compile(r"\b15\.\d\.\d-F\d+:")
+
+
+def _latex_numbers(text: str) -> str:
+    text = re.sub(r"(\d(?:\.\d+)?) ?\\times ?10\^\{?(\d+)\}?", r"\1e\2", text)
+    text = text.replace("{,}", ",").replace("\\cdot", "·").replace("\\approx", "≈").replace("\\ ", " ")
+    return re.sub(r"(\d)e\+(\d)", r"\1e\2", text)
+
+
+def _sentences(text: str):
+    """(start offset, sentence) of a plain text, cut at sentence ends and lines."""
+    start = 0
+    for piece in re.split(r"((?<=[.!?])\s+(?=[A-Z>])|\n)", text):
+        if piece and not piece.isspace():
+            yield start, piece
+        start += len(piece)
+
+
+def _two_ps_times(texts):
+    """(convention, S, printed value, unit) of every 2·P·S time on a page, in the forms above."""
+    out, last_s = [], None
+    for raw in texts:
+        text = _latex_numbers(_plain(raw))
+        lengths = [(m.start(), m.group("S") or m.group("S2")) for m in PROMPT_LENGTH.finditer(text)]
+        book_block = bool(RECONSTRUCTION.search(text))
+        for start, sentence in _sentences(text):
+            for rx, convention in TWO_PS:
+                for m in rx.finditer(sentence):
+                    if "P" in m.groupdict():
+                        s = m.group("S")
+                        conv = "book" if float(m.group("P")) == 13e9 else ""
+                    else:
+                        before = [v for pos, v in lengths if pos < start + m.start()]
+                        s = before[-1] if before else last_s
+                        conv = convention if convention is not None else (
+                            "book" if BOOK_CREDIT.search(sentence) else "")
+                    out.append((conv, s, m.group("t"), m.group("u")))
+                    last_s = s
+        for col, row, cell in _tables(_latex_numbers(raw)):
+            u = re.fullmatch(r"2·P·S/peak (ms|s)", col)
+            if u and re.fullmatch(NUM, cell) and re.fullmatch(NUM, row):
+                out.append(("book" if book_block else "", row, cell, u.group(1)))
+    return out
+
+
+# The KV pool of the serving lab, keyed by the memory-utilisation factor u, by what holds it (one GPU,
+# a TP = 2 replica) and by its unit (tokens, sequences of a length). The forms:
+#   the metrics table's row "| KV pool | ... u = 0.9: 56,112 tokens, 56 sequences of 1,000; 15.1.2's
+#     B_max uses all the memory (u = 1): 65 |" (per GPU; the u = 1 value in the row's sequences),
+#   prose "its KV pool holds 144,000 tokens" (a "TP = 2 replica" named before it in the sentence, else
+#     one GPU) and "against 2 × 56,112 = 112,224 for two single-GPU replicas" (one GPU's pool is the
+#     factor); u is the one the sentence states, else vLLM's default the lab simulates with.
+KV_ROW = re.compile(r"\|\s*KV pool\s*\|(?P<cell>[^|\n]*)")
+POOL_HOLDS = re.compile(rf"KV pool holds (?P<v>{NUM}) tokens")
+POOL_FACTOR = re.compile(rf"against \d+ × (?P<v>{NUM}) = {NUM} for \w+ single-GPU replicas")
+
+
+def _kv_pools(texts):
+    """(u, holder, unit, printed value) of every KV pool on a page, in the forms above."""
+    out = []
+    for raw in texts:
+        text = _plain(raw)
+        for row in KV_ROW.finditer(text):
+            length = None
+            for segment in row.group("cell").split(";"):
+                u = re.search(rf"\bu = (?P<u>{NUM})", segment)
+                u = float(u.group("u")) if u else VLLM_DEFAULT_UTILISATION
+                for m in re.finditer(rf"(?<!blocks of )(?<![\d,.])(?P<v>{NUM}) tokens\b", segment):
+                    out.append((u, "one GPU", "tokens", m.group("v")))
+                for m in re.finditer(rf"(?P<v>{NUM}) sequences of (?P<len>{NUM})", segment):
+                    length = m.group("len").replace(",", "")
+                    out.append((u, "one GPU", f"sequences of {length}", m.group("v")))
+                for m in re.finditer(rf"\(u = {NUM}\): (?P<v>{NUM})(?![\d.,])", segment):
+                    if length:
+                        out.append((u, "one GPU", f"sequences of {length}", m.group("v")))
+        for _, sentence in _sentences(text):
+            u = re.search(rf"\bu = (?P<u>{NUM})", sentence)
+            u = float(u.group("u")) if u else VLLM_DEFAULT_UTILISATION
+            for m in POOL_HOLDS.finditer(sentence):
+                tp = re.findall(r"TP = (\d+) replica", sentence[:m.start()])
+                out.append((u, f"TP = {tp[-1]} replica" if tp else "one GPU", "tokens", m.group("v")))
+            for m in POOL_FACTOR.finditer(sentence):
+                out.append((u, "one GPU", "tokens", m.group("v")))
+    return out
 
 
 def _half_digit(printed: str) -> float:
@@ -267,6 +392,103 @@ def test_the_scan_catches_the_old_80_gib_defect_in_a_copy_of_15_1_2():
     assert _conflicts(texts) == {}
     found = _conflicts(_plant_the_old_defect(texts))
     assert found == {"B_max(reported)": ["72", "73"]}, found
+
+
+def test_the_scan_reads_the_2ps_time_by_prompt_length_and_convention():
+    arithmetic = "F = 2 · 12.85e9 · 1 · 2048 = 5.264e+13 FLOP; / 989.4 TFLOP/s = 53.2 ms"
+    # one S, one convention, two values: 2·12.85e9·2048 / 989.4e12 = 53.2 ms, not 53.8 (the book's inputs)
+    assert _conflicts([arithmetic, "A prompt of 2,048 tokens (batch 1) costs 5.26e+13 FLOPs in the "
+                       "matrix products: 53.8 ms at 100% of peak"]) == {"2PS time[S=2048]": ["53.2", "53.8"]}
+    latex = ("$$F_\\text{prefill} \\approx 2PBS = 2 \\cdot 1.29 \\times 10^{10} \\cdot 1 \\cdot 2{,}048 = "
+             "5.26 \\times 10^{13}\\ \\text{FLOP},\\qquad TTFT \\approx "
+             "\\frac{5.26 \\times 10^{13}\\ \\text{FLOP}}"
+             "{989\\ \\text{TFLOP/s}} = 53.2\\ \\text{ms}$$")
+    assert _conflicts([arithmetic, latex]) == {}
+    assert _conflicts([arithmetic, latex.replace("= 53.2", "= 53.9")]) == {"2PS time[S=2048]": ["53.2", "53.9"]}
+    # another S is another value: 2·12.85e9·8192 / 989.4e12 = 212.8 ms
+    assert _conflicts([arithmetic, arithmetic.replace("2048", "8192").replace("53.2", "212.8")]) == {}
+    # the book's convention (13.0e9 at 989: 53.8 ms at 2,048, 215.4 at 8,192) is its own key; a sentence
+    # that names no S speaks of the example before it
+    book = ("The book counts $P$ = 13.0e9 at 989 TFLOP/s; with those inputs $2PS$/peak is 53.8 ms, the value "
+            "erratum 15.1.1-m quotes.")
+    assert _conflicts([arithmetic, book]) == {}
+    assert _conflicts([arithmetic, book.replace("53.8", "53.2"), "> Erratum 15.1.1-m. Compute time of a "
+                       "2,048-token prefill at peak. With 2·P·S and the book's inputs (P = 13.0e9, 989 TFLOP/s) "
+                       "the compute time is 53.8 ms; with the model's 12.85e9 matrix parameters and 989.4 "
+                       "TFLOP/s, 53.2 ms."]) == {"2PS time(book)[S=2048]": ["53.2", "53.8"]}
+    erratum_q = ("> Erratum 15.1.1-q. Prefill time of an 8,192-token prompt. 2·P·S gives 215.4 ms with the "
+                 "book's inputs (P = 13.0e9, 989 TFLOP/s), 212.8 ms with the model's matrix parameters and "
+                 "989.4 TFLOP/s.")
+    assert _conflicts([arithmetic, erratum_q]) == {}
+    assert _conflicts([erratum_q, erratum_q.replace("212.8 ms with", "215.4 ms with")]) == {
+        "2PS time[S=8192]": ["212.8", "215.4"]}
+    # ms and s: 0.86 s is 861.1 ms at its printed digits (2·13e9·32,768 / 989.4e12), 0.85 s is not
+    table = ("15.2.1-F2: Weights, KV cache, ITL and TTFT of the worked example\n"
+             "      S  2·P·S/peak ms  full model ms\n-------  -------------  -------------\n"
+             " 32,768          861.1          1,285\n")
+    r = "> Erratum 15.1.1-r. A 32,768-token prompt. A forward pass is 2·P·S = 0.86 s by the book's own counts."
+    assert _conflicts([table, r]) == {}
+    assert _conflicts([table, r.replace("0.86", "0.85")]) == {"2PS time(book)[S=32768]": ["0.85", "861.1"]}
+    # the printed P names an arithmetic's convention: 2·13e9·1,024 / 989e12 = 26.9 ms is the book's,
+    # 2·1.29e10·1·1,024 / 989e12 = 26.6 ms the page's (12.85e9 matrix parameters at 989.4)
+    book_eq = ("\\text{TTFT} &= \\frac{2 \\cdot 13 \\times 10^{9} \\cdot 1024}{989\\ \\text{TFLOP/s}} "
+               "\\approx 26.9\\ \\text{ms}")
+    page_eq = ("TTFT \\approx \\frac{2PBS}{peak} = \\frac{2 \\cdot 1.29 \\times 10^{10} \\cdot 1 \\cdot "
+               "1{,}024}{989\\ \\text{TFLOP/s}} = 26.6\\ \\text{ms}")
+    assert _two_ps_times([book_eq, page_eq]) == [("book", "1024", "26.9", "ms"), ("", "1,024", "26.6", "ms")]
+    assert _conflicts([book_eq, page_eq]) == {}
+    # a table outside a reconstruction of the book's equations is the page's
+    assert _conflicts([table.split("\n", 1)[1], r]) == {}
+
+
+KV_TABLE_ROW = ("| KV pool | (u × 80 GB − weights) / KV bytes per token, in blocks of 16 tokens, "
+                "u = 0.9: 56,112 tokens, 56 sequences of 1,000; 15.1.2's B_max uses all the memory (u = 1): 65 | every simulation "
+                "| vLLM's gpu_memory_utilization (default 0.9) |")
+KV_PROSE = ("For it: a TP = 2 replica reads its weights from two GPUs at once, so its KV pool holds 144,000 "
+            "tokens against 2 × 56,112 = 112,224 for two single-GPU replicas.")
+
+
+def test_the_scan_reads_the_kv_pool_by_utilisation_and_holder():
+    # (0.9 · 80e9 − 26.03e9) bytes / 819,200 bytes per token = 56,112 tokens per GPU (3,507 blocks of 16),
+    # 56 sequences of 1,000; at u = 1, 65 (15.1.2's B_max); a TP = 2 replica's pool is another key
+    assert _conflicts([KV_TABLE_ROW, KV_PROSE]) == {}
+    assert _conflicts([KV_TABLE_ROW, KV_PROSE.replace("2 × 56,112 = 112,224", "2 × 55,000 = 110,000")]) == {
+        "KV pool(u=0.9)[one GPU, tokens]": ["55,000", "56,112"]}
+    assert _conflicts([KV_TABLE_ROW, KV_PROSE.replace("144,000", "112,224")]) == {}
+    assert _conflicts([KV_TABLE_ROW.replace("(u = 1)", "(u = 0.9)")]) == {
+        "KV pool(u=0.9)[one GPU, sequences of 1000]": ["56", "65"]}
+    # another utilisation is another pool: u = 1 holds more than u = 0.9
+    assert _conflicts([KV_TABLE_ROW, "At u = 1 one GPU's KV pool holds 65,872 tokens."]) == {}
+    assert _conflicts([KV_TABLE_ROW, "At u = 0.9 one GPU's KV pool holds 65,872 tokens."]) == {
+        "KV pool(u=0.9)[one GPU, tokens]": ["56,112", "65,872"]}
+    assert _conflicts([KV_TABLE_ROW.replace("56 sequences of 1,000", "56 sequences of 1,002")]) == {}
+
+
+def _plant(texts, old, new):
+    out = [t.replace(old, new, 1) for t in texts]
+    if out == texts:
+        pytest.skip(f"the page prints no {old!r}")  # a What-if with another model or GPU
+    return out
+
+
+def test_the_scan_catches_a_second_2ps_time_in_a_copy_of_15_1_1():
+    texts = _page_texts(ROOT / "chapters" / "15_1_1_prefill.ipynb")
+    assert _conflicts(texts) == {}
+    # the takeaway with the book's 2PS time under this page's P (53.8 for 53.2 at S = 2,048)
+    found = _conflicts(_plant(texts, "53.2 ms at 100% of peak", "53.8 ms at 100% of peak"))
+    assert found == {"2PS time[S=2048]": ["53.2", "53.8"]}, found
+    # erratum 15.1.1-m with this page's value under the book's inputs
+    found = _conflicts(_plant(texts, "the compute time is 53.8 ms", "the compute time is 53.2 ms"))
+    assert found == {"2PS time(book)[S=2048]": ["53.2", "53.8"]}, found
+
+
+def test_the_scan_catches_a_second_kv_pool_in_a_copy_of_the_serving_lab():
+    texts = _page_texts(ROOT / "chapters" / "15_2_3_serving_lab.ipynb")
+    assert _conflicts(texts) == {}
+    # the prose's single-GPU pool at the lab's u = 0.9 computed at u = 1 instead:
+    # (80e9 − 26.03e9) / 819,200 = 65,881 tokens, 4,117 blocks of 16 = 65,872
+    found = _conflicts(_plant(texts, "2 × 56,112 = 112,224", "2 × 65,872 = 131,744"))
+    assert found == {"KV pool(u=0.9)[one GPU, tokens]": ["56,112", "65,872"]}, found
 
 
 @pytest.mark.parametrize("nb", NOTEBOOKS, ids=lambda p: p.stem)
