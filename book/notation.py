@@ -25,8 +25,8 @@ NOT_NOTATION = frozenset({
     "bf16", "(bf16)", "fp8", "int8", "fp16", "fp32", "steps",
     "fewer",                      # prose after a number: `(18.1\times\ \text{fewer})`
 })
-# Commands that are neither symbols nor containers of symbols (operators, spacing, delimiters).
-# Any other command that is not Greek, an accent, a text or set command is treated the same way.
+# Function names: neither they nor the index under them (`\max_i`) are symbols. Any other command
+# that is not below (`\frac`, `\cdot`, `\left`, `\quad`) is skipped and its arguments read as TeX.
 FUNCTIONS = frozenset({"max", "min", "sum", "prod", "log", "exp", "lim", "argmax", "argmin"})
 GREEK = frozenset({
     "alpha", "beta", "gamma", "delta", "epsilon", "varepsilon", "zeta", "eta", "theta", "kappa",
@@ -35,7 +35,7 @@ GREEK = frozenset({
 })
 ACCENTS = frozenset({"bar", "overline", "hat", "widehat", "tilde", "widetilde", "vec", "dot"})
 TEXT_COMMANDS = frozenset({"text", "mathrm", "textrm", "mathit", "textit", "mathbf", "textbf"})
-SET_COMMANDS = frozenset({"mathbb", "mathcal"})
+SET_COMMANDS = frozenset({"mathbb", "mathcal", "operatorname"})   # their argument is not a symbol
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9_\-]*")
 # $$...$$ first, then $...$ on one line; a backslash-escaped dollar is not a delimiter.
 _MATH = re.compile(r"(?<!\\)\$\$(?P<display>.+?)(?<!\\)\$\$|(?<!\\)\$(?P<inline>[^$\n]+?)(?<!\\)\$", re.S)
@@ -121,6 +121,8 @@ def symbols_in_tex(tex: str) -> set[str]:
                 word = arg.replace("\\_", "_")          # `\text{ and }`: a phrase (spaces), not a word
                 if _WORD.fullmatch(word) and word not in NOT_NOTATION:
                     base = word
+                else:                             # a unit or phrase: its scripts go with it
+                    _, _, i = _scripts(tex, i)
             elif cmd in GREEK:
                 base = "\\" + cmd
             elif cmd in ACCENTS:

@@ -44,6 +44,7 @@ def real_notebooks() -> dict[str, dict]:
      {"peak", "BW"}),
     (r"26.0\ \text{GB} + 8.00\ \mu\text{s} = 11.7\ \text{ms}", set()),
     (r"\text{step\_time}(B)", {"step_time", "B"}),
+    (r"3\ \text{tokens}_{in} + \operatorname{softmax}(x)", {"x"}),   # a unit's script, a named operator
     # a \text phrase (spaces) is words; the symbols around it stay
     (r"(K \text{ and } V,\ \text{bf16})", {"K", "V"}),
     (r"\text{cost per 1k tokens} = \frac{\text{price per GPU-hour}}{3600\ \text{s}}", set()),
