@@ -87,7 +87,7 @@ Markdown(f"**Scenario:** {MODEL.name} on {GPU.name}, weights {PREC.weights}, KV 
 # %%
 STATIC_TIMEOUT_S = 0.5                 # a static batch waits at most this long for its last member
 Markdown(metrics_table(TARGETS, static_timeout_s=STATIC_TIMEOUT_S, memory_utilization=0.9, model=MODEL,
-                       accelerator=GPU, precision=PREC, context_tokens=1000))
+                       accelerator=GPU, precision=PREC, context_tokens=1000, tp=SCENARIO.tp))
 
 # %% [markdown]
 # ## 1. Static against continuous batching

@@ -50,3 +50,17 @@ def test_metrics_table_states_every_definition_with_its_values():
     # = 56,114 tokens, in whole 16-token blocks (3,507) 56,112; 56 sequences of 1,000. All memory (u = 1):
     # (80e9 - 26.03e9) / 819.2e6 = 65.9 -> 65, the B_max of 15.1.2.
     assert "56,112 tokens, 56 sequences of 1,000" in text and "(u = 1): 65" in text
+
+
+def test_metrics_table_sizes_the_kv_pool_for_the_scenarios_tp():
+    # Llama-2 70B does not fit one H100 (138 GB of weights): the lab runs it at TP = 2, and the table's
+    # pool is that replica's. By hand, per device: weights (68,976,648,192 params x 2 bytes) / 2, plus
+    # the 161 RMSNorm vectors of 8,192 (2,637,824 bytes) that every device keeps whole:
+    # 68,977,967,104 bytes; 0.9 x 80e9 - that = 3,022,032,896 bytes; a 16-token block holds 16 x 80
+    # layers x 2 (K, V) x 4 of the 8 KV heads x 128 x 2 bytes = 2,621,440 bytes: 1,152 blocks =
+    # 18,432 tokens. All memory (u = 1): 11,022,032,896 / (1,000 x 163,840) = 67.3 -> 67.
+    text = metrics_table(SLO(ttft_s=0.5, tpot_s=0.05), static_timeout_s=0.5, memory_utilization=0.9,
+                         model=get_model("llama-2-70b"), accelerator=get_accelerator("h100-sxm"),
+                         precision=BF16, context_tokens=1000, tp=2)
+    assert "18,432 tokens, 18 sequences of 1,000" in text and "(u = 1): 67" in text
+    assert "TP = 2" in text

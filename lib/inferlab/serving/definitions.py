@@ -12,13 +12,15 @@ from inferlab.units import GB, MS
 
 
 def metrics_table(slo, *, static_timeout_s: float, memory_utilization: float, model, accelerator,
-                  precision, context_tokens: int = 2048, block_tokens: int = 16,
+                  precision, context_tokens: int = 2048, block_tokens: int = 16, tp: int = 1,
                   attainment: float = 0.9, bisection_rel_tol: float = 0.05) -> str:
     """A Markdown table: each metric or setting of the lab, its definition with the values in use,
     where the lab uses it, and the source of the convention. The KV-pool row computes the pool at
-    `memory_utilization` and the whole-memory B_max of 15.1.2 at `context_tokens`, side by side."""
-    pool_tokens = kv_capacity_blocks(model, accelerator, precision, 1, block_tokens, memory_utilization) * block_tokens
-    whole = max_batch(model, accelerator, context_tokens, precision, allow_zero=True)
+    `memory_utilization` and the whole-memory B_max of 15.1.2 at `context_tokens`, side by side, for
+    one replica of `tp` devices (the lab's scenario: 1, or the smallest TP that holds the model)."""
+    pool_tokens = kv_capacity_blocks(model, accelerator, precision, tp, block_tokens, memory_utilization) * block_tokens
+    whole = max_batch(model, accelerator, context_tokens, precision, tp=tp, allow_zero=True)
+    per = "" if tp == 1 else f" per device, weights and KV split over the TP = {tp} replica's {tp} devices"
     ttft_ms, tpot_ms = slo.ttft_s / MS, slo.tpot_s / MS
     rows = [
         ("TTFT", "arrival of a request to its first output token (queueing + prefill)",
@@ -36,7 +38,7 @@ def metrics_table(slo, *, static_timeout_s: float, memory_utilization: float, mo
                      f"bisection to within ±{bisection_rel_tol:.0%}", "§4", "this lab"),
         ("static batch timeout", f"a static batch starts when it is full or {static_timeout_s:g} s after its "
                                  "oldest request arrived", "§1", "this lab (static batching has no standard value)"),
-        ("KV pool", f"(u × {accelerator.memory_bytes / GB:.0f} GB − weights) / KV bytes per token, in blocks of "
+        ("KV pool", f"(u × {accelerator.memory_bytes / GB:.0f} GB − weights) / KV bytes per token{per}, in blocks of "
                     f"{block_tokens} tokens, u = {memory_utilization:g}: {pool_tokens:,} tokens, "
                     f"{pool_tokens // context_tokens} sequences of {context_tokens:,}; 15.1.2's B_max uses all "
                     f"the memory (u = 1): {whole}", "every simulation",
