@@ -361,8 +361,11 @@ worked.equation(r"\text{requests per dollar} = \frac{\text{capacity} \times 3600
 
 # %%
 worked.takeaway(f"Cost follows capacity per GPU: “{DEPLOYMENTS[best].label}” serves "
-                f"{capacity.requests_per_usd[best] / capacity.requests_per_usd[b1]:,.0f} times as many SLO-meeting "
-                "requests per dollar as replicas that do not batch.")
+                + (f"{capacity.requests_per_usd[best] / capacity.requests_per_usd[b1]:,.0f} times as many SLO-meeting "
+                   "requests per dollar as replicas that do not batch." if capacity.requests_per_usd[b1] > 0 else
+                   f"{capacity.requests_per_usd[best]:,.0f} SLO-meeting requests per dollar; replicas that do not "
+                   "batch serve none within the SLO"
+                   + ("" if capacity.fits[b1] else f": they {capacity.status(b1)}") + "."))
 
 # %% [markdown]
 # ## 5. Prefix caching of a shared system prompt
