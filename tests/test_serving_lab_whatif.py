@@ -5,7 +5,6 @@ The whole notebook, exercises included, in a fresh kernel per scenario (8.7 minu
 the busy 2-core machine where this was written)."""
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 
@@ -20,16 +19,10 @@ SCENARIOS = ("llama-2-70b@h100-sxm", "llama-3-8b@h200")
 def executed(request):
     from nbclient import NotebookClient
     nb = nbformat.read(CHAPTERS / "15_2_3_serving_lab.ipynb", as_version=4)
-    old = os.environ.get("INFERLAB_WHATIF")
-    os.environ["INFERLAB_WHATIF"] = request.param
-    try:
+    with pytest.MonkeyPatch.context() as env:  # the kernel inherits it; restored afterwards
+        env.setenv("INFERLAB_WHATIF", request.param)
         NotebookClient(nb, timeout=600, kernel_name="python3",
                        resources={"metadata": {"path": str(CHAPTERS)}}).execute()
-    finally:
-        if old is None:
-            os.environ.pop("INFERLAB_WHATIF", None)
-        else:
-            os.environ["INFERLAB_WHATIF"] = old
     return request.param, nb
 
 
