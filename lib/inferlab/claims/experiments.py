@@ -695,7 +695,8 @@ def hol_blocking(long_prompt: int = 16_000, rate: float = 4.0, n: int = 200, min
 # Sentence-level claims: orders of growth, per-step costs, what chunking leaves unchanged
 # --------------------------------------------------------------------------------------------------
 
-GROWTH_QUANTITIES = ("recompute", "cached_attention_flops", "cached_attention_bytes", "kv_projection")
+GROWTH_QUANTITIES = ("recompute", "cached_attention_flops", "cached_attention_bytes", "kv_projection",
+                     "recompute_total", "cached_total")
 
 
 def _growth_quantity(quantity: str, model, s: int) -> float:
@@ -708,6 +709,11 @@ def _growth_quantity(quantity: str, model, s: int) -> float:
     if quantity == "kv_projection":  # the K and V projections of S tokens (what the cache stores)
         ops = prefill_costs(model, 1, s).operators()
         return float(ops["k_proj"].flops) + float(ops["v_proj"].flops)
+    if quantity in ("recompute_total", "cached_total"):  # all FLOPs of generating S tokens after one
+        t = np.arange(1, s + 1)                            # prompt token: a pass per generated token,
+        if quantity == "recompute_total":                  # over the whole prefix (no cache) ...
+            return float(np.sum(prefill_costs(model, 1, t + 1).total.flops))
+        return float(np.sum(decode_costs(model, 1, t + 1).total.flops))  # ... or over one token (cache)
     raise ValueError(f"quantity must be one of {', '.join(GROWTH_QUANTITIES)}; got {quantity!r}")
 
 
@@ -717,14 +723,15 @@ def growth_order(quantity: str = "recompute", context_lens=(1024, 4096), expecte
     `expected` than any other whole order (|k - expected| < 0.5): "order S²" needs k > 1.5.
     Quantities (batch 1): recompute (FLOPs per output token without a cache: a forward pass over
     the whole prefix), cached_attention_flops / cached_attention_bytes (one cached decode step's
-    attention), kv_projection (the K and V projection FLOPs over S tokens)."""
+    attention), kv_projection (the K and V projection FLOPs over S tokens), recompute_total and
+    cached_total (all FLOPs of generating S tokens, without and with the cache)."""
     import math
     cases = []
     for s in context_lens:
         k = math.log2(_growth_quantity(quantity, model, 2 * s) / _growth_quantity(quantity, model, s))
         cases.append(Case(f"S={s}", abs(k - expected) < 0.5, f"{quantity} grows as S^{k:.2f}"))
     values = {}
-    if quantity == "recompute":  # where attention's S² term equals the linear 2·P·S term
+    if quantity in ("recompute", "recompute_total", "cached_total"):  # attention's S² term = 2·P·S
         m = get_model(model)
         values["crossover"] = m.n_matmul_params / (m.n_layers * m.n_heads * m.head_dim)  # 2PS = 2LdS²
     return Outcome(tuple(cases), "context length", values)
@@ -763,6 +770,131 @@ def chunked_kv_memory(prompt_lens=(1000, 10_000), chunk_len: int = 512, block_to
     return Outcome(tuple(cases), "prompt length")
 
 
+def weight_reads_per_request(output_lens=(128, 512), batch: int = 1, prompt_len: int = 512,
+                             model: str = MODEL):
+    """Holds at each output length n where a request served at `batch` reads the weights once in
+    all: the prefill reads them once and each of the n - 1 decode steps once more, shared by the
+    batch, so a request accounts for n / batch weight reads (weight bytes from the cost model)."""
+    w_prefill = float(prefill_costs(model, batch, prompt_len).total.weight_bytes)
+    w_step = float(decode_costs(model, batch, prompt_len + 1).total.weight_bytes)
+    cases = []
+    for n in output_lens:
+        reads = (w_prefill + (n - 1) * w_step) / w_step / batch
+        cases.append(Case(f"{n} output tokens", abs(reads - 1) < 0.5,
+                          f"{reads:,.0f} reads of the {w_step / 1e9:.1f} GB of weights per request "
+                          f"({reads * w_step / 1e12:.2f} TB)"))
+    return Outcome(tuple(cases), "output length", {"reads": reads, "weight_gb": w_step / 1e9})
+
+
+def unfused_attention_regime(prompt_lens=(2048, 8192), score_bytes: float = 2.0, model: str = MODEL,
+                             accelerator: str = ACC):
+    """Holds at each S where prefill attention *without* fusion is compute-bound. Unfused, per head
+    and sequence: FLOPs 4·S²·d_h (QK^T and PV over the full S x S matrix, masked afterwards); bytes
+    Q, K, V read and O written (4·S·d_h·2) plus the scores written, read by the softmax, the
+    probabilities written and read by PV (4·S²·score_bytes): intensity -> d_h/score_bytes."""
+    m = get_model(model)
+    ridge = ridge_point(accelerator)
+    cases = []
+    for s in prompt_lens:
+        flops = 4.0 * s * s * m.head_dim
+        nbytes = 4.0 * s * s * score_bytes + 8.0 * s * m.head_dim
+        i = flops / nbytes
+        cases.append(Case(f"S={s}", i >= ridge, f"unfused attention {i:.0f} FLOP/byte against the ridge "
+                                                f"{ridge:.0f}: {'compute' if i >= ridge else 'memory'}-bound"))
+    return Outcome(tuple(cases), "prompt length", {"intensity": i, "ridge": ridge, "limit": m.head_dim / score_bytes})
+
+
+def flash_attention_gain(prompt_lens=(2048, 4096, 16384, 32768), low: float = 2.0, high: float = 3.0,
+                         score_bytes: float = 2.0, model: str = MODEL, accelerator: str = ACC):
+    """Holds at each S where the roofline's whole-prefill speed-up from fusing attention lies in
+    [low, high]: the fused pass is the library's prefill_time_s; the unfused one replaces its two
+    attention products by unfused attention (FLOPs 4·S²·d_h per head, 4·S²·score_bytes bytes of
+    score traffic, see unfused_attention_regime), each at max(compute, memory)."""
+    m = get_model(model)
+    acc = get_accelerator(accelerator)
+    cases = []
+    for s in prompt_lens:
+        fused = prefill_time_s(model, accelerator, s)
+        att = prefill_costs(model, 1, s).attention
+        fused_att = roofline_time_s(att.flops, att.bytes, acc)
+        heads = m.n_heads * m.n_layers
+        unfused_att = roofline_time_s(heads * 4.0 * s * s * m.head_dim,
+                                      heads * (4.0 * s * s * score_bytes + 8.0 * s * m.head_dim), acc)
+        gain = (fused - fused_att + unfused_att) / fused
+        cases.append(Case(f"S={s}", low <= gain <= high, f"prefill x{gain:.2f} faster fused "
+                                                          f"({_ms(fused - fused_att + unfused_att)} -> {_ms(fused)})"))
+    return Outcome(tuple(cases), "prompt length")
+
+
+def window_attention_intensity(window: int = 1024, context_len: int = 8192, batches=(1, 64),
+                               min_gain: float = 1.1, model: str = MODEL):
+    """Holds at each batch where local attention over the last `window` positions raises a decode
+    step's attention intensity (QK^T and PV FLOPs per byte) by at least min_gain over full attention:
+    the window caps the KV read at W positions, and the FLOPs fall with it."""
+    cases = []
+    for b in batches:
+        full = decode_costs(model, b, context_len).attention
+        local = decode_costs(model, b, min(window, context_len)).attention
+        i_full, i_local = full.intensity, local.intensity
+        cases.append(Case(f"B={b}", i_local >= min_gain * i_full,
+                          f"{i_full:.2f} -> {i_local:.2f} FLOP/byte; bytes per step "
+                          f"x{float(full.bytes) / float(local.bytes):.1f} fewer"))
+    return Outcome(tuple(cases), "batch", {"bytes_ratio": float(full.bytes) / float(local.bytes),
+                                           "intensity": i_local})
+
+
+def itl_levers(lever: str = "int8", others=("int4", "tp2"), context_len: int = 1024, batch: int = 1,
+               model: str = MODEL, accelerator: str = ACC):
+    """One case: holds when `lever` gives a lower ITL than every other lever (the highest leverage).
+    Levers: int8 / int4 (weight-only quantisation), tp2 / tp4 (tensor parallelism, default
+    all-reduce latency); ITL is the decode step time at `batch` and `context_len`. Values: each
+    lever's ITL as a fraction of bf16 on one GPU."""
+    def itl(name):
+        if name in ("int8", "int4"):
+            return decode_step_time_s(model, accelerator, context_len, batch, _precision(name))
+        if name in ("tp2", "tp4"):
+            return decode_step_time_s(model, accelerator, context_len, batch, tp=int(name[2:]))
+        raise ValueError(f"lever must be one of int8, int4, tp2, tp4; got {name!r}")
+    base = decode_step_time_s(model, accelerator, context_len, batch)
+    factors = {name: itl(name) / base for name in (lever, *others)}
+    best = min(factors, key=factors.get)
+    return Outcome((Case(f"{lever} against {', '.join(others)}", best == lever,
+                         "ITL x" + ", x".join(f"{_f(v)} with {k}" for k, v in factors.items())),),
+                   "the levers compared", factors)
+
+
+def gqa_still_open(model: str = "llama-2-70b", target_kv_heads: int = 8, context_len: int = 2048,
+                   batch: int = 32):
+    """Holds when converting `model` to `target_kv_heads` KV heads would shrink its KV cache (it still
+    has more KV heads than that); values: its KV cache as it is (data/models.toml) at `batch` x
+    `context_len`, and with one KV head per query head (the multi-head attention a reader might assume)."""
+    m = get_model(model)
+    as_is = float(kv_cache_bytes(m, context_len, batch))
+    mha = float(kv_cache_bytes(_gqa(m, m.n_heads), context_len, batch))
+    return Outcome((Case(m.name, m.n_kv_heads > target_kv_heads,
+                         f"{m.n_kv_heads} KV heads for {m.n_heads} query heads: {as_is / 1e9:.1f} GB of KV cache "
+                         f"at B={batch}, S={context_len}; {mha / 1e9:.1f} GB with {m.n_heads} KV heads"),),
+                   "the model", {"kv_heads": m.n_kv_heads, "heads": m.n_heads, "kv_gb": as_is / 1e9,
+                                 "mha_gb": mha / 1e9})
+
+
+def tp_short_of_k(phase: str = "decode", tps=(2, 4), min_shortfall: float = 0.1,
+                  allreduce_latency_s: float | None = None, prompt_len: int = 2048, context_len: int = 1024,
+                  model: str = MODEL, accelerator: str = ACC):
+    """Holds at each degree K where the phase's speed-up on K devices falls short of K by at least
+    min_shortfall (speed-up <= (1 - min_shortfall)·K), all-reduces at the library's default latency."""
+    from inferlab.parallel import DEFAULT_ALLREDUCE_LATENCY_S
+    lat = DEFAULT_ALLREDUCE_LATENCY_S if allreduce_latency_s is None else allreduce_latency_s
+
+    def t(k):
+        if phase == "prefill":
+            return prefill_time_s(model, accelerator, prompt_len, tp=k, allreduce_latency_s=lat)
+        return decode_step_time_s(model, accelerator, context_len, tp=k, allreduce_latency_s=lat)
+    cases = [Case(f"K={k}", t(1) / t(k) <= (1 - min_shortfall) * k,
+                  f"{phase} x{_f(t(1) / t(k))} faster on {k} GPUs ({t(1) / t(k) / k:.0%} of K)") for k in tps]
+    return Outcome(tuple(cases), "tensor-parallel degree")
+
+
 EXPERIMENTS = {f.__name__: f for f in (
     prefill_regime, decode_regime, phase_regimes, decode_attention_intensity, decode_mlp_intensity,
     mlp_ridge_batch, decode_op_regimes, prefill_mlp_intensity, one_pass_vs_sequential, ttft_scaling,
@@ -773,7 +905,9 @@ EXPERIMENTS = {f.__name__: f for f in (
     kv_quant_batch, gqa_factor, quant_raises_bstar_and_maxb, cost_levers, prefix_cache,
     chunked_prefill_flops, replicas_vs_batch_latency, tail_latency_vs_qps, replicas_cut_tail, batch_cap,
     replica_scaling, replicas_first, continuous_vs_static, low_load_cost, ttft_is_prefill,
-    chunked_long_prompt, hol_blocking, growth_order, tp_improves, chunked_kv_memory)}
+    chunked_long_prompt, hol_blocking, growth_order, tp_improves, chunked_kv_memory, weight_reads_per_request,
+    unfused_attention_regime, flash_attention_gain, window_attention_intensity, itl_levers, tp_short_of_k,
+    gqa_still_open)}
 SIMULATED = {"tail_latency_vs_qps", "replicas_cut_tail", "batch_cap", "replica_scaling", "replicas_first",
              "continuous_vs_static", "low_load_cost", "ttft_is_prefill", "chunked_long_prompt", "hol_blocking"}
 
