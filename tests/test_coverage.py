@@ -83,3 +83,68 @@ def test_every_ignore_rule_says_why():
 ])
 def test_numbers_are_read_through_the_extraction_quirks(text, values):
     assert [n.value for n in numbers_in(text)] == pytest.approx(values)
+
+
+# --- every line with a number or a quantifier is mapped ---------------------------------------------
+
+def test_every_line_with_a_number_or_quantifier_is_mapped(chapter):
+    from inferlab.claims.coverage import line_coverage, stale_line_ignores
+    mapping = line_coverage(_require(chapter))
+    assert len(mapping) > 80  # the chapter has ~95 such lines: the scan reads it
+    missing = [m for m in mapping if not m.mapped_to]
+    assert not missing, "lines with a number or quantifier mapped to no claim, statement or ignore entry:\n" + \
+        "\n".join(f"  line {m.line}: numbers {list(m.numbers)}, quantifiers {list(m.quantifiers)}" for m in missing)
+    assert not stale_line_ignores(chapter), "coverage_ignore [[line]] entries whose keywords left their line"
+
+
+def test_line_coverage_notices_a_quantifier_with_no_statement(chapter):
+    from inferlab.claims.coverage import line_coverage
+    from inferlab.claims.statements import load_statements
+    _require(chapter)
+    reg = load_statements()
+    # line 215 ("always" set separate targets) is mapped only by 15.2.1-s30
+    without = replace(reg, statements=tuple(s for s in reg.statements if s.line != 215))
+    [m] = [m for m in line_coverage(chapter, statements=without) if not m.mapped_to]
+    assert m.line == 215 and [q.lower() for q in m.quantifiers] == ["always"]
+
+
+def test_line_coverage_notices_a_number_no_claim_covers(chapter):
+    from inferlab.claims.coverage import line_coverage
+    _require(chapter)
+    registry = load_registry()
+    # line 245 prints only C_kv = 0.84 GB, covered by 15.2.2-c alone among 15.2.2's worked-example claims
+    assert dict((m.line, m.mapped_to) for m in line_coverage(chapter))[245]
+    without = replace(registry, claims=tuple(c for c in registry.claims
+                                             if not (c.section == "15.2.2" and 0.84 in c.numbers())))
+    unmapped = [m.line for m in line_coverage(chapter, registry=without) if not m.mapped_to]
+    assert 245 in unmapped
+
+
+def test_a_quantifier_line_needs_more_than_its_numbers(tmp_path):
+    """A line with 'always' is not mapped by the claims that cover its numbers: its quantifier is
+    a claim of its own. Lines of a tiny chapter, checked against empty registries."""
+    from inferlab.claims.coverage import QUANTIFIER, line_coverage
+    from inferlab.claims.statements import load_statements
+    assert [m.group(0) for m in QUANTIFIER.finditer("It always fits; O(S) per step, all of them.")] == \
+        ["always", "O(", "all"]
+    assert not QUANTIFIER.search("Prefill allocates the overall KV pool.")  # words, not substrings
+    ch = tmp_path / CHAPTER_NAME
+    ch.write_text("15.1.1 Compute-Bound Prefill\n\nThe cache is always worth it.\n\nThe pool is big.\n",
+                  encoding="utf-8")
+    statements = load_statements(text='[[statement]]\nid = "15.1.1-s1"\nline = 5\nkeywords = ["pool", "big"]\n'
+                                      'description = "x"\nstatus = "unchecked"\nreason = "a planted entry"\n')
+    mapping = line_coverage(ch, statements=statements, ignore=[], line_ignores=[])
+    assert [(m.line, m.mapped_to) for m in mapping] == [(3, ())]
+
+
+def test_a_line_ignore_needs_a_reason_and_keywords(tmp_path):
+    from inferlab.claims.coverage import load_line_ignores
+    from inferlab.claims.registry import RegistryError
+    p = tmp_path / "ci.toml"
+    p.write_text('[[line]]\nline = 81\nkeywords = ["a", "b"]\nreason = "short"\n', encoding="utf-8")
+    with pytest.raises(RegistryError, match="needs a 'reason'"):
+        load_line_ignores(p)
+    p.write_text('[[line]]\nline = 81\nkeywords = ["a"]\nreason = "a definition, nothing to check here"\n',
+                 encoding="utf-8")
+    with pytest.raises(RegistryError, match="'keywords' must be a list of at least 2"):
+        load_line_ignores(p)

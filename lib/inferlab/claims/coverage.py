@@ -89,3 +89,117 @@ def unprinted(chapter: Path | None = None, registry: Registry | None = None,
             if not any(_same(v, p) for p in values):
                 bad.append((c.id, v))
     return bad
+
+
+# --------------------------------------------------------------------------------------------------
+# Line coverage: every line carrying a number or a quantifier is mapped to something that checks it
+# --------------------------------------------------------------------------------------------------
+
+# Words that make a sentence a claim about every case, or an order of growth: "always", "never",
+# "only", "every", "all", "any", "regardless", "no matter", "entirely", "exactly", "zero", "fully",
+# "firmly", "most", "least", "cannot", and big-O.
+QUANTIFIER = re.compile(r"\b(?:always|never|only|every|all|any|none|no matter|regardless|entirely|exactly|zero"
+                        r"|fully|firmly|most|least|cannot)\b|\bO\s*\(", re.I)
+
+
+@dataclass(frozen=True)
+class LineIgnore:
+    line: int
+    keywords: tuple
+    reason: str
+
+
+@dataclass(frozen=True)
+class LineMapping:
+    """One chapter line carrying numbers or quantifiers and what accounts for it: statement ids,
+    a statements [[ignore]], number-claim ids (every number on the line covered), or a [[line]]
+    entry of data/coverage_ignore.toml. `mapped_to` is empty when nothing does."""
+
+    line: int
+    numbers: tuple
+    quantifiers: tuple
+    mapped_to: tuple
+
+
+def load_line_ignores(path: Path | None = None) -> list[LineIgnore]:
+    """The [[line]] entries of data/coverage_ignore.toml: a line whose number or quantifier states
+    nothing to check, with keywords found on it and a reason."""
+    if path is None:
+        from inferlab.specs import data_dir
+        path = data_dir() / "coverage_ignore.toml"
+    out = []
+    for i, raw in enumerate(tomllib.loads(Path(path).read_text(encoding="utf-8")).get("line", [])):
+        line, kw, reason = raw.get("line"), raw.get("keywords"), str(raw.get("reason", "")).strip()
+        if not isinstance(line, int) or isinstance(line, bool) or line < 1:
+            raise RegistryError(f"coverage ignore-list [[line]] {i + 1}: 'line' must be a positive integer; got {line!r}")
+        if not isinstance(kw, list) or len(kw) < 2 or not all(isinstance(k, str) and k.strip() for k in kw):
+            raise RegistryError(f"coverage ignore-list [[line]] {i + 1} (line {line}): 'keywords' must be a list of "
+                                f"at least 2 words found on the line; got {kw!r}")
+        if len(reason) < 20:
+            raise RegistryError(f"coverage ignore-list [[line]] {i + 1} (line {line}): every ignored line needs a "
+                                f"'reason' (a sentence); got {reason!r}")
+        out.append(LineIgnore(line, tuple(kw), reason))
+    return out
+
+
+def line_coverage(chapter: Path | None = None, registry: Registry | None = None, statements=None,
+                  ignore: list[IgnoreRule] | None = None, line_ignores: list[LineIgnore] | None = None
+                  ) -> list[LineMapping]:
+    """Every non-heading line of the chapter that carries a number (after the reviewed ignore
+    patterns) or a quantifier (QUANTIFIER), with what it is mapped to. A line with a quantifier
+    needs a statement, a statements [[ignore]] or a [[line]] entry; a line with numbers only may
+    also be mapped by the number claims of its section and part that cover all of them."""
+    from inferlab.claims.statements import is_heading, load_statements, _normal
+    chapter = Path(chapter) if chapter else default_chapter_path()
+    registry = registry or load_registry()
+    statements = statements or load_statements()
+    ignore = load_ignore() if ignore is None else ignore
+    line_ignores = load_line_ignores() if line_ignores is None else line_ignores
+    text = chapter.read_text(encoding="utf-8").splitlines()
+    numbers: dict[int, list[Number]] = {}
+    for n in chapter_numbers(chapter, [r.pattern for r in ignore]):
+        numbers.setdefault(n.line, []).append(n)
+    stated: dict[int, list[str]] = {}
+    for s in statements.statements:
+        stated.setdefault(s.line, []).append(s.id)
+    ignored = {i.line: i for i in statements.ignored}
+    skipped = {i.line: i for i in line_ignores
+               if i.line <= len(text) and all(_normal(k) in _normal(text[i.line - 1]) for k in i.keywords)}
+    out = []
+    for i, raw in enumerate(text, 1):
+        s = raw.strip()
+        if not s or is_heading(s):
+            continue
+        quants = tuple(m.group(0) for m in QUANTIFIER.finditer(s))
+        nums = numbers.get(i, [])
+        if not quants and not nums:
+            continue
+        mapped: tuple = ()
+        if i in stated:
+            mapped = tuple(stated[i])
+        elif i in ignored:
+            mapped = (f"statements ignore: {ignored[i].reason}",)
+        elif i in skipped:
+            mapped = (f"coverage_ignore: {skipped[i].reason}",)
+        elif nums and not quants:
+            ids = []
+            for n in nums:
+                found = [c.id for c in registry.claims if (c.section, c.part) == (n.section, n.part)
+                         and any(_same(x, v) for x in n.values() for v in c.numbers())]
+                if not found:
+                    ids = []
+                    break
+                ids.extend(f for f in found if f not in ids)
+            mapped = tuple(ids)
+        out.append(LineMapping(i, tuple(n.text for n in nums), quants, mapped))
+    return out
+
+
+def stale_line_ignores(chapter: Path | None = None, line_ignores: list[LineIgnore] | None = None) -> list:
+    """[[line]] entries whose keywords are not on their line (the chapter moved): (line, keywords)."""
+    from inferlab.claims.statements import _normal
+    chapter = Path(chapter) if chapter else default_chapter_path()
+    line_ignores = load_line_ignores() if line_ignores is None else line_ignores
+    text = chapter.read_text(encoding="utf-8").splitlines()
+    return [(i.line, i.keywords) for i in line_ignores
+            if i.line > len(text) or not all(_normal(k) in _normal(text[i.line - 1]) for k in i.keywords)]
