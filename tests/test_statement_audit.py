@@ -183,3 +183,48 @@ def test_a_stale_verdict_in_a_copy_of_the_serving_lab_is_caught(verdicts):
     if planted == text:  # printed in the table form instead
         planted = re.sub(rf"({re.escape(sid)}\s+line \d+\s+){v}", rf"\g<1>{other}", text, count=1)
     assert (sid, other) in printed_statement_verdicts(planted) and verdicts[sid].verdict != other
+
+
+AUDIT_MORE = {
+    # line 13: fused prefill attention: FLOPs ~ 2·d·S² per layer (causal), bytes ~ S·d: intensity ∝ S
+    "15.1.1-s37": "consistent",
+    # line 49: the lab's own run shows C = 256 costing the long request more than 10 % (large)
+    "15.1.1-s38": "depends",
+    # line 87: a decode step reads K and V of all S positions: 2 · 2 · L · n_kv · d_h · S bytes
+    "15.1.2-s31": "consistent",
+    # line 139: Llama-2 70B at B = 1: 64 query heads over 8 KV heads -> attention ~8 FLOP/byte > B
+    "15.1.2-s32": "depends",
+    # line 201: 70B weights 2 · 68.98e9 = 138 GB > 80 GB
+    "15.2.1-s39": "erratum",
+}
+
+
+def test_the_audit_finds_the_specific_claims_it_knows_more(verdicts):
+    assert {k: verdicts[k].verdict for k in AUDIT_MORE} == AUDIT_MORE
+
+
+def test_decode_intensity_within_batch_by_hand():
+    # Llama-2 70B, B = 1, S = 1024, per layer: attention FLOPs 2 · 2 · 64 heads · 128 · 1024; bytes
+    # K and V: 2 · 1024 · 8 · 128 · 2 plus Q and O: 2 · 8192 · 2 -> 33,554,432 / (4,194,304 + 32,768) = 7.94
+    [case] = E.decode_intensity_within_batch(("llama-2-70b",), (1,)).cases
+    assert not case.holds and f"attention {33_554_432 / 4_227_072:.2f}" in case.detail
+    assert E.decode_intensity_within_batch(("llama-2-70b",), (8,)).cases[0].holds  # 7.94 <= 8
+
+
+def test_fits_on_device_by_hand():
+    # Llama-2 70B: 68.98e9 parameters x 2 bytes = 137.95 GB; KV 327,680 B/token x 50,000 = 16.38 GB
+    out = E.fits_on_device("llama-2-70b", context_len=50_000)
+    assert out.values["weights_gb"] == pytest.approx(137.95, abs=0.01)
+    assert out.values["kv_gb"] == pytest.approx(16.384, abs=1e-3)
+    assert not out.cases[0].holds
+    assert E.fits_on_device("llama-2-13b", context_len=1_000).cases[0].holds  # 26 GB + 0.8 GB
+
+
+def test_chunked_cost_size_follows_the_wording_thresholds(monkeypatch):
+    from inferlab import wording
+    out = E.chunked_cost_size(chunks=(512,), long_prompts=(3968,), rate=8.0)
+    rel = float(re.search(r"\(([+-]\d+)%", out.cases[0].detail).group(1)) / 100
+    assert out.cases[0].holds == (abs(rel) <= wording.SMALL_CHANGE)
+    # a stricter threshold (planted) turns the same run into "not slight"
+    monkeypatch.setattr(wording, "SMALL_CHANGE", abs(rel) / 2)
+    assert not E.chunked_cost_size(chunks=(512,), long_prompts=(3968,), rate=8.0).cases[0].holds

@@ -17,7 +17,7 @@ import numpy as np
 
 from inferlab.costs import ATTENTION_OPS, chunked_prefill_costs, decode_costs, forward_costs, prefill_costs
 from inferlab.latency import decode_step_time_s, kv_crossover_batch, prefill_time_s, throughput_tokens_per_s
-from inferlab.memory import kv_cache_bytes, max_batch, weight_bytes
+from inferlab.memory import kv_cache_bytes, max_batch, memory_budget, weight_bytes
 from inferlab.roofline import ridge_point, roofline_time_s, time_weighted_regime
 from inferlab.specs import BF16, Precision, get_accelerator, get_model
 
@@ -696,7 +696,7 @@ def hol_blocking(long_prompt: int = 16_000, rate: float = 4.0, n: int = 200, min
 # --------------------------------------------------------------------------------------------------
 
 GROWTH_QUANTITIES = ("recompute", "cached_attention_flops", "cached_attention_bytes", "kv_projection",
-                     "recompute_total", "cached_total")
+                     "recompute_total", "cached_total", "prefill_attention_intensity")
 
 
 def _growth_quantity(quantity: str, model, s: int) -> float:
@@ -709,6 +709,8 @@ def _growth_quantity(quantity: str, model, s: int) -> float:
     if quantity == "kv_projection":  # the K and V projections of S tokens (what the cache stores)
         ops = prefill_costs(model, 1, s).operators()
         return float(ops["k_proj"].flops) + float(ops["v_proj"].flops)
+    if quantity == "prefill_attention_intensity":  # QK^T and PV of a prefill over S tokens (fused)
+        return float(prefill_costs(model, 1, s).attention.intensity)
     if quantity in ("recompute_total", "cached_total"):  # all FLOPs of generating S tokens after one
         t = np.arange(1, s + 1)                            # prompt token: a pass per generated token,
         if quantity == "recompute_total":                  # over the whole prefix (no cache) ...
@@ -724,7 +726,8 @@ def growth_order(quantity: str = "recompute", context_lens=(1024, 4096), expecte
     Quantities (batch 1): recompute (FLOPs per output token without a cache: a forward pass over
     the whole prefix), cached_attention_flops / cached_attention_bytes (one cached decode step's
     attention), kv_projection (the K and V projection FLOPs over S tokens), recompute_total and
-    cached_total (all FLOPs of generating S tokens, without and with the cache)."""
+    cached_total (all FLOPs of generating S tokens, without and with the cache),
+    prefill_attention_intensity (FLOPs per byte of a prefill's two attention products)."""
     import math
     cases = []
     for s in context_lens:
@@ -878,6 +881,49 @@ def gqa_still_open(model: str = "llama-2-70b", target_kv_heads: int = 8, context
                                  "mha_gb": mha / 1e9})
 
 
+def chunked_cost_size(chunks=(512, 2048), words=("small",), long_prompts=(4_000, 16_000), rate: float = 4.0,
+                      n: int = 200):
+    """Holds at each long-prompt length S and chunk size C where the long request's own TTFT rises
+    by an amount that inferlab.wording.size_of_change calls one of `words` (small <= 10 %,
+    moderate <= 30 %, large beyond), chunked against unchunked (the run of chunked_long_prompt)."""
+    from inferlab.wording import size_of_change
+    cases = []
+    for s in long_prompts:
+        res, idx = _long_prompt(("prefill-first",), s, rate, n)
+        base = float(res.ttft_s[idx])
+        for c in chunks:
+            res, idx = _long_prompt(("chunked", ("token_budget", c)), s, rate, n)
+            rel = float(res.ttft_s[idx]) / base - 1
+            cases.append(Case(f"S={s:,}, C={c}", size_of_change(rel) in words,
+                              f"long TTFT {_ms(base)} -> {_ms(float(res.ttft_s[idx]))} ({rel:+.0%}, "
+                              f"{size_of_change(rel)})"))
+    return Outcome(tuple(cases), "prompt length and chunk size")
+
+
+def decode_intensity_within_batch(models=(MODEL, "llama-2-70b"), batches=(1, 64), context_len: int = 1024):
+    """Holds for each model and batch B where both decode operations, the MLP and attention (QK^T
+    and PV), have an intensity of at most B FLOP/byte (cost model, bf16)."""
+    cases = []
+    for m in models:
+        for b in batches:
+            ops = decode_costs(m, b, context_len)
+            att, mlp = float(ops.attention.intensity), float(ops.mlp.intensity)
+            cases.append(Case(f"{get_model(m).name}, B={b}", max(att, mlp) <= b,
+                              f"attention {att:.2f}, MLP {mlp:.2f} FLOP/byte"))
+    return Outcome(tuple(cases), "model (KV heads shared by query heads) and batch")
+
+
+def fits_on_device(model: str = "llama-2-70b", accelerator: str = ACC, context_len: int = 50_000, batch: int = 1):
+    """Holds when the weights and the KV cache of `batch` sequences of `context_len` tokens fit in
+    one device's memory (datasheet capacity, nothing reserved)."""
+    b = memory_budget(model, accelerator, batch, context_len)
+    acc = get_accelerator(accelerator)
+    w, kv, cap = float(b.weight_bytes), float(b.kv_bytes), float(b.capacity_bytes)
+    return Outcome((Case(f"{get_model(model).name} on one {acc.name}", w + kv <= cap,
+                         f"weights {w / 1e9:.0f} GB + KV {kv / 1e9:.1f} GB against {cap / 1e9:.0f} GB"),),
+                   "the device", {"weights_gb": w / 1e9, "kv_gb": kv / 1e9, "capacity_gb": cap / 1e9})
+
+
 def tp_short_of_k(phase: str = "decode", tps=(2, 4), min_shortfall: float = 0.1,
                   allreduce_latency_s: float | None = None, prompt_len: int = 2048, context_len: int = 1024,
                   model: str = MODEL, accelerator: str = ACC):
@@ -907,7 +953,8 @@ EXPERIMENTS = {f.__name__: f for f in (
     replica_scaling, replicas_first, continuous_vs_static, low_load_cost, ttft_is_prefill,
     chunked_long_prompt, hol_blocking, growth_order, tp_improves, chunked_kv_memory, weight_reads_per_request,
     unfused_attention_regime, flash_attention_gain, window_attention_intensity, itl_levers, tp_short_of_k,
-    gqa_still_open)}
+    gqa_still_open, chunked_cost_size, decode_intensity_within_batch, fits_on_device)}
 SIMULATED = {"tail_latency_vs_qps", "replicas_cut_tail", "batch_cap", "replica_scaling", "replicas_first",
-             "continuous_vs_static", "low_load_cost", "ttft_is_prefill", "chunked_long_prompt", "hol_blocking"}
+             "continuous_vs_static", "low_load_cost", "ttft_is_prefill", "chunked_long_prompt", "hol_blocking",
+             "chunked_cost_size"}
 
