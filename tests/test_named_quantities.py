@@ -117,6 +117,8 @@ def _convention(quantity, clause, qual="", unit=""):
 
 
 def _si(value: str, unit):
+    if unit in RATE_UNITS:
+        return float(value.replace(",", "")) * RATE_UNITS[unit]
     unit = (unit or "").split("/")[0]
     return float(value.replace(",", "")) * {**MEMORY_UNITS, **TIME_UNITS}.get(unit, 1.0)
 
@@ -126,6 +128,8 @@ def _unit_kind(unit):
     unit = unit or ""
     if unit in TIME_UNITS:
         return "s"
+    if unit in RATE_UNITS:
+        return unit[1:]  # FLOP/s, B/s
     return "/token" if unit.endswith("/token") else ("B" if unit in MEMORY_UNITS else unit)
 
 
@@ -159,15 +163,55 @@ def _tables(text: str):
                 yield col, cells[0], cell
 
 
-def _mentions(texts):
-    """(quantity, convention, row, unit kind) -> {printed value: value in SI} over the page."""
+# Quantities that depend on the context length S (the KV cache per sequence and the batches it sets):
+# across pages they are compared at the same S, which each page must state before it prints them:
+# "S = 1,000", "at 1,024 tokens", "a 1,000-token context", "context 1,024", "KV cache at S = 1024".
+CONTEXTUAL = ("B*", "B_max", "C_kv")
+CONTEXT = re.compile(rf"\bS(?:_[a-z]+)? = (?P<a>{NUM})(?!\d|\.\d|,\d)|\bcontext(?: length)?(?: of)? (?P<b>{NUM})(?!\d|\.\d|,\d)"
+                     rf"|(?P<c>{NUM})(?:-token context\b| tokens? of context\b)|\bat (?P<d>{NUM}) tokens\b(?!/)")
+
+
+def _context_of(text: str):
+    """The last context length a text states (digits only), or None."""
+    found = [next(g for g in m.groups() if g) for m in CONTEXT.finditer(text)]
+    return found[-1].replace(",", "") if found else None
+
+
+# The device's peak and bandwidth ("989.4 TFLOP/s", "3.35 TB/s"), keyed by the device a clause names
+# before the value when it is not the page's own (the device the page names most); the book's
+# rounding (989, 3.3) is one value with the page's (989.4, 3.35) at its printed digits.
+QUOTATION = re.compile(r'"[^"]{0,600}"|“[^”]{0,600}”')
+RATE_UNITS = {"TFLOP/s": 1e12, "PFLOP/s": 1e15, "TB/s": 1e12}
+DEVICE = re.compile(r"\b(?:H100|H200|H20|A100|B200|GB200|L40S|MI300X|MI325X)\b")
+RATES = [("peak FLOP/s", re.compile(rf"(?<![\d,.])(?P<value>{NUM})(?:\\ | )?(?P<unit>[TP]FLOP/s)")),
+         ("bandwidth", re.compile(rf"(?<![\d,.])(?P<value>{NUM})(?:\\ | )?(?P<unit>TB/s)"))]
+
+
+def _page_device(texts):
+    from collections import Counter
+    named = Counter(d for t in texts for d in DEVICE.findall(t))
+    return named.most_common(1)[0][0] if named else None
+
+
+def _mentions(texts, by_context=False, page_context=None):
+    """(quantity, convention, row, unit kind) -> {printed value: value in SI} over the page.
+    by_context: keys gain a fifth part, the context length of a quantity that depends on it
+    (CONTEXTUAL): the one its text states before it (_context_of), else the page's (`page_context`,
+    its setup cell's CONTEXT), else "?" (not stated); "" for the other quantities."""
     seen = {}
+    context = {"S": None}
+    device = _page_device(texts)
 
     def add(quantity, convention, row, value, unit):
-        seen.setdefault((quantity, convention, row, _unit_kind(unit)), {})[value] = _si(value, unit)
+        key = (quantity, convention, row, _unit_kind(unit))
+        if by_context:
+            key += ((context["S"] or page_context or "?") if quantity in CONTEXTUAL else "",)
+        seen.setdefault(key, {})[value] = _si(value, unit)
 
     for raw in texts:
         text = _plain(raw)
+        # a text (a Markdown cell, an output) states its own context: a table's is stated above it
+        context["S"] = _context_of(text.split("\n---", 1)[0]) if "\n---" in text else None
         for col, row, cell in _tables(raw.replace("\\*", "*")):
             for m in re.finditer(rf"(?<![\w(·/])(?:{_LABEL})(?![\w/])(?P<qual>\s*\([^)]*\))?", col):
                 if m.start() or (m.end() != len(col) and not m.group("qual")):
@@ -175,7 +219,9 @@ def _mentions(texts):
                 quantity = next(_QUANTITY_OF_GROUP[g] for g, v in m.groupdict().items() if v and g in _QUANTITY_OF_GROUP)
                 if re.fullmatch(NUM, cell):
                     add(quantity, _convention(quantity, "", m.group("qual") or "", ""), row, cell, None)
+        context["S"] = None
         for clause in _clauses(text):
+            context["S"] = _context_of(clause) or context["S"]
             first_label = None
             for quantity, qual, value, unit in _labelled(clause):
                 first_label = first_label or quantity
@@ -191,6 +237,13 @@ def _mentions(texts):
                 for m in rx.finditer(clause):
                     unit = m.groupdict().get("unit")
                     add(quantity, _convention(quantity, clause, "", unit or ""), "", m.group("value"), unit)
+        # peak and bandwidth, outside quotations (a memo an exercise asks the reader to correct)
+        for clause in _clauses(QUOTATION.sub(" ", text)):
+            for quantity, rx in RATES:  # keyed by a device the clause names other than the page's
+                for m in rx.finditer(clause):
+                    named = [d for d in DEVICE.findall(clause[:m.start()]) if d != device]
+                    convention = "sparse" if re.search(r"\bsparse|sparsity", clause) else _convention(quantity, clause)
+                    add(quantity, convention, named[-1] if named else "", m.group("value"), m.group("unit"))
     for convention, s, value, unit in _two_ps_times(texts):
         add("2PS time", convention, f"S={s.replace(',', '') if s else '?'}", value, unit)
     for u, holder, unit, value in _kv_pools(texts):
@@ -325,19 +378,23 @@ def _half_digit(printed: str) -> float:
     return 0.5 * 10.0 ** -decimals * scale
 
 
+def _disagree(a: str, va: float, b: str, vb: float) -> bool:
+    """Two printed values (a, b; in SI va, vb) disagree when the intervals their last digits allow
+    (± half a unit) do not overlap: 72 and 73 are two values, 0.86 s and 861.4 ms one."""
+    fa, fb = float(a.replace(",", "")), float(b.replace(",", ""))
+    scale_a, scale_b = va / fa if fa else 1, vb / fb if fb else 1
+    return va != vb and abs(va - vb) >= _half_digit(a) * scale_a + _half_digit(b) * scale_b
+
+
 def _conflicts(texts) -> dict:
     """{label: [printed values]} for every quantity printed with two values that no rounding joins
-    (the label is the quantity, with its convention and table row where it has them). Two printed
-    values conflict when the intervals their last digits allow (± half a unit) do not overlap."""
+    (the label is the quantity, with its convention and table row where it has them)."""
     out = {}
     for (quantity, convention, row, _), printed in _mentions(texts).items():
         items = sorted(printed.items(), key=lambda kv: kv[1])
         for a, va in items:
             for b, vb in items:
-                scale_a, scale_b = va / float(a.replace(",", "")) if float(a.replace(",", "")) else 1, \
-                    vb / float(b.replace(",", "")) if float(b.replace(",", "")) else 1
-                # intervals of the printed digits that at most touch: 72 and 73 are two values
-                if va != vb and abs(va - vb) >= _half_digit(a) * scale_a + _half_digit(b) * scale_b:
+                if _disagree(a, va, b, vb):
                     label = quantity + (f"({convention})" if convention else "") + (f"[{row}]" if row else "")
                     out[label] = [k for k, _ in items]
     return out
@@ -494,6 +551,103 @@ def test_the_scan_catches_a_second_kv_pool_in_a_copy_of_the_serving_lab():
 @pytest.mark.parametrize("nb", NOTEBOOKS, ids=lambda p: p.stem)
 def test_no_page_prints_one_named_quantity_with_two_values(nb):
     assert _conflicts(_page_texts(nb)) == {}, nb.name
+
+
+# --- across pages: one labelled quantity, one value in every page of the book's scenario -------------
+
+# The stored pages all run the book's scenario (Llama-2 13B on an H100 SXM, bf16); a quantity printed on
+# two pages under the same convention, table row and device must agree at the printed digits. A
+# quantity that depends on the context length (CONTEXTUAL) is compared at the same context: the one its
+# text states, else its page's (the setup cell's CONTEXT = N); printed with no context stated, it is
+# compared with every context (the page must say which it uses).
+PAGE_CONTEXT = re.compile(r"^CONTEXT = (\d[\d_]*)", re.M)
+
+
+def _page(nb: Path):
+    """(texts, stated context) of an executed notebook: its Markdown and outputs, and the context
+    length its code sets up (CONTEXT = N), or None."""
+    code = "\n".join("".join(c["source"]) for c in json.loads(nb.read_text(encoding="utf-8"))["cells"]
+                     if c["cell_type"] == "code")
+    m = PAGE_CONTEXT.search(code)
+    return _page_texts(nb), (m.group(1).replace("_", "") if m else None)
+
+
+def _cross_page_conflicts(pages: dict) -> dict:
+    """{label: ["page: value", ...]} for every quantity two pages print with values that disagree
+    (_disagree) under one convention, row, device and context; pages: {name: (texts, context)}."""
+    found = {}
+    for name, (texts, context) in pages.items():
+        for (q, conv, row, kind, s), printed in _mentions(texts, by_context=True, page_context=context).items():
+            for value, si in printed.items():
+                found.setdefault((q, conv, row, kind), []).append((name, s, value, si))
+    out = {}
+    for (q, conv, row, _), items in found.items():
+        for na, sa, a, va in items:
+            for nb_, sb, b, vb in items:
+                if na < nb_ and (sa == sb or "?" in (sa, sb)) and _disagree(a, va, b, vb):
+                    where = ", ".join(x for x in (row, f"S={sa if sa != '?' else sb}" if sa or sb else "") if x)
+                    label = q + (f"({conv})" if conv else "") + (f"[{where}]" if where else "")
+                    out.setdefault(label, set()).update({f"{na}: {a}", f"{nb_}: {b}"})
+    return {k: sorted(v) for k, v in out.items()}
+
+
+def test_the_cross_page_scan_compares_like_with_like():
+    setup = "B_max(datasheet) = (80 GB - 26.03 GB) / 0.819 GB = 65"
+    # the same quantity at two stated contexts is two quantities: 65 at 1,000 tokens, 64 at 1,024
+    assert _cross_page_conflicts({"a": ([setup], "1000"), "b": (["B_max = 64"], "1024")}) == {}
+    assert _cross_page_conflicts({"a": ([setup], "1000"), "b": (["B_max = 64"], "1000")}) == {
+        "B_max(datasheet)[S=1000]": ["a: 65", "b: 64"]}
+    # a page that states no context is compared with every context
+    assert _cross_page_conflicts({"a": ([setup], "1000"), "b": (["B_max = 64"], None)}) == {
+        "B_max(datasheet)[S=1000]": ["a: 65", "b: 64"]}
+    # a context stated in the text beats the page's: "at context 1,024" on a page set up at 1,000
+    assert _cross_page_conflicts({"a": ([setup], "1000"),
+                                  "b": (["Largest batch at context 1,024: B_max = 64"], "1000")}) == {}
+    # quantities that do not depend on the context: P, capacity, peak and bandwidth, by convention
+    assert _cross_page_conflicts({"a": (["P = 12.85e9 matrix parameters"], None),
+                                  "b": (["P = 13.0e9 matrix parameters"], None)}) == {"P": ["a: 12.85e9", "b: 13.0e9"]}
+    assert _cross_page_conflicts({"a": (["P = 12.85e9 matrix parameters"], None),
+                                  "b": (["The book counts P = 13.0e9"], None)}) == {}
+    assert _cross_page_conflicts({"a": (["at 989.4 TFLOP/s on the H100"], None),
+                                  "b": (["the H100's 989 TFLOP/s"], None)}) == {}  # one value, two roundings
+    assert _cross_page_conflicts({"a": (["at 989.4 TFLOP/s on the H100"], None),
+                                  "b": (["the H100's 990 TFLOP/s"], None)}) == {
+        "peak FLOP/s": ["a: 989.4", "b: 990"]}
+    assert _cross_page_conflicts({"a": (["H100 at 3.35 TB/s"], None),
+                                  "b": (["H100 at 3.35 TB/s; an H200 streams 4.8 TB/s"], None)}) == {}
+    assert _cross_page_conflicts({"a": (["H100 at 3.35 TB/s"], None), "b": (["H100 at 3.0 TB/s"], None)}) == {
+        "bandwidth": ["a: 3.35", "b: 3.0"]}
+    # a sparse datasheet figure, or one inside a quoted memo, is not the dense peak
+    assert _cross_page_conflicts({"a": (["989.4 TFLOP/s on the H100"], None),
+                                  "b": (['H100 memo: "at 1,979 TFLOP/s each"', "1,979 TFLOP/s is the sparse figure"],
+                                        None)}) == {}
+
+
+def _book_pages():
+    return {nb.stem: _page(nb) for nb in NOTEBOOKS}
+
+
+def test_no_two_pages_print_one_named_quantity_with_two_values():
+    pages = _book_pages()
+    assert {name: ctx for name, (_, ctx) in pages.items() if ctx} == {
+        "15_1_2_decode_kv_cache": "1000", "15_2_2_batching": "1024"}  # the pages that set a context
+    assert _cross_page_conflicts(pages) == {}
+
+
+def test_the_cross_page_scan_catches_a_planted_value_on_another_page():
+    pages = _book_pages()
+    name = "15_2_2_batching"
+    texts, ctx = pages[name]
+    # 15.2.2 at the context of 15.1.2 (1,000 tokens): its B_max 64 is then 15.1.2's 65 printed wrong
+    found = _cross_page_conflicts({**pages, name: (texts, "1000")})
+    assert "B_max(datasheet)[S=1000]" in found, found
+    assert found["B_max(datasheet)[S=1000]"] == ["15_1_2_decode_kv_cache: 65", "15_2_2_batching: 64"]
+    # the bandwidth printed as 3.0 TB/s on one page
+    planted = [t.replace("3.35 TB/s", "3.0 TB/s", 1) for t in texts]
+    if planted == texts:
+        pytest.skip("15.2.2 prints no 3.35 TB/s")  # another GPU
+    found = _cross_page_conflicts({**pages, name: (planted, ctx)})
+    assert "bandwidth" in found and f"{name}: 3.0" in found["bandwidth"], found
 
 
 # --- item 3: every number attributed to the book is in the registry for that section ---------------
