@@ -196,6 +196,12 @@ AUDIT_MORE = {
     "15.1.2-s32": "depends",
     # line 201: 70B weights 2 · 68.98e9 = 138 GB > 80 GB
     "15.2.1-s39": "erratum",
+    # line 201: chunking lengthens the chunked request's own TTFT (its chunks share steps with decodes)
+    "15.2.1-s40": "erratum",
+    # line 123: Llama-3 8B (8 KV heads for 32) and 70B (8 for 64), config.json
+    "15.1.2-s33": "consistent",
+    # line 263: replicas at M times the rate: throughput x M, the same latency (constant arrivals)
+    "15.2.2-s30": "consistent",
 }
 
 
@@ -228,3 +234,13 @@ def test_chunked_cost_size_follows_the_wording_thresholds(monkeypatch):
     # a stricter threshold (planted) turns the same run into "not slight"
     monkeypatch.setattr(wording, "SMALL_CHANGE", abs(rel) / 2)
     assert not E.chunked_cost_size(chunks=(512,), long_prompts=(3968,), rate=8.0).cases[0].holds
+
+
+def test_gqa_across_by_hand():
+    out = E.gqa_across("llama-3")
+    assert [(c.label, c.holds, c.detail) for c in out.cases] == [
+        ("llama-3-8b", True, "8 KV heads for 32 query heads"), ("llama-3-70b", True, "8 KV heads for 64 query heads")]
+    # Llama-2: 7B and 13B keep one KV head per query head, only 70B shares them
+    assert [c.holds for c in E.gqa_across("llama-2-").cases if "book" not in c.label] == [False, False, True]
+    with pytest.raises(ValueError, match="no model starts with 'gpt-9'"):
+        E.gqa_across("gpt-9")

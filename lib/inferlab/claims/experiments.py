@@ -924,6 +924,18 @@ def fits_on_device(model: str = "llama-2-70b", accelerator: str = ACC, context_l
                    "the device", {"weights_gb": w / 1e9, "kv_gb": kv / 1e9, "capacity_gb": cap / 1e9})
 
 
+def gqa_across(family: str = "llama-3"):
+    """Holds for each model of data/models.toml whose name starts with `family` that shares its KV
+    heads among query heads (n_kv_heads < n_heads): grouped-query attention at that size."""
+    from inferlab.specs import list_models
+    models = [get_model(name) for name in list_models() if name.startswith(family)]
+    if not models:
+        raise ValueError(f"family must name models of data/models.toml; no model starts with {family!r}")
+    cases = [Case(m.name, m.n_kv_heads < m.n_heads, f"{m.n_kv_heads} KV heads for {m.n_heads} query heads")
+             for m in models]
+    return Outcome(tuple(cases), "model size")
+
+
 def tp_short_of_k(phase: str = "decode", tps=(2, 4), min_shortfall: float = 0.1,
                   allreduce_latency_s: float | None = None, prompt_len: int = 2048, context_len: int = 1024,
                   model: str = MODEL, accelerator: str = ACC):
@@ -953,7 +965,8 @@ EXPERIMENTS = {f.__name__: f for f in (
     replica_scaling, replicas_first, continuous_vs_static, low_load_cost, ttft_is_prefill,
     chunked_long_prompt, hol_blocking, growth_order, tp_improves, chunked_kv_memory, weight_reads_per_request,
     unfused_attention_regime, flash_attention_gain, window_attention_intensity, itl_levers, tp_short_of_k,
-    gqa_still_open, chunked_cost_size, decode_intensity_within_batch, fits_on_device)}
+    gqa_still_open, chunked_cost_size, decode_intensity_within_batch, fits_on_device,
+    gqa_across)}
 SIMULATED = {"tail_latency_vs_qps", "replicas_cut_tail", "batch_cap", "replica_scaling", "replicas_first",
              "continuous_vs_static", "low_load_cost", "ttft_is_prefill", "chunked_long_prompt", "hol_blocking",
              "chunked_cost_size"}
