@@ -119,6 +119,7 @@ class LineMapping:
     numbers: tuple
     quantifiers: tuple
     mapped_to: tuple
+    checked: bool = True  # False when only statements without an experiment (unchecked) map it
 
 
 def load_line_ignores(path: Path | None = None) -> list[LineIgnore]:
@@ -175,8 +176,11 @@ def line_coverage(chapter: Path | None = None, registry: Registry | None = None,
         if not quants and not nums:
             continue
         mapped: tuple = ()
+        checked = True
         if i in stated:
             mapped = tuple(stated[i])
+            checked = any(st.experiment is not None and st.status == "checked"
+                          for st in statements.statements if st.line == i)
         elif i in ignored:
             mapped = (f"statements ignore: {ignored[i].reason}",)
         elif i in skipped:
@@ -191,7 +195,7 @@ def line_coverage(chapter: Path | None = None, registry: Registry | None = None,
                     break
                 ids.extend(f for f in found if f not in ids)
             mapped = tuple(ids)
-        out.append(LineMapping(i, tuple(n.text for n in nums), quants, mapped))
+        out.append(LineMapping(i, tuple(n.text for n in nums), quants, mapped, checked))
     return out
 
 
