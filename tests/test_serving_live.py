@@ -14,6 +14,9 @@ from inferlab.serving import Workload, simulate
 from inferlab.serving.live import Segment, SlottedKVCache, ragged_forward, run_live
 from inferlab.serving.policies import ChunkedPrefill, ContinuousBatching, PrefillFirst
 from inferlab.validation import DoesNotFitError
+from inferlab.specs import get_accelerator
+
+H100_SXM = get_accelerator("h100-sxm")
 
 ATOL = 1e-4  # fp32; logits are O(1) (|logit| up to ~2 for this model), reordered sums differ by ~1e-6
 
@@ -186,7 +189,7 @@ def test_live_steps_equal_the_simulators_on_a_burst(policy):
     # (tokens, logits, attention pairs, keys read) and batch must be the simulator's, step by step.
     w = Workload(np.zeros(6), np.array([7, 3, 12, 5, 9, 2]), np.array([4, 6, 2, 5, 1, 3]))
     rec = Recorder()
-    sim = simulate(w, TINY_MODEL, "h100-sxm", policy, kv_blocks=10_000, step_time=rec)
+    sim = simulate(w, TINY_MODEL, H100_SXM, policy, kv_blocks=10_000, step_time=rec)
     live = run_live(w, "tiny", policy=policy, warmup=0)
     s = live.steps
     got = list(zip(s["tokens"].tolist(), s["logits"].tolist(), s["attn_pairs"].tolist(),
@@ -203,7 +206,7 @@ def test_light_load_token_accounting_and_fifo_order_match_the_simulator():
     from inferlab.serving.workload import fixed, synthetic
     w = synthetic(5.0, duration_s=1.5, prompt=fixed(8), output=fixed(4), seed=1)
     live = run_live(w, "tiny", policy="chunked", max_num_seqs=4, token_budget=16, warmup=1)
-    sim = simulate(w, TINY_MODEL, "h100-sxm", ChunkedPrefill(token_budget=16, max_num_seqs=4),
+    sim = simulate(w, TINY_MODEL, H100_SXM, ChunkedPrefill(token_budget=16, max_num_seqs=4),
                    kv_blocks=10_000, step_time=Recorder())
     r = live.result
     assert r.completed.all() and len(r.arrival_s) == len(w) >= 3
