@@ -562,6 +562,9 @@ prefix_tokens = 6000
 suffix_tokens = 1000
 
 from inferlab.serving import RooflineStepTime
+from inferlab.specs import get_accelerator, get_model
+model = get_model(model)
+accelerator = get_accelerator(accelerator)
 
 st = RooflineStepTime(model, accelerator)
 c, q = prefix_tokens, suffix_tokens
@@ -609,6 +612,9 @@ chunk = 512
 itl_slo_ms = 50
 
 from inferlab.serving import RooflineStepTime
+from inferlab.specs import get_accelerator, get_model
+model = get_model(model)
+accelerator = get_accelerator(accelerator)
 
 st = RooflineStepTime(model, accelerator)
 decode_s = st.decode_s(context, batch)
@@ -661,6 +667,9 @@ own_tokens = 1000
 batch = 16
 
 from inferlab.serving import RooflineStepTime
+from inferlab.specs import get_accelerator, get_model
+model = get_model(model)
+accelerator = get_accelerator(accelerator)
 
 st = RooflineStepTime(model, accelerator)
 # Each sequence's attention reads its whole context, the shared prefix included, at every step.
@@ -704,6 +713,9 @@ block_tokens = 16
 import math
 
 from inferlab.serving import blocks_for, kv_capacity_blocks
+from inferlab.specs import get_accelerator, get_model
+model = get_model(model)
+accelerator = get_accelerator(accelerator)
 
 pool = kv_capacity_blocks(model, accelerator, block_tokens=block_tokens)  # 90 % of memory, minus weights
 # Without caching every sequence holds its own copy of the prefix.

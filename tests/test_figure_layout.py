@@ -23,8 +23,7 @@ from matplotlib.text import Text
 
 from inferlab import panel, plots
 from inferlab.figures import FIGURES
-from inferlab.specs import BF16
-from inferlab.specs import get_accelerator, get_model
+from inferlab.specs import BF16, get_accelerator, get_model
 
 H100_SXM = get_accelerator("h100-sxm")
 LLAMA_2_13B = get_model("llama-2-13b")
@@ -219,6 +218,7 @@ def test_chapter_figure_layout_in_other_scenarios(name, model, gpu):
     """The What-if scenarios of tests/test_reader_notebooks.py, without the book's markers."""
     import inferlab.figures as f
     from inferlab import reader
+    model, gpu = get_model(model), get_accelerator(gpu)  # the What-if cell's objects
     build = {
         "15.1.1-fig1-roofline": lambda: plots.roofline_plot(model, gpu, BF16, prompt_lens=(128, 512, 2048, 8192),
                                                             decode_batches=(1, 16, 64, 256), context_len=2048),

@@ -67,7 +67,8 @@ def tensor_parallel_table(model, accelerator, prompt_len, context_len, batch=1, 
     8 us; 0: bandwidth only, the book's idealisation)."""
     check_model(model)
     check_accelerator(accelerator)
-    check_precision(precision)
+    if precision is not None:
+        check_precision(precision)
     from inferlab.latency import decode_step_time_s, prefill_time_s
     from inferlab.parallel import DEFAULT_ALLREDUCE_LATENCY_S
 

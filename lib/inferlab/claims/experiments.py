@@ -706,7 +706,7 @@ def low_load_cost(low_rate: float = 1.0, high_rate: float = 12.0, n: int = 300, 
 
 def ttft_is_prefill(rates=(1.0, 14.0), n: int = 300, prompt: int = 512, output: int = 128, min_share: float = 0.8):
     """Holds at each rate where the single-prompt prefill time is at least min_share of the median TTFT."""
-    pre = prefill_time_s(MODEL, ACC, prompt)
+    pre = prefill_time_s(get_model(MODEL), get_accelerator(ACC), prompt)
     cases = []
     for r in rates:
         t = _p(_sim(r, n, prompt, output, ("continuous",)).ttft_s, 50)
@@ -725,7 +725,7 @@ def _long_prompt(policy: tuple, long_prompt: int, rate: float, n: int, seed: int
     w = Workload(np.append(base.arrival_s, t_long), np.append(base.prompt_tokens, long_prompt),
                  np.append(base.output_tokens, 128))
     idx = int(np.flatnonzero((w.prompt_tokens == long_prompt) & (w.arrival_s == t_long))[0])
-    res = simulate(w, MODEL, ACC, make_policy(policy[0], **dict(policy[1:])))
+    res = simulate(w, get_model(MODEL), get_accelerator(ACC), make_policy(policy[0], **dict(policy[1:])))
     return res, idx
 
 
@@ -757,7 +757,7 @@ def hol_blocking(long_prompt: int = 16_000, rate: float = 4.0, n: int = 200, min
     """Holds when, without chunking, some running request's ITL reaches min_share of the long
     prompt's prefill time (its decode stalls behind the prefill)."""
     res, idx = _long_prompt(("prefill-first",), long_prompt, rate, n)
-    pre = prefill_time_s(MODEL, ACC, long_prompt)
+    pre = prefill_time_s(get_model(MODEL), get_accelerator(ACC), long_prompt)
     worst = max(float(np.max(x)) for i, x in enumerate(res.itls_s) if i != idx and len(x))
     return Outcome((Case(f"S={long_prompt}", worst >= min_share * pre,
                          f"largest ITL of others {_ms(worst)}; the prefill takes {_ms(pre)}"),))

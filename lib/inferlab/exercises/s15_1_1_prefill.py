@@ -21,14 +21,14 @@ def solve_ttft_rule(model, accelerator, prompt_len):
     accelerator = get_accelerator(accelerator)
 
     # P of the 2*P*S rule: the parameters that take part in a matrix product (not the embedding lookup).
-    P = get_model(model).n_matmul_params
+    P = model.n_matmul_params
     return ttft_rule_s(P, prompt_len, accelerator) * 1e3
 
 
 def mistakes_ttft_rule(model, accelerator, prompt_len):
     model = get_model(model)
     accelerator = get_accelerator(accelerator)
-    m = get_model(model)
+    m = model
 
     def ms(*args, **kwargs):
         return ttft_rule_s(*args, **kwargs) * 1e3
@@ -130,8 +130,8 @@ def _memo_prefill(model, accelerator, prompt_len, tp):
     """The colleague's figures: 6*P*S with P rounded to the name's size, over tp sparse peaks."""
     model = get_model(model)
     accelerator = get_accelerator(accelerator)
-    p_round = float(f"{get_model(model).n_params:.1g}")
-    sparse_peak = 2 * get_accelerator(accelerator).peak("bf16")
+    p_round = float(f"{model.n_params:.1g}")
+    sparse_peak = 2 * accelerator.peak("bf16")
     flops = 6 * p_round * prompt_len
     return p_round, sparse_peak, flops, flops / (tp * sparse_peak)
 
@@ -145,7 +145,7 @@ def solve_prefill_memo(model, accelerator, prompt_len, tp):
 
     # One forward pass: 2 FLOPs (a multiply-add) per matmul parameter per token, at the DENSE bf16 peak,
     # split over the tp GPUs (the linear rule: no attention term, no communication).
-    P = get_model(model).n_matmul_params
+    P = model.n_matmul_params
     ttft_ms = ttft_rule_s(P, prompt_len, accelerator) / tp * 1e3
     return {"ttft_ms": ttft_ms, "true": {"A", "B"}}
 
@@ -153,7 +153,7 @@ def solve_prefill_memo(model, accelerator, prompt_len, tp):
 def mistakes_prefill_memo(model, accelerator, prompt_len, tp):
     model = get_model(model)
     accelerator = get_accelerator(accelerator)
-    P = get_model(model).n_matmul_params
+    P = model.n_matmul_params
     _, _, _, memo_s = _memo_prefill(model, accelerator, prompt_len, tp)
     dense = ttft_rule_s(P, prompt_len, accelerator)
     return [

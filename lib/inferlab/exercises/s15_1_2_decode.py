@@ -84,7 +84,7 @@ def mistakes_int8_batch(model, accelerator, seq_len, kv_dtype):
     model = get_model(model)
     accelerator = get_accelerator(accelerator)
     p = Precision(kv=kv_dtype)
-    acc = get_accelerator(accelerator)
+    acc = accelerator
     free = acc.memory_bytes - weight_bytes(model, p)
     per_seq = kv_cache_bytes(model, seq_len, 1, p)
     return [
@@ -198,10 +198,10 @@ def solve_batch_memo(model, accelerator, context_len, batch):
 def mistakes_batch_memo(model, accelerator, context_len, batch):
     model = get_model(model)
     accelerator = get_accelerator(accelerator)
-    m = get_model(model)
+    m = model
     w, kv = weight_bytes(m), kv_cache_bytes(m, context_len)
-    one = decode_step_rule_s(w, kv, 1, get_accelerator(accelerator))
-    weights_only = w / get_accelerator(accelerator).hbm_bytes_per_s
+    one = decode_step_rule_s(w, kv, 1, accelerator)
+    weights_only = w / accelerator.hbm_bytes_per_s
     return [
         Mistake(one * 1e3, "that is the memo's step, the one of B = 1", "step_ms"),
         Mistake(weights_only * 1e3, "you left out the KV cache reads", "step_ms"),

@@ -192,7 +192,7 @@ def mistakes_prompt_cap(model, accelerator, ttft_slo_ms, mfu, max_len):
     model = get_model(model)
     accelerator = get_accelerator(accelerator)
     S = np.arange(1, max_len + 1)
-    P = get_model(model).n_matmul_params
+    P = model.n_matmul_params
     out = []
     for tp in (1, 2):
         key = f"s_max_tp{tp}"

@@ -16,7 +16,7 @@ from inferlab.units import GB, GiB
 
 def _mha(model):
     model = get_model(model)
-    m = get_model(model)
+    m = model
     return m.with_(n_kv_heads=m.n_heads)
 
 
@@ -52,7 +52,7 @@ def solve_crossover(model, accelerator, seq_len):
 def mistakes_crossover(model, accelerator, seq_len):
     model = get_model(model)
     accelerator = get_accelerator(accelerator)
-    acc = get_accelerator(accelerator)
+    acc = accelerator
     gib = dataclasses.replace(acc, memory_bytes=acc.memory_bytes / GB * GiB)
     w, kv = weight_bytes(model), kv_cache_bytes(model, seq_len)
     heads = "you cached every query head; only the n_kv_heads K and V heads are stored"
@@ -148,17 +148,17 @@ def _memo_budget(model, accelerator, batch, seq_len, tp):
     """The memo's figures: every query head cached, the cache not split, weights split."""
     model = get_model(model)
     accelerator = get_accelerator(accelerator)
-    m = get_model(model)
+    m = model
     kv_total = kv_cache_bytes(_mha(m), seq_len, batch)
     w_gpu = weight_bytes(m, tp=tp)
-    free = get_accelerator(accelerator).memory_bytes - w_gpu
+    free = accelerator.memory_bytes - w_gpu
     return m, kv_total, w_gpu, max(math.floor(free / (kv_total / batch)), 0)
 
 
 def mistakes_tp_budget(model, accelerator, batch, seq_len, tp):
     model = get_model(model)
     accelerator = get_accelerator(accelerator)
-    acc = get_accelerator(accelerator)
+    acc = accelerator
     m, kv_total, w_gpu, memo_b = _memo_budget(model, accelerator, batch, seq_len, tp)
     return [
         Mistake(kv_total / GB, "that is the memo's cache: every query head, not split", "kv_gb_per_gpu"),
