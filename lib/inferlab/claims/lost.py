@@ -79,8 +79,7 @@ def attention_prefill(model, accelerator, prompt_lens):
 @_table
 def kv_cache(model, seq_lens, batch=1):
     """KV cache per sequence: 2·L·N_kv·H·S·2 bytes."""
-    model = get_model(model)
-    m = model
+    m = model = get_model(model)
     rows = [(s, 2 * m.n_layers * m.n_kv_heads * m.head_dim * s * 2,
              float(kv_cache_bytes(m, s, batch)) / GB) for s in seq_lens]
     return text_table(("S", "bytes", "GB"), rows, ("d", ",d", ".3f"))
@@ -103,9 +102,8 @@ def decode_intensity(model, accelerator, context_len, batches):
 @_table
 def decode_step(model, accelerator, context_len, batches, weights_gb=26.0, kv_gb=None):
     """Bytes per step and step time, the book's (M + B·C_kv)/BW against the full model."""
-    model = get_model(model)
+    m = model = get_model(model)
     accelerator = get_accelerator(accelerator)
-    m = model
     kv = kv_gb if kv_gb is not None else float(kv_cache_bytes(m, context_len)) / GB
     rows = []
     for b in batches:
@@ -120,10 +118,8 @@ def decode_step(model, accelerator, context_len, batches, weights_gb=26.0, kv_gb
 def throughput(model, accelerator, context_len, batches, weights_gb=26.0, kv_gb=0.84):
     """15.2.2's lost table: throughput against batch, book's formula and full model, and whether
     the batch fits in memory."""
-    model = get_model(model)
-    accelerator = get_accelerator(accelerator)
-    m = model
-    acc = accelerator
+    m = model = get_model(model)
+    acc = accelerator = get_accelerator(accelerator)
     rows = []
     for b in batches:
         rule = decode_step_rule_s(weights_gb * GB, kv_gb * GB, b, acc)

@@ -92,8 +92,7 @@ def config_value(model, field):
 @quantity
 def mlp_equivalent_width(model):
     """Width f of a two-matrix MLP with the same parameters: (matrices x d x d_ff) / (2 d)."""
-    model = get_model(model)
-    m = model
+    m = model = get_model(model)
     return m.mlp_params_per_layer / (2.0 * m.d_model)
 
 
@@ -479,8 +478,7 @@ def mlp_compute_bound_batch(model, accelerator, context_len):
 @quantity
 def decode_tokens_per_step(model, batch):
     """Tokens one decode step emits: one LM-head row per sequence, read off the operator count."""
-    model = get_model(model)
-    m = model
+    m = model = get_model(model)
     return float(decode_costs(m, batch, 1).head["lm_head"].flops / (2.0 * m.d_model * m.vocab_size))
 
 
