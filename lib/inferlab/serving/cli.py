@@ -276,7 +276,8 @@ def _cmd_serve_live(args) -> int:
         print(f"{t:10.4f} s  request {i:4d}  token {counts[i]:4d} of {workload.output_tokens[i]}: id {token}",
               flush=True)
 
-    live = run_live(workload, args.model, policy=policy, max_num_seqs=args.max_num_seqs,
+    from inferlab.measure.plan import resolve_model
+    live = run_live(workload, resolve_model(args.model), policy=policy, max_num_seqs=args.max_num_seqs,
                     token_budget=args.token_budget, max_batched_tokens=args.max_batched_tokens,
                     max_len=args.max_len or longest, device=args.device or "auto", dtype=args.dtype,
                     seed=args.seed, threads=args.threads, on_token=stream if args.stream else None)
@@ -373,11 +374,11 @@ def _cmd_validate(args) -> int:
     from inferlab.measure.plan import resolve_model
     from inferlab.serving.live import check_live_memory, resolve_device
     # Before the minute of profiling: the model's name, and whether its weights and KV slots fit.
-    check_live_memory(resolve_model(args.model), args.max_num_seqs, args.max_len, args.dtype,
-                      resolve_device(args.device))
+    cfg = resolve_model(args.model)
+    check_live_memory(cfg, args.max_num_seqs, args.max_len, args.dtype, resolve_device(args.device))
     prompt = LengthDist("lognormal", args.prompt, 0.5, max(1, args.prompt // 8), 3 * args.prompt)
     output = LengthDist("lognormal", args.output, 0.5, max(1, args.output // 8), 3 * args.output)
-    record = v.validate(model=args.model, dtype=args.dtype, device=args.device, rates=rates,
+    record = v.validate(model=cfg, dtype=args.dtype, device=args.device, rates=rates,
                         duration_s=args.duration, prompt=prompt, output=output, policy=policy,
                         max_num_seqs=args.max_num_seqs, max_len=args.max_len, seed=args.seed,
                         log=lambda m: print(m, flush=True))
