@@ -81,7 +81,7 @@ def pass_time_s(costs: ForwardCosts, accelerator, dtype: str = "bf16", mfu: floa
     none: total compute + total memory, the pessimistic bound of no overlap at all."""
     _check_costs(costs)
     _check_overlap(overlap)
-    accelerator = check_accelerator(accelerator)  # once, not once per operator
+    accelerator = check_accelerator(accelerator)
     if overlap == "per_operator":
         times = [roofline_time_s(c.flops, c.bytes, accelerator, dtype, mfu, mbu)
                  for c in costs.operators().values()]

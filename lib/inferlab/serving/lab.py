@@ -81,7 +81,8 @@ def _devices(n: int, accelerator) -> str:
 class Scenario:
     """What every experiment of the lab shares: the model on its accelerator, the request lengths,
     the number of requests per run, the seed and the SLO (the chapter's TTFT < 500 ms and ITL <
-    50 ms, the ITL target applied to each request's mean ITL, its TPOT)."""
+    50 ms, the ITL target applied to each request's mean ITL, its TPOT). `model` and `accelerator` may
+    be names: the scenario is the lab's edge and resolves them once (like reader.what_if)."""
 
     model: object = "llama-2-13b"
     accelerator: object = "h100-sxm"
