@@ -497,9 +497,10 @@ Markdown(validate.repeatability(validate.recorded()))
 
 # %%
 # NBVAL_IGNORE_OUTPUT
+from inferlab.measure.plan import TINY_MODEL
 from inferlab.serving.workload import LengthDist
 
-here = validate.validate(model="tiny", dtype="fp32", rates=[40.0, 400.0], duration_s=1.0, max_num_seqs=4,
+here = validate.validate(model=TINY_MODEL, dtype="fp32", rates=[40.0, 400.0], duration_s=1.0, max_num_seqs=4,
                          max_len=96, prompt=LengthDist("lognormal", 32, 0.5, 8, 64),
                          output=LengthDist("lognormal", 8, 0.5, 2, 16), log=None)
 assert validate.all_served(here)  # the live server finished every request, as the simulation did
