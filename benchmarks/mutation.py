@@ -84,8 +84,8 @@ MUTANTS = [
     # memory ---------------------------------------------------------------------------------------
     M("memory", "memory.py", "return 2.0 * shard.n_layers * shard.kv_dim", "return shard.n_layers * shard.kv_dim",
       "KV cache without the factor 2 for K and V"),
-    M("memory", "memory.py", "shard = tp_shard(get_model(model), tp)\n    return shard.n_params",
-      "shard = get_model(model)\n    return shard.n_params", "weights not split by tp"),
+    M("memory", "memory.py", "shard = tp_shard(check_model(model), tp)\n    return shard.n_params",
+      "shard = check_model(model)\n    return shard.n_params", "weights not split by tp"),
     M("memory", "memory.py", "b = np.floor(free / np.asarray(per_seq))", "b = np.ceil(free / np.asarray(per_seq))",
       "max batch rounded up"),
     M("memory", "memory.py", "free = acc.memory_bytes - w - reserved_bytes", "free = acc.memory_bytes - w",

@@ -493,9 +493,12 @@ prompt_len = 4096
 
 from inferlab import get_model
 from inferlab.latency import ttft_rule_s
+from inferlab.specs import get_accelerator
+model = get_model(model)
+accelerator = get_accelerator(accelerator)
 
 # P of the 2*P*S rule: the parameters that take part in a matrix product (not the embedding lookup).
-P = get_model(model).n_matmul_params
+P = model.n_matmul_params
 ex1 = ttft_rule_s(P, prompt_len, accelerator) * 1e3
 ex1
 
@@ -531,6 +534,9 @@ import numpy as np
 
 from inferlab.costs import prefill_costs
 from inferlab.roofline import bound
+from inferlab.specs import get_accelerator, get_model
+model = get_model(model)
+accelerator = get_accelerator(accelerator)
 
 op = prefill_costs(model, batch=1, prompt_len=prompt_len).operators()[operator]
 regime = bound(op.intensity, accelerator)
@@ -575,10 +581,13 @@ tp = 4
 
 from inferlab import get_model
 from inferlab.latency import ttft_rule_s
+from inferlab.specs import get_accelerator
+model = get_model(model)
+accelerator = get_accelerator(accelerator)
 
 # One forward pass: 2 FLOPs (a multiply-add) per matmul parameter per token, at the DENSE bf16 peak,
 # split over the tp GPUs (the linear rule: no attention term, no communication).
-P = get_model(model).n_matmul_params
+P = model.n_matmul_params
 ttft_ms = ttft_rule_s(P, prompt_len, accelerator) / tp * 1e3
 ex3 = {"ttft_ms": ttft_ms, "true": {"A", "B"}}
 ex3
@@ -618,6 +627,9 @@ tp_options = (1, 2, 4, 8)
 import math
 
 from inferlab.latency import prefill_time_s
+from inferlab.specs import get_accelerator, get_model
+model = get_model(model)
+accelerator = get_accelerator(accelerator)
 
 ttft_s = {tp: prefill_time_s(model, accelerator, prompt_len, mfu=mfu, tp=tp) for tp in tp_options}
 # A replica is busy one TTFT per prompt: enough replicas to keep each below the utilisation cap,

@@ -423,6 +423,8 @@ kv_dtype = "bf16"
 
 from inferlab import Precision
 from inferlab.memory import kv_cache_bytes
+from inferlab.specs import get_model
+model = get_model(model)
 
 # 2 (K and V) * L * n_kv_heads * head_dim * S * bytes per element
 kv_bytes = kv_cache_bytes(model, seq_len, batch=1, precision=Precision(kv=kv_dtype))
@@ -453,6 +455,9 @@ kv_dtype = "int8"
 
 from inferlab import Precision
 from inferlab.memory import max_batch
+from inferlab.specs import get_accelerator, get_model
+model = get_model(model)
+accelerator = get_accelerator(accelerator)
 
 # bf16 weights; only the cache is quantised. max_batch floors (weights + B * KV <= capacity).
 ex2 = max_batch(model, accelerator, seq_len, Precision(kv=kv_dtype))
@@ -486,6 +491,9 @@ context_len = 4096
 
 from inferlab.costs import decode_costs
 from inferlab.roofline import bound
+from inferlab.specs import get_accelerator, get_model
+model = get_model(model)
+accelerator = get_accelerator(accelerator)
 
 costs = decode_costs(model, batch, context_len)
 mlp_up = costs.operators()["mlp_up"]
@@ -532,6 +540,9 @@ batch = 48
 
 from inferlab.latency import decode_step_rule_s
 from inferlab.memory import kv_cache_bytes, weight_bytes
+from inferlab.specs import get_accelerator, get_model
+model = get_model(model)
+accelerator = get_accelerator(accelerator)
 
 # The chapter's rule: every weight byte once per step, and every sequence's own cache.
 step_s = decode_step_rule_s(weight_bytes(model), kv_cache_bytes(model, context_len), batch, accelerator)
@@ -574,6 +585,9 @@ options = {"A": ("bf16", "bf16"), "B": ("bf16", "int8"), "C": ("int8", "bf16"), 
 from inferlab import Precision
 from inferlab.latency import decode_step_time_s
 from inferlab.memory import memory_budget
+from inferlab.specs import get_accelerator, get_model
+model = get_model(model)
+accelerator = get_accelerator(accelerator)
 
 # Weight-only quantisation: the matrix units still compute in bf16.
 plans = {letter: Precision(weights=w, kv=kv) for letter, (w, kv) in options.items()}

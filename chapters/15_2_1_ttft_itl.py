@@ -414,6 +414,9 @@ batch = 1
 
 from inferlab.latency import decode_step_rule_s
 from inferlab.memory import kv_cache_bytes, weight_bytes
+from inferlab.specs import get_accelerator, get_model
+model = get_model(model)
+accelerator = get_accelerator(accelerator)
 
 # ITL ~ (M_weights + B * C_kv) / BW: every weight and every cached K/V byte is read once per token.
 step_s = decode_step_rule_s(weight_bytes(model), kv_cache_bytes(model, context_len), batch, accelerator)
@@ -448,6 +451,8 @@ batch = 1
 threshold = 0.05
 
 from inferlab.latency import decode_step_time_s, prefill_time_s
+from inferlab.specs import get_accelerator, get_model
+model, old, new = get_model(model), get_accelerator(old), get_accelerator(new)
 
 ttft_speedup = prefill_time_s(model, old, prompt_len) / prefill_time_s(model, new, prompt_len)
 # The first decode step attends over the prompt.
@@ -493,6 +498,9 @@ prompt_len = 131072
 
 from inferlab.costs import prefill_costs
 from inferlab.latency import prefill_time_s
+from inferlab.specs import get_accelerator, get_model
+model = get_model(model)
+accelerator = get_accelerator(accelerator)
 
 # The full operator count: causal attention's QK^T and PV grow as S^2, the projections as S.
 # (The prompt exceeds the model's maximum context: beyond_context=True marks it as a yardstick.)
@@ -530,6 +538,9 @@ max_len = 32768
 import numpy as np
 
 from inferlab.latency import prefill_time_s
+from inferlab.specs import get_accelerator, get_model
+model = get_model(model)
+accelerator = get_accelerator(accelerator)
 
 S = np.arange(1, max_len + 1)  # every prompt length at once, past the model's context (a yardstick)
 ttft_ms = {tp: prefill_time_s(model, accelerator, S, mfu=mfu, tp=tp, beyond_context=True) * 1e3

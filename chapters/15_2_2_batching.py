@@ -233,7 +233,8 @@ Markdown(
 # parallelism ([Pope et al. 2022](../book/references.md#pope2022) discuss the layouts).
 
 # %%
-fit70 = headroom_fit("llama-2-70b", "h100-sxm", batch=32, seq_len=2048, precision=PREC, tp=2)
+fit70 = headroom_fit(reader.get_model("llama-2-70b"), reader.get_accelerator("h100-sxm"), batch=32, seq_len=2048,
+                     precision=PREC, tp=2)
 free_ds, free_rep = fit70.free_bytes("datasheet"), fit70.free_bytes("reported")
 vllm_batch = fit70.max_batch_at_utilisation(VLLM_DEFAULT_UTILISATION)
 Markdown(
@@ -409,6 +410,9 @@ seq_len = 4096
 
 from inferlab.latency import kv_crossover_batch
 from inferlab.memory import max_batch
+from inferlab.specs import get_accelerator, get_model
+model = get_model(model)
+accelerator = get_accelerator(accelerator)
 
 # B* = weight bytes / KV bytes of one sequence; max batch = floor((capacity - weights) / KV per sequence)
 ex1 = {"b_star": kv_crossover_batch(model, seq_len), "max_batch": max_batch(model, accelerator, seq_len)}
@@ -442,6 +446,9 @@ import numpy as np
 
 from inferlab.latency import decode_step_rule_s
 from inferlab.memory import kv_cache_bytes, weight_bytes
+from inferlab.specs import get_accelerator, get_model
+model = get_model(model)
+accelerator = get_accelerator(accelerator)
 
 w, kv = weight_bytes(model), kv_cache_bytes(model, seq_len)
 dominant = "kv" if batch * kv > w else "weights"
@@ -487,6 +494,9 @@ seq_len = 4096
 tp = 4
 
 from inferlab.memory import kv_cache_bytes, max_batch
+from inferlab.specs import get_accelerator, get_model
+model = get_model(model)
+accelerator = get_accelerator(accelerator)
 
 # Tensor parallelism splits the KV heads across the GPUs, like the attention weights;
 # only the n_kv_heads heads of grouped-query attention are cached.
@@ -535,6 +545,9 @@ import numpy as np
 
 from inferlab.latency import decode_step_time_s, prefill_time_s
 from inferlab.memory import max_batch
+from inferlab.specs import get_accelerator, get_model
+model = get_model(model)
+accelerator = get_accelerator(accelerator)
 
 context = prompt_len + output_len  # the longest cache a sequence reaches
 # The TP degrees whose TTFT meets the target, and the ITL of every batch that fits at each

@@ -46,6 +46,7 @@
 from IPython.display import Markdown
 
 from inferlab import Precision, figures, reader
+from inferlab.claims import statements
 from inferlab.context import beyond_context
 from inferlab.serving import (SLO, ChunkedPrefill, ContinuousBatching, RooflineStepTime, StaticBatching,
                               kv_capacity_blocks, lab, labplots)
@@ -135,7 +136,7 @@ thr_static = policies.column("static, B = 16 (0.5 s timeout)", "throughput_outpu
 thr_cont = policies.column("continuous", "throughput_output_tokens_per_s")
 e2e_static = policies.column("static, B = 16 (0.5 s timeout)", "e2e_s", "p50")
 e2e_cont = policies.column("continuous", "e2e_s", "p50")
-s14 = lab.statement_verdicts("15.2.2-s14")["15.2.2-s14"]
+s14 = statements.statement_verdicts("15.2.2-s14")["15.2.2-s14"]
 Markdown(f"At {policies.rates[top]:g} requests/s continuous batching delivers {thr_cont[top]:,.0f} output "
          f"tokens/s against static batching's {thr_static[top]:,.0f} ({thr_cont[top] / thr_static[top]:.1f}×), "
          f"and the median request finishes in {e2e_cont[top]:.2f} s instead of {e2e_static[top]:,.0f} s. Static "
@@ -206,7 +207,7 @@ labplots.long_prompt_plot(long_run, TARGETS.tpot_s)
 # %%
 within = [c for c in long_run.chunks if long_run.others_max_itl_s[f"C={c}"] <= TARGETS.tpot_s]
 best_c = max(within) if within else min(long_run.chunks)
-chunk_verdicts = lab.statement_verdicts("15.2.1-s23", "15.1.1-s13", "15.1.1-s14", "15.2.1-s15")
+chunk_verdicts = statements.statement_verdicts("15.2.1-s23", "15.1.1-s13", "15.1.1-s14", "15.2.1-s15")
 ttft_cost = long_run.long_ttft_s[f"C={best_c}"] / long_run.long_ttft_s["unchunked"] - 1
 ttft_cost_min = long_run.long_ttft_s[f"C={min(long_run.chunks)}"] / long_run.long_ttft_s["unchunked"] - 1
 Markdown(
@@ -228,7 +229,7 @@ Markdown(
 
 # %%
 reader.details("The chapter's statements on chunked prefill: verdicts and evidence",
-               lab.statement_table(*chunk_verdicts))
+               statements.statement_table(*chunk_verdicts))
 
 # %% [markdown]
 # ## 3. Tail latency against the request rate
@@ -261,7 +262,7 @@ cap_cont, cap_chunk = tails.max_rate_within("continuous"), tails.max_rate_within
 ttft_c, itl_c = tails.column("continuous", "ttft_s", "p99"), tails.column("continuous", "itl_s", "p99")
 ttft_k, itl_k = tails.column("chunked, C = 512", "ttft_s", "p99"), tails.column("chunked, C = 512", "itl_s", "p99")
 miss = min(tails.rates.index(cap_cont) + 1 if cap_cont else 0, len(tails.rates) - 1)  # the first rate that misses
-tail_verdicts = lab.statement_verdicts("15.2.2-s19", "15.2.2-s21")
+tail_verdicts = statements.statement_verdicts("15.2.2-s19", "15.2.2-s21")
 Markdown(f"With both p99 targets (TTFT ≤ {TARGETS.ttft_s / MS:.0f} ms, ITL ≤ {TARGETS.tpot_s / MS:.0f} ms), "
          f"{SCENARIO.layout} serves up to **{cap_cont:g} requests/s** with continuous batching and "
          f"**{cap_chunk:g} requests/s** with chunked prefill (C = 512) among the rates tried"
@@ -319,7 +320,7 @@ from inferlab.serving.validate import capacity_uncertainty, recorded  # the simu
 sim_err = capacity_uncertainty(recorded())
 rank = ranking(fitting, CAPACITY_REL_TOL) if fitting else None
 rank_sim = ranking(fitting, min(0.5, CAPACITY_REL_TOL + sim_err["rel_error"])) if fitting else None
-scale_verdicts = lab.statement_verdicts("15.2.2-s10", "15.2.2-s9")
+scale_verdicts = statements.statement_verdicts("15.2.2-s10", "15.2.2-s9")
 if capacity.all_fit:
     blocks_tp1, blocks_tp2 = kv_capacity_blocks(MODEL, GPU, PREC, 1), kv_capacity_blocks(MODEL, GPU, PREC, 2)
 scale_note = ("The chapter's advice to scale with replicas before batching: "
@@ -423,7 +424,7 @@ prefix = lab.prefix_sweep(SCENARIO, SYSTEM_PROMPT, (0.5, 1, 2, 3, 4, 6))
 labplots.prefix_plot(prefix, TARGETS.ttft_s)
 
 # %%
-prefix_verdicts = lab.statement_verdicts("15.1.1-s21", "15.1.1-s29")
+prefix_verdicts = statements.statement_verdicts("15.1.1-s21", "15.1.1-s29")
 after = min(prefix.rates.index(prefix.max_rate("on")) + 1 if prefix.max_rate("on") else 0, len(prefix.rates) - 1)
 Markdown(
     f"At {prefix.rates[0]:g} requests/s the median TTFT is {prefix.p50_ttft_s['off'][0] / MS:.0f} ms without the "
@@ -446,7 +447,7 @@ Markdown(
 
 # %%
 reader.details("The chapter's statements on tails, scaling and prompt caching: verdicts and evidence",
-               lab.statement_table(*tail_verdicts, *scale_verdicts, *prefix_verdicts))
+               statements.statement_table(*tail_verdicts, *scale_verdicts, *prefix_verdicts))
 
 # %% [markdown]
 # ## 6. Measured on this machine: the simulator against a real server
@@ -496,9 +497,10 @@ Markdown(validate.repeatability(validate.recorded()))
 
 # %%
 # NBVAL_IGNORE_OUTPUT
+from inferlab.measure.plan import TINY_MODEL
 from inferlab.serving.workload import LengthDist
 
-here = validate.validate(model="tiny", dtype="fp32", rates=[40.0, 400.0], duration_s=1.0, max_num_seqs=4,
+here = validate.validate(model=TINY_MODEL, dtype="fp32", rates=[40.0, 400.0], duration_s=1.0, max_num_seqs=4,
                          max_len=96, prompt=LengthDist("lognormal", 32, 0.5, 8, 64),
                          output=LengthDist("lognormal", 8, 0.5, 2, 16), log=None)
 assert validate.all_served(here)  # the live server finished every request, as the simulation did
@@ -561,6 +563,9 @@ prefix_tokens = 6000
 suffix_tokens = 1000
 
 from inferlab.serving import RooflineStepTime
+from inferlab.specs import get_accelerator, get_model
+model = get_model(model)
+accelerator = get_accelerator(accelerator)
 
 st = RooflineStepTime(model, accelerator)
 c, q = prefix_tokens, suffix_tokens
@@ -608,6 +613,9 @@ chunk = 512
 itl_slo_ms = 50
 
 from inferlab.serving import RooflineStepTime
+from inferlab.specs import get_accelerator, get_model
+model = get_model(model)
+accelerator = get_accelerator(accelerator)
 
 st = RooflineStepTime(model, accelerator)
 decode_s = st.decode_s(context, batch)
@@ -660,6 +668,9 @@ own_tokens = 1000
 batch = 16
 
 from inferlab.serving import RooflineStepTime
+from inferlab.specs import get_accelerator, get_model
+model = get_model(model)
+accelerator = get_accelerator(accelerator)
 
 st = RooflineStepTime(model, accelerator)
 # Each sequence's attention reads its whole context, the shared prefix included, at every step.
@@ -703,6 +714,9 @@ block_tokens = 16
 import math
 
 from inferlab.serving import blocks_for, kv_capacity_blocks
+from inferlab.specs import get_accelerator, get_model
+model = get_model(model)
+accelerator = get_accelerator(accelerator)
 
 pool = kv_capacity_blocks(model, accelerator, block_tokens=block_tokens)  # 90 % of memory, minus weights
 # Without caching every sequence holds its own copy of the prefix.

@@ -11,6 +11,10 @@ import pytest
 from inferlab import cli
 from inferlab.specs import Accelerator, ModelConfig, get_model
 from tests.test_validation import GOOD
+from inferlab.specs import get_accelerator
+
+H100_SXM = get_accelerator("h100-sxm")
+LLAMA_2_13B = get_model("llama-2-13b")
 
 HOSTILE = [math.nan, math.inf, -math.inf, 0, -1, 2**64, 10**30, 1e300, 1e-320, True, "3", None,
            object(), np.array([]), np.array([1, "a"]), np.array(["a", "b"]),
@@ -54,8 +58,8 @@ def test_efficiencies_too_small_to_give_a_finite_time_are_refused():
     from inferlab.latency import decode_step_time_s
     # 1e-320 is subnormal: 1 / (1e-320 * 3.35e12) overflows to inf. The floor is 1e-9.
     with pytest.raises(ValueError, match=r"mbu must be a finite number >= 1e-09 and <= 1; got 1e-320"):
-        decode_step_time_s("llama-2-13b", "h100-sxm", 1024, mbu=1e-320)
-    assert math.isfinite(decode_step_time_s("llama-2-13b", "h100-sxm", 1024, mbu=1e-9))
+        decode_step_time_s(LLAMA_2_13B, H100_SXM, 1024, mbu=1e-320)
+    assert math.isfinite(decode_step_time_s(LLAMA_2_13B, H100_SXM, 1024, mbu=1e-9))
 
 
 def test_huge_counts_are_refused_not_wrapped_around():
@@ -63,9 +67,9 @@ def test_huge_counts_are_refused_not_wrapped_around():
     from inferlab.latency import prefill_time_s
     for value in (2**63, 2**64, 10**30, 1e300):
         with pytest.raises(ValueError, match=r"batch must be an integer >= 1 and <= 2\*\*63 - 1"):
-            prefill_costs("llama-2-13b", batch=value, prompt_len=16)
+            prefill_costs(LLAMA_2_13B, batch=value, prompt_len=16)
     # 2**40 x 2**30 tokens overflow int64 (2**70) but not floats: the TTFT is positive and finite.
-    t = prefill_time_s("llama-2-13b", "h100-sxm", 2**12, batch=2**40, tp=2, beyond_context=True)
+    t = prefill_time_s(LLAMA_2_13B, H100_SXM, 2**12, batch=2**40, tp=2, beyond_context=True)
     assert math.isfinite(t) and t > 0
 
 
@@ -127,7 +131,7 @@ def test_the_validator_describes_any_bad_value_without_crashing(value, shown):
 def test_chunked_prefill_has_no_nan_intensity():
     from inferlab.costs import chunked_prefill_costs
     # Chunks other than the last skip the LM head: 0 FLOPs over 0 bytes is intensity 0, not NaN.
-    c = chunked_prefill_costs("llama-2-13b", 1000, 256)
+    c = chunked_prefill_costs(LLAMA_2_13B, 1000, 256)
     lm = c.chunks.head["lm_head"].intensity
     assert list(lm[:-1]) == [0.0, 0.0, 0.0] and lm[-1] > 0
     assert all(np.all(np.isfinite(op.intensity)) for op in c.chunks.operators().values())
@@ -136,15 +140,15 @@ def test_chunked_prefill_has_no_nan_intensity():
 def test_roofline_and_pass_time_share_one_overlap_vocabulary():
     from inferlab.roofline import pass_time_s, roofline_time_s
     # 1e15 FLOPs on the 989.4e12 FLOP/s bf16 peak: 1.0107 s; 3.35e12 bytes at 3.35e12 B/s: 1 s.
-    assert roofline_time_s(1e15, 3.35e12, "h100-sxm", overlap="per_operator") == pytest.approx(1e15 / 989.4e12)
-    assert roofline_time_s(1e15, 3.35e12, "h100-sxm", overlap="whole_model") == pytest.approx(1e15 / 989.4e12)
-    assert roofline_time_s(1e15, 3.35e12, "h100-sxm", overlap="none") == pytest.approx(1e15 / 989.4e12 + 1)
+    assert roofline_time_s(1e15, 3.35e12, H100_SXM, overlap="per_operator") == pytest.approx(1e15 / 989.4e12)
+    assert roofline_time_s(1e15, 3.35e12, H100_SXM, overlap="whole_model") == pytest.approx(1e15 / 989.4e12)
+    assert roofline_time_s(1e15, 3.35e12, H100_SXM, overlap="none") == pytest.approx(1e15 / 989.4e12 + 1)
     for bad in (True, False, "sum"):
         with pytest.raises(ValueError, match="overlap"):
-            roofline_time_s(1e15, 3.35e12, "h100-sxm", overlap=bad)
+            roofline_time_s(1e15, 3.35e12, H100_SXM, overlap=bad)
         with pytest.raises(ValueError, match="overlap"):
             from inferlab.costs import decode_costs
-            pass_time_s(decode_costs("llama-2-13b", 1, 8), "h100-sxm", overlap=bad)
+            pass_time_s(decode_costs(LLAMA_2_13B, 1, 8), H100_SXM, overlap=bad)
 
 
 def test_decoder_rejects_bad_sizes_and_ids():

@@ -12,6 +12,12 @@ from inferlab import cli
 from inferlab.serving import Workload, simulate
 from inferlab.serving.compare import parse_vllm_result
 from inferlab.serving.workload import MAX_REQUESTS, arrival_times_s, load_trace, synthetic
+from inferlab.specs import get_accelerator, get_model
+
+H100_SXM = get_accelerator("h100-sxm")
+LLAMA_2_13B = get_model("llama-2-13b")
+LLAMA_2_13B_BOOK = get_model("llama-2-13b-book")
+LLAMA_2_70B = get_model("llama-2-70b")
 
 
 def run(argv, capsys):
@@ -256,7 +262,7 @@ def test_the_library_refuses_the_same_workloads_by_parameter_name():
 def test_a_run_where_every_request_is_rejected_is_a_result():
     # 3 requests of 512 + 128 = 640 tokens need 640 / 16 = 40 blocks; the pool has 1
     w = Workload(np.array([0.0, 1.0, 2.0]), np.array([512, 512, 512]), np.array([128, 128, 128]))
-    r = simulate(w, "llama-2-13b-book", "h100-sxm", kv_blocks=1)
+    r = simulate(w, LLAMA_2_13B_BOOK, H100_SXM, kv_blocks=1)
     s = r.summary()
     assert (s["completed"], s["rejected"]) == (0, 3)
     assert s["span_s"] == 0.0 and s["throughput_requests_per_s"] == 0.0 and s["goodput_requests_per_s"] == 0.0
@@ -314,7 +320,7 @@ def test_a_kv_block_too_large_is_blamed_on_the_block_not_the_weights():
     # Llama-2 13B: 13,015,864,320 x 2 bytes of weights; 72e9 - 26,031,728,640 = 45,968,271,360 bytes free;
     # / 819,200 bytes per token = 56,113.6: blocks of up to 56,113 tokens fit.
     with pytest.raises(DoesNotFitError, match=r"block_tokens=1000000000: .* allowed: block_tokens <= 56113$"):
-        kv_capacity_blocks("llama-2-13b", "h100-sxm", block_tokens=10**9)
-    assert kv_capacity_blocks("llama-2-13b", "h100-sxm", block_tokens=56113) == 1
+        kv_capacity_blocks(LLAMA_2_13B, H100_SXM, block_tokens=10**9)
+    assert kv_capacity_blocks(LLAMA_2_13B, H100_SXM, block_tokens=56113) == 1
     with pytest.raises(DoesNotFitError, match="weights take 138.0 GB"):  # 70B: the weights are the problem
-        kv_capacity_blocks("llama-2-70b", "h100-sxm")
+        kv_capacity_blocks(LLAMA_2_70B, H100_SXM)

@@ -11,7 +11,10 @@ from inferlab.costs import (Cost, ForwardCosts, attention_pairs, chunked_prefill
                             decode_costs, forward_costs, linear_cost, prefill_costs, total_cost)
 from inferlab.latency import prefill_flops_rule
 
-BOOK = "llama-2-13b-book"
+LLAMA_2_13B = get_model("llama-2-13b")
+LLAMA_3_8B = get_model("llama-3-8b")
+
+BOOK = get_model("llama-2-13b-book")
 # The book's Llama-2 13B (section 15.1.1): d = 5120, f = 4d, L = 40, N = 40 heads of H = 128.
 d, f, L, N, H, V = 5120, 20480, 40, 40, 128, 32000
 # Matrix parameters of one layer: W_q, W_k, W_v, W_o (d x d each, MHA) + W_up, W_down (d x f).
@@ -151,15 +154,15 @@ def test_decode_attention_intensity_is_about_one_for_mha():
 def test_decode_attention_intensity_is_group_size_for_gqa():
     # Llama-3-8B: 32 query heads share 8 KV heads, so each KV byte serves 4 heads.
     h, kv, S = 32, 8, 8192
-    attn = decode_costs("llama-3-8b", 16, S).attention
+    attn = decode_costs(LLAMA_3_8B, 16, S).attention
     assert attn.flops / attn.kv_bytes == pytest.approx(h / kv, rel=1e-12)
     assert attn.intensity == pytest.approx(h * S / (h + S * kv), rel=1e-12)
     assert attn.intensity == pytest.approx(4, rel=1e-3)
 
 
 def test_int8_kv_halves_kv_traffic_and_doubles_attention_intensity():
-    bf16 = decode_costs("llama-3-8b", 4, 4096).attention
-    int8 = decode_costs("llama-3-8b", 4, 4096, Precision(kv="int8")).attention
+    bf16 = decode_costs(LLAMA_3_8B, 4, 4096).attention
+    int8 = decode_costs(LLAMA_3_8B, 4, 4096, Precision(kv="int8")).attention
     assert int8.kv_bytes == bf16.kv_bytes / 2
     assert int8.flops / int8.kv_bytes == pytest.approx(2 * 32 / 8, rel=1e-12)
 
@@ -172,7 +175,7 @@ def test_gqa_shrinks_kv_projections():
 
 
 def test_gated_mlp_has_three_matrices():
-    c = prefill_costs("llama-2-13b", 2, 100).mlp
+    c = prefill_costs(LLAMA_2_13B, 2, 100).mlp
     assert c.flops == 40 * 3 * 2 * (2 * 100) * 5120 * 13824
     assert c.weight_bytes == 40 * 3 * 5120 * 13824 * 2
 

@@ -17,6 +17,7 @@ from inferlab.exercises.cells import statement_markdown
 from inferlab.exercises.core import _STUDENT, _matches, variant_seed
 from inferlab.exercises.student import build_for_roster
 from inferlab.memory import memory_budget
+from inferlab.specs import get_accelerator, get_model
 
 KEY = bytes(range(32))  # a fixed instructor key (the real one is random, see inferlab.exercises.key)
 VARIED = [e.id for e in exercises()]  # every exercise varies
@@ -80,11 +81,11 @@ def _structure_holds(ex) -> bool:
     if ex.id == "15.2.1-ex4":  # both caps are real caps, not the sweep's end
         return 1024 <= e["s_max_tp1"] < e["s_max_tp2"] < p["max_len"]
     if ex.id == "15.1.2-ex4":  # the memo's batch fits in memory
-        return memory_budget(p["model"], p["accelerator"], p["batch"], p["context_len"]).fits and p["batch"] > 1
+        return memory_budget(get_model(p["model"]), get_accelerator(p["accelerator"]), p["batch"], p["context_len"]).fits and p["batch"] > 1
     if ex.id == "15.2.2-ex1":
         return e["max_batch"] >= 1
     if ex.id == "15.2.2-ex2":  # the KV caches dominate, and the doubled batch fits ("could double it")
-        return e["dominant"] == "kv" and memory_budget(p["model"], p["accelerator"], 2 * p["batch"], p["seq_len"]).fits
+        return e["dominant"] == "kv" and memory_budget(get_model(p["model"]), get_accelerator(p["accelerator"]), 2 * p["batch"], p["seq_len"]).fits
     if ex.id == "15.2.2-ex3":  # the memo's batch is a real, smaller batch
         from inferlab.exercises.s15_2_2_batching import _memo_budget
         return 1 <= _memo_budget(**p)[3] < p["batch"]

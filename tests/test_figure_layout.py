@@ -23,7 +23,10 @@ from matplotlib.text import Text
 
 from inferlab import panel, plots
 from inferlab.figures import FIGURES
-from inferlab.specs import BF16
+from inferlab.specs import BF16, get_accelerator, get_model
+
+H100_SXM = get_accelerator("h100-sxm")
+LLAMA_2_13B = get_model("llama-2-13b")
 
 MIN_PT = 9.0
 PAD = 1.0  # pixels of tolerance: boxes that only touch do not overlap
@@ -215,6 +218,7 @@ def test_chapter_figure_layout_in_other_scenarios(name, model, gpu):
     """The What-if scenarios of tests/test_reader_notebooks.py, without the book's markers."""
     import inferlab.figures as f
     from inferlab import reader
+    model, gpu = get_model(model), get_accelerator(gpu)  # the What-if cell's objects
     build = {
         "15.1.1-fig1-roofline": lambda: plots.roofline_plot(model, gpu, BF16, prompt_lens=(128, 512, 2048, 8192),
                                                             decode_batches=(1, 16, 64, 256), context_len=2048),
@@ -239,13 +243,13 @@ def test_chapter_figure_layout_in_other_scenarios(name, model, gpu):
 
 @pytest.mark.parametrize("make", [panel.prefill_panel, panel.latency_panel])
 def test_panel_layout(make):
-    p = make("llama-2-13b", "h100-sxm", BF16, prompt=2048)
+    p = make(LLAMA_2_13B, H100_SXM, BF16, prompt=2048)
     assert layout_problems(p.fig) == []
 
 
 @pytest.mark.parametrize("make", [panel.decode_panel, panel.batching_panel])
 def test_panel_layout_decode(make):
-    p = make("llama-2-13b", "h100-sxm", BF16, context=1000, batch=16)
+    p = make(LLAMA_2_13B, H100_SXM, BF16, context=1000, batch=16)
     assert layout_problems(p.fig) == []
 
 

@@ -11,8 +11,12 @@ from inferlab.costs import decode_costs
 from inferlab.latency import (cost_per_1k_tokens_usd, decode_step_rule_s, decode_step_time_s,
                               itl_s, kv_crossover_batch, prefill_time_s, throughput_tokens_per_s,
                               ttft_rule_s, ttft_s)
+from inferlab.specs import get_accelerator, get_model
 
-BOOK = "llama-2-13b-book"
+H100_SXM = get_accelerator("h100-sxm")
+LLAMA_2_13B = get_model("llama-2-13b")
+
+BOOK = get_model("llama-2-13b-book")
 PEAK, BW = 989.4e12, 3.35e12
 d, f, L, N, H, V = 5120, 20480, 40, 40, 128, 32000
 WEIGHTS = 2 * (L * (4 * d * d + 2 * d * f + 2 * d) + 2 * V * d + d)  # 25.8 GB, the book's 26
@@ -27,7 +31,7 @@ def rule_step_s(batch, seq_len, weights=WEIGHTS, kv_token=KV_TOKEN):
 
 def test_itl_at_batch_one_is_about_8_ms():
     # Book: (26 + 0.82) GB / 3.35 TB/s ~ 8 ms, 125 tokens/s.
-    itl = decode_step_time_s(BOOK, "h100-sxm", 1000)
+    itl = decode_step_time_s(BOOK, H100_SXM, 1000)
     assert rule_step_s(1, 1000) == pytest.approx(7.95e-3, abs=0.01e-3)
     assert itl == pytest.approx(8e-3, rel=0.03)
     assert itl == pytest.approx(rule_step_s(1, 1000), rel=0.02)
@@ -37,21 +41,21 @@ def test_itl_at_batch_one_is_about_8_ms():
 
 def test_itl_at_batch_one_is_bytes_over_bandwidth():
     # Every operator is memory-bound at B = 1, so the roofline time is total bytes / BW.
-    assert decode_step_time_s(BOOK, "h100-sxm", 1000) == pytest.approx(
+    assert decode_step_time_s(BOOK, H100_SXM, 1000) == pytest.approx(
         decode_costs(BOOK, 1, 1000).total.bytes / BW, rel=1e-12)
-    assert decode_step_time_s(BOOK, "h100-sxm", 1000, mbu=0.5) == pytest.approx(
+    assert decode_step_time_s(BOOK, H100_SXM, 1000, mbu=0.5) == pytest.approx(
         2 * decode_costs(BOOK, 1, 1000).total.bytes / BW, rel=1e-12)
 
 
 def test_itl_rule_by_hand():
-    assert decode_step_rule_s(26e9, 0.82e9, 1, "h100-sxm") == pytest.approx(26.82e9 / 3.35e12)
-    assert decode_step_rule_s(26e9, 0.82e9, 16, "h100-sxm") == pytest.approx(
+    assert decode_step_rule_s(26e9, 0.82e9, 1, H100_SXM) == pytest.approx(26.82e9 / 3.35e12)
+    assert decode_step_rule_s(26e9, 0.82e9, 16, H100_SXM) == pytest.approx(
         (26e9 + 16 * 0.82e9) / 3.35e12)  # book: 39 GB -> ~12 ms
 
 
 def test_book_batch_16_step():
     # Book: 26 + 13 = 39 GB per step, ~12 ms, ~1,330 tokens/s (10.6x B = 1).
-    t = decode_step_time_s(BOOK, "h100-sxm", 1000, 16)
+    t = decode_step_time_s(BOOK, H100_SXM, 1000, 16)
     assert t == pytest.approx(rule_step_s(16, 1000), rel=0.02)
     assert t == pytest.approx(12e-3, rel=0.04)
     assert 16 / t == pytest.approx(1330, rel=0.05)
@@ -61,7 +65,7 @@ def test_kv_crossover_batch_is_about_31():
     # B* = M_weights / C_kv = 25.8 GB / 0.839 GB at S = 1024.
     assert kv_crossover_batch(BOOK, 1024) == pytest.approx(WEIGHTS / (KV_TOKEN * 1024), rel=1e-12)
     assert kv_crossover_batch(BOOK, 1024) == pytest.approx(31, abs=0.5)
-    assert kv_crossover_batch("llama-2-13b", 1024) == pytest.approx(31, abs=0.5)
+    assert kv_crossover_batch(LLAMA_2_13B, 1024) == pytest.approx(31, abs=0.5)
     # Book: at S = 4096 C_kv quadruples and B* drops to ~ 8.
     assert kv_crossover_batch(BOOK, 4096) == pytest.approx(31 / 4, abs=0.2)
     np.testing.assert_allclose(kv_crossover_batch(BOOK, np.array([1024, 4096])),
@@ -82,7 +86,7 @@ def test_gqa_kv_is_five_times_smaller():
 def test_throughput_at_batch_64_is_about_2689():
     # Book: 64 * 3.35e12 / (26e9 + 64 * 0.84e9) = 2,689 tokens/s at S = 1024.
     assert 64 * 3.35e12 / (26e9 + 64 * 0.84e9) == pytest.approx(2689, abs=1)
-    thr = throughput_tokens_per_s(BOOK, "h100-sxm", 1024, 64)
+    thr = throughput_tokens_per_s(BOOK, H100_SXM, 1024, 64)
     assert thr == pytest.approx(2689, rel=0.01)
     assert thr == pytest.approx(64 / rule_step_s(64, 1024), rel=0.01)
 
@@ -91,15 +95,15 @@ def test_throughput_at_batch_32():
     # ERRATUM: the book's "B = 32: latency ~ 10 ms, ~ 3,200 tok/s" contradicts its own rule:
     # (25.8 + 32 * 0.839) GB / 3.35 TB/s = 15.7 ms, ~ 2,030 tok/s, which is the "16x B = 1 with
     # the step time only doubled" it states a page later.
-    t32 = decode_step_time_s(BOOK, "h100-sxm", 1024, 32)
+    t32 = decode_step_time_s(BOOK, H100_SXM, 1024, 32)
     assert t32 == pytest.approx(rule_step_s(32, 1024), rel=0.01)
     assert t32 == pytest.approx(15.7e-3, rel=0.01)
-    thr1 = throughput_tokens_per_s(BOOK, "h100-sxm", 1024, 1)
-    thr32 = throughput_tokens_per_s(BOOK, "h100-sxm", 1024, 32)
-    thr64 = throughput_tokens_per_s(BOOK, "h100-sxm", 1024, 64)
+    thr1 = throughput_tokens_per_s(BOOK, H100_SXM, 1024, 1)
+    thr32 = throughput_tokens_per_s(BOOK, H100_SXM, 1024, 32)
+    thr64 = throughput_tokens_per_s(BOOK, H100_SXM, 1024, 64)
     assert thr32 == pytest.approx(2030, rel=0.01)
     assert thr32 / thr1 == pytest.approx(16, rel=0.02)
-    assert t32 / decode_step_time_s(BOOK, "h100-sxm", 1024, 1) == pytest.approx(2, rel=0.02)
+    assert t32 / decode_step_time_s(BOOK, H100_SXM, 1024, 1) == pytest.approx(2, rel=0.02)
     assert thr64 / thr32 == pytest.approx(1.3, abs=0.05)  # "only 1.3x" from doubling B
     assert 20 < thr64 / thr1 < 23  # "22x higher than B = 1"
 
@@ -108,33 +112,33 @@ def test_throughput_rule_saturates_at_bw_over_ckv():
     # throughput(B) = B * BW / (M + B * C_kv) -> BW / C_kv as B grows.
     c_kv = KV_TOKEN * 1024
     huge = 1e9
-    assert huge / decode_step_rule_s(WEIGHTS, c_kv, huge, "h100-sxm") == pytest.approx(BW / c_kv, rel=1e-6)
+    assert huge / decode_step_rule_s(WEIGHTS, c_kv, huge, H100_SXM) == pytest.approx(BW / c_kv, rel=1e-6)
 
 
 def test_ttft_at_1024_and_2048_is_27_and_54_ms():
     # TTFT ~ 2 * P * S / peak: 2 * 13e9 * 1024 / 989e12 = 27 ms; doubling S doubles it (54 ms).
     assert 2 * 13e9 * 1024 / 989e12 == pytest.approx(26.9e-3, abs=0.05e-3)
-    assert prefill_time_s(BOOK, "h100-sxm", 1024) == pytest.approx(27e-3, rel=0.03)
-    assert prefill_time_s(BOOK, "h100-sxm", 2048) == pytest.approx(54e-3, rel=0.03)
-    assert ttft_rule_s(13e9, 1024, "h100-sxm") == pytest.approx(2 * 13e9 * 1024 / PEAK)
-    assert ttft_rule_s(13e9, 1024, "h100-sxm", batch=4, mfu=0.5) == pytest.approx(
+    assert prefill_time_s(BOOK, H100_SXM, 1024) == pytest.approx(27e-3, rel=0.03)
+    assert prefill_time_s(BOOK, H100_SXM, 2048) == pytest.approx(54e-3, rel=0.03)
+    assert ttft_rule_s(13e9, 1024, H100_SXM) == pytest.approx(2 * 13e9 * 1024 / PEAK)
+    assert ttft_rule_s(13e9, 1024, H100_SXM, batch=4, mfu=0.5) == pytest.approx(
         2 * 13e9 * 4 * 1024 / (0.5 * PEAK))
 
 
 def test_ttft_erratum_6PS():
     # ERRATUM: 6 * 13e9 * 2048 / 989e12 = 160 ms uses the training rule; a forward pass is
     # 2 * P * S, about 54 ms, within a few percent of the full per-operator count.
-    full = prefill_time_s(BOOK, "h100-sxm", 2048)
+    full = prefill_time_s(BOOK, H100_SXM, 2048)
     assert full < 0.4 * 160e-3
     linear = 2 * 2048 * L * LAYER_MATMUL / PEAK  # the projections and MLP, compute-bound
     assert full == pytest.approx(linear, rel=0.05)
-    assert ttft_rule_s(13e9, 2048, "h100-sxm", flops_per_param_token=6) == pytest.approx(
-        3 * ttft_rule_s(13e9, 2048, "h100-sxm"))
+    assert ttft_rule_s(13e9, 2048, H100_SXM, flops_per_param_token=6) == pytest.approx(
+        3 * ttft_rule_s(13e9, 2048, H100_SXM))
 
 
 def test_ttft_grows_linearly_in_S_without_attention():
-    t1 = prefill_time_s(BOOK, "h100-sxm", 4096, include_attention=False)
-    t2 = prefill_time_s(BOOK, "h100-sxm", 8192, include_attention=False)
+    t1 = prefill_time_s(BOOK, H100_SXM, 4096, include_attention=False)
+    t2 = prefill_time_s(BOOK, H100_SXM, 8192, include_attention=False)
     assert t2 / t1 == pytest.approx(2, rel=0.01)
     assert t1 == pytest.approx(2 * 4096 * L * LAYER_MATMUL / PEAK, rel=0.01)
 
@@ -146,26 +150,26 @@ def test_ttft_at_100k_tokens_is_dominated_by_attention():
     linear = 2 * S * L * LAYER_MATMUL / PEAK
     attention = L * 2 * 2 * N * H * S * (S + 1) / 2 / PEAK
     assert linear == pytest.approx(2.54, abs=0.01) and attention == pytest.approx(4.14, abs=0.01)
-    assert prefill_time_s(BOOK, "h100-sxm", S, include_attention=False) == pytest.approx(linear, rel=0.01)
-    assert prefill_time_s(BOOK, "h100-sxm", S) == pytest.approx(linear + attention, rel=0.01)
+    assert prefill_time_s(BOOK, H100_SXM, S, include_attention=False) == pytest.approx(linear, rel=0.01)
+    assert prefill_time_s(BOOK, H100_SXM, S) == pytest.approx(linear + attention, rel=0.01)
 
 
 def test_mfu_scales_compute_bound_prefill():
-    full = prefill_time_s(BOOK, "h100-sxm", 4096, include_attention=False)
-    half = prefill_time_s(BOOK, "h100-sxm", 4096, include_attention=False, mfu=0.5)
+    full = prefill_time_s(BOOK, H100_SXM, 4096, include_attention=False)
+    half = prefill_time_s(BOOK, H100_SXM, 4096, include_attention=False, mfu=0.5)
     assert half == pytest.approx(2 * full, rel=0.01)
 
 
 def test_batched_prefill_takes_B_times_longer():
-    one = prefill_time_s(BOOK, "h100-sxm", 1024)
-    assert prefill_time_s(BOOK, "h100-sxm", 1024, 8) == pytest.approx(8 * one, rel=0.02)
+    one = prefill_time_s(BOOK, H100_SXM, 1024)
+    assert prefill_time_s(BOOK, H100_SXM, 1024, 8) == pytest.approx(8 * one, rel=0.02)
 
 
 def test_int8_weights_halve_itl():
     # Book: "INT8 brings ITL from 8 ms to ~ 4 ms": (12.9 + 0.82) GB / 3.35 TB/s = 4.1 ms.
-    itl8 = decode_step_time_s(BOOK, "h100-sxm", 1000, precision=Precision(weights="int8"))
+    itl8 = decode_step_time_s(BOOK, H100_SXM, 1000, precision=Precision(weights="int8"))
     assert itl8 == pytest.approx((WEIGHTS / 2 + KV_TOKEN * 1000) / BW, rel=0.02)
-    itl4 = decode_step_time_s(BOOK, "h100-sxm", 1000, precision=Precision(weights="int4"))
+    itl4 = decode_step_time_s(BOOK, H100_SXM, 1000, precision=Precision(weights="int4"))
     assert itl4 == pytest.approx((WEIGHTS / 4 + KV_TOKEN * 1000) / BW, rel=0.03)
 
 
@@ -180,12 +184,12 @@ def test_cost_per_1k_tokens():
 def test_vectorised_calls_match_scalar_calls():
     B = np.array([1, 8, 64])[:, None]
     S = np.array([128, 1024, 4096])[None, :]
-    grid = decode_step_time_s(BOOK, "h100-sxm", S, B)
-    thr = throughput_tokens_per_s(BOOK, "h100-sxm", S, B)
-    ttft = prefill_time_s(BOOK, "h100-sxm", S, B)
+    grid = decode_step_time_s(BOOK, H100_SXM, S, B)
+    thr = throughput_tokens_per_s(BOOK, H100_SXM, S, B)
+    ttft = prefill_time_s(BOOK, H100_SXM, S, B)
     for i in range(3):
         for j in range(3):
             b, s = int(B[i, 0]), int(S[0, j])
-            assert grid[i, j] == pytest.approx(decode_step_time_s(BOOK, "h100-sxm", s, b), rel=1e-12)
-            assert thr[i, j] == pytest.approx(throughput_tokens_per_s(BOOK, "h100-sxm", s, b), rel=1e-12)
-            assert ttft[i, j] == pytest.approx(prefill_time_s(BOOK, "h100-sxm", s, b), rel=1e-12)
+            assert grid[i, j] == pytest.approx(decode_step_time_s(BOOK, H100_SXM, s, b), rel=1e-12)
+            assert thr[i, j] == pytest.approx(throughput_tokens_per_s(BOOK, H100_SXM, s, b), rel=1e-12)
+            assert ttft[i, j] == pytest.approx(prefill_time_s(BOOK, H100_SXM, s, b), rel=1e-12)

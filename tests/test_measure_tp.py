@@ -107,6 +107,6 @@ def test_backends_and_the_one_gpu_per_rank_rule():
 def test_measure_tp_on_cuda_without_enough_gpus_is_refused_before_any_work(capsys):
     from inferlab.cli import main
     with pytest.raises(ValueError, match="needs 2 GPUs"):
-        tp.measure_tp(tp=2, model="tiny", device="cuda")
+        tp.measure_tp(tp=2, model=plan.TINY_MODEL, device="cuda")
     assert main(["measure", "--tp", "2", "--device", "cuda", "--model", "tiny", "--no-progress"]) == 2
     assert "needs 2 GPUs" in capsys.readouterr().err

@@ -5,8 +5,14 @@ import pytest
 from inferlab import DoesNotFitError, Precision, get_model
 from inferlab.memory import (kv_cache_bytes, kv_cache_bytes_per_token, max_batch, memory_budget,
                              weight_bytes)
+from inferlab.specs import get_accelerator
 
-BOOK = "llama-2-13b-book"
+H100_SXM = get_accelerator("h100-sxm")
+LLAMA_2_13B = get_model("llama-2-13b")
+LLAMA_3_70B = get_model("llama-3-70b")
+LLAMA_3_8B = get_model("llama-3-8b")
+
+BOOK = get_model("llama-2-13b-book")
 d, f, L, N, H, V = 5120, 20480, 40, 40, 128, 32000
 CAPACITY = 80e9  # H100 SXM, GB = 1e9 bytes as on the datasheet
 # Exact parameters: L * (4 d^2 + 2 d f + two norms of d) + embedding and LM head (V x d each) + final norm.
@@ -27,7 +33,7 @@ def test_parameter_counts_by_hand():
 def test_weight_bytes_are_about_26_GB():
     assert weight_bytes(BOOK) == BOOK_WEIGHTS
     assert weight_bytes(BOOK) / 1e9 == pytest.approx(26, rel=0.01)
-    assert weight_bytes("llama-2-13b") / 1e9 == pytest.approx(26.0, rel=0.002)
+    assert weight_bytes(LLAMA_2_13B) / 1e9 == pytest.approx(26.0, rel=0.002)
 
 
 def test_weight_dtypes():
@@ -49,7 +55,7 @@ def test_gqa_and_int8_kv():
     # Llama-3 style N_kv = 8: 2 * 40 * 8 * 128 * 1024 * 2 = 0.168 GB (book).
     gqa = get_model(BOOK).with_(n_kv_heads=8)
     assert kv_cache_bytes(gqa, 1024) == 2 * 40 * 8 * 128 * 1024 * 2 == 167_772_160
-    assert kv_cache_bytes("llama-3-8b", 1) == 2 * 32 * 8 * 128 * 2
+    assert kv_cache_bytes(LLAMA_3_8B, 1) == 2 * 32 * 8 * 128 * 2
     assert kv_cache_bytes(BOOK, 1000, precision=Precision(kv="int8")) == 819_200_000 / 2
     assert kv_cache_bytes(BOOK, 1000, precision=Precision(kv="int4")) == 819_200_000 / 4
 
@@ -63,15 +69,15 @@ def test_kv_cache_broadcasts():
 def test_max_batch_book_cases():
     free = CAPACITY - BOOK_WEIGHTS  # 54.18 GB beside the weights
     # Book: (80 - 26) GB / 0.82 GB -> B ~ 66 at S = 1000; max B ~ 64 at S = 1024.
-    assert max_batch(BOOK, "h100-sxm", 1000) == int(free // (KV_PER_TOKEN * 1000)) == 66
-    assert max_batch(BOOK, "h100-sxm", 1024) == int(free // (KV_PER_TOKEN * 1024)) == 64
-    np.testing.assert_array_equal(max_batch(BOOK, "h100-sxm", np.array([1000, 1024])), [66, 64])
+    assert max_batch(BOOK, H100_SXM, 1000) == int(free // (KV_PER_TOKEN * 1000)) == 66
+    assert max_batch(BOOK, H100_SXM, 1024) == int(free // (KV_PER_TOKEN * 1024)) == 64
+    np.testing.assert_array_equal(max_batch(BOOK, H100_SXM, np.array([1000, 1024])), [66, 64])
 
 
 def test_int8_kv_about_doubles_max_batch():
     # Book: "from B ~ 65 to B ~ 130" at S = 1000.
-    bf16 = max_batch(BOOK, "h100-sxm", 1000)
-    int8 = max_batch(BOOK, "h100-sxm", 1000, Precision(kv="int8"))
+    bf16 = max_batch(BOOK, H100_SXM, 1000)
+    int8 = max_batch(BOOK, H100_SXM, 1000, Precision(kv="int8"))
     assert int8 == int((CAPACITY - BOOK_WEIGHTS) // (KV_PER_TOKEN / 2 * 1000)) == 132
     assert 2 * bf16 <= int8 <= 2 * bf16 + 1
 
@@ -79,22 +85,22 @@ def test_int8_kv_about_doubles_max_batch():
 def test_max_batch_is_a_floor_not_off_by_one():
     # Reserve exactly enough that 60 sequences of 1000 tokens fill the rest to the byte.
     reserved = CAPACITY - BOOK_WEIGHTS - 60 * 1000 * KV_PER_TOKEN
-    assert max_batch(BOOK, "h100-sxm", 1000, reserved_bytes=reserved) == 60
-    assert max_batch(BOOK, "h100-sxm", 1000, reserved_bytes=reserved + 1) == 59
-    assert memory_budget(BOOK, "h100-sxm", 60, 1000, reserved_bytes=reserved).free_bytes == 0
-    assert memory_budget(BOOK, "h100-sxm", 60, 1000, reserved_bytes=reserved).fits
+    assert max_batch(BOOK, H100_SXM, 1000, reserved_bytes=reserved) == 60
+    assert max_batch(BOOK, H100_SXM, 1000, reserved_bytes=reserved + 1) == 59
+    assert memory_budget(BOOK, H100_SXM, 60, 1000, reserved_bytes=reserved).free_bytes == 0
+    assert memory_budget(BOOK, H100_SXM, 60, 1000, reserved_bytes=reserved).fits
 
 
 def test_memory_budget_splits_capacity():
-    b = memory_budget(BOOK, "h100-sxm", 16, 1000, reserved_bytes=2e9)
+    b = memory_budget(BOOK, H100_SXM, 16, 1000, reserved_bytes=2e9)
     assert b.capacity_bytes == CAPACITY
     assert b.weight_bytes == BOOK_WEIGHTS
     assert b.kv_bytes == 16 * 1000 * KV_PER_TOKEN
     assert b.used_bytes == BOOK_WEIGHTS + 16 * 1000 * KV_PER_TOKEN + 2e9
     assert b.free_bytes == CAPACITY - b.used_bytes and b.fits
-    assert memory_budget(BOOK, "h100-sxm", 66, 1000).fits
-    assert not memory_budget(BOOK, "h100-sxm", 67, 1000).fits
-    over = memory_budget(BOOK, "h100-sxm", 256, 1000)  # 26 + 210 GB on an 80 GB card
+    assert memory_budget(BOOK, H100_SXM, 66, 1000).fits
+    assert not memory_budget(BOOK, H100_SXM, 67, 1000).fits
+    over = memory_budget(BOOK, H100_SXM, 256, 1000)  # 26 + 210 GB on an 80 GB card
     assert not over.fits and over.free_bytes < 0
 
 
@@ -104,28 +110,28 @@ def test_weights_that_do_not_fit_raise():
     params = 80 * (2 * d70 * d70 + 2 * d70 * 1024 + 3 * d70 * 28672 + 2 * d70) + 2 * 128256 * d70 + d70
     assert get_model("llama-3-70b").n_params == params == 70_553_706_496
     with pytest.raises(DoesNotFitError, match=r"llama-3-70b weights need 141\.1 GB"):
-        max_batch("llama-3-70b", "h100-sxm", 1000)
-    assert not memory_budget("llama-3-70b", "h100-sxm", 1, 1000).fits
+        max_batch(LLAMA_3_70B, H100_SXM, 1000)
+    assert not memory_budget(LLAMA_3_70B, H100_SXM, 1, 1000).fits
     # int4 weights (35 GB) fit.
-    assert max_batch("llama-3-70b", "h100-sxm", 1000, Precision(weights="int4")) > 0
+    assert max_batch(LLAMA_3_70B, H100_SXM, 1000, Precision(weights="int4")) > 0
 
 
 def test_a_single_sequence_that_overflows_raises():
     # 54.18 GB free / 819,200 B per token: at most 66,135 tokens for one sequence.
     longest = int((CAPACITY - BOOK_WEIGHTS) // KV_PER_TOKEN)
     assert longest == 66_135
-    assert max_batch(BOOK, "h100-sxm", longest) == 1
+    assert max_batch(BOOK, H100_SXM, longest) == 1
     with pytest.raises(DoesNotFitError, match="seq_len=66136"):
-        max_batch(BOOK, "h100-sxm", longest + 1)
-    assert max_batch(BOOK, "h100-sxm", longest + 1, allow_zero=True) == 0
+        max_batch(BOOK, H100_SXM, longest + 1)
+    assert max_batch(BOOK, H100_SXM, longest + 1, allow_zero=True) == 0
     assert isinstance(DoesNotFitError("x"), ValueError)
 
 
 def test_max_batch_is_never_negative_or_nan():
     # Overflowing lengths give 0 (with allow_zero) or raise; never a negative or NaN batch.
     seq = np.array([1, 1000, 66_135, 66_136, 10**6])
-    b = max_batch(BOOK, "h100-sxm", seq, allow_zero=True)
+    b = max_batch(BOOK, H100_SXM, seq, allow_zero=True)
     assert b.dtype.kind == "i"
     np.testing.assert_array_equal(b, [66_135, 66, 1, 0, 0])
     with pytest.raises(DoesNotFitError):
-        max_batch(BOOK, "h100-sxm", seq)
+        max_batch(BOOK, H100_SXM, seq)

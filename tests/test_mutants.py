@@ -7,8 +7,13 @@ import pytest
 from inferlab.latency import kv_crossover_batch
 from inferlab.parallel import check_tp
 from inferlab.specs import get_model
+from inferlab.specs import get_accelerator
 
-L2_13B = "llama-2-13b"
+H100_SXM = get_accelerator("h100-sxm")
+LLAMA_2_70B = get_model("llama-2-70b")
+LLAMA_3_8B = get_model("llama-3-8b")
+
+L2_13B = get_model("llama-2-13b")
 
 
 def test_kv_crossover_batch_under_tp_counts_one_device():
@@ -27,7 +32,7 @@ def test_kv_crossover_batch_under_tp_counts_one_device():
     # projections (2 x 80 x 8192 x 128 = 168M params of ~4.4G per device, ~4 % of the shard, half of
     # which fails to halve: ~2 %): B* falls to just over half from tp=8 to tp=16 (a tp-blind B* would
     # not move).
-    b8, b16 = kv_crossover_batch("llama-2-70b", 1024, tp=8), kv_crossover_batch("llama-2-70b", 1024, tp=16)
+    b8, b16 = kv_crossover_batch(LLAMA_2_70B, 1024, tp=8), kv_crossover_batch(LLAMA_2_70B, 1024, tp=16)
     assert 0.5 * b8 < b16 < 0.53 * b8
 
 
@@ -85,20 +90,20 @@ def test_context_warning_and_its_flag():
     from inferlab.latency import prefill_time_s
     from inferlab.memory import kv_cache_bytes
     with pytest.warns(ContextLengthWarning, match=r"4097 tokens exceed the maximum context of llama-2-13b \(4096"):
-        prefill_time_s(L2_13B, "h100-sxm", 4097)
+        prefill_time_s(L2_13B, H100_SXM, 4097)
     with pytest.warns(ContextLengthWarning):
         kv_cache_bytes(L2_13B, 100_000)
     import warnings
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        prefill_time_s(L2_13B, "h100-sxm", 4096)                       # at the limit: fine
-        t = prefill_time_s(L2_13B, "h100-sxm", 100_000, beyond_context=True)  # the book's yardstick
+        prefill_time_s(L2_13B, H100_SXM, 4096)                       # at the limit: fine
+        t = prefill_time_s(L2_13B, H100_SXM, 100_000, beyond_context=True)  # the book's yardstick
         with beyond_context():
             prefill_costs(L2_13B, 1, 100_000)
-        kv_cache_bytes("llama-3-8b", 8192)
+        kv_cache_bytes(LLAMA_3_8B, 8192)
     assert t > 0
     with pytest.raises(ValueError, match="beyond_context must be True or False; got 'yes'"):
-        prefill_time_s(L2_13B, "h100-sxm", 10, beyond_context="yes")
+        prefill_time_s(L2_13B, H100_SXM, 10, beyond_context="yes")
 
 
 def test_default_allreduce_latency_is_8_us_and_zero_is_the_books_idealisation():
@@ -106,8 +111,8 @@ def test_default_allreduce_latency_is_8_us_and_zero_is_the_books_idealisation():
     from inferlab.parallel import DEFAULT_ALLREDUCE_LATENCY_S
     assert DEFAULT_ALLREDUCE_LATENCY_S == 8e-6
     # Decode at B=1, tp=2: 40 layers x 2 all-reduces x 8 us = 0.64 ms over the idealised value.
-    real = decode_step_time_s(L2_13B, "h100-sxm", 1024, tp=2)
-    ideal = decode_step_time_s(L2_13B, "h100-sxm", 1024, tp=2, allreduce_latency_s=0)
+    real = decode_step_time_s(L2_13B, H100_SXM, 1024, tp=2)
+    ideal = decode_step_time_s(L2_13B, H100_SXM, 1024, tp=2, allreduce_latency_s=0)
     assert real - ideal == pytest.approx(80 * 8e-6, rel=1e-9)
 
 
@@ -117,8 +122,8 @@ def test_decode_under_tp_runs_one_devices_shard():
     # (26.03 GB) less the embedding table (0.33 GB; one row is read) plus the KV cache (1024 x
     # 819,200 B = 0.84 GB): 26.54 GB / 3.35 TB/s = 7.92 ms. Each of two devices (communication left
     # out) reads half of each: 13.27 GB -> 3.96 ms.
-    one = decode_step_time_s(L2_13B, "h100-sxm", 1024)
-    two = decode_step_time_s(L2_13B, "h100-sxm", 1024, tp=2, allreduce=False)
+    one = decode_step_time_s(L2_13B, H100_SXM, 1024)
+    two = decode_step_time_s(L2_13B, H100_SXM, 1024, tp=2, allreduce=False)
     assert one * 1e3 == pytest.approx(7.92, rel=0.01) and two * 1e3 == pytest.approx(3.96, rel=0.01)
 
 

@@ -10,6 +10,10 @@ import pytest
 
 from inferlab.claims.registry import half_unit, load_registry
 from inferlab.headroom import VLLM_DEFAULT_UTILISATION, headroom_fit
+from inferlab.specs import get_accelerator, get_model
+
+H100_SXM = get_accelerator("h100-sxm")
+LLAMA_2_70B = get_model("llama-2-70b")
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "chapters").glob("15_*.ipynb"))
@@ -800,7 +804,7 @@ def test_every_number_attributed_to_the_book_is_in_its_sections_registry(nb):
 # --- item 3: the 70B TP = 2 case, one answer ------------------------------------------------------
 
 def test_headroom_fit_of_llama_2_70b_at_tp_2_by_hand():
-    fit = headroom_fit("llama-2-70b", "h100-sxm", batch=32, seq_len=2048, tp=2)
+    fit = headroom_fit(LLAMA_2_70B, H100_SXM, batch=32, seq_len=2048, tp=2)
     # KV per sequence per GPU: 2 (K, V) x 80 layers x 8 KV heads x 128 x 2 bytes x 2,048 / 2 GPUs
     assert fit.kv_bytes_per_seq == 2 * 80 * 8 * 128 * 2 * 2048 / 2 == 335_544_320
     # weights: 68.98e9 parameters x 2 bytes / 2 GPUs = 68.98 GB; KV: 32 x 0.3355 = 10.74 GB

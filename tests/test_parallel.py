@@ -5,8 +5,13 @@ from inferlab import get_model
 from inferlab.latency import decode_step_time_s, prefill_time_s
 from inferlab.memory import kv_cache_bytes, kv_cache_bytes_per_token, memory_budget, weight_bytes
 from inferlab.parallel import allreduce_time_s, check_tp, tp_communication_time_s, tp_shard
+from inferlab.specs import get_accelerator
 
-BOOK = "llama-2-13b-book"
+H100_SXM = get_accelerator("h100-sxm")
+LLAMA_2_70B = get_model("llama-2-70b")
+LLAMA_3_8B = get_model("llama-3-8b")
+
+BOOK = get_model("llama-2-13b-book")
 d, f, L, N, H, V = 5120, 20480, 40, 40, 128, 32000
 LINK = 450e9  # H100 NVLink per direction
 
@@ -21,11 +26,11 @@ def test_shard_splits_heads_mlp_and_vocabulary():
 
 def test_kv_heads_are_replicated_beyond_their_count():
     # Llama-3-8B has 8 KV heads: at tp = 16 each device holds 2 query heads and one KV head.
-    s = tp_shard("llama-3-8b", 16)
+    s = tp_shard(LLAMA_3_8B, 16)
     assert (s.n_heads, s.n_kv_heads) == (2, 1)
-    assert kv_cache_bytes_per_token("llama-3-8b", tp=16) == 2 * 32 * 1 * 128 * 2
-    assert kv_cache_bytes_per_token("llama-3-8b", tp=8) == 2 * 32 * 1 * 128 * 2
-    assert kv_cache_bytes_per_token("llama-3-8b", tp=4) == 2 * 32 * 2 * 128 * 2
+    assert kv_cache_bytes_per_token(LLAMA_3_8B, tp=16) == 2 * 32 * 1 * 128 * 2
+    assert kv_cache_bytes_per_token(LLAMA_3_8B, tp=8) == 2 * 32 * 1 * 128 * 2
+    assert kv_cache_bytes_per_token(LLAMA_3_8B, tp=4) == 2 * 32 * 2 * 128 * 2
 
 
 def test_weights_per_device_are_one_over_K_plus_replicated_norms():
@@ -54,12 +59,12 @@ def test_check_tp_rejects_uneven_splits():
 def test_ring_allreduce_time():
     # Each device sends and receives 2(K-1)/K of the message over its link.
     msg = 1e9
-    assert allreduce_time_s(msg, 1, "h100-sxm") == 0
-    assert allreduce_time_s(msg, 2, "h100-sxm", latency_s=0) == pytest.approx(2 * (1 / 2) * msg / LINK)
-    assert allreduce_time_s(msg, 8, "h100-sxm", latency_s=0) == pytest.approx(2 * (7 / 8) * msg / LINK)
+    assert allreduce_time_s(msg, 1, H100_SXM) == 0
+    assert allreduce_time_s(msg, 2, H100_SXM, latency_s=0) == pytest.approx(2 * (1 / 2) * msg / LINK)
+    assert allreduce_time_s(msg, 8, H100_SXM, latency_s=0) == pytest.approx(2 * (7 / 8) * msg / LINK)
     # The default adds 8 us per call (NVLink small-message floor; peer calculators use 5-10 us).
-    assert allreduce_time_s(msg, 8, "h100-sxm") == pytest.approx(2 * (7 / 8) * msg / LINK + 8e-6)
-    assert allreduce_time_s(msg, 8, "h100-sxm", latency_s=5e-6) == pytest.approx(
+    assert allreduce_time_s(msg, 8, H100_SXM) == pytest.approx(2 * (7 / 8) * msg / LINK + 8e-6)
+    assert allreduce_time_s(msg, 8, H100_SXM, latency_s=5e-6) == pytest.approx(
         2 * (7 / 8) * msg / LINK + 5e-6)
 
 
@@ -67,26 +72,26 @@ def test_tp_communication_is_two_allreduces_per_layer():
     # Decode step at B = 1 on two GPUs: 40 layers x 2 all-reduces of 1 x 5120 bf16 activations.
     message = 1 * d * 2
     expected = L * 2 * (2 * (1 / 2) * message / LINK)
-    assert tp_communication_time_s(BOOK, 1, 2, "h100-sxm", latency_s=0) == pytest.approx(expected)
+    assert tp_communication_time_s(BOOK, 1, 2, H100_SXM, latency_s=0) == pytest.approx(expected)
     # With the default 8 us per call: 80 calls add 640 us, ~350x the bandwidth term
     # (80 * 10240 B / 450e9 B/s = 1.8 us).
-    assert tp_communication_time_s(BOOK, 1, 2, "h100-sxm") == pytest.approx(expected + 80 * 8e-6)
-    assert tp_communication_time_s(BOOK, 1, 1, "h100-sxm") == 0
+    assert tp_communication_time_s(BOOK, 1, 2, H100_SXM) == pytest.approx(expected + 80 * 8e-6)
+    assert tp_communication_time_s(BOOK, 1, 1, H100_SXM) == 0
 
 
 def test_allreduce_term_is_zero_when_off_and_positive_otherwise():
-    on = decode_step_time_s(BOOK, "h100-sxm", 1024, 8, tp=4)
-    off = decode_step_time_s(BOOK, "h100-sxm", 1024, 8, tp=4, allreduce=False)
-    assert on - off == pytest.approx(tp_communication_time_s(BOOK, 8, 4, "h100-sxm"), rel=1e-9)
+    on = decode_step_time_s(BOOK, H100_SXM, 1024, 8, tp=4)
+    off = decode_step_time_s(BOOK, H100_SXM, 1024, 8, tp=4, allreduce=False)
+    assert on - off == pytest.approx(tp_communication_time_s(BOOK, 8, 4, H100_SXM), rel=1e-9)
     assert on > off
-    assert decode_step_time_s(BOOK, "h100-sxm", 1024, 8) == decode_step_time_s(
-        BOOK, "h100-sxm", 1024, 8, allreduce=False)
+    assert decode_step_time_s(BOOK, H100_SXM, 1024, 8) == decode_step_time_s(
+        BOOK, H100_SXM, 1024, 8, allreduce=False)
 
 
 def test_tp_cuts_compute_bound_prefill_about_K_fold():
-    one = prefill_time_s(BOOK, "h100-sxm", 4096)
+    one = prefill_time_s(BOOK, H100_SXM, 4096)
     for K in (2, 4):
-        assert prefill_time_s(BOOK, "h100-sxm", 4096, tp=K, allreduce=False) == pytest.approx(
+        assert prefill_time_s(BOOK, H100_SXM, 4096, tp=K, allreduce=False) == pytest.approx(
             one / K, rel=0.02)
 
 
@@ -96,7 +101,7 @@ def test_book_70b_tp2_memory_budget():
     # 2*80*8*128*2048*2*32 = 21.5 GB in all, 10.7 GB per GPU (4 KV heads each).
     kv_total = 2 * 80 * 8 * 128 * 2048 * 2 * 32
     assert kv_total == 21_474_836_480
-    b = memory_budget("llama-2-70b", "h100-sxm", 32, 2048, tp=2)
+    b = memory_budget(LLAMA_2_70B, H100_SXM, 32, 2048, tp=2)
     assert b.kv_bytes == kv_total / 2
     d70, f70 = 8192, 28672
     shard = 80 * (2 * d70 * 4096 + 2 * d70 * 512 + 3 * d70 * f70 // 2 + 2 * d70) + 2 * 16000 * d70 + d70
@@ -104,13 +109,13 @@ def test_book_70b_tp2_memory_budget():
     assert b.weight_bytes / 1e9 == pytest.approx(70, rel=0.02)
     # 69.0 + 10.7 = 79.7 GB: it fits, by 0.3 GB (no room for activations); B = 33 does not.
     assert b.fits and b.free_bytes == 80e9 - 2 * shard - kv_total / 2
-    assert not memory_budget("llama-2-70b", "h100-sxm", 33, 2048, tp=2).fits
+    assert not memory_budget(LLAMA_2_70B, H100_SXM, 33, 2048, tp=2).fits
 
 
 def test_prefill_allreduce_moves_every_prompt_token():
     # Prefill of B = 2 prompts of S = 512 on two GPUs: 40 layers x 2 all-reduces of B*S x d bf16.
     B, S = 2, 512
     expected = L * 2 * (2 * (1 / 2) * B * S * d * 2 / LINK)
-    on = prefill_time_s(BOOK, "h100-sxm", S, B, tp=2, allreduce_latency_s=0)
-    off = prefill_time_s(BOOK, "h100-sxm", S, B, tp=2, allreduce=False)
+    on = prefill_time_s(BOOK, H100_SXM, S, B, tp=2, allreduce_latency_s=0)
+    off = prefill_time_s(BOOK, H100_SXM, S, B, tp=2, allreduce=False)
     assert on - off == pytest.approx(expected, rel=1e-9)

@@ -10,8 +10,13 @@ from inferlab.latency import decode_step_time_s, kv_crossover_batch, prefill_tim
 from inferlab.memory import max_batch
 from inferlab.roofline import attainable_flops_per_s, ridge_point
 from inferlab.tables import fmt, operator_table, text_table
+from inferlab.specs import get_accelerator, get_model
 
-M, G = "llama-2-13b-book", "h100-sxm"
+L4 = get_accelerator("l4")
+LLAMA_2_70B = get_model("llama-2-70b")
+LLAMA_3_8B = get_model("llama-3-8b")
+
+M, G = get_model("llama-2-13b-book"), get_accelerator("h100-sxm")
 
 
 def test_text_table_aligns_and_rounds():
@@ -87,9 +92,9 @@ def test_memory_budget_marks_the_library_max_batch():
 
 
 def test_fit_limit_is_zero_when_the_weights_alone_do_not_fit():
-    assert plots.fit_limit("llama-2-70b", "l4", 1024) == 0
+    assert plots.fit_limit(LLAMA_2_70B, L4, 1024) == 0
     assert list(plots.fit_limit(M, G, np.array([1000, 1000000]))) == [66, 0]
-    p = plots.throughput_plot("llama-2-70b", "h100-sxm", 1024)  # draws, all dotted
+    p = plots.throughput_plot(LLAMA_2_70B, G, 1024)  # draws, all dotted
     assert p.data["max_batch"] == 0
 
 
@@ -103,7 +108,7 @@ def test_kv_variants_shrink_the_cache_and_raise_the_batch():
     limits = plots.kv_variants_plot(M, G, 1000).data["max_batch"]
     assert list(limits.values()) == sorted(limits.values())
     # A model that already groups its heads is compared with its multi-head version.
-    assert [m.n_kv_heads for m, _ in plots.kv_variants("llama-3-8b").values()] == [8, 8, 32, 32]
+    assert [m.n_kv_heads for m, _ in plots.kv_variants(LLAMA_3_8B).values()] == [8, 8, 32, 32]
 
 
 def test_throughput_plot_marks_b_star_and_the_memory_limit():

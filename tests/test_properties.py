@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from inferlab import ModelConfig, Precision, get_model, list_accelerators, list_models
+from inferlab import ModelConfig, Precision, get_accelerator, get_model, list_accelerators, list_models
 from inferlab.costs import (attention_pairs, chunked_prefill_costs, decode_costs, forward_costs,
                             linear_cost, prefill_costs)
 from inferlab.latency import (decode_step_time_s, kv_crossover_batch, prefill_time_s,
@@ -30,7 +30,7 @@ def models(draw):
 
 
 any_model = st.one_of(st.sampled_from(list_models()).map(get_model), models())
-accelerators = st.sampled_from(list_accelerators())
+accelerators = st.sampled_from(list_accelerators()).map(get_accelerator)
 lengths = st.integers(1, 200_000)
 batches = st.integers(1, 1024)
 
@@ -128,7 +128,7 @@ def test_roofline_time_bounds(flops, nbytes, acc, mfu, mbu):
 
 
 @FAST
-@given(st.sampled_from(list_models()), accelerators, st.integers(1, 300_000),
+@given(st.sampled_from(list_models()).map(get_model), accelerators, st.integers(1, 300_000),
        st.sampled_from(["bf16", "int8", "int4"]), st.sampled_from(["bf16", "int8", "fp8"]))
 def test_max_batch_fits_and_one_more_does_not(name, acc, S, wdt, kvdt):
     p = Precision(weights=wdt, kv=kvdt)
@@ -163,7 +163,7 @@ def test_kv_crossover_batch_balances_weights_and_kv(model, S):
 
 
 @FAST
-@given(st.sampled_from(list_models()), accelerators,
+@given(st.sampled_from(list_models()).map(get_model), accelerators,
        st.lists(st.integers(1, 1024), min_size=1, max_size=5),
        st.lists(st.integers(1, 65_536), min_size=1, max_size=5))
 def test_vectorised_equals_scalar(name, acc, Bs, Ss):

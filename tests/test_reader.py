@@ -10,6 +10,11 @@ import pytest
 from inferlab import panel, plots, reader
 from inferlab.claims import evaluate_claims
 from inferlab.specs import BF16, Precision
+from inferlab.specs import get_accelerator, get_model
+
+H100_SXM = get_accelerator("h100-sxm")
+LLAMA_2_13B = get_model("llama-2-13b")
+LLAMA_2_70B = get_model("llama-2-70b")
 
 SECTIONS = ["15.1.1", "15.1.2", "15.2.1", "15.2.2"]
 
@@ -99,12 +104,12 @@ def test_fit_message_and_does_not_fit_figure():
     msg = reader.fit_message("llama-2-70b", "h100-sxm", 1000)
     assert "138.0 GB" in msg and "80 GB" in msg
     assert reader.fit_message("llama-2-13b", "h100-sxm", 1000) == ""
-    p = reader.draw_if_fits(msg, plots.memory_budget_plot, "llama-2-70b", "h100-sxm", 1000)
+    p = reader.draw_if_fits(msg, plots.memory_budget_plot, LLAMA_2_70B, H100_SXM, 1000)
     assert p.table.startswith("does not fit: ") and p.data["does_not_fit"] == msg
 
 
 def test_plot_displays_as_one_retina_png_with_its_table_as_text():
-    p = plots.ttft_plot("llama-2-13b", "h100-sxm")
+    p = plots.ttft_plot(LLAMA_2_13B, H100_SXM)
     data, meta = p._repr_mimebundle_()
     assert data["text/plain"] == p.table
     png = base64.b64decode(data["image/png"])

@@ -8,8 +8,9 @@ from inferlab.cli import main
 from inferlab.latency import decode_step_time_s, prefill_time_s
 from inferlab.serving import ChunkedPrefill, Workload, simulate
 from inferlab.serving.compare import compare, parse_vllm_result, read_vllm_result, workload_of
+from inferlab.specs import get_accelerator, get_model
 
-M, G = "llama-2-13b-book", "h100-sxm"
+M, G = get_model("llama-2-13b-book"), get_accelerator("h100-sxm")
 
 
 def test_serve_prints_percentiles_of_a_light_load(capsys):

@@ -4,6 +4,7 @@ experiment is there to show, on small runs."""
 import numpy as np
 import pytest
 
+from inferlab.claims import statements
 from inferlab.serving import SLO, ContinuousBatching, RooflineStepTime, lab, labplots
 
 
@@ -57,7 +58,7 @@ def test_bad_lab_input_is_refused_with_its_name():
     with pytest.raises(ValueError, match="policies must name at least one policy"):
         lab.policy_sweep(lab.Scenario(), (1.0,), {})
     with pytest.raises(ValueError, match="statement id '15.9.9-s1' is not in data/statements.toml"):
-        lab.statement_verdicts("15.9.9-s1")
+        statements.statement_verdicts("15.9.9-s1")
 
 
 SMALL = lab.Scenario(n_requests=120)

@@ -6,19 +6,23 @@ import pytest
 from inferlab.serving import lab
 from inferlab.serving.kv import kv_capacity_blocks
 from inferlab.validation import DoesNotFitError
+from inferlab.specs import get_accelerator, get_model
+
+H200 = get_accelerator("h200")
+LLAMA_3_8B = get_model("llama-3-8b")
 
 # Llama-2 70B: 68,976,648,192 parameters, 138.0 GB in bf16, against 0.9 x 80 GB = 72 GB usable on an
 # H100: no room at TP = 1. At TP = 2 each device holds ~69.0 GB, leaving ~3.0 GB; its KV per token per
 # device is 80 layers x 2 (K, V) x 4 KV heads x 128 x 2 bytes = 163,840 bytes, 2,621,440 per block of
 # 16 tokens: about 3.0e9 / 2.62e6 = 1,15x blocks, room for a 4,000-token request (250 blocks).
-M70, H100 = "llama-2-70b", "h100-sxm"
+M70, H100 = get_model("llama-2-70b"), get_accelerator("h100-sxm")
 
 
 def test_llama_2_70b_needs_two_h100s_and_llama_3_8b_fits_one_h200():
     assert not lab.fits(M70, H100, tp=1, tokens=1)
     assert lab.fits(M70, H100, tp=2, tokens=4000)
     assert lab.smallest_tp(M70, H100, tokens=4000) == 2
-    assert lab.smallest_tp("llama-3-8b", "h200", tokens=4000) == 1  # 16 GB of weights on 141 GB
+    assert lab.smallest_tp(LLAMA_3_8B, H200, tokens=4000) == 1  # 16 GB of weights on 141 GB
     # tp=3 cannot split 64 heads: not a layout that fits
     assert not lab.fits(M70, H100, tp=3, tokens=1)
 

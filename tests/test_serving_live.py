@@ -13,7 +13,10 @@ from inferlab.model import build_model
 from inferlab.serving import Workload, simulate
 from inferlab.serving.live import Segment, SlottedKVCache, ragged_forward, run_live
 from inferlab.serving.policies import ChunkedPrefill, ContinuousBatching, PrefillFirst
+from inferlab.specs import get_accelerator
 from inferlab.validation import DoesNotFitError
+
+H100_SXM = get_accelerator("h100-sxm")
 
 ATOL = 1e-4  # fp32; logits are O(1) (|logit| up to ~2 for this model), reordered sums differ by ~1e-6
 
@@ -152,7 +155,7 @@ def test_chunked_schedule_hand_derived():
     #         r0 has its 3rd token, r1 its 2nd: both finish.
     # step 4: r2 prefills 3: tokens 3, logits 1, pairs 3*4/2 = 6, keys 3; output 1: done.
     w = Workload(np.zeros(3), np.array([5, 6, 3]), np.array([3, 2, 1]))
-    live = run_live(w, "tiny", policy=ChunkedPrefill(token_budget=8, max_num_seqs=2), warmup=0)
+    live = run_live(w, TINY_MODEL, policy=ChunkedPrefill(token_budget=8, max_num_seqs=2), warmup=0)
     s = live.steps
     rows = list(zip(s["tokens"].tolist(), s["logits"].tolist(), s["attn_pairs"].tolist(),
                     s["attn_kv_tokens"].tolist()))
@@ -186,8 +189,8 @@ def test_live_steps_equal_the_simulators_on_a_burst(policy):
     # (tokens, logits, attention pairs, keys read) and batch must be the simulator's, step by step.
     w = Workload(np.zeros(6), np.array([7, 3, 12, 5, 9, 2]), np.array([4, 6, 2, 5, 1, 3]))
     rec = Recorder()
-    sim = simulate(w, TINY_MODEL, "h100-sxm", policy, kv_blocks=10_000, step_time=rec)
-    live = run_live(w, "tiny", policy=policy, warmup=0)
+    sim = simulate(w, TINY_MODEL, H100_SXM, policy, kv_blocks=10_000, step_time=rec)
+    live = run_live(w, TINY_MODEL, policy=policy, warmup=0)
     s = live.steps
     got = list(zip(s["tokens"].tolist(), s["logits"].tolist(), s["attn_pairs"].tolist(),
                    s["attn_kv_tokens"].tolist()))
@@ -202,8 +205,8 @@ def test_light_load_token_accounting_and_fifo_order_match_the_simulator():
     # same order (first tokens in arrival order), each with its 4 tokens and 3 ITLs.
     from inferlab.serving.workload import fixed, synthetic
     w = synthetic(5.0, duration_s=1.5, prompt=fixed(8), output=fixed(4), seed=1)
-    live = run_live(w, "tiny", policy="chunked", max_num_seqs=4, token_budget=16, warmup=1)
-    sim = simulate(w, TINY_MODEL, "h100-sxm", ChunkedPrefill(token_budget=16, max_num_seqs=4),
+    live = run_live(w, TINY_MODEL, policy="chunked", max_num_seqs=4, token_budget=16, warmup=1)
+    sim = simulate(w, TINY_MODEL, H100_SXM, ChunkedPrefill(token_budget=16, max_num_seqs=4),
                    kv_blocks=10_000, step_time=Recorder())
     r = live.result
     assert r.completed.all() and len(r.arrival_s) == len(w) >= 3
@@ -220,11 +223,11 @@ def test_light_load_token_accounting_and_fifo_order_match_the_simulator():
 def test_bad_arguments_are_named():
     w = Workload(np.zeros(1), np.array([30]), np.array([5]))
     with pytest.raises(ValueError, match=r"max_len=20.*longest is 35"):
-        run_live(w, "tiny", max_len=20, warmup=0)
+        run_live(w, TINY_MODEL, max_len=20, warmup=0)
     with pytest.raises(ValueError, match="policy.*static"):
-        run_live(w, "tiny", policy="static", warmup=0)
+        run_live(w, TINY_MODEL, policy="static", warmup=0)
     with pytest.raises(DoesNotFitError, match="KV slots"):
-        run_live(w, "tiny", policy="continuous", max_num_seqs=10**6, max_len=10**6, warmup=0)
+        run_live(w, TINY_MODEL, policy="continuous", max_num_seqs=10**6, max_len=10**6, warmup=0)
     cache = SlottedKVCache(TINY_MODEL, 1, 8, torch.float32, "cpu")
     with pytest.raises(ValueError, match="positions 0..7"):
         ragged_forward(build_model(TINY_MODEL), cache, [Segment(0, (1, 2, 3), 6)])

@@ -7,8 +7,9 @@ import pytest
 
 from inferlab.serving import ChunkedPrefill, ContinuousBatching, StaticBatching, Workload, lab, simulate, validate
 from inferlab.serving.metrics import SLO
+from inferlab.specs import get_accelerator, get_model
 
-M, G = "llama-2-13b-book", "h100-sxm"
+M, G = get_model("llama-2-13b-book"), get_accelerator("h100-sxm")
 
 
 class OneSecond:

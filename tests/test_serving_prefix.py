@@ -10,8 +10,9 @@ import pytest
 from inferlab.context import beyond_context
 from inferlab.serving import (ChunkedPrefill, ContinuousBatching, LengthDist, PrefillFirst, RooflineStepTime,
                               StaticBatching, Workload, simulate, synthetic, with_shared_prefix)
+from inferlab.specs import get_accelerator, get_model
 
-M, G = "llama-2-13b-book", "h100-sxm"
+M, G = get_model("llama-2-13b-book"), get_accelerator("h100-sxm")
 ITERATION = [ContinuousBatching(), PrefillFirst(max_batched_tokens=None), ChunkedPrefill(token_budget=2048)]
 
 

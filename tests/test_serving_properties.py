@@ -6,8 +6,9 @@ from hypothesis import given, settings, strategies as st
 from inferlab.serving import (ChunkedPrefill, ContinuousBatching, PrefillFirst, StaticBatching,
                               Workload, simulate)
 from inferlab.serving.kv import blocks_for
+from inferlab.specs import get_accelerator, get_model
 
-M, G = "llama-2-7b", "h100-sxm"
+M, G = get_model("llama-2-7b"), get_accelerator("h100-sxm")
 FAST = settings(max_examples=40, deadline=None)
 
 

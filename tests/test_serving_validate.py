@@ -1,6 +1,7 @@
 """Live loop against simulator: the comparison's arithmetic and bounds (serving.validate)."""
 import pytest
 
+from inferlab.measure.plan import TINY_MODEL
 from inferlab.serving import validate
 
 
@@ -28,7 +29,7 @@ def test_validate_end_to_end_on_the_tiny_model(tmp_path):
     """Profile, live run and simulation of one short workload: the record is complete and the
     live server and the simulator served the same requests with the same token counts."""
     from inferlab.serving.workload import LengthDist
-    rec = validate.validate(model="tiny", dtype="fp32", rates=[30.0], duration_s=0.5, max_num_seqs=4,
+    rec = validate.validate(model=TINY_MODEL, dtype="fp32", rates=[30.0], duration_s=0.5, max_num_seqs=4,
                             max_len=96, prompt=LengthDist("lognormal", 32, 0.5, 8, 64),
                             output=LengthDist("lognormal", 8, 0.5, 2, 16), log=lambda m: None)
     run = rec["runs"][0]

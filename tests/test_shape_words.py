@@ -22,9 +22,9 @@ def _floor_tokens(model, gpu):
 
 
 def _attention_share(model, gpu, s):
-    m = get_model(model)
-    rule = latency.ttft_rule_s(m.n_matmul_params, s, gpu, "bf16", 1)
-    return 1 - rule / latency.prefill_time_s(model, gpu, s, 1, beyond_context=True)
+    m, g = get_model(model), get_accelerator(gpu)
+    rule = latency.ttft_rule_s(m.n_matmul_params, s, g, "bf16", 1)
+    return 1 - rule / latency.prefill_time_s(m, g, s, 1, beyond_context=True)
 
 
 @pytest.mark.parametrize("model,gpu", SCENARIOS)

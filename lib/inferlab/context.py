@@ -41,8 +41,8 @@ def context_message(model, tokens: int) -> str:
 
 def within_context(model, tokens) -> bool:
     """True when every length in `tokens` is <= the model's max_context_tokens (or it has none)."""
-    from inferlab.specs import get_model
-    model = get_model(model)
+    from inferlab.specs import check_model
+    model = check_model(model)
     limit = model.max_context_tokens
     return limit is None or float(np.max(np.asarray(tokens, dtype=float))) <= limit
 
@@ -50,8 +50,8 @@ def within_context(model, tokens) -> bool:
 def check_context(model, tokens, *, stacklevel: int = 3) -> bool:  # stacklevel: kept for callers
     """Warn (ContextLengthWarning) when `tokens` exceeds the model's maximum context, unless inside
     beyond_context(); return whether it is within."""
-    from inferlab.specs import get_model
-    model = get_model(model)
+    from inferlab.specs import check_model
+    model = check_model(model)
     if within_context(model, tokens):
         return True
     if not _ALLOWED.get():

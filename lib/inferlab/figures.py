@@ -16,10 +16,17 @@ from pathlib import Path
 import matplotlib
 
 from inferlab import plots
-from inferlab.specs import BF16
+from inferlab.specs import BF16, get_accelerator, get_model
 
 BOOK_MODEL = "llama-2-13b"  # the registry's "ours" is the real architecture
 BOOK_GPU = "h100-sxm"
+
+
+def _book_setup():
+    """The book's model and accelerator, resolved from their names (here, at the edge: the plots
+    take objects)."""
+    return get_model(BOOK_MODEL), get_accelerator(BOOK_GPU)
+
 BOOK_USD_PER_GPU_HOUR = 4.0  # the book's H100 price in 15.2.2
 FORMATS = ("svg", "png")
 PNG_DPI = 150
@@ -77,31 +84,31 @@ def book_points(section: str, figure: str) -> list:
 
 FIGURES = {
     "15.1.1-fig1-roofline": lambda: plots.roofline_plot(
-        BOOK_MODEL, BOOK_GPU, BF16, prompt_lens=(128, 512, 2048, 8192), decode_batches=(1, 16, 64, 256),
+        *_book_setup(), BF16, prompt_lens=(128, 512, 2048, 8192), decode_batches=(1, 16, 64, 256),
         context_len=2048),
     "15.1.1-fig2-ttft-vs-prompt": lambda: plots.ttft_plot(
-        BOOK_MODEL, BOOK_GPU, BF16, batch=1, book_points=book_points("15.1.1", "ttft")),
+        *_book_setup(), BF16, batch=1, book_points=book_points("15.1.1", "ttft")),
     "15.1.2-fig1-decode-intensity": lambda: plots.decode_intensity_plot(
-        BOOK_MODEL, BOOK_GPU, BF16, context_len=1000),
+        *_book_setup(), BF16, context_len=1000),
     "15.1.2-fig2-memory-budget": lambda: plots.memory_budget_plot(
-        BOOK_MODEL, BOOK_GPU, 1000, BF16, book_points=book_points("15.1.2", "memory")),
+        *_book_setup(), 1000, BF16, book_points=book_points("15.1.2", "memory")),
     "15.1.2-fig3-kv-variants": lambda: plots.kv_variants_plot(
-        BOOK_MODEL, BOOK_GPU, 1000, BF16, book_points=book_points("15.1.2", "kv-variants")),
+        *_book_setup(), 1000, BF16, book_points=book_points("15.1.2", "kv-variants")),
     "15.2.1-fig1-ttft-vs-prompt": lambda: plots.ttft_plot(
-        BOOK_MODEL, BOOK_GPU, BF16, batch=1, book_points=book_points("15.2.1", "ttft")),
+        *_book_setup(), BF16, batch=1, book_points=book_points("15.2.1", "ttft")),
     "15.2.1-fig2-itl-vs-context": lambda: plots.itl_plot(
-        BOOK_MODEL, BOOK_GPU, BF16, batches=(1, 8, 32, 64), book_points=book_points("15.2.1", "itl")),
+        *_book_setup(), BF16, batches=(1, 8, 32, 64), book_points=book_points("15.2.1", "itl")),
     "15.2.1-fig3-weight-dtype": lambda: plots.weight_dtype_plot(
-        BOOK_MODEL, BOOK_GPU, BF16, prompt_len=1024, context_len=1024, batch=1,
+        *_book_setup(), BF16, prompt_len=1024, context_len=1024, batch=1,
         book_points=book_points("15.2.1", "weight-dtype")),
     "15.2.2-fig1-throughput-vs-batch": lambda: plots.throughput_plot(
-        BOOK_MODEL, BOOK_GPU, 1024, BF16, book_throughput=book_points("15.2.2", "throughput")),
+        *_book_setup(), 1024, BF16, book_throughput=book_points("15.2.2", "throughput")),
     "15.2.2-fig2-latency-throughput": lambda: plots.latency_throughput_plot(
-        BOOK_MODEL, BOOK_GPU, 1024, BF16, book_points=book_points("15.2.2", "latency-throughput")),
+        *_book_setup(), 1024, BF16, book_points=book_points("15.2.2", "latency-throughput")),
     "15.2.2-fig3-cost-vs-batch": lambda: plots.cost_plot(
-        BOOK_MODEL, BOOK_GPU, 1024, BOOK_USD_PER_GPU_HOUR, BF16, book_points=book_points("15.2.2", "cost")),
+        *_book_setup(), 1024, BOOK_USD_PER_GPU_HOUR, BF16, book_points=book_points("15.2.2", "cost")),
     "15.2.2-fig4-kv-variants-throughput": lambda: plots.kv_variants_throughput_plot(
-        BOOK_MODEL, BOOK_GPU, 1024, BF16),
+        *_book_setup(), 1024, BF16),
 }
 
 

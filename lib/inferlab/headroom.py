@@ -17,7 +17,7 @@ import math
 from dataclasses import dataclass
 
 from inferlab.memory import kv_cache_bytes, weight_bytes
-from inferlab.specs import BF16, Precision, get_accelerator, get_model
+from inferlab.specs import BF16, Precision, check_accelerator, check_model, check_precision
 from inferlab.validation import positive_float, positive_int
 
 # vLLM's default `gpu_memory_utilization` (vllm.config.CacheConfig): the share of the device's
@@ -79,9 +79,10 @@ def headroom_fit(model, accelerator, batch: int, seq_len: int, precision: Precis
                  tp: int = 1) -> HeadroomFit:
     """Weights/tp + KV cache/tp of `batch` sequences of `seq_len` tokens on one device, with the
     accelerator's datasheet and reported capacities. Assumes TP splits weights and KV heads evenly."""
+    check_precision(precision)
     positive_int("batch", batch)
     positive_int("seq_len", seq_len)
-    m, a = get_model(model), get_accelerator(accelerator)
+    m, a = check_model(model), check_accelerator(accelerator)
     return HeadroomFit(
         model=m.name, accelerator=a.name, batch=int(batch), seq_len=int(seq_len), tp=int(tp),
         weight_bytes=float(weight_bytes(m, precision, tp)),

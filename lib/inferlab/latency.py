@@ -14,7 +14,7 @@ from inferlab.costs import ATTENTION_OPS, decode_costs, prefill_costs
 from inferlab.memory import kv_cache_bytes, weight_bytes
 from inferlab.parallel import DEFAULT_ALLREDUCE_LATENCY_S, tp_communication_time_s, tp_shard
 from inferlab.roofline import pass_time_s
-from inferlab.specs import BF16, Precision, get_accelerator, get_model
+from inferlab.specs import BF16, Precision, check_accelerator, check_model, check_precision
 from inferlab.validation import finite_result, fraction, positive_float, positive_int
 
 
@@ -28,7 +28,9 @@ def prefill_time_s(model, accelerator, prompt_len, batch=1, precision: Precision
     Under tensor parallelism each of the 2*L all-reduces costs its bandwidth term plus
     allreduce_latency_s (default 8 us, see parallel.DEFAULT_ALLREDUCE_LATENCY_S; 0 is the book's
     idealisation)."""
-    model = get_model(model)
+    check_accelerator(accelerator)
+    check_precision(precision)
+    model = check_model(model)
     positive_float("allreduce_latency_s", allreduce_latency_s, allow_zero=True)
     shard = tp_shard(model, tp)
     costs = prefill_costs(shard, batch, prompt_len, precision, causal=causal)
@@ -51,7 +53,9 @@ def decode_step_time_s(model, accelerator, context_len, batch=1, precision: Prec
     """Time of one decode step producing `batch` tokens, each attending over `context_len` positions.
     At small batch this is ~ (weight bytes + batch * KV bytes) / bandwidth. Tensor parallelism adds
     2*L all-reduces, each with allreduce_latency_s (default 8 us; 0 is the book's idealisation)."""
-    model = get_model(model)
+    check_accelerator(accelerator)
+    check_precision(precision)
+    model = check_model(model)
     positive_float("allreduce_latency_s", allreduce_latency_s, allow_zero=True)
     shard = tp_shard(model, tp)
     costs = decode_costs(shard, batch, context_len, precision)
@@ -67,6 +71,9 @@ itl_s = decode_step_time_s
 def throughput_tokens_per_s(model, accelerator, context_len, batch=1, precision: Precision = BF16,
                             **kwargs):
     """Decode throughput of one model instance: batch / decode step time (tokens/s)."""
+    check_model(model)
+    check_accelerator(accelerator)
+    check_precision(precision)
     t = decode_step_time_s(model, accelerator, context_len, batch, precision, **kwargs)
     out = np.asarray(batch, dtype=float) / t
     return out if out.ndim else float(out)
@@ -76,6 +83,8 @@ def throughput_tokens_per_s(model, accelerator, context_len, batch=1, precision:
 def kv_crossover_batch(model, context_len, precision: Precision = BF16, tp: int = 1):
     """B* = weight bytes / KV bytes per sequence: the batch at which the KV cache read per step
     equals the weight read. Below it throughput grows almost linearly with B; above, it saturates."""
+    check_model(model)
+    check_precision(precision)
     positive_int("context_len", context_len)
     out = weight_bytes(model, precision, tp) / np.asarray(kv_cache_bytes(model, context_len, 1, precision, tp))
     return out if out.ndim else float(out)
@@ -112,7 +121,7 @@ def ttft_rule_s(n_params, prompt_len, accelerator, dtype: str = "bf16", batch=1,
     fraction("mfu", mfu)
     positive_int("prompt_len", prompt_len)
     positive_int("batch", batch)
-    acc = get_accelerator(accelerator)
+    acc = check_accelerator(accelerator)
     flops = prefill_flops_rule(n_params, np.asarray(batch, dtype=float) * np.asarray(prompt_len, dtype=float),
                                flops_per_param_token)
     out = finite_result("ttft_rule_s", flops / (mfu * acc.peak(dtype)), n_params=n_params, mfu=mfu)
@@ -125,7 +134,7 @@ def decode_step_rule_s(weight_bytes_total, kv_bytes_per_seq, batch, accelerator,
     positive_float("weight_bytes_total", weight_bytes_total)
     positive_float("kv_bytes_per_seq", kv_bytes_per_seq, allow_zero=True)
     positive_int("batch", batch)
-    acc = get_accelerator(accelerator)
+    acc = check_accelerator(accelerator)
     out = (weight_bytes_total + np.asarray(batch, dtype=float) * kv_bytes_per_seq) / (mbu * acc.hbm_bytes_per_s)
     finite_result("decode_step_rule_s", out, weight_bytes_total=weight_bytes_total,
                   kv_bytes_per_seq=kv_bytes_per_seq, batch=batch)

@@ -10,27 +10,29 @@ import numpy as np
 
 from inferlab.context import check_context, context_flag
 from inferlab.parallel import tp_shard
-from inferlab.specs import BF16, Precision, as_precision, get_accelerator, get_model
+from inferlab.specs import BF16, Precision, check_precision, check_accelerator, check_model
 from inferlab.units import GB, bytes_per_element
 from inferlab.validation import DoesNotFitError, positive_float, positive_int, scalar
 
 
 def weight_bytes(model, precision: Precision = BF16, tp: int = 1) -> float:
     """Bytes of all parameters (embeddings and norms included) on one of `tp` devices."""
-    shard = tp_shard(get_model(model), tp)
-    return shard.n_params * bytes_per_element(as_precision(precision).weights)
+    shard = tp_shard(check_model(model), tp)
+    return shard.n_params * bytes_per_element(check_precision(precision).weights)
 
 
 def kv_cache_bytes_per_token(model, precision: Precision = BF16, tp: int = 1) -> float:
     """2 * L * n_kv_heads * head_dim * bytes per element (per device under tensor parallelism)."""
-    shard = tp_shard(get_model(model), tp)
-    return 2.0 * shard.n_layers * shard.kv_dim * bytes_per_element(as_precision(precision).kv)
+    shard = tp_shard(check_model(model), tp)
+    return 2.0 * shard.n_layers * shard.kv_dim * bytes_per_element(check_precision(precision).kv)
 
 
 @context_flag
 def kv_cache_bytes(model, seq_len, batch=1, precision: Precision = BF16, tp: int = 1):
     """KV cache of `batch` sequences of `seq_len` tokens: per-token bytes * seq_len * batch.
     seq_len beyond the model's maximum context: ContextLengthWarning (beyond_context=True: none)."""
+    check_model(model)
+    check_precision(precision)
     positive_int("seq_len", seq_len)
     positive_int("batch", batch)
     check_context(model, seq_len, stacklevel=4)
@@ -64,7 +66,9 @@ class MemoryBudget:
 def memory_budget(model, accelerator, batch, seq_len, precision: Precision = BF16, tp: int = 1,
                   reserved_bytes: float = 0.0) -> MemoryBudget:
     """Weights + KV cache + a reserved margin (activations, allocator slack) on one device."""
-    acc = get_accelerator(accelerator)
+    check_model(model)
+    check_precision(precision)
+    acc = check_accelerator(accelerator)
     scalar("reserved_bytes", reserved_bytes)
     positive_float("reserved_bytes", reserved_bytes, allow_zero=True)
     return MemoryBudget(acc.memory_bytes, weight_bytes(model, precision, tp),
@@ -77,8 +81,9 @@ def max_batch(model, accelerator, seq_len, precision: Precision = BF16, tp: int 
     """Largest B with weights + B * KV(seq_len) + reserved <= capacity (floor, per device).
     Raises DoesNotFitError when the weights alone do not fit, and (unless allow_zero) when not
     even one sequence of seq_len tokens fits beside them."""
-    model = get_model(model)
-    acc = get_accelerator(accelerator)
+    check_precision(precision)
+    model = check_model(model)
+    acc = check_accelerator(accelerator)
     scalar("reserved_bytes", reserved_bytes)
     positive_float("reserved_bytes", reserved_bytes, allow_zero=True)
     w = weight_bytes(model, precision, tp)

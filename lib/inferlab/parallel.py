@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from inferlab.specs import ModelConfig, Precision, BF16, as_precision, get_accelerator, get_model
+from inferlab.specs import ModelConfig, Precision, BF16, check_precision, check_accelerator, check_model
 from inferlab.units import bytes_per_element
 from inferlab.validation import positive_float, positive_int
 
@@ -23,9 +23,9 @@ ALLREDUCES_PER_LAYER = 2
 DEFAULT_ALLREDUCE_LATENCY_S = 8e-6
 
 
-def check_tp(model: ModelConfig | str, tp: int) -> int:
+def check_tp(model: ModelConfig, tp: int) -> int:
     """Check that `tp` devices can split `model` evenly; return tp as an int."""
-    model = get_model(model)
+    model = check_model(model)
     positive_int("tp", tp)
     tp = int(tp)
     if model.n_heads % tp or model.d_ff % tp:
@@ -38,9 +38,9 @@ def check_tp(model: ModelConfig | str, tp: int) -> int:
     return tp
 
 
-def tp_shard(model: ModelConfig | str, tp: int) -> ModelConfig:
+def tp_shard(model: ModelConfig, tp: int) -> ModelConfig:
     """The slice of `model` that one of `tp` devices holds and computes."""
-    model = get_model(model)
+    model = check_model(model)
     tp = check_tp(model, tp)
     if tp == 1:
         return model
@@ -60,7 +60,7 @@ def allreduce_time_s(message_bytes, tp: int, accelerator, latency_s: float = DEF
     positive_int("tp", tp)
     positive_float("message_bytes", message_bytes, allow_zero=True)
     positive_float("latency_s", latency_s, allow_zero=True)
-    acc = get_accelerator(accelerator)
+    acc = check_accelerator(accelerator)
     if tp == 1:
         return 0.0 * np.asarray(message_bytes, dtype=float)
     if acc.interconnect_bytes_per_s <= 0:
@@ -71,8 +71,9 @@ def allreduce_time_s(message_bytes, tp: int, accelerator, latency_s: float = DEF
 def tp_communication_time_s(model, tokens, tp: int, accelerator, precision: Precision = BF16,
                             latency_s: float = DEFAULT_ALLREDUCE_LATENCY_S):
     """All-reduce time of one forward pass over `tokens` tokens: 2 per layer of tokens*d activations."""
-    model = get_model(model)
+    check_accelerator(accelerator)
+    model = check_model(model)
     positive_int("tokens", tokens)
-    as_precision(precision)
+    check_precision(precision)
     message = np.asarray(tokens, dtype=float) * model.d_model * bytes_per_element(precision.activations)
     return model.n_layers * ALLREDUCES_PER_LAYER * allreduce_time_s(message, tp, accelerator, latency_s)

@@ -17,13 +17,12 @@ import matplotlib.ticker
 import numpy as np
 from matplotlib.figure import Figure
 
-from inferlab.claims.reproduce import model_variant
 from inferlab.costs import ATTENTION_OPS, decode_costs, prefill_costs
 from inferlab.latency import (cost_per_1k_tokens_usd, decode_step_time_s, kv_crossover_batch,
                               prefill_time_s, throughput_tokens_per_s)
 from inferlab.memory import kv_cache_bytes, max_batch, weight_bytes
 from inferlab.roofline import attainable_flops_per_s, ridge_point
-from inferlab.specs import BF16, Precision, get_accelerator, get_model
+from inferlab.specs import BF16, Precision, check_accelerator, check_model, model_variant
 from inferlab.tables import text_table
 from inferlab.units import GB, MS, TFLOP
 from inferlab.validation import DoesNotFitError
@@ -144,7 +143,7 @@ def _with_book(table, book_points, x_name, y_name, x_fmt=".6g", y_fmt=".4g"):
 def shade_context_window(ax, model, x_max):
     """Grey band right of the model's maximum context (ModelConfig.max_context_tokens): lengths the
     model cannot serve, drawn as arithmetic only."""
-    limit = get_model(model).max_context_tokens
+    limit = check_model(model).max_context_tokens
     if limit and limit < x_max:
         ax.axvspan(limit, x_max, color="0.9", zorder=0, lw=0,
                    label=f"beyond the {limit:,}-token context window")
@@ -178,7 +177,7 @@ def roofline_plot(model, accelerator, precision: Precision = BF16, *,
     """Williams-style roofline (log-log, ridge marked) with each operator group of a prefill
     (at several prompt lengths S) and of a decode step (at several batches B) placed at its
     arithmetic intensity, on the roof it attains."""
-    model, acc = get_model(model), get_accelerator(accelerator)
+    model, acc = check_model(model), check_accelerator(accelerator)
     dtype = precision.compute_dtype
     ridge = ridge_point(acc, dtype)
     fig, ax = _figure((7.0, 5.8))   # room for the legend under the axes
@@ -240,7 +239,7 @@ def decode_intensity_plot(model, accelerator, precision: Precision = BF16, *,
                           batches=tuple(2 ** np.arange(0, 11)), context_len=1024) -> Plot:
     """Arithmetic intensity of each operator group of one decode step against batch B (log-log):
     the weight-bound groups climb with B towards the ridge, attention stays pinned near 1."""
-    model, acc = get_model(model), get_accelerator(accelerator)
+    model, acc = check_model(model), check_accelerator(accelerator)
     dtype = precision.compute_dtype
     ridge = ridge_point(acc, dtype)
     b = np.asarray(batches, dtype=np.int64)
@@ -293,7 +292,7 @@ def ttft_plot(model, accelerator, precision: Precision = BF16, *, batch=1,
     """TTFT (one prefill pass, no queueing) against prompt length S, log-log: the linear model
     (projections and MLP only, ~2*P*S/peak) and the full count with causal attention's S^2 term.
     book_points: [(S, TTFT in ms, label)]."""
-    model, acc = get_model(model), get_accelerator(accelerator)
+    model, acc = check_model(model), check_accelerator(accelerator)
     table_lens = sorted({int(s) for s in table_lens} | {int(p[0]) for p in (book_points or ())})
     lens = np.unique(np.concatenate([np.geomspace(16, 131072, 140).round().astype(np.int64),
                                      np.asarray(table_lens, dtype=np.int64)]))
@@ -329,7 +328,7 @@ def memory_budget_plot(model, accelerator, context_len, precision: Precision = B
                        batches=None, table_batches=(1, 8, 16, 32, 64), book_points=()) -> Plot:
     """Stacked device memory against batch B at one context length: weights, KV cache and what is
     left free; the largest batch that fits is marked. book_points: [(B, GB, label)]."""
-    model, acc = get_model(model), get_accelerator(accelerator)
+    model, acc = check_model(model), check_accelerator(accelerator)
     limit = fit_limit(model, acc, context_len, precision)
     if batches is None:
         batches = np.arange(1, max(2 * limit, 16) + 1)
@@ -367,9 +366,9 @@ def kv_variants(model, precision: Precision = BF16, gqa_kv_heads: int = 8) -> di
     """{label: (model, precision)}: the model as given, a grouped-query version with
     `gqa_kv_heads` KV heads at the same parameter count (or, for a model that already groups,
     its full multi-head version), and each with an int8 KV cache. The variant is the claims
-    registry's (`claims.reproduce.model_variant`: the K/V weights saved widen the MLP, as in
+    registry's (`specs.model_variant`: the K/V weights saved widen the MLP, as in
     Llama-3), so the figures and the book-vs-ours tables agree."""
-    model = get_model(model)
+    model = check_model(model)
     int8 = Precision(precision.weights, precision.activations, "int8", precision.compute)
     base = f"{model.attention_kind} {model.n_kv_heads} KV heads"
     if model.n_kv_heads != gqa_kv_heads and model.n_heads % gqa_kv_heads == 0:
@@ -390,7 +389,7 @@ def kv_variants_plot(model, accelerator, context_len, precision: Precision = BF1
     """Total memory (weights + KV) against batch for MHA vs GQA vs int8 KV; each variant's largest
     batch that fits is marked where its line crosses the device capacity.
     book_points: [(B, GB, label)]."""
-    acc = get_accelerator(accelerator)
+    acc = check_accelerator(accelerator)
     variants = kv_variants(model, precision, gqa_kv_heads)
     limits = {k: fit_limit(m, acc, context_len, p) for k, (m, p) in variants.items()}
     if batches is None:
@@ -428,7 +427,7 @@ def itl_plot(model, accelerator, precision: Precision = BF16, *, batches=(1, 8, 
              context_lens=None, table_contexts=(512, 1024, 4096, 16384, 32768), book_points=()) -> Plot:
     """ITL (decode step time) against context length for several batches, log x: solid where the
     batch's KV cache fits on the device, dotted where it does not. book_points: [(S, ms, label)]."""
-    model, acc = get_model(model), get_accelerator(accelerator)
+    model, acc = check_model(model), check_accelerator(accelerator)
     if context_lens is None:
         context_lens = np.unique(np.geomspace(128, 131072, 100).round())
     s = np.asarray(context_lens, dtype=np.int64)
@@ -463,7 +462,7 @@ def weight_dtype_plot(model, accelerator, precision: Precision = BF16, *, prompt
     """TTFT and ITL for weight-only quantisation: `precision` with only its weight dtype changed
     (activations, KV cache and compute stay as they are). The weight dtype moves ITL
     (memory-bound), barely TTFT (compute-bound). book_points: [(bar index, ITL ms, label)]."""
-    model, acc = get_model(model), get_accelerator(accelerator)
+    model, acc = check_model(model), check_accelerator(accelerator)
     ttft, itl = [], []
     for dt in dtypes:
         p = Precision(dt, precision.activations, precision.kv, precision.compute)
@@ -503,7 +502,7 @@ def throughput_plot(model, accelerator, context_len, precision: Precision = BF16
     """Decode step time and throughput against batch B (log x), with the KV-crossover B* and the
     memory limit marked; batches beyond the limit are dotted. book_step: [(B, ms, label)],
     book_throughput: [(B, tokens/s, label)]."""
-    model, acc = get_model(model), get_accelerator(accelerator)
+    model, acc = check_model(model), check_accelerator(accelerator)
     limit = fit_limit(model, acc, context_len, precision)
     bstar = kv_crossover_batch(model, context_len, precision)
     b = _batches(limit, batches)
@@ -546,7 +545,7 @@ def cost_plot(model, accelerator, context_len, usd_per_gpu_hour: float, precisio
               batches=None, table_batches=(1, 8, 32, 64), book_points=()) -> Plot:
     """Dollars per 1000 generated tokens against batch B (log-log), memory limit marked.
     book_points: [(B, $ per 1k tokens, label)]."""
-    model, acc = get_model(model), get_accelerator(accelerator)
+    model, acc = check_model(model), check_accelerator(accelerator)
     limit = fit_limit(model, acc, context_len, precision)
     b = _batches(limit, batches)
     cost = cost_per_1k_tokens_usd(throughput_tokens_per_s(model, acc, context_len, b, precision),
@@ -581,7 +580,7 @@ def latency_throughput_plot(model, accelerator, context_len, precision: Precisio
                             book_points=()) -> Plot:
     """The latency-throughput trade-off: per-token latency (ITL) against throughput, one point per
     batch B; dotted beyond the memory limit. book_points: [(ITL ms, tokens/s, label)]."""
-    model, acc = get_model(model), get_accelerator(accelerator)
+    model, acc = check_model(model), check_accelerator(accelerator)
     limit = fit_limit(model, acc, context_len, precision)
     b = _batches(limit, batches)
     itl = decode_step_time_s(model, acc, context_len, b, precision) / MS
@@ -624,7 +623,7 @@ def kv_variants_throughput_plot(model, accelerator, context_len, precision: Prec
     """Throughput against batch for MHA vs GQA vs int8 KV, each curve stopping at the largest batch
     that fits: fewer KV bytes per sequence raise both B* and the reachable batch.
     book_points: [(B, tokens/s, label)]."""
-    acc = get_accelerator(accelerator)
+    acc = check_accelerator(accelerator)
     variants = kv_variants(model, precision, gqa_kv_heads)
     limits = {k: fit_limit(m, acc, context_len, p) for k, (m, p) in variants.items()}
     b = _batches(max(limits.values()), batches)

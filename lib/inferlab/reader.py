@@ -214,7 +214,7 @@ def fit_message(model, accelerator, seq_len: int, precision: Precision = BF16) -
     from inferlab.memory import max_batch
     from inferlab.validation import DoesNotFitError
     try:
-        max_batch(model, accelerator, seq_len, precision)
+        max_batch(get_model(model), get_accelerator(accelerator), seq_len, precision)
     except DoesNotFitError as e:
         return str(e)
     return ""
@@ -254,7 +254,7 @@ def book_ratios(section: str, figure: str, model, accelerator, precision: Precis
     from inferlab.latency import prefill_time_s
     parts = []
     for x, y, _ in book_points(section, figure):
-        ours_ms = prefill_time_s(model, accelerator, int(x), batch, precision) * 1e3
+        ours_ms = prefill_time_s(get_model(model), get_accelerator(accelerator), int(x), batch, precision) * 1e3
         parts.append(f"{y / ours_ms:.1f}\u00d7 at {int(x):,} tokens")
     return ", ".join(parts)
 

@@ -8,22 +8,22 @@ from __future__ import annotations
 import numpy as np
 
 from inferlab.costs import ForwardCosts
-from inferlab.specs import Accelerator, get_accelerator
+from inferlab.specs import Accelerator, check_accelerator
 from inferlab.validation import choice, finite_result, fraction, positive_float
 
 OVERLAP_MODES = ("per_operator", "whole_model", "none")
 
 
-def ridge_point(accelerator: Accelerator | str, dtype: str = "bf16") -> float:
+def ridge_point(accelerator: Accelerator, dtype: str = "bf16") -> float:
     """FLOPs per byte at which compute and memory time are equal: peak / bandwidth."""
-    acc = get_accelerator(accelerator)
+    acc = check_accelerator(accelerator)
     return acc.peak(dtype) / acc.hbm_bytes_per_s
 
 
 def attainable_flops_per_s(intensity, accelerator, dtype: str = "bf16", mfu: float = 1.0,
                            mbu: float = 1.0):
     """min(mfu * peak, intensity * mbu * bandwidth), elementwise over `intensity`."""
-    acc = get_accelerator(accelerator)
+    acc = check_accelerator(accelerator)
     positive_float("intensity", intensity, allow_zero=True)
     fraction("mfu", mfu)
     fraction("mbu", mbu)
@@ -34,6 +34,7 @@ def attainable_flops_per_s(intensity, accelerator, dtype: str = "bf16", mfu: flo
 
 def bound(intensity, accelerator, dtype: str = "bf16"):
     """'compute' where intensity >= ridge point, else 'memory' (a str, or an array of them)."""
+    check_accelerator(accelerator)
     positive_float("intensity", intensity, allow_zero=True)
     out = np.where(np.asarray(intensity) >= ridge_point(accelerator, dtype), "compute", "memory")
     return str(out) if out.ndim == 0 else out
@@ -52,7 +53,7 @@ def roofline_time_s(flops, bytes_moved, accelerator, dtype: str = "bf16", mfu: f
     memory = bytes / (mbu * bandwidth). overlap, the same vocabulary as pass_time_s:
     'per_operator' or 'whole_model': max(compute, memory), transfers hidden under compute;
     'none': compute + memory, the upper bound of no overlap."""
-    acc = get_accelerator(accelerator)
+    acc = check_accelerator(accelerator)
     positive_float("flops", flops, allow_zero=True)
     positive_float("bytes_moved", bytes_moved, allow_zero=True)
     fraction("mfu", mfu)
@@ -80,7 +81,7 @@ def pass_time_s(costs: ForwardCosts, accelerator, dtype: str = "bf16", mfu: floa
     none: total compute + total memory, the pessimistic bound of no overlap at all."""
     _check_costs(costs)
     _check_overlap(overlap)
-    accelerator = get_accelerator(accelerator)  # once, not once per operator
+    accelerator = check_accelerator(accelerator)
     if overlap == "per_operator":
         times = [roofline_time_s(c.flops, c.bytes, accelerator, dtype, mfu, mbu)
                  for c in costs.operators().values()]
@@ -92,14 +93,14 @@ def pass_time_s(costs: ForwardCosts, accelerator, dtype: str = "bf16", mfu: floa
 def operator_regimes(costs: ForwardCosts, accelerator, dtype: str = "bf16") -> dict:
     """{operator: 'compute' | 'memory'} for every operator of a pass (FLOP-free ops: 'memory')."""
     _check_costs(costs)
-    accelerator = get_accelerator(accelerator)
+    accelerator = check_accelerator(accelerator)
     return {name: bound(c.intensity, accelerator, dtype) for name, c in costs.operators().items()}
 
 
 def time_weighted_regime(costs: ForwardCosts, accelerator, dtype: str = "bf16") -> str:
     """The regime of the whole pass: 'compute' if compute-bound kernels take most of its roofline time."""
     _check_costs(costs)
-    acc = get_accelerator(accelerator)
+    acc = check_accelerator(accelerator)
     compute_s = memory_s = 0.0
     for c in costs.operators().values():
         t = roofline_time_s(c.flops, c.bytes, acc, dtype)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import os
+import sys
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -262,6 +263,53 @@ def as_precision(precision) -> Precision:
             f"precision must be a Precision, e.g. Precision(weights='int8', kv='int8'); "
             f"got {precision!r}")
     return precision
+
+
+# -- the core takes objects: one clear error at the edge ------------------------------------------
+# The library's core (costs, memory, roofline, latency, parallel, context, headroom, serving's engine
+# and step times, measure's internals) computes with ModelConfig / Accelerator / Precision objects
+# only; names are resolved once, at the edges (the CLIs, reader.what_if, the panels, the claims
+# registry, the exercises' variant builders) with get_model / get_accelerator / Precision(...).
+
+_RESOLVERS = {
+    ModelConfig: "resolve names with inferlab.specs.get_model",
+    Accelerator: "resolve names with inferlab.specs.get_accelerator",
+    Precision: "build one with inferlab.specs.Precision(weights=..., kv=...)",
+}
+
+
+def _expect(value, cls, param: str, depth: int):
+    if isinstance(value, cls):
+        return value
+    frame = sys._getframe(depth)  # the core function that was handed the wrong type
+    module = frame.f_globals.get("__name__", "?").removeprefix("inferlab.")
+    raise TypeError(f"{module}.{frame.f_code.co_qualname}({param}=...): expected {cls.__name__}, "
+                    f"got {type(value).__name__} {_short(value)}; {_RESOLVERS[cls]}")
+
+
+def check_model(model, param: str = "model") -> ModelConfig:
+    """`model` itself when it is a ModelConfig; otherwise a TypeError naming the calling function,
+    the parameter and the resolver (get_model). The core's guard: it never resolves a name."""
+    return _expect(model, ModelConfig, param, 2)
+
+
+def check_accelerator(accelerator, param: str = "accelerator") -> Accelerator:
+    """`accelerator` itself when it is an Accelerator; otherwise a TypeError naming the calling
+    function, the parameter and the resolver (get_accelerator)."""
+    return _expect(accelerator, Accelerator, param, 2)
+
+
+def check_precision(precision, param: str = "precision") -> Precision:
+    """`precision` itself when it is a Precision; otherwise a TypeError naming the calling function,
+    the parameter and how to build one (a bare dtype string is ambiguous: which tensors?)."""
+    return _expect(precision, Precision, param, 2)
+
+
+def model_variant(model: ModelConfig, n_kv_heads: int | None = None) -> ModelConfig:
+    """`model`, or its parameter-preserving GQA variant (`ModelConfig.gqa_variant`): 15.2.2 keeps
+    M = 26 GB when it moves Llama-2 13B to 8 KV heads."""
+    model = check_model(model)
+    return model if n_kv_heads is None else model.gqa_variant(n_kv_heads)
 
 
 @functools.cache

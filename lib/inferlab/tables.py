@@ -9,7 +9,7 @@ import numpy as np
 
 from inferlab.costs import ForwardCosts
 from inferlab.roofline import bound, roofline_time_s
-from inferlab.specs import get_accelerator
+from inferlab.specs import check_accelerator, check_model, check_precision
 
 
 def fmt(value, spec: str = ".3g") -> str:
@@ -44,7 +44,7 @@ def operator_table(costs: ForwardCosts, accelerator, dtype: str = "bf16") -> str
     """Per-operator FLOPs, bytes, intensity, regime and roofline time of one (scalar) forward pass,
     whole model (per-layer operators times n_layers). The total row's time is the sum of the
     operator times (kernels back to back, as `roofline.pass_time_s` per_operator)."""
-    acc = get_accelerator(accelerator)
+    acc = check_accelerator(accelerator)
     rows, total_s = [], 0.0
     for name, c in costs.operators().items():
         t = roofline_time_s(c.flops, c.bytes, acc, dtype)
@@ -65,6 +65,10 @@ def tensor_parallel_table(model, accelerator, prompt_len, context_len, batch=1, 
     one device. The two all-reduces per layer cost bytes / interconnect bandwidth plus
     `allreduce_latency_s` each (a fixed start-up cost; None: parallel.DEFAULT_ALLREDUCE_LATENCY_S,
     8 us; 0: bandwidth only, the book's idealisation)."""
+    check_model(model)
+    check_accelerator(accelerator)
+    if precision is not None:
+        check_precision(precision)
     from inferlab.latency import decode_step_time_s, prefill_time_s
     from inferlab.parallel import DEFAULT_ALLREDUCE_LATENCY_S
 

@@ -64,12 +64,14 @@ def _precision(weights="bf16", kv="bf16", compute=None) -> Precision:
 
 def prefill_regime(prompt_lens=(2048,), batch: int = 1, model: str = MODEL, accelerator: str = ACC):
     """Holds where a prefill pass is compute-bound (compute-bound kernels take most of its time)."""
+    model = get_model(model)
+    accelerator = get_accelerator(accelerator)
     cases = []
     for s in prompt_lens:
         costs = prefill_costs(model, batch, s)
         regime = time_weighted_regime(costs, accelerator)
         t = prefill_time_s(model, accelerator, s, batch)
-        share = float(costs.total.flops) / get_accelerator(accelerator).peak("bf16") / t
+        share = float(costs.total.flops) / accelerator.peak("bf16") / t
         cases.append(Case(f"S={s}, B={batch}", regime == "compute",
                           f"{regime}-bound, {share:.0%} of peak FLOP/s"))
     return Outcome(tuple(cases), "prompt length")
@@ -77,10 +79,11 @@ def prefill_regime(prompt_lens=(2048,), batch: int = 1, model: str = MODEL, acce
 
 def decode_regime(batches=(1,), context_len: int = 1024, accelerators=(ACC,), model: str = MODEL):
     """Holds where a decode step is memory-bound."""
+    model = get_model(model)
     cases = []
     for acc in accelerators:
         for b in batches:
-            regime = time_weighted_regime(decode_costs(model, b, context_len), acc)
+            regime = time_weighted_regime(decode_costs(model, b, context_len), get_accelerator(acc))
             cases.append(Case(f"{acc}, B={b}", regime == "memory", f"{regime}-bound"))
     return Outcome(tuple(cases), "accelerator and batch")
 
@@ -88,6 +91,8 @@ def decode_regime(batches=(1,), context_len: int = 1024, accelerators=(ACC,), mo
 def phase_regimes(prompt_len: int = 1024, context_len: int = 1024, batch: int = 1,
                   model: str = MODEL, accelerator: str = ACC):
     """Holds when prefill is compute-bound and decode memory-bound in the same setting."""
+    model = get_model(model)
+    accelerator = get_accelerator(accelerator)
     p = time_weighted_regime(prefill_costs(model, batch, prompt_len), accelerator)
     d = time_weighted_regime(decode_costs(model, batch, context_len), accelerator)
     return Outcome((Case(f"S={prompt_len}, B={batch}", p == "compute" and d == "memory",
@@ -99,9 +104,10 @@ def decode_attention_intensity(models=(MODEL,), batches=(1, 64), context_len: in
     """Holds where the decode attention intensity lies in [low, high] at every batch."""
     cases = []
     for m in models:
-        xs = [float(decode_costs(m, b, context_len).attention.intensity) for b in batches]
+        cfg = get_model(m)
+        xs = [float(decode_costs(cfg, b, context_len).attention.intensity) for b in batches]
         ok = all(low <= x <= high for x in xs)
-        kv = get_model(m).n_heads // get_model(m).n_kv_heads
+        kv = cfg.n_heads // cfg.n_kv_heads
         cases.append(Case(f"{m} ({kv} query heads per KV head)", ok,
                           ", ".join(f"B={b}: {_f(x)} FLOP/byte" for b, x in zip(batches, xs))))
     return Outcome(tuple(cases), "KV heads (MHA vs GQA)")
@@ -110,6 +116,7 @@ def decode_attention_intensity(models=(MODEL,), batches=(1, 64), context_len: in
 def decode_mlp_intensity(batches=(1, 16, 64), context_len: int = 1024, rel: float = 0.25,
                          model: str = MODEL):
     """Holds at each batch B where the decode MLP intensity is within `rel` of B."""
+    model = get_model(model)
     cases = []
     for b in batches:
         x = float(decode_costs(model, b, context_len).mlp.intensity)
@@ -120,6 +127,8 @@ def decode_mlp_intensity(batches=(1, 16, 64), context_len: int = 1024, rel: floa
 def mlp_ridge_batch(expected: float = 295, rel: float = 0.15, context_len: int = 1024,
                     model: str = MODEL, accelerator: str = ACC):
     """The smallest decode batch at which the MLP is compute-bound; holds within `rel` of `expected`."""
+    model = get_model(model)
+    accelerator = get_accelerator(accelerator)
     ridge = ridge_point(accelerator)
     b = np.arange(1, 4097)
     x = np.asarray(decode_costs(model, b, context_len).mlp.intensity)
@@ -130,6 +139,8 @@ def mlp_ridge_batch(expected: float = 295, rel: float = 0.15, context_len: int =
 
 def decode_op_regimes(batch: int = 512, context_len: int = 1024, model: str = MODEL, accelerator: str = ACC):
     """Holds when, at a batch large enough for the MLP to be compute-bound, attention is still memory-bound."""
+    model = get_model(model)
+    accelerator = get_accelerator(accelerator)
     costs = decode_costs(model, batch, context_len)
     ridge = ridge_point(accelerator)
     mlp, att = float(costs.mlp.intensity), float(costs.attention.intensity)
@@ -139,6 +150,7 @@ def decode_op_regimes(batch: int = 512, context_len: int = 1024, model: str = MO
 
 def prefill_mlp_intensity(prompt_lens=(128, 2048), rel: float = 0.5, model: str = MODEL):
     """Holds at each prompt length S where the prefill MLP intensity is within `rel` of B*S (B = 1)."""
+    model = get_model(model)
     cases = []
     for s in prompt_lens:
         x = float(prefill_costs(model, 1, s).mlp.intensity)
@@ -149,6 +161,8 @@ def prefill_mlp_intensity(prompt_lens=(128, 2048), rel: float = 0.5, model: str 
 def one_pass_vs_sequential(prompt_len: int = 2048, max_ratio: float = 0.1, model: str = MODEL,
                            accelerator: str = ACC):
     """Holds when one parallel prefill pass takes under `max_ratio` of feeding the prompt one token per step."""
+    model = get_model(model)
+    accelerator = get_accelerator(accelerator)
     one = prefill_time_s(model, accelerator, prompt_len)
     seq = float(np.sum(decode_step_time_s(model, accelerator, np.arange(1, prompt_len + 1))))
     return Outcome((Case(f"S={prompt_len}", one / seq <= max_ratio,
@@ -162,6 +176,8 @@ def one_pass_vs_sequential(prompt_len: int = 2048, max_ratio: float = 0.1, model
 def ttft_scaling(prompt_lens=(1024,), factor: float = 4, rel: float = 0.15, model: str = MODEL,
                  accelerator: str = ACC):
     """Holds at each S where TTFT(factor*S)/TTFT(S) is within `rel` of `factor`."""
+    model = get_model(model)
+    accelerator = get_accelerator(accelerator)
     cases = []
     for s in prompt_lens:
         r = prefill_time_s(model, accelerator, int(s * factor)) / prefill_time_s(model, accelerator, s)
@@ -172,6 +188,8 @@ def ttft_scaling(prompt_lens=(1024,), factor: float = 4, rel: float = 0.15, mode
 def ttft_batch_scaling(prompt_lens=(2048,), batches=(2, 4), rel: float = 0.15, model: str = MODEL,
                        accelerator: str = ACC):
     """Holds where the prefill time of B prompts is within `rel` of B times one prompt's."""
+    model = get_model(model)
+    accelerator = get_accelerator(accelerator)
     cases = []
     for s in prompt_lens:
         one = prefill_time_s(model, accelerator, s, 1)
@@ -184,6 +202,8 @@ def ttft_batch_scaling(prompt_lens=(2048,), batches=(2, 4), rel: float = 0.15, m
 def prefill_batching_gain(prompt_lens=(128, 2048), batch: int = 8, min_gain: float = 1.2,
                           model: str = MODEL, accelerator: str = ACC):
     """Holds where batching `batch` prompts raises prefill tokens/s by at least `min_gain`."""
+    model = get_model(model)
+    accelerator = get_accelerator(accelerator)
     cases = []
     for s in prompt_lens:
         g = batch * prefill_time_s(model, accelerator, s, 1) / prefill_time_s(model, accelerator, s, batch)
@@ -194,6 +214,7 @@ def prefill_batching_gain(prompt_lens=(128, 2048), batch: int = 8, min_gain: flo
 def ttft_vs_params(models=("llama-2-13b", "llama-2-70b"), prompt_len: int = 2048, rel: float = 0.15,
                    accelerator: str = ACC):
     """Holds when TTFT grows in proportion to the parameter count (within `rel`)."""
+    accelerator = get_accelerator(accelerator)
     a, b = (get_model(m) for m in models)
     r = prefill_time_s(b, accelerator, prompt_len) / prefill_time_s(a, accelerator, prompt_len)
     p = b.n_params / a.n_params
@@ -204,6 +225,8 @@ def ttft_vs_params(models=("llama-2-13b", "llama-2-70b"), prompt_len: int = 2048
 def ttft_levers(prompt_len: int = 4096, min_speedup: float = 1.3, model: str = MODEL, accelerator: str = ACC):
     """Holds when no lever other than a shorter prompt or more devices speeds TTFT by `min_speedup`
     (tried: fp8 matrix units on the same device)."""
+    model = get_model(model)
+    accelerator = get_accelerator(accelerator)
     base = prefill_time_s(model, accelerator, prompt_len)
     fp8 = prefill_time_s(model, accelerator, prompt_len,
                          precision=Precision(weights="fp8", activations="fp8", kv="bf16"))
@@ -215,6 +238,8 @@ def ttft_levers(prompt_len: int = 4096, min_speedup: float = 1.3, model: str = M
 def itl_vs_prompt(batches=(1, 32), context_len: int = 2048, factor: float = 0.5, rel: float = 0.05,
                   model: str = MODEL, accelerator: str = ACC):
     """Holds at each batch where changing the context by `factor` moves ITL by at most `rel`."""
+    model = get_model(model)
+    accelerator = get_accelerator(accelerator)
     cases = []
     for b in batches:
         r = (decode_step_time_s(model, accelerator, int(context_len * factor), b)
@@ -226,6 +251,8 @@ def itl_vs_prompt(batches=(1, 32), context_len: int = 2048, factor: float = 0.5,
 def quantized_itl(weights: str = "int8", expected: float = 0.5, batches=(1, 32), context_len: int = 1024,
                   rel: float = 0.15, model: str = MODEL, accelerator: str = ACC):
     """Holds at each batch where ITL with `weights` over bf16 ITL is within `rel` of `expected`."""
+    model = get_model(model)
+    accelerator = get_accelerator(accelerator)
     cases = []
     for b in batches:
         r = (decode_step_time_s(model, accelerator, context_len, b, _precision(weights))
@@ -237,6 +264,8 @@ def quantized_itl(weights: str = "int8", expected: float = 0.5, batches=(1, 32),
 def quantized_ttft(weights: str = "int8", prompt_len: int = 1024, rel: float = 0.05, model: str = MODEL,
                    accelerator: str = ACC):
     """Holds when weight-only quantisation leaves TTFT within `rel` (prefill is compute-bound)."""
+    model = get_model(model)
+    accelerator = get_accelerator(accelerator)
     r = (prefill_time_s(model, accelerator, prompt_len, precision=_precision(weights))
          / prefill_time_s(model, accelerator, prompt_len))
     return Outcome((Case(f"S={prompt_len}", abs(r - 1) <= rel, f"TTFT x{_f(r)}"),))
@@ -245,7 +274,9 @@ def quantized_ttft(weights: str = "int8", prompt_len: int = 1024, rel: float = 0
 def itl_rule(batches=(1, 16, 64), context_len: int = 1024, rel: float = 0.1, model: str = MODEL,
              accelerator: str = ACC):
     """Holds where (weight bytes + B * KV bytes) / bandwidth is within `rel` of the full step time."""
-    acc = get_accelerator(accelerator)
+    model = get_model(model)
+    accelerator = get_accelerator(accelerator)
+    acc = accelerator
     cases = []
     for b in batches:
         rule = (weight_bytes(model) + b * kv_cache_bytes(model, context_len)) / acc.hbm_bytes_per_s
@@ -257,11 +288,12 @@ def itl_rule(batches=(1, 16, 64), context_len: int = 1024, rel: float = 0.1, mod
 def bandwidth_bound_decode(accelerators=(ACC, "h200", "a100-80gb"), context_len: int = 1024, rel: float = 0.1,
                            model: str = MODEL):
     """Holds on each device where the B = 1 step is within `rel` of weight bytes / bandwidth."""
+    model = get_model(model)
     cases = []
     for a in accelerators:
         acc = get_accelerator(a)
         rule = weight_bytes(model) / acc.hbm_bytes_per_s
-        t = decode_step_time_s(model, a, context_len, 1)
+        t = decode_step_time_s(model, acc, context_len, 1)
         cases.append(Case(a, abs(rule / t - 1) <= rel, f"step {_ms(t)} vs weights/BW {_ms(rule)}"))
     return Outcome(tuple(cases), "accelerator")
 
@@ -270,13 +302,14 @@ def device_speedups(pairs=(("h100-sxm", "h200"),), phase: str = "decode", tracks
                     rel: float = 0.1, prompt_len: int = 2048, context_len: int = 1024, model: str = MODEL):
     """Holds for each device pair where the phase's speed-up is within `rel` of the ratio of
     `tracks` ('bandwidth' or 'flops') between the two devices."""
+    model = get_model(model)
     cases = []
     for a, b in pairs:
         A, Bc = get_accelerator(a), get_accelerator(b)
         if phase == "decode":
-            s = decode_step_time_s(model, a, context_len) / decode_step_time_s(model, b, context_len)
+            s = decode_step_time_s(model, A, context_len) / decode_step_time_s(model, Bc, context_len)
         else:
-            s = prefill_time_s(model, a, prompt_len) / prefill_time_s(model, b, prompt_len)
+            s = prefill_time_s(model, A, prompt_len) / prefill_time_s(model, Bc, prompt_len)
         ratio = (Bc.hbm_bytes_per_s / A.hbm_bytes_per_s if tracks == "bandwidth"
                  else Bc.peak("bf16") / A.peak("bf16"))
         cases.append(Case(f"{a} -> {b}", abs(s / ratio - 1) <= rel,
@@ -291,6 +324,8 @@ def device_speedups(pairs=(("h100-sxm", "h200"),), phase: str = "decode", tracks
 def tp_speedup(phase: str = "prefill", tps=(2, 4), rel: float = 0.2, allreduce_latency_s: float = 0.0,
                prompt_len: int = 2048, context_len: int = 1024, model: str = MODEL, accelerator: str = ACC):
     """Holds at each degree K where the phase's speed-up is within `rel` of K."""
+    model = get_model(model)
+    accelerator = get_accelerator(accelerator)
     def t(k):
         if phase == "prefill":
             return prefill_time_s(model, accelerator, prompt_len, tp=k, allreduce_latency_s=allreduce_latency_s)
@@ -303,6 +338,8 @@ def tp_speedup(phase: str = "prefill", tps=(2, 4), rel: float = 0.2, allreduce_l
 def tp_decode_vs_prefill(tp: int = 2, latencies_s=(0.0, 1e-5, 3e-5), prompt_len: int = 2048, context_len: int = 1024,
                          model: str = MODEL, accelerator: str = ACC):
     """Holds at each all-reduce latency where TP speeds decode up less than prefill (by 5 % or more)."""
+    model = get_model(model)
+    accelerator = get_accelerator(accelerator)
     cases = []
     for lat in latencies_s:
         p = (prefill_time_s(model, accelerator, prompt_len)
@@ -318,6 +355,8 @@ def tp_comm_dominates(tps=(4, 8), latencies_s=(0.0, 1e-5, 2e-5, 3e-5), context_l
                       accelerator: str = ACC):
     """Holds at each all-reduce latency where communication takes at most half the decode step at
     the smaller degree and more than half at the larger."""
+    model = get_model(model)
+    accelerator = get_accelerator(accelerator)
     from inferlab.parallel import tp_communication_time_s
     cases = []
     for lat in latencies_s:
@@ -333,6 +372,7 @@ def tp_comm_dominates(tps=(4, 8), latencies_s=(0.0, 1e-5, 2e-5, 3e-5), context_l
 
 def tp_kv_sharded(tp: int = 2, model: str = "llama-2-70b", context_len: int = 2048, batch: int = 32):
     """Holds when tensor parallelism leaves the KV cache per device unsharded (as much as on one device)."""
+    model = get_model(model)
     one = kv_cache_bytes(model, context_len, batch)
     per = kv_cache_bytes(model, context_len, batch, tp=tp)
     return Outcome((Case(f"TP={tp}", per >= 0.99 * one, f"KV per device {per / 1e9:.3g} GB of {one / 1e9:.3g} GB"),),
@@ -346,6 +386,7 @@ def tp_kv_sharded(tp: int = 2, model: str = "llama-2-70b", context_len: int = 20
 def recompute_vs_cache(context_lens=(1024, 4096), min_ratio_per_token: float = 0.5, model: str = MODEL):
     """Holds at each S where recomputing the prefix costs at least min_ratio * S times the FLOPs of a
     cached decode step (the saving grows with the context)."""
+    model = get_model(model)
     cases = []
     for s in context_lens:
         no_cache = float(prefill_costs(model, 1, s + 1).total.flops)
@@ -359,12 +400,16 @@ def batching_amortizes(batch: int = 32, context_len: int = 1024, max_step_ratio:
                        model: str = MODEL, accelerator: str = ACC):
     """Holds when a batch of B decode tokens takes under max_step_ratio times one token's step
     (B serial steps would take B times)."""
+    model = get_model(model)
+    accelerator = get_accelerator(accelerator)
     r = decode_step_time_s(model, accelerator, context_len, batch) / decode_step_time_s(model, accelerator, context_len)
     return Outcome((Case(f"B={batch}", r <= max_step_ratio, f"step x{_f(r)} for x{batch} tokens"),))
 
 
 def batch_tradeoff(batches=(1, 8, 32, 64), context_len: int = 1024, model: str = MODEL, accelerator: str = ACC):
     """Holds when, as B grows, both the step time (latency) and the throughput rise."""
+    model = get_model(model)
+    accelerator = get_accelerator(accelerator)
     t = np.asarray(decode_step_time_s(model, accelerator, context_len, np.asarray(batches)))
     thr = np.asarray(batches) / t
     ok = bool(np.all(np.diff(t) > 0) and np.all(np.diff(thr) > 0))
@@ -375,6 +420,8 @@ def batch_tradeoff(batches=(1, 8, 32, 64), context_len: int = 1024, model: str =
 def batch_doubling(batches=(1, 4, 16), context_len: int = 1024, min_gain: float = 1.5, max_gain: float = 2.0,
                    model: str = MODEL, accelerator: str = ACC):
     """Holds at each B where doubling B multiplies throughput by a factor in [min_gain, max_gain]."""
+    model = get_model(model)
+    accelerator = get_accelerator(accelerator)
     cases = []
     for b in batches:
         g = (throughput_tokens_per_s(model, accelerator, context_len, 2 * b)
@@ -388,6 +435,8 @@ def crossover_behaviour(batches=(2, 8, 64, 128), context_len: int = 1024, thresh
                         model: str = MODEL, accelerator: str = ACC):
     """Holds at each B where doubling B gains at least `threshold` in throughput below B* and less
     than `threshold` above it (memory capacity ignored)."""
+    model = get_model(model)
+    accelerator = get_accelerator(accelerator)
     bstar = kv_crossover_batch(model, context_len)
     cases = []
     for b in batches:
@@ -402,7 +451,9 @@ def crossover_behaviour(batches=(2, 8, 64, 128), context_len: int = 1024, thresh
 def throughput_ceiling(context_len: int = 1024, batch: int = 100_000, min_share: float = 0.85,
                        model: str = MODEL, accelerator: str = ACC):
     """Holds when throughput at a huge batch (memory capacity ignored) reaches min_share of BW / C_kv."""
-    acc = get_accelerator(accelerator)
+    model = get_model(model)
+    accelerator = get_accelerator(accelerator)
+    acc = accelerator
     ceiling = acc.hbm_bytes_per_s / kv_cache_bytes(model, context_len)
     x = throughput_tokens_per_s(model, accelerator, context_len, batch)
     return Outcome((Case(f"B={batch}", x / ceiling >= min_share, f"{x:,.0f} tok/s vs BW/C_kv {ceiling:,.0f}"),))
@@ -412,6 +463,8 @@ def crossover_stop(context_len: int = 1024, max_gain: float = 1.1, itl_slo_s: fl
                    model: str = MODEL, accelerator: str = ACC):
     """Holds when going from B* to the memory-limited batch gains under `max_gain` in throughput or
     breaks the ITL target (so that B* is where to stop)."""
+    model = get_model(model)
+    accelerator = get_accelerator(accelerator)
     bstar = int(round(kv_crossover_batch(model, context_len)))
     bmax = int(max_batch(model, accelerator, context_len))
     g = (throughput_tokens_per_s(model, accelerator, context_len, bmax)
@@ -424,7 +477,9 @@ def crossover_stop(context_len: int = 1024, max_gain: float = 1.1, itl_slo_s: fl
 
 def max_batch_formula(context_len: int = 1000, rel: float = 0.05, model: str = MODEL, accelerator: str = ACC):
     """Holds when the library's max batch equals (memory - weights) / KV per sequence within `rel`."""
-    acc = get_accelerator(accelerator)
+    model = get_model(model)
+    accelerator = get_accelerator(accelerator)
+    acc = accelerator
     f = (acc.memory_bytes - weight_bytes(model)) / kv_cache_bytes(model, context_len)
     b = int(max_batch(model, accelerator, context_len))
     return Outcome((Case(f"S={context_len}", abs(b / f - 1) <= rel, f"max batch {b} vs formula {_f(f)}"),))
@@ -432,6 +487,8 @@ def max_batch_formula(context_len: int = 1000, rel: float = 0.05, model: str = M
 
 def max_batch_levers(context_len: int = 1024, model: str = MODEL, accelerator: str = ACC):
     """Holds for each lever (shorter context, 8 KV heads, int8 KV) that raises the memory-limited batch."""
+    model = get_model(model)
+    accelerator = get_accelerator(accelerator)
     base = int(max_batch(model, accelerator, context_len))
     levers = {"half the context": int(max_batch(model, accelerator, context_len // 2)),
               "8 KV heads (GQA)": int(max_batch(_gqa(model, 8), accelerator, context_len)),
@@ -442,6 +499,8 @@ def max_batch_levers(context_len: int = 1024, model: str = MODEL, accelerator: s
 def kv_quant_batch(context_len: int = 1000, expected: float = 2.0, rel: float = 0.05, model: str = MODEL,
                    accelerator: str = ACC):
     """Holds when an int8 KV cache raises the memory-limited batch by `expected` (within `rel`)."""
+    model = get_model(model)
+    accelerator = get_accelerator(accelerator)
     a = int(max_batch(model, accelerator, context_len))
     b = int(max_batch(model, accelerator, context_len, _precision(kv="int8")))
     return Outcome((Case(f"S={context_len}", abs(b / a / expected - 1) <= rel, f"max batch {a} -> {b}"),))
@@ -450,7 +509,9 @@ def kv_quant_batch(context_len: int = 1000, expected: float = 2.0, rel: float = 
 def gqa_factor(n_kv_heads: int = 8, context_len: int = 1024, rel: float = 0.05, model: str = MODEL,
                accelerator: str = ACC, what=("kv", "bstar", "max_batch")):
     """Holds for each quantity where going from N to n_kv_heads KV heads scales it by N / n_kv_heads."""
-    m, g = get_model(model), _gqa(model, n_kv_heads)
+    model = get_model(model)
+    accelerator = get_accelerator(accelerator)
+    m, g = model, _gqa(model, n_kv_heads)
     factor = m.n_kv_heads / n_kv_heads
     got = {"kv": kv_cache_bytes(m, context_len) / kv_cache_bytes(g, context_len),
            "bstar": kv_crossover_batch(g, context_len) / kv_crossover_batch(m, context_len),
@@ -462,6 +523,8 @@ def gqa_factor(n_kv_heads: int = 8, context_len: int = 1024, rel: float = 0.05, 
 
 def quant_raises_bstar_and_maxb(context_len: int = 1024, model: str = MODEL, accelerator: str = ACC):
     """Holds for each int8 variant (weights, KV cache) that raises both B* and the memory-limited batch."""
+    model = get_model(model)
+    accelerator = get_accelerator(accelerator)
     base = (kv_crossover_batch(model, context_len), int(max_batch(model, accelerator, context_len)))
     cases = []
     for label, p in (("int8 weights", _precision(weights="int8")), ("int8 KV cache", _precision(kv="int8"))):
@@ -474,6 +537,8 @@ def quant_raises_bstar_and_maxb(context_len: int = 1024, model: str = MODEL, acc
 def cost_levers(context_len: int = 1024, model: str = MODEL, accelerator: str = ACC):
     """Holds when raising B from 1 to the memory limit lowers cost per token more than int8 weights
     or int8 KV at B = 1 do."""
+    model = get_model(model)
+    accelerator = get_accelerator(accelerator)
     bmax = int(max_batch(model, accelerator, context_len))
     one = throughput_tokens_per_s(model, accelerator, context_len, 1)
     batch_gain = throughput_tokens_per_s(model, accelerator, context_len, bmax) / one
@@ -486,6 +551,8 @@ def prefix_cache(shared_tokens: int = 10_000, suffixes=(1, 200, 2000), max_share
                  model: str = MODEL, accelerator: str = ACC):
     """Holds for each user suffix where prefilling it against a cached shared prefix takes at most
     max_share of prefilling prefix + suffix."""
+    model = get_model(model)
+    accelerator = get_accelerator(accelerator)
     from inferlab.roofline import pass_time_s
     cases = []
     for q in suffixes:
@@ -500,6 +567,7 @@ def chunked_prefill_flops(prompt_len: int = 10_000, chunk_len: int = 512, min_ex
                           model: str = MODEL):
     """Holds when chunking raises total prefill FLOPs by at least min_extra (the statement's
     'recomputation'); bytes are reported beside."""
+    model = get_model(model)
     ch = chunked_prefill_costs(model, prompt_len, chunk_len).total
     one = prefill_costs(model, 1, prompt_len).total
     fr, br = float(ch.flops / one.flops), float(ch.bytes / one.bytes)
@@ -510,6 +578,8 @@ def chunked_prefill_flops(prompt_len: int = 10_000, chunk_len: int = 512, min_ex
 
 def replicas_vs_batch_latency(replicas: int = 3, context_len: int = 1024, model: str = MODEL, accelerator: str = ACC):
     """Holds when M replicas at B = 1 give a lower per-token latency than one replica at B = M."""
+    model = get_model(model)
+    accelerator = get_accelerator(accelerator)
     a = decode_step_time_s(model, accelerator, context_len, 1)
     b = decode_step_time_s(model, accelerator, context_len, replicas)
     return Outcome((Case(f"M={replicas}", a < b, f"B=1 step {_ms(a)} vs B={replicas} step {_ms(b)}"),))
@@ -522,6 +592,8 @@ def replicas_vs_batch_latency(replicas: int = 3, context_len: int = 1024, model:
 @lru_cache(maxsize=None)
 def _sim(rate: float, n: int, prompt: int, output: int, policy: tuple, replicas: int = 1,
          out_cv: float = 0.0, seed: int = 0, model: str = MODEL, accelerator: str = ACC, cv: float = 1.0):
+    model = get_model(model)
+    accelerator = get_accelerator(accelerator)
     from inferlab.serving import LengthDist, make_policy, simulate, synthetic
     out = LengthDist("lognormal", output, out_cv, 1, 8 * output) if out_cv else LengthDist("fixed", output)
     w = synthetic(rate, n_requests=n, prompt=LengthDist("fixed", prompt), output=out, cv=cv, seed=seed)
@@ -634,7 +706,7 @@ def low_load_cost(low_rate: float = 1.0, high_rate: float = 12.0, n: int = 300, 
 
 def ttft_is_prefill(rates=(1.0, 14.0), n: int = 300, prompt: int = 512, output: int = 128, min_share: float = 0.8):
     """Holds at each rate where the single-prompt prefill time is at least min_share of the median TTFT."""
-    pre = prefill_time_s(MODEL, ACC, prompt)
+    pre = prefill_time_s(get_model(MODEL), get_accelerator(ACC), prompt)
     cases = []
     for r in rates:
         t = _p(_sim(r, n, prompt, output, ("continuous",)).ttft_s, 50)
@@ -653,7 +725,7 @@ def _long_prompt(policy: tuple, long_prompt: int, rate: float, n: int, seed: int
     w = Workload(np.append(base.arrival_s, t_long), np.append(base.prompt_tokens, long_prompt),
                  np.append(base.output_tokens, 128))
     idx = int(np.flatnonzero((w.prompt_tokens == long_prompt) & (w.arrival_s == t_long))[0])
-    res = simulate(w, MODEL, ACC, make_policy(policy[0], **dict(policy[1:])))
+    res = simulate(w, get_model(MODEL), get_accelerator(ACC), make_policy(policy[0], **dict(policy[1:])))
     return res, idx
 
 
@@ -685,7 +757,7 @@ def hol_blocking(long_prompt: int = 16_000, rate: float = 4.0, n: int = 200, min
     """Holds when, without chunking, some running request's ITL reaches min_share of the long
     prompt's prefill time (its decode stalls behind the prefill)."""
     res, idx = _long_prompt(("prefill-first",), long_prompt, rate, n)
-    pre = prefill_time_s(MODEL, ACC, long_prompt)
+    pre = prefill_time_s(get_model(MODEL), get_accelerator(ACC), long_prompt)
     worst = max(float(np.max(x)) for i, x in enumerate(res.itls_s) if i != idx and len(x))
     return Outcome((Case(f"S={long_prompt}", worst >= min_share * pre,
                          f"largest ITL of others {_ms(worst)}; the prefill takes {_ms(pre)}"),))
@@ -700,6 +772,7 @@ GROWTH_QUANTITIES = ("recompute", "cached_attention_flops", "cached_attention_by
 
 
 def _growth_quantity(quantity: str, model, s: int) -> float:
+    model = get_model(model)
     if quantity == "recompute":  # no cache: a forward pass over the S-token prefix and the new token
         return float(prefill_costs(model, 1, s + 1).total.flops)
     if quantity in ("cached_attention_flops", "cached_attention_bytes"):
@@ -728,6 +801,7 @@ def growth_order(quantity: str = "recompute", context_lens=(1024, 4096), expecte
     attention), kv_projection (the K and V projection FLOPs over S tokens), recompute_total and
     cached_total (all FLOPs of generating S tokens, without and with the cache),
     prefill_attention_intensity (FLOPs per byte of a prefill's two attention products)."""
+    model = get_model(model)
     import math
     cases = []
     for s in context_lens:
@@ -735,7 +809,7 @@ def growth_order(quantity: str = "recompute", context_lens=(1024, 4096), expecte
         cases.append(Case(f"S={s}", abs(k - expected) < 0.5, f"{quantity} grows as S^{k:.2f}"))
     values = {}
     if quantity in ("recompute", "recompute_total", "cached_total"):  # attention's S² term = 2·P·S
-        m = get_model(model)
+        m = model
         values["crossover"] = m.n_matmul_params / (m.n_layers * m.n_heads * m.head_dim)  # 2PS = 2LdS²
     return Outcome(tuple(cases), "context length", values)
 
@@ -744,6 +818,8 @@ def tp_improves(phase: str = "decode", tps=(2, 4, 8), allreduce_latency_s: float
                 prompt_len: int = 2048, context_len: int = 1024, model: str = MODEL, accelerator: str = ACC):
     """Holds at each degree K where the phase is faster on K devices than on one, all-reduces at
     `allreduce_latency_s` (None: the library's default start-up latency)."""
+    model = get_model(model)
+    accelerator = get_accelerator(accelerator)
     from inferlab.parallel import DEFAULT_ALLREDUCE_LATENCY_S
     lat = DEFAULT_ALLREDUCE_LATENCY_S if allreduce_latency_s is None else allreduce_latency_s
 
@@ -760,6 +836,7 @@ def chunked_kv_memory(prompt_lens=(1000, 10_000), chunk_len: int = 512, block_to
                       model: str = MODEL):
     """Holds at each S where the KV cache after a prefill in ceil(S/C) chunks of C tokens (each
     appending its tokens, stored in blocks of `block_tokens`) equals the unchunked prefill's."""
+    model = get_model(model)
     cases = []
     for s in prompt_lens:
         chunks = [min(chunk_len, s - i) for i in range(0, s, chunk_len)]

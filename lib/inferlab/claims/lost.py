@@ -14,12 +14,12 @@ from pathlib import Path
 
 
 from inferlab.claims.registry import SECTIONS, RegistryError
-from inferlab.claims.reproduce import METHODS, QUANTITIES, model_variant
+from inferlab.claims.reproduce import METHODS, QUANTITIES
 from inferlab.costs import decode_costs, prefill_costs
 from inferlab.latency import decode_step_rule_s, decode_step_time_s, kv_crossover_batch, prefill_time_s, ttft_rule_s
 from inferlab.memory import kv_cache_bytes, max_batch, memory_budget, weight_bytes
 from inferlab.roofline import bound
-from inferlab.specs import get_accelerator, get_model
+from inferlab.specs import get_accelerator, get_model, model_variant
 from inferlab.units import GB
 
 TABLES = {}
@@ -48,6 +48,8 @@ def text_table(headers, rows, formats) -> str:
 @_table
 def mlp_prefill(model, accelerator, prompt_lens, batch=1):
     """One MLP layer in prefill: FLOPs, weight and activation bytes, intensity against B·S."""
+    model = get_model(model)
+    accelerator = get_accelerator(accelerator)
     rows = []
     for s in prompt_lens:
         c = prefill_costs(model, batch, s)
@@ -62,11 +64,13 @@ def mlp_prefill(model, accelerator, prompt_lens, batch=1):
 @_table
 def attention_prefill(model, accelerator, prompt_lens):
     """QK^T and PV of one layer in prefill: dense S·T/(S+T) against the causal count."""
+    model = get_model(model)
+    accelerator = get_accelerator(accelerator)
     rows = []
     for s in prompt_lens:
         dense = prefill_costs(model, 1, s, causal=False).attention
         causal = prefill_costs(model, 1, s).attention
-        rows.append((s, float(dense.flops) / 1e9 / get_model(model).n_layers, float(dense.intensity),
+        rows.append((s, float(dense.flops) / 1e9 / model.n_layers, float(dense.intensity),
                      float(causal.intensity), bound(float(causal.intensity), accelerator)))
     return text_table(("S = T", "GFLOP/layer dense", "S·T/(S+T) dense", "causal", "bound"), rows,
                       ("d", ",.1f", ",.0f", ",.0f", "s"))
@@ -75,7 +79,7 @@ def attention_prefill(model, accelerator, prompt_lens):
 @_table
 def kv_cache(model, seq_lens, batch=1):
     """KV cache per sequence: 2·L·N_kv·H·S·2 bytes."""
-    m = get_model(model)
+    m = model = get_model(model)
     rows = [(s, 2 * m.n_layers * m.n_kv_heads * m.head_dim * s * 2,
              float(kv_cache_bytes(m, s, batch)) / GB) for s in seq_lens]
     return text_table(("S", "bytes", "GB"), rows, ("d", ",d", ".3f"))
@@ -84,6 +88,8 @@ def kv_cache(model, seq_lens, batch=1):
 @_table
 def decode_intensity(model, accelerator, context_len, batches):
     """MLP and attention intensity of one decode step against the batch."""
+    model = get_model(model)
+    accelerator = get_accelerator(accelerator)
     rows = []
     for b in batches:
         c = decode_costs(model, b, context_len)
@@ -96,7 +102,8 @@ def decode_intensity(model, accelerator, context_len, batches):
 @_table
 def decode_step(model, accelerator, context_len, batches, weights_gb=26.0, kv_gb=None):
     """Bytes per step and step time, the book's (M + B·C_kv)/BW against the full model."""
-    m = get_model(model)
+    m = model = get_model(model)
+    accelerator = get_accelerator(accelerator)
     kv = kv_gb if kv_gb is not None else float(kv_cache_bytes(m, context_len)) / GB
     rows = []
     for b in batches:
@@ -111,8 +118,8 @@ def decode_step(model, accelerator, context_len, batches, weights_gb=26.0, kv_gb
 def throughput(model, accelerator, context_len, batches, weights_gb=26.0, kv_gb=0.84):
     """15.2.2's lost table: throughput against batch, book's formula and full model, and whether
     the batch fits in memory."""
-    m = get_model(model)
-    acc = get_accelerator(accelerator)
+    m = model = get_model(model)
+    acc = accelerator = get_accelerator(accelerator)
     rows = []
     for b in batches:
         rule = decode_step_rule_s(weights_gb * GB, kv_gb * GB, b, acc)
@@ -131,6 +138,8 @@ def ttft(model, accelerator, prompt_lens, params=13e9, peak_tflops=None):
     The 2·P·S column divides by `peak_tflops` where given (the book's printed peak, so the column
     agrees with the formula above it and with 15.1.1's errata), else by the accelerator's datasheet
     peak; the full model always runs at the accelerator's own roofline."""
+    model = get_model(model)
+    accelerator = get_accelerator(accelerator)
     def rule_s(s):
         return 2 * params * s / (peak_tflops * 1e12) if peak_tflops else ttft_rule_s(params, s, accelerator)
     rows = [(s, rule_s(s) * 1e3, prefill_time_s(model, accelerator, s) * 1e3) for s in prompt_lens]
@@ -140,6 +149,8 @@ def ttft(model, accelerator, prompt_lens, params=13e9, peak_tflops=None):
 @_table
 def crossover(model, accelerator, context_len, kv_heads):
     """C_kv, B* and the memory-limited batch for several KV-head counts (GQA at equal parameters)."""
+    model = get_model(model)
+    accelerator = get_accelerator(accelerator)
     rows = []
     for n in kv_heads:
         v = model_variant(model, n)
@@ -152,7 +163,7 @@ def crossover(model, accelerator, context_len, kv_heads):
 @_table
 def weights(models):
     """Weight memory 2·P in bf16."""
-    rows = [(m, get_model(m).n_params / 1e9, float(weight_bytes(m)) / GB) for m in models]
+    rows = [(m, get_model(m).n_params / 1e9, float(weight_bytes(get_model(m))) / GB) for m in models]
     return text_table(("model", "P (billions)", "GB (bf16)"), rows, ("s", ".2f", ".1f"))
 
 

@@ -19,7 +19,7 @@ from inferlab.costs import chunked_prefill_costs, decode_costs, linear_cost, pre
 from inferlab.latency import decode_step_time_s, kv_crossover_batch, prefill_time_s
 from inferlab.memory import kv_cache_bytes, max_batch, weight_bytes
 from inferlab.roofline import attainable_flops_per_s, ridge_point
-from inferlab.specs import Precision, get_accelerator, get_model
+from inferlab.specs import Precision, get_accelerator, get_model, model_variant  # noqa: F401 (model_variant: re-exported)
 from inferlab.units import GB, GiB, bytes_per_element
 
 QUANTITIES: dict[str, Callable] = {}
@@ -60,13 +60,6 @@ def arithmetic(fn: Callable) -> Callable:
     return fn
 
 
-def model_variant(model, n_kv_heads=None):
-    """`model`, or its parameter-preserving GQA variant (`ModelConfig.gqa_variant`): 15.2.2 keeps
-    M = 26 GB when it moves Llama-2 13B to 8 KV heads."""
-    m = get_model(model)
-    return m if n_kv_heads is None else m.gqa_variant(n_kv_heads)
-
-
 def _precision(weights="bf16", kv="bf16") -> Precision:
     return Precision(weights=weights, kv=kv)
 
@@ -78,25 +71,28 @@ def _precision(weights="bf16", kv="bf16") -> Precision:
 @quantity
 def n_params_billion(model):
     """Exact parameter count, in billions."""
-    return get_model(model).n_params / 1e9
+    model = get_model(model)
+    return model.n_params / 1e9
 
 
 @quantity
 def matmul_params_billion(model):
     """Parameters that take part in a matrix product (ModelConfig.n_matmul_params), in billions."""
-    return get_model(model).n_matmul_params / 1e9
+    model = get_model(model)
+    return model.n_matmul_params / 1e9
 
 
 @quantity
 def config_value(model, field):
     """One field of the architecture (d_model, d_ff, n_layers, n_heads, n_kv_heads, head_dim)."""
-    return float(getattr(get_model(model), field))
+    model = get_model(model)
+    return float(getattr(model, field))
 
 
 @quantity
 def mlp_equivalent_width(model):
     """Width f of a two-matrix MLP with the same parameters: (matrices x d x d_ff) / (2 d)."""
-    m = get_model(model)
+    m = model = get_model(model)
     return m.mlp_params_per_layer / (2.0 * m.d_model)
 
 
@@ -109,61 +105,71 @@ def element_bytes(dtype):
 @quantity
 def peak_tflops(accelerator, dtype="bf16"):
     """Dense peak of the matrix units, TFLOP/s."""
-    return get_accelerator(accelerator).peak(dtype) / 1e12
+    accelerator = get_accelerator(accelerator)
+    return accelerator.peak(dtype) / 1e12
 
 
 @quantity
 def hbm_tb_per_s(accelerator):
     """HBM bandwidth, TB/s (1e12 bytes/s)."""
-    return get_accelerator(accelerator).hbm_bytes_per_s / 1e12
+    accelerator = get_accelerator(accelerator)
+    return accelerator.hbm_bytes_per_s / 1e12
 
 
 @quantity
 def memory_gb(accelerator):
     """HBM capacity, GB (1e9 bytes)."""
-    return get_accelerator(accelerator).memory_bytes / GB
+    accelerator = get_accelerator(accelerator)
+    return accelerator.memory_bytes / GB
 
 
 @quantity
 def ridge_flops_per_byte(accelerator, dtype="bf16"):
     """Roofline ridge point: peak / bandwidth."""
+    accelerator = get_accelerator(accelerator)
     return ridge_point(accelerator, dtype)
 
 
 @quantity
 def compute_used_pct(accelerator, intensity, dtype="bf16"):
     """Share of peak FLOP/s a kernel of this intensity can reach under the roofline, %."""
-    acc = get_accelerator(accelerator)
+    accelerator = get_accelerator(accelerator)
+    acc = accelerator
     return 100.0 * float(attainable_flops_per_s(intensity, acc, dtype)) / acc.peak(dtype)
 
 
 @quantity
 def ridge_over_intensity(accelerator, intensity, dtype="bf16"):
     """How many times below the ridge point a kernel of this intensity sits."""
+    accelerator = get_accelerator(accelerator)
     return ridge_point(accelerator, dtype) / intensity
 
 
 @quantity
 def weight_gb(model, weights="bf16", tp=1):
     """Bytes of all weights on one of `tp` devices, GB."""
+    model = get_model(model)
     return weight_bytes(model, _precision(weights), tp) / GB
 
 
 @quantity
 def kv_gb(model, seq_len, batch=1, kv="bf16", tp=1, n_kv_heads=None):
     """KV cache of `batch` sequences of `seq_len` tokens on one of `tp` devices, GB."""
+    model = get_model(model)
     return kv_cache_bytes(model_variant(model, n_kv_heads), seq_len, batch, _precision(kv=kv), tp) / GB
 
 
 @quantity
 def kv_ratio(model, seq_len, n_kv_heads, base_n_kv_heads):
     """KV cache with base_n_kv_heads over KV cache with n_kv_heads (the shrink factor of GQA)."""
+    model = get_model(model)
     return kv_gb(model, seq_len, n_kv_heads=base_n_kv_heads) / kv_gb(model, seq_len, n_kv_heads=n_kv_heads)
 
 
 @quantity
 def memory_per_device_gb(model, seq_len, batch, tp=1, kv="bf16", n_kv_heads=None):
     """Weights + KV cache on one of `tp` devices (nothing reserved), GB."""
+    model = get_model(model)
     m = model_variant(model, n_kv_heads)
     return (weight_bytes(m, _precision(), tp)
             + kv_cache_bytes(m, seq_len, batch, _precision(kv=kv), tp)) / GB
@@ -171,18 +177,23 @@ def memory_per_device_gb(model, seq_len, batch, tp=1, kv="bf16", n_kv_heads=None
 
 def _capacity_bytes(accelerator, capacity_gib=None) -> float:
     """The accelerator's memory, or `capacity_gib` binary gigabytes (2**30 bytes) when given."""
-    return get_accelerator(accelerator).memory_bytes if capacity_gib is None else capacity_gib * GiB
+    accelerator = get_accelerator(accelerator)
+    return accelerator.memory_bytes if capacity_gib is None else capacity_gib * GiB
 
 
 @quantity
 def free_for_kv_gb(model, accelerator, tp=1):
     """Memory left for the KV cache beside the weights, GB."""
-    return (get_accelerator(accelerator).memory_bytes - weight_bytes(model, _precision(), tp)) / GB
+    model = get_model(model)
+    accelerator = get_accelerator(accelerator)
+    return (accelerator.memory_bytes - weight_bytes(model, _precision(), tp)) / GB
 
 
 @quantity
 def memory_headroom_gb(model, accelerator, seq_len, batch, tp=1, capacity_gib=None):
     """Capacity minus weights minus KV cache on one of `tp` devices, GB (negative: does not fit)."""
+    model = get_model(model)
+    accelerator = get_accelerator(accelerator)
     return _capacity_bytes(accelerator, capacity_gib) / GB - memory_per_device_gb(model, seq_len, batch, tp)
 
 
@@ -190,6 +201,8 @@ def memory_headroom_gb(model, accelerator, seq_len, batch, tp=1, capacity_gib=No
 def free_gb_with_capacity(model, accelerator, seq_len, batch, tp=1, capacity="datasheet"):
     """Capacity - weights - KV cache per device, GB, at the datasheet's or the reported capacity
     (headroom.headroom_fit: the same computation the 15.2.2 notebook's prose renders)."""
+    model = get_model(model)
+    accelerator = get_accelerator(accelerator)
     from inferlab.headroom import headroom_fit
     return headroom_fit(model, accelerator, batch, seq_len, _precision(), tp).free_bytes(capacity) / GB
 
@@ -197,6 +210,8 @@ def free_gb_with_capacity(model, accelerator, seq_len, batch, tp=1, capacity="da
 @quantity
 def max_batch_at_utilisation(model, accelerator, seq_len, tp=1, utilisation=0.9, capacity="reported"):
     """Largest batch in utilisation x capacity beside the weights (vLLM's gpu_memory_utilization)."""
+    model = get_model(model)
+    accelerator = get_accelerator(accelerator)
     from inferlab.headroom import headroom_fit
     return float(headroom_fit(model, accelerator, 1, seq_len, _precision(), tp)
                  .max_batch_at_utilisation(utilisation, capacity))
@@ -205,6 +220,8 @@ def max_batch_at_utilisation(model, accelerator, seq_len, tp=1, utilisation=0.9,
 @quantity
 def batch_capacity(model, accelerator, seq_len, kv="bf16", tp=1, n_kv_heads=None, capacity_gib=None):
     """(capacity - weights) / KV per sequence: the batch bound before rounding down."""
+    model = get_model(model)
+    accelerator = get_accelerator(accelerator)
     m = model_variant(model, n_kv_heads)
     free = _capacity_bytes(accelerator, capacity_gib) - weight_bytes(m, _precision(), tp)
     return free / kv_cache_bytes(m, seq_len, 1, _precision(kv=kv), tp)
@@ -213,12 +230,16 @@ def batch_capacity(model, accelerator, seq_len, kv="bf16", tp=1, n_kv_heads=None
 @quantity
 def max_batch_that_fits(model, accelerator, seq_len, kv="bf16", tp=1, n_kv_heads=None):
     """Largest whole batch whose weights + KV cache fit (memory.max_batch)."""
+    model = get_model(model)
+    accelerator = get_accelerator(accelerator)
     return float(max_batch(model_variant(model, n_kv_heads), accelerator, seq_len, _precision(kv=kv), tp))
 
 
 @quantity
 def max_batch_ratio(model, accelerator, seq_len, n_kv_heads, base_n_kv_heads):
     """Max batch with n_kv_heads over max batch with base_n_kv_heads."""
+    model = get_model(model)
+    accelerator = get_accelerator(accelerator)
     return (max_batch_that_fits(model, accelerator, seq_len, n_kv_heads=n_kv_heads)
             / max_batch_that_fits(model, accelerator, seq_len, n_kv_heads=base_n_kv_heads))
 
@@ -226,18 +247,22 @@ def max_batch_ratio(model, accelerator, seq_len, n_kv_heads, base_n_kv_heads):
 @quantity
 def crossover_batch(model, context_len, n_kv_heads=None):
     """B* = weight bytes / KV bytes per sequence (latency.kv_crossover_batch)."""
+    model = get_model(model)
     return kv_crossover_batch(model_variant(model, n_kv_heads), context_len)
 
 
 @quantity
 def crossover_ratio(model, context_len, n_kv_heads, base_n_kv_heads):
     """B* with n_kv_heads over B* with base_n_kv_heads."""
+    model = get_model(model)
     return crossover_batch(model, context_len, n_kv_heads) / crossover_batch(model, context_len, base_n_kv_heads)
 
 
 @quantity
 def decode_step_ms(model, accelerator, context_len, batch=1, weights="bf16", kv="bf16", n_kv_heads=None):
     """One decode step (= ITL) under the per-operator roofline, ms."""
+    model = get_model(model)
+    accelerator = get_accelerator(accelerator)
     return 1e3 * decode_step_time_s(model_variant(model, n_kv_heads), accelerator, context_len, batch,
                                     _precision(weights, kv))
 
@@ -245,18 +270,24 @@ def decode_step_ms(model, accelerator, context_len, batch=1, weights="bf16", kv=
 @quantity
 def decode_step_s(model, accelerator, context_len, batch=1, weights="bf16", kv="bf16"):
     """One decode step, s."""
+    model = get_model(model)
+    accelerator = get_accelerator(accelerator)
     return decode_step_ms(model, accelerator, context_len, batch, weights, kv) / 1e3
 
 
 @quantity
 def decode_tokens_per_s(model, accelerator, context_len, batch=1, weights="bf16", kv="bf16", n_kv_heads=None):
     """Decode throughput of one instance: batch / step time, tokens/s."""
+    model = get_model(model)
+    accelerator = get_accelerator(accelerator)
     return batch / (decode_step_ms(model, accelerator, context_len, batch, weights, kv, n_kv_heads) / 1e3)
 
 
 @quantity
 def decode_step_ratio(model, accelerator, context_len, batch, base_batch=1):
     """Step time at `batch` over step time at `base_batch`."""
+    model = get_model(model)
+    accelerator = get_accelerator(accelerator)
     return (decode_step_ms(model, accelerator, context_len, batch)
             / decode_step_ms(model, accelerator, context_len, base_batch))
 
@@ -265,6 +296,8 @@ def decode_step_ratio(model, accelerator, context_len, batch, base_batch=1):
 def throughput_ratio(model, accelerator, context_len, batch, base_batch=1, n_kv_heads=None,
                      base_n_kv_heads=None):
     """Throughput at (batch, n_kv_heads) over throughput at (base_batch, base_n_kv_heads)."""
+    model = get_model(model)
+    accelerator = get_accelerator(accelerator)
     return (decode_tokens_per_s(model, accelerator, context_len, batch, n_kv_heads=n_kv_heads)
             / decode_tokens_per_s(model, accelerator, context_len, base_batch, n_kv_heads=base_n_kv_heads))
 
@@ -272,6 +305,8 @@ def throughput_ratio(model, accelerator, context_len, batch, base_batch=1, n_kv_
 @quantity
 def throughput_ratio_at_capacity(model, accelerator, context_len, n_kv_heads, base_n_kv_heads):
     """Throughput at the largest batch that fits with n_kv_heads over the same with base_n_kv_heads."""
+    model = get_model(model)
+    accelerator = get_accelerator(accelerator)
     b = max_batch_that_fits(model, accelerator, context_len, n_kv_heads=n_kv_heads)
     b0 = max_batch_that_fits(model, accelerator, context_len, n_kv_heads=base_n_kv_heads)
     return throughput_ratio(model, accelerator, context_len, int(b), int(b0), n_kv_heads, base_n_kv_heads)
@@ -281,6 +316,8 @@ def throughput_ratio_at_capacity(model, accelerator, context_len, n_kv_heads, ba
 def best_doubling_gain(model, accelerator, context_len):
     """Largest throughput(2B) / throughput(B) over every B below the KV crossover B*. Above 2 would
     be superlinear; (M + B C)/(M + 2B C) < 1 keeps it below 2 for every B."""
+    model = get_model(model)
+    accelerator = get_accelerator(accelerator)
     b = np.arange(1, int(crossover_batch(model, context_len)) + 1)
     t1 = b / decode_step_time_s(model, accelerator, context_len, b)
     t2 = 2 * b / decode_step_time_s(model, accelerator, context_len, 2 * b)
@@ -290,6 +327,8 @@ def best_doubling_gain(model, accelerator, context_len):
 @quantity
 def itl_share_pct(model, accelerator, context_len, weights, batch=1):
     """ITL with weights in `weights` dtype over ITL in bf16 (KV cache stays bf16), %."""
+    model = get_model(model)
+    accelerator = get_accelerator(accelerator)
     return 100.0 * (decode_step_ms(model, accelerator, context_len, batch, weights)
                     / decode_step_ms(model, accelerator, context_len, batch))
 
@@ -297,24 +336,30 @@ def itl_share_pct(model, accelerator, context_len, weights, batch=1):
 @quantity
 def decode_compute_used_pct(model, accelerator, context_len, batch=1):
     """FLOPs of one decode step over (step time x peak): the MFU a memory-bound step reaches, %."""
+    model = get_model(model)
+    accelerator = get_accelerator(accelerator)
     flops = float(decode_costs(model, batch, context_len).total.flops)
     step_s = decode_step_ms(model, accelerator, context_len, batch) / 1e3
-    return 100.0 * flops / (step_s * get_accelerator(accelerator).peak("bf16"))
+    return 100.0 * flops / (step_s * accelerator.peak("bf16"))
 
 
 @quantity
 def decode_batch_for_compute_pct(model, accelerator, context_len, target_pct):
     """Smallest decode batch whose step uses at least target_pct % of peak FLOP/s."""
+    model = get_model(model)
+    accelerator = get_accelerator(accelerator)
     b = np.arange(1, 1025)
     flops = np.asarray(decode_costs(model, b, context_len).total.flops)
     used = 100.0 * flops / (decode_step_time_s(model, accelerator, context_len, b)
-                            * get_accelerator(accelerator).peak("bf16"))
+                            * accelerator.peak("bf16"))
     return float(b[np.argmax(used >= target_pct)]) if np.any(used >= target_pct) else float("nan")
 
 
 @quantity
 def prefill_ms(model, accelerator, prompt_len, batch=1):
     """One prefill pass (= TTFT without queueing) under the per-operator roofline, ms."""
+    model = get_model(model)
+    accelerator = get_accelerator(accelerator)
     return 1e3 * prefill_time_s(model, accelerator, prompt_len, batch)
 
 
@@ -322,37 +367,48 @@ def prefill_ms(model, accelerator, prompt_len, batch=1):
 def prefill_2ps_ms(model, accelerator, prompt_len, batch=1):
     """2·P·B·S / peak with P = the model's matrix parameters (ModelConfig.n_matmul_params) and the
     accelerator's dense bf16 peak, ms: the linear rule as the 15.1.1 notebook computes it."""
-    m, a = get_model(model), get_accelerator(accelerator)
+    model = get_model(model)
+    accelerator = get_accelerator(accelerator)
+    m, a = model, accelerator
     return 1e3 * 2 * m.n_matmul_params * batch * prompt_len / a.peak("bf16")
 
 
 @quantity
 def prefill_s(model, accelerator, prompt_len, batch=1):
     """One prefill pass, s."""
+    model = get_model(model)
+    accelerator = get_accelerator(accelerator)
     return prefill_time_s(model, accelerator, prompt_len, batch)
 
 
 @quantity
 def prefill_flops(model, prompt_len, batch=1):
     """Matrix-product FLOPs of one prefill pass (causal attention, logits for the last token)."""
+    model = get_model(model)
     return float(prefill_costs(model, batch, prompt_len).total.flops)
 
 
 @quantity
 def prefill_ratio(model, accelerator, prompt_len, factor):
     """TTFT at factor x prompt_len over TTFT at prompt_len."""
+    model = get_model(model)
+    accelerator = get_accelerator(accelerator)
     return prefill_ms(model, accelerator, int(factor * prompt_len)) / prefill_ms(model, accelerator, prompt_len)
 
 
 @quantity
 def prefill_extra_ms(model, accelerator, prompt_len, extra_tokens):
     """TTFT added by `extra_tokens` more prompt tokens, starting from prompt_len, ms."""
+    model = get_model(model)
+    accelerator = get_accelerator(accelerator)
     return prefill_ms(model, accelerator, prompt_len + extra_tokens) - prefill_ms(model, accelerator, prompt_len)
 
 
 @quantity
 def prefill_prompts_within(model, accelerator, prompt_len, budget_ms):
     """Largest number of prompts one prefill pass can take and still finish within budget_ms."""
+    model = get_model(model)
+    accelerator = get_accelerator(accelerator)
     b = np.arange(1, 65)
     ok = 1e3 * prefill_time_s(model, accelerator, prompt_len, b) <= budget_ms
     return float(b[ok].max()) if ok.any() else 0.0
@@ -361,24 +417,28 @@ def prefill_prompts_within(model, accelerator, prompt_len, budget_ms):
 @quantity
 def prefill_mlp_intensity(model, prompt_len, batch=1):
     """FLOPs per byte of the MLP matrices in prefill, weights and activations counted."""
+    model = get_model(model)
     return float(prefill_costs(model, batch, prompt_len).mlp.intensity)
 
 
 @quantity
 def prefill_attention_intensity(model, prompt_len, causal=True):
     """FLOPs per byte of QK^T and PV in prefill (Q, K, V read, O written once)."""
+    model = get_model(model)
     return float(prefill_costs(model, 1, prompt_len, causal=causal).attention.intensity)
 
 
 @quantity
 def decode_mlp_intensity(model, context_len, batch=1):
     """FLOPs per byte of the MLP matrices in one decode step of `batch` sequences."""
+    model = get_model(model)
     return float(decode_costs(model, batch, context_len).mlp.intensity)
 
 
 @quantity
 def decode_attention_intensity(model, context_len, batch=1):
     """FLOPs per byte of QK^T and PV in one decode step (the whole KV cache read)."""
+    model = get_model(model)
     return float(decode_costs(model, batch, context_len).attention.intensity)
 
 
@@ -387,6 +447,7 @@ def pass_cost(model, phase, tokens, group="total", what="flops", batch=1, causal
     """One number of a forward pass: phase "prefill" (tokens = prompt length) or "decode" (tokens =
     context length); group "total", "mlp" or "attention"; what "flops", "bytes", "weight_bytes",
     "activation_bytes", "kv_bytes" or "intensity"; per_layer divides by the number of layers."""
+    model = get_model(model)
     if phase == "prefill":
         costs = prefill_costs(model, batch, tokens, causal=causal)
     elif phase == "decode":
@@ -407,6 +468,8 @@ def matvec_intensity(d):
 @quantity
 def mlp_compute_bound_batch(model, accelerator, context_len):
     """Smallest decode batch at which the MLP matrices reach the ridge point."""
+    model = get_model(model)
+    accelerator = get_accelerator(accelerator)
     b = np.arange(1, 4097)
     reached = np.asarray(decode_costs(model, b, context_len).mlp.intensity) >= ridge_point(accelerator)
     return float(b[np.argmax(reached)])
@@ -415,19 +478,23 @@ def mlp_compute_bound_batch(model, accelerator, context_len):
 @quantity
 def decode_tokens_per_step(model, batch):
     """Tokens one decode step emits: one LM-head row per sequence, read off the operator count."""
-    m = get_model(model)
+    m = model = get_model(model)
     return float(decode_costs(m, batch, 1).head["lm_head"].flops / (2.0 * m.d_model * m.vocab_size))
 
 
 @quantity
 def cost_per_1k_usd(model, accelerator, context_len, batch, usd_per_gpu_hour):
     """Dollars per 1,000 generated tokens on one GPU."""
+    model = get_model(model)
+    accelerator = get_accelerator(accelerator)
     return usd_per_gpu_hour / 3600.0 / decode_tokens_per_s(model, accelerator, context_len, batch) * 1000.0
 
 
 @quantity
 def cost_ratio(model, accelerator, context_len, batch, base_batch):
     """Cost per token at `batch` over cost per token at `base_batch` (the GPU price cancels)."""
+    model = get_model(model)
+    accelerator = get_accelerator(accelerator)
     return (decode_tokens_per_s(model, accelerator, context_len, base_batch)
             / decode_tokens_per_s(model, accelerator, context_len, batch))
 
@@ -436,6 +503,7 @@ def cost_ratio(model, accelerator, context_len, batch, base_batch):
 def chunked_prefill_extra_flops_pct(model, prompt_len, chunk_len):
     """FLOPs of a chunked prefill over one-shot prefill, minus one, %. Each query-key pair is
     scored once either way, so this is zero (rounded to 1e-9 % against float summation noise)."""
+    model = get_model(model)
     one_shot = float(prefill_costs(model, 1, prompt_len).total.flops)
     chunked = float(chunked_prefill_costs(model, prompt_len, chunk_len).total.flops)
     return round(100.0 * (chunked / one_shot - 1.0), 9)
@@ -446,6 +514,7 @@ def chunked_prefill_extra_gb(model, prompt_len, chunk_len, kind="bytes"):
     """HBM traffic a chunked prefill adds to one-shot prefill, GB: kind "kv_bytes" (earlier chunks'
     KV cache re-read by every chunk, O(S²/C)), "weight_bytes" (weights re-read, O(S/C)), or
     "bytes" (all)."""
+    model = get_model(model)
     one_shot = getattr(prefill_costs(model, 1, prompt_len).total, kind)
     chunked = getattr(chunked_prefill_costs(model, prompt_len, chunk_len).total, kind)
     return float(chunked - one_shot) / GB

@@ -411,3 +411,18 @@ def errata_section(evaluated) -> str:
             "| id | line | the chapter states (our words) | why |", "|---|---|---|---|"]
     out += [f"| {e.id} | {e.line} | {_cell(e.description)} | {_cell(e.explanation)} |" for e in unc]
     return "\n".join(out) + "\n"
+
+
+def statement_verdicts(*ids: str) -> dict:
+    """{id: EvaluatedStatement} for these statements of data/statements.toml (their own experiments
+    decide the verdicts; the serving lab's runs only sit beside them)."""
+    by_id = {s.id: s for s in load_statements().statements}
+    unknown = [i for i in ids if i not in by_id]
+    if unknown:
+        raise ValueError(f"statement id {unknown[0]!r} is not in data/statements.toml")
+    return {i: evaluate_statement(by_id[i]) for i in ids}
+
+
+def statement_table(*ids: str) -> str:
+    """The verdicts of these statements as text (`table`)."""
+    return table(list(statement_verdicts(*ids).values()))

@@ -45,7 +45,7 @@ from inferlab.exercises import cgroup, seccomp
 from inferlab.exercises.core import SECTIONS, exercises, get, variant
 from inferlab.exercises.key import DEFAULT_KEY_PATH
 from inferlab.exercises.safeio import FrameReader, UnsafeFile, cell, loads_bounded, one_line, read_regular
-from inferlab.exercises.student import CHECK_RE, ID_RE
+from inferlab.exercises.roster import CHECK_RE, ID_RE, GradingError, read_roster  # noqa: F401 (GradingError: re-exported)
 
 # Code that reaches into the checker instead of computing the answer; flagged for the instructor.
 SUSPICIOUS = re.compile(r"\.solve\b|\.expected\(|_EXPECTED|known_mistakes|solution_source|INFERLAB_CHECK_LOG")
@@ -88,10 +88,6 @@ class Grades:
     def failed(self) -> int:
         """How many students' submissions failed (refused, unreadable output, a grader error): see `grade`."""
         return sum(str(r["status"]).startswith("failed:") for r in self.rows)
-
-
-class GradingError(ValueError):
-    """A grading request that cannot be carried out (one line, for the command line)."""
 
 
 def collect(paths) -> list[Submission]:
@@ -550,33 +546,6 @@ def assignment_exercises(*, sections=None, instructor=None) -> list[str]:
         raise GradingError(f"--instructor {', '.join(map(str, instructor))}: no check cell found; expected the "
                            "instructor notebook(s) of the assignment")
     return [e.id for e in exercises() if e.id in ids]
-
-
-def read_roster(path) -> list[dict]:
-    """Rows of a roster CSV with a `student_id` column (optional: name, email, section)."""
-    path = Path(path)
-    try:
-        with open(path, newline="", encoding="utf-8-sig") as fh:
-            rows = list(csv.DictReader(fh))
-    except IsADirectoryError:
-        raise GradingError(f"roster {str(path)!r} is a folder; expected a CSV file with a student_id column")
-    except FileNotFoundError:
-        raise GradingError(f"roster {str(path)!r} does not exist; expected a CSV file with a student_id column")
-    except (OSError, UnicodeDecodeError, csv.Error) as exc:
-        raise GradingError(f"roster {str(path)!r} cannot be read ({exc}); expected a CSV file with a "
-                           "student_id column")
-    if not rows or "student_id" not in rows[0]:
-        raise GradingError(f"roster {str(path)!r} has no student_id column (columns: "
-                           f"{', '.join(rows[0]) if rows else 'none'}); expected student_id[,name,email,section]")
-    ids = [r["student_id"].strip() for r in rows]
-    bad = [i for i in ids if not re.fullmatch(r"[A-Za-z0-9_.@-]{1,64}", i)]
-    if bad:
-        raise GradingError(f"roster {str(path)!r}: student_id {bad[0]!r} is not allowed; use 1 to 64 letters, "
-                           "digits, '_', '.', '@' or '-'")
-    dup = sorted({i for i in ids if ids.count(i) > 1})
-    if dup:
-        raise GradingError(f"roster {str(path)!r}: student_id {dup[0]!r} appears twice; ids must be unique")
-    return [dict(r, student_id=r["student_id"].strip()) for r in rows]
 
 
 def grade(paths, out_dir, *, cell_timeout: float = 120, time_limit: float = 900, jobs: int = 1,

@@ -16,14 +16,19 @@ from inferlab.specs import get_accelerator, get_model
 def solve_ttft_rule(model, accelerator, prompt_len):
     from inferlab import get_model
     from inferlab.latency import ttft_rule_s
+    from inferlab.specs import get_accelerator
+    model = get_model(model)
+    accelerator = get_accelerator(accelerator)
 
     # P of the 2*P*S rule: the parameters that take part in a matrix product (not the embedding lookup).
-    P = get_model(model).n_matmul_params
+    P = model.n_matmul_params
     return ttft_rule_s(P, prompt_len, accelerator) * 1e3
 
 
 def mistakes_ttft_rule(model, accelerator, prompt_len):
-    m = get_model(model)
+    model = get_model(model)
+    accelerator = get_accelerator(accelerator)
+    m = model
 
     def ms(*args, **kwargs):
         return ttft_rule_s(*args, **kwargs) * 1e3
@@ -34,7 +39,7 @@ def mistakes_ttft_rule(model, accelerator, prompt_len):
         Mistake(ms(m.n_params, prompt_len, accelerator),
                 "you counted every parameter; the embedding table is a lookup and does no FLOPs "
                 "(use n_matmul_params)"),
-        Mistake(ms(m.n_matmul_params, prompt_len, "h100-sxm"),
+        Mistake(ms(m.n_matmul_params, prompt_len, get_accelerator("h100-sxm")),
                 "that is the H100's bf16 peak; use the accelerator the statement names"),
         Mistake(ms(m.n_matmul_params, prompt_len, accelerator, dtype="fp8"),
                 "that is twice the dense bf16 peak (the fp8 peak, or a sparse datasheet figure)"),
@@ -65,6 +70,9 @@ def solve_mlp_regime(model, accelerator, operator, prompt_len, max_len):
 
     from inferlab.costs import prefill_costs
     from inferlab.roofline import bound
+    from inferlab.specs import get_accelerator, get_model
+    model = get_model(model)
+    accelerator = get_accelerator(accelerator)
 
     op = prefill_costs(model, batch=1, prompt_len=prompt_len).operators()[operator]
     regime = bound(op.intensity, accelerator)
@@ -76,6 +84,8 @@ def solve_mlp_regime(model, accelerator, operator, prompt_len, max_len):
 
 
 def mistakes_mlp_regime(model, accelerator, operator, prompt_len, max_len):
+    model = get_model(model)
+    accelerator = get_accelerator(accelerator)
     return [
         Mistake(math.ceil(ridge_point(accelerator)),
                 "that is the ridge point itself; the intensity of S tokens through a weight matrix is "
@@ -118,8 +128,10 @@ The chapter says prefill is compute-bound "once S is even modestly long". Take t
 
 def _memo_prefill(model, accelerator, prompt_len, tp):
     """The colleague's figures: 6*P*S with P rounded to the name's size, over tp sparse peaks."""
-    p_round = float(f"{get_model(model).n_params:.1g}")
-    sparse_peak = 2 * get_accelerator(accelerator).peak("bf16")
+    model = get_model(model)
+    accelerator = get_accelerator(accelerator)
+    p_round = float(f"{model.n_params:.1g}")
+    sparse_peak = 2 * accelerator.peak("bf16")
     flops = 6 * p_round * prompt_len
     return p_round, sparse_peak, flops, flops / (tp * sparse_peak)
 
@@ -127,16 +139,21 @@ def _memo_prefill(model, accelerator, prompt_len, tp):
 def solve_prefill_memo(model, accelerator, prompt_len, tp):
     from inferlab import get_model
     from inferlab.latency import ttft_rule_s
+    from inferlab.specs import get_accelerator
+    model = get_model(model)
+    accelerator = get_accelerator(accelerator)
 
     # One forward pass: 2 FLOPs (a multiply-add) per matmul parameter per token, at the DENSE bf16 peak,
     # split over the tp GPUs (the linear rule: no attention term, no communication).
-    P = get_model(model).n_matmul_params
+    P = model.n_matmul_params
     ttft_ms = ttft_rule_s(P, prompt_len, accelerator) / tp * 1e3
     return {"ttft_ms": ttft_ms, "true": {"A", "B"}}
 
 
 def mistakes_prefill_memo(model, accelerator, prompt_len, tp):
-    P = get_model(model).n_matmul_params
+    model = get_model(model)
+    accelerator = get_accelerator(accelerator)
+    P = model.n_matmul_params
     _, _, _, memo_s = _memo_prefill(model, accelerator, prompt_len, tp)
     dense = ttft_rule_s(P, prompt_len, accelerator)
     return [
@@ -189,6 +206,9 @@ def solve_prefill_pool(model, accelerator, prompt_len, mfu, arrival_rate, ttft_s
     import math
 
     from inferlab.latency import prefill_time_s
+    from inferlab.specs import get_accelerator, get_model
+    model = get_model(model)
+    accelerator = get_accelerator(accelerator)
 
     ttft_s = {tp: prefill_time_s(model, accelerator, prompt_len, mfu=mfu, tp=tp) for tp in tp_options}
     # A replica is busy one TTFT per prompt: enough replicas to keep each below the utilisation cap,
@@ -201,6 +221,8 @@ def solve_prefill_pool(model, accelerator, prompt_len, mfu, arrival_rate, ttft_s
 
 def mistakes_prefill_pool(model, accelerator, prompt_len, mfu, arrival_rate, ttft_slo_ms, max_utilisation,
                           tp_options):
+    model = get_model(model)
+    accelerator = get_accelerator(accelerator)
     def t(tp, mfu=mfu):
         return prefill_time_s(model, accelerator, prompt_len, mfu=mfu, tp=tp)
 

@@ -30,6 +30,8 @@ def _gib_card(accelerator):
 def solve_kv_per_sequence(model, seq_len, kv_dtype):
     from inferlab import Precision
     from inferlab.memory import kv_cache_bytes
+    from inferlab.specs import get_model
+    model = get_model(model)
 
     # 2 (K and V) * L * n_kv_heads * head_dim * S * bytes per element
     kv_bytes = kv_cache_bytes(model, seq_len, batch=1, precision=Precision(kv=kv_dtype))
@@ -37,6 +39,7 @@ def solve_kv_per_sequence(model, seq_len, kv_dtype):
 
 
 def mistakes_kv_per_sequence(model, seq_len, kv_dtype):
+    model = get_model(model)
     p = Precision(kv=kv_dtype)
     right = kv_cache_bytes(model, seq_len, 1, p) / GB
     return [
@@ -69,14 +72,19 @@ GB = 10⁹ bytes.""",
 def solve_int8_batch(model, accelerator, seq_len, kv_dtype):
     from inferlab import Precision
     from inferlab.memory import max_batch
+    from inferlab.specs import get_accelerator, get_model
+    model = get_model(model)
+    accelerator = get_accelerator(accelerator)
 
     # bf16 weights; only the cache is quantised. max_batch floors (weights + B * KV <= capacity).
     return max_batch(model, accelerator, seq_len, Precision(kv=kv_dtype))
 
 
 def mistakes_int8_batch(model, accelerator, seq_len, kv_dtype):
+    model = get_model(model)
+    accelerator = get_accelerator(accelerator)
     p = Precision(kv=kv_dtype)
-    acc = get_accelerator(accelerator)
+    acc = accelerator
     free = acc.memory_bytes - weight_bytes(model, p)
     per_seq = kv_cache_bytes(model, seq_len, 1, p)
     return [
@@ -121,6 +129,9 @@ largest batch that fits? GB = 10⁹ bytes, as on the datasheet.""",
 def solve_decode_regimes(model, accelerator, batch, context_len):
     from inferlab.costs import decode_costs
     from inferlab.roofline import bound
+    from inferlab.specs import get_accelerator, get_model
+    model = get_model(model)
+    accelerator = get_accelerator(accelerator)
 
     costs = decode_costs(model, batch, context_len)
     mlp_up = costs.operators()["mlp_up"]
@@ -133,6 +144,8 @@ def solve_decode_regimes(model, accelerator, batch, context_len):
 
 
 def mistakes_decode_regimes(model, accelerator, batch, context_len):
+    model = get_model(model)
+    accelerator = get_accelerator(accelerator)
     return [
         Mistake("memory", "at B = {b} every weight byte serves {b} tokens: compare the MLP's intensity (about B) "
                           "with the ridge point".format(b=batch), "mlp"),
@@ -173,6 +186,9 @@ for this model?""",
 def solve_batch_memo(model, accelerator, context_len, batch):
     from inferlab.latency import decode_step_rule_s
     from inferlab.memory import kv_cache_bytes, weight_bytes
+    from inferlab.specs import get_accelerator, get_model
+    model = get_model(model)
+    accelerator = get_accelerator(accelerator)
 
     # The chapter's rule: every weight byte once per step, and every sequence's own cache.
     step_s = decode_step_rule_s(weight_bytes(model), kv_cache_bytes(model, context_len), batch, accelerator)
@@ -180,9 +196,12 @@ def solve_batch_memo(model, accelerator, context_len, batch):
 
 
 def mistakes_batch_memo(model, accelerator, context_len, batch):
-    w, kv = weight_bytes(model), kv_cache_bytes(model, context_len)
+    model = get_model(model)
+    accelerator = get_accelerator(accelerator)
+    m = model
+    w, kv = weight_bytes(m), kv_cache_bytes(m, context_len)
     one = decode_step_rule_s(w, kv, 1, accelerator)
-    weights_only = w / get_accelerator(accelerator).hbm_bytes_per_s
+    weights_only = w / accelerator.hbm_bytes_per_s
     return [
         Mistake(one * 1e3, "that is the memo's step, the one of B = 1", "step_ms"),
         Mistake(weights_only * 1e3, "you left out the KV cache reads", "step_ms"),
@@ -196,13 +215,15 @@ def mistakes_batch_memo(model, accelerator, context_len, batch):
 
 
 def _batch_that_fits(model, accelerator, context_len, f):
+    m, acc = get_model(model), get_accelerator(accelerator)  # the params keep the names
     return dict(model=model, accelerator=accelerator, context_len=context_len,
-                batch=max(2, math.floor(f * max_batch(model, accelerator, context_len))))
+                batch=max(2, math.floor(f * max_batch(m, acc, context_len))))
 
 
 def statement_batch_memo(model, accelerator, context_len, batch):
-    w, kv = weight_bytes(model), kv_cache_bytes(model, context_len)
-    one = decode_step_rule_s(w, kv, 1, accelerator)
+    m = get_model(model)
+    w, kv = weight_bytes(m), kv_cache_bytes(m, context_len)
+    one = decode_step_rule_s(w, kv, 1, get_accelerator(accelerator))
     return f"""\
 A colleague's memo on `{model}` (bf16) on one `{accelerator}`, contexts of S = {context_len:,} tokens:
 *"At B = 1 a decode step reads the weights and one KV cache, {(w + kv) / GB:.1f} GB: {one * 1e3:.2f} ms.
@@ -240,6 +261,9 @@ def solve_precision_choice(model, accelerator, batch, context_len, options):
     from inferlab import Precision
     from inferlab.latency import decode_step_time_s
     from inferlab.memory import memory_budget
+    from inferlab.specs import get_accelerator, get_model
+    model = get_model(model)
+    accelerator = get_accelerator(accelerator)
 
     # Weight-only quantisation: the matrix units still compute in bf16.
     plans = {letter: Precision(weights=w, kv=kv) for letter, (w, kv) in options.items()}
@@ -250,6 +274,8 @@ def solve_precision_choice(model, accelerator, batch, context_len, options):
 
 
 def mistakes_precision_choice(model, accelerator, batch, context_len, options):
+    model = get_model(model)
+    accelerator = get_accelerator(accelerator)
     best = solve_precision_choice(model, accelerator, batch, context_len, options)["best"]
     out = []
     for letter, (weights, kv) in options.items():
@@ -266,8 +292,9 @@ def mistakes_precision_choice(model, accelerator, batch, context_len, options):
 
 
 def _batch_beyond_bf16(model, accelerator, context_len, k):
+    m, acc = get_model(model), get_accelerator(accelerator)  # the params keep the names
     return dict(model=model, accelerator=accelerator, context_len=context_len,
-                batch=math.floor(k * max_batch(model, accelerator, context_len)) + 1)
+                batch=math.floor(k * max_batch(m, acc, context_len)) + 1)
 
 
 def statement_precision_choice(model, accelerator, batch, context_len, options):

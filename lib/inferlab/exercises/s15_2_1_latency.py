@@ -9,7 +9,7 @@ from inferlab.costs import prefill_costs
 from inferlab.exercises.core import Exercise, Mistake, integer, number, one_of, register, vary
 from inferlab.latency import decode_step_rule_s, decode_step_time_s, prefill_time_s, ttft_rule_s
 from inferlab.memory import kv_cache_bytes, weight_bytes
-from inferlab.specs import Precision, get_model
+from inferlab.specs import Precision, get_accelerator, get_model
 
 
 # ex1: recompute -----------------------------------------------------------------------------------
@@ -17,6 +17,9 @@ from inferlab.specs import Precision, get_model
 def solve_itl_rule(model, accelerator, context_len, batch):
     from inferlab.latency import decode_step_rule_s
     from inferlab.memory import kv_cache_bytes, weight_bytes
+    from inferlab.specs import get_accelerator, get_model
+    model = get_model(model)
+    accelerator = get_accelerator(accelerator)
 
     # ITL ~ (M_weights + B * C_kv) / BW: every weight and every cached K/V byte is read once per token.
     step_s = decode_step_rule_s(weight_bytes(model), kv_cache_bytes(model, context_len), batch, accelerator)
@@ -24,9 +27,11 @@ def solve_itl_rule(model, accelerator, context_len, batch):
 
 
 def mistakes_itl_rule(model, accelerator, context_len, batch):
+    model = get_model(model)
+    accelerator = get_accelerator(accelerator)
     w, kv = weight_bytes(model), kv_cache_bytes(model, context_len)
     return [
-        Mistake(decode_step_rule_s(w, kv, batch, "h100-sxm") * 1e3,
+        Mistake(decode_step_rule_s(w, kv, batch, get_accelerator("h100-sxm")) * 1e3,
                 "that is the H100 SXM's bandwidth; use the accelerator the statement names"),
         Mistake(w / (w + batch * kv) * decode_step_rule_s(w, kv, batch, accelerator) * 1e3,
                 "you left out the KV cache read (C_kv at the context length)"),
@@ -54,6 +59,8 @@ bf16, B = {batch}, at the step where the context holds S = {context_len} tokens.
 
 def solve_gpu_upgrade(model, old, new, prompt_len, batch, threshold):
     from inferlab.latency import decode_step_time_s, prefill_time_s
+    from inferlab.specs import get_accelerator, get_model
+    model, old, new = get_model(model), get_accelerator(old), get_accelerator(new)
 
     ttft_speedup = prefill_time_s(model, old, prompt_len) / prefill_time_s(model, new, prompt_len)
     # The first decode step attends over the prompt.
@@ -65,6 +72,7 @@ def solve_gpu_upgrade(model, old, new, prompt_len, batch, threshold):
 
 
 def mistakes_gpu_upgrade(model, old, new, prompt_len, batch, threshold):
+    model, old, new = get_model(model), get_accelerator(old), get_accelerator(new)
     itl = decode_step_time_s(model, old, prompt_len, batch) / decode_step_time_s(model, new, prompt_len, batch)
     return [
         Mistake("both", "compare the two GPUs' bf16 peaks and their bandwidths: which one changed?", "improves"),
@@ -99,6 +107,9 @@ speedups with the full per-operator model: `inferlab.latency.prefill_time_s` for
 def solve_long_prompt(model, accelerator, prompt_len):
     from inferlab.costs import prefill_costs
     from inferlab.latency import prefill_time_s
+    from inferlab.specs import get_accelerator, get_model
+    model = get_model(model)
+    accelerator = get_accelerator(accelerator)
 
     # The full operator count: causal attention's QK^T and PV grow as S^2, the projections as S.
     # (The prompt exceeds the model's maximum context: beyond_context=True marks it as a yardstick.)
@@ -110,6 +121,8 @@ def solve_long_prompt(model, accelerator, prompt_len):
 
 @yardstick
 def mistakes_long_prompt(model, accelerator, prompt_len):
+    model = get_model(model)
+    accelerator = get_accelerator(accelerator)
     dense = prefill_costs(model, 1, prompt_len, causal=False)
     return [
         Mistake(prefill_time_s(model, accelerator, prompt_len, include_attention=False),
@@ -127,7 +140,7 @@ def mistakes_long_prompt(model, accelerator, prompt_len):
 
 def statement_long_prompt(model, accelerator, prompt_len):
     P = get_model(model).n_matmul_params
-    memo = ttft_rule_s(P, prompt_len, accelerator)
+    memo = ttft_rule_s(P, prompt_len, get_accelerator(accelerator))
     return f"""\
 A product manager wants whole books as prompts: {prompt_len:,} tokens to `{model}` on one `{accelerator}`
 (Llama 3.1 8B has the same architecture and a 128k-token window). The team's estimate:
@@ -164,6 +177,9 @@ def solve_prompt_cap(model, accelerator, ttft_slo_ms, mfu, max_len):
     import numpy as np
 
     from inferlab.latency import prefill_time_s
+    from inferlab.specs import get_accelerator, get_model
+    model = get_model(model)
+    accelerator = get_accelerator(accelerator)
 
     S = np.arange(1, max_len + 1)  # every prompt length at once, past the model's context (a yardstick)
     ttft_ms = {tp: prefill_time_s(model, accelerator, S, mfu=mfu, tp=tp, beyond_context=True) * 1e3
@@ -173,8 +189,10 @@ def solve_prompt_cap(model, accelerator, ttft_slo_ms, mfu, max_len):
 
 @yardstick
 def mistakes_prompt_cap(model, accelerator, ttft_slo_ms, mfu, max_len):
+    model = get_model(model)
+    accelerator = get_accelerator(accelerator)
     S = np.arange(1, max_len + 1)
-    P = get_model(model).n_matmul_params
+    P = model.n_matmul_params
     out = []
     for tp in (1, 2):
         key = f"s_max_tp{tp}"

@@ -15,7 +15,8 @@ from inferlab.units import GB, GiB
 
 
 def _mha(model):
-    m = get_model(model)
+    model = get_model(model)
+    m = model
     return m.with_(n_kv_heads=m.n_heads)
 
 
@@ -29,9 +30,10 @@ _CROSSOVER = vary(*_CROSSOVER_OPTIONS)
 def _batch_beyond_b_star(model, accelerator, seq_len, f):
     """ex2's batch: a fraction f of the way from B* to the largest batch that can still be doubled, so that
     the KV caches dominate and 2B fits in memory."""
-    b_star = kv_crossover_batch(model, seq_len)
+    m, acc = get_model(model), get_accelerator(accelerator)  # the params keep the names
+    b_star = kv_crossover_batch(m, seq_len)
     return dict(model=model, accelerator=accelerator, seq_len=seq_len,
-                batch=math.floor(b_star + f * (max_batch(model, accelerator, seq_len) // 2 - b_star)))
+                batch=math.floor(b_star + f * (max_batch(m, acc, seq_len) // 2 - b_star)))
 
 
 # ex1: recompute -----------------------------------------------------------------------------------
@@ -39,13 +41,18 @@ def _batch_beyond_b_star(model, accelerator, seq_len, f):
 def solve_crossover(model, accelerator, seq_len):
     from inferlab.latency import kv_crossover_batch
     from inferlab.memory import max_batch
+    from inferlab.specs import get_accelerator, get_model
+    model = get_model(model)
+    accelerator = get_accelerator(accelerator)
 
     # B* = weight bytes / KV bytes of one sequence; max batch = floor((capacity - weights) / KV per sequence)
     return {"b_star": kv_crossover_batch(model, seq_len), "max_batch": max_batch(model, accelerator, seq_len)}
 
 
 def mistakes_crossover(model, accelerator, seq_len):
-    acc = get_accelerator(accelerator)
+    model = get_model(model)
+    accelerator = get_accelerator(accelerator)
+    acc = accelerator
     gib = dataclasses.replace(acc, memory_bytes=acc.memory_bytes / GB * GiB)
     w, kv = weight_bytes(model), kv_cache_bytes(model, seq_len)
     heads = "you cached every query head; only the n_kv_heads K and V heads are stored"
@@ -82,6 +89,9 @@ def solve_doubling(model, accelerator, seq_len, batch):
 
     from inferlab.latency import decode_step_rule_s
     from inferlab.memory import kv_cache_bytes, weight_bytes
+    from inferlab.specs import get_accelerator, get_model
+    model = get_model(model)
+    accelerator = get_accelerator(accelerator)
 
     w, kv = weight_bytes(model), kv_cache_bytes(model, seq_len)
     dominant = "kv" if batch * kv > w else "weights"
@@ -92,6 +102,8 @@ def solve_doubling(model, accelerator, seq_len, batch):
 
 
 def mistakes_doubling(model, accelerator, seq_len, batch):
+    model = get_model(model)
+    accelerator = get_accelerator(accelerator)
     w, kv = weight_bytes(model), kv_cache_bytes(model, seq_len)
     gain = (2 * batch / decode_step_rule_s(w, kv, 2 * batch, accelerator)) / (
         batch / decode_step_rule_s(w, kv, batch, accelerator))
@@ -121,6 +133,9 @@ throughput(B) = B · BW / (M_weights + B·C_kv) (`inferlab.latency.decode_step_r
 
 def solve_tp_budget(model, accelerator, batch, seq_len, tp):
     from inferlab.memory import kv_cache_bytes, max_batch
+    from inferlab.specs import get_accelerator, get_model
+    model = get_model(model)
+    accelerator = get_accelerator(accelerator)
 
     # Tensor parallelism splits the KV heads across the GPUs, like the attention weights;
     # only the n_kv_heads heads of grouped-query attention are cached.
@@ -131,15 +146,19 @@ def solve_tp_budget(model, accelerator, batch, seq_len, tp):
 
 def _memo_budget(model, accelerator, batch, seq_len, tp):
     """The memo's figures: every query head cached, the cache not split, weights split."""
-    m = get_model(model)
+    model = get_model(model)
+    accelerator = get_accelerator(accelerator)
+    m = model
     kv_total = kv_cache_bytes(_mha(m), seq_len, batch)
     w_gpu = weight_bytes(m, tp=tp)
-    free = get_accelerator(accelerator).memory_bytes - w_gpu
+    free = accelerator.memory_bytes - w_gpu
     return m, kv_total, w_gpu, max(math.floor(free / (kv_total / batch)), 0)
 
 
 def mistakes_tp_budget(model, accelerator, batch, seq_len, tp):
-    acc = get_accelerator(accelerator)
+    model = get_model(model)
+    accelerator = get_accelerator(accelerator)
+    acc = accelerator
     m, kv_total, w_gpu, memo_b = _memo_budget(model, accelerator, batch, seq_len, tp)
     return [
         Mistake(kv_total / GB, "that is the memo's cache: every query head, not split", "kv_gb_per_gpu"),
@@ -201,6 +220,9 @@ def solve_serving_plan(model, accelerator, prompt_len, output_len, ttft_slo_ms, 
 
     from inferlab.latency import decode_step_time_s, prefill_time_s
     from inferlab.memory import max_batch
+    from inferlab.specs import get_accelerator, get_model
+    model = get_model(model)
+    accelerator = get_accelerator(accelerator)
 
     context = prompt_len + output_len  # the longest cache a sequence reaches
     # The TP degrees whose TTFT meets the target, and the ITL of every batch that fits at each
@@ -216,6 +238,8 @@ def solve_serving_plan(model, accelerator, prompt_len, output_len, ttft_slo_ms, 
 
 def mistakes_serving_plan(model, accelerator, prompt_len, output_len, ttft_slo_ms, itl_slo_ms, load_tokens_per_s,
                           tp_options):
+    model = get_model(model)
+    accelerator = get_accelerator(accelerator)
     best = solve_serving_plan(model, accelerator, prompt_len, output_len, ttft_slo_ms, itl_slo_ms,
                               load_tokens_per_s, tp_options)
     tp = best["tp"]

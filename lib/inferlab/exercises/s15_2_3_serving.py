@@ -8,12 +8,16 @@ import math
 from inferlab.exercises.core import Exercise, Mistake, integer, letters, number, one_of, register, vary
 from inferlab.serving.kv import blocks_for, kv_capacity_blocks
 from inferlab.serving.steptime import RooflineStepTime
+from inferlab.specs import get_accelerator, get_model
 
 
 # ex1: recompute ------------------------------------------------------------------------------------
 
 def solve_cached_ttft(model, accelerator, prefix_tokens, suffix_tokens):
     from inferlab.serving import RooflineStepTime
+    from inferlab.specs import get_accelerator, get_model
+    model = get_model(model)
+    accelerator = get_accelerator(accelerator)
 
     st = RooflineStepTime(model, accelerator)
     c, q = prefix_tokens, suffix_tokens
@@ -24,6 +28,8 @@ def solve_cached_ttft(model, accelerator, prefix_tokens, suffix_tokens):
 
 
 def mistakes_cached_ttft(model, accelerator, prefix_tokens, suffix_tokens):
+    model = get_model(model)
+    accelerator = get_accelerator(accelerator)
     st = RooflineStepTime(model, accelerator)
     c, q = prefix_tokens, suffix_tokens
     alone = st(q, 1, q * (q + 1) / 2, q)  # the suffix as if it were the whole prompt
@@ -64,6 +70,9 @@ query-key pairs scored and the keys read. Then the speed-up over prefilling the 
 
 def solve_chunk_stall(model, accelerator, batch, context, long_tokens, chunk, itl_slo_ms):
     from inferlab.serving import RooflineStepTime
+    from inferlab.specs import get_accelerator, get_model
+    model = get_model(model)
+    accelerator = get_accelerator(accelerator)
 
     st = RooflineStepTime(model, accelerator)
     decode_s = st.decode_s(context, batch)
@@ -78,6 +87,8 @@ def solve_chunk_stall(model, accelerator, batch, context, long_tokens, chunk, it
 
 
 def mistakes_chunk_stall(model, accelerator, batch, context, long_tokens, chunk, itl_slo_ms):
+    model = get_model(model)
+    accelerator = get_accelerator(accelerator)
     st = RooflineStepTime(model, accelerator)
     q = chunk - batch
     pre = st.prefill_s(long_tokens)
@@ -126,6 +137,9 @@ q tokens score q(q+1)/2 pairs among themselves and read q keys.""",
 
 def solve_cached_decode(model, accelerator, prefix_tokens, own_tokens, batch):
     from inferlab.serving import RooflineStepTime
+    from inferlab.specs import get_accelerator, get_model
+    model = get_model(model)
+    accelerator = get_accelerator(accelerator)
 
     st = RooflineStepTime(model, accelerator)
     # Each sequence's attention reads its whole context, the shared prefix included, at every step.
@@ -134,6 +148,8 @@ def solve_cached_decode(model, accelerator, prefix_tokens, own_tokens, batch):
 
 
 def mistakes_cached_decode(model, accelerator, prefix_tokens, own_tokens, batch):
+    model = get_model(model)
+    accelerator = get_accelerator(accelerator)
     st = RooflineStepTime(model, accelerator)
     full, short = st.decode_s(prefix_tokens + own_tokens, batch), st.decode_s(own_tokens, batch)
     hint = "not the right set of statements: test each one against your own numbers"
@@ -188,6 +204,9 @@ def solve_shared_pool(model, accelerator, prefix_tokens, own_tokens, users, bloc
     import math
 
     from inferlab.serving import blocks_for, kv_capacity_blocks
+    from inferlab.specs import get_accelerator, get_model
+    model = get_model(model)
+    accelerator = get_accelerator(accelerator)
 
     pool = kv_capacity_blocks(model, accelerator, block_tokens=block_tokens)  # 90 % of memory, minus weights
     # Without caching every sequence holds its own copy of the prefix.
@@ -200,6 +219,8 @@ def solve_shared_pool(model, accelerator, prefix_tokens, own_tokens, users, bloc
 
 
 def mistakes_shared_pool(model, accelerator, prefix_tokens, own_tokens, users, block_tokens):
+    model = get_model(model)
+    accelerator = get_accelerator(accelerator)
     pool = kv_capacity_blocks(model, accelerator, block_tokens=block_tokens)
     full = kv_capacity_blocks(model, accelerator, block_tokens=block_tokens, memory_utilization=1.0)
     shared = prefix_tokens // block_tokens

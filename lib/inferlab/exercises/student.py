@@ -19,11 +19,10 @@ from pathlib import Path
 import nbformat
 
 from inferlab.exercises.core import _REGISTRY, Exercise
+from inferlab.exercises.roster import CHECK_RE, ID_RE, read_roster
 
 SOLUTION_RE = re.compile(r"^\s*#\s*SOLUTION\b\s*:?(.*)$")
 MARKDOWN_SOLUTION_RE = re.compile(r"^\s*<!--\s*SOLUTION\s*-->")
-CHECK_RE = re.compile(r"""check\(\s*["']([0-9.]+-ex\d+)["']\s*,\s*([A-Za-z_]\w*)""")
-ID_RE = re.compile(r"""["']([0-9]+\.[0-9]+\.[0-9]+-ex\d+)["']""")
 TEXT_MIMES = ("text/plain", "text/markdown", "text/html", "text/latex")
 
 
@@ -296,7 +295,6 @@ def build_for_roster(sources, out_dir, *, roster, assignment: str, key: bytes,
     student's variants under the instructor `key` (see `personalise`). Raises ValueError on a leak of
     that student's answers."""
     from inferlab.exercises.core import variant
-    from inferlab.exercises.grade import read_roster
 
     rows = read_roster(roster)
     notebooks = []

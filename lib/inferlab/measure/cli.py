@@ -76,13 +76,14 @@ def _cmd_tp(args, log) -> int:
     import torch
 
     from inferlab.measure import tp
+    from inferlab.measure.plan import resolve_model
 
     device = args.device
     if device == "auto":  # NCCL where there is a GPU per rank, else gloo on the CPU
         device = "cuda" if torch.cuda.is_available() and torch.cuda.device_count() >= args.tp else "cpu"
     dtype = args.dtype if args.dtype != "auto" else ("bf16" if device == "cuda" else "fp32")
     try:
-        doc = tp.measure_tp(tp=args.tp, model=args.model or "cpu-0.5b", dtype=dtype, quick=args.quick,
+        doc = tp.measure_tp(tp=args.tp, model=resolve_model(args.model or "cpu-0.5b"), dtype=dtype, quick=args.quick,
                             seed=args.seed, device=device, log=log if args.no_progress else
                             (lambda text: print(text, file=sys.stderr, flush=True)))
     except ValueError as err:

@@ -325,17 +325,17 @@ def _measure_rank(rank, world, task):
     return out
 
 
-def measure_tp(*, tp: int = 2, model="cpu-0.5b", dtype: str = "fp32", quick: bool = True,
+def measure_tp(*, tp: int = 2, model: ModelConfig | None = None, dtype: str = "fp32", quick: bool = True,
                seed: int = 0, device: str = "cpu", log=None) -> dict:
     """TTFT and ITL at K = 1 and K = `tp` processes, the all-reduce sweep and its alpha/beta fit,
     each measured time beside inferlab.latency's prediction. Returns the run's JSON document.
     device: 'cpu' (gloo; the ranks share the cores) or 'cuda' (NCCL; one GPU per rank)."""
     from inferlab.latency import decode_step_time_s, prefill_time_s
     from inferlab.measure import device as _device
-    from inferlab.measure.plan import resolve_model
-    from inferlab.specs import Accelerator, Precision
+    from inferlab.measure.plan import CPU_MODEL
+    from inferlab.specs import Accelerator, Precision, check_model
 
-    cfg = resolve_model(model)
+    cfg = CPU_MODEL if model is None else check_model(model)  # None: the cpu-0.5b preset
     check_tp(cfg, tp)
     import torch
     check_devices(device, tp, torch.cuda.device_count() if device == "cuda" else 0)

@@ -8,7 +8,7 @@ import math
 from pathlib import Path
 
 from inferlab.atomicio import write_text_atomic
-from inferlab.specs import Precision
+from inferlab.specs import Precision, get_accelerator, get_model
 from inferlab.units import DTYPES, MS
 from inferlab.validation import choice, fraction, positive_float, positive_int
 
@@ -83,7 +83,6 @@ def _check_block_tokens(args) -> None:
     """With the default KV pool (what fits beside the weights), one block must fit: refuse a
     --block-tokens whose single block needs more memory than the weights leave free."""
     from inferlab.memory import kv_cache_bytes_per_token, weight_bytes
-    from inferlab.specs import get_accelerator, get_model
     from inferlab.units import GB
     model, acc = get_model(args.model), get_accelerator(args.gpu)
     prec = Precision(weights=args.weights_dtype, kv=args.kv_dtype)
@@ -98,7 +97,6 @@ def _check_block_tokens(args) -> None:
 def _check_engine(args, default_policy: str, default_budget: int):
     from inferlab.serving.metrics import SLO
     from inferlab.serving.policies import make_policy
-    from inferlab.specs import get_accelerator, get_model
     get_model(args.model), get_accelerator(args.gpu)  # unknown names first, with suggestions
     for name in ("tp", "replicas", "batch_size", "max_num_seqs", "max_batched_tokens", "block_tokens"):
         positive_int("--" + name.replace("_", "-"), getattr(args, name))
@@ -215,7 +213,7 @@ def _cmd_serve(args) -> int:
         source += (f", a shared {args.shared_prefix:,}-token prefix in front of every prompt"
                    f" ({'cached' if args.prefix_caching else 'not cached'})")
     _refuse_idle_replicas(args, workload)
-    result = simulate(workload, args.model, args.gpu, policy, prefix_caching=args.prefix_caching, **kwargs)
+    result = simulate(workload, get_model(args.model), get_accelerator(args.gpu), policy, prefix_caching=args.prefix_caching, **kwargs)
     if args.timeseries:
         write_text_atomic(args.timeseries, result.timeseries_csv())
     if args.json:
@@ -278,7 +276,8 @@ def _cmd_serve_live(args) -> int:
         print(f"{t:10.4f} s  request {i:4d}  token {counts[i]:4d} of {workload.output_tokens[i]}: id {token}",
               flush=True)
 
-    live = run_live(workload, args.model, policy=policy, max_num_seqs=args.max_num_seqs,
+    from inferlab.measure.plan import resolve_model
+    live = run_live(workload, resolve_model(args.model), policy=policy, max_num_seqs=args.max_num_seqs,
                     token_budget=args.token_budget, max_batched_tokens=args.max_batched_tokens,
                     max_len=args.max_len or longest, device=args.device or "auto", dtype=args.dtype,
                     seed=args.seed, threads=args.threads, on_token=stream if args.stream else None)
@@ -320,7 +319,7 @@ def _cmd_compare(args) -> int:
     if args.replicas > len(run.ttft_s):
         raise ValueError(f"--replicas must be <= the run's {len(run.ttft_s)} successful requests (more replicas "
                          f"would never receive one); got --replicas={args.replicas}")
-    cmp = compare(run, args.model, args.gpu, policy, seed=args.seed, **kwargs)
+    cmp = compare(run, get_model(args.model), get_accelerator(args.gpu), policy, seed=args.seed, **kwargs)
     if args.json:
         def finite(x):
             return x if math.isfinite(x) else None  # JSON has no NaN: no value is null
@@ -375,11 +374,11 @@ def _cmd_validate(args) -> int:
     from inferlab.measure.plan import resolve_model
     from inferlab.serving.live import check_live_memory, resolve_device
     # Before the minute of profiling: the model's name, and whether its weights and KV slots fit.
-    check_live_memory(resolve_model(args.model), args.max_num_seqs, args.max_len, args.dtype,
-                      resolve_device(args.device))
+    cfg = resolve_model(args.model)
+    check_live_memory(cfg, args.max_num_seqs, args.max_len, args.dtype, resolve_device(args.device))
     prompt = LengthDist("lognormal", args.prompt, 0.5, max(1, args.prompt // 8), 3 * args.prompt)
     output = LengthDist("lognormal", args.output, 0.5, max(1, args.output // 8), 3 * args.output)
-    record = v.validate(model=args.model, dtype=args.dtype, device=args.device, rates=rates,
+    record = v.validate(model=cfg, dtype=args.dtype, device=args.device, rates=rates,
                         duration_s=args.duration, prompt=prompt, output=output, policy=policy,
                         max_num_seqs=args.max_num_seqs, max_len=args.max_len, seed=args.seed,
                         log=lambda m: print(m, flush=True))

@@ -7,7 +7,7 @@ with weights and KV bytes per token per device under tensor parallelism (`memory
 from __future__ import annotations
 
 from inferlab.memory import kv_cache_bytes_per_token, weight_bytes
-from inferlab.specs import BF16, Precision, get_accelerator, get_model
+from inferlab.specs import BF16, Precision, check_accelerator, check_model
 from inferlab.units import GB
 from inferlab.validation import DoesNotFitError, fraction, positive_int
 
@@ -21,7 +21,7 @@ def kv_capacity_blocks(model, accelerator, precision: Precision = BF16, tp: int 
                        block_tokens: int = 16, memory_utilization: float = 0.9) -> int:
     """KV blocks that fit beside the weights on each device (vLLM's gpu_memory_utilization
     default 0.9 leaves 10 % for activations and the allocator)."""
-    model, acc = get_model(model), get_accelerator(accelerator)
+    model, acc = check_model(model), check_accelerator(accelerator)
     positive_int("block_tokens", block_tokens)
     fraction("memory_utilization", memory_utilization)
     w = weight_bytes(model, precision, tp)

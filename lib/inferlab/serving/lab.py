@@ -29,7 +29,7 @@ from inferlab.serving.metrics import SLO, SimResult
 from inferlab.serving.policies import ChunkedPrefill, ContinuousBatching, PrefillFirst
 from inferlab.serving.simulate import simulate
 from inferlab.serving.workload import LengthDist, Workload, synthetic, with_shared_prefix
-from inferlab.specs import BF16, Precision, get_accelerator, get_model
+from inferlab.specs import BF16, Precision, check_model, get_accelerator, get_model
 from inferlab.validation import DoesNotFitError, fraction, positive_float, positive_int
 
 # ShareGPT-like lengths (lognormal, cv 1), clipped to fit Llama-2's 4,096-token context.
@@ -63,7 +63,7 @@ def fits(model, accelerator, precision: Precision = BF16, tp: int = 1, tokens: i
 def smallest_tp(model, accelerator, precision: Precision = BF16, tokens: int = 1) -> int | None:
     """The smallest tensor-parallel degree (1, 2, 4, ... up to the model's head count) at which
     `fits(model, accelerator, precision, tp, tokens)`; None if none does."""
-    model = get_model(model)
+    model = check_model(model)
     tp = 1
     while tp <= model.n_heads:
         if fits(model, accelerator, precision, tp, tokens):
@@ -81,7 +81,8 @@ def _devices(n: int, accelerator) -> str:
 class Scenario:
     """What every experiment of the lab shares: the model on its accelerator, the request lengths,
     the number of requests per run, the seed and the SLO (the chapter's TTFT < 500 ms and ITL <
-    50 ms, the ITL target applied to each request's mean ITL, its TPOT)."""
+    50 ms, the ITL target applied to each request's mean ITL, its TPOT). `model` and `accelerator` may
+    be names: the scenario is the lab's edge and resolves them once (like reader.what_if)."""
 
     model: object = "llama-2-13b"
     accelerator: object = "h100-sxm"
@@ -437,22 +438,3 @@ def prefix_sweep(scenario: Scenario, prefix_tokens: int, rates, policy=Continuou
     tup = {k: {label: tuple(v) for label, v in d.items()} for k, d in out.items()}
     return PrefixSweep(int(prefix_tokens), rates, tup["p50"], tup["p99"], tup["tpot"], tup["att"], tup["kv"],
                        tup["cached"], prompt_mean)
-
-
-# -- the chapter's statements these experiments bear on -------------------------------------------------
-
-def statement_verdicts(*ids: str) -> dict:
-    """{id: EvaluatedStatement} for statements of data/statements.toml (their own experiments decide
-    the verdicts; the lab's runs only sit beside them)."""
-    from inferlab.claims.statements import evaluate_statement, load_statements
-    by_id = {s.id: s for s in load_statements().statements}
-    unknown = [i for i in ids if i not in by_id]
-    if unknown:
-        raise ValueError(f"statement id {unknown[0]!r} is not in data/statements.toml")
-    return {i: evaluate_statement(by_id[i]) for i in ids}
-
-
-def statement_table(*ids: str) -> str:
-    """The verdicts of these statements as text (claims.statements.table)."""
-    from inferlab.claims.statements import table
-    return table(list(statement_verdicts(*ids).values()))

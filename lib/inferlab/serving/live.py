@@ -36,6 +36,7 @@ import numpy as np
 from inferlab.serving.metrics import ReplicaTrace, SimResult
 from inferlab.serving.policies import ChunkedPrefill, ContinuousBatching, PrefillFirst, make_policy
 from inferlab.serving.workload import Workload
+from inferlab.specs import check_model
 from inferlab.validation import DoesNotFitError, choice, nonneg_int, positive_int
 
 LIVE_POLICIES = ("prefill-first", "continuous", "chunked")
@@ -235,7 +236,7 @@ def check_live_memory(cfg, n_slots: int, max_len: int, dtype: str, device: str,
     return need
 
 
-def run_live(workload: Workload, model_or_cfg="tiny", *, policy="chunked", max_num_seqs: int = 8,
+def run_live(workload: Workload, model_or_cfg=None, *, policy="chunked", max_num_seqs: int = 8,
              token_budget: int = 256, max_batched_tokens: int | None = 8192, max_len: int | None = None,
              device: str = "auto", dtype: str | None = None, seed: int = 0, warmup: int = 2,
              on_token=None, prompt_ids=None, threads: int | None = None) -> LiveResult:
@@ -245,8 +246,8 @@ def run_live(workload: Workload, model_or_cfg="tiny", *, policy="chunked", max_n
     max_batched_tokens), or a PrefillFirst / ContinuousBatching / ChunkedPrefill, whose own
     settings then apply; static batching is simulated only.
     model_or_cfg: an inferlab.model.Transformer (used as it is: its device and dtype win), or a
-    ModelConfig / preset name ('tiny', 'cpu-0.5b', a models.toml name) built with random weights
-    (measure.runner.random_model, `seed`). dtype: fp32 (default on CPU), bf16 (default on CUDA),
+    ModelConfig built with random weights (measure.runner.random_model, `seed`); None: the `tiny`
+    preset. Names are resolved at the edge (measure.plan.resolve_model: presets and models.toml). dtype: fp32 (default on CPU), bf16 (default on CUDA),
     fp16. max_len: tokens per KV slot, default the longest prompt + output of the workload.
     prompt_ids: optional token ids per request (else drawn from numpy's default_rng(seed)).
     on_token(i, token_id, time_s): called as each token is sampled (the stream).
@@ -284,9 +285,9 @@ def run_live(workload: Workload, model_or_cfg="tiny", *, policy="chunked", max_n
         check_live_memory(cfg, n_slots, max_len, dtype, device, weights=False)
     else:
         from inferlab.measure.ceilings import torch_dtype
-        from inferlab.measure.plan import resolve_model
+        from inferlab.measure.plan import TINY_MODEL
         from inferlab.measure.runner import random_model
-        cfg = resolve_model(model_or_cfg)
+        cfg = TINY_MODEL if model_or_cfg is None else check_model(model_or_cfg, "model_or_cfg")
         device = resolve_device(device)
         dtype = choice("dtype", dtype or ("fp32" if device == "cpu" else "bf16"), LIVE_DTYPES)
         check_live_memory(cfg, n_slots, max_len, dtype, device)

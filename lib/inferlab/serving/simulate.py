@@ -14,7 +14,7 @@ from inferlab.serving.metrics import ReplicaTrace, SimResult
 from inferlab.serving.policies import ContinuousBatching
 from inferlab.serving.steptime import RooflineStepTime
 from inferlab.serving.workload import Workload
-from inferlab.specs import BF16, Precision, get_accelerator, get_model
+from inferlab.specs import BF16, Precision, check_accelerator, check_model
 from inferlab.validation import choice, fraction, positive_float, positive_int
 
 ROUTERS = ("round-robin", "least-loaded")
@@ -35,7 +35,7 @@ def simulate(workload: Workload, model="llama-2-13b-book", accelerator="h100-sxm
         raise ValueError(f"workload must be a serving.Workload; got {type(workload).__name__}")
     if not hasattr(policy, "name"):
         raise ValueError(f"policy must be one of the serving.policies classes; got {policy!r}")
-    model, acc = get_model(model), get_accelerator(accelerator)
+    model, acc = check_model(model), check_accelerator(accelerator)
     positive_int("replicas", replicas)
     positive_int("block_tokens", block_tokens)
     choice("router", router, ROUTERS)

@@ -27,7 +27,7 @@ from inferlab.context import beyond_context
 from inferlab.costs import ATTENTION_OPS, forward_costs
 from inferlab.parallel import DEFAULT_ALLREDUCE_LATENCY_S, tp_communication_time_s, tp_shard
 from inferlab.roofline import roofline_time_s
-from inferlab.specs import BF16, Precision, as_precision, get_accelerator, get_model
+from inferlab.specs import BF16, Precision, check_accelerator, check_model, check_precision
 from inferlab.units import bytes_per_element
 from inferlab.validation import fraction, positive_float
 
@@ -46,9 +46,9 @@ class RooflineStepTime:
     def __init__(self, model, accelerator, precision: Precision = BF16, *, tp: int = 1,
                  mfu: float = 1.0, mbu: float = 1.0, allreduce: bool = True,
                  allreduce_latency_s: float = DEFAULT_ALLREDUCE_LATENCY_S):
-        self.model = get_model(model)
-        self.accelerator = get_accelerator(accelerator)
-        self.precision = as_precision(precision)
+        self.model = check_model(model)
+        self.accelerator = check_accelerator(accelerator)
+        self.precision = check_precision(precision)
         fraction("mfu", mfu)
         fraction("mbu", mbu)
         positive_float("allreduce_latency_s", allreduce_latency_s, allow_zero=True)

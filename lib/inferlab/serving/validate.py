@@ -22,6 +22,7 @@ import numpy as np
 
 from inferlab.serving.metrics import SLO
 from inferlab.serving.workload import LengthDist, Workload, synthetic
+from inferlab.specs import ModelConfig, check_model
 
 P50_BOUND, P99_BOUND = 0.15, 0.25
 LOAD_FACTORS = (0.3, 0.9, 1.3)
@@ -117,17 +118,18 @@ def step_errors(live, step_time) -> dict:
             "p90_abs": float(np.percentile(np.abs(r - 1), 90)), "median_ratio": float(np.median(r))}
 
 
-def validate(*, model="cpu-0.5b", dtype: str = "bf16", device: str = "cpu", rates=None,
+def validate(*, model: ModelConfig | None = None, dtype: str = "bf16", device: str = "cpu", rates=None,
              duration_s: float = 45.0, prompt: LengthDist = LengthDist("lognormal", 128, 0.5, 16, 384),
              output: LengthDist = LengthDist("lognormal", 32, 0.5, 4, 96), policy: str = "prefill-first",
              max_num_seqs: int = 8, max_len: int = 512, cv: float = 1.0, seed: int = 0,
              slo: SLO = SLO(), log=print) -> dict:
-    """Measure the profile, then run live and simulated at each rate; return the record (JSON-able)."""
+    """Measure the profile, then run live and simulated at each rate; return the record (JSON-able).
+    model: a ModelConfig (None: the cpu-0.5b preset; resolve a name with measure.plan.resolve_model)."""
     import torch
 
     from inferlab.measure import device as _device
     from inferlab.measure.ceilings import measure_ceilings
-    from inferlab.measure.plan import resolve_model
+    from inferlab.measure.plan import CPU_MODEL
     from inferlab.measure.profile import measure_profile, pass_residual, time_probes
     from inferlab.measure.runner import random_model
     from inferlab.serving.live import run_live
@@ -138,7 +140,7 @@ def validate(*, model="cpu-0.5b", dtype: str = "bf16", device: str = "cpu", rate
 
     t_start = time.perf_counter()
     log = log or (lambda message: None)  # log=None: quiet
-    cfg = resolve_model(model)
+    cfg = CPU_MODEL if model is None else check_model(model)  # None: the cpu-0.5b preset
     kind = _device.resolve_kind(device)
     info = _device.describe(kind)
     prec = Precision(dtype, dtype, dtype)

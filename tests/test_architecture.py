@@ -1,0 +1,257 @@
+"""The library's layering (ARCHITECTURE.md): every module of lib/inferlab sits on one floor; an
+import may go down or stay on its floor, never up; no import circle; and the core never resolves a
+name (get_model, get_accelerator, as_precision, measure.plan.resolve_model): only the edges listed in
+ARCHITECTURE.md do.
+
+The floors are read from ARCHITECTURE.md's table (the table there is the data this test checks), so the
+document and the code cannot drift apart. The checks are plain functions, each also run on a small
+made-up graph that breaks its rule, so a check that could never fail is caught too.
+"""
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+LIB = ROOT / "lib"
+PACKAGE = LIB / "inferlab"
+DOC = ROOT / "ARCHITECTURE.md"
+RESOLVERS = ("get_model", "get_accelerator", "as_precision", "resolve_model")
+
+
+# -- reading the code and the document -----------------------------------------------------------------
+
+def module_name(path: Path) -> str:
+    """'costs' for lib/inferlab/costs.py, 'serving' for lib/inferlab/serving/__init__.py, 'inferlab'
+    for the package's own __init__."""
+    parts = list(path.relative_to(PACKAGE).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts) or "inferlab"
+
+
+def all_modules() -> dict[str, Path]:
+    return {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def _target(dotted: str) -> str | None:
+    """'inferlab.serving.kv' -> 'serving.kv'; 'inferlab' -> 'inferlab'; other packages -> None."""
+    if dotted == "inferlab":
+        return "inferlab"
+    if dotted.startswith("inferlab."):
+        return dotted[len("inferlab."):]
+    return None
+
+
+def imports_of(source: str, known: set[str]) -> set[str]:
+    """The library modules `source` imports, anywhere in it (a function-level import is a dependency
+    too). `from inferlab.measure import device` is an import of measure.device (a submodule), not of
+    the package's __init__; `from inferlab.serving import simulate` (a function) is one of serving."""
+    out = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                t = _target(alias.name)
+                if t:
+                    out.add(t)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            base = _target(node.module)
+            if base is None:
+                continue
+            for alias in node.names:
+                sub = alias.name if base == "inferlab" else f"{base}.{alias.name}"
+                out.add(sub if sub in known else base)
+    return out
+
+
+def import_graph() -> dict[str, set[str]]:
+    mods = all_modules()
+    known = set(mods)
+    return {m: imports_of(p.read_text(), known) - {m} for m, p in mods.items()}
+
+
+def read_floors(text: str) -> dict[str, int]:
+    """{module: floor} from the floors table of ARCHITECTURE.md: rows `| 2 | name | `mod`, `mod` | ... |`."""
+    floors = {}
+    for line in text.splitlines():
+        m = re.match(r"^\|\s*(\d+)\s*\|[^|]*\|([^|]*)\|", line)
+        if not m:
+            continue
+        for mod in re.findall(r"`([\w.]+)`", m.group(2)):
+            if mod in floors:
+                raise ValueError(f"ARCHITECTURE.md puts {mod} on two floors ({floors[mod]} and {m.group(1)})")
+            floors[mod] = int(m.group(1))
+    return floors
+
+
+def read_resolving(text: str) -> set[str]:
+    """The modules allowed to resolve names: the `mod` items of the list under the heading
+    'Where names are resolved' in ARCHITECTURE.md (up to the next heading)."""
+    section = text.split("## Where names are resolved", 1)[1].split("\n## ", 1)[0]
+    return {mod for line in section.splitlines() if line.startswith("- ")
+            for mod in re.findall(r"`([\w.]+)`", line.split(":", 1)[0])}
+
+
+# -- the rules, as functions of a graph --------------------------------------------------------------
+
+def upward_imports(graph: dict[str, set[str]], floors: dict[str, int]) -> list[str]:
+    """Every import from a module to one on a higher floor."""
+    return sorted(f"{a} (floor {floors[a]}) imports {b} (floor {floors[b]})"
+                  for a, deps in graph.items() for b in deps if floors[b] > floors[a])
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Every import circle, each as a path a -> ... -> a (one per strongly connected component)."""
+    index, low, stack, on_stack, out = {}, {}, [], set(), []
+    counter = [0]
+
+    def visit(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1 or v in graph.get(v, ()):
+                out.append(_cycle_path(graph, set(component)))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def _cycle_path(graph, component: set[str]) -> list[str]:
+    """One circle through the component, from its first module (breadth-first back to the start)."""
+    start = min(component)
+    paths = {start: [start]}
+    frontier = [start]
+    while frontier:
+        nxt = []
+        for v in frontier:
+            for w in sorted(graph[v] & component):
+                if w == start:
+                    return paths[v] + [start]
+                if w not in paths:
+                    paths[w] = paths[v] + [w]
+                    nxt.append(w)
+        frontier = nxt
+    return sorted(component)
+
+
+def resolver_calls(source: str) -> list[tuple[int, str]]:
+    """(line, name) of every call of a resolver (get_model(...), specs.get_accelerator(...), ...)."""
+    tree = ast.parse(source)
+    names = {r: r for r in RESOLVERS}  # a resolver imported under another name is still one
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            names.update({a.asname: a.name for a in node.names if a.asname and a.name in RESOLVERS})
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            f = node.func
+            name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else None
+            if name in names:
+                out.append((node.lineno, names[name]))
+    return sorted(out)
+
+
+# -- the rules can fail ---------------------------------------------------------------------------------
+
+def test_the_checks_catch_what_they_name():
+    floors = {"units": 0, "specs": 1, "costs": 2, "claims.reproduce": 5, "plots": 6,
+              "exercises.grade": 7, "exercises.student": 7}
+    assert upward_imports({"plots": {"costs"}, "costs": {"specs"}}, floors) == []
+    assert upward_imports({"costs": {"plots"}}, floors) == ["costs (floor 2) imports plots (floor 6)"]
+    assert circles({"a": {"b"}, "b": {"c"}, "c": set()}) == []
+    assert circles({"exercises.grade": {"exercises.student"}, "exercises.student": {"exercises.grade"}}) == [
+        ["exercises.grade", "exercises.student", "exercises.grade"]]
+    assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c", "a"]]
+    assert imports_of("from inferlab.measure import device as d\nfrom inferlab.serving import simulate\n"
+                      "def f():\n    from inferlab.claims.reproduce import model_variant\n",
+                      {"measure", "measure.device", "serving", "serving.simulate", "claims.reproduce"}) \
+        == {"measure.device", "serving.simulate", "claims.reproduce"}
+    assert imports_of("from inferlab import get_model, plots\nimport inferlab.costs\n", {"inferlab", "plots", "costs"}) \
+        == {"inferlab", "plots", "costs"}
+    assert resolver_calls("m = get_model(name)\na = specs.get_accelerator(x)\np = Precision()\n") == [
+        (1, "get_model"), (2, "get_accelerator")]
+    assert resolver_calls("from inferlab.specs import as_precision as p\nq = p(x)\n") == [(2, "as_precision")]
+    text = ("| floor | name | modules |\n|---|---|---|\n| 0 | base | `units`, `validation` |\n"
+            "| 2 | core | `costs` |\n\n## Where names are resolved\n- `cli`, `serving.cli`: the CLIs\n"
+            "- `reader`: what_if\n\n## Next\n- `costs`: not here\n")
+    assert read_floors(text) == {"units": 0, "validation": 0, "costs": 2}
+    assert read_resolving(text) == {"cli", "serving.cli", "reader"}
+
+
+# -- the library keeps them -----------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def doc() -> str:
+    return DOC.read_text()
+
+
+@pytest.fixture(scope="module")
+def floors(doc) -> dict[str, int]:
+    return read_floors(doc)
+
+
+def test_every_module_has_one_floor(floors):
+    mods = set(all_modules())
+    assert sorted(mods - set(floors)) == [], "modules missing from ARCHITECTURE.md's floors table"
+    assert sorted(set(floors) - mods) == [], "ARCHITECTURE.md names modules that do not exist"
+
+
+def test_no_import_runs_up_a_floor(floors):
+    assert upward_imports(import_graph(), floors) == []
+
+
+def test_no_import_circle():
+    assert [" -> ".join(c) for c in circles(import_graph())] == []
+
+
+def test_the_core_never_resolves_a_name(doc):
+    allowed = read_resolving(doc)
+    mods = all_modules()
+    assert "specs" in allowed and sorted(allowed - set(mods)) == []
+    found = [f"{m}:{line} calls {name}" for m, p in mods.items() if m not in allowed
+             for line, name in resolver_calls(p.read_text())]
+    assert found == [], "a core module resolves a name; take the object instead (resolve at the edge)"
+
+
+def test_a_name_given_to_the_core_says_which_function_and_which_resolver():
+    from inferlab import costs, latency, memory, roofline
+    from inferlab.serving.steptime import RooflineStepTime
+    from inferlab.specs import Precision, get_accelerator, get_model
+
+    m, a = get_model("llama-2-13b"), get_accelerator("h100-sxm")
+    with pytest.raises(TypeError) as err:
+        costs.prefill_costs("llama-2-13b", 1, 128)
+    assert str(err.value) == ("costs.prefill_costs(model=...): expected ModelConfig, got str 'llama-2-13b'; "
+                              "resolve names with inferlab.specs.get_model")
+    with pytest.raises(TypeError, match=r"^latency\.decode_step_time_s\(accelerator=\.\.\.\): expected Accelerator, "
+                                        r"got str 'h100-sxm'; resolve names with inferlab\.specs\.get_accelerator$"):
+        latency.decode_step_time_s(m, "h100-sxm", 1024)
+    with pytest.raises(TypeError, match=r"^memory\.weight_bytes\(precision=\.\.\.\): expected Precision, got str 'int8'; "
+                                        r"build one with inferlab\.specs\.Precision"):
+        memory.weight_bytes(m, "int8")
+    with pytest.raises(TypeError, match=r"^roofline\.ridge_point\(accelerator=\.\.\.\)"):
+        roofline.ridge_point("h100-sxm")
+    with pytest.raises(TypeError, match=r"^serving\.steptime\.RooflineStepTime\.__init__\(model=\.\.\.\)"):
+        RooflineStepTime("llama-2-13b", a)
+    # objects pass, and give the numbers the names gave before
+    assert memory.weight_bytes(m, Precision()) == m.n_params * 2
