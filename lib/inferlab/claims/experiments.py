@@ -855,6 +855,7 @@ def weight_reads_per_request(output_lens=(128, 512), batch: int = 1, prompt_len:
     """Holds at each output length n where a request served at `batch` reads the weights once in
     all: the prefill reads them once and each of the n - 1 decode steps once more, shared by the
     batch, so a request accounts for n / batch weight reads (weight bytes from the cost model)."""
+    model = get_model(model)
     w_prefill = float(prefill_costs(model, batch, prompt_len).total.weight_bytes)
     w_step = float(decode_costs(model, batch, prompt_len + 1).total.weight_bytes)
     cases = []
@@ -872,6 +873,8 @@ def unfused_attention_regime(prompt_lens=(2048, 8192), score_bytes: float = 2.0,
     and sequence: FLOPs 4·S²·d_h (QK^T and PV over the full S x S matrix, masked afterwards); bytes
     Q, K, V read and O written (4·S·d_h·2) plus the scores written, read by the softmax, the
     probabilities written and read by PV (4·S²·score_bytes): intensity -> d_h/score_bytes."""
+    model = get_model(model)
+    accelerator = get_accelerator(accelerator)
     m = get_model(model)
     ridge = ridge_point(accelerator)
     cases = []
@@ -890,6 +893,8 @@ def flash_attention_gain(prompt_lens=(2048, 4096, 16384, 32768), low: float = 2.
     [low, high]: the fused pass is the library's prefill_time_s; the unfused one replaces its two
     attention products by unfused attention (FLOPs 4·S²·d_h per head, 4·S²·score_bytes bytes of
     score traffic, see unfused_attention_regime), each at max(compute, memory)."""
+    model = get_model(model)
+    accelerator = get_accelerator(accelerator)
     m = get_model(model)
     acc = get_accelerator(accelerator)
     cases = []
@@ -911,6 +916,7 @@ def window_attention_intensity(window: int = 1024, context_len: int = 8192, batc
     """Holds at each batch where local attention over the last `window` positions raises a decode
     step's attention intensity (QK^T and PV FLOPs per byte) by at least min_gain over full attention:
     the window caps the KV read at W positions, and the FLOPs fall with it."""
+    model = get_model(model)
     cases = []
     for b in batches:
         full = decode_costs(model, b, context_len).attention
@@ -929,6 +935,8 @@ def itl_levers(lever: str = "int8", others=("int4", "tp2"), context_len: int = 1
     Levers: int8 / int4 (weight-only quantisation), tp2 / tp4 (tensor parallelism, default
     all-reduce latency); ITL is the decode step time at `batch` and `context_len`. Values: each
     lever's ITL as a fraction of bf16 on one GPU."""
+    model = get_model(model)
+    accelerator = get_accelerator(accelerator)
     def itl(name):
         if name in ("int8", "int4"):
             return decode_step_time_s(model, accelerator, context_len, batch, _precision(name))
@@ -948,6 +956,7 @@ def gqa_still_open(model: str = "llama-2-70b", target_kv_heads: int = 8, context
     """Holds when converting `model` to `target_kv_heads` KV heads would shrink its KV cache (it still
     has more KV heads than that); values: its KV cache as it is (data/models.toml) at `batch` x
     `context_len`, and with one KV head per query head (the multi-head attention a reader might assume)."""
+    model = get_model(model)
     m = get_model(model)
     as_is = float(kv_cache_bytes(m, context_len, batch))
     mha = float(kv_cache_bytes(_gqa(m, m.n_heads), context_len, batch))
@@ -981,7 +990,7 @@ def decode_intensity_within_batch(models=(MODEL, "llama-2-70b"), batches=(1, 64)
     """Holds for each model and batch B where both decode operations, the MLP and attention (QK^T
     and PV), have an intensity of at most B FLOP/byte (cost model, bf16)."""
     cases = []
-    for m in models:
+    for m in map(get_model, models):
         for b in batches:
             ops = decode_costs(m, b, context_len)
             att, mlp = float(ops.attention.intensity), float(ops.mlp.intensity)
@@ -993,6 +1002,8 @@ def decode_intensity_within_batch(models=(MODEL, "llama-2-70b"), batches=(1, 64)
 def fits_on_device(model: str = "llama-2-70b", accelerator: str = ACC, context_len: int = 50_000, batch: int = 1):
     """Holds when the weights and the KV cache of `batch` sequences of `context_len` tokens fit in
     one device's memory (datasheet capacity, nothing reserved)."""
+    model = get_model(model)
+    accelerator = get_accelerator(accelerator)
     b = memory_budget(model, accelerator, batch, context_len)
     acc = get_accelerator(accelerator)
     w, kv, cap = float(b.weight_bytes), float(b.kv_bytes), float(b.capacity_bytes)
@@ -1018,6 +1029,8 @@ def tp_short_of_k(phase: str = "decode", tps=(2, 4), min_shortfall: float = 0.1,
                   model: str = MODEL, accelerator: str = ACC):
     """Holds at each degree K where the phase's speed-up on K devices falls short of K by at least
     min_shortfall (speed-up <= (1 - min_shortfall)·K), all-reduces at the library's default latency."""
+    model = get_model(model)
+    accelerator = get_accelerator(accelerator)
     from inferlab.parallel import DEFAULT_ALLREDUCE_LATENCY_S
     lat = DEFAULT_ALLREDUCE_LATENCY_S if allreduce_latency_s is None else allreduce_latency_s
 
