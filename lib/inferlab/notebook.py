@@ -105,13 +105,17 @@ def show_formulas(section: str) -> Formulas:
     return Formulas(section)
 
 
-def measure_it(check: str, *, attempts: int = 3, model: str = "tiny", **thresholds):
-    """Time the chapter's effects live (`measure.quick_suite` on a tiny model, a few seconds on two
-    CPU cores) and evaluate one of `measure`'s checks, e.g. "itl_flat_with_context".
+def measure_it(check: str, *, attempts: int = 3, model: str = "tiny", threads: int | None = 1, **thresholds):
+    """Time the chapter's effects live (`measure.quick_suite` on a tiny model, a few seconds on a
+    CPU core) and evaluate one of `measure`'s checks, e.g. "itl_flat_with_context".
 
-    A timing on a shared machine can catch another process's burst; so a failed check is measured
-    again, up to `attempts` runs in all (a real regression fails every one). Returns (run, check)
-    of the last run; `check.text` says how many runs it took when more than one."""
+    Robust to a busy machine: the points a check compares are timed round-robin (`time_interleaved`), so a
+    change in load falls on all of them alike, and the checks compare ratios, which a uniform slowdown leaves
+    alone; one CPU thread by default (`threads`), since a busy neighbour stalls every OpenMP barrier of a
+    multi-threaded op of a tiny model for a whole time slice, far beyond the op's own share of the CPU.
+    A burst can still catch one run; so a failed check is measured again, up to `attempts` runs in all (a
+    real regression fails every one). Returns (run, check) of the last run; `check.text` says how many runs
+    it took when more than one."""
     from dataclasses import replace
 
     from inferlab import measure
@@ -121,7 +125,7 @@ def measure_it(check: str, *, attempts: int = 3, model: str = "tiny", **threshol
         names = ", ".join(c.__name__ for c in measure.checks.CHECKS)
         raise ValueError(f"unknown check {check!r}; allowed: {names}")
     for attempt in range(1, attempts + 1):
-        run = measure.quick_suite(model=model, progress=False)
+        run = measure.quick_suite(model=model, progress=False, threads=threads)
         result = fn(run, **thresholds)
         if result:
             break

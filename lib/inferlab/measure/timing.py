@@ -1,4 +1,5 @@
-"""Honest wall times: warm-up, many repeats, median and interquartile range.
+"""Honest wall times: warm-up, many repeats, median and interquartile range; several points timed
+round-robin (`time_interleaved`) where their ratio is what matters.
 
 Each timed call is bracketed by CUDA events on a GPU, or by a synchronisation and the host's
 monotonic clock elsewhere, so queued device work is never mistaken for finished work. Inputs
@@ -101,28 +102,82 @@ def time_fn(fn, inputs=None, *, device: str = "cpu", warmup: int = 2, repeats: i
 
     for i in range(warmup):
         call(i)
-    use_events = device == "cuda"
-    if use_events:
-        import torch
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    one = _one_call_timer(device)
     samples, spent = [], 0.0
     meter = _device.CpuMeter()
     for i in range(repeats):
-        k = warmup + i
+        sample_s, wall_s = one(call, warmup + i)
+        samples.append(sample_s)
+        spent += wall_s
+        if max_time_s is not None and i + 1 >= min_repeats and spent >= max_time_s:
+            break
+    return Timing(tuple(samples), warmup, "cuda-events" if device == "cuda" else "host-clock",
+                  meter.others_share())
+
+
+def _one_call_timer(device: str):
+    """A function (call, k) -> (seconds of call(k), host wall seconds it took): CUDA events around it on a GPU,
+    else synchronise the device, read time.perf_counter, call, synchronise, read it again."""
+    if device == "cuda":
+        import torch
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+
+    def one(call, k):
         _device.synchronize(device)
         t0 = time.perf_counter()
-        if use_events:
+        if device == "cuda":
             start.record()
             call(k)
             end.record()
             end.synchronize()
-            samples.append(start.elapsed_time(end) / 1e3)
-        else:
-            call(k)
-            _device.synchronize(device)
-            samples.append(time.perf_counter() - t0)
-        spent += time.perf_counter() - t0
-        if max_time_s is not None and i + 1 >= min_repeats and spent >= max_time_s:
+            return start.elapsed_time(end) / 1e3, time.perf_counter() - t0
+        call(k)
+        _device.synchronize(device)
+        took = time.perf_counter() - t0
+        return took, took
+    return one
+
+
+def time_interleaved(points, *, device: str = "cpu", warmup: int = 2, repeats: int = 10, min_repeats: int = 3,
+                     max_time_s: float | None = None) -> list:
+    """Time several operations round-robin, one Timing each (its samples in round order; its median the point's
+    time). `points`: (fn, inputs) pairs as `time_fn` takes them. Every round calls each point once, in turn, so a
+    change in the host's load (another process's burst, a throttled core) falls on every point alike instead of on
+    the points measured while it lasted; a uniform slowdown scales every point by the same factor, and so leaves
+    their ratios alone. `warmup` untimed rounds, then `repeats` rounds, or fewer once `min_repeats` are done and
+    the timed calls have taken `max_time_s` per point. Each Timing records the contention of the whole run."""
+    nonneg_int("warmup", warmup)
+    positive_int("repeats", repeats)
+    positive_int("min_repeats", min_repeats)
+    if max_time_s is not None:
+        positive_float("max_time_s", max_time_s)
+    points = list(points)
+    if not points:
+        raise ValueError("points must hold at least one (fn, inputs) pair; got none")
+    calls = []
+    for fn, inputs in points:
+        pool = list(inputs) if inputs is not None else [()]
+        if not pool:
+            raise ValueError("inputs must hold at least one argument tuple; got an empty pool")
+
+        def call(i, fn=fn, pool=pool):
+            args = pool[i % len(pool)]
+            return fn(*args) if isinstance(args, tuple) else fn(args)
+        calls.append(call)
+    min_repeats = min(min_repeats, repeats)
+    for i in range(warmup):
+        for call in calls:
+            call(i)
+    one = _one_call_timer(device)
+    samples, spent = [[] for _ in calls], 0.0
+    meter = _device.CpuMeter()
+    for r in range(repeats):
+        for j, call in enumerate(calls):
+            sample_s, wall_s = one(call, warmup + r)
+            samples[j].append(sample_s)
+            spent += wall_s
+        if max_time_s is not None and r + 1 >= min_repeats and spent >= max_time_s * len(calls):
             break
-    return Timing(tuple(samples), warmup, "cuda-events" if use_events else "host-clock",
-                  meter.others_share())
+    share = meter.others_share()
+    method = "cuda-events" if device == "cuda" else "host-clock"
+    return [Timing(tuple(s), warmup, method, share) for s in samples]
