@@ -103,3 +103,29 @@ def test_the_itl_check_reads_a_ratio_that_a_uniform_slowdown_leaves_alone():
     busy = checks.itl_flat_with_context(Run([64, 512], [0.080, 0.120]), max_growth=1.0)
     assert calm and busy and calm.value == pytest.approx(0.5) and busy.value == pytest.approx(0.5)
     assert not checks.itl_flat_with_context(Run([64, 512], [0.002, 0.005]), max_growth=1.0)  # +150%
+
+
+def test_the_thread_cpu_clock_counts_work_not_waiting():
+    import time
+
+    def spin(cpu_s):  # burn `cpu_s` of this thread's CPU, however long the host makes that take
+        end = time.thread_time() + cpu_s
+        while time.thread_time() < end:
+            pass
+    work = measure.time_fn(spin, [(0.05,)], warmup=0, repeats=3, clock="thread-cpu")
+    idle = measure.time_fn(time.sleep, [(0.05,)], warmup=0, repeats=3, clock="thread-cpu")
+    assert work.method == idle.method == "thread-cpu-time"
+    assert work.min_s >= 0.05  # at least the CPU it burnt (a wall clock would also pass this one)
+    assert idle.max_s < 0.01  # a 50 ms sleep costs no CPU (a wall clock would give >= 0.05)
+    ta, tb = measure.time_interleaved([(spin, [(0.02,)]), (time.sleep, [(0.02,)])], warmup=0, repeats=2,
+                                      clock="thread-cpu")
+    assert ta.min_s >= 0.02 and tb.max_s < 0.01
+
+
+def test_the_thread_cpu_clock_is_refused_where_it_would_mislead():
+    with pytest.raises(ValueError, match="clock 'thread-cpu'.*CPU device only; got device 'cuda'"):
+        measure.time_fn(lambda: None, device="cuda", clock="thread-cpu")
+    with pytest.raises(ValueError, match="clock must be one of wall, thread-cpu; got 'cpu'"):
+        measure.time_interleaved([(lambda: None, None)], clock="cpu")
+    with pytest.raises(ValueError, match="threads=1"):
+        measure.run_suite(device="cpu", model="tiny", progress=False, clock="thread-cpu", threads=2)

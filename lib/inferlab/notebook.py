@@ -111,8 +111,9 @@ def measure_it(check: str, *, attempts: int = 3, model: str = "tiny", threads: i
 
     Robust to a busy machine: the points a check compares are timed round-robin (`time_interleaved`), so a
     change in load falls on all of them alike, and the checks compare ratios, which a uniform slowdown leaves
-    alone; one CPU thread by default (`threads`), since a busy neighbour stalls every OpenMP barrier of a
-    multi-threaded op of a tiny model for a whole time slice, far beyond the op's own share of the CPU.
+    alone. One CPU thread by default (`threads`), since a busy neighbour stalls every OpenMP barrier of a
+    multi-threaded op of a tiny model for a whole time slice; on a CPU that one thread's CPU time is then what
+    each point is timed by (clock "thread-cpu"), which the time the host keeps it waiting does not inflate.
     A burst can still catch one run; so a failed check is measured again, up to `attempts` runs in all (a
     real regression fails every one). Returns (run, check) of the last run; `check.text` says how many runs
     it took when more than one."""
@@ -124,8 +125,11 @@ def measure_it(check: str, *, attempts: int = 3, model: str = "tiny", threads: i
     if fn is None or check not in {c.__name__ for c in measure.checks.CHECKS}:
         names = ", ".join(c.__name__ for c in measure.checks.CHECKS)
         raise ValueError(f"unknown check {check!r}; allowed: {names}")
+    # One thread on a CPU: time each point by its thread's CPU time, which the host's load does not inflate.
+    from inferlab.measure.device import resolve_kind
+    clock = "thread-cpu" if threads == 1 and resolve_kind("auto") == "cpu" else "wall"
     for attempt in range(1, attempts + 1):
-        run = measure.quick_suite(model=model, progress=False, threads=threads)
+        run = measure.quick_suite(model=model, progress=False, threads=threads, clock=clock)
         result = fn(run, **thresholds)
         if result:
             break

@@ -130,13 +130,15 @@ def _resolve_plan(kind, info, free, *, quick, dtype, model, decode_mode, plan):
 
 def run_suite(*, quick: bool = False, device: str = "auto", dtype: str = "auto", model=None,
               decode_mode: str = "auto", plan=None, seed: int = 0, progress: bool = True,
-              threads: int | None = None, log=None) -> SuiteResult:
+              threads: int | None = None, log=None, clock: str = "wall") -> SuiteResult:
     """Measure everything on one device and return the run (SuiteResult; .save(path) for JSON).
 
     device: auto | cuda | mps | cpu. dtype: auto (bf16 on a GPU; on a CPU fp32 unless bf16's
     measured product is faster) or fp32 | bf16 | fp16. model: a preset (cpu-0.5b, tiny) or a
     data/models.toml name; default cpu-0.5b on a CPU, the largest of llama-2-13b / llama-2-7b
     that fits on a GPU. threads: CPU threads for this run (default: torch's, one per core).
+    clock: "wall", or "thread-cpu" (a CPU device and threads=1 only): the TTFT, ITL and batch points timed by
+    the CPU time of the thread that runs them, which a busy machine does not inflate (`timing.time_fn`).
     Raises DoesNotFitError before allocating anything if the plan cannot fit."""
     import torch
 
@@ -147,10 +149,15 @@ def run_suite(*, quick: bool = False, device: str = "auto", dtype: str = "auto",
         torch.set_num_threads(int(threads))
         try:
             return run_suite(quick=quick, device=device, dtype=dtype, model=model,
-                             decode_mode=decode_mode, plan=plan, seed=seed, progress=progress, log=log)
+                             decode_mode=decode_mode, plan=plan, seed=seed, progress=progress, log=log, clock=clock)
         finally:
             torch.set_num_threads(saved_threads)
     kind = _device.resolve_kind(device)
+    if clock not in ("wall", "thread-cpu"):
+        raise ValueError(f"clock must be 'wall' or 'thread-cpu'; got {clock!r}")
+    if clock == "thread-cpu" and (kind != "cpu" or torch.get_num_threads() != 1):
+        raise ValueError(f"clock 'thread-cpu' needs a CPU device and threads=1 (one thread does all the work); got "
+                         f"device {kind!r} with {torch.get_num_threads()} thread(s)")
     info = _device.describe(kind)
     free = _device.free_memory_bytes(kind)
     plan, candidates = _resolve_plan(kind, info, free, quick=quick, dtype=dtype, model=model,
@@ -163,7 +170,7 @@ def run_suite(*, quick: bool = False, device: str = "auto", dtype: str = "auto",
     bar = _Progress(n_points, progress, log)
     try:
         with torch.inference_mode():
-            result = _measure(plan, kind, info, free, candidates, dtype, seed, bar, notes)
+            result = _measure(plan, kind, info, free, candidates, dtype, seed, bar, notes, clock)
     finally:
         bar.close()
     result.data["elapsed_s"] = time.perf_counter() - t_start
@@ -175,7 +182,7 @@ def quick_suite(**kwargs) -> SuiteResult:
     return run_suite(quick=True, **kwargs)
 
 
-def _measure(plan, kind, info, free, candidates, dtype, seed, bar, notes) -> SuiteResult:
+def _measure(plan, kind, info, free, candidates, dtype, seed, bar, notes, clock="wall") -> SuiteResult:
     import torch
 
     # Ceilings first, in a share of the free memory: the copy buffer is several times the cache.
@@ -249,7 +256,7 @@ def _measure(plan, kind, info, free, candidates, dtype, seed, bar, notes) -> Sui
     prefill = lambda tok: model(tok, 0, all_logits=False)  # noqa: E731
     # Round-robin over the prompts (see the ITL sweep): a change in the host's load falls on every prompt alike.
     timings = timed_interleaved([(prefill, token_pool(cfg, 1, s, 3, kind, gen)) for s in plan.prompt_lens], kind,
-                                warmup=1, repeats=10, min_repeats=3, max_time_s=plan.point_time_s)
+                                warmup=1, repeats=10, min_repeats=3, max_time_s=plan.point_time_s, clock=clock)
     for s, t in zip(plan.prompt_lens, timings):
         c = prefill_costs(cfg, 1, s, prec).total
         ttft.append({"prompt_len": s, "batch": 1, "timing": t.to_dict(), "flops": float(c.flops),
@@ -281,7 +288,8 @@ def _measure(plan, kind, info, free, candidates, dtype, seed, bar, notes) -> Sui
         runs.append((fn, pool))
     # Round-robin over the contexts: the claim is their ratio (ITL barely moves with context), and a change in the
     # host's load during the sweep then falls on every context alike instead of on the ones timed while it lasted.
-    timings = timed_interleaved(runs, kind, warmup=2, repeats=30, min_repeats=5, max_time_s=plan.point_time_s)
+    timings = timed_interleaved(runs, kind, warmup=2, repeats=30, min_repeats=5, max_time_s=plan.point_time_s,
+                                clock=clock)
     runs = fn = None  # the decode runners (CUDA graphs) are freed here
     for ctx, t in zip(plan.contexts, timings):
         itl.append(_decode_point(cfg, prec, acc, chosen, 1, ctx, t))
@@ -322,7 +330,8 @@ def _measure(plan, kind, info, free, candidates, dtype, seed, bar, notes) -> Sui
                 notes.append(note)
             runs.append((fn, pool))
         # Round-robin over the batch sizes (see the ITL sweep): the claim is their throughput ratio.
-        timings = timed_interleaved(runs, kind, warmup=2, repeats=20, min_repeats=3, max_time_s=plan.point_time_s)
+        timings = timed_interleaved(runs, kind, warmup=2, repeats=20, min_repeats=3, max_time_s=plan.point_time_s,
+                                    clock=clock)
         pools = [pool for _, pool in runs]
         runs = fn = None
         for b, t, pool in zip(plan.batches, timings, pools):
@@ -369,7 +378,7 @@ def _measure(plan, kind, info, free, candidates, dtype, seed, bar, notes) -> Sui
     acc = best.accelerator(f"measured-{kind}")
     ttft_pred, itl_pred, batch_pred = _repredict(cfg, prec, acc, chosen, ttft, itl, batch)
     data = _assemble(plan, kind, info, best, after, acc, reason, roof, ttft, ttft_pred, itl,
-                     itl_pred, generation, batch, batch_pred, need, used_modes, mode, notes)
+                     itl_pred, generation, batch, batch_pred, need, used_modes, mode, notes, clock)
     data["ceilings_start"] = ceil.to_dict()
     data["ceilings_phases"] = phases
     data["profile"] = prof
@@ -518,7 +527,7 @@ def _generate(model, cfg, plan, kind, gen, mode) -> dict:
 
 
 def _assemble(plan, kind, info, ceil: Ceilings, after: Ceilings, acc, reason, roof, ttft, ttft_pred,
-              itl, itl_pred, generation, batch, batch_pred, need, used_modes, mode, notes):
+              itl, itl_pred, generation, batch, batch_pred, need, used_modes, mode, notes, clock="wall"):
     import torch
 
     datasheet = None
@@ -532,7 +541,7 @@ def _assemble(plan, kind, info, ceil: Ceilings, after: Ceilings, acc, reason, ro
     big = max(ttft, key=lambda p: p["prompt_len"]) if ttft else None
     decode_used = "/".join(sorted(used_modes)) or mode
     config = {"model": asdict(plan.model), "dtype": plan.dtype, "dtype_reason": reason,
-              "decode_mode": decode_used, "threads": torch.get_num_threads(),
+              "decode_mode": decode_used, "threads": torch.get_num_threads(), "clock": clock,
               "plan": plan.to_dict(), "memory_needed": need}
     return {
         "schema": SCHEMA,

@@ -79,13 +79,18 @@ class Timing:
                 f"n={self.n})")
 
 
+CLOCKS = ("wall", "thread-cpu")
+
+
 def time_fn(fn, inputs=None, *, device: str = "cpu", warmup: int = 2, repeats: int = 10,
-            min_repeats: int = 3, max_time_s: float | None = None) -> Timing:
+            min_repeats: int = 3, max_time_s: float | None = None, clock: str = "wall") -> Timing:
     """Time `fn(*inputs[i % len(inputs)])` (or `fn()` without inputs) `repeats` times after
     `warmup` untimed calls. With `max_time_s`, stop early once `min_repeats` calls are done and
     the timed calls have taken that long. CUDA: events around each call; else synchronise the
-    device, read time.perf_counter, call, synchronise, read it again. The Timing records the
-    share of the machine's CPUs other processes used meanwhile (`contention`)."""
+    device, read time.perf_counter, call, synchronise, read it again; with clock="thread-cpu", the
+    calling thread's CPU time instead (`_one_call_timer`). The Timing records the share of the
+    machine's CPUs other processes used meanwhile (`contention`)."""
+    _check_clock(clock, device)
     nonneg_int("warmup", warmup)
     positive_int("repeats", repeats)
     positive_int("min_repeats", min_repeats)
@@ -102,7 +107,7 @@ def time_fn(fn, inputs=None, *, device: str = "cpu", warmup: int = 2, repeats: i
 
     for i in range(warmup):
         call(i)
-    one = _one_call_timer(device)
+    one = _one_call_timer(device, clock)
     samples, spent = [], 0.0
     meter = _device.CpuMeter()
     for i in range(repeats):
@@ -111,13 +116,32 @@ def time_fn(fn, inputs=None, *, device: str = "cpu", warmup: int = 2, repeats: i
         spent += wall_s
         if max_time_s is not None and i + 1 >= min_repeats and spent >= max_time_s:
             break
-    return Timing(tuple(samples), warmup, "cuda-events" if device == "cuda" else "host-clock",
-                  meter.others_share())
+    return Timing(tuple(samples), warmup, _method(device, clock), meter.others_share())
 
 
-def _one_call_timer(device: str):
+def _check_clock(clock: str, device: str) -> None:
+    if clock not in CLOCKS:
+        raise ValueError(f"clock must be one of {', '.join(CLOCKS)}; got {clock!r}")
+    if clock == "thread-cpu" and device != "cpu":
+        raise ValueError(f"clock 'thread-cpu' times work done on the calling thread, so a CPU device only; "
+                         f"got device {device!r}")
+
+
+def _method(device: str, clock: str) -> str:
+    return "thread-cpu-time" if clock == "thread-cpu" else ("cuda-events" if device == "cuda" else "host-clock")
+
+
+def _one_call_timer(device: str, clock: str = "wall"):
     """A function (call, k) -> (seconds of call(k), host wall seconds it took): CUDA events around it on a GPU,
-    else synchronise the device, read time.perf_counter, call, synchronise, read it again."""
+    else synchronise the device, read time.perf_counter, call, synchronise, read it again. clock="thread-cpu"
+    (CPU device): the calling thread's CPU time (time.thread_time) of the call, which is its cost where torch runs
+    it on that thread alone (one intra-op thread): the time the host kept it waiting for a CPU is not in it."""
+    if clock == "thread-cpu":
+        def one_cpu(call, k):
+            t0, c0 = time.perf_counter(), time.thread_time()
+            call(k)
+            return time.thread_time() - c0, time.perf_counter() - t0
+        return one_cpu
     if device == "cuda":
         import torch
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -139,13 +163,15 @@ def _one_call_timer(device: str):
 
 
 def time_interleaved(points, *, device: str = "cpu", warmup: int = 2, repeats: int = 10, min_repeats: int = 3,
-                     max_time_s: float | None = None) -> list:
+                     max_time_s: float | None = None, clock: str = "wall") -> list:
     """Time several operations round-robin, one Timing each (its samples in round order; its median the point's
     time). `points`: (fn, inputs) pairs as `time_fn` takes them. Every round calls each point once, in turn, so a
     change in the host's load (another process's burst, a throttled core) falls on every point alike instead of on
     the points measured while it lasted; a uniform slowdown scales every point by the same factor, and so leaves
     their ratios alone. `warmup` untimed rounds, then `repeats` rounds, or fewer once `min_repeats` are done and
-    the timed calls have taken `max_time_s` per point. Each Timing records the contention of the whole run."""
+    the timed calls have taken `max_time_s` per point (wall time). `clock` as for `time_fn`. Each Timing records
+    the contention of the whole run."""
+    _check_clock(clock, device)
     nonneg_int("warmup", warmup)
     positive_int("repeats", repeats)
     positive_int("min_repeats", min_repeats)
@@ -168,7 +194,7 @@ def time_interleaved(points, *, device: str = "cpu", warmup: int = 2, repeats: i
     for i in range(warmup):
         for call in calls:
             call(i)
-    one = _one_call_timer(device)
+    one = _one_call_timer(device, clock)
     samples, spent = [[] for _ in calls], 0.0
     meter = _device.CpuMeter()
     for r in range(repeats):
@@ -179,5 +205,4 @@ def time_interleaved(points, *, device: str = "cpu", warmup: int = 2, repeats: i
         if max_time_s is not None and r + 1 >= min_repeats and spent >= max_time_s * len(calls):
             break
     share = meter.others_share()
-    method = "cuda-events" if device == "cuda" else "host-clock"
-    return [Timing(tuple(s), warmup, method, share) for s in samples]
+    return [Timing(tuple(s), warmup, _method(device, clock), share) for s in samples]
