@@ -11,6 +11,7 @@ import pytest
 from inferlab.exercises import sandbox as sb
 from inferlab.exercises.cli import main
 from inferlab.exercises.grade import GradingError, grade
+from conftest import HANG_S
 
 
 def one_error_line(capsys, argv) -> str:
@@ -94,7 +95,7 @@ def test_other_commands(capsys, tmp_path):
 
 def test_the_module_runs_as_a_command():
     proc = subprocess.run([sys.executable, "-m", "inferlab.exercises", "grade", "/nonexistent/dir"],
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=HANG_S)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
 
 

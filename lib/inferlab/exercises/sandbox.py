@@ -78,7 +78,7 @@ def unavailable_reason() -> str | None:
     try:
         proc = subprocess.run([path, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
                                "--size", "1000000", "--tmpfs", "/tmp", "--unshare-all", "--die-with-parent", "true"],
-                              capture_output=True, timeout=30)
+                              capture_output=True, timeout=300)  # a hang guard: a busy host slows the start
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"bwrap does not start ({exc})"
     if proc.returncode != 0:
