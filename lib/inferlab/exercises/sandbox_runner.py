@@ -434,7 +434,7 @@ def main(argv) -> int:
                     proc = getattr(getattr(client.km, "provisioner", None), "process", None)
                     if proc is not None:
                         try:
-                            report["kernel_exit"] = proc.wait(timeout=2)
+                            report["kernel_exit"] = proc.wait(timeout=30)
                         except Exception:
                             pass
                     break
