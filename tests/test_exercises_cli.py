@@ -111,10 +111,11 @@ def test_grading_refuses_to_run_without_a_sandbox(tmp_path, nb, monkeypatch, cap
 def test_a_forged_runner_report_is_read_as_data():
     """The kernel can rewrite the runner's report: odd types are dropped, never a crash or a score."""
     from inferlab.exercises.grade import _causes, _sanitise
-    forged = _sanitise({"timeouts": 5, "errors": ["x", {"ename": 7}], "answers": [1], "kernel_died": "yes",
-                        "kernel_exit": True, "start_error": {"a": 1}})
-    assert forged["timeouts"] == [] and forged["errors"] == [{"ename": "7", "enospc": False}] and forged["answers"] == {}
-    assert forged["kernel_died"] is False and forged["kernel_exit"] is None
+    forged = _sanitise({"timeouts": 5, "errors": ["x", {"ename": 7, "wall": "yes"}], "answers": [1], "kernel_died": "yes",
+                        "kernel_exit": True, "start_error": {"a": 1}, "interrupt_ignored": 1})
+    assert forged["timeouts"] == [] and forged["answers"] == {}
+    assert forged["errors"] == [{"ename": "7", "enospc": False, "wall": False}]
+    assert forged["kernel_died"] is False and forged["kernel_exit"] is None and forged["interrupt_ignored"] is False
     assert _causes(forged, 1, 1, sb.Limits())[-1] == "1 cell(s) raised (7)"
 
 
