@@ -155,6 +155,15 @@ def test_decode_per_token_costs_many_prefill_tokens(tiny_run):
     assert check, check
 
 
+def test_a_thread_cpu_run_times_everything_by_that_clock(tiny_run):
+    # Ceilings and points alike: a prediction from wall-clock ceilings beside CPU-time points would mix clocks.
+    data = tiny_run.data
+    assert data["config"]["clock"] == "thread-cpu"
+    methods = {p["timing"]["method"] for kind in ("ttft", "itl", "batch") for p in data["measurements"][kind]}
+    methods |= {data[c]["copy_timing"]["method"] for c in ("ceilings", "ceilings_after")}
+    assert methods == {"thread-cpu-time"}
+
+
 def test_throughput_grows_with_batch(tiny_run):
     check = measure.throughput_grows_with_batch(tiny_run)
     assert check, check

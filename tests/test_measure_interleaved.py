@@ -129,3 +129,12 @@ def test_the_thread_cpu_clock_is_refused_where_it_would_mislead():
         measure.time_interleaved([(lambda: None, None)], clock="cpu")
     with pytest.raises(ValueError, match="threads=1"):
         measure.run_suite(device="cpu", model="tiny", progress=False, clock="thread-cpu", threads=2)
+
+
+def test_using_clock_sets_the_clock_of_a_block_and_only_of_it():
+    import time
+    with timing.using_clock("thread-cpu"):
+        inside = measure.time_fn(time.sleep, [(0.02,)], warmup=0, repeats=2)
+    outside = measure.time_fn(time.sleep, [(0.02,)], warmup=0, repeats=2)
+    assert inside.method == "thread-cpu-time" and inside.max_s < 0.01  # a sleep costs no CPU
+    assert outside.method == "host-clock" and outside.min_s >= 0.0195

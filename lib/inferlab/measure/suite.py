@@ -31,7 +31,7 @@ from inferlab.measure.profile import measure_profile, pass_residual, time_probes
 from inferlab.measure.runner import (decode_runner, drop_kv_cache, fill_kv_cache_, random_model,
                                      token_pool)
 from inferlab.measure.result import TARGETS, SCHEMA, SuiteResult
-from inferlab.measure.timing import time_fn, time_interleaved
+from inferlab.measure.timing import current_clock, time_fn, time_interleaved, using_clock
 from inferlab.memory import weight_bytes
 from inferlab.specs import get_accelerator
 from inferlab.units import bytes_per_element
@@ -58,7 +58,7 @@ def timed(fn, pool, kind: str, **kwargs):
     """time_fn, measured once more on a CPU if other processes took a large share of this
     run's CPUs meanwhile; the less disturbed of the two is kept (its contention is recorded)."""
     t = time_fn(fn, pool, device=kind, **kwargs)
-    if kind == "cpu" and encroachment(t.contention) > CONTENTION_RETRY:
+    if kind == "cpu" and current_clock(kwargs.get("clock")) == "wall" and encroachment(t.contention) > CONTENTION_RETRY:
         again = time_fn(fn, pool, device=kind, **kwargs)
         if (again.contention or 0.0) < t.contention:
             t = again
@@ -67,9 +67,11 @@ def timed(fn, pool, kind: str, **kwargs):
 
 def timed_interleaved(points, kind: str, **kwargs) -> list:
     """time_interleaved (every point once per round), measured once more on a CPU if other processes took a
-    large share of this run's CPUs meanwhile; the less disturbed of the two sweeps is kept."""
+    large share of this run's CPUs meanwhile (wall clock only: CPU time is not inflated by waiting); the less
+    disturbed of the two sweeps is kept."""
     ts = time_interleaved(points, device=kind, **kwargs)
-    if kind == "cpu" and encroachment(ts[0].contention) > CONTENTION_RETRY:
+    if (kind == "cpu" and current_clock(kwargs.get("clock")) == "wall"
+            and encroachment(ts[0].contention) > CONTENTION_RETRY):
         again = time_interleaved(points, device=kind, **kwargs)
         if (again[0].contention or 0.0) < ts[0].contention:
             ts = again
@@ -137,8 +139,9 @@ def run_suite(*, quick: bool = False, device: str = "auto", dtype: str = "auto",
     measured product is faster) or fp32 | bf16 | fp16. model: a preset (cpu-0.5b, tiny) or a
     data/models.toml name; default cpu-0.5b on a CPU, the largest of llama-2-13b / llama-2-7b
     that fits on a GPU. threads: CPU threads for this run (default: torch's, one per core).
-    clock: "wall", or "thread-cpu" (a CPU device and threads=1 only): the TTFT, ITL and batch points timed by
-    the CPU time of the thread that runs them, which a busy machine does not inflate (`timing.time_fn`).
+    clock: "wall", or "thread-cpu" (a CPU device and threads=1 only): every timing of the run (ceilings,
+    operator profile, points) by the CPU time of the thread that runs it, which a busy machine does not
+    inflate (`timing.time_fn`); the streamed request (`_generate`) stays on the wall clock.
     Raises DoesNotFitError before allocating anything if the plan cannot fit."""
     import torch
 
@@ -170,7 +173,8 @@ def run_suite(*, quick: bool = False, device: str = "auto", dtype: str = "auto",
     bar = _Progress(n_points, progress, log)
     try:
         with torch.inference_mode():
-            result = _measure(plan, kind, info, free, candidates, dtype, seed, bar, notes, clock)
+            with using_clock(clock):  # every timing of the run by one clock: ceilings, profile and points alike
+                result = _measure(plan, kind, info, free, candidates, dtype, seed, bar, notes, clock)
     finally:
         bar.close()
     result.data["elapsed_s"] = time.perf_counter() - t_start
@@ -366,7 +370,7 @@ def _measure(plan, kind, info, free, candidates, dtype, seed, bar, notes, clock=
                          "the machine's speed varied (shared host?); ratios carry that uncertainty")
 
     if kind == "cpu":
-        _contention_note(notes, ceil, after, roof, ttft, itl, batch)
+        _contention_note(notes, ceil, after, roof, ttft, itl, batch, clock=clock)
     # The ceilings every ratio and prediction uses: the highest copy and product rates seen in
     # the run (start, around each phase, end), so no point can look faster than its roofline
     # merely because the machine was busier while a ceiling was measured.
@@ -388,7 +392,7 @@ def _measure(plan, kind, info, free, candidates, dtype, seed, bar, notes, clock=
     return result
 
 
-def _contention_note(notes, ceil, after, *sweeps):
+def _contention_note(notes, ceil, after, *sweeps, clock="wall"):
     shares = [p["timing"].get("contention") for sweep in sweeps for p in sweep]
     for c in (ceil, after):
         shares += [c.copy_timing.contention] + [t.contention for t in c.matmul_timing.values()]
@@ -397,7 +401,10 @@ def _contention_note(notes, ceil, after, *sweeps):
     if bad:
         notes.append(f"{len(bad)} of {len(shares)} timings ran while other processes took more than "
                      f"{CONTENTION_NOTE:.0%} of the CPUs this run uses (up to {max(bad):.0%}; read from "
-                     "/proc/stat): those times are inflated; rerun on a quiet machine, or with fewer threads")
+                     "/proc/stat): " + ("timed by the thread's CPU time, so waiting for a CPU is not counted, "
+                                        "but caches and memory bandwidth shared with them may still slow them"
+                                        if clock == "thread-cpu" else
+                                        "those times are inflated; rerun on a quiet machine, or with fewer threads"))
 
 
 def _repredict(cfg, prec, acc, dtype, ttft, itl, batch):

@@ -8,6 +8,8 @@ cannot flatter the result) and making inputs is never timed.
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import time
 from dataclasses import dataclass
 
@@ -80,16 +82,36 @@ class Timing:
 
 
 CLOCKS = ("wall", "thread-cpu")
+_CLOCK = contextvars.ContextVar("inferlab_timing_clock", default="wall")
+
+
+def current_clock(clock: str | None = None) -> str:
+    """`clock`, else the one `using_clock` set, else "wall"."""
+    return clock or _CLOCK.get()
+
+
+@contextlib.contextmanager
+def using_clock(clock: str):
+    """Every `time_fn` and `time_interleaved` inside the block that names no clock uses `clock` (a whole run, its
+    ceilings and operator profile included, then times by one clock)."""
+    _check_clock(clock, "cpu")
+    token = _CLOCK.set(clock)
+    try:
+        yield
+    finally:
+        _CLOCK.reset(token)
 
 
 def time_fn(fn, inputs=None, *, device: str = "cpu", warmup: int = 2, repeats: int = 10,
-            min_repeats: int = 3, max_time_s: float | None = None, clock: str = "wall") -> Timing:
+            min_repeats: int = 3, max_time_s: float | None = None, clock: str | None = None) -> Timing:
     """Time `fn(*inputs[i % len(inputs)])` (or `fn()` without inputs) `repeats` times after
     `warmup` untimed calls. With `max_time_s`, stop early once `min_repeats` calls are done and
     the timed calls have taken that long. CUDA: events around each call; else synchronise the
     device, read time.perf_counter, call, synchronise, read it again; with clock="thread-cpu", the
-    calling thread's CPU time instead (`_one_call_timer`). The Timing records the share of the
-    machine's CPUs other processes used meanwhile (`contention`)."""
+    calling thread's CPU time instead (`_one_call_timer`); no clock: the one `using_clock` set, else
+    "wall". The Timing records the share of the machine's CPUs other processes used meanwhile
+    (`contention`)."""
+    clock = clock or _CLOCK.get()
     _check_clock(clock, device)
     nonneg_int("warmup", warmup)
     positive_int("repeats", repeats)
@@ -163,7 +185,7 @@ def _one_call_timer(device: str, clock: str = "wall"):
 
 
 def time_interleaved(points, *, device: str = "cpu", warmup: int = 2, repeats: int = 10, min_repeats: int = 3,
-                     max_time_s: float | None = None, clock: str = "wall") -> list:
+                     max_time_s: float | None = None, clock: str | None = None) -> list:
     """Time several operations round-robin, one Timing each (its samples in round order; its median the point's
     time). `points`: (fn, inputs) pairs as `time_fn` takes them. Every round calls each point once, in turn, so a
     change in the host's load (another process's burst, a throttled core) falls on every point alike instead of on
@@ -171,6 +193,7 @@ def time_interleaved(points, *, device: str = "cpu", warmup: int = 2, repeats: i
     their ratios alone. `warmup` untimed rounds, then `repeats` rounds, or fewer once `min_repeats` are done and
     the timed calls have taken `max_time_s` per point (wall time). `clock` as for `time_fn`. Each Timing records
     the contention of the whole run."""
+    clock = clock or _CLOCK.get()
     _check_clock(clock, device)
     nonneg_int("warmup", warmup)
     positive_int("repeats", repeats)
