@@ -177,3 +177,21 @@ def test_a_new_cell_starts_from_zero(fake, budget):
     assert sent == [(3, signal.SIGINT)] and b.end() == pytest.approx(1.0)
     b.check()  # between cells: nothing to stop
     assert len(sent) == 1
+
+
+def test_each_way_a_cell_is_stopped_is_named():
+    from inferlab.exercises import sandbox as sb
+    from inferlab.exercises.grade import WALL_FACTOR, _causes
+    own = {"ename": "CellTimeoutError", "enospc": False, "wall": False}
+    wall = dict(own, wall=True)
+    causes = _causes({"timeouts": [own, own, wall], "time_limit": True, "interrupt_ignored": True,
+                      "kernel_died": True, "kernel_exit": -9, "schedstat": False}, 3, 10, sb.Limits())
+    assert causes == [
+        "2 cell(s) timed out after 3 s of their own time (CPU time, or wall time less the host's waits)",
+        f"1 cell(s) stopped by the wall-clock backstop ({WALL_FACTOR} x their budget)",
+        "notebook time limit (10 s of its own time) reached; later cells not run",
+        "kernel killed: a cell ran on past its interrupt at its time limit; later cells not run",
+        "host load not discounted (no /proc/<pid>/schedstat): time limits counted in wall time"]
+    # Where the waits were read, nothing is said of them; a kernel killed otherwise keeps its own cause.
+    assert _causes({"timeouts": [], "kernel_died": True, "kernel_exit": -9, "schedstat": True}, 3, 10,
+                   sb.Limits()) == ["kernel died (killed (SIGKILL)); later cells not run"]
