@@ -282,9 +282,11 @@ print(verdict_summary("15.2.1"))
 # ## Measure it here
 # The same effect, timed on the machine running this notebook: a tiny Llama-style model
 # (`inferlab.model`, random weights) through `inferlab.measure`'s quick suite, a few seconds on
-# two CPU cores, faster on a GPU. Times vary from machine to machine and run to run, so nbval
+# one CPU core, faster on a GPU. Times vary from machine to machine and run to run, so nbval
 # ignores this cell's output; the `assert` checks only the qualitative result, which should
-# hold on any device (a run spoilt by another process's burst is measured again, up to three
+# hold on any device and under any load: the points are timed in turns and, on a CPU, by the
+# CPU time of the one thread that runs them, so other work on the machine neither skews one
+# point against another nor inflates them (a run spoilt anyway is measured again, up to three
 # times). Dashed lines are the library's prediction from the ceilings (copy bandwidth,
 # matmul FLOP/s) measured in the same run; the sentence under the figure says how far the
 # measurement strays from it, and why when it is more than 25%.

@@ -12,6 +12,7 @@ from inferlab.claims.evaluate import APPROXIMATION_LIMIT, evaluate_registry
 from inferlab.claims.registry import VERDICTS, RegistryError, half_unit, load_registry
 from inferlab.claims.statements import load_statements
 from inferlab.cli import main
+from conftest import HANG_S
 
 # Derived by hand from the chapter before the registry was run; one line each on why.
 EXPECTED_ERRATA = {
@@ -295,7 +296,7 @@ def test_verify_rejects_a_malformed_registry_with_a_clear_message(tmp_path, caps
 
 def test_verify_runs_as_a_command():
     done = subprocess.run([sys.executable, "-m", "inferlab", "verify", "--verdict", "erratum"],
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=HANG_S)
     assert done.returncode == 0, done.stderr
     assert "15 claims: 0 consistent, 0 approximation, 15 erratum, 0 unchecked" in done.stdout
 

@@ -7,6 +7,7 @@ import pytest
 
 from inferlab import list_accelerators, list_models
 from inferlab.cli import main
+from conftest import HANG_S
 
 d, f, L, N, H, V = 5120, 20480, 40, 40, 128, 32000
 BOOK_WEIGHTS = 2 * (L * (4 * d * d + 2 * d * f + 2 * d) + 2 * V * d + d)
@@ -128,7 +129,7 @@ def test_unknown_dtype_is_refused_by_the_parser(capsys):
 
 def test_module_entry_point():
     done = subprocess.run([sys.executable, "-m", "inferlab", "list"], capture_output=True, text=True,
-                          timeout=60)
+                          timeout=HANG_S)
     assert done.returncode == 0 and "llama-2-13b-book" in done.stdout
 
 

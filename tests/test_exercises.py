@@ -20,6 +20,7 @@ from inferlab.exercises.cells import sample_notebook_text
 from inferlab.exercises.core import GB_PER_GIB, _to_jsonable
 from inferlab.exercises.grade import _kill, collect
 from inferlab.exercises.student import answer_strings, build_student, find_leaks, make_student, notebook_text
+from conftest import HANG_S
 
 ROOT = Path(__file__).resolve().parents[1]
 ALL = exercises()
@@ -372,7 +373,7 @@ def test_a_hard_kill_takes_the_runner_and_the_kernel_process_groups(tmp_path):
     kernel = subprocess.Popen(["sleep", "60"], start_new_session=True)
     (tmp_path / "pid").write_text(str(kernel.pid))
     _kill(runner, tmp_path / "pid")
-    assert runner.wait(timeout=5) == -signal.SIGKILL and kernel.wait(timeout=5) == -signal.SIGKILL
+    assert runner.wait(timeout=HANG_S) == -signal.SIGKILL and kernel.wait(timeout=HANG_S) == -signal.SIGKILL
 
 
 # The chapter notebooks are the instructor notebooks -----------------------------------------------

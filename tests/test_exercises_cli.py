@@ -11,6 +11,7 @@ import pytest
 from inferlab.exercises import sandbox as sb
 from inferlab.exercises.cli import main
 from inferlab.exercises.grade import GradingError, grade
+from conftest import HANG_S
 
 
 def one_error_line(capsys, argv) -> str:
@@ -94,7 +95,7 @@ def test_other_commands(capsys, tmp_path):
 
 def test_the_module_runs_as_a_command():
     proc = subprocess.run([sys.executable, "-m", "inferlab.exercises", "grade", "/nonexistent/dir"],
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=HANG_S)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
 
 
@@ -110,10 +111,11 @@ def test_grading_refuses_to_run_without_a_sandbox(tmp_path, nb, monkeypatch, cap
 def test_a_forged_runner_report_is_read_as_data():
     """The kernel can rewrite the runner's report: odd types are dropped, never a crash or a score."""
     from inferlab.exercises.grade import _causes, _sanitise
-    forged = _sanitise({"timeouts": 5, "errors": ["x", {"ename": 7}], "answers": [1], "kernel_died": "yes",
-                        "kernel_exit": True, "start_error": {"a": 1}})
-    assert forged["timeouts"] == [] and forged["errors"] == [{"ename": "7", "enospc": False}] and forged["answers"] == {}
-    assert forged["kernel_died"] is False and forged["kernel_exit"] is None
+    forged = _sanitise({"timeouts": 5, "errors": ["x", {"ename": 7, "wall": "yes"}], "answers": [1], "kernel_died": "yes",
+                        "kernel_exit": True, "start_error": {"a": 1}, "interrupt_ignored": 1})
+    assert forged["timeouts"] == [] and forged["answers"] == {}
+    assert forged["errors"] == [{"ename": "7", "enospc": False, "wall": False}]
+    assert forged["kernel_died"] is False and forged["kernel_exit"] is None and forged["interrupt_ignored"] is False
     assert _causes(forged, 1, 1, sb.Limits())[-1] == "1 cell(s) raised (7)"
 
 

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from conftest import HANG_S
 
 RIGHT = 2.68435456  # GB, see the module docstring
 UID = 65534  # nobody
@@ -39,7 +40,7 @@ def _userns():
 
 def _bwrap_probe(prefix) -> str | None:
     proc = subprocess.run(prefix + ["bwrap", "--unshare-user", "--unshare-all", "--ro-bind", "/", "/", "--dev", "/dev",
-                                    "--proc", "/proc", "--die-with-parent", "true"], capture_output=True, timeout=30)
+                                    "--proc", "/proc", "--die-with-parent", "true"], capture_output=True, timeout=HANG_S)
     if proc.returncode:
         return f"bwrap does not start there ({proc.stderr.decode(errors='replace').strip()[:120]})"
     return None
@@ -100,11 +101,11 @@ def test_a_grader_without_root_sandboxes_and_scores_correctly(mode):
         if os.environ.get("PYTHONPATH"):  # the library under test, where it is not the installed one
             env["PYTHONPATH"] = os.environ["PYTHONPATH"]
         proc = subprocess.run(prefix + [sys.executable, "-c", "import os; print(os.getuid())"], capture_output=True,
-                              text=True, timeout=60)
+                              text=True, timeout=HANG_S)
         assert proc.stdout.strip() != "0"  # the grader below does not run as root
         proc = subprocess.run(prefix + [sys.executable, "-m", "inferlab.exercises", "grade", str(subs), "--out", str(base / "out"),
                                "--sections", "15.1.2", "--cell-timeout", "20", "--time-limit", "60", "--jobs", "2",
-                               "--quiet"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=400)
+                               "--quiet"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=HANG_S)
         assert proc.returncode == 0, proc.stderr[-2000:]
         with open(base / "out" / "grades.csv", newline="") as fh:
             table = {r["student_id"]: r for r in csv.DictReader(fh)}

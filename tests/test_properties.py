@@ -1,7 +1,7 @@
 """Properties that hold for every architecture, length and batch (hypothesis)."""
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from inferlab import ModelConfig, Precision, get_accelerator, get_model, list_accelerators, list_models
 from inferlab.costs import (attention_pairs, chunked_prefill_costs, decode_costs, forward_costs,
@@ -12,7 +12,8 @@ from inferlab.memory import (kv_cache_bytes, max_batch, memory_budget, weight_by
 from inferlab.parallel import tp_shard
 from inferlab.roofline import pass_time_s, roofline_time_s
 
-FAST = settings(max_examples=25, deadline=None)
+# No wall-clock deadline or speed check: a busy machine must not fail a property (tests pass with every core busy).
+FAST = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 KV_DTYPES = ["fp32", "bf16", "fp8", "int8", "int4"]
 
 

@@ -17,6 +17,7 @@ import pytest
 
 from inferlab import latency, memory
 from inferlab.specs import get_accelerator, get_model
+from conftest import HANG_S
 
 CHAPTERS = Path(__file__).resolve().parents[1] / "chapters"
 SUBSECTIONS = ["15_1_1_prefill", "15_1_2_decode_kv_cache", "15_2_1_ttft_itl", "15_2_2_batching"]
@@ -96,7 +97,7 @@ def rerun(request):
         start += len(nb.cells)
     with pytest.MonkeyPatch.context() as env:  # the kernel inherits it; restored afterwards
         env.setenv("INFERLAB_WHATIF", request.param)
-        NotebookClient(joined, timeout=120, kernel_name="python3",
+        NotebookClient(joined, timeout=HANG_S, kernel_name="python3",
                        resources={"metadata": {"path": str(CHAPTERS)}}).execute()
     out = {}
     for name, (a, b) in spans.items():

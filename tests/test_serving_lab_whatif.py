@@ -10,6 +10,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from conftest import HANG_S
 
 CHAPTERS = Path(__file__).resolve().parents[1] / "chapters"
 SCENARIOS = ("llama-2-70b@h100-sxm", "llama-3-8b@h200")
@@ -21,7 +22,7 @@ def executed(request):
     nb = nbformat.read(CHAPTERS / "15_2_3_serving_lab.ipynb", as_version=4)
     with pytest.MonkeyPatch.context() as env:  # the kernel inherits it; restored afterwards
         env.setenv("INFERLAB_WHATIF", request.param)
-        NotebookClient(nb, timeout=600, kernel_name="python3",
+        NotebookClient(nb, timeout=HANG_S, kernel_name="python3",
                        resources={"metadata": {"path": str(CHAPTERS)}}).execute()
     return request.param, nb
 

@@ -1,7 +1,7 @@
 """Invariants of the serving simulator for random workloads, policies and KV pools (hypothesis)."""
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from inferlab.serving import (ChunkedPrefill, ContinuousBatching, PrefillFirst, StaticBatching,
                               Workload, simulate)
@@ -9,7 +9,8 @@ from inferlab.serving.kv import blocks_for
 from inferlab.specs import get_accelerator, get_model
 
 M, G = get_model("llama-2-7b"), get_accelerator("h100-sxm")
-FAST = settings(max_examples=40, deadline=None)
+# No wall-clock deadline or speed check: a busy machine must not fail a property (tests pass with every core busy).
+FAST = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @st.composite

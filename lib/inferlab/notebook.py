@@ -105,13 +105,18 @@ def show_formulas(section: str) -> Formulas:
     return Formulas(section)
 
 
-def measure_it(check: str, *, attempts: int = 3, model: str = "tiny", **thresholds):
-    """Time the chapter's effects live (`measure.quick_suite` on a tiny model, a few seconds on two
-    CPU cores) and evaluate one of `measure`'s checks, e.g. "itl_flat_with_context".
+def measure_it(check: str, *, attempts: int = 3, model: str = "tiny", threads: int | None = 1, **thresholds):
+    """Time the chapter's effects live (`measure.quick_suite` on a tiny model, a few seconds on a
+    CPU core) and evaluate one of `measure`'s checks, e.g. "itl_flat_with_context".
 
-    A timing on a shared machine can catch another process's burst; so a failed check is measured
-    again, up to `attempts` runs in all (a real regression fails every one). Returns (run, check)
-    of the last run; `check.text` says how many runs it took when more than one."""
+    Robust to a busy machine: the points a check compares are timed round-robin (`time_interleaved`), so a
+    change in load falls on all of them alike, and the checks compare ratios, which a uniform slowdown leaves
+    alone. One CPU thread by default (`threads`), since a busy neighbour stalls every OpenMP barrier of a
+    multi-threaded op of a tiny model for a whole time slice; on a CPU that one thread's CPU time is then what
+    each point is timed by (clock "thread-cpu"), which the time the host keeps it waiting does not inflate.
+    A burst can still catch one run; so a failed check is measured again, up to `attempts` runs in all (a
+    real regression fails every one). Returns (run, check) of the last run; `check.text` says how many runs
+    it took when more than one."""
     from dataclasses import replace
 
     from inferlab import measure
@@ -120,8 +125,11 @@ def measure_it(check: str, *, attempts: int = 3, model: str = "tiny", **threshol
     if fn is None or check not in {c.__name__ for c in measure.checks.CHECKS}:
         names = ", ".join(c.__name__ for c in measure.checks.CHECKS)
         raise ValueError(f"unknown check {check!r}; allowed: {names}")
+    # One thread on a CPU: time each point by its thread's CPU time, which the host's load does not inflate.
+    from inferlab.measure.device import resolve_kind
+    clock = "thread-cpu" if threads == 1 and resolve_kind("auto") == "cpu" else "wall"
     for attempt in range(1, attempts + 1):
-        run = measure.quick_suite(model=model, progress=False)
+        run = measure.quick_suite(model=model, progress=False, threads=threads, clock=clock)
         result = fn(run, **thresholds)
         if result:
             break

@@ -94,7 +94,7 @@ def _cmd_build_student(args) -> int:
 
 
 def _cmd_grade(args) -> int:
-    from inferlab.exercises.grade import grade
+    from inferlab.exercises.grade import GRACE_S, grade
     from inferlab.exercises.sandbox import Limits
     for path in args.submissions:
         if not Path(path).exists():
@@ -103,7 +103,7 @@ def _cmd_grade(args) -> int:
         _readable_file("--roster", args.roster, "CSV file with a student_id column")
     _writable_dir("--out", args.out)
     _check_grade_limits(args)
-    limits = Limits(memory_bytes=int(args.memory_gb * 1e9), cpu_s=args.time_limit, processes=args.max_processes,
+    limits = Limits(memory_bytes=int(args.memory_gb * 1e9), cpu_s=args.time_limit + GRACE_S, processes=args.max_processes,
                     output_bytes=int(args.max_output_mb * 1e6), disk_bytes=int(args.max_disk_mb * 1e6))
     key = None
     if args.assignment:
@@ -244,9 +244,12 @@ def add_commands(sub) -> None:
     p.add_argument("submissions", nargs="+", help="notebooks, or folders of them (a sub-folder is one student)")
     p.add_argument("--out", default="build/grades", help="output folder (default build/grades)")
     p.add_argument("--cell-timeout", type=_positive(float, "--cell-timeout", 3600), default=120,
-                   help="seconds per cell before an interrupt")
+                   help="seconds of a cell's own time before an interrupt: CPU time of the sandbox's processes, "
+                        "or wall time less the host's run-queue waits when larger (default 120)")
     p.add_argument("--time-limit", type=_positive(float, "--time-limit", 86400), default=900,
-                   help="seconds per notebook (wall and CPU) before the kernel is killed")
+                   help="seconds of own time per notebook (its cells' own times added up) before it stops; each process "
+                        "also gets this + 30 s of CPU (RLIMIT_CPU), and a run is killed as 'host too busy' after 10 x "
+                        "this + 30 s of wall time (default 900)")
     p.add_argument("--jobs", type=_positive(int, "--jobs", 64), default=1, help="notebooks run in parallel")
     p.add_argument("--kernel", default="python3", help="Jupyter kernel name")
     p.add_argument("--instructor", nargs="+", metavar="NOTEBOOK",

@@ -44,12 +44,15 @@ from inferlab.exercises import sandbox as sb
 from inferlab.exercises import cgroup, seccomp
 from inferlab.exercises.core import SECTIONS, exercises, get, variant
 from inferlab.exercises.key import DEFAULT_KEY_PATH
+from inferlab.exercises.sandbox_runner import Meter
 from inferlab.exercises.safeio import FrameReader, UnsafeFile, cell, loads_bounded, one_line, read_regular
 from inferlab.exercises.roster import CHECK_RE, ID_RE, GradingError, read_roster  # noqa: F401 (GradingError: re-exported)
 
 # Code that reaches into the checker instead of computing the answer; flagged for the instructor.
 SUSPICIOUS = re.compile(r"\.solve\b|\.expected\(|_EXPECTED|known_mistakes|solution_source|INFERLAB_CHECK_LOG")
-GRACE_S = 30  # beyond the notebook limit, for kernel start and shutdown, before the sandbox is killed
+GRACE_S = 30  # CPU seconds beyond the notebook's budget before RLIMIT_CPU kills a process; wall seconds of the backstop
+WALL_FACTOR = 10  # the wall-clock backstop: the sandbox is killed after WALL_FACTOR x time_limit + GRACE_S of wall time
+WALL_BACKSTOP = "wall-clock backstop"
 DISK_POLL_S = 0.25  # how often the grader counts the files on a running sandbox's tmpfs (Limits.disk_files)
 DISK_FULL = "disk full: a write to /home/student, /tmp or /dev/shm failed (No space left on device)"
 MAX_NOTEBOOK_BYTES = 20 * 10**6
@@ -232,6 +235,7 @@ def execute(notebook: Path, *, plan, sandbox: bool, limits: sb.Limits, cell_time
         result_write, log_write = fds[0], fds[1]
         args = {"notebook": str(inside / "submission.ipynb"), "result_fd": result_write, "plan": plan,
                 "cell_timeout": cell_timeout, "time_limit": time_limit, "kernel": kernel_name, "uid": uid,
+                "sandboxed": bool(sandbox),
                 "limits": dict(limits.as_dict(), cpu_s=min(limits.cpu_s, time_limit + GRACE_S),
                                processes=_process_limit(limits.processes, uid, sandbox))}
         (work / "args.json").write_text(json.dumps(args))
@@ -268,11 +272,18 @@ def execute(notebook: Path, *, plan, sandbox: bool, limits: sb.Limits, cell_time
         read_fds = []
         for t in readers:  # each closes its end at the end of the stream
             t.start()
-        problem = _watch(proc, time_limit + GRACE_S, limits, info if sandbox else None, problems)
-        if problem:
+        problem = _watch(proc, WALL_FACTOR * time_limit + GRACE_S, limits, info if sandbox else None, problems)
+        not_graded = None
+        if problem and problem.startswith(WALL_BACKSTOP):
+            cpu_s = Meter(sandboxed=False, root=proc.pid).sample()[0]
+            not_graded = (f"host too busy or the run stalled: {problem} having used {cpu_s:.0f} s of CPU (its budget: "
+                          f"{time_limit:g} s of its own time); not the submission's verdict, grade it again")
+            problem = None
+        if problem or not_graded:
             _kill(proc)
             proc.wait()
-            problems.append(problem)
+            if problem:
+                problems.append(problem)
         for t in readers:  # the sandbox is gone (its PID namespace with it): both streams are at their end
             t.join(timeout=30)
         if cg_path is not None:
@@ -281,6 +292,8 @@ def execute(notebook: Path, *, plan, sandbox: bool, limits: sb.Limits, cell_time
                 problems.append(f"memory limit ({limits.memory_bytes / 1e9:g} GB in all, cgroup memory.max) hit: "
                                 f"{killed} process(es) killed")
         report = _collect_outputs(results, proc.returncode, executed_path, bytes(log_tail))
+        if not_graded:
+            report["not_graded"] = not_graded
     finally:
         for fd in read_fds + fds:
             os.close(fd)
@@ -292,6 +305,10 @@ def execute(notebook: Path, *, plan, sandbox: bool, limits: sb.Limits, cell_time
                     break
                 time.sleep(0.1)
     report["problems"] = problems + _causes(report, cell_timeout, time_limit, limits)
+    if not report.get("not_graded") and any(t.get("wall") for t in report.get("timeouts", [])):
+        report["not_graded"] = (f"host too busy or the run stalled: a cell was stopped by the {WALL_BACKSTOP} "
+                                f"({WALL_FACTOR} x its budget of own time) before its budget ran out; not the "
+                                "submission's verdict, grade it again")
     return report
 
 
@@ -378,7 +395,8 @@ def _remove(work: Path, tries: int = 100) -> None:
 
 def _watch(proc, wall_s: float, limits: sb.Limits, info: bytearray | None = None,
            unwatched: list | None = None) -> str | None:
-    """Wait for the run; None when it ends by itself, else why it must be killed: the wall-time limit, or
+    """Wait for the run; None when it ends by itself, else why it must be killed: the wall-clock backstop (the
+    runner budgets cells by their own time, see `sandbox_runner.Meter`; this only ends a run that stalled), or
     more files than `limits.disk_files` on its tmpfs together (counted every DISK_POLL_S once bwrap has
     written the sandbox's process id to `info`; a run can overshoot by what it creates in one interval).
     Bytes need no watching: each writable folder is a tmpfs of a fixed size. If the count could not be read
@@ -393,7 +411,7 @@ def _watch(proc, wall_s: float, limits: sb.Limits, info: bytearray | None = None
             except subprocess.TimeoutExpired:
                 pass
             if time.monotonic() >= deadline:
-                return f"wall-time limit: killed after {wall_s:g} s"
+                return f"{WALL_BACKSTOP}: killed after {wall_s:g} s of wall time"
             if info is None:
                 continue
             polls += 1
@@ -449,7 +467,8 @@ def _sanitise(report):
 
     def entries(key):
         items = report.get(key)
-        return [{"ename": one_line(str(e.get("ename", "error"))[:80]), "enospc": e.get("enospc") is True} for e in items[:1000] if isinstance(e, dict)] \
+        return [{"ename": one_line(str(e.get("ename", "error"))[:80]), "enospc": e.get("enospc") is True,
+                 "wall": e.get("wall") is True} for e in items[:1000] if isinstance(e, dict)] \
             if isinstance(items, list) else []
 
     exit_code = report.get("kernel_exit")
@@ -457,6 +476,8 @@ def _sanitise(report):
             "time_limit": report.get("time_limit") is True, "kernel_died": report.get("kernel_died") is True,
             "kernel_exit": exit_code if isinstance(exit_code, int) and not isinstance(exit_code, bool) else None,
             "output_truncated": report.get("output_truncated") is True,
+            "interrupt_ignored": report.get("interrupt_ignored") is True,
+            "schedstat": report.get("schedstat") is not False,
             "start_error": one_line(str(report["start_error"])[:300]) if report.get("start_error") else None,
             "answers": report.get("answers") if isinstance(report.get("answers"), dict) else {}}
 
@@ -476,17 +497,26 @@ def _causes(report: dict, cell_timeout: float, time_limit: float, limits: sb.Lim
         out.append(f"a process could not start (process limit {limits.processes}, or an OS error)")
     if errors:
         out.append(f"{len(errors)} cell(s) raised ({', '.join(names)})")
-    if report.get("timeouts"):
-        out.append(f"{len(report['timeouts'])} cell(s) timed out after {cell_timeout:g} s")
+    timeouts = [t for t in report.get("timeouts", []) if isinstance(t, dict)]
+    own = [t for t in timeouts if not t.get("wall")]
+    if own:
+        out.append(f"{len(own)} cell(s) timed out after {cell_timeout:g} s of their own time (CPU time, or wall "
+                   "time less the host's waits)")
+    if len(own) < len(timeouts):
+        out.append(f"{len(timeouts) - len(own)} cell(s) stopped by the {WALL_BACKSTOP} ({WALL_FACTOR} x their budget)")
     if report.get("time_limit"):
-        out.append(f"notebook time limit ({time_limit:g} s) reached; later cells not run")
-    if report.get("kernel_died"):
+        out.append(f"notebook time limit ({time_limit:g} s of its own time) reached; later cells not run")
+    if report.get("interrupt_ignored"):
+        out.append("kernel killed: a cell ran on past its interrupt at its time limit; later cells not run")
+    elif report.get("kernel_died"):
         code = report.get("kernel_exit")
         cause = {-signal.SIGXCPU: f"CPU-time limit ({limits.cpu_s:g} s)", -signal.SIGKILL: "killed (SIGKILL)",
                  -signal.SIGSEGV: "crashed (SIGSEGV)"}.get(code, f"exit status {code}" if code is not None else "")
         out.append("kernel died" + (f" ({cause})" if cause else "") + "; later cells not run")
     if report.get("output_truncated"):
         out.append(f"output limit: output beyond {limits.output_bytes / 1e6:g} MB dropped")
+    if report.get("schedstat") is False and timeouts:
+        out.append("host load not discounted (no /proc/<pid>/schedstat): time limits counted in wall time")
     return out
 
 
@@ -507,6 +537,9 @@ def run_submission_notebook(student: str, notebook: Path, out_dir: Path, *, cell
                      time_limit=time_limit, kernel_name=kernel_name, slot=slot,
                      executed_path=out_dir / "executed" / f"{stem}.ipynb", tmp_root=tmp_root, cgroups=cgroups)
     run.problems = report["problems"]
+    if report.get("not_graded"):
+        run.failed = report["not_graded"]
+        return run
     if report.get("invalid_output"):
         run.failed = f"invalid output: {report['invalid_output']}"
         return run

@@ -16,8 +16,10 @@ Each submission runs as `python sandbox_runner.py` inside a bwrap sandbox that
   (`--die-with-parent`): when its first process ends, every process in it is killed, so nothing
   outlives the kernel;
 - runs as an unprivileged uid (when the grader is root: 61000 + the job slot, a uid of its own per
-  parallel job) under rlimits: address space, CPU seconds, processes, file size; the wall-clock limit
-  is the grader's (it kills the sandbox), and the notebook's output is capped at a byte budget;
+  parallel job) under rlimits: address space, CPU seconds, processes, file size; cells are budgeted by
+  their own time by the runner (`sandbox_runner.Meter`: CPU time, or wall time less the host's run-queue
+  waits), the grader kills the sandbox only at a wall-clock backstop (reported as "host too busy", not
+  scored), and the notebook's output is capped at a byte budget;
 - runs under a seccomp filter (`inferlab.exercises.seccomp`, x86-64): no memfd, no SysV shared memory, no
   new user namespace (and `--disable-userns` on the unprivileged path).
 
@@ -78,7 +80,7 @@ def unavailable_reason() -> str | None:
     try:
         proc = subprocess.run([path, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
                                "--size", "1000000", "--tmpfs", "/tmp", "--unshare-all", "--die-with-parent", "true"],
-                              capture_output=True, timeout=30)
+                              capture_output=True, timeout=300)  # a hang guard: a busy host slows the start
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"bwrap does not start ({exc})"
     if proc.returncode != 0:

@@ -5,8 +5,11 @@ inferlab: the sandbox hides the exercises package (and its solutions) behind a s
 
 1. drops to an unprivileged uid when started as root (the sandbox keeps CAP_SETUID for this only),
 2. sets its resource limits (address space, CPU time, processes, file size), inherited by the kernel,
-3. executes the notebook cell by cell in a fresh kernel (errors allowed, per-cell timeout with interrupt,
-   whole-notebook deadline, output capped at a byte budget),
+3. executes the notebook cell by cell in a fresh kernel (errors allowed, output capped at a byte budget), each
+   cell under a time budget that host load does not shorten (`Meter`, `Budget`): a cell is interrupted when its
+   own time passes `cell_timeout`, and killed with the kernel if it is still running INTERRUPT_GRACE_S of its own
+   time later; the notebook stops when its cells' own times add up to `time_limit`. Wall-clock timeouts remain
+   only as a backstop (WALL_FACTOR times the budget),
 4. after each check cell named in the plan, reads the answer variable from the kernel as JSON
    (a capture cell the grader wrote, not the student), and
 5. sends its report (after every cell) and, at the end, the executed notebook to the grader over the pipe
@@ -26,10 +29,15 @@ from __future__ import annotations
 import json
 import os
 import resource
+import signal
 import sys
+import threading
 import time
 
 MARK = "\x1finferlab-answer\x1f"
+POLL_S = 0.2  # how often `Budget` reads the sandbox's times
+INTERRUPT_GRACE_S = 5.0  # own time a cell may run after its interrupt before the kernel is killed
+WALL_FACTOR = 10  # wall-clock backstop of a cell: WALL_FACTOR x its budget (+ 10 s); reached only if `Budget` fails
 
 # Sent to the kernel after a check cell: the answer variable as JSON (sets tagged, numpy scalars unwrapped).
 CAPTURE = r'''
@@ -122,6 +130,149 @@ def set_limits(limits: dict) -> None:
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
 
+def _stat_times(pid, proc: str = "/proc") -> tuple | None:
+    """(ppid, own CPU ticks, reaped children's CPU ticks) of `pid` from /proc/<pid>/stat, or None if gone."""
+    try:
+        with open(f"{proc}/{pid}/stat", "rb") as fh:
+            fields = fh.read().rsplit(b")", 1)[1].split()
+        # after the command name: state ppid ... utime(12) stime(13) cutime(14) cstime(15), counted from state = 0
+        return int(fields[1]), int(fields[11]) + int(fields[12]), int(fields[13]) + int(fields[14])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+class Meter:
+    """The time a submission's processes use, without the time the host makes them wait.
+
+    `cpu_s`: CPU seconds (user + system) of every process of the sandbox but the runner itself, with the children
+    each has reaped (the kernel's, once the runner reaps it); `wait_s`: seconds those processes' threads spent
+    runnable but waiting for a CPU (the second field of /proc/<pid>/task/<tid>/schedstat), summed over increments
+    seen between two samples, so never decreasing. A cell's own time is then max(CPU, wall - wait): CPU time for a
+    busy cell (on a loaded host wall = CPU + wait), wall time for an idle one (sleeping, waiting on I/O).
+    `sandboxed`: this process sees only the sandbox's processes (its own PID namespace); otherwise only its
+    descendants are counted (of `root`, when given: the grader meters a sandbox from outside). `schedstat` is False where /proc/<pid>/schedstat is missing (no CONFIG_SCHED_INFO):
+    wait then stays 0, so an own time is at least the wall time, as before host load was discounted."""
+
+    def __init__(self, sandboxed: bool, proc: str = "/proc", root: int | None = None):
+        self.sandboxed, self.proc = sandboxed, proc
+        self.me = os.getpid() if root is None else int(root)
+        self.tick = os.sysconf("SC_CLK_TCK")
+        self.schedstat = True
+        self._waits: dict = {}
+        self._wait_ns = 0
+        self._cpu_s = 0.0
+
+    def _pids(self) -> list:
+        pids = [int(n) for n in os.listdir(self.proc) if n.isdigit()]
+        if self.sandboxed:
+            return [p for p in pids if p != self.me]
+        children: dict = {}
+        for pid in pids:
+            st = _stat_times(pid, self.proc)
+            if st is not None:
+                children.setdefault(st[0], []).append(pid)
+        out, todo = [], list(children.get(self.me, []))
+        while todo:
+            pid = todo.pop()
+            out.append(pid)
+            todo += children.get(pid, [])
+        return out
+
+    def sample(self) -> tuple:
+        """(cpu_s, wait_s) now, both cumulative since this Meter was made (cpu_s: since each process started)."""
+        ticks = (_stat_times(self.me, self.proc) or (0, 0, 0))[2]
+        waits, read = {}, 0
+        for pid in self._pids():
+            st = _stat_times(pid, self.proc)
+            if st is None:
+                continue
+            ticks += st[1] + st[2]
+            try:
+                tids = os.listdir(f"{self.proc}/{pid}/task")
+            except OSError:
+                continue
+            for tid in tids:
+                try:
+                    with open(f"{self.proc}/{pid}/task/{tid}/schedstat", "rb") as fh:
+                        waits[(pid, tid)] = int(fh.read().split()[1])
+                    read += 1
+                except (OSError, IndexError, ValueError):
+                    continue
+        if waits:
+            self._wait_ns += sum(max(0, w - self._waits[k]) for k, w in waits.items() if k in self._waits)
+        elif read == 0 and ticks:
+            self.schedstat = False
+        self._waits = waits
+        self._cpu_s = max(self._cpu_s, ticks / self.tick)  # a process between exit and reaping: no step back
+        return self._cpu_s, self._wait_ns / 1e9
+
+
+class Budget:
+    """Stops a cell (a thread watching it every POLL_S) whose own time (`Meter`: max(CPU, wall - wait)) passes
+    its budget: SIGINT to the kernel's process group (a KeyboardInterrupt in the cell, as Jupyter's interrupt),
+    and SIGKILL if the cell is still running INTERRUPT_GRACE_S of its own time later (it caught the interrupt).
+    `interrupted` and `killed` say what happened to the current cell; `end` returns the time it used."""
+
+    def __init__(self, meter: Meter, poll_s: float = POLL_S, clock=time.monotonic):
+        self.meter, self.poll_s, self.clock = meter, poll_s, clock
+        self.lock = threading.Lock()
+        self.pid = None
+        self.interrupted = self.killed = False
+        threading.Thread(target=self._run, daemon=True).start()
+
+    def start(self, pid: int, budget_s: float) -> None:
+        with self.lock:
+            cpu, wait = self.meter.sample()
+            self.pid, self.budget_s = pid, float(budget_s)
+            self.t0, self.cpu0, self.wait0 = self.clock(), cpu, wait
+            self.interrupted = self.killed = False
+
+    def used(self) -> float:
+        """The current cell's own time so far (call with the lock held)."""
+        cpu, wait = self.meter.sample()
+        return max(cpu - self.cpu0, (self.clock() - self.t0) - (wait - self.wait0), 0.0)
+
+    def end(self) -> float:
+        with self.lock:
+            used = self.used() if self.pid is not None else 0.0
+            self.pid = None
+            return used
+
+    def check(self) -> None:
+        """One look at the current cell: interrupt or kill it past its budget."""
+        with self.lock:
+            if self.pid is None or self.killed:
+                return
+            used = self.used()
+            if not self.interrupted and used > self.budget_s:
+                self.interrupted = True
+                _signal_group(self.pid, signal.SIGINT)
+            elif self.interrupted and used > self.budget_s + INTERRUPT_GRACE_S:
+                self.killed = True
+                _signal_group(self.pid, signal.SIGKILL)
+
+    def _run(self) -> None:
+        while True:
+            time.sleep(self.poll_s)
+            try:
+                self.check()
+            except Exception:  # never let the watcher die: the wall-clock backstop remains
+                pass
+
+
+def _signal_group(pid: int, signum: int) -> None:
+    """`signum` to the kernel's process group (Jupyter starts a kernel in a session of its own), or to the kernel
+    alone where it shares this process's group."""
+    try:
+        pgid = os.getpgid(pid)
+        if pgid != os.getpgid(0):
+            os.killpg(pgid, signum)
+        else:
+            os.kill(pid, signum)
+    except OSError:
+        pass
+
+
 def parse_answer(text: str):
     """The JSON value between the markers of a capture cell's output, or None."""
     start = text.rfind(MARK, 0, text.rfind(MARK))
@@ -153,7 +304,8 @@ def main(argv) -> int:
     hide_from_kernel(result_fd)
     set_limits(args["limits"])
     report = {"cells": 0, "errors": [], "timeouts": [], "time_limit": False, "kernel_died": False,
-              "kernel_exit": None, "start_error": None, "output_truncated": False, "answers": {}}
+              "kernel_exit": None, "interrupt_ignored": False, "schedstat": True, "start_error": None,
+              "output_truncated": False, "answers": {}}
 
     def save():
         send(result_fd, "report.json", json.dumps(report).encode("utf-8", "surrogatepass"))
@@ -202,25 +354,46 @@ def main(argv) -> int:
             return None
 
     cell_timeout, time_limit = float(args["cell_timeout"]), float(args["time_limit"])
-    deadline = time.monotonic() + time_limit
     plan = {int(p["cell"]): p for p in args.get("plan", [])}
+    meter = Meter(sandboxed=bool(args.get("sandboxed", True)))
+    watch = Budget(meter)
+    spent = {"s": 0.0}  # the own time of the cells run so far (`Meter`)
 
     def on_error(cell, cell_index, execute_reply):
         content = execute_reply.get("content", {})
-        entry = {"cell": cell_index, "ename": str(content.get("ename", "error"))[:80],
-                 "enospc": "[Errno 28]" in str(content.get("evalue", ""))}
+        ename = str(content.get("ename", "error"))[:80]
+        entry = {"cell": cell_index, "ename": ename, "enospc": "[Errno 28]" in str(content.get("evalue", ""))}
+        if watch.interrupted and ename == "KeyboardInterrupt":  # our interrupt at the budget, not the student's
+            entry["ename"] = "CellTimeoutError"
+        elif ename == "CellTimeoutError":  # nbclient's wall-clock backstop
+            entry["wall"] = True
         (report["timeouts"] if entry["ename"] == "CellTimeoutError" else report["errors"]).append(entry)
 
     client = Client(
-        nb, timeout=cell_timeout, kernel_name=args.get("kernel", "python3"), allow_errors=True,
+        nb, timeout=None, kernel_name=args.get("kernel", "python3"), allow_errors=True,
         interrupt_on_timeout=True,
-        error_on_timeout={"ename": "CellTimeoutError", "evalue": f"cell ran past {cell_timeout:g} s", "traceback": []},
-        # iopub_timeout: how long to wait for a cell's last output after its reply; a cell that ignores
-        # the timeout's interrupt never sends it, and the default (4 s) would stretch every later timeout.
-        shutdown_kernel="immediate", startup_timeout=60, iopub_timeout=2, record_timing=False,
+        error_on_timeout={"ename": "CellTimeoutError", "evalue": "wall-clock backstop", "traceback": []},
+        # iopub_timeout: how long to wait for a cell's last output after its reply (the capture's answer is such an
+        # output: on a busy host it can come seconds late). Only a cell stopped by the wall backstop that ignores
+        # its interrupt never sends it; `Budget` kills such a cell first.
+        shutdown_kernel="immediate", startup_timeout=300, iopub_timeout=30, record_timing=False,
         # No coalesce_streams: nbclient's carriage-return regex is quadratic in a line's length, and a
         # long printed line stalled it for minutes. `merge_streams` joins the chunks instead.
         coalesce_streams=False, store_widget_state=False, resources={"metadata": {"path": os.getcwd()}}, on_cell_error=on_error)
+
+    def run_cell(cell, index, budget_s):
+        """Execute one cell under `budget_s` of own time (`Budget`); a wall-clock backstop of WALL_FACTOR times."""
+        client.timeout = int(WALL_FACTOR * budget_s + 10)
+        proc = getattr(getattr(client.km, "provisioner", None), "process", None)
+        pid = getattr(proc, "pid", None)
+        if pid is not None:
+            watch.start(pid, budget_s)
+        try:
+            client.execute_cell(cell, index)
+        finally:
+            spent["s"] += watch.end()
+            if watch.killed:
+                report["interrupt_ignored"] = True
 
     def capture(entry, index):
         cell = nbformat.v4.new_code_cell(CAPTURE + f"\n__inferlab_capture({entry['name']!r})")
@@ -228,7 +401,7 @@ def main(argv) -> int:
         kept = (list(student_cell.get("outputs", [])), student_cell.get("execution_count"))
         budget["left"] = 1_000_000  # the capture's own output is not the student's
         try:
-            client.execute_cell(cell, index)
+            run_cell(cell, index, max(1.0, min(10.0, time_limit - spent["s"])))
         finally:
             budget["left"] = saved
             outs = list(cell.get("outputs", [])) + list(student_cell.get("outputs", []))
@@ -246,32 +419,32 @@ def main(argv) -> int:
             for index, cell in enumerate(nb.cells):
                 if cell.cell_type != "code" or not cell.source.strip():
                     continue
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
+                left = time_limit - spent["s"]
+                if left <= 0:
                     report["time_limit"] = True
                     break
-                client.timeout = max(1, int(min(cell_timeout, remaining)))
                 try:
-                    client.execute_cell(cell, index)
+                    run_cell(cell, index, min(cell_timeout, left))
                     merge_streams(nb.cells[index])
                     report["cells"] += 1
                     for entry in plan.get(index, {}).get("checks", []):
-                        client.timeout = max(1, int(min(10, deadline - time.monotonic())))
                         capture(entry, index)
                 except DeadKernelError:
                     report["kernel_died"] = True
                     proc = getattr(getattr(client.km, "provisioner", None), "process", None)
                     if proc is not None:
                         try:
-                            report["kernel_exit"] = proc.wait(timeout=2)
+                            report["kernel_exit"] = proc.wait(timeout=30)
                         except Exception:
                             pass
                     break
                 save()
             else:
-                report["time_limit"] = bool(report["timeouts"]) and time.monotonic() >= deadline
+                report["time_limit"] = bool(report["timeouts"]) and spent["s"] >= time_limit
     except Exception as exc:  # kernel failed to start, or nbclient gave up
         report["start_error"] = report["start_error"] or f"execution stopped ({type(exc).__name__}: {str(exc)[:120]})"
+    report["own_time_s"] = round(spent["s"], 3)
+    report["schedstat"] = meter.schedstat
     save()
     try:
         send(result_fd, "executed.ipynb", nbformat.writes(nb).encode("utf-8", "surrogatepass"))

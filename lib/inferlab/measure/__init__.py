@@ -23,7 +23,7 @@ from inferlab.measure.checks import (Check, all_checks, decode_slower_than_prefi
                                      ttft_grows_with_prompt)
 from inferlab.measure.plan import CPU_MODEL, PRESETS, TINY_MODEL, Plan, check_fits, make_plan, memory_needed
 from inferlab.measure.result import SCHEMA, TARGETS, SuiteResult, load, recorded_runs, recorded_summary
-from inferlab.measure.timing import Timing, time_fn
+from inferlab.measure.timing import Timing, time_fn, time_interleaved
 
 
 def run_suite(**kwargs) -> SuiteResult:
@@ -84,7 +84,7 @@ def __getattr__(name):
 
 
 __all__ = ["run_suite", "quick_suite", "live_run", "measure_efficiency", "SuiteResult", "load",
-           "recorded_runs", "Timing", "time_fn",
+           "recorded_runs", "Timing", "time_fn", "time_interleaved",
            "Plan", "make_plan", "check_fits", "memory_needed", "CPU_MODEL", "TINY_MODEL", "PRESETS",
            "Check", "all_checks", "decode_slower_than_prefill", "throughput_grows_with_batch",
            "itl_flat_with_context", "ttft_grows_with_prompt", "SCHEMA", "TARGETS"]

@@ -31,7 +31,7 @@ from inferlab.measure.profile import measure_profile, pass_residual, time_probes
 from inferlab.measure.runner import (decode_runner, drop_kv_cache, fill_kv_cache_, random_model,
                                      token_pool)
 from inferlab.measure.result import TARGETS, SCHEMA, SuiteResult
-from inferlab.measure.timing import time_fn
+from inferlab.measure.timing import current_clock, time_fn, time_interleaved, using_clock
 from inferlab.memory import weight_bytes
 from inferlab.specs import get_accelerator
 from inferlab.units import bytes_per_element
@@ -58,11 +58,24 @@ def timed(fn, pool, kind: str, **kwargs):
     """time_fn, measured once more on a CPU if other processes took a large share of this
     run's CPUs meanwhile; the less disturbed of the two is kept (its contention is recorded)."""
     t = time_fn(fn, pool, device=kind, **kwargs)
-    if kind == "cpu" and encroachment(t.contention) > CONTENTION_RETRY:
+    if kind == "cpu" and current_clock(kwargs.get("clock")) == "wall" and encroachment(t.contention) > CONTENTION_RETRY:
         again = time_fn(fn, pool, device=kind, **kwargs)
         if (again.contention or 0.0) < t.contention:
             t = again
     return t
+
+
+def timed_interleaved(points, kind: str, **kwargs) -> list:
+    """time_interleaved (every point once per round), measured once more on a CPU if other processes took a
+    large share of this run's CPUs meanwhile (wall clock only: CPU time is not inflated by waiting); the less
+    disturbed of the two sweeps is kept."""
+    ts = time_interleaved(points, device=kind, **kwargs)
+    if (kind == "cpu" and current_clock(kwargs.get("clock")) == "wall"
+            and encroachment(ts[0].contention) > CONTENTION_RETRY):
+        again = time_interleaved(points, device=kind, **kwargs)
+        if (again[0].contention or 0.0) < ts[0].contention:
+            ts = again
+    return ts
 
 
 class _Progress:
@@ -119,13 +132,16 @@ def _resolve_plan(kind, info, free, *, quick, dtype, model, decode_mode, plan):
 
 def run_suite(*, quick: bool = False, device: str = "auto", dtype: str = "auto", model=None,
               decode_mode: str = "auto", plan=None, seed: int = 0, progress: bool = True,
-              threads: int | None = None, log=None) -> SuiteResult:
+              threads: int | None = None, log=None, clock: str = "wall") -> SuiteResult:
     """Measure everything on one device and return the run (SuiteResult; .save(path) for JSON).
 
     device: auto | cuda | mps | cpu. dtype: auto (bf16 on a GPU; on a CPU fp32 unless bf16's
     measured product is faster) or fp32 | bf16 | fp16. model: a preset (cpu-0.5b, tiny) or a
     data/models.toml name; default cpu-0.5b on a CPU, the largest of llama-2-13b / llama-2-7b
     that fits on a GPU. threads: CPU threads for this run (default: torch's, one per core).
+    clock: "wall", or "thread-cpu" (a CPU device and threads=1 only): every timing of the run (ceilings,
+    operator profile, points) by the CPU time of the thread that runs it, which a busy machine does not
+    inflate (`timing.time_fn`); the streamed request (`_generate`) stays on the wall clock.
     Raises DoesNotFitError before allocating anything if the plan cannot fit."""
     import torch
 
@@ -136,10 +152,15 @@ def run_suite(*, quick: bool = False, device: str = "auto", dtype: str = "auto",
         torch.set_num_threads(int(threads))
         try:
             return run_suite(quick=quick, device=device, dtype=dtype, model=model,
-                             decode_mode=decode_mode, plan=plan, seed=seed, progress=progress, log=log)
+                             decode_mode=decode_mode, plan=plan, seed=seed, progress=progress, log=log, clock=clock)
         finally:
             torch.set_num_threads(saved_threads)
     kind = _device.resolve_kind(device)
+    if clock not in ("wall", "thread-cpu"):
+        raise ValueError(f"clock must be 'wall' or 'thread-cpu'; got {clock!r}")
+    if clock == "thread-cpu" and (kind != "cpu" or torch.get_num_threads() != 1):
+        raise ValueError(f"clock 'thread-cpu' needs a CPU device and threads=1 (one thread does all the work); got "
+                         f"device {kind!r} with {torch.get_num_threads()} thread(s)")
     info = _device.describe(kind)
     free = _device.free_memory_bytes(kind)
     plan, candidates = _resolve_plan(kind, info, free, quick=quick, dtype=dtype, model=model,
@@ -152,7 +173,8 @@ def run_suite(*, quick: bool = False, device: str = "auto", dtype: str = "auto",
     bar = _Progress(n_points, progress, log)
     try:
         with torch.inference_mode():
-            result = _measure(plan, kind, info, free, candidates, dtype, seed, bar, notes)
+            with using_clock(clock):  # every timing of the run by one clock: ceilings, profile and points alike
+                result = _measure(plan, kind, info, free, candidates, dtype, seed, bar, notes, clock)
     finally:
         bar.close()
     result.data["elapsed_s"] = time.perf_counter() - t_start
@@ -164,7 +186,7 @@ def quick_suite(**kwargs) -> SuiteResult:
     return run_suite(quick=True, **kwargs)
 
 
-def _measure(plan, kind, info, free, candidates, dtype, seed, bar, notes) -> SuiteResult:
+def _measure(plan, kind, info, free, candidates, dtype, seed, bar, notes, clock="wall") -> SuiteResult:
     import torch
 
     # Ceilings first, in a share of the free memory: the copy buffer is several times the cache.
@@ -235,10 +257,11 @@ def _measure(plan, kind, info, free, candidates, dtype, seed, bar, notes) -> Sui
     bar.stage("TTFT")
     around("ttft", "before")
     ttft, ttft_pred = [], []
-    for s in plan.prompt_lens:
-        pool = token_pool(cfg, 1, s, 3, kind, gen)
-        t = timed(lambda tok: model(tok, 0, all_logits=False), pool, kind, warmup=1,
-                  repeats=10, min_repeats=3, max_time_s=plan.point_time_s)
+    prefill = lambda tok: model(tok, 0, all_logits=False)  # noqa: E731
+    # Round-robin over the prompts (see the ITL sweep): a change in the host's load falls on every prompt alike.
+    timings = timed_interleaved([(prefill, token_pool(cfg, 1, s, 3, kind, gen)) for s in plan.prompt_lens], kind,
+                                warmup=1, repeats=10, min_repeats=3, max_time_s=plan.point_time_s, clock=clock)
+    for s, t in zip(plan.prompt_lens, timings):
         c = prefill_costs(cfg, 1, s, prec).total
         ttft.append({"prompt_len": s, "batch": 1, "timing": t.to_dict(), "flops": float(c.flops),
                      "bytes": float(c.bytes), "mfu": float(c.flops) / t.median_s / acc.peak(chosen)})
@@ -259,14 +282,20 @@ def _measure(plan, kind, info, free, candidates, dtype, seed, bar, notes) -> Sui
     around("itl", "before")
     itl, itl_pred = [], []
     fill_kv_cache_(model, gen)
+    runs = []
     for ctx in plan.contexts:
         pool = token_pool(cfg, 1, 1, 8, kind, gen)
         fn, used, note = decode_runner(model, pool, ctx - 1, mode, kind)
         used_modes.add(used)
         if note and note not in notes:
             notes.append(note)
-        t = timed(fn, pool, kind, warmup=2, repeats=30, min_repeats=5, max_time_s=plan.point_time_s)
-        del fn
+        runs.append((fn, pool))
+    # Round-robin over the contexts: the claim is their ratio (ITL barely moves with context), and a change in the
+    # host's load during the sweep then falls on every context alike instead of on the ones timed while it lasted.
+    timings = timed_interleaved(runs, kind, warmup=2, repeats=30, min_repeats=5, max_time_s=plan.point_time_s,
+                                clock=clock)
+    runs = fn = None  # the decode runners (CUDA graphs) are freed here
+    for ctx, t in zip(plan.contexts, timings):
         itl.append(_decode_point(cfg, prec, acc, chosen, 1, ctx, t))
         itl_pred.append(_decode_pred(cfg, prec, acc, 1, ctx))
         bar.update(1)
@@ -296,15 +325,20 @@ def _measure(plan, kind, info, free, candidates, dtype, seed, bar, notes) -> Sui
     if plan.batches:
         model.setup_cache(max(plan.batches), plan.batch_context)
         fill_kv_cache_(model, gen)
+        runs = []
         for b in plan.batches:
             pool = token_pool(cfg, b, 1, 4, kind, gen)
             fn, used, note = decode_runner(model, pool, plan.batch_context - 1, mode, kind)
             used_modes.add(used)
             if note and note not in notes:
                 notes.append(note)
-            t = timed(fn, pool, kind, warmup=2, repeats=20, min_repeats=3,
-                      max_time_s=plan.point_time_s)
-            del fn
+            runs.append((fn, pool))
+        # Round-robin over the batch sizes (see the ITL sweep): the claim is their throughput ratio.
+        timings = timed_interleaved(runs, kind, warmup=2, repeats=20, min_repeats=3, max_time_s=plan.point_time_s,
+                                    clock=clock)
+        pools = [pool for _, pool in runs]
+        runs = fn = None
+        for b, t, pool in zip(plan.batches, timings, pools):
             point = _decode_point(cfg, prec, acc, chosen, b, plan.batch_context, t)
             point["throughput_tokens_per_s"] = b / t.median_s
             batch.append(point)
@@ -336,7 +370,7 @@ def _measure(plan, kind, info, free, candidates, dtype, seed, bar, notes) -> Sui
                          "the machine's speed varied (shared host?); ratios carry that uncertainty")
 
     if kind == "cpu":
-        _contention_note(notes, ceil, after, roof, ttft, itl, batch)
+        _contention_note(notes, ceil, after, roof, ttft, itl, batch, clock=clock)
     # The ceilings every ratio and prediction uses: the highest copy and product rates seen in
     # the run (start, around each phase, end), so no point can look faster than its roofline
     # merely because the machine was busier while a ceiling was measured.
@@ -348,7 +382,7 @@ def _measure(plan, kind, info, free, candidates, dtype, seed, bar, notes) -> Sui
     acc = best.accelerator(f"measured-{kind}")
     ttft_pred, itl_pred, batch_pred = _repredict(cfg, prec, acc, chosen, ttft, itl, batch)
     data = _assemble(plan, kind, info, best, after, acc, reason, roof, ttft, ttft_pred, itl,
-                     itl_pred, generation, batch, batch_pred, need, used_modes, mode, notes)
+                     itl_pred, generation, batch, batch_pred, need, used_modes, mode, notes, clock)
     data["ceilings_start"] = ceil.to_dict()
     data["ceilings_phases"] = phases
     data["profile"] = prof
@@ -358,7 +392,7 @@ def _measure(plan, kind, info, free, candidates, dtype, seed, bar, notes) -> Sui
     return result
 
 
-def _contention_note(notes, ceil, after, *sweeps):
+def _contention_note(notes, ceil, after, *sweeps, clock="wall"):
     shares = [p["timing"].get("contention") for sweep in sweeps for p in sweep]
     for c in (ceil, after):
         shares += [c.copy_timing.contention] + [t.contention for t in c.matmul_timing.values()]
@@ -367,7 +401,10 @@ def _contention_note(notes, ceil, after, *sweeps):
     if bad:
         notes.append(f"{len(bad)} of {len(shares)} timings ran while other processes took more than "
                      f"{CONTENTION_NOTE:.0%} of the CPUs this run uses (up to {max(bad):.0%}; read from "
-                     "/proc/stat): those times are inflated; rerun on a quiet machine, or with fewer threads")
+                     "/proc/stat): " + ("timed by the thread's CPU time, so waiting for a CPU is not counted, "
+                                        "but caches and memory bandwidth shared with them may still slow them"
+                                        if clock == "thread-cpu" else
+                                        "those times are inflated; rerun on a quiet machine, or with fewer threads"))
 
 
 def _repredict(cfg, prec, acc, dtype, ttft, itl, batch):
@@ -497,7 +534,7 @@ def _generate(model, cfg, plan, kind, gen, mode) -> dict:
 
 
 def _assemble(plan, kind, info, ceil: Ceilings, after: Ceilings, acc, reason, roof, ttft, ttft_pred,
-              itl, itl_pred, generation, batch, batch_pred, need, used_modes, mode, notes):
+              itl, itl_pred, generation, batch, batch_pred, need, used_modes, mode, notes, clock="wall"):
     import torch
 
     datasheet = None
@@ -511,7 +548,7 @@ def _assemble(plan, kind, info, ceil: Ceilings, after: Ceilings, acc, reason, ro
     big = max(ttft, key=lambda p: p["prompt_len"]) if ttft else None
     decode_used = "/".join(sorted(used_modes)) or mode
     config = {"model": asdict(plan.model), "dtype": plan.dtype, "dtype_reason": reason,
-              "decode_mode": decode_used, "threads": torch.get_num_threads(),
+              "decode_mode": decode_used, "threads": torch.get_num_threads(), "clock": clock,
               "plan": plan.to_dict(), "memory_needed": need}
     return {
         "schema": SCHEMA,
