@@ -471,3 +471,19 @@ def test_takeaway_blockquote_becomes_a_callout(built):
     box = re.search(r'<div class="tip takeaway admonition">\s*<p class="admonition-title">Takeaway</p>\s*'
                     r"<p>Prefill of the fixture is compute-bound\.</p>", html)
     assert box and "<blockquote" not in html
+
+
+def test_code_lines_get_a_hanging_indent_of_their_own_indentation_plus_four():
+    import postprocess
+    page = ('<p>x</p><div class="highlight"><pre><span></span><span class="k">def</span> f():\n'
+            '<span class="w">    </span><span class="k">return</span> 1\n'
+            '\n'
+            '\t&#160;y = 2\n</pre></div>')
+    out = postprocess.hang_code_lines(page)
+    lines = re.findall(r'<span class="code-line" style="--hang: (\d+)ch">(.*?)</span>(?=<span class="code-line"|</pre>)', out)
+    # 4 source lines (the final newline ends the last one): indents 0, 4, 0, and a tab (4) + nbsp (not a space: 0 more)
+    assert [int(h) for h, _ in lines] == [4, 8, 4, 8]
+    assert "\n" not in out.split("<pre>")[1], "the blocks replace the newlines"
+    assert lines[1][1] == '<span class="w">    </span><span class="k">return</span> 1'
+    assert postprocess.hang_code_lines(out) == out
+    assert out.startswith("<p>x</p>")

@@ -64,6 +64,24 @@ out.figures = [...document.querySelectorAll('figure img')].map(i => {
           wider: i.getBoundingClientRect().width > box.clientWidth + 1,
           scrolls: scrolls(getComputedStyle(box).overflowX), box_right: b.right};
 });
+out.code_scrolling = [...document.querySelectorAll('div.cell_input pre, div.highlight pre')].filter(vis)
+  .filter(p => p.scrollWidth > p.clientWidth + 1)
+  .map(p => [p.scrollWidth, p.clientWidth, p.textContent.split('\\n')[0].slice(0, 60)]);
+out.n_code = document.querySelectorAll('div.cell_input pre').length;
+// A wrapped code line (taller than one line) continues right of its own first character.
+out.code_hang = [...document.querySelectorAll('div.cell_input pre span.code-line')].filter(vis).map(l => {
+  const lh = parseFloat(getComputedStyle(l).lineHeight), r = l.getBoundingClientRect();
+  if (r.height < 1.5 * lh) return null;
+  const rng = document.createRange(); rng.selectNodeContents(l);
+  const rects = [...rng.getClientRects()].filter(x => x.width > 0);
+  const first = rects.filter(x => x.top < rects[0].top + lh / 2);
+  const text = l.textContent, lead = text.length - text.trimStart().length;
+  const probe = document.createElement('span'); probe.textContent = 'xxxxxxxxxx';
+  l.parentElement.appendChild(probe); const ch = probe.getBoundingClientRect().width / 10; probe.remove();
+  const start = Math.min(...first.map(x => x.left)) + lead * ch;   // where the line's own text starts
+  const cont = rects.filter(x => x.top >= rects[0].top + lh / 2);
+  return {line: text.trim().slice(0, 40), lead, first_left: start, cont_left: Math.min(...cont.map(x => x.left))};
+}).filter(x => x);
 out.table_cells = [...document.querySelectorAll('div.cell_output table td')].filter(vis).map(td => {
   const r = td.getBoundingClientRect();
   return [td.getAttribute('data-label'), td.textContent.trim().slice(0, 30), r.left, r.right];
@@ -134,6 +152,32 @@ def test_output_tables_keep_every_column_on_screen(measured, size, page):
     m = measured[size, page]
     off = [c for c in m["table_cells"] if c[2] < -1 or c[3] > m["width"] + 1]
     assert off == [], f"{len(off)} table cells off screen, e.g. {off[:4]}"
+
+
+@pytest.mark.parametrize("size, page", CASES, ids=IDS)
+def test_no_code_cell_scrolls_sideways(measured, size, page):
+    """Code cells wrap at the column (book/postprocess.py, custom.css) instead of scrolling."""
+    m = measured[size, page]
+    assert m["code_scrolling"] == [], (f"{len(m['code_scrolling'])} of {m['n_code']} code cells scroll "
+                                       f"sideways, e.g. {m['code_scrolling'][:3]}")
+
+
+@pytest.mark.parametrize("size, page", CASES, ids=IDS)
+def test_wrapped_code_lines_keep_their_indentation(measured, size, page):
+    """A code line that wraps continues right of where its own text starts (a hanging indent),
+    so a continuation never reads as a new, less indented line."""
+    m = measured[size, page]
+    flat = [h for h in m["code_hang"] if h["cont_left"] <= h["first_left"] + 1]
+    assert flat == [], f"{len(flat)} wrapped code lines continue at or left of their start, e.g. {flat[:3]}"
+
+
+def test_code_cells_were_measured(measured):
+    """The two checks above are not vacuous: the chapters' code cells were seen, and some of their
+    lines wrap at each size (the longest lines are wider than a laptop's column)."""
+    for size in SIZES:
+        n_code = sum(m["n_code"] for (s, p), m in measured.items() if s == size and p.startswith("15_"))
+        n_wrapped = sum(len(m["code_hang"]) for (s, p), m in measured.items() if s == size and p.startswith("15_"))
+        assert n_code > 150 and n_wrapped > 10, (size, n_code, n_wrapped)
 
 
 def test_claims_tables_were_measured(measured):
