@@ -8,7 +8,8 @@ convert each notebook's markup conventions there (book/convert.py; chapters/ is 
 turn ERRATA.md into the errata page, unpack MathJax 3 from the npm registry's tarball (pinned
 version and sha512; cached in build/cache/) into _static/mathjax/, and run Sphinx with warnings
 as errors (a broken figure, equation or citation reference fails the build); then rewrite the
-built pages where CSS alone cannot (book/postprocess.py: code lines with a hanging indent).
+built pages where CSS alone cannot (book/postprocess.py: code lines with a hanging indent; each
+figure's phone variant, kept out of the staged notebook, offered by a <picture> element).
 """
 from __future__ import annotations
 
@@ -139,6 +140,7 @@ def stage(chapters: Path, errata: Path, src: Path) -> list[str]:
             out = convert.convert_notebook(nb, nb_path.name, toc=toc, downloads=downloads)
         except convert.ConversionError as e:
             sys.exit(f"book: {e}")
+        postprocess.extract_narrow_images(out, src / "_static" / postprocess.NARROW_DIR)
         (src / f"{page}.ipynb").write_text(json.dumps(out, indent=1))
     (src / "errata.md").write_text(convert.convert_errata_page(errata.read_text()))
     notation = src / "notation.md"

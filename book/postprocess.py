@@ -5,11 +5,22 @@ becomes its own block, `<span class="code-line" style="--hang: Nch">`, N = the l
 spaces + HANG_CH, so a wrapped line continues HANG_CH characters right of where its own text
 starts (its indentation stays readable) and a code cell never scrolls sideways.
 
+Figures: a notebook's figure output carries its phone variant in its image/png metadata
+(inferlab.narrow.image_metadata: "narrow" PNG and width, "text_px"). `extract_narrow_images` moves
+the variant out of the staged notebook into _static/narrow/<key>.png (key: a hash of the main
+PNG, which Sphinx copies to _images/ unchanged) with a manifest; `picture_figures` then turns each
+such <img> into a <picture> whose <source> offers the variant below NARROW_MEDIA_PX of viewport,
+and writes on the <img> the figure's smallest text (data-text-px, CSS px at its own width) and
+the variant's width (data-narrow-width), which the browser tests use.
+
 Pure functions over HTML strings; `postprocess_dir` applies them to every page of a built book.
 """
 from __future__ import annotations
 
+import base64
+import hashlib
 import html
+import json
 import re
 from pathlib import Path
 
@@ -43,12 +54,83 @@ def hang_code_lines(page: str) -> str:
     return _HIGHLIGHT_PRE.sub(one_pre, page)
 
 
+NARROW_DIR = "narrow"          # under _static/: the phone variants and their manifest
+MANIFEST = "manifest.json"
+NARROW_MEDIA_PX = 720          # viewports up to this width get the phone variant
+
+
+def image_key(png: bytes) -> str:
+    return hashlib.sha256(png).hexdigest()[:20]
+
+
+def extract_narrow_images(nb: dict, dest: Path) -> int:
+    """Move every image/png output's "narrow" metadata of `nb` (changed in place) into
+    dest/<key>.png and record {key: {"width", "text_px"}} in dest/manifest.json; returns how many."""
+    n = 0
+    manifest_path = dest / MANIFEST
+    manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else {}
+    for cell in nb.get("cells", []):
+        for out in cell.get("outputs", []):
+            meta = (out.get("metadata") or {}).get("image/png")
+            png = (out.get("data") or {}).get("image/png")
+            if not isinstance(meta, dict) or not png:
+                continue
+            narrow = meta.pop("narrow", None)
+            text_px = meta.get("text_px")
+            if narrow is None and text_px is None:
+                continue
+            key = image_key(base64.b64decode("".join(png) if isinstance(png, list) else png))
+            entry = {"text_px": text_px}
+            if narrow:
+                dest.mkdir(parents=True, exist_ok=True)
+                (dest / f"{key}.png").write_bytes(base64.b64decode(narrow["png"]))
+                entry["width"] = int(narrow["width"])
+            manifest[key] = entry
+            n += 1
+    if manifest:
+        dest.mkdir(parents=True, exist_ok=True)
+        manifest_path.write_text(json.dumps(manifest, indent=1, sort_keys=True))
+    return n
+
+
+_IMG = re.compile(r'<img\b[^>]*\bsrc="(?P<src>_images/[^"]+\.png)"[^>]*>')
+
+
+def picture_figures(page: str, out: Path) -> str:
+    """Each <img> of `page` whose PNG (under `out`, the built book) has an entry in the manifest:
+    data-text-px (and data-narrow-width) written on it; with a phone variant, wrapped in a
+    <picture> offering it at 2 device px per CSS px below NARROW_MEDIA_PX (module docstring)."""
+    manifest_path = out / "_static" / NARROW_DIR / MANIFEST
+    if not manifest_path.exists():
+        return page
+    manifest = json.loads(manifest_path.read_text())
+
+    def one(m: re.Match) -> str:
+        tag = m.group(0)
+        if "data-text-px" in tag:
+            return tag
+        path = out / m.group("src")
+        entry = manifest.get(image_key(path.read_bytes())) if path.is_file() else None
+        if entry is None:
+            return tag
+        attrs = f' data-text-px="{entry["text_px"]}"'
+        if "width" in entry:
+            attrs += f' data-narrow-width="{entry["width"]}"'
+        new = tag[:-1].rstrip("/").rstrip() + attrs + ">"
+        if "width" not in entry:
+            return new
+        key = image_key(path.read_bytes())
+        return (f'<picture><source media="(max-width: {NARROW_MEDIA_PX}px)" '
+                f'srcset="_static/{NARROW_DIR}/{key}.png 2x" width="{entry["width"]}">{new}</picture>')
+    return _IMG.sub(one, page)
+
+
 def postprocess_dir(out: Path) -> int:
     """Apply the rewrites to every .html page in `out` (the built book); returns pages changed."""
     n = 0
     for page in sorted(out.glob("*.html")):
         text = page.read_text(encoding="utf-8")
-        new = hang_code_lines(text)
+        new = picture_figures(hang_code_lines(text), out)
         if new != text:
             page.write_text(new, encoding="utf-8")
             n += 1

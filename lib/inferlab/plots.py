@@ -84,13 +84,15 @@ class Plot:
 
     def _repr_mimebundle_(self, include=None, exclude=None):
         """In a notebook: one retina PNG (shown at DISPLAY_DPI, its "alt" metadata what the figure
-        draws: alttext.describe) and, as text/plain, the plotted points (what nbval compares; a
+        draws: alttext.describe; its phone variant and smallest text: narrow.image_metadata) and, as text/plain, the plotted points (what nbval compares; a
         reader sees the image)."""
         import base64
         from inferlab.alttext import describe
         w, _ = self.fig.get_size_inches()
         data = {"image/png": base64.b64encode(self.png()).decode("ascii"), "text/plain": self.table}
-        return data, {"image/png": {"width": int(round(w * DISPLAY_DPI)), "alt": describe(self.fig)}}
+        from inferlab.narrow import image_metadata
+        return data, {"image/png": {"width": int(round(w * DISPLAY_DPI)), "alt": describe(self.fig),
+                                    **image_metadata(self.fig)}}
 
 
 def does_not_fit_plot(message: str, table: str = "") -> Plot:

@@ -1,0 +1,120 @@
+"""A figure's phone variant: the same figure laid out again for a 390 px phone's text column.
+
+A figure is shown at DISPLAY_DPI CSS px per inch, so its 9 pt text is 12 CSS px; a 7 in figure
+(672 px) shrunk into a phone's ~358 px column would show that text at 6.4 px. The phone variant
+is drawn from a copy of the figure at NARROW_WIDTH_IN (at DISPLAY_DPI: no wider than the column,
+so it is never shrunk), with panels that sat side by side stacked, titles wrapped to the width and
+legends in one column. The fonts keep their sizes: the variant's text is as large as the original's.
+
+`image_metadata(fig)` is what a notebook output carries beside its PNG (the book picks the variant
+by viewport width: book/postprocess.py): {"text_px": smallest text at the figure's own width,
+"narrow": {"png": base64 PNG, "width": CSS px}}.
+"""
+from __future__ import annotations
+
+import base64
+import io
+import pickle
+import textwrap
+
+from matplotlib.figure import Figure
+
+DISPLAY_DPI = 96                 # CSS px per inch a figure is shown at (plots.DISPLAY_DPI)
+NARROW_WIDTH_IN = 3.6            # 345.6 CSS px: inside a 390 px phone's 358 px text column
+PT_PER_IN = 72
+
+
+def texts(fig: Figure) -> list:
+    """Every visible, non-empty text artist of `fig` (titles, labels, ticks, legends, annotations)."""
+    seen = fig.findobj(lambda a: hasattr(a, "get_text") and hasattr(a, "get_fontsize"))
+    return [t for t in seen if t.get_visible() and str(t.get_text()).strip()]
+
+
+def min_text_px(fig: Figure) -> float:
+    """The smallest text of `fig` in CSS px at DISPLAY_DPI (font size pt x 96 / 72); 0 without text."""
+    sizes = [float(t.get_fontsize()) for t in texts(fig)]
+    return min(sizes) * DISPLAY_DPI / PT_PER_IN if sizes else 0.0
+
+
+def _panels(fig: Figure) -> list:
+    """The figure's grid axes (not colorbars or insets), in reading order (row, then column)."""
+    out = []
+    for ax in fig.axes:
+        spec = ax.get_subplotspec() if hasattr(ax, "get_subplotspec") else None
+        if spec is not None:
+            out.append((spec.rowspan.start, spec.colspan.start, ax))
+    return [ax for _, _, ax in sorted(out, key=lambda r: (r[0], r[1]))]
+
+
+def narrow_copy(fig: Figure, width_in: float = NARROW_WIDTH_IN) -> Figure:
+    """A copy of `fig` laid out for a phone: `width_in` wide; side-by-side panels stacked one per
+    row (each as high as a row was); titles and axis labels wrapped to the width; every legend in
+    one column. `fig` itself is not changed."""
+    copy = pickle.loads(pickle.dumps(fig))
+    w_in, h_in = copy.get_size_inches()
+    panels = _panels(copy)
+    height = h_in
+    if panels:
+        gs = panels[0].get_subplotspec().get_gridspec()
+        nrows, ncols = gs.get_geometry()
+        if ncols > 1:
+            stacked = copy.add_gridspec(len(panels), 1)
+            for k, ax in enumerate(panels):
+                ax.set_subplotspec(stacked[k])
+            height = h_in / nrows * len(panels)
+    for t in _wrappable(copy):
+        chars = max(16, int(0.9 * width_in * PT_PER_IN / (0.6 * float(t.get_fontsize()))))
+        text = t.get_text()
+        if len(text) > chars:
+            t.set_text("\n".join(textwrap.fill(line, chars) for line in text.split("\n")))
+    for owner, leg in [(copy, leg) for leg in copy.legends] + [(ax, ax.get_legend()) for ax in copy.axes
+                                                               if ax.get_legend()]:
+        _one_column(owner, leg)
+    copy.set_size_inches(width_in, height)
+    return copy
+
+
+def _wrappable(fig: Figure) -> list:
+    """Titles (figure and axes) and axis labels: the texts that may be wider than a phone's figure."""
+    out = [t for t in (fig._suptitle,) if t is not None]
+    for ax in fig.axes:
+        out += [ax.title, ax._left_title, ax._right_title, ax.xaxis.label, ax.yaxis.label]
+    return [t for t in out if t.get_text()]
+
+
+def _one_column(owner, leg) -> None:
+    """Draw legend `leg` of `owner` (a Figure or an Axes) again in one column, at the same place,
+    with the same entries and font size."""
+    labels = [t.get_text() for t in leg.texts]
+    handles = {}
+    for ax in (owner.axes if isinstance(owner, Figure) else [owner]):
+        for h, label in zip(*ax.get_legend_handles_labels()):
+            handles.setdefault(label, h)
+    entries = [handles.get(label, proxy) for label, proxy in zip(labels, leg.legend_handles)]
+    kw = dict(ncols=1, fontsize=leg.texts[0].get_fontsize() if leg.texts else None,
+              frameon=leg.get_frame_on(), title=leg.get_title().get_text() or None)
+    outside = getattr(leg, "_outside_loc", None)
+    code = {v: k for k, v in leg.codes.items()}.get(leg._loc, leg._loc)
+    loc = f"outside {code}" if outside else leg._loc
+    bbox = None if outside else leg.get_bbox_to_anchor()
+    leg.remove()
+    if isinstance(owner, Figure):
+        owner.legend(entries, labels, loc=loc, **kw, **({} if outside else {"bbox_to_anchor": bbox}))
+    else:
+        owner.legend(entries, labels, loc=loc, **kw)
+
+
+def png(fig: Figure, dpi: int = 2 * DISPLAY_DPI, tight: bool = False) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi, metadata={"Software": None},
+                **({"bbox_inches": "tight"} if tight else {}))
+    return buf.getvalue()
+
+
+def image_metadata(fig: Figure, tight: bool = False) -> dict:
+    """{"text_px", "narrow": {"png", "width"}} for a figure output's image/png metadata (module
+    docstring); the narrow PNG at twice DISPLAY_DPI, its width in CSS px from its header."""
+    data = png(narrow_copy(fig), tight=tight)
+    width_px = int.from_bytes(data[16:20], "big") // 2
+    return {"text_px": round(min_text_px(fig), 2),
+            "narrow": {"png": base64.b64encode(data).decode("ascii"), "width": width_px}}
