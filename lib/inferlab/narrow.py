@@ -3,8 +3,9 @@
 A figure is shown at DISPLAY_DPI CSS px per inch, so its 9 pt text is 12 CSS px; a 7 in figure
 (672 px) shrunk into a phone's ~358 px column would show that text at 6.4 px. The phone variant
 is drawn from a copy of the figure at NARROW_WIDTH_IN (at DISPLAY_DPI: no wider than the column,
-so it is never shrunk), with panels that sat side by side stacked, titles wrapped to the width and
-legends in one column. The fonts keep their sizes: the variant's text is as large as the original's.
+so it is never shrunk), with panels that sat side by side stacked, titles, axis labels, long
+annotations and category tick labels wrapped, a single panel's title centred on the figure, a
+linear x range widened where a bar's label would run past the frame, and legends in one column. The fonts keep their sizes: the variant's text is as large as the original's.
 
 `image_metadata(fig)` is what a notebook output carries beside its PNG (the book picks the variant
 by viewport width: book/postprocess.py): {"text_px": smallest text at the figure's own width,
@@ -17,11 +18,13 @@ import io
 import pickle
 import textwrap
 
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 DISPLAY_DPI = 96                 # CSS px per inch a figure is shown at (plots.DISPLAY_DPI)
 NARROW_WIDTH_IN = 3.6            # 345.6 CSS px: inside a 390 px phone's 358 px text column
 PT_PER_IN = 72
+TICK_CHARS = 18                  # category tick labels (a bar chart's names) wrap at this length
 
 
 def texts(fig: Figure) -> list:
@@ -62,8 +65,21 @@ def narrow_copy(fig: Figure, width_in: float = NARROW_WIDTH_IN) -> Figure:
             for k, ax in enumerate(panels):
                 ax.set_subplotspec(stacked[k])
             height = h_in / nrows * len(panels)
+    panels_now = _panels(copy)
+    if len(panels_now) == 1 and copy._suptitle is None and panels_now[0].get_title():
+        # one panel: its title centred on the figure (constrained layout makes room), not on an
+        # axes that long tick labels may have narrowed
+        ax = panels_now[0]
+        copy.suptitle(ax.get_title(), fontsize=ax.title.get_fontsize())
+        ax.set_title("")
+    for ax in copy.axes:
+        for t in ax.texts:
+            chars = max(12, int(0.5 * width_in * PT_PER_IN / (0.6 * float(t.get_fontsize()))))
+            if len(t.get_text()) > chars and "\n" not in t.get_text():     # two balanced lines
+                t.set_text(textwrap.fill(t.get_text(), max(12, len(t.get_text()) // 2 + 2)))
     for t in _wrappable(copy):
-        chars = max(16, int(0.9 * width_in * PT_PER_IN / (0.6 * float(t.get_fontsize()))))
+        share = 0.65 if t in [a.xaxis.label for a in copy.axes] + [a.yaxis.label for a in copy.axes] else 0.9
+        chars = max(16, int(share * width_in * PT_PER_IN / (0.6 * float(t.get_fontsize()))))
         text = t.get_text()
         if len(text) > chars:
             t.set_text("\n".join(textwrap.fill(line, chars) for line in text.split("\n")))
@@ -71,7 +87,43 @@ def narrow_copy(fig: Figure, width_in: float = NARROW_WIDTH_IN) -> Figure:
                                                                if ax.get_legend()]:
         _one_column(owner, leg)
     copy.set_size_inches(width_in, height)
+    _wrap_category_ticks(copy)
+    _room_for_labels(copy)
     return copy
+
+
+def _wrap_category_ticks(fig: Figure) -> None:
+    """Tick labels that are names (a bar chart's categories, longer than TICK_CHARS; a number is
+    shorter, or mathtext: `$10^{2}$`)
+    wrapped to TICK_CHARS characters a line, so the axes keep most of the narrow figure's width."""
+    FigureCanvasAgg(fig)
+    fig.canvas.draw()
+    for ax in fig.axes:
+        for axis in (ax.xaxis, ax.yaxis):
+            labels = [t.get_text() for t in axis.get_majorticklabels()]
+            if any(len(s) > TICK_CHARS and "\n" not in s and not s.startswith("$") for s in labels):
+                axis.set_ticks(axis.get_majorticklocs(), [textwrap.fill(s, TICK_CHARS) for s in labels])
+
+
+def _room_for_labels(fig: Figure, tries: int = 3) -> None:
+    """Widen a linear x range where a label placed right of its point (a bar's value) now runs past
+    the axes' right edge: the narrower axes give it fewer pixels per data unit."""
+    FigureCanvasAgg(fig)
+    for _ in range(tries):
+        fig.canvas.draw()
+        changed = False
+        renderer = fig.canvas.get_renderer()
+        for ax in fig.axes:
+            if ax.get_xscale() != "linear" or not ax.texts:
+                continue
+            frame = ax.get_window_extent(renderer)
+            over = max(t.get_window_extent(renderer).x1 for t in ax.texts) - frame.x1
+            if over > 0:
+                lo, hi = ax.get_xlim()
+                ax.set_xlim(lo, hi + (hi - lo) * (over + 6) / frame.width)
+                changed = True
+        if not changed:
+            return
 
 
 def _wrappable(fig: Figure) -> list:

@@ -95,6 +95,14 @@ class Plot:
                                     **image_metadata(self.fig)}}
 
 
+def _plain_tick(v, _pos):
+    return f"{v:g}"
+
+
+def _usd_tick(v, _pos):      # module-level, not a lambda: a figure stays picklable (narrow.narrow_copy)
+    return f"${v:g}"
+
+
 def does_not_fit_plot(message: str, table: str = "") -> Plot:
     """A figure that says, in words, why there is nothing to draw (e.g. the weights exceed the
     device): shown instead of an empty plot, so that Run All never stops."""
@@ -563,8 +571,8 @@ def cost_plot(model, accelerator, context_len, usd_per_gpu_hour: float, precisio
     ax.set(xscale="log", yscale="log", xlabel="batch size B (sequences)",
            ylabel="cost (US$ per 1000 output tokens)",
            title=f"{model.name} on {acc.name} at ${usd_per_gpu_hour:g}/h\nbatching is the cost lever")
-    ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
-    ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"${v:g}"))
+    ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(_plain_tick))
+    ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(_usd_tick))
     ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     legend_below(fig)
     ax.grid(True, which="major", alpha=0.3)
