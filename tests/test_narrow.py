@@ -44,8 +44,10 @@ def test_narrow_copy_stacks_side_by_side_panels_wraps_titles_and_keeps_fonts():
     assert tuple(fig.get_size_inches()) == (10.5, 4.0)
     assert [ax.get_subplotspec().get_geometry() for ax in fig.axes] == before
     assert "\n" not in fig.axes[0].get_title()
-    # the copy: 3.6 in wide, as high as a row was times two rows, one panel per row
-    assert tuple(copy.get_size_inches()) == pytest.approx((3.6, 8.0))
+    # the copy: 3.6 in wide, as high as a row was times two rows (8 in), one panel per row, plus
+    # the legend's added lines: each label (45 characters, over the 35 that fit beside a handle at
+    # 9 pt) wraps to two lines (+2), and one column instead of two adds a row (+1): 3 x 9 pt x 1.3
+    assert tuple(copy.get_size_inches()) == pytest.approx((3.6, 8.0 + 3 * 9 * 1.3 / 72))
     copy.canvas.draw()
     boxes = [ax.get_position() for ax in copy.axes]
     assert boxes[0].y0 > boxes[1].y1, "the first panel sits above the second"
@@ -54,7 +56,9 @@ def test_narrow_copy_stacks_side_by_side_panels_wraps_titles_and_keeps_fonts():
     assert all("\n" in ax.get_title() for ax in copy.axes)
     assert narrow.min_text_px(copy) == narrow.min_text_px(fig) == pytest.approx(12.0)
     [leg] = copy.legends
-    assert leg._ncols == 1 and [t.get_text() for t in leg.texts] == [t.get_text() for t in fig.legends[0].texts]
+    assert leg._ncols == 1
+    assert [t.get_text().replace("\n", " ") for t in leg.texts] == [t.get_text() for t in fig.legends[0].texts]
+    assert all(t.get_text().count("\n") == 1 for t in leg.texts)
     assert fig.legends[0]._ncols == 2
 
 
@@ -102,3 +106,28 @@ def test_breakdown_phone_variant_stacks_its_panels():
     assert len({round(ax.get_position().x0, 2) for ax in panels}) == 1, "one panel per row"
     assert np.all(np.diff([ax.get_position().y0 for ax in panels]) < 0)
     assert layout_problems(copy) == []
+
+
+@pytest.mark.parametrize("kind", ["ttft_plot", "itl_plot", "step_time_plot", "throughput_plot", "roofline_plot"])
+def test_measured_figure_phone_variant_layout_and_width(kind):
+    """The measured figures (shown with a tight box): the variant passes the layout checks and,
+    tight, is no wider than a phone's 358 px column (its run labels wrap, its legend goes under)."""
+    from inferlab import measure
+    runs = _recorded()
+    if not runs:
+        pytest.skip("no recorded runs in data/measurements/")
+    fig = getattr(measure.plots, kind)(runs[0] if kind == "roofline_plot" else runs).fig
+    assert layout_problems(narrow.narrow_copy(fig)) == []
+    assert narrow.image_metadata(fig, tight=True)["narrow"]["width"] <= 358
+
+
+def test_colliding_point_labels_are_thinned_in_the_variant_only():
+    fig = Figure(figsize=(7, 4), layout="constrained")
+    ax = fig.subplots()
+    ax.plot([1, 2, 3], [1, 1, 1])
+    ax.set_ylim(0, 2)
+    for x in (1.0, 1.05, 2.5):
+        ax.annotate(f"point at x = {x}", (x, 1.2))
+    copy = narrow.narrow_copy(fig)
+    assert [t.get_visible() for t in copy.axes[0].texts] == [True, False, True]
+    assert all(t.get_visible() for t in fig.axes[0].texts)

@@ -4,8 +4,9 @@ A figure is shown at DISPLAY_DPI CSS px per inch, so its 9 pt text is 12 CSS px;
 (672 px) shrunk into a phone's ~358 px column would show that text at 6.4 px. The phone variant
 is drawn from a copy of the figure at NARROW_WIDTH_IN (at DISPLAY_DPI: no wider than the column,
 so it is never shrunk), with panels that sat side by side stacked, titles, axis labels, long
-annotations and category tick labels wrapped, a single panel's title centred on the figure, a
-linear x range widened where a bar's label would run past the frame, and legends in one column. The fonts keep their sizes: the variant's text is as large as the original's.
+annotations, category tick labels and legend labels wrapped, a single panel's title centred on the figure, a
+linear x range widened where a bar's label would run past the frame, point labels that would
+collide with another or straddle the frame left out, and legends in one column. The fonts keep their sizes: the variant's text is as large as the original's.
 
 `image_metadata(fig)` is what a notebook output carries beside its PNG (the book picks the variant
 by viewport width: book/postprocess.py): {"text_px": smallest text at the figure's own width,
@@ -83,13 +84,40 @@ def narrow_copy(fig: Figure, width_in: float = NARROW_WIDTH_IN) -> Figure:
         text = t.get_text()
         if len(text) > chars:
             t.set_text("\n".join(textwrap.fill(line, chars) for line in text.split("\n")))
+    copy.set_size_inches(width_in, height)
+    extra_in = 0.0
     for owner, leg in [(copy, leg) for leg in copy.legends] + [(ax, ax.get_legend()) for ax in copy.axes
                                                                if ax.get_legend()]:
-        _one_column(owner, leg)
-    copy.set_size_inches(width_in, height)
+        extra_in += _one_column(owner, leg)
+    copy.set_size_inches(width_in, height + extra_in)
     _wrap_category_ticks(copy)
     _room_for_labels(copy)
+    _thin_labels(copy)
     return copy
+
+
+def _overlap(a, b, pad: float = 1.0) -> bool:
+    return a.x0 + pad < b.x1 and b.x0 + pad < a.x1 and a.y0 + pad < b.y1 and b.y0 + pad < a.y1
+
+
+def _thin_labels(fig: Figure) -> None:
+    """Point labels (an axes' texts) that the narrower axes make collide with an earlier one, or
+    straddle the axes frame, are left out of the phone variant (the full figure keeps them all)."""
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    for ax in fig.axes:
+        frame = ax.get_window_extent(renderer)
+        kept = []
+        for t in ax.texts:
+            if not t.get_visible() or not t.get_text().strip():
+                continue
+            bb = t.get_window_extent(renderer)
+            inside = frame.x0 - 1 <= bb.x0 and bb.x1 <= frame.x1 + 1 and frame.y0 - 1 <= bb.y0 and bb.y1 <= frame.y1 + 1
+            straddles = not inside and _overlap(bb, frame)
+            if straddles or any(_overlap(bb, k) for k in kept):
+                t.set_visible(False)
+            else:
+                kept.append(bb)
 
 
 def _wrap_category_ticks(fig: Figure) -> None:
@@ -134,10 +162,21 @@ def _wrappable(fig: Figure) -> list:
     return [t for t in out if t.get_text()]
 
 
-def _one_column(owner, leg) -> None:
+def owner_width_in(owner) -> float:
+    """The width a legend may take: its figure's (a figure legend, or one under a full-width axes)."""
+    fig = owner if isinstance(owner, Figure) else owner.figure
+    return float(fig.get_size_inches()[0])
+
+
+def _one_column(owner, leg) -> float:
     """Draw legend `leg` of `owner` (a Figure or an Axes) again in one column, at the same place,
-    with the same entries and font size."""
+    with the same entries and font size, long labels wrapped; an axes legend anchored under its
+    axes becomes a figure legend under all panels (constrained layout makes room for it).
+    Returns the inches of height the added lines take."""
     labels = [t.get_text() for t in leg.texts]
+    fs = float(leg.texts[0].get_fontsize()) if leg.texts else 9.0
+    chars = max(16, int(0.85 * owner_width_in(owner) * PT_PER_IN / (0.6 * fs)) - 5)   # 5: the handle
+    shown = [textwrap.fill(label, chars) if len(label) > chars else label for label in labels]
     handles = {}
     for ax in (owner.axes if isinstance(owner, Figure) else [owner]):
         for h, label in zip(*ax.get_legend_handles_labels()):
@@ -148,12 +187,18 @@ def _one_column(owner, leg) -> None:
     outside = getattr(leg, "_outside_loc", None)
     code = {v: k for k, v in leg.codes.items()}.get(leg._loc, leg._loc)
     loc = f"outside {code}" if outside else leg._loc
-    bbox = None if outside else leg.get_bbox_to_anchor()
+    # the anchor box follows its parent's transform (axes or figure fraction): it moves with the layout
+    anchor = {} if outside else {"bbox_to_anchor": leg.get_bbox_to_anchor(),
+                                 "borderaxespad": leg.borderaxespad}
+    below = (not isinstance(owner, Figure) and not outside and leg._bbox_to_anchor is not None
+             and leg._bbox_to_anchor._bbox.y1 < 0)          # anchored under the axes (axes fraction)
     leg.remove()
-    if isinstance(owner, Figure):
-        owner.legend(entries, labels, loc=loc, **kw, **({} if outside else {"bbox_to_anchor": bbox}))
+    if below:
+        owner.figure.legend(entries, shown, loc="outside lower center", **kw)
     else:
-        owner.legend(entries, labels, loc=loc, **kw)
+        owner.legend(entries, shown, loc=loc, **kw, **anchor)
+    extra = sum(s.count("\n") for s in shown) + (len(shown) - len(shown) // max(1, leg._ncols))
+    return extra * fs * 1.3 / PT_PER_IN
 
 
 def png(fig: Figure, dpi: int = 2 * DISPLAY_DPI, tight: bool = False) -> bytes:
