@@ -131,3 +131,12 @@ def test_colliding_point_labels_are_thinned_in_the_variant_only():
     copy = narrow.narrow_copy(fig)
     assert [t.get_visible() for t in copy.axes[0].texts] == [True, False, True]
     assert all(t.get_visible() for t in fig.axes[0].texts)
+
+
+def test_a_figure_that_cannot_be_copied_is_shown_without_a_variant():
+    import matplotlib.ticker
+    fig = Figure(figsize=(5, 3))
+    ax = fig.subplots()
+    ax.plot([1, 2], [1, 2])
+    ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+    assert narrow.image_metadata(fig) == {"text_px": round(10 * 96 / 72, 2)}

@@ -35,7 +35,9 @@ def texts(fig: Figure) -> list:
 
 
 def min_text_px(fig: Figure) -> float:
-    """The smallest text of `fig` in CSS px at DISPLAY_DPI (font size pt x 96 / 72); 0 without text."""
+    """The smallest text of `fig` in CSS px at DISPLAY_DPI (font size pt x 96 / 72); 0 without text.
+    The figure is laid out first (its tick labels exist only then)."""
+    fig.draw_without_rendering()
     sizes = [float(t.get_fontsize()) for t in texts(fig)]
     return min(sizes) * DISPLAY_DPI / PT_PER_IN if sizes else 0.0
 
@@ -51,11 +53,12 @@ def _panels(fig: Figure) -> list:
 
 
 def narrow_copy(fig: Figure, width_in: float = NARROW_WIDTH_IN) -> Figure:
-    """A copy of `fig` laid out for a phone: `width_in` wide; side-by-side panels stacked one per
-    row (each as high as a row was); titles and axis labels wrapped to the width; every legend in
-    one column. `fig` itself is not changed."""
+    """A copy of `fig` laid out for a phone (the module docstring lists what changes): `width_in`
+    wide, side-by-side panels stacked one per row (each as high as a row was), taller by the lines
+    its legends gain. Fonts keep their sizes. `fig` itself is not changed (the copy is a pickle
+    round trip: a figure holding a lambda cannot be copied, see image_metadata)."""
     copy = pickle.loads(pickle.dumps(fig))
-    w_in, h_in = copy.get_size_inches()
+    _, h_in = copy.get_size_inches()
     panels = _panels(copy)
     height = h_in
     if panels:
@@ -211,7 +214,12 @@ def png(fig: Figure, dpi: int = 2 * DISPLAY_DPI, tight: bool = False) -> bytes:
 def image_metadata(fig: Figure, tight: bool = False) -> dict:
     """{"text_px", "narrow": {"png", "width"}} for a figure output's image/png metadata (module
     docstring); the narrow PNG at twice DISPLAY_DPI, its width in CSS px from its header."""
-    data = png(narrow_copy(fig), tight=tight)
+    try:
+        data = png(narrow_copy(fig), tight=tight)
+    except (pickle.PicklingError, TypeError, AttributeError):
+        # a figure that cannot be copied (a lambda formatter in a reader's own figure) is shown
+        # as it is; the book's browser test fails on a chapter figure without a variant
+        return {"text_px": round(min_text_px(fig), 2)}
     width_px = int.from_bytes(data[16:20], "big") // 2
     return {"text_px": round(min_text_px(fig), 2),
             "narrow": {"png": base64.b64encode(data).decode("ascii"), "width": width_px}}
