@@ -7,7 +7,9 @@ Steps: copy book/ (conf.py, references.md, _static/) into a staging folder (buil
 convert each notebook's markup conventions there (book/convert.py; chapters/ is only read),
 turn ERRATA.md into the errata page, unpack MathJax 3 from the npm registry's tarball (pinned
 version and sha512; cached in build/cache/) into _static/mathjax/, and run Sphinx with warnings
-as errors (a broken figure, equation or citation reference fails the build).
+as errors (a broken figure, equation or citation reference fails the build); then rewrite the
+built pages where CSS alone cannot (book/postprocess.py: code lines with a hanging indent; each
+figure's phone variant, kept out of the staged notebook, offered by a <picture> element).
 """
 from __future__ import annotations
 
@@ -28,6 +30,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 import convert  # noqa: E402  (book/convert.py, next to this file)
+import postprocess  # noqa: E402  (book/postprocess.py)
 
 MATHJAX_VERSION = "3.2.2"
 MATHJAX_URL = f"https://registry.npmjs.org/mathjax/-/mathjax-{MATHJAX_VERSION}.tgz"
@@ -137,6 +140,7 @@ def stage(chapters: Path, errata: Path, src: Path) -> list[str]:
             out = convert.convert_notebook(nb, nb_path.name, toc=toc, downloads=downloads)
         except convert.ConversionError as e:
             sys.exit(f"book: {e}")
+        postprocess.extract_narrow_images(out, src / "_static" / postprocess.NARROW_DIR)
         (src / f"{page}.ipynb").write_text(json.dumps(out, indent=1))
     (src / "errata.md").write_text(convert.convert_errata_page(errata.read_text()))
     notation = src / "notation.md"
@@ -172,6 +176,7 @@ def main(argv: list[str] | None = None) -> int:
                          str(args.src), str(args.out)])
     if rc:
         return rc
+    postprocess.postprocess_dir(args.out)
     print(f"book: {len(pages)} pages in {args.out}/ ({time.perf_counter() - t0:.0f} s); "
           f"open {args.out / 'index.html'}")
     return 0

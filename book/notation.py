@@ -214,9 +214,16 @@ def notation_entries(markdown: str) -> list[dict[str, str]]:
     return rows
 
 
-# The unit column starts with one of these (a parenthesis may follow: `dimensionless (heads)`); a
-# symbol with two meanings gives one unit per meaning, separated by `;`.
+# The unit column starts with one of these (a parenthesis may follow: `dimensionless (heads)`).
+# One unit per entry: a symbol that stood for two quantities (`byte; 1/s`) is split into two symbols.
 UNITS = ("s", "byte", "FLOP", "byte/s", "FLOP/s", "FLOP/byte", "1/s", "dimensionless")
+
+# Symbols the notebooks no longer use, each once used for two quantities or beside another symbol
+# for the same quantity, and what replaces it: `retired_uses` names any that comes back.
+RETIRED = {
+    "capacity": r"M_\text{device} (memory, byte) or \lambda_\text{SLO} (serving capacity, requests/s)",
+    "step_time": r"t_\text{step}",
+}
 
 
 def notation_problems(markdown: str, shared: dict[str, list[str]]) -> list[str]:
@@ -229,6 +236,9 @@ def notation_problems(markdown: str, shared: dict[str, list[str]]) -> list[str]:
         units = [part.split("(")[0].strip() for part in row.get("unit", "").split(";")]
         if not all(u in UNITS for u in units):
             problems.append(f"entry {label}: unit {row.get('unit', '')!r} is not one of {', '.join(UNITS)}")
+        elif len(units) > 1:
+            problems.append(f"entry {label}: one symbol for {len(units)} quantities ({row['unit']}): "
+                            "give each quantity its own symbol")
         if not row.get("meaning"):
             problems.append(f"entry {label}: no meaning")
         covered |= set(filter(None, row["symbols"].split(",")))
@@ -236,3 +246,10 @@ def notation_problems(markdown: str, shared: dict[str, list[str]]) -> list[str]:
         if sym not in covered:
             problems.append(f"symbol {sym} (used in {', '.join(names)}) has no entry")
     return problems
+
+
+def retired_uses(notebooks: dict[str, dict]) -> list[str]:
+    """Each use of a RETIRED symbol in `notebooks` ({name: nb}: their Markdown and rendered
+    outputs, as notebook_symbols reads them), as "<notebook>: <symbol> (use <replacement>)"."""
+    return [f"{name}: {sym} (use {RETIRED[sym]})"
+            for name, nb in sorted(notebooks.items()) for sym in sorted(notebook_symbols(nb) & set(RETIRED))]

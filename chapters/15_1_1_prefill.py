@@ -114,6 +114,11 @@ worked.equation(r"I_\text{ridge} = \frac{\text{peak}}{\text{BW}} = \frac{<peak>\
                 peak=peak_flops_per_s / TFLOP, bw=hbm_bytes_per_s / 1e12, ridge=ridge)
 
 # %%
+worked.takeaway(f"On the {GPU.name} in {PREC.compute_dtype} an operator needs more than {ridge:.0f} FLOPs per byte "
+                f"it moves to be limited by the compute peak of {peak_flops_per_s / TFLOP:,.0f} TFLOP/s; "
+                f"below that, the {hbm_bytes_per_s / 1e12:.2f} TB/s of memory bandwidth limits it.")
+
+# %%
 reader.claims("15.1.1", "a")
 
 # %% [markdown]
@@ -154,6 +159,13 @@ assert abs(mlp_intensity / float(prefill.mlp.intensity) - 1) < 1e-6  # every MLP
 worked.equation(r"I_\text{MLP} = \frac{2Tdf}{b_w\,df + b_a\,T(d+f)} = \frac{2 \cdot <T> \cdot <d> \cdot <f>}"
                 r"{<bw> \cdot <d> \cdot <f> + <ba> \cdot <T> \cdot (<d> + <f>)} = <I>\ \text{FLOP/byte}",
                 T=T, d=d, f=f, bw=f"{b_w:g}", ba=f"{b_a:g}", I=mlp_intensity)
+
+# %%
+mlp_ceiling = 2 * d * f / (b_a * (d + f))            # Eq. (matmul-intensity) as T grows without bound
+worked.takeaway(f"{T:,} tokens in flight give the MLP {mlp_intensity:.0f} FLOP/byte, "
+                f"{'above' if mlp_intensity > ridge else 'below'} the ridge point of {ridge:.0f}: "
+                f"{'compute' if mlp_intensity > ridge else 'memory'}-bound. No prompt takes it past "
+                f"2df/(b_a(d+f)) = {mlp_ceiling:,.0f} FLOP/byte.")
 
 # %% [markdown]
 # ### Attention: intensity grows with the prompt too

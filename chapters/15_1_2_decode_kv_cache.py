@@ -207,12 +207,12 @@ reader.claims("15.1.2", "k..v")
 # %% [markdown]
 # ## 3. The memory wall
 # The weights are loaded once per step however many sequences share it, but each sequence brings
-# its own cache. Capacity therefore bounds the batch:
+# its own cache. The device's memory, $M_\text{device}$ bytes, therefore bounds the batch:
 #
 # <!-- equation: eq-max-batch -->
-# $$B_\text{max} = \left\lfloor \frac{\text{capacity} - M_\text{weights}}{C_\text{kv}(S)} \right\rfloor.$$
+# $$B_\text{max} = \left\lfloor \frac{M_\text{device} - M_\text{weights}}{C_\text{kv}(S)} \right\rfloor.$$
 #
-# Which capacity? Datasheets print a round number of GB; the memory itself is binary, and the
+# Which $M_\text{device}$? Datasheets print a round number of GB; the memory itself is binary, and the
 # device reports more bytes than the datasheet's 10⁹-byte GB. The library, like the book, sizes with
 # the datasheet's number (`data/accelerators.toml`); bandwidths and FLOP/s are decimal either way.
 # The cell computes $B_\text{max}$ with both, each under its own label.
@@ -231,7 +231,7 @@ assert FIT or b_max_dec == memory.max_batch(MODEL, GPU, CONTEXT, PREC)  # the fo
 
 # %%
 # Eq. (max-batch) with this scenario's numbers
-(worked.equation(r"B_\text{max} = \left\lfloor \frac{\text{capacity} - M_\text{weights}}{C_\text{kv}(S)} \right\rfloor"
+(worked.equation(r"B_\text{max} = \left\lfloor \frac{M_\text{device} - M_\text{weights}}{C_\text{kv}(S)} \right\rfloor"
                  r" = \left\lfloor \frac{<cap>\ \text{GB} - <M>\ \text{GB}}{<C>\ \text{GB}} \right\rfloor = <bmax>",
                  cap=capacity / GB, M=weight_bytes / GB, C=kv_bytes_per_seq / GB, bmax=b_max_dec)
  if capacity > weight_bytes else

@@ -25,7 +25,8 @@
 # 1. Throughput $B\cdot\text{BW}/(M_\text{weights} + B\,C_\text{kv})$ is concave in $B$: it gains
 #    most per added sequence at $B = 1$ and approaches the ceiling $\text{BW}/C_\text{kv}$; at the
 #    crossover $B^* = M_\text{weights}/C_\text{kv}$ it has reached exactly half of it.
-# 2. The memory limit sits at $B_\text{max}/B^* = \text{capacity}/M_\text{weights} - 1$: a small
+# 2. The memory limit sits at $B_\text{max}/B^* = M_\text{device}/M_\text{weights} - 1$ (device memory
+#    over weights, minus one): a small
 #    factor only when the weights fill a large share of the device.
 # 3. Cost per token falls with throughput; latency per token rises with the batch. Fewer KV
 #    bytes per sequence (GQA, int8) move both $B^*$ and the limit.
@@ -76,8 +77,8 @@ show_formulas("15.2.2")
 # B^* = \frac{M_\text{weights}}{C_\text{kv}},\qquad \text{throughput}(B^*) = \frac{1}{2}\,\frac{\text{BW}}{C_\text{kv}}.$$
 #
 # <!-- equation: eq-bmax-over-bstar -->
-# $$\frac{B_\text{max}}{B^*} = \frac{(\text{capacity} - M_\text{weights})/C_\text{kv}}{M_\text{weights}/C_\text{kv}}
-# = \frac{\text{capacity}}{M_\text{weights}} - 1 \quad\text{(before rounding down).}$$
+# $$\frac{B_\text{max}}{B^*} = \frac{(M_\text{device} - M_\text{weights})/C_\text{kv}}{M_\text{weights}/C_\text{kv}}
+# = \frac{M_\text{device}}{M_\text{weights}} - 1 \quad\text{(before rounding down).}$$
 
 # %%
 weight_bytes = MODEL.n_params * bytes_per_element(PREC.weights)
@@ -102,6 +103,11 @@ worked.equation(r"B^* = \frac{M_\text{weights}}{C_\text{kv}} = \frac{<M>\ \text{
                 r"\frac{B_\text{max}}{B^*} = \frac{<cap>\ \text{GB}}{<M>\ \text{GB}} - 1 = <ratio>",
                 M=weight_bytes / GB, C=kv_bytes_per_seq / GB, bstar=b_star, bw=GPU.hbm_bytes_per_s / 1e12,
                 ceil=ceiling, cap=GPU.memory_bytes / GB, ratio=ratio)
+
+# %%
+worked.takeaway(f"Below B* = {b_star:.0f} sequences a step reads more weights than KV cache, above it more KV "
+                f"cache; throughput is half its ceiling of {ceiling:,.0f} tokens/s at B*, and memory holds at most "
+                f"{ratio:.1f} × B* sequences." if not FIT else f"Nothing to batch: {FIT}")
 
 # %% [markdown]
 # The subsection's opening: a team at 30% utilization, and the 26 GB of weights that one step

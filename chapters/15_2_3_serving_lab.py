@@ -121,6 +121,11 @@ worked.equation(r"\text{slot use} = \frac{\sum_i N_i}{B \cdot \max_i N_i} = \fra
                 n=len(outputs16), mean=slot_use)
 
 # %%
+worked.takeaway(f"A static batch of 16 lasts as long as its longest request: with this scenario's output lengths "
+                f"{1 - slot_use:.0%} of its decode slots carry padding, slots that continuous batching gives to "
+                f"waiting requests.")
+
+# %%
 policies = lab.policy_sweep(SCENARIO, (2, 4, 8, 12, 16), {
     "static, B = 16 (0.5 s timeout)": StaticBatching(16, timeout_s=STATIC_TIMEOUT_S), "continuous": ContinuousBatching()})
 
@@ -283,12 +288,12 @@ Markdown(f"With both p99 targets (TTFT ≤ {TARGETS.ttft_s / MS:.0f} ms, ITL ≤
 
 # %% [markdown]
 # ## 4. SLO goodput per dollar: replicas, batching, tensor parallelism
-# Goodput counts only the requests that meet the SLO. A deployment's *capacity* is the highest
-# request rate at which at least 90 % of them do (found by bisection over the rate, with as many
+# Goodput counts only the requests that meet the SLO. A deployment's *serving capacity*
+# $\lambda_\text{SLO}$ is the highest request rate $\lambda$ at which at least 90 % of them do (found by bisection over the rate, with as many
 # requests per GPU in each run); what a dollar buys is
 #
 # <!-- equation: eq-goodput-per-dollar -->
-# $$\text{requests per dollar} = \frac{\text{capacity} \times 3600\ \text{s}}{\text{GPUs} \times \text{price per GPU-hour}}.$$
+# $$\text{requests per dollar} = \frac{\lambda_\text{SLO} \times 3600\ \text{s}}{\text{GPUs} \times \text{price per GPU-hour}}.$$
 #
 # **Price.** The book's H100 price of \$4 per GPU-hour (15.2.2), the same for every GPU: the
 # cost is proportional to the GPU count, so the ranking is the ranking of capacity per GPU, and
@@ -354,7 +359,7 @@ Markdown(lab.capacity_note(capacity, SCENARIO) + " " + uncertainty_note + scale_
 
 # %%
 # Eq. (goodput-per-dollar) with this scenario's numbers, for the best deployment
-worked.equation(r"\text{requests per dollar} = \frac{\text{capacity} \times 3600\ \text{s}}{\text{GPUs} \times "
+worked.equation(r"\text{requests per dollar} = \frac{\lambda_\text{SLO} \times 3600\ \text{s}}{\text{GPUs} \times "
                 r"\text{price per GPU-hour}} = \frac{<rate>\ \text{/s} \times 3600\ \text{s}}{<gpus> \times \$<usd>}"
                 r" = <per_usd>",
                 rate=capacity.rate_per_s[best], gpus=DEPLOYMENTS[best].gpus, usd=USD_PER_GPU_HOUR,

@@ -471,3 +471,52 @@ def test_takeaway_blockquote_becomes_a_callout(built):
     box = re.search(r'<div class="tip takeaway admonition">\s*<p class="admonition-title">Takeaway</p>\s*'
                     r"<p>Prefill of the fixture is compute-bound\.</p>", html)
     assert box and "<blockquote" not in html
+
+
+def test_code_lines_get_a_hanging_indent_of_their_own_indentation_plus_four():
+    import postprocess
+    page = ('<p>x</p><div class="highlight"><pre><span></span><span class="k">def</span> f():\n'
+            '<span class="w">    </span><span class="k">return</span> 1\n'
+            '\n'
+            '\t&#160;y = 2\n</pre></div>')
+    out = postprocess.hang_code_lines(page)
+    lines = re.findall(r'<span class="code-line" style="--hang: (\d+)ch">(.*?)</span>(?=<span class="code-line"|</pre>)', out)
+    # 4 source lines (the final newline ends the last one): indents 0, 4, 0, and a tab (4) + nbsp (not a space: 0 more)
+    assert [int(h) for h, _ in lines] == [4, 8, 4, 8]
+    assert "\n" not in out.split("<pre>")[1], "the blocks replace the newlines"
+    assert lines[1][1] == '<span class="w">    </span><span class="k">return</span> 1'
+    assert postprocess.hang_code_lines(out) == out
+    assert out.startswith("<p>x</p>")
+
+
+def test_a_figure_phone_variant_leaves_the_notebook_and_becomes_a_picture_source(tmp_path):
+    """book/postprocess.py: the "narrow" PNG of an output's metadata goes to _static/narrow/<key>.png
+    (out of the staged notebook), and the built page's <img> of the main PNG becomes a <picture>
+    offering it below 720 px, with the figure's text size and the variant's width on the <img>."""
+    import postprocess
+    main_png = base64.b64decode(PNG)
+    narrow_png = main_png + b"narrow"           # any other bytes: a different file
+    out_cell = {"output_type": "display_data",
+                "data": {"image/png": PNG, "text/plain": "points"},
+                "metadata": {"image/png": {"width": 672, "alt": ALT, "text_px": 12.0,
+                                           "narrow": {"png": base64.b64encode(narrow_png).decode(), "width": 345}}}}
+    plain = {"output_type": "display_data", "data": {"image/png": PNG}, "metadata": {}}
+    nb = {"cells": [{"cell_type": "code", "source": "", "outputs": [out_cell, plain]}]}
+    static = tmp_path / "book" / "_static" / postprocess.NARROW_DIR
+    assert postprocess.extract_narrow_images(nb, static) == 1
+    key = postprocess.image_key(main_png)
+    assert (static / f"{key}.png").read_bytes() == narrow_png
+    assert "narrow" not in out_cell["metadata"]["image/png"] and out_cell["metadata"]["image/png"]["width"] == 672
+    # the built page: Sphinx copied the main PNG to _images/ under its own name
+    (tmp_path / "book" / "_images").mkdir()
+    (tmp_path / "book" / "_images" / "abc.png").write_bytes(main_png)
+    (tmp_path / "book" / "_images" / "other.png").write_bytes(b"\x89PNG other")
+    page = ('<figure><img alt="a" src="_images/abc.png" width="672" /></figure>'
+            '<figure><img alt="b" src="_images/other.png" width="100" /></figure>')
+    html_out = postprocess.picture_figures(page, tmp_path / "book")
+    assert html_out == (
+        '<figure><picture><source media="(max-width: 720px)" '
+        f'srcset="_static/narrow/{key}.png 2x" width="345">'
+        '<img alt="a" src="_images/abc.png" width="672" data-text-px="12.0" data-narrow-width="345"></picture></figure>'
+        '<figure><img alt="b" src="_images/other.png" width="100" /></figure>')
+    assert postprocess.picture_figures(html_out, tmp_path / "book") == html_out

@@ -115,8 +115,47 @@ def test_an_entry_without_unit_or_meaning_is_named(row, problem):
 
 
 def test_a_good_entry_has_no_problem():
+    row = "| $M_\\text{device}$ | byte | accelerator memory | 15.1.2 |\n"
+    assert notation.notation_problems(TABLE_HEAD + row, {"M_{device}": ["x", "y"]}) == []
+
+
+def test_an_entry_for_two_quantities_is_named():
+    """The page's old `capacity` row (bytes in 15.1.2 and 15.2.2, a rate in 15.2.3): one symbol, two units."""
     row = "| capacity | byte; 1/s (requests per second) | memory; request rate | 15.1.2 |\n"
-    assert notation.notation_problems(TABLE_HEAD + row, {"capacity": ["x", "y"]}) == []
+    problems = notation.notation_problems(TABLE_HEAD + row, {"capacity": ["x", "y"]})
+    assert problems == ["entry capacity: one symbol for 2 quantities (byte; 1/s (requests per second)): "
+                        "give each quantity its own symbol"]
+
+
+# The notebooks' old mixed uses, as they were written: memory as \text{capacity} (15.1.2, 15.2.2),
+# the serving rate as \text{capacity} (15.2.3), the step time as \text{step\_time} (15.2.2's
+# rebuilt lost formula) beside t_\text{step} elsewhere.
+OLD_USES = [
+    r"$$B_\text{max} = \left\lfloor \frac{\text{capacity} - M_\text{weights}}{C_\text{kv}(S)} \right\rfloor.$$",
+    r"$$\text{requests per dollar} = \frac{\text{capacity} \times 3600\ \text{s}}{\text{GPUs}}$$",
+    r"$$\text{step\_time}(B) = \frac{M_{\text{weights}} + B \cdot C_{\text{kv}}}{\text{BW}}$$",
+]
+
+
+@pytest.mark.parametrize("tex, symbol", list(zip(OLD_USES, ["capacity", "capacity", "step_time"])))
+def test_an_old_mixed_use_in_a_notebook_is_named(tex, symbol):
+    as_markdown = nb([{"cell_type": "markdown", "source": tex}])
+    as_output = nb([{"cell_type": "code", "source": "", "outputs": [
+        {"output_type": "display_data", "data": {"text/markdown": tex}}]}])
+    for planted in (as_markdown, as_output):
+        uses = notation.retired_uses({"x.ipynb": planted})
+        assert len(uses) == 1 and uses[0].startswith(f"x.ipynb: {symbol} (use "), uses
+
+
+def test_the_notebooks_use_one_symbol_per_quantity():
+    """No retired symbol in the chapter notebooks, and their replacements are there: memory as
+    M_device in 15.1.2 and 15.2.2, serving capacity as lambda_SLO in 15.2.3, t_step for the step time."""
+    books = real_notebooks()
+    assert notation.retired_uses(books) == []
+    syms = {name: notation.notebook_symbols(b) for name, b in books.items()}
+    assert "M_{device}" in syms["15_1_2_decode_kv_cache.ipynb"] and "M_{device}" in syms["15_2_2_batching.ipynb"]
+    assert r"\lambda_{SLO}" in syms["15_2_3_serving_lab.ipynb"]
+    assert "t_{step}" in syms["15_1_2_decode_kv_cache.ipynb"] and "t_{step}" in syms["15_2_2_batching.ipynb"]
 
 
 # ------------------------------------------------------------------------- the real notebooks

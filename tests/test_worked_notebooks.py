@@ -1,6 +1,8 @@
 """Every key equation of the chapter notebooks is followed by the same equation with the
 scenario's numbers (a cell calling inferlab.worked.equation, naming it "Eq. (label)" in its first
-comment), and every notebook has takeaway boxes; both are stored as rendered Markdown."""
+comment), and every worked example is followed by a takeaway box (a cell calling
+inferlab.worked.takeaway) before the next example or section heading; both are stored as rendered
+Markdown."""
 from __future__ import annotations
 
 import re
@@ -43,3 +45,51 @@ def test_worked_results_have_takeaway_boxes(name):
     nb = nbformat.read(CHAPTERS / f"{name}.ipynb", as_version=4)
     boxes = [_markdown_outputs(c) for c in nb.cells if c.cell_type == "code" and "worked.takeaway(" in c.source]
     assert len(boxes) >= 2 and all(b.startswith("> **Takeaway.** ") for b in boxes), boxes
+
+
+def worked_examples_without_takeaway(nb) -> list[int]:
+    """Indices of the cells calling worked.equation (a worked example's substituted result) that no
+    takeaway follows: a cell calling worked.takeaway, the same cell or a later one, before the next
+    worked example and before the next section heading (a Markdown cell whose first line starts
+    with #)."""
+    missing = []
+    for i, c in enumerate(nb.cells):
+        if c.cell_type != "code" or "worked.equation(" not in c.source:
+            continue
+        found = "worked.takeaway(" in c.source
+        for later in nb.cells[i + 1:]:
+            if found:
+                break
+            if later.cell_type == "markdown" and later.source.lstrip().startswith("#"):
+                break
+            if later.cell_type == "code" and "worked.equation(" in later.source:
+                break
+            found = later.cell_type == "code" and "worked.takeaway(" in later.source
+        if not found:
+            missing.append(i)
+    return missing
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_every_worked_example_is_followed_by_its_takeaway(name):
+    nb = nbformat.read(CHAPTERS / f"{name}.ipynb", as_version=4)
+    n_worked = sum(c.cell_type == "code" and "worked.equation(" in c.source for c in nb.cells)
+    missing = worked_examples_without_takeaway(nb)
+    assert n_worked >= 2 and missing == [], (
+        f"{name}: worked examples without a takeaway before the next example or heading: cells {missing} "
+        f"({[nb.cells[i].source.splitlines()[0] for i in missing]})")
+
+
+def test_a_worked_example_whose_takeaway_is_removed_is_named():
+    """Planted defect: deleting the takeaway after 15.1.1's Eq. (roofline) names that cell; a takeaway
+    placed after the next heading does not count."""
+    nb = nbformat.read(CHAPTERS / "15_1_1_prefill.ipynb", as_version=4)
+    eq = next(i for i, c in enumerate(nb.cells) if "worked.equation(" in c.source and "I_\\text{ridge}" in c.source)
+    assert worked_examples_without_takeaway(nb) == []
+    take = next(i for i in range(eq + 1, len(nb.cells)) if "worked.takeaway(" in nb.cells[i].source)
+    moved = nb.cells.pop(take)
+    assert worked_examples_without_takeaway(nb) == [eq]
+    heading = next(i for i in range(eq + 1, len(nb.cells))
+                   if nb.cells[i].cell_type == "markdown" and nb.cells[i].source.startswith("#"))
+    nb.cells.insert(heading + 1, moved)
+    assert eq in worked_examples_without_takeaway(nb)

@@ -83,13 +83,23 @@ class Plot:
 
     def _repr_mimebundle_(self, include=None, exclude=None):
         """In a notebook: one retina PNG (shown at DISPLAY_DPI, its "alt" metadata what the figure
-        draws: alttext.describe) and, as text/plain, the plotted points (what nbval compares; a
+        draws: alttext.describe; its phone variant and smallest text: narrow.image_metadata) and, as text/plain, the plotted points (what nbval compares; a
         reader sees the image)."""
         import base64
         from inferlab.alttext import describe
         w, _ = self.fig.get_size_inches()
         data = {"image/png": base64.b64encode(self.png()).decode("ascii"), "text/plain": self.table}
-        return data, {"image/png": {"width": int(round(w * DISPLAY_DPI)), "alt": describe(self.fig)}}
+        from inferlab.narrow import image_metadata
+        return data, {"image/png": {"width": int(round(w * DISPLAY_DPI)), "alt": describe(self.fig),
+                                    **image_metadata(self.fig)}}
+
+
+def _plain_tick(v, _pos):
+    return f"{v:g}"
+
+
+def _usd_tick(v, _pos):      # module-level, not a lambda: a figure stays picklable (narrow.narrow_copy)
+    return f"${v:g}"
 
 
 def does_not_fit_plot(message: str, table: str = "") -> Plot:
@@ -560,8 +570,8 @@ def cost_plot(model, accelerator, context_len, usd_per_gpu_hour: float, precisio
     ax.set(xscale="log", yscale="log", xlabel="batch size B (sequences)",
            ylabel="cost (US$ per 1000 output tokens)",
            title=f"{model.name} on {acc.name} at ${usd_per_gpu_hour:g}/h\nbatching is the cost lever")
-    ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
-    ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"${v:g}"))
+    ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(_plain_tick))
+    ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(_usd_tick))
     ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     legend_below(fig)
     ax.grid(True, which="major", alpha=0.3)
