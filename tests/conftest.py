@@ -1,9 +1,7 @@
 """Shared fixtures."""
 import pytest
 
-# How long a subprocess or a notebook cell of a test may run before the test calls it hung: a guard against a
-# hang, never a time limit (tests must pass with every core busy, which slows a run several-fold).
-HANG_S = 1800
+from hang_guard import HANG_S  # noqa: F401  (re-exported for fixtures)
 
 
 @pytest.fixture(scope="session")

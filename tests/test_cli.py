@@ -7,7 +7,7 @@ import pytest
 
 from inferlab import list_accelerators, list_models
 from inferlab.cli import main
-from conftest import HANG_S
+from hang_guard import HANG_S
 
 d, f, L, N, H, V = 5120, 20480, 40, 40, 128, 32000
 BOOK_WEIGHTS = 2 * (L * (4 * d * d + 2 * d * f + 2 * d) + 2 * V * d + d)

@@ -20,7 +20,7 @@ from inferlab.exercises.cells import sample_notebook_text
 from inferlab.exercises.core import GB_PER_GIB, _to_jsonable
 from inferlab.exercises.grade import _kill, collect
 from inferlab.exercises.student import answer_strings, build_student, find_leaks, make_student, notebook_text
-from conftest import HANG_S
+from hang_guard import HANG_S
 
 ROOT = Path(__file__).resolve().parents[1]
 ALL = exercises()

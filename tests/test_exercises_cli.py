@@ -11,7 +11,7 @@ import pytest
 from inferlab.exercises import sandbox as sb
 from inferlab.exercises.cli import main
 from inferlab.exercises.grade import GradingError, grade
-from conftest import HANG_S
+from hang_guard import HANG_S
 
 
 def one_error_line(capsys, argv) -> str:

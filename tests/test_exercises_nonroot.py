@@ -23,7 +23,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from conftest import HANG_S
+from hang_guard import HANG_S
 
 RIGHT = 2.68435456  # GB, see the module docstring
 UID = 65534  # nobody

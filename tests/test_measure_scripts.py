@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import HANG_S
+from hang_guard import HANG_S
 
 ROOT = Path(__file__).resolve().parents[1]
 

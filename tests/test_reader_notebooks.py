@@ -17,7 +17,7 @@ import pytest
 
 from inferlab import latency, memory
 from inferlab.specs import get_accelerator, get_model
-from conftest import HANG_S
+from hang_guard import HANG_S
 
 CHAPTERS = Path(__file__).resolve().parents[1] / "chapters"
 SUBSECTIONS = ["15_1_1_prefill", "15_1_2_decode_kv_cache", "15_2_1_ttft_itl", "15_2_2_batching"]

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from conftest import HANG_S
+from hang_guard import HANG_S
 
 CHAPTERS = Path(__file__).resolve().parents[1] / "chapters"
 SCENARIOS = ("llama-2-70b@h100-sxm", "llama-3-8b@h200")
