@@ -308,17 +308,42 @@ def test_run_carries_a_disjoint_profile_and_both_predictions(tiny_run):
     assert "prediction error" in tiny_run.table()
 
 
-def test_ratios_use_the_highest_ceilings_seen_in_the_run(tiny_run):
+def test_ratios_use_the_median_ceilings_seen_in_the_run_and_validity_the_highest(tiny_run):
+    import statistics
     d = tiny_run.data
-    seen = [d["ceilings_start"]["copy_bytes_per_s"], d["ceilings_after"]["copy_bytes_per_s"]]
-    seen += [p["copy_bytes_per_s"] for p in d["ceilings_phases"]]
-    assert d["ceilings"]["copy_bytes_per_s"] == max(seen)
+    seen = {k: [d["ceilings_start"][f"{k}_bytes_per_s"]] + [p[f"{k}_bytes_per_s"] for p in d["ceilings_phases"]]
+            + [d["ceilings_after"][f"{k}_bytes_per_s"]] for k in ("copy", "read")}
+    dt = tiny_run.dtype
+    mm = ([d["ceilings_start"]["matmul_flops_per_s"][dt]] + [p["matmul_flops_per_s"] for p in d["ceilings_phases"]]
+          + [d["ceilings_after"]["matmul_flops_per_s"][dt]])
+    assert len(seen["copy"]) == len(seen["read"]) == len(mm) == 8
+    assert d["ceilings"]["copy_bytes_per_s"] == statistics.median(seen["copy"])
+    assert d["ceilings"]["read_bytes_per_s"] == statistics.median(seen["read"])
+    assert d["ceilings"]["matmul_flops_per_s"][dt] == statistics.median(mm)
+    assert d["ceilings_max"] == {"copy": max(seen["copy"]), "read": max(seen["read"]), "matmul": max(mm)}
+    assert d["summary"]["ceilings"]["read"]["n"] == 8
     assert {(p["phase"], p["when"]) for p in d["ceilings_phases"]} == {
         (ph, w) for ph in ("ttft", "itl", "batch") for w in ("before", "after")}
+    # decode MBU against the median read stream
+    p = d["measurements"]["itl"][0]
+    assert p["mbu"] == pytest.approx(p["bytes"] / p["timing"]["median_s"] / d["ceilings"]["read_bytes_per_s"])
     s = tiny_run.summary
-    over = [p for k in ("itl", "batch") for p in d["measurements"][k] if p["mbu"] > 1 or p["mfu"] > 1]
-    over += [p for p in d["measurements"]["ttft"] if p["mfu"] > 1]
+    over = [p for k in ("itl", "batch") for p in d["measurements"][k]
+            if p["bytes"] / p["timing"]["median_s"] > max(seen["read"])
+            or p["flops"] / p["timing"]["median_s"] > max(mm)]
+    over += [p for p in d["measurements"]["ttft"] if p["flops"] / p["timing"]["median_s"] > max(mm)]
     assert s["valid"] == (not over) and len(s["invalid_reasons"]) >= len(over)
+
+
+def test_the_cpu_step_runs_compiled_and_eager_is_timed_beside_it(tiny_run):
+    d = tiny_run.data
+    assert d["config"]["decode_mode"] == "compile", d["notes"]
+    for p in d["measurements"]["itl"]:
+        assert p["decode_mode"] == "compile" and p["eager"]["timing"]["n"] >= 5
+    b1 = next(p for p in d["measurements"]["batch"] if p["batch"] == 1)
+    assert tiny_run.summary["mbu_b1_eager"] == b1["eager"]["mbu"]
+    assert d["profile"]["residual_scope"] == "decode" and d["profile"]["residual"]["signed"] is True
+    assert "eager ms" in tiny_run.table()
 
 
 def test_a_point_faster_than_its_roofline_marks_the_run_invalid(tiny_run):
@@ -326,11 +351,12 @@ def test_a_point_faster_than_its_roofline_marks_the_run_invalid(tiny_run):
     data = copy.deepcopy(tiny_run.data)
     p = data["measurements"]["itl"][0]
     acc = tiny_run.accelerator()
-    # Twice the copy bandwidth's speed: MBU = bytes / (bytes / (2 BW)) / BW = 2.
-    p["timing"]["median_s"] = p["bytes"] / (2 * acc.hbm_bytes_per_s)
+    # Twice the highest read stream's speed: bytes / (bytes / (2 R)) / R = 2 against it.
+    p["timing"]["median_s"] = p["bytes"] / (2 * data["ceilings_max"]["read"])
     suite._repredict(tiny_run.model(), tiny_run.precision(), acc, tiny_run.dtype,
-                     data["measurements"]["ttft"], data["measurements"]["itl"], data["measurements"]["batch"])
-    assert p["mbu"] == pytest.approx(2.0)
+                     data["measurements"]["ttft"], data["measurements"]["itl"], data["measurements"]["batch"],
+                     data["ceilings"]["read_bytes_per_s"])
+    assert p["mbu"] == pytest.approx(2 * data["ceilings_max"]["read"] / data["ceilings"]["read_bytes_per_s"])
     suite.finish(data)
     assert data["summary"]["valid"] is False
     assert any(r.startswith("MBU 2.00 > 1 at itl") for r in data["summary"]["invalid_reasons"])
@@ -509,3 +535,21 @@ def test_the_pass_residual_by_hand_takes_the_median_round_then_the_median_probe(
         pass_residual(prof, cfg, prec, acc, [rounds[0], rounds[1][:2]])
     with pytest.raises(ValueError, match="at least one round"):
         pass_residual(prof, cfg, prec, acc, [])
+
+
+def test_finish_corrects_each_calibrated_prediction_by_its_probe(tiny_run):
+    import copy
+    data = copy.deepcopy(tiny_run.data)
+    for kind in ("ttft", "itl", "batch"):
+        for p in data["measurements"][kind]:
+            p["drift"] = dict(p["drift"], ratio=1.0)
+    suite.finish(data)
+    base = [p["calibrated_s"] for k in ("ttft", "itl", "batch") for p in data["predictions"][k]]
+    assert base == [p["calibrated_uncorrected_s"] for k in ("ttft", "itl", "batch") for p in data["predictions"][k]]
+    data["measurements"]["itl"][0]["drift"]["ratio"] = 2.0  # the host at half speed around one point
+    suite.finish(data)
+    pr = data["predictions"]["itl"][0]
+    assert pr["calibrated_s"] == pytest.approx(2 * pr["calibrated_uncorrected_s"])
+    assert pr["calibrated_uncorrected_s"] == pytest.approx(base[len(data["measurements"]["ttft"])])
+    assert data["summary"]["drift"]["drift"] == pytest.approx(1.0) and data["summary"]["drifting"] is True
+    assert "calibrated_uncorrected" in data["summary"]["prediction_error"]

@@ -5,7 +5,8 @@ the operator profile measured for it, plus what the library does not count, meas
     efficiency(op)   = roofline_s / measured_s  at the profiled shapes, interpolated in log(size)
     calibrated_s     = sum over counted ops of roofline_s(op) / efficiency(op)
                        + elementwise_s(tokens) * n_layers + head_elementwise_s(tokens) + overhead_s
-                       + residual_s   (full passes at probe shapes less their operators: profile.pass_residual)
+                       + residual_s   (full passes at probe shapes less their operators: profile.pass_residual;
+                                       with residual_scope 'decode', added to decode passes only)
 
 Interpolation: log(efficiency) is linear in log(size) between profiled sizes and constant
 beyond the end points (an operator keeps the efficiency of its nearest profiled shape). The
@@ -96,7 +97,10 @@ def pass_breakdown(profile: dict, cfg: ModelConfig, precision: Precision, accele
                           + interp_log(tokens, [p["tokens"] for p in el["head"]],
                                        [p["time_s"] for p in el["head"]], extrapolate=True))
     roof["overhead"] = 0.0
-    cal["overhead"] = float(profile["overhead_s"]) + float(profile.get("residual_s", 0.0))
+    residual = float(profile.get("residual_s", 0.0))
+    if profile.get("residual_scope") == "decode" and int(q_len) != 1:
+        residual = 0.0  # a compiled decode step's residual: prefill passes run eager
+    cal["overhead"] = float(profile["overhead_s"]) + residual
     return {"roofline": roof, "calibrated": cal}
 
 

@@ -320,14 +320,17 @@ RESIDUAL_RULE = ("per probe, the median over the rounds of the pass time, less t
                  "of its operators; the residual is the median of that over the probes, clamped at 0")
 
 
-def time_probes(model, kind: str, *, probes=RESIDUAL_PROBES, seed: int = 0, point_time_s: float = 0.5) -> list:
+def time_probes(model, kind: str, *, probes=RESIDUAL_PROBES, seed: int = 0, point_time_s: float = 0.5,
+                mode: str = "eager") -> list:
     """One full decode pass of `model` timed at each probe (batch, context) of `probes`: a list of
-    {'batch', 'context', 'measured_s', 'timing'}. measure_profile calls this between its rounds
-    (`after_round`), so the probes see the same drift of the machine as the profile does.
+    {'batch', 'context', 'measured_s', 'timing', 'decode_mode'}. measure_profile calls this between
+    its rounds (`after_round`), so the probes see the same drift of the machine as the profile does.
+    `mode`: how the pass runs (runner.decode_runner: eager, compile, graph), as the suite's decode
+    steps run, so the residual is that of the steps it is added to.
     The model's KV cache is replaced for the probes and dropped afterwards (call setup_cache again)."""
     import torch
 
-    from inferlab.measure.runner import fill_kv_cache_, token_pool
+    from inferlab.measure.runner import decode_runner, fill_kv_cache_, token_pool
 
     if not probes:
         raise ValueError("probes: at least one (batch, context) is needed")
@@ -339,19 +342,27 @@ def time_probes(model, kind: str, *, probes=RESIDUAL_PROBES, seed: int = 0, poin
         fill_kv_cache_(model, gen)
         pool = token_pool(cfg, batch, 1, 4, kind, gen)
         with torch.inference_mode():
-            t = time_fn(lambda tok: model(tok, context - 1, all_logits=False), pool, device=kind,
-                        warmup=2, repeats=15, min_repeats=5, max_time_s=point_time_s)
+            fn, used, _ = decode_runner(model, pool, context - 1, mode, kind)
+            t = time_fn(fn, pool, device=kind, warmup=2, repeats=15, min_repeats=5, max_time_s=point_time_s)
+            del fn
         for layer in model.layers:
             layer.attention.kv_cache = None
         out.append({"batch": int(batch), "context": int(context), "measured_s": t.median_s,
-                    "timing": t.to_dict()})
+                    "timing": t.to_dict(), "decode_mode": used})
     return out
 
 
-def pass_residual(profile: dict, cfg: ModelConfig, precision, accelerator, probe_rounds) -> tuple[float, dict]:
+def pass_residual(profile: dict, cfg: ModelConfig, precision, accelerator, probe_rounds, *,
+                  signed: bool = False) -> tuple[float, dict]:
     """(seconds, details): what a full decode pass costs beyond its operators timed alone.
 
         residual = max(0, median over probes p of [median over rounds r of T(p, r) - T_cal(p)])
+        (signed=True: without the max(0, ...))
+
+    signed: for compiled decode steps (inductor with freezing), which can run faster than their
+    operators timed alone in eager mode (pre-packed weights, fused elementwise work, no Python
+    per module): the residual is then negative, the step's saving, and calibrate adds it to
+    decode passes only (profile['residual_scope'] = 'decode', set by the suite).
 
     T(p, r): the pass at probe p timed in round r (time_probes, run between the profile's rounds);
     T_cal(p): calibrated_time_s of that pass from `profile` with no residual.
@@ -384,5 +395,8 @@ def pass_residual(profile: dict, cfg: ModelConfig, precision, accelerator, probe
         per_probe.append({"batch": batch, "context": context, "measured_s": measured,
                           "rounds_s": [r[i]["measured_s"] for r in rounds],
                           "predicted_s": predicted, "residual_s": measured - predicted})
-    residual = max(statistics.median(p["residual_s"] for p in per_probe), 0.0)
-    return residual, {"probes": per_probe, "rounds": len(rounds), "rule": RESIDUAL_RULE}
+    residual = statistics.median(p["residual_s"] for p in per_probe)
+    if not signed:
+        residual = max(residual, 0.0)
+    return residual, {"probes": per_probe, "rounds": len(rounds), "signed": bool(signed),
+                      "rule": RESIDUAL_RULE + ("; signed (compiled steps): not clamped" if signed else "")}
