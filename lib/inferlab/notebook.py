@@ -121,7 +121,9 @@ def measure_it(check: str, *, attempts: int = 3, model: str = "tiny", **threshol
         names = ", ".join(c.__name__ for c in measure.checks.CHECKS)
         raise ValueError(f"unknown check {check!r}; allowed: {names}")
     for attempt in range(1, attempts + 1):
-        run = measure.quick_suite(model=model, progress=False)
+        # Eager decode: the tiny model sits in the cache, and compiling it (the CPU's default
+        # decode mode) would take longer than the whole measurement it serves.
+        run = measure.quick_suite(model=model, progress=False, decode_mode="eager")
         result = fn(run, **thresholds)
         if result:
             break

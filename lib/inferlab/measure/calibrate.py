@@ -151,9 +151,13 @@ def error_summary(measured_s, predicted_s) -> dict:
 
 def prediction_error(points) -> dict:
     """summary.prediction_error of a run: the error summary of the roofline and the calibrated
-    prediction over points [{'median_s', 'predicted_s', 'calibrated_s'}] (TTFT, ITL, batch)."""
+    prediction over points [{'median_s', 'predicted_s', 'calibrated_s'}] (TTFT, ITL, batch), and
+    of the calibrated prediction before its drift correction ('calibrated_uncorrected_s', drift.py)
+    where every point has one."""
     meas = [p["median_s"] for p in points]
     out = {"roofline": error_summary(meas, [p["predicted_s"] for p in points])}
     if points and all(p.get("calibrated_s") for p in points):
         out["calibrated"] = error_summary(meas, [p["calibrated_s"] for p in points])
+    if points and all(p.get("calibrated_uncorrected_s") for p in points):
+        out["calibrated_uncorrected"] = error_summary(meas, [p["calibrated_uncorrected_s"] for p in points])
     return out
