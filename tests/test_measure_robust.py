@@ -142,6 +142,20 @@ def test_a_compiled_steps_residual_is_signed_and_added_to_decode_passes_only():
     assert calibrate.calibrated_time_s(prof, CFG, FP32, ACC, 1, 1, 7) == pytest.approx(pred - 1e-3)
     prefill = calibrate.calibrated_time_s({**prof, "residual_s": 0.0}, CFG, FP32, ACC, 1, 6, 0)
     assert calibrate.calibrated_time_s(prof, CFG, FP32, ACC, 1, 6, 0) == pytest.approx(prefill)
+    # B = 1 and B > 1 run different graphs: each takes the residual of its own probes.
+    pred3 = calibrate.calibrated_time_s({**prof, "residual_s": 0.0, "residual_scope": None}, CFG, FP32, ACC, 3, 1, 7)
+    pred6 = calibrate.calibrated_time_s({**prof, "residual_s": 0.0, "residual_scope": None}, CFG, FP32, ACC, 6, 1, 7)
+    base = {**prof, "residual_s": 0.0}
+    base.pop("residual_scope")
+    rounds = [[{"batch": 1, "context": 8, "measured_s": pred - 4e-3},
+               {"batch": 3, "context": 8, "measured_s": pred3 - 1e-3},
+               {"batch": 6, "context": 8, "measured_s": pred6 - 2e-3}]]
+    res, details = pass_residual(base, CFG, FP32, ACC, rounds, signed=True)
+    # overall median of -4, -1, -2 ms: -2 ms; B = 1: -4 ms; B > 1: median of -1, -2 = -1.5 ms
+    assert (res, details["b1_s"], details["batched_s"]) == pytest.approx((-2e-3, -4e-3, -1.5e-3))
+    split = {**base, "residual_s": res, "residual": details, "residual_scope": "decode"}
+    assert calibrate.calibrated_time_s(split, CFG, FP32, ACC, 1, 1, 7) == pytest.approx(pred - 4e-3)
+    assert calibrate.calibrated_time_s(split, CFG, FP32, ACC, 3, 1, 7) == pytest.approx(pred3 - 1.5e-3)
     # without the scope (eager runs), the residual is every pass's
     del prof["residual_scope"]
     assert calibrate.calibrated_time_s(prof, CFG, FP32, ACC, 1, 6, 0) == pytest.approx(prefill - 1e-3)

@@ -6,7 +6,8 @@ the operator profile measured for it, plus what the library does not count, meas
     calibrated_s     = sum over counted ops of roofline_s(op) / efficiency(op)
                        + elementwise_s(tokens) * n_layers + head_elementwise_s(tokens) + overhead_s
                        + residual_s   (full passes at probe shapes less their operators: profile.pass_residual;
-                                       with residual_scope 'decode', added to decode passes only)
+                                       with residual_scope 'decode', added to decode passes only,
+                                       that of the B = 1 probes at B = 1, of the others at B > 1)
 
 Interpolation: log(efficiency) is linear in log(size) between profiled sizes and constant
 beyond the end points (an operator keeps the efficiency of its nearest profiled shape). The
@@ -98,8 +99,11 @@ def pass_breakdown(profile: dict, cfg: ModelConfig, precision: Precision, accele
                                        [p["time_s"] for p in el["head"]], extrapolate=True))
     roof["overhead"] = 0.0
     residual = float(profile.get("residual_s", 0.0))
-    if profile.get("residual_scope") == "decode" and int(q_len) != 1:
-        residual = 0.0  # a compiled decode step's residual: prefill passes run eager
+    if profile.get("residual_scope") == "decode":  # a compiled decode step's (profile.pass_residual)
+        split = profile.get("residual") or {}
+        residual = float(split.get("b1_s" if int(batch) == 1 else "batched_s", residual))
+        if int(q_len) != 1:
+            residual = 0.0  # prefill passes run eager
     cal["overhead"] = float(profile["overhead_s"]) + residual
     return {"roofline": roof, "calibrated": cal}
 

@@ -362,7 +362,9 @@ def pass_residual(profile: dict, cfg: ModelConfig, precision, accelerator, probe
     signed: for compiled decode steps (inductor with freezing), which can run faster than their
     operators timed alone in eager mode (pre-packed weights, fused elementwise work, no Python
     per module): the residual is then negative, the step's saving, and calibrate adds it to
-    decode passes only (profile['residual_scope'] = 'decode', set by the suite).
+    decode passes only (profile['residual_scope'] = 'decode', set by the suite). The details then
+    also hold 'b1_s' and 'batched_s': the median over the probes at B = 1 and at B > 1 (the two
+    graphs a compiled step runs; the overall median when a side has no probe).
 
     T(p, r): the pass at probe p timed in round r (time_probes, run between the profile's rounds);
     T_cal(p): calibrated_time_s of that pass from `profile` with no residual.
@@ -396,7 +398,14 @@ def pass_residual(profile: dict, cfg: ModelConfig, precision, accelerator, probe
                           "rounds_s": [r[i]["measured_s"] for r in rounds],
                           "predicted_s": predicted, "residual_s": measured - predicted})
     residual = statistics.median(p["residual_s"] for p in per_probe)
+    details = {"probes": per_probe, "rounds": len(rounds), "signed": bool(signed),
+               "rule": RESIDUAL_RULE + ("; signed (compiled steps): not clamped, and split by graph: "
+                                        "B = 1 (a graph of its own) and B > 1" if signed else "")}
     if not signed:
-        residual = max(residual, 0.0)
-    return residual, {"probes": per_probe, "rounds": len(rounds), "signed": bool(signed),
-                      "rule": RESIDUAL_RULE + ("; signed (compiled steps): not clamped" if signed else "")}
+        return max(residual, 0.0), details
+    # A compiled step at B = 1 runs a graph of its own (dynamic shapes specialise a size of 1),
+    # with other kernels than the graph every B > 1 shares: each gets the residual of its probes.
+    for key, keep in (("b1_s", lambda b: b == 1), ("batched_s", lambda b: b > 1)):
+        vals = [p["residual_s"] for p in per_probe if keep(p["batch"])]
+        details[key] = statistics.median(vals) if vals else residual
+    return residual, details
