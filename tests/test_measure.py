@@ -145,7 +145,9 @@ def test_ceilings_become_a_library_accelerator():
 @pytest.fixture(scope="module")
 def tiny_run():
     # One thread: on a shared two-core machine a busy neighbour stalls every OpenMP barrier.
-    return measure.run_suite(device="cpu", model="tiny", progress=False, threads=1)
+    # Eager decode: the chapter's checks below are about the workload, not the compiler; the CPU's
+    # compiled default is measured by tests/test_measure_robust.py's own run.
+    return measure.run_suite(device="cpu", model="tiny", progress=False, threads=1, decode_mode="eager")
 
 
 def test_decode_per_token_costs_many_prefill_tokens(tiny_run):
@@ -340,17 +342,6 @@ def test_ratios_use_the_median_ceilings_seen_in_the_run_and_validity_the_highest
             or p["flops"] / p["timing"]["median_s"] > max(mm)]
     over += [p for p in d["measurements"]["ttft"] if p["flops"] / p["timing"]["median_s"] > max(mm)]
     assert s["valid"] == (not over) and len(s["invalid_reasons"]) >= len(over)
-
-
-def test_the_cpu_step_runs_compiled_and_eager_is_timed_beside_it(tiny_run):
-    d = tiny_run.data
-    assert d["config"]["decode_mode"] == "compile", d["notes"]
-    for p in d["measurements"]["itl"]:
-        assert p["decode_mode"] == "compile" and p["eager"]["timing"]["n"] >= 5
-    b1 = next(p for p in d["measurements"]["batch"] if p["batch"] == 1)
-    assert tiny_run.summary["mbu_b1_eager"] == b1["eager"]["mbu"]
-    assert d["profile"]["residual_scope"] == "decode" and d["profile"]["residual"]["signed"] is True
-    assert "eager ms" in tiny_run.table()
 
 
 def test_a_point_faster_than_its_roofline_marks_the_run_invalid(tiny_run):

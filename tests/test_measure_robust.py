@@ -6,6 +6,8 @@ import math
 
 import pytest
 
+from inferlab import measure
+
 from inferlab.measure import calibrate, ceilings, drift, plan, runner, suite
 from inferlab.measure.profile import pass_residual
 from inferlab.specs import Accelerator
@@ -172,3 +174,38 @@ def test_the_cpu_decodes_compiled_with_freezing_by_default():
     assert opts["dynamic"] is True and opts["options"] == {"freezing": True}
     assert runner.compile_options("cuda")["mode"] == "reduce-overhead"
     assert math.isfinite(runner.RECOMPILE_LIMIT)
+
+
+@pytest.fixture(scope="module")
+def tiny_default_run():
+    # The default decode mode: compiled on a CPU (one thread, as tests/test_measure.py's run).
+    return measure.run_suite(quick=True, device="cpu", model="tiny", progress=False, threads=1)
+
+
+def test_the_cpu_step_runs_compiled_and_eager_is_timed_beside_it(tiny_default_run):
+    d = tiny_default_run.data
+    assert d["config"]["decode_mode"] == "compile", d["notes"]
+    for p in d["measurements"]["itl"]:
+        assert p["decode_mode"] == "compile" and p["eager"]["timing"]["n"] >= 5
+    b1 = next(p for p in d["measurements"]["batch"] if p["batch"] == 1)
+    assert tiny_default_run.summary["mbu_b1_eager"] == b1["eager"]["mbu"]
+    assert d["profile"]["residual_scope"] == "decode" and d["profile"]["residual"]["signed"] is True
+    assert "eager ms" in tiny_default_run.table()
+    # both MBUs divide the point's bytes by the same (median) read stream
+    p = d["measurements"]["itl"][0]
+    assert p["mbu"] * p["timing"]["median_s"] == pytest.approx(p["eager"]["mbu"] * p["eager"]["timing"]["median_s"])
+
+
+def test_the_compiled_step_computes_what_the_eager_one_does():
+    import torch
+
+    from inferlab.measure.ceilings import generator
+    model = runner.random_model(measure.TINY_MODEL, "cpu", "fp32")
+    model.setup_cache(2, 32)
+    runner.fill_kv_cache_(model, generator("cpu", 0))
+    with torch.inference_mode():
+        pool = runner.token_pool(measure.TINY_MODEL, 1, 1, 2, "cpu", generator("cpu", 1))
+        fn, used, note = runner.decode_runner(model, pool, 20, "compile", "cpu")
+        assert used == "compile", note
+        # the same position again: the cache write is idempotent, so the logits must agree
+        assert torch.allclose(fn(pool[1]), model(pool[1], 20, all_logits=False), atol=1e-4, rtol=1e-4)

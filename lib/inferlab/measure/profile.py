@@ -321,13 +321,15 @@ RESIDUAL_RULE = ("per probe, the median over the rounds of the pass time, less t
 
 
 def time_probes(model, kind: str, *, probes=RESIDUAL_PROBES, seed: int = 0, point_time_s: float = 0.5,
-                mode: str = "eager") -> list:
+                mode: str = "eager", keep_cache: bool = False) -> list:
     """One full decode pass of `model` timed at each probe (batch, context) of `probes`: a list of
     {'batch', 'context', 'measured_s', 'timing', 'decode_mode'}. measure_profile calls this between
     its rounds (`after_round`), so the probes see the same drift of the machine as the profile does.
     `mode`: how the pass runs (runner.decode_runner: eager, compile, graph), as the suite's decode
     steps run, so the residual is that of the steps it is added to.
-    The model's KV cache is replaced for the probes and dropped afterwards (call setup_cache again)."""
+    The model's KV cache is replaced for the probes and dropped afterwards (call setup_cache again),
+    unless `keep_cache` and the cache has room for every probe: then the probes write into it and
+    it stays (a compiled step recompiles for every new cache shape, a minute each on two cores)."""
     import torch
 
     from inferlab.measure.runner import decode_runner, fill_kv_cache_, token_pool
@@ -335,9 +337,13 @@ def time_probes(model, kind: str, *, probes=RESIDUAL_PROBES, seed: int = 0, poin
     if not probes:
         raise ValueError("probes: at least one (batch, context) is needed")
     cfg = model.cfg
+    cache = model.layers[0].attention.kv_cache
+    keep = bool(keep_cache and cache is not None
+                and all(b <= cache.k_cache.shape[0] and c <= cache.k_cache.shape[2] for b, c in probes))
     out = []
     for i, (batch, context) in enumerate(probes):
-        model.setup_cache(batch, context)
+        if not keep:
+            model.setup_cache(batch, context)
         gen = generator(kind, seed + 11 + i)
         fill_kv_cache_(model, gen)
         pool = token_pool(cfg, batch, 1, 4, kind, gen)
@@ -345,8 +351,9 @@ def time_probes(model, kind: str, *, probes=RESIDUAL_PROBES, seed: int = 0, poin
             fn, used, _ = decode_runner(model, pool, context - 1, mode, kind)
             t = time_fn(fn, pool, device=kind, warmup=2, repeats=15, min_repeats=5, max_time_s=point_time_s)
             del fn
-        for layer in model.layers:
-            layer.attention.kv_cache = None
+        if not keep:
+            for layer in model.layers:
+                layer.attention.kv_cache = None
         out.append({"batch": int(batch), "context": int(context), "measured_s": t.median_s,
                     "timing": t.to_dict(), "decode_mode": used})
     return out

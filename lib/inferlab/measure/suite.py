@@ -29,7 +29,7 @@ from inferlab.measure.ceilings import (Ceilings, bound_ceiling, ceiling_spread, 
                                        torch_dtype)
 from inferlab.measure.breakdown import profile_pass
 from inferlab.measure.drift import LinearProbes, dominant_linear, drift_summary
-from inferlab.measure.profile import measure_profile, pass_residual, time_probes
+from inferlab.measure.profile import RESIDUAL_PROBES, measure_profile, pass_residual, time_probes
 from inferlab.measure.runner import (decode_runner, drop_kv_cache, fill_kv_cache_, random_model,
                                      token_pool)
 from inferlab.measure.result import TARGETS, SCHEMA, SuiteResult
@@ -200,6 +200,11 @@ def _measure(plan, kind, info, free, candidates, dtype, seed, bar, notes) -> Sui
     bar.stage(f"building {cfg.name}")
     model = random_model(cfg, kind, chosen, seed)
     mode = _plan.resolve_decode_mode(plan.decode_mode, kind)
+    # A compiled step recompiles for every new KV-cache shape (a minute each on two cores): one
+    # cache with room for the residual probes' batches and the B = 1 phase serves both.
+    shared_cache = mode == "compile"
+    if shared_cache:
+        model.setup_cache(max(b for b, _ in RESIDUAL_PROBES), plan.max_seq_len)
     bar.stage("operator profile")
     e2e_sizes = (set(plan.prompt_lens) | {1} | set(plan.contexts) | set(_plan.fit_batches(plan, free_now).batches)
                  | {b * plan.batch_context for b in _plan.fit_batches(plan, free_now).batches})
@@ -215,7 +220,7 @@ def _measure(plan, kind, info, free, candidates, dtype, seed, bar, notes) -> Sui
                            seed=seed + 3,
                            after_round=lambda r: probe_rounds.append(
                                time_probes(model, kind, seed=seed + r, point_time_s=plan.point_time_s / 4,
-                                           mode=mode)))
+                                           mode=mode, keep_cache=shared_cache)))
     # Compiled steps can beat their operators timed alone: the residual is then signed and
     # belongs to decode passes only (the prefill passes run eager).
     compiled = all(p.get("decode_mode") == "compile" for r in probe_rounds for p in r)
@@ -233,7 +238,8 @@ def _measure(plan, kind, info, free, candidates, dtype, seed, bar, notes) -> Sui
         key, m = dominant_linear(prof, cfg, prec, start_acc, batch_, q_len, past)
         return probes.around(key, m, measure)
     bar.update(1)
-    model.setup_cache(1, plan.max_seq_len)
+    if not shared_cache:
+        model.setup_cache(1, plan.max_seq_len)
     gen = generator(kind, seed + 1)
     fill_kv_cache_(model, gen)
     bar.update(1)
