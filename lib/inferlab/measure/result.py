@@ -264,16 +264,21 @@ def format_result(r: SuiteResult) -> str:
                               for p in ttft], ("d", ".4g", ".2g", ".4g", ".2f", ".4g", ".2f", ".2f", ".0f"))]
     itl = r.points("itl")
     if itl:
+        eager = any(p.get("eager") for p in itl)  # compiled steps: the eager one timed beside each
+        heads = ["context", "measured ms", "IQR ms", "predicted ms", "meas/pred", "calib. ms", "meas/calib.", "MBU"]
+        fmts = ["d", ".4g", ".2g", ".4g", ".2f", ".4g", ".2f", ".2f"]
+        rows = [[p["context_len"], _ms(p["median_s"]), _ms(p["q3_s"] - p["q1_s"]), _ms(p["predicted_s"]),
+                 p["median_s"] / p["predicted_s"], _ms(p.get("calibrated_s")), _ratio(p), p["mbu"]] for p in itl]
+        if eager:
+            heads.append("eager ms")
+            fmts.append(".4g")
+            for row, p in zip(rows, itl):
+                row.append(_ms(p["eager"]["timing"]["median_s"]) if p.get("eager") else None)
+        for row, p in zip(rows, itl):
+            row.append(_busy(p))
         lines += ["", "ITL (one decode step, B = 1) against context length"
-                  + (f" ({c['decode_mode']}; 'eager ms': the same step eager, timed right after)"
-                     if any(p.get("eager") for p in itl) else ""),
-                  text_table(("context", "measured ms", "IQR ms", "predicted ms", "meas/pred", "calib. ms",
-                              "meas/calib.", "MBU", "eager ms", "others %"),
-                             [(p["context_len"], _ms(p["median_s"]), _ms(p["q3_s"] - p["q1_s"]),
-                               _ms(p["predicted_s"]), p["median_s"] / p["predicted_s"], _ms(p.get("calibrated_s")),
-                               _ratio(p), p["mbu"],
-                               _ms(p["eager"]["timing"]["median_s"]) if p.get("eager") else None, _busy(p))
-                              for p in itl], ("d", ".4g", ".2g", ".4g", ".2f", ".4g", ".2f", ".2f", ".4g", ".0f"))]
+                  + (f" ({c['decode_mode']}; 'eager ms': the same step eager, timed right after)" if eager else ""),
+                  text_table(tuple(heads) + ("others %",), [tuple(row) for row in rows], tuple(fmts) + (".0f",))]
     gen = r.data["measurements"]["generation"]
     if gen:
         itls = np.array(gen["itl_s"])
