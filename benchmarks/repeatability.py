@@ -120,8 +120,12 @@ def main(argv=None) -> int:
             return 1
         rows.append(row_of(json.loads(path.read_text())))
         r = rows[-1]
-        print(f"run {i + 1}: MBU {r['mbu']:.2f}, MFU {r['mfu']:.2f}, calibrated median {r['median']:.3f} "
-              f"p90 {r['p90']:.3f}, drifting {r['drifting']} ({path})", flush=True)
+
+        def f(v, fmt):
+            return "-" if v is None else format(v, fmt)
+        print(f"run {i + 1}: MBU {f(r['mbu'], '.2f')}, MFU {f(r['mfu'], '.2f')}, calibrated median "
+              f"{f(r['median'], '.3f')} p90 {f(r['p90'], '.3f')}, drifting {r['drifting']}, "
+              f"took {f(r['elapsed_s'], '.0f')} s ({path})", flush=True)
     print(table(rows))
     return 0
 
