@@ -16,8 +16,9 @@ ROOT = Path(__file__).resolve().parents[1]
 @pytest.mark.skipif(shutil.which("bash") is None or shutil.which("timeout") is None,
                     reason="needs bash and coreutils' timeout")
 def test_gpu_suite_script_runs_dry_on_cpu_and_writes_json_and_log(tmp_path):
+    # eager decode: the dry run checks the script's path; the CPU's compiled default is tested on its own
     env = dict(os.environ, OUT=str(tmp_path), DEVICE="cpu", MODEL="tiny", QUICK="1", THREADS="1", LIMIT_S=str(HANG_S),
-               PYTHON=sys.executable)
+               DECODE_MODE="eager", PYTHON=sys.executable)
     proc = subprocess.run(["bash", str(ROOT / "benchmarks" / "gpu_suite.sh")], env=env, cwd=ROOT,
                           capture_output=True, text=True, timeout=HANG_S)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
@@ -43,7 +44,8 @@ def test_efficiency_benchmark_reads_a_recorded_run(tmp_path):
 
 def test_efficiency_benchmark_measures_live_with_the_tiny_model():
     proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "measure_efficiency.py"), "--model", "tiny",
-                           "--device", "cpu", "--threads", "1", "--rounds", "1", "--max-rounds", "1"],
+                           "--device", "cpu", "--threads", "1", "--rounds", "1", "--max-rounds", "1",
+                           "--decode-mode", "eager"],
                           capture_output=True, text=True, timeout=HANG_S)
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
@@ -67,3 +69,49 @@ def test_drift_benchmark_runs_with_the_tiny_model_and_refuses_a_bad_duration():
     assert "correlation of copy bandwidth with decode speed:" in out
     bad = subprocess.run([sys.executable, script, "--seconds", "0"], capture_output=True, text=True, timeout=HANG_S)
     assert bad.returncode == 2 and "--seconds must be > 0; got 0.0" in bad.stderr
+
+
+def _run_doc(mbu, mfu, median, p90, drifting, created):
+    """The fields of one run's JSON that benchmarks/repeatability.py reads."""
+    timing = {"contention": 0.02}
+    return {"created": created, "elapsed_s": 150.0, "config": {"dtype": "bf16", "decode_mode": "compile"},
+            "measurements": {"ttft": [{"timing": timing}], "itl": [{"timing": {"contention": 0.07}}], "batch": []},
+            "summary": {"mbu_b1": mbu, "mbu_b1_copy": mbu / 2, "mbu_b1_eager": mbu / 1.4, "mfu_prefill": mfu,
+                        "prediction_error": {"calibrated": {"median": median, "p90": p90},
+                                             "calibrated_uncorrected": {"median": 2 * median, "p90": 2 * p90}},
+                        "drift": {"drift": 0.3 if drifting else 0.05}, "drifting": drifting, "valid": True}}
+
+
+def test_repeatability_counts_the_runs_that_meet_each_target(tmp_path):
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import repeatability
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    # MBU 0.85 / 0.79 / 0.80: two at >= 0.8; MFU 0.7 / 0.69 / 0.9: two; error (median <= 0.10 and
+    # p90 <= 0.20): (0.10, 0.20) yes, (0.05, 0.21) no, (0.11, 0.1) no: one.
+    docs = [_run_doc(0.85, 0.70, 0.10, 0.20, False, "2026-01-01T00:00:01"),
+            _run_doc(0.79, 0.69, 0.05, 0.21, True, "2026-01-01T00:00:02"),
+            _run_doc(0.80, 0.90, 0.11, 0.10, False, "2026-01-01T00:00:03")]
+    rows = [repeatability.row_of(d) for d in docs]
+    assert rows[0]["others_max"] == 0.07 and rows[1]["drifting"] is True
+    assert [repeatability.meets(r) for r in rows] == [{"mbu": True, "mfu": True, "error": True},
+                                                      {"mbu": False, "mfu": False, "error": False},
+                                                      {"mbu": True, "mfu": True, "error": False}]
+    for i, d in enumerate(reversed(docs)):  # files named out of order: the table follows `created`
+        (tmp_path / f"r{i}.json").write_text(json.dumps(d))
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "repeatability.py"), "--from", str(tmp_path)],
+                          capture_output=True, text=True, timeout=HANG_S)
+    assert proc.returncode == 0, proc.stderr
+    assert "MBU in 2, MFU in 2, error in 1 of 3 runs" in proc.stdout
+    first = next(line for line in proc.stdout.splitlines() if line.strip().startswith("1 "))
+    assert "0.85" in first and "0.100" in first and "0.200" in first
+
+
+def test_repeatability_refuses_bad_input_in_one_line(tmp_path):
+    for args, words in ((["--runs", "0"], "--runs must lie in 1..100; got 0"),
+                        (["--from", str(tmp_path / "none")], "--from must be a folder"),
+                        (["--from", str(tmp_path)], "no *.json in")):
+        proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "repeatability.py"), *args],
+                              capture_output=True, text=True, timeout=HANG_S)
+        assert proc.returncode == 2 and words in proc.stderr and "Traceback" not in proc.stderr

@@ -129,7 +129,9 @@ def measure_it(check: str, *, attempts: int = 3, model: str = "tiny", threads: i
     from inferlab.measure.device import resolve_kind
     clock = "thread-cpu" if threads == 1 and resolve_kind("auto") == "cpu" else "wall"
     for attempt in range(1, attempts + 1):
-        run = measure.quick_suite(model=model, progress=False, threads=threads, clock=clock)
+        # Eager decode: the tiny model sits in the cache, and compiling it (the CPU's default
+        # decode mode) would take longer than the whole measurement it serves.
+        run = measure.quick_suite(model=model, progress=False, threads=threads, clock=clock, decode_mode="eager")
         result = fn(run, **thresholds)
         if result:
             break

@@ -121,7 +121,12 @@ def _inside_label(ev) -> bool:
 
 def predicted_columns(profile: dict, cfg, precision, accelerator, entry: dict) -> dict:
     """The roofline and calibrated seconds of one breakdown entry, in the breakdown's classes
-    (elementwise and overhead merged into 'uncounted')."""
+    (elementwise and overhead merged into 'uncounted'). The breakdown profiles the eager pass: a
+    compiled run's residual (profile['residual_scope'] 'decode', the compiled step's own) is left
+    out of its calibrated column, as the eager pass's residual was not measured."""
+    if profile.get("residual_scope") == "decode":
+        profile = {k: v for k, v in profile.items() if k not in ("residual_scope", "residual")}
+        profile["residual_s"] = 0.0
     b = pass_breakdown(profile, cfg, precision, accelerator, entry["batch"], entry["q_len"],
                        entry["past_len"])
     out = {}

@@ -5,7 +5,9 @@ the operator profile measured for it, plus what the library does not count, meas
     efficiency(op)   = roofline_s / measured_s  at the profiled shapes, interpolated in log(size)
     calibrated_s     = sum over counted ops of roofline_s(op) / efficiency(op)
                        + elementwise_s(tokens) * n_layers + head_elementwise_s(tokens) + overhead_s
-                       + residual_s   (full passes at probe shapes less their operators: profile.pass_residual)
+                       + residual_s   (full passes at probe shapes less their operators: profile.pass_residual;
+                                       with residual_scope 'decode', added to decode passes only,
+                                       that of the B = 1 probes at B = 1, of the others at B > 1)
 
 Interpolation: log(efficiency) is linear in log(size) between profiled sizes and constant
 beyond the end points (an operator keeps the efficiency of its nearest profiled shape). The
@@ -96,7 +98,13 @@ def pass_breakdown(profile: dict, cfg: ModelConfig, precision: Precision, accele
                           + interp_log(tokens, [p["tokens"] for p in el["head"]],
                                        [p["time_s"] for p in el["head"]], extrapolate=True))
     roof["overhead"] = 0.0
-    cal["overhead"] = float(profile["overhead_s"]) + float(profile.get("residual_s", 0.0))
+    residual = float(profile.get("residual_s", 0.0))
+    if profile.get("residual_scope") == "decode":  # a compiled decode step's (profile.pass_residual)
+        split = profile.get("residual") or {}
+        residual = float(split.get("b1_s" if int(batch) == 1 else "batched_s", residual))
+        if int(q_len) != 1:
+            residual = 0.0  # prefill passes run eager
+    cal["overhead"] = float(profile["overhead_s"]) + residual
     return {"roofline": roof, "calibrated": cal}
 
 
@@ -147,9 +155,13 @@ def error_summary(measured_s, predicted_s) -> dict:
 
 def prediction_error(points) -> dict:
     """summary.prediction_error of a run: the error summary of the roofline and the calibrated
-    prediction over points [{'median_s', 'predicted_s', 'calibrated_s'}] (TTFT, ITL, batch)."""
+    prediction over points [{'median_s', 'predicted_s', 'calibrated_s'}] (TTFT, ITL, batch), and
+    of the calibrated prediction before its drift correction ('calibrated_uncorrected_s', drift.py)
+    where every point has one."""
     meas = [p["median_s"] for p in points]
     out = {"roofline": error_summary(meas, [p["predicted_s"] for p in points])}
     if points and all(p.get("calibrated_s") for p in points):
         out["calibrated"] = error_summary(meas, [p["calibrated_s"] for p in points])
+    if points and all(p.get("calibrated_uncorrected_s") for p in points):
+        out["calibrated_uncorrected"] = error_summary(meas, [p["calibrated_uncorrected_s"] for p in points])
     return out

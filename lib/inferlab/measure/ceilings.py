@@ -117,6 +117,40 @@ def choose_dtype(kind: str, matmul_flops_per_s: dict) -> tuple[str, str]:
     return "fp32", "fp32: bf16 products are not faster on this CPU"
 
 
+def _estimates(name: str, values) -> list:
+    vals = [float(v) for v in values if v is not None]
+    if not vals:
+        raise ValueError(f"{name}: at least one ceiling estimate is needed; got none")
+    bad = [v for v in vals if not (math.isfinite(v) and v > 0)]
+    if bad:
+        raise ValueError(f"{name}: ceiling estimates must be positive and finite; got {bad[0]!r}")
+    return vals
+
+
+def robust_ceiling(values, name: str = "ceiling") -> float:
+    """The ceiling a ratio divides by: the median of a run's estimates (start, before and after
+    each phase, end). One estimate taken during a burst of the host (a neighbour idle for a
+    second) moves the maximum but not the median, so MBU and MFU do not chase bursts."""
+    import statistics
+
+    return float(statistics.median(_estimates(name, values)))
+
+
+def bound_ceiling(values, name: str = "ceiling") -> float:
+    """The highest estimate of a run: only for the validity check (no point may beat the
+    roofline of the fastest the machine was seen to go, MBU and MFU <= 1 against it)."""
+    return float(max(_estimates(name, values)))
+
+
+def ceiling_spread(values, name: str = "ceiling") -> dict:
+    """{'median', 'min', 'max', 'n', 'rel_spread'} of a run's estimates of one ceiling;
+    rel_spread = (max - min) / median."""
+    vals = _estimates(name, values)
+    med = robust_ceiling(vals, name)
+    return {"median": med, "min": min(vals), "max": max(vals), "n": len(vals),
+            "rel_spread": (max(vals) - min(vals)) / med}
+
+
 @dataclass(frozen=True)
 class Ceilings:
     """What the device reached on the spot: copy bandwidth (bytes/s) and matmul FLOP/s per dtype."""

@@ -28,7 +28,9 @@ def register(subparsers) -> None:
                    help=f"a preset ({', '.join(PRESETS)}) or a name from `inferlab list` "
                         "(default: cpu-0.5b on a CPU, the largest Llama-2 that fits on a GPU)")
     p.add_argument("--decode-mode", default="auto", choices=DECODE_MODES,
-                   help="auto: CUDA graphs on a GPU, eager elsewhere; compile: torch.compile")
+                   help="auto: CUDA graphs on a GPU, compile on a CPU (torch.compile, inductor with "
+                        "freezing and dynamic shapes; the eager step is timed beside it at B = 1), "
+                        "eager elsewhere")
     p.add_argument("--threads", type=int, default=None, help="CPU threads (default: one per core)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random weights and tokens")
     p.add_argument("--tp", type=int, default=None, metavar="K",

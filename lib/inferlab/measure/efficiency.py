@@ -1,5 +1,6 @@
 """MBU of a decode step at B = 1 and MFU of the largest prefill, as ratios to ceilings measured
-around them in the same run: what benchmarks/measure_efficiency.py prints."""
+around them in the same run: what benchmarks/measure_efficiency.py prints. Decode MBU divides by
+the read-only stream (a decode step reads weights and KV cache); the copy's is printed beside it."""
 from __future__ import annotations
 
 from dataclasses import replace
@@ -8,7 +9,7 @@ from inferlab.costs import decode_costs, prefill_costs
 from inferlab.measure import device as _device
 from inferlab.measure import plan as _plan
 from inferlab.measure.ceilings import (choose_dtype, copy_bytes_moved, fill_random_, generator,
-                                       matmul_flops, measure_ceilings, torch_dtype)
+                                       matmul_flops, measure_ceilings, robust_ceiling, torch_dtype)
 from inferlab.measure.result import TARGETS
 from inferlab.measure.runner import decode_runner, fill_kv_cache_, random_model, token_pool
 from inferlab.measure.suite import CONTENTION_CLEAN, _resolve_plan, encroachment
@@ -18,13 +19,14 @@ from inferlab.validation import positive_int
 
 
 def ceiling_around(before: float, after: float) -> float:
-    """The ceiling a kernel is divided by: the higher of the two measured around it, so a machine
-    that slowed down for one of them never flatters the ratio."""
-    return max(before, after)
+    """The ceiling a kernel is divided by: the median of the estimates measured around it (of
+    two, their mean), as the suite's robust ceilings (ceilings.robust_ceiling): one estimate
+    caught in a burst of the host does not set the ratio."""
+    return robust_ceiling([before, after])
 
 
 def utilisation(amount: float, seconds: float, before: float, after: float) -> float:
-    """MBU (bytes) or MFU (FLOPs): amount / seconds / the higher ceiling around the kernel."""
+    """MBU (bytes) or MFU (FLOPs): amount / seconds / the median ceiling around the kernel."""
     return amount / seconds / ceiling_around(before, after)
 
 
@@ -75,7 +77,7 @@ def measure_efficiency(*, device: str = "auto", dtype: str = "auto", model=None,
             model_.setup_cache(1, max(s_big, ctx))
             gen = generator(kind, seed + 1)
             fill_kv_cache_(model_, gen)
-            mode = plan.decode_mode if plan.decode_mode != "auto" else ("graph" if kind == "cuda" else "eager")
+            mode = _plan.resolve_decode_mode(plan.decode_mode, kind)
             dec_pool = token_pool(cfg, 1, 1, 8, kind, gen)
             fn, used, note = decode_runner(model_, dec_pool, ctx - 1, mode, kind)
             pre_pool = token_pool(cfg, 1, s_big, 2, kind, gen)
@@ -95,6 +97,10 @@ def measure_efficiency(*, device: str = "auto", dtype: str = "auto", model=None,
                 t = time_fn(dst.copy_, [(src,)], device=kind, warmup=1, repeats=5, max_time_s=1.0)
                 return copy_bytes_moved(src.numel() * 4) / t.median_s, t
 
+            def read_rate():  # the read-only stream: ceilings.read_bandwidth's sum
+                t = time_fn(torch.sum, [(src,)], device=kind, warmup=1, repeats=5, max_time_s=0.5)
+                return src.numel() * 4 / t.median_s
+
             def mm_rate():
                 t = time_fn(lambda a, b: torch.mm(a, b, out=out), pairs, device=kind, warmup=1,
                             repeats=5, max_time_s=1.0)
@@ -104,8 +110,10 @@ def measure_efficiency(*, device: str = "auto", dtype: str = "auto", model=None,
             for k in range(max_rounds):
                 meter = _device.CpuMeter()
                 bw1, bw_t1 = copy_rate()
+                rd1 = read_rate()
                 t_dec = time_fn(fn, dec_pool, device=kind, warmup=2, repeats=20, min_repeats=5,
                                 max_time_s=plan.point_time_s)
+                rd2 = read_rate()
                 bw2, bw_t2 = copy_rate()
                 mm1, mm_t1 = mm_rate()
                 t_pre = time_fn(lambda tok: model_(tok, 0, all_logits=False), pre_pool, device=kind,
@@ -115,16 +123,18 @@ def measure_efficiency(*, device: str = "auto", dtype: str = "auto", model=None,
                 contention = meter.others_share()
                 taken = encroachment(contention)
                 row = {"round": k + 1, "copy_bytes_per_s": bw, "copy_before_after": [bw1, bw2],
+                       "read_bytes_per_s": ceiling_around(rd1, rd2), "read_before_after": [rd1, rd2],
                        "decode_s": t_dec.median_s, "decode_rel_iqr": t_dec.rel_iqr,
-                       "mbu": utilisation(float(dcost.bytes), t_dec.median_s, bw1, bw2),
+                       "mbu": utilisation(float(dcost.bytes), t_dec.median_s, rd1, rd2),
+                       "mbu_copy": utilisation(float(dcost.bytes), t_dec.median_s, bw1, bw2),
                        "matmul_flops_per_s": peak, "matmul_before_after": [mm1, mm2],
                        "prefill_s": t_pre.median_s, "prefill_rel_iqr": t_pre.rel_iqr,
                        "mfu": utilisation(float(pcost.flops), t_pre.median_s, mm1, mm2),
                        "contention": contention,
                        "clean": kind != "cpu" or taken < CONTENTION_CLEAN}  # unknown counts as clean
                 rows.append(row)
-                say(f"round {k + 1}: copy {bw1 / GB:.1f}/{bw2 / GB:.1f} GB/s, step {t_dec.median_s * 1e3:.2f} ms "
-                    f"-> MBU {row['mbu']:.2f}; matmul {mm1 / 1e12:.3g}/{mm2 / 1e12:.3g} TFLOP/s, prefill "
+                say(f"round {k + 1}: copy {bw1 / GB:.1f}/{bw2 / GB:.1f} GB/s, read {rd1 / GB:.1f}/{rd2 / GB:.1f} GB/s, "
+                    f"step {t_dec.median_s * 1e3:.2f} ms -> MBU {row['mbu']:.2f} (copy: {row['mbu_copy']:.2f}); matmul {mm1 / 1e12:.3g}/{mm2 / 1e12:.3g} TFLOP/s, prefill "
                     f"{t_pre.median_s * 1e3:.1f} ms -> MFU {row['mfu']:.2f}"
                     + (f"; others used {contention:.0%} of the machine" if contention is not None else "")
                     + ("" if row["clean"] else " (not clean)"))
@@ -140,6 +150,7 @@ def measure_efficiency(*, device: str = "auto", dtype: str = "auto", model=None,
             "decode_bytes": float(dcost.bytes), "prefill_flops": float(pcost.flops), "rounds": rows,
             "clean_rounds": sum(r["clean"] for r in rows),
             "mbu": float(np.median([r["mbu"] for r in _clean(rows)])),
+            "mbu_copy": float(np.median([r["mbu_copy"] for r in _clean(rows)])),
             "mfu": float(np.median([r["mfu"] for r in _clean(rows)])),
             "targets": TARGETS.get(kind), "other_runnable": _device.other_runnable()}
 

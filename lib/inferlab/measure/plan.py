@@ -32,6 +32,15 @@ GPU_CANDIDATES = ("llama-2-13b", "llama-2-7b", "cpu-0.5b")
 DECODE_MODES = ("auto", "eager", "graph", "compile")
 
 
+def resolve_decode_mode(mode: str, kind: str) -> str:
+    """The decode mode a plan's `mode` means on a device kind: auto is one CUDA graph on a GPU
+    (cuda), torch.compile with freezing on a CPU, eager elsewhere (mps)."""
+    choice("decode_mode", mode, DECODE_MODES)
+    if mode != "auto":
+        return mode
+    return {"cuda": "graph", "cpu": "compile"}.get(kind, "eager")
+
+
 def resolve_model(name) -> ModelConfig:
     """A measurement preset (cpu-0.5b, tiny), a name from data/models.toml, or a ModelConfig."""
     if isinstance(name, ModelConfig):

@@ -320,38 +320,58 @@ RESIDUAL_RULE = ("per probe, the median over the rounds of the pass time, less t
                  "of its operators; the residual is the median of that over the probes, clamped at 0")
 
 
-def time_probes(model, kind: str, *, probes=RESIDUAL_PROBES, seed: int = 0, point_time_s: float = 0.5) -> list:
+def time_probes(model, kind: str, *, probes=RESIDUAL_PROBES, seed: int = 0, point_time_s: float = 0.5,
+                mode: str = "eager", keep_cache: bool = False) -> list:
     """One full decode pass of `model` timed at each probe (batch, context) of `probes`: a list of
-    {'batch', 'context', 'measured_s', 'timing'}. measure_profile calls this between its rounds
-    (`after_round`), so the probes see the same drift of the machine as the profile does.
-    The model's KV cache is replaced for the probes and dropped afterwards (call setup_cache again)."""
+    {'batch', 'context', 'measured_s', 'timing', 'decode_mode'}. measure_profile calls this between
+    its rounds (`after_round`), so the probes see the same drift of the machine as the profile does.
+    `mode`: how the pass runs (runner.decode_runner: eager, compile, graph), as the suite's decode
+    steps run, so the residual is that of the steps it is added to.
+    The model's KV cache is replaced for the probes and dropped afterwards (call setup_cache again),
+    unless `keep_cache` and the cache has room for every probe: then the probes write into it and
+    it stays (a compiled step recompiles for every new cache shape, a minute each on two cores)."""
     import torch
 
-    from inferlab.measure.runner import fill_kv_cache_, token_pool
+    from inferlab.measure.runner import decode_runner, fill_kv_cache_, token_pool
 
     if not probes:
         raise ValueError("probes: at least one (batch, context) is needed")
     cfg = model.cfg
+    cache = model.layers[0].attention.kv_cache
+    keep = bool(keep_cache and cache is not None
+                and all(b <= cache.k_cache.shape[0] and c <= cache.k_cache.shape[2] for b, c in probes))
     out = []
     for i, (batch, context) in enumerate(probes):
-        model.setup_cache(batch, context)
+        if not keep:
+            model.setup_cache(batch, context)
         gen = generator(kind, seed + 11 + i)
         fill_kv_cache_(model, gen)
         pool = token_pool(cfg, batch, 1, 4, kind, gen)
         with torch.inference_mode():
-            t = time_fn(lambda tok: model(tok, context - 1, all_logits=False), pool, device=kind,
-                        warmup=2, repeats=15, min_repeats=5, max_time_s=point_time_s)
-        for layer in model.layers:
-            layer.attention.kv_cache = None
+            fn, used, _ = decode_runner(model, pool, context - 1, mode, kind)
+            t = time_fn(fn, pool, device=kind, warmup=2, repeats=15, min_repeats=5, max_time_s=point_time_s)
+            del fn
+        if not keep:
+            for layer in model.layers:
+                layer.attention.kv_cache = None
         out.append({"batch": int(batch), "context": int(context), "measured_s": t.median_s,
-                    "timing": t.to_dict()})
+                    "timing": t.to_dict(), "decode_mode": used})
     return out
 
 
-def pass_residual(profile: dict, cfg: ModelConfig, precision, accelerator, probe_rounds) -> tuple[float, dict]:
+def pass_residual(profile: dict, cfg: ModelConfig, precision, accelerator, probe_rounds, *,
+                  signed: bool = False) -> tuple[float, dict]:
     """(seconds, details): what a full decode pass costs beyond its operators timed alone.
 
         residual = max(0, median over probes p of [median over rounds r of T(p, r) - T_cal(p)])
+        (signed=True: without the max(0, ...))
+
+    signed: for compiled decode steps (inductor with freezing), which can run faster than their
+    operators timed alone in eager mode (pre-packed weights, fused elementwise work, no Python
+    per module): the residual is then negative, the step's saving, and calibrate adds it to
+    decode passes only (profile['residual_scope'] = 'decode', set by the suite). The details then
+    also hold 'b1_s' and 'batched_s': the median over the probes at B = 1 and at B > 1 (the two
+    graphs a compiled step runs; the overall median when a side has no probe).
 
     T(p, r): the pass at probe p timed in round r (time_probes, run between the profile's rounds);
     T_cal(p): calibrated_time_s of that pass from `profile` with no residual.
@@ -384,5 +404,15 @@ def pass_residual(profile: dict, cfg: ModelConfig, precision, accelerator, probe
         per_probe.append({"batch": batch, "context": context, "measured_s": measured,
                           "rounds_s": [r[i]["measured_s"] for r in rounds],
                           "predicted_s": predicted, "residual_s": measured - predicted})
-    residual = max(statistics.median(p["residual_s"] for p in per_probe), 0.0)
-    return residual, {"probes": per_probe, "rounds": len(rounds), "rule": RESIDUAL_RULE}
+    residual = statistics.median(p["residual_s"] for p in per_probe)
+    details = {"probes": per_probe, "rounds": len(rounds), "signed": bool(signed),
+               "rule": RESIDUAL_RULE + ("; signed (compiled steps): not clamped, and split by graph: "
+                                        "B = 1 (a graph of its own) and B > 1" if signed else "")}
+    if not signed:
+        return max(residual, 0.0), details
+    # A compiled step at B = 1 runs a graph of its own (dynamic shapes specialise a size of 1),
+    # with other kernels than the graph every B > 1 shares: each gets the residual of its probes.
+    for key, keep in (("b1_s", lambda b: b == 1), ("batched_s", lambda b: b > 1)):
+        vals = [p["residual_s"] for p in per_probe if keep(p["batch"])]
+        details[key] = statistics.median(vals) if vals else residual
+    return residual, details

@@ -212,10 +212,22 @@ def format_result(r: SuiteResult) -> str:
     peak = ce["matmul_flops_per_s"][c["dtype"]]
     lines.append(f"ceilings  copy {bw / GB:.1f} GB/s ({ce['copy_buffer_bytes'] / 2**20:.0f} MiB buffer); "
                  f"matmul {rates} (n={ce['matmul_n']}); ridge point {peak / bw:.0f} FLOP/byte ({c['dtype']})")
+    spread = s.get("ceilings")
+    if spread:  # median of the run's estimates: what every ratio divides by; max: the validity bound
+        names = {"copy": ("copy", GB, "GB/s"), "read": ("read-only stream", GB, "GB/s"),
+                 "matmul": (f"matmul {c['dtype']}", 1e12, "TFLOP/s")}
+        lines.append("          median of the run's estimates (MBU, MFU and predictions divide by it; "
+                     "the max bounds validity):")
+        for k, (label, unit, uname) in names.items():
+            e = spread.get(k)
+            if e:
+                lines.append(f"            {label}: {e['median'] / unit:.3g} {uname} (min {e['min'] / unit:.3g}, "
+                             f"max {e['max'] / unit:.3g}, {e['n']} estimates, spread {e['rel_spread']:.0%})")
     if ce.get("read_bytes_per_s"):
         lines.append(f"          read-only stream (a sum): {ce['read_bytes_per_s'] / GB:.1f} GB/s = "
                      f"{ce['read_bytes_per_s'] / bw:.2f} of the copy's read + write traffic "
-                     "(informational: the roofline uses the copy)")
+                     + ("(decode MBU divides by it; the roofline uses the copy)" if spread else
+                        "(informational: the roofline uses the copy)"))
     after = r.data.get("ceilings_after")
     if after:
         lines.append(f"          re-measured at the end: copy {after['copy_bytes_per_s'] / GB:.1f} GB/s, "
@@ -252,13 +264,21 @@ def format_result(r: SuiteResult) -> str:
                               for p in ttft], ("d", ".4g", ".2g", ".4g", ".2f", ".4g", ".2f", ".2f", ".0f"))]
     itl = r.points("itl")
     if itl:
-        lines += ["", "ITL (one decode step, B = 1) against context length",
-                  text_table(("context", "measured ms", "IQR ms", "predicted ms", "meas/pred", "calib. ms",
-                              "meas/calib.", "MBU", "others %"),
-                             [(p["context_len"], _ms(p["median_s"]), _ms(p["q3_s"] - p["q1_s"]),
-                               _ms(p["predicted_s"]), p["median_s"] / p["predicted_s"], _ms(p.get("calibrated_s")),
-                               _ratio(p), p["mbu"], _busy(p))
-                              for p in itl], ("d", ".4g", ".2g", ".4g", ".2f", ".4g", ".2f", ".2f", ".0f"))]
+        eager = any(p.get("eager") for p in itl)  # compiled steps: the eager one timed beside each
+        heads = ["context", "measured ms", "IQR ms", "predicted ms", "meas/pred", "calib. ms", "meas/calib.", "MBU"]
+        fmts = ["d", ".4g", ".2g", ".4g", ".2f", ".4g", ".2f", ".2f"]
+        rows = [[p["context_len"], _ms(p["median_s"]), _ms(p["q3_s"] - p["q1_s"]), _ms(p["predicted_s"]),
+                 p["median_s"] / p["predicted_s"], _ms(p.get("calibrated_s")), _ratio(p), p["mbu"]] for p in itl]
+        if eager:
+            heads.append("eager ms")
+            fmts.append(".4g")
+            for row, p in zip(rows, itl):
+                row.append(_ms(p["eager"]["timing"]["median_s"]) if p.get("eager") else None)
+        for row, p in zip(rows, itl):
+            row.append(_busy(p))
+        lines += ["", "ITL (one decode step, B = 1) against context length"
+                  + (f" ({c['decode_mode']}; 'eager ms': the same step eager, timed right after)" if eager else ""),
+                  text_table(tuple(heads) + ("others %",), [tuple(row) for row in rows], tuple(fmts) + (".0f",))]
     gen = r.data["measurements"]["generation"]
     if gen:
         itls = np.array(gen["itl_s"])
@@ -283,10 +303,20 @@ def format_result(r: SuiteResult) -> str:
     tgt = s.get("targets") or {}
     if s.get("mbu_b1") is not None:
         lines.append(f"  MBU at B = 1, context {s['mbu_context']}: {s['mbu_b1']:.2f}"
+                     + (f" against the read-only stream (against the copy: {s['mbu_b1_copy']:.2f})"
+                        if s.get("mbu_b1_copy") is not None else "")
                      + (f"   (target >= {tgt['mbu']})" if tgt else ""))
+        if s.get("mbu_b1_eager") is not None:
+            lines.append(f"  the same step eager: MBU {s['mbu_b1_eager']:.2f} (decode step {c['decode_mode']} "
+                         f"by default; both timed at every B = 1 point)")
     if s.get("mfu_prefill") is not None:
         lines.append(f"  MFU at prefill S = {s['mfu_prompt_len']}: {s['mfu_prefill']:.2f}"
                      + (f"   (target >= {tgt['mfu']})" if tgt else ""))
+    dr = s.get("drift")
+    if dr:
+        lines.append(f"  drift probes: the host ran at {dr['min']:.2f}-{dr['max']:.2f}x the profile's time "
+                     f"over {dr['n']} points, drift {dr['drift']:.0%} (tolerance {dr['tolerance']:.0%})"
+                     + (": DRIFTING, the calibrated errors carry it" if dr["drifting"] else ""))
     pe = s.get("prediction_error")
     if pe:
         lines += ["", "prediction error |measured / predicted - 1| over every TTFT, ITL and batch point"]

@@ -1,6 +1,6 @@
 """The model under measurement and how one step of it runs: random weights built in place,
 random KV caches and tokens (never zeros), and the decode step as eager code, one CUDA graph,
-or torch.compile, with a clean fallback."""
+or torch.compile (the CPU default: inductor with freezing), with a clean fallback."""
 from __future__ import annotations
 
 import gc
@@ -69,6 +69,19 @@ def token_pool(cfg, batch: int, length: int, n: int, device: str, gen):
             for _ in range(n)]
 
 
+RECOMPILE_LIMIT = 32  # graphs per frame: B = 1 and B > 1 at a few cache shapes stay well inside it
+
+
+def compile_options(kind: str) -> dict:
+    """torch.compile's arguments for the decode step on `kind`. GPU: CUDA graphs (mode
+    reduce-overhead). CPU: inductor with freezing (weights folded into the graph as constants
+    and pre-packed for the CPU's GEMM/GEMV kernels; needs inference mode), dynamic shapes so
+    that every position, and every batch > 1, shares one graph (B = 1 is specialised)."""
+    if kind == "cuda":
+        return {"mode": "reduce-overhead", "dynamic": True}
+    return {"dynamic": True, "options": {"freezing": True}}
+
+
 def _compiled(model, kind: str):
     """The model's torch.compile wrapper, made once and kept on the model itself (so it dies
     with the model; object.__setattr__ keeps nn.Module from registering it as a submodule)."""
@@ -76,8 +89,11 @@ def _compiled(model, kind: str):
 
     compiled = model.__dict__.get("_inferlab_compiled")
     if compiled is None:
-        compiled = torch.compile(model, mode="reduce-overhead" if kind == "cuda" else "default",
-                                 dynamic=True)
+        dyn = torch._dynamo.config
+        for name in ("recompile_limit", "cache_size_limit"):  # the name changed across releases
+            if hasattr(dyn, name):
+                setattr(dyn, name, max(getattr(dyn, name), RECOMPILE_LIMIT))
+        compiled = torch.compile(model, **compile_options(kind))
         object.__setattr__(model, "_inferlab_compiled", compiled)
     return compiled
 
@@ -86,8 +102,9 @@ def decode_runner(model, pool, start_pos: int, mode: str, kind: str):
     """(fn(tokens), mode used, note) running one forward at `start_pos` for pool-shaped tokens.
     eager: the module as written. graph (CUDA): one CUDA graph captured for this shape and
     replayed, as gpt-fast's compiled decode is, so kernel launches cost nothing. compile:
-    torch.compile (mode reduce-overhead, i.e. with CUDA graphs, on a GPU). A mode that fails
-    here falls back to graph, then eager, and the note says why."""
+    torch.compile (compile_options: CUDA graphs on a GPU; inductor with freezing and dynamic
+    shapes on a CPU). The first call compiles (untimed: here). A mode that fails here falls
+    back to graph, then eager, and the note says why."""
     import torch
 
     def eager(tok):

@@ -24,10 +24,12 @@ from inferlab.costs import decode_costs, prefill_costs
 from inferlab.latency import decode_step_time_s, prefill_time_s
 from inferlab.measure import device as _device
 from inferlab.measure import plan as _plan
-from inferlab.measure.ceilings import (Ceilings, choose_dtype, generator, measure_ceilings,
-                                       roofline_sweep, torch_dtype)
+from inferlab.measure.ceilings import (Ceilings, bound_ceiling, ceiling_spread, choose_dtype,
+                                       generator, measure_ceilings, robust_ceiling, roofline_sweep,
+                                       torch_dtype)
 from inferlab.measure.breakdown import profile_pass
-from inferlab.measure.profile import measure_profile, pass_residual, time_probes
+from inferlab.measure.drift import LinearProbes, dominant_linear, drift_summary
+from inferlab.measure.profile import RESIDUAL_PROBES, measure_profile, pass_residual, time_probes
 from inferlab.measure.runner import (decode_runner, drop_kv_cache, fill_kv_cache_, random_model,
                                      token_pool)
 from inferlab.measure.result import TARGETS, SCHEMA, SuiteResult
@@ -219,6 +221,12 @@ def _measure(plan, kind, info, free, candidates, dtype, seed, bar, notes, clock=
 
     bar.stage(f"building {cfg.name}")
     model = random_model(cfg, kind, chosen, seed)
+    mode = _plan.resolve_decode_mode(plan.decode_mode, kind)
+    # A compiled step recompiles for every new KV-cache shape (a minute each on two cores): one
+    # cache with room for the residual probes' batches and the B = 1 phase serves both.
+    shared_cache = mode == "compile"
+    if shared_cache:
+        model.setup_cache(max(b for b, _ in RESIDUAL_PROBES), plan.max_seq_len)
     bar.stage("operator profile")
     e2e_sizes = (set(plan.prompt_lens) | {1} | set(plan.contexts) | set(_plan.fit_batches(plan, free_now).batches)
                  | {b * plan.batch_context for b in _plan.fit_batches(plan, free_now).batches})
@@ -233,21 +241,43 @@ def _measure(plan, kind, info, free, candidates, dtype, seed, bar, notes, clock=
                            pool_bytes=min(1e9, 0.1 * free_now), point_time_s=plan.point_time_s / 4,
                            seed=seed + 3,
                            after_round=lambda r: probe_rounds.append(
-                               time_probes(model, kind, seed=seed + r, point_time_s=plan.point_time_s / 4)))
+                               time_probes(model, kind, seed=seed + r, point_time_s=plan.point_time_s / 4,
+                                           mode=mode, keep_cache=shared_cache)))
+    # Compiled steps can beat their operators timed alone: the residual is then signed and
+    # belongs to decode passes only (the prefill passes run eager).
+    compiled = all(p.get("decode_mode") == "compile" for r in probe_rounds for p in r)
     prof["residual_s"], prof["residual"] = pass_residual(prof, cfg, plan.precision, ceil.accelerator(),
-                                                         probe_rounds)
+                                                         probe_rounds, signed=compiled)
+    if compiled:
+        prof["residual_scope"] = "decode"
+    # Drift probes: each point is timed between two probes of its dominant operator (drift.py).
+    probes = LinearProbes(prof, cfg, kind, chosen, cache_bytes=info.cache_bytes,
+                          pool_bytes=min(1e9, 0.1 * free_now), seed=seed + 9,
+                          point_time_s=plan.point_time_s / 6)
+    start_acc = ceil.accelerator()
+
+    def around_point(batch_, q_len, past, measure):
+        key, m = dominant_linear(prof, cfg, prec, start_acc, batch_, q_len, past)
+        return probes.around(key, m, measure)
+
+    # How each sweep's points are timed. By a thread's CPU time (the notebooks' live checks, on a machine that
+    # may be busy): round-robin over the sweep, so a change in the host's load falls on every point alike. By the
+    # wall clock (`inferlab measure`): each point between two probes of its dominant operator (drift.py), whose
+    # ratio to the profile rescales that point's calibrated prediction.
+    interleave = clock == "thread-cpu"
     bar.update(1)
-    model.setup_cache(1, plan.max_seq_len)
+    if not shared_cache:
+        model.setup_cache(1, plan.max_seq_len)
     gen = generator(kind, seed + 1)
     fill_kv_cache_(model, gen)
     bar.update(1)
-    mode = plan.decode_mode if plan.decode_mode != "auto" else ("graph" if kind == "cuda" else "eager")
     used_modes = set()
 
     def around(phase, when):
         c = measure_ceilings(kind, [chosen], copy_bytes=copy_bytes, matmul_n=plan.matmul_n,
                              memory_bytes=free, seed=seed + 5 + len(phases), max_time_s=PHASE_CEILING_S)
         phases.append({"phase": phase, "when": when, "copy_bytes_per_s": c.copy_bytes_per_s,
+                       "read_bytes_per_s": c.read_bytes_per_s,
                        "matmul_flops_per_s": c.matmul_flops_per_s[chosen],
                        "contention": c.copy_timing.contention})
 
@@ -258,13 +288,20 @@ def _measure(plan, kind, info, free, candidates, dtype, seed, bar, notes, clock=
     around("ttft", "before")
     ttft, ttft_pred = [], []
     prefill = lambda tok: model(tok, 0, all_logits=False)  # noqa: E731
-    # Round-robin over the prompts (see the ITL sweep): a change in the host's load falls on every prompt alike.
-    timings = timed_interleaved([(prefill, token_pool(cfg, 1, s, 3, kind, gen)) for s in plan.prompt_lens], kind,
-                                warmup=1, repeats=10, min_repeats=3, max_time_s=plan.point_time_s, clock=clock)
-    for s, t in zip(plan.prompt_lens, timings):
+    pools = [token_pool(cfg, 1, s, 3, kind, gen) for s in plan.prompt_lens]
+    if interleave:  # round-robin over the prompts: a change in the host's load falls on every prompt alike
+        timings = timed_interleaved([(prefill, pool) for pool in pools], kind, warmup=1, repeats=10, min_repeats=3,
+                                    max_time_s=plan.point_time_s, clock=clock)
+        probed_points = [(t, None) for t in timings]
+    else:  # each prompt between two probes of its dominant operator (drift.py)
+        probed_points = (around_point(1, s, 0, lambda pool=pool: timed(prefill, pool, kind, warmup=1, repeats=10,
+                                                                        min_repeats=3, max_time_s=plan.point_time_s))
+                         for s, pool in zip(plan.prompt_lens, pools))
+    for s, (t, probe) in zip(plan.prompt_lens, probed_points):
         c = prefill_costs(cfg, 1, s, prec).total
         ttft.append({"prompt_len": s, "batch": 1, "timing": t.to_dict(), "flops": float(c.flops),
-                     "bytes": float(c.bytes), "mfu": float(c.flops) / t.median_s / acc.peak(chosen)})
+                     "bytes": float(c.bytes), "mfu": float(c.flops) / t.median_s / acc.peak(chosen),
+                     "drift": probe})
         ttft_pred.append({"prompt_len": s, "predicted_s": float(prefill_time_s(cfg, acc, s, 1, prec))})
         bar.update(1)
     s_big = max(plan.prompt_lens)
@@ -290,15 +327,24 @@ def _measure(plan, kind, info, free, candidates, dtype, seed, bar, notes, clock=
         if note and note not in notes:
             notes.append(note)
         runs.append((fn, pool))
-    # Round-robin over the contexts: the claim is their ratio (ITL barely moves with context), and a change in the
-    # host's load during the sweep then falls on every context alike instead of on the ones timed while it lasted.
-    timings = timed_interleaved(runs, kind, warmup=2, repeats=30, min_repeats=5, max_time_s=plan.point_time_s,
-                                clock=clock)
-    runs = fn = None  # the decode runners (CUDA graphs) are freed here
-    for ctx, t in zip(plan.contexts, timings):
+    fn = None
+    if interleave:  # round-robin over the contexts (see the TTFT sweep): the claim is their ratio
+        probed_points = [(t, None) for t in timed_interleaved(runs, kind, warmup=2, repeats=30, min_repeats=5,
+                                                               max_time_s=plan.point_time_s, clock=clock)]
+    else:
+        probed_points = (around_point(1, 1, ctx - 1, lambda f=f, pool=pool: timed(
+            f, pool, kind, warmup=2, repeats=30, min_repeats=5, max_time_s=plan.point_time_s))
+            for ctx, (f, pool) in zip(plan.contexts, runs))
+    pools = [pool for _, pool in runs]
+    for ctx, (t, probe), pool in zip(plan.contexts, probed_points, pools):
         itl.append(_decode_point(cfg, prec, acc, chosen, 1, ctx, t))
+        itl[-1]["decode_mode"] = used
+        itl[-1]["drift"] = probe
+        if used != "eager":  # the same step as eager code, right after: both are recorded
+            itl[-1]["eager"] = _eager_beside(model, pool, ctx - 1, kind, plan.point_time_s)
         itl_pred.append(_decode_pred(cfg, prec, acc, 1, ctx))
         bar.update(1)
+    runs = pools = probed_points = None  # the decode runners (CUDA graphs) are freed here
     ctx0 = min(plan.contexts)
     one = token_pool(cfg, 1, 1, 1, kind, gen)[0]
     if kind == "cpu":
@@ -333,14 +379,22 @@ def _measure(plan, kind, info, free, candidates, dtype, seed, bar, notes, clock=
             if note and note not in notes:
                 notes.append(note)
             runs.append((fn, pool))
-        # Round-robin over the batch sizes (see the ITL sweep): the claim is their throughput ratio.
-        timings = timed_interleaved(runs, kind, warmup=2, repeats=20, min_repeats=3, max_time_s=plan.point_time_s,
-                                    clock=clock)
+        fn = None
+        if interleave:  # round-robin over the batch sizes (see the TTFT sweep): the claim is their throughput ratio
+            probed_points = [(t, None) for t in timed_interleaved(runs, kind, warmup=2, repeats=20, min_repeats=3,
+                                                                   max_time_s=plan.point_time_s, clock=clock)]
+        else:
+            probed_points = (around_point(b, 1, plan.batch_context - 1, lambda f=f, pool=pool: timed(
+                f, pool, kind, warmup=2, repeats=20, min_repeats=3, max_time_s=plan.point_time_s))
+                for b, (f, pool) in zip(plan.batches, runs))
         pools = [pool for _, pool in runs]
-        runs = fn = None
-        for b, t, pool in zip(plan.batches, timings, pools):
+        for b, (t, probe), pool in zip(plan.batches, probed_points, pools):
             point = _decode_point(cfg, prec, acc, chosen, b, plan.batch_context, t)
+            point["drift"] = probe
             point["throughput_tokens_per_s"] = b / t.median_s
+            point["decode_mode"] = used
+            if used != "eager" and b == 1:
+                point["eager"] = _eager_beside(model, pool, plan.batch_context - 1, kind, plan.point_time_s)
             batch.append(point)
             pred = _decode_pred(cfg, prec, acc, b, plan.batch_context)
             pred["predicted_tokens_per_s"] = b / pred["predicted_s"]
@@ -351,10 +405,12 @@ def _measure(plan, kind, info, free, candidates, dtype, seed, bar, notes, clock=
                                   **profile_pass(model, lambda: model(toks, plan.batch_context - 1,
                                                                       all_logits=False))})
             bar.update(1)
+        runs = pools = probed_points = None
     else:
         notes.append("no batch fits beside the weights at the batch context")
     around("batch", "after")
     del model
+    probes.release()
     _release(kind)
 
     # The ceilings again: a drift between start and end means the machine changed under us.
@@ -371,25 +427,46 @@ def _measure(plan, kind, info, free, candidates, dtype, seed, bar, notes, clock=
 
     if kind == "cpu":
         _contention_note(notes, ceil, after, roof, ttft, itl, batch, clock=clock)
-    # The ceilings every ratio and prediction uses: the highest copy and product rates seen in
-    # the run (start, around each phase, end), so no point can look faster than its roofline
-    # merely because the machine was busier while a ceiling was measured.
-    best = replace(ceil, copy_bytes_per_s=max([ceil.copy_bytes_per_s, after.copy_bytes_per_s]
-                                              + [p["copy_bytes_per_s"] for p in phases]),
-                   matmul_flops_per_s={**ceil.matmul_flops_per_s, chosen: max(
-                       [ceil.matmul_flops_per_s[chosen], after.matmul_flops_per_s[chosen]]
-                       + [p["matmul_flops_per_s"] for p in phases])})
+    # The ceilings every ratio and prediction uses: the median of the estimates taken in the run
+    # (start, before and after each phase, end), so one taken during a burst of the host does not
+    # move them; the highest of each serves only the validity check (MBU, MFU <= 1 against it).
+    est = ceiling_estimates(ceil, after, phases, chosen)
+    best = replace(ceil, copy_bytes_per_s=robust_ceiling(est["copy"], "copy bandwidth"),
+                   read_bytes_per_s=robust_ceiling(est["read"], "read stream"),
+                   matmul_flops_per_s={**ceil.matmul_flops_per_s,
+                                       chosen: robust_ceiling(est["matmul"], "matmul rate")})
     acc = best.accelerator(f"measured-{kind}")
-    ttft_pred, itl_pred, batch_pred = _repredict(cfg, prec, acc, chosen, ttft, itl, batch)
+    ttft_pred, itl_pred, batch_pred = _repredict(cfg, prec, acc, chosen, ttft, itl, batch,
+                                                 best.read_bytes_per_s)
     data = _assemble(plan, kind, info, best, after, acc, reason, roof, ttft, ttft_pred, itl,
                      itl_pred, generation, batch, batch_pred, need, used_modes, mode, notes, clock)
     data["ceilings_start"] = ceil.to_dict()
+    data["ceilings_max"] = {k: bound_ceiling(v) for k, v in est.items()}
+    data["summary"]["ceilings"] = {k: ceiling_spread(v) for k, v in est.items()}
     data["ceilings_phases"] = phases
     data["profile"] = prof
     finish(data, breakdown)
+    dr = data["summary"].get("drift")
+    if dr and dr["drifting"]:
+        notes.append(f"DRIFTING: the drift probes moved {dr['drift']:.0%} (tolerance {dr['tolerance']:.0%}; "
+                     f"the host ran at {dr['min']:.2f}-{dr['max']:.2f}x the profile's time): the calibrated "
+                     "predictions are corrected by each point's probe, but a host moving this much is "
+                     "not followed exactly")
     result = SuiteResult(data)
     data["checks"] = {k: c.to_dict() for k, c in result.checks().items()}
     return result
+
+
+def ceiling_estimates(start: Ceilings, end: Ceilings, phases, dtype: str) -> dict:
+    """{'copy', 'read', 'matmul'}: every estimate of each ceiling a run took, in order (start,
+    each phase's before and after, end). A missing read stream (older runs) is left out."""
+    copy = [start.copy_bytes_per_s] + [p["copy_bytes_per_s"] for p in phases] + [end.copy_bytes_per_s]
+    read = ([start.read_bytes_per_s] + [p.get("read_bytes_per_s") for p in phases]
+            + [end.read_bytes_per_s])
+    matmul = ([start.matmul_flops_per_s[dtype]] + [p["matmul_flops_per_s"] for p in phases]
+              + [end.matmul_flops_per_s[dtype]])
+    read = [r for r in read if r] or copy  # no read stream measured: fall back to the copy
+    return {"copy": copy, "read": read, "matmul": matmul}
 
 
 def _contention_note(notes, ceil, after, *sweeps, clock="wall"):
@@ -407,8 +484,12 @@ def _contention_note(notes, ceil, after, *sweeps, clock="wall"):
                                         "those times are inflated; rerun on a quiet machine, or with fewer threads"))
 
 
-def _repredict(cfg, prec, acc, dtype, ttft, itl, batch):
-    """MBU, MFU and the roofline predictions of every point, at the run's final ceilings."""
+def _repredict(cfg, prec, acc, dtype, ttft, itl, batch, read_bytes_per_s=None):
+    """MBU, MFU and the roofline predictions of every point, at the run's final ceilings.
+    Decode MBU divides by the read-only stream (`read_bytes_per_s`; the copy when None): a decode
+    step reads weights and KV cache and writes next to nothing. `mbu_copy`: the same against
+    the copy bandwidth (bytes read + written), the roofline's memory ceiling."""
+    read = read_bytes_per_s or acc.hbm_bytes_per_s
     for p in ttft:
         p["mfu"] = p["flops"] / p["timing"]["median_s"] / acc.peak(dtype)
     ttft_pred = [{"prompt_len": p["prompt_len"],
@@ -417,8 +498,12 @@ def _repredict(cfg, prec, acc, dtype, ttft, itl, batch):
     for sweep in (itl, batch):
         preds = []
         for p in sweep:
-            p["mbu"] = p["bytes"] / p["timing"]["median_s"] / acc.hbm_bytes_per_s
-            p["mfu"] = p["flops"] / p["timing"]["median_s"] / acc.peak(dtype)
+            for q in (p, p.get("eager")):
+                if not q:
+                    continue
+                q["mbu"] = p["bytes"] / q["timing"]["median_s"] / read
+                q["mbu_copy"] = p["bytes"] / q["timing"]["median_s"] / acc.hbm_bytes_per_s
+                q["mfu"] = p["flops"] / q["timing"]["median_s"] / acc.peak(dtype)
             pred = _decode_pred(cfg, prec, acc, p["batch"], p["context_len"])
             if "throughput_tokens_per_s" in p:
                 pred["predicted_tokens_per_s"] = p["batch"] / pred["predicted_s"]
@@ -427,10 +512,31 @@ def _repredict(cfg, prec, acc, dtype, ttft, itl, batch):
     return ttft_pred, out[0], out[1]
 
 
+def validity_reasons(meas: dict, ceilings_max: dict | None) -> list:
+    """Why a run is invalid: every point whose MBU or MFU exceeds 1 against the HIGHEST estimate
+    of its ceiling in the run (`ceilings_max`: {'read', 'matmul'}; decode MBU against the read
+    stream). Without ceilings_max (older runs), the points' own mbu and mfu are checked."""
+    reasons = []
+    for kind, key in (("ttft", "mfu"), ("itl", "mbu"), ("itl", "mfu"), ("batch", "mbu"), ("batch", "mfu")):
+        for p in meas[kind]:
+            if ceilings_max:
+                amount = p["bytes"] if key == "mbu" else p["flops"]
+                value = amount / p["timing"]["median_s"] / ceilings_max["read" if key == "mbu" else "matmul"]
+            else:
+                value = p.get(key, 0.0)
+            if value > 1.0:
+                where = f"S = {p['prompt_len']}" if kind == "ttft" else f"B = {p['batch']}, context {p['context_len']}"
+                reasons.append(f"{key.upper()} {value:.2f} > 1 at {kind} {where}: faster than the roofline "
+                               "of the highest ceilings measured in the run, so a ceiling was measured "
+                               "while the machine was busier (or the weights sat in a cache)")
+    return reasons
+
+
 def finish(data: dict, breakdown=None) -> dict:
     """Add what follows from the measurements and the profile to a run's document: the calibrated
-    prediction of every point, summary.prediction_error, the per-operator breakdown's predicted
-    columns, memory capacity, and the validity check (MBU, MFU <= 1: the roofline is a bound)."""
+    prediction of every point (corrected by its drift probe where it has one: drift.py),
+    summary.prediction_error, summary.drift, the per-operator breakdown's predicted columns, memory
+    capacity, and the validity check (MBU, MFU <= 1 against the highest ceilings: validity_reasons)."""
     from inferlab.measure.breakdown import predicted_columns
     from inferlab.measure.calibrate import calibrated_time_s, prediction_error
     from inferlab.specs import ModelConfig, Precision
@@ -442,28 +548,30 @@ def finish(data: dict, breakdown=None) -> dict:
     meas, pred = data["measurements"], data["predictions"]
     prof = data.get("profile")
     points = []
+    ratios = []
     for kind, shape in (("ttft", lambda p: (1, p["prompt_len"], 0)),
                         ("itl", lambda p: (1, 1, p["context_len"] - 1)),
                         ("batch", lambda p: (p["batch"], 1, p["context_len"] - 1))):
         for m, pr in zip(meas[kind], pred[kind]):
             if prof:
                 pr["calibrated_s"] = calibrated_time_s(prof, cfg, prec, acc, *shape(m))
+                pr.pop("calibrated_uncorrected_s", None)
+                if m.get("drift"):  # the prediction at the host's speed of the moment (drift.py)
+                    pr["calibrated_uncorrected_s"] = pr["calibrated_s"]
+                    pr["calibrated_s"] = pr["calibrated_s"] * m["drift"]["ratio"]
+                    ratios.append(m["drift"]["ratio"])
             points.append({"kind": kind, "median_s": m["timing"]["median_s"], **pr})
     summary = data["summary"]
     summary["prediction_error"] = prediction_error(points)
+    if ratios:
+        summary["drift"] = drift_summary(ratios)
+        summary["drifting"] = summary["drift"]["drifting"]
     if breakdown is not None:
         data["breakdown"] = breakdown
     if prof:
         for e in data.get("breakdown") or []:
             e.update(predicted_columns(prof, cfg, prec, acc, e))
-    reasons = []
-    for kind, key in (("ttft", "mfu"), ("itl", "mbu"), ("itl", "mfu"), ("batch", "mbu"), ("batch", "mfu")):
-        for p in meas[kind]:
-            if p.get(key, 0.0) > 1.0:
-                where = f"S = {p['prompt_len']}" if kind == "ttft" else f"B = {p['batch']}, context {p['context_len']}"
-                reasons.append(f"{key.upper()} {p[key]:.2f} > 1 at {kind} {where}: faster than the roofline "
-                               "of the highest ceilings measured in the run, so a ceiling was measured "
-                               "while the machine was busier (or the weights sat in a cache)")
+    reasons = validity_reasons(meas, data.get("ceilings_max"))
     summary["valid"] = not reasons
     summary["invalid_reasons"] = reasons
     dev = data["device"]
@@ -493,6 +601,13 @@ def _decode_point(cfg, prec, acc, dtype, b, ctx, t) -> dict:
             "mfu": float(c.flops) / t.median_s / acc.peak(dtype)}
 
 
+def _eager_beside(model, pool, start_pos, kind, point_time_s) -> dict:
+    """The eager decode step at the same point, timed right after the compiled one."""
+    t = timed(lambda tok: model(tok, start_pos, all_logits=False), pool, kind, warmup=1, repeats=30,
+              min_repeats=5, max_time_s=point_time_s)
+    return {"decode_mode": "eager", "timing": t.to_dict()}
+
+
 def _decode_pred(cfg, prec, acc, b, ctx) -> dict:
     return {"batch": b, "context_len": ctx,
             "predicted_s": float(decode_step_time_s(cfg, acc, ctx, b, prec))}
@@ -501,7 +616,8 @@ def _decode_pred(cfg, prec, acc, b, ctx) -> dict:
 def _generate(model, cfg, plan, kind, gen, mode) -> dict:
     """Greedy generation of one request, timed as a streaming client sees it: TTFT until the
     first token is on the host, then each ITL until the next one is. Eager unless the decode
-    mode is compile (a CUDA graph is per position, so a fresh one per token would be unfair)."""
+    mode is compile (a CUDA graph is per position, so a fresh one per token would be unfair);
+    compiled, only the decode steps run compiled (the prefill runs eager, as the TTFT sweep)."""
     import torch
 
     _device_sync = _device.synchronize
@@ -514,7 +630,7 @@ def _generate(model, cfg, plan, kind, gen, mode) -> dict:
     def once(prompt, n_tokens):
         _device_sync(kind)
         t0 = time.perf_counter()
-        nxt = run(prompt, 0, all_logits=False).argmax(-1)
+        nxt = model(prompt, 0, all_logits=False).argmax(-1)
         nxt.cpu()  # the token is on the host: it could be streamed
         t_first = time.perf_counter()
         gaps, last = [], t_first
@@ -574,6 +690,9 @@ def _assemble(plan, kind, info, ceil: Ceilings, after: Ceilings, acc, reason, ro
             "ttft": ttft_pred, "itl": itl_pred, "batch": batch_pred},
         "summary": {
             "mbu_b1": b1["mbu"] if b1 else None, "mbu_context": b1["context_len"] if b1 else None,
+            "mbu_b1_against": "read-only stream (median of the run's estimates)",
+            "mbu_b1_copy": b1.get("mbu_copy") if b1 else None,
+            "mbu_b1_eager": (b1.get("eager") or {}).get("mbu") if b1 else None,
             "mfu_prefill": big["mfu"] if big else None,
             "mfu_prompt_len": big["prompt_len"] if big else None,
             "targets": TARGETS.get(kind),

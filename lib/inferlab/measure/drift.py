@@ -1,0 +1,149 @@
+"""Drift probes: the host's speed, measured next to every predicted point.
+
+A shared virtual machine changes speed within a run (its copy bandwidth moved by +174 % between
+the start and the end of one quick run on the 2-vCPU EPYC). The calibrated prediction comes from
+an operator profile timed minutes before a point; a point timed while the host runs at half speed
+then reads as a prediction error of 100 %. So each end-to-end point is timed between two short
+probes of its dominant operator, the same kernel at the same shape the profile timed:
+
+    probe        the linear layer with the largest calibrated time in the point's pass (summed over
+                 its uses: q, k and v share a shape), at the profiled row count nearest (in log) to
+                 the pass's rows; its weight copies rotate as in the profile (no cache flatters it)
+    ratio        sqrt(probe before * probe after) / the profile's time of that operator and rows
+    corrected    calibrated_s * ratio   (the prediction at the host's speed of the moment)
+    drift        max / min - 1 over the run's ratios and 1 (the profile's own moment)
+
+A run whose drift exceeds DRIFT_TOLERANCE is marked drifting (summary.drift, and a note): its
+predictions were corrected, but the host moved more than a probe of a few calls can be trusted
+to follow. The probe reads one operator: drift that slows other operators differently (e.g.
+attention under a neighbour's cache pressure) is not seen.
+"""
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+from inferlab.measure.calibrate import linear_shapes, pass_breakdown, shape_key
+
+DRIFT_TOLERANCE = 0.15  # a run whose probes moved more than this (max / min - 1) is drifting
+
+
+def nearest_size(rows: int, sizes) -> int:
+    """The profiled size nearest to `rows` in log space (the smaller one on a tie)."""
+    sizes = sorted(int(x) for x in sizes)
+    if not sizes:
+        raise ValueError("nearest_size: the profile has no sizes for this operator")
+    if rows <= 0:
+        raise ValueError(f"rows must be a positive integer; got {rows!r}")
+    rows = int(rows)
+    # |log(m / rows)| compared exactly, as the ratio of the larger to the smaller (a Fraction)
+    return min(sizes, key=lambda m: (Fraction(max(m, rows), min(m, rows)), m))
+
+
+def dominant_linear(profile: dict, cfg, precision, accelerator, batch: int, q_len: int,
+                    past_len: int) -> tuple[str, int]:
+    """(shape key 'KxN', profiled rows M) of the probe of one pass: the linear shape whose layers
+    take the largest calibrated time in it, at the profiled row count nearest the pass's rows
+    (batch for the LM head, batch x q_len for the others)."""
+    cal = pass_breakdown(profile, cfg, precision, accelerator, batch, q_len, past_len)["calibrated"]
+    per_shape, rows = {}, {}
+    for name, (k, n) in linear_shapes(cfg).items():
+        key = shape_key(k, n)
+        per_shape[key] = per_shape.get(key, 0.0) + cal[name]
+        rows.setdefault(key, int(batch) if name == "lm_head" else int(batch) * int(q_len))
+    key = max(per_shape, key=lambda k: (per_shape[k], k))
+    sizes = [p["size"] for p in profile["linear"][key]]
+    return key, nearest_size(rows[key], sizes)
+
+
+def reference_s(profile: dict, key: str, m: int) -> float:
+    """The profile's time of linear shape `key` at `m` rows (the probe's reference)."""
+    for p in profile["linear"][key]:
+        if int(p["size"]) == int(m):
+            return float(p["time_s"])
+    raise ValueError(f"the profile has no {key} linear at {m} rows")
+
+
+def drift_ratio(before_s: float, after_s: float, ref_s: float) -> float:
+    """sqrt(before * after) / reference: the host's slowness at a point relative to the profile
+    (2.0: the probe took twice its profiled time around the point)."""
+    for name, v in (("before_s", before_s), ("after_s", after_s), ("ref_s", ref_s)):
+        if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
+            raise ValueError(f"{name} must be a positive, finite time in seconds; got {v!r}")
+    return math.sqrt(before_s * after_s) / ref_s
+
+
+def drift_summary(ratios, tolerance: float = DRIFT_TOLERANCE) -> dict:
+    """{'n', 'min', 'max', 'drift', 'tolerance', 'drifting'}: drift = max / min - 1 over the
+    ratios and 1 (the profile's moment); drifting when drift > tolerance."""
+    rs = [float(r) for r in ratios]
+    if any(not (math.isfinite(r) and r > 0) for r in rs):
+        raise ValueError(f"drift ratios must be positive and finite; got {rs}")
+    if not (isinstance(tolerance, (int, float)) and 0 < tolerance < 10):
+        raise ValueError(f"tolerance must lie in (0, 10); got {tolerance!r}")
+    span = rs + [1.0]
+    drift = max(span) / min(span) - 1.0
+    return {"n": len(rs), "min": min(rs) if rs else None, "max": max(rs) if rs else None,
+            "drift": drift, "tolerance": float(tolerance), "drifting": drift > tolerance}
+
+
+def probed(measure, probe):
+    """(result, probe before, probe after): `probe()`, then `measure()`, then `probe()` again,
+    in that order, so the point sits between the two readings of the host's speed."""
+    before = probe()
+    result = measure()
+    after = probe()
+    return result, before, after
+
+
+class LinearProbes:
+    """Probe kernels built once per (shape, rows), each timed as the profile times it:
+    F.linear over weight copies that together exceed twice the last-level cache."""
+
+    def __init__(self, profile, cfg, kind: str, dtype: str, *, cache_bytes: float, pool_bytes: float,
+                 seed: int = 0, point_time_s: float = 0.25):
+        self.profile, self.cfg, self.kind, self.dtype = profile, cfg, kind, dtype
+        self.cache_bytes, self.pool_bytes, self.seed = cache_bytes, pool_bytes, seed
+        self.point_time_s = point_time_s
+        self._weights, self._inputs = {}, {}
+
+    def _pool(self, key: str, m: int):
+        from inferlab.measure.ceilings import generator, random_tensor
+        from inferlab.measure.profile import _copies
+        from inferlab.units import bytes_per_element
+
+        k, n = (int(x) for x in key.split("x"))
+        if key not in self._weights:
+            gen = generator(self.kind, self.seed + 101)
+            n_w = _copies(k * n * bytes_per_element(self.dtype), self.cache_bytes, self.pool_bytes)
+            self._weights[key] = [random_tensor((n, k), self.dtype, self.kind, gen, 0.02) for _ in range(n_w)]
+        if (key, m) not in self._inputs:
+            gen = generator(self.kind, self.seed + 103 + m)
+            self._inputs[(key, m)] = [random_tensor((m, k), self.dtype, self.kind, gen) for _ in range(2)]
+        ws, xs = self._weights[key], self._inputs[(key, m)]
+        return [(xs[i % 2], ws[i % len(ws)]) for i in range(max(len(ws), 2))]
+
+    def time_s(self, key: str, m: int) -> float:
+        """The probe's median time (a few calls after one warm-up)."""
+        import torch.nn.functional as F
+
+        from inferlab.measure.timing import time_fn
+
+        t = time_fn(F.linear, self._pool(key, m), device=self.kind, warmup=1, repeats=7, min_repeats=3,
+                    max_time_s=self.point_time_s)
+        return t.median_s
+
+    def around(self, key: str, m: int, measure):
+        """(result of measure(), {'operator', 'rows', 'before_s', 'after_s', 'reference_s', 'ratio'})."""
+        result, before, after = probed(measure, lambda: self.time_s(key, m))
+        ref = reference_s(self.profile, key, m)
+        return result, {"operator": key, "rows": int(m), "before_s": before, "after_s": after,
+                        "reference_s": ref, "ratio": drift_ratio(before, after, ref)}
+
+    def release(self):
+        self._weights.clear()
+        self._inputs.clear()
+
+
+__all__ = ["DRIFT_TOLERANCE", "LinearProbes", "dominant_linear", "drift_ratio",
+           "drift_summary", "nearest_size", "probed", "reference_s"]
