@@ -814,12 +814,10 @@ def growth_order(quantity: str = "recompute", context_lens=(1024, 4096), expecte
     return Outcome(tuple(cases), "context length", values)
 
 
-def tp_improves(phase: str = "decode", tps=(2, 4, 8), allreduce_latency_s: float | None = None,
-                prompt_len: int = 2048, context_len: int = 1024, model: str = MODEL, accelerator: str = ACC):
-    """Holds at each degree K where the phase is faster on K devices than on one, all-reduces at
-    `allreduce_latency_s` (None: the library's default start-up latency)."""
-    model = get_model(model)
-    accelerator = get_accelerator(accelerator)
+def _tp_step_time(phase, model, accelerator, prompt_len, context_len, allreduce_latency_s):
+    """(time on K devices as a function of K, the all-reduce latency used): the prefill of
+    `prompt_len` tokens or one decode step at `context_len`, all-reduces at `allreduce_latency_s`
+    (None: the library's default start-up latency)."""
     from inferlab.parallel import DEFAULT_ALLREDUCE_LATENCY_S
     lat = DEFAULT_ALLREDUCE_LATENCY_S if allreduce_latency_s is None else allreduce_latency_s
 
@@ -827,6 +825,16 @@ def tp_improves(phase: str = "decode", tps=(2, 4, 8), allreduce_latency_s: float
         if phase == "prefill":
             return prefill_time_s(model, accelerator, prompt_len, tp=k, allreduce_latency_s=lat)
         return decode_step_time_s(model, accelerator, context_len, tp=k, allreduce_latency_s=lat)
+    return t, lat
+
+
+def tp_improves(phase: str = "decode", tps=(2, 4, 8), allreduce_latency_s: float | None = None,
+                prompt_len: int = 2048, context_len: int = 1024, model: str = MODEL, accelerator: str = ACC):
+    """Holds at each degree K where the phase is faster on K devices than on one, all-reduces at
+    `allreduce_latency_s` (None: the library's default start-up latency)."""
+    model = get_model(model)
+    accelerator = get_accelerator(accelerator)
+    t, lat = _tp_step_time(phase, model, accelerator, prompt_len, context_len, allreduce_latency_s)
     cases = [Case(f"K={k}", t(1) / t(k) > 1, f"{phase} x{_f(t(1) / t(k))} faster, all-reduce latency "
                                               f"{lat * 1e6:.0f} us") for k in tps]
     return Outcome(tuple(cases), "tensor-parallel degree")
@@ -1031,13 +1039,7 @@ def tp_short_of_k(phase: str = "decode", tps=(2, 4), min_shortfall: float = 0.1,
     min_shortfall (speed-up <= (1 - min_shortfall)·K), all-reduces at the library's default latency."""
     model = get_model(model)
     accelerator = get_accelerator(accelerator)
-    from inferlab.parallel import DEFAULT_ALLREDUCE_LATENCY_S
-    lat = DEFAULT_ALLREDUCE_LATENCY_S if allreduce_latency_s is None else allreduce_latency_s
-
-    def t(k):
-        if phase == "prefill":
-            return prefill_time_s(model, accelerator, prompt_len, tp=k, allreduce_latency_s=lat)
-        return decode_step_time_s(model, accelerator, context_len, tp=k, allreduce_latency_s=lat)
+    t, lat = _tp_step_time(phase, model, accelerator, prompt_len, context_len, allreduce_latency_s)
     cases = [Case(f"K={k}", t(1) / t(k) <= (1 - min_shortfall) * k,
                   f"{phase} x{_f(t(1) / t(k))} faster on {k} GPUs ({t(1) / t(k) / k:.0%} of K)") for k in tps]
     return Outcome(tuple(cases), "tensor-parallel degree")

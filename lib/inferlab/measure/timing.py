@@ -102,6 +102,19 @@ def using_clock(clock: str):
         _CLOCK.reset(token)
 
 
+def _checked_timing_args(clock, device, warmup, repeats, min_repeats, max_time_s) -> str:
+    """The clock to use (`clock`, else the one `using_clock` set), after checking every argument
+    `time_fn` and `time_interleaved` share; a bad one raises ValueError naming it."""
+    clock = clock or _CLOCK.get()
+    _check_clock(clock, device)
+    nonneg_int("warmup", warmup)
+    positive_int("repeats", repeats)
+    positive_int("min_repeats", min_repeats)
+    if max_time_s is not None:
+        positive_float("max_time_s", max_time_s)
+    return clock
+
+
 def time_fn(fn, inputs=None, *, device: str = "cpu", warmup: int = 2, repeats: int = 10,
             min_repeats: int = 3, max_time_s: float | None = None, clock: str | None = None) -> Timing:
     """Time `fn(*inputs[i % len(inputs)])` (or `fn()` without inputs) `repeats` times after
@@ -111,13 +124,7 @@ def time_fn(fn, inputs=None, *, device: str = "cpu", warmup: int = 2, repeats: i
     calling thread's CPU time instead (`_one_call_timer`); no clock: the one `using_clock` set, else
     "wall". The Timing records the share of the machine's CPUs other processes used meanwhile
     (`contention`)."""
-    clock = clock or _CLOCK.get()
-    _check_clock(clock, device)
-    nonneg_int("warmup", warmup)
-    positive_int("repeats", repeats)
-    positive_int("min_repeats", min_repeats)
-    if max_time_s is not None:
-        positive_float("max_time_s", max_time_s)
+    clock = _checked_timing_args(clock, device, warmup, repeats, min_repeats, max_time_s)
     pool = list(inputs) if inputs is not None else [()]
     if not pool:
         raise ValueError("inputs must hold at least one argument tuple; got an empty pool")
@@ -193,13 +200,7 @@ def time_interleaved(points, *, device: str = "cpu", warmup: int = 2, repeats: i
     their ratios alone. `warmup` untimed rounds, then `repeats` rounds, or fewer once `min_repeats` are done and
     the timed calls have taken `max_time_s` per point (wall time). `clock` as for `time_fn`. Each Timing records
     the contention of the whole run."""
-    clock = clock or _CLOCK.get()
-    _check_clock(clock, device)
-    nonneg_int("warmup", warmup)
-    positive_int("repeats", repeats)
-    positive_int("min_repeats", min_repeats)
-    if max_time_s is not None:
-        positive_float("max_time_s", max_time_s)
+    clock = _checked_timing_args(clock, device, warmup, repeats, min_repeats, max_time_s)
     points = list(points)
     if not points:
         raise ValueError("points must hold at least one (fn, inputs) pair; got none")
