@@ -881,9 +881,8 @@ def unfused_attention_regime(prompt_lens=(2048, 8192), score_bytes: float = 2.0,
     and sequence: FLOPs 4·S²·d_h (QK^T and PV over the full S x S matrix, masked afterwards); bytes
     Q, K, V read and O written (4·S·d_h·2) plus the scores written, read by the softmax, the
     probabilities written and read by PV (4·S²·score_bytes): intensity -> d_h/score_bytes."""
-    model = get_model(model)
+    m = model = get_model(model)
     accelerator = get_accelerator(accelerator)
-    m = get_model(model)
     ridge = ridge_point(accelerator)
     cases = []
     for s in prompt_lens:
@@ -901,10 +900,8 @@ def flash_attention_gain(prompt_lens=(2048, 4096, 16384, 32768), low: float = 2.
     [low, high]: the fused pass is the library's prefill_time_s; the unfused one replaces its two
     attention products by unfused attention (FLOPs 4·S²·d_h per head, 4·S²·score_bytes bytes of
     score traffic, see unfused_attention_regime), each at max(compute, memory)."""
-    model = get_model(model)
-    accelerator = get_accelerator(accelerator)
-    m = get_model(model)
-    acc = get_accelerator(accelerator)
+    m = model = get_model(model)
+    acc = accelerator = get_accelerator(accelerator)
     cases = []
     for s in prompt_lens:
         fused = prefill_time_s(model, accelerator, s)
