@@ -10,6 +10,16 @@
   stall while prompts arrive.
 - ChunkedPrefill (Sarathi-Serve): each step carries every decode token, then fills the rest of a
   `token_budget` with prompt chunks (in-progress prompts first, then new ones).
+- TransformersFIFO: Hugging Face transformers' continuous-batching FIFO scheduler (read from
+  transformers 5.24.0, generation/continuous_batching/scheduler.py, FIFOScheduler): each step takes
+  the decoding requests first (one token each), then the partly prefilled ones, then the waiting
+  ones in arrival order, giving each min(its remaining prompt, the token budget left) tokens, so a
+  prompt longer than what is left is split (chunked) and continued next step; at most
+  `max_requests_per_batch` requests per step and `max_batch_tokens` tokens per step. With a KV
+  pool too large to fill (the adapter sizes it so), its safety margin (no new prefill under 15 %
+  free blocks) and its offloading never act, and the schedule is Sarathi's chunked prefill with
+  token_budget = max_batch_tokens and max_num_seqs = max_requests_per_batch: the engine runs it as
+  'chunked'. `page_size` is its KV block (page) size in tokens.
 All but static: paged KV with admission when the prompt's blocks are free (beyond a watermark),
 and preemption by recompute (the latest admitted sequence is evicted) when a decode needs a block.
 """
@@ -71,6 +81,29 @@ class ChunkedPrefill:
             raise ValueError(
                 f"token_budget must be >= max_num_seqs={self.max_num_seqs} so every running sequence "
                 f"decodes each step; got token_budget={self.token_budget}")
+
+
+@dataclass(frozen=True)
+class TransformersFIFO(ChunkedPrefill):
+    """transformers' FIFOScheduler (5.24.0) as a simulator policy; see the module docstring.
+    token_budget is its max_batch_tokens, max_num_seqs its max_requests_per_batch."""
+
+    page_size: int = 16
+    name = "chunked"          # the engine (serving.engine) runs it as chunked prefill
+    engine = "transformers"
+    version_read = "5.24.0"
+
+    def __post_init__(self):
+        super().__post_init__()
+        positive_int("page_size", self.page_size)
+
+    @property
+    def max_batch_tokens(self) -> int:
+        return self.token_budget
+
+    @property
+    def max_requests_per_batch(self) -> int:
+        return self.max_num_seqs
 
 
 def make_policy(name: str, *, batch_size: int = 8, timeout_s: float | None = None,
