@@ -349,8 +349,29 @@ def _cmd_validate(args) -> int:
     from inferlab.validation import writable_file
     if args.out:
         writable_file("--out", args.out)
+    from inferlab.serving.engines import ENGINES
+    engine = choice("--engine", args.engine, ENGINES)
     policy = choice("--policy", args.policy, LIVE_POLICIES)
     choice("--dtype", args.dtype, LIVE_DTYPES)
+    if engine == "transformers":
+        from inferlab.serving.engines.transformers_cb import DTYPES
+        choice("--dtype", args.dtype, DTYPES)
+        if args.device not in ("cpu", "auto"):
+            raise ValueError(f"--engine transformers runs on the cpu only; got --device {args.device!r}")
+        args.device = "cpu"
+    positive_int("--max-batch-tokens", args.max_batch_tokens)
+    if args.max_batch_tokens < args.max_num_seqs:
+        raise ValueError(f"--max-batch-tokens must be >= --max-num-seqs={args.max_num_seqs} (one token per "
+                         f"decoding request); got {args.max_batch_tokens}")
+    fractions = v.LOAD_FACTORS
+    if args.fractions:
+        try:
+            fractions = [float(x) for x in args.fractions.split(",")]
+        except ValueError:
+            raise ValueError(f"--fractions must be comma-separated fractions of capacity, e.g. 0.3,0.6; "
+                             f"got {args.fractions!r}")
+        for f in fractions:
+            positive_float("--fractions", f, maximum=10.0)
     choice("--device", args.device, LIVE_DEVICES)
     positive_int("--seed", args.seed, minimum=0)
     positive_float("--duration", args.duration, maximum=VALIDATE_MAX_DURATION_S)
@@ -378,9 +399,10 @@ def _cmd_validate(args) -> int:
     check_live_memory(cfg, args.max_num_seqs, args.max_len, args.dtype, resolve_device(args.device))
     prompt = LengthDist("lognormal", args.prompt, 0.5, max(1, args.prompt // 8), 3 * args.prompt)
     output = LengthDist("lognormal", args.output, 0.5, max(1, args.output // 8), 3 * args.output)
-    record = v.validate(model=cfg, dtype=args.dtype, device=args.device, rates=rates,
+    record = v.validate(model=cfg, dtype=args.dtype, device=args.device, rates=rates, fractions=fractions,
                         duration_s=args.duration, prompt=prompt, output=output, policy=policy,
                         max_num_seqs=args.max_num_seqs, max_len=args.max_len, seed=args.seed,
+                        engine=engine, max_batch_tokens=args.max_batch_tokens,
                         log=lambda m: print(m, flush=True))
     print(v.table(record))
     if args.out:
@@ -455,14 +477,24 @@ def register(sub) -> None:
     val.add_argument("--model", default="cpu-0.5b", help="cpu-0.5b, tiny, or a name from `inferlab list`")
     val.add_argument("--dtype", default="bf16", help="fp32, bf16 or fp16")
     val.add_argument("--device", default="cpu", help="cpu, cuda or auto")
-    val.add_argument("--policy", default="prefill-first", help="prefill-first, continuous or chunked")
+    val.add_argument("--engine", default="inferlab",
+                     help="the live engine: inferlab (the project's loop) or transformers (Hugging Face "
+                          "transformers' continuous batching, cpu, needs the 'engines' extra)")
+    val.add_argument("--policy", default="prefill-first",
+                     help="--engine inferlab: prefill-first, continuous or chunked")
+    val.add_argument("--max-batch-tokens", type=int, default=256,
+                     help="--engine transformers: tokens per step (its max_batch_tokens)")
     val.add_argument("--rates", default=None,
-                     help="requests per second, comma-separated (default: 0.3, 0.9 and 1.3 x the capacity "
+                     help="requests per second, comma-separated (default: --fractions of the capacity "
                           "the profile predicts)")
+    val.add_argument("--fractions", default=None,
+                     help="fractions of the predicted capacity, comma-separated (default: 0.3,0.6,0.85,1.3; "
+                          "above 1 reported, not bounded)")
     val.add_argument("--duration", type=float, default=45.0, help="seconds of arrivals at each rate")
     val.add_argument("--prompt", type=int, default=128, help="mean prompt tokens (lognormal, cv 0.5, up to 3x)")
     val.add_argument("--output", type=int, default=32, help="mean output tokens (lognormal, cv 0.5, up to 3x)")
-    val.add_argument("--max-num-seqs", type=int, default=8, help="sequences running at once (one KV slot each)")
+    val.add_argument("--max-num-seqs", type=int, default=8,
+                     help="sequences running at once (one KV slot each; transformers: requests per step)")
     val.add_argument("--max-len", type=int, default=512, help="tokens per KV slot")
     val.add_argument("--seed", type=int, default=0, help="seed of the arrivals, lengths and weights")
     val.add_argument("--out", default=None, help="record the comparison (and the profile) as JSON")

@@ -1,0 +1,116 @@
+"""Step time of an engine fitted to its own timed steps: the simulator stepping on what a real
+engine's forward costs, for an engine whose operators we did not write (transformers' continuous
+batching, `serving.engines.transformers_cb`).
+
+A step of T tokens from n requests (decoding ones: one query after c cached keys; prefill chunks:
+q queries after p cached keys), K keys read from the paged cache in all (the c's and p's), s
+sequences sampling a token, costs
+
+    step_s = b0 + b1 T + b2 max(T - 16, 0) + b3 max(T - 64, 0)     linear layers: weight reads
+                                                                   (flat in T) turn compute-bound
+           + b4 n                                                  per-request scheduling and indexing
+           + b5 K                                                  gathering cached keys and values
+           + b6 T (T + K)                                          one attention over the whole step:
+                                                                   every query against every key,
+                                                                   masked to its own request
+           + b7 s                                                  LM head rows and sampling
+
+(transformers' sdpa path on CPU runs ONE attention per layer per step over all T queries and
+T + K keys with a block mask, so its cost grows with T (T + K), not with each request's own
+q (q + p) as in the project's loop.) The b's are the least-squares fit to steps timed on the
+engine itself (a calibration run, never the workload being predicted); the fit's residuals are
+kept so its error can be reported. The piecewise-linear body (knots at 16 and 64 tokens) stands
+in for the memory-bound to compute-bound turn of the linear layers; a prediction is never below
+the fastest step timed.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+FEATURES = ("step", "tokens", "tokens_over_16", "tokens_over_64", "requests", "cached_keys_read",
+            "attention_pairs", "sampled")
+
+
+def step_features(decode_seqs: int, decode_kv_tokens: float, chunks, sampled: int) -> np.ndarray:
+    """The FEATURES of one step in the engine's StepTimeModel terms: `decode_seqs` sequences
+    decoding over `decode_kv_tokens` keys in all (each its cached keys plus its own), prefill
+    `chunks` [(q new tokens, p cached)], `sampled` sequences sampling."""
+    T = int(decode_seqs) + sum(int(q) for q, _ in chunks)
+    K = float(decode_kv_tokens) - int(decode_seqs) + sum(float(p) for _, p in chunks)
+    n = int(decode_seqs) + len(chunks)
+    return np.array([1.0, T, max(T - 16, 0), max(T - 64, 0), n, K, T * (T + K), float(sampled)])
+
+
+class FittedStepTime:
+    """A StepTimeModel (serving.steptime) from coefficients fitted to an engine's timed steps.
+
+    coefficients: one per FEATURES entry (seconds per unit); floor_s: the least a step takes."""
+
+    detailed = True
+
+    def __init__(self, coefficients, floor_s: float = 0.0, fit: dict | None = None):
+        c = np.asarray(coefficients, dtype=float)
+        if c.shape != (len(FEATURES),) or not np.all(np.isfinite(c)):
+            raise ValueError(f"coefficients must be {len(FEATURES)} finite numbers ({', '.join(FEATURES)}); "
+                             f"got {coefficients!r}")
+        if not (np.isfinite(floor_s) and floor_s >= 0):
+            raise ValueError(f"floor_s must be a finite number >= 0; got {floor_s!r}")
+        self.coefficients, self.floor_s, self.fit_stats = c, float(floor_s), dict(fit or {})
+
+    @classmethod
+    def fit(cls, steps: list, durations_s) -> "FittedStepTime":
+        """Least squares over timed steps: `steps` [(decode_seqs, decode_kv_tokens, chunks, sampled)],
+        `durations_s` their measured times. Needs at least 3 steps per coefficient."""
+        y = np.asarray(durations_s, dtype=float)
+        if len(steps) != len(y):
+            raise ValueError(f"steps and durations_s must be as long; got {len(steps)} and {len(y)}")
+        if len(y) < 3 * len(FEATURES):
+            raise ValueError(f"fitting {len(FEATURES)} coefficients needs at least {3 * len(FEATURES)} timed "
+                             f"steps; got {len(y)}")
+        if not np.all(np.isfinite(y)) or np.any(y <= 0):
+            raise ValueError("durations_s must be positive finite seconds")
+        X = np.array([step_features(*s) for s in steps])
+        scale = np.abs(X).max(axis=0)
+        scale[scale == 0] = 1.0
+        # relative error matters: weight each step by 1 / its duration
+        w = 1.0 / y
+        sol, *_ = np.linalg.lstsq((X / scale) * w[:, None], y * w, rcond=None)
+        coef = sol / scale
+        model = cls(coef, float(y.min()))
+        pred = np.array([model.step(*s) for s in steps])
+        r = pred / y - 1
+        model.fit_stats = {"n": int(len(y)), "median_abs": float(np.median(np.abs(r))),
+                           "p90_abs": float(np.percentile(np.abs(r), 90)),
+                           "tokens_range": [int(X[:, 1].min()), int(X[:, 1].max())]}
+        return model
+
+    def to_dict(self) -> dict:
+        return {"features": list(FEATURES), "coefficients": self.coefficients.tolist(),
+                "floor_s": self.floor_s, "fit": self.fit_stats}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "FittedStepTime":
+        if list(d.get("features", ())) != list(FEATURES):
+            raise ValueError(f"a fitted step time needs features {FEATURES}; got {d.get('features')!r}")
+        return cls(d["coefficients"], d["floor_s"], d.get("fit"))
+
+    def step(self, decode_seqs: int, decode_kv_tokens: float, chunks, sampled: int) -> float:
+        if int(decode_seqs) + sum(int(q) for q, _ in chunks) <= 0:
+            return 0.0
+        t = float(self.coefficients @ step_features(decode_seqs, decode_kv_tokens, chunks, sampled))
+        return max(t, self.floor_s)
+
+    def __call__(self, tokens: int, logits: int, attn_pairs: float, attn_kv_tokens: float) -> float:
+        """Without the per-sequence detail: `logits` decoding sequences (tokens == logits) or one
+        prefill of `tokens` tokens."""
+        if tokens == logits:
+            return self.step(tokens, attn_kv_tokens, [], logits)
+        return self.step(0, 0.0, [(tokens, 0)], logits)
+
+
+def live_steps(live) -> tuple:
+    """([(decode_seqs, decode_kv_tokens, chunks, sampled)], durations_s) of a LiveResult's steps."""
+    st = live.steps
+    steps = [(int(n), float(kv), list(ch), int(lg)) for n, kv, ch, lg in
+             zip(st["n_decode"], st["decode_kv_tokens"], live.chunks, st["logits"])]
+    return steps, np.asarray(st["step_s"], dtype=float)
