@@ -19,7 +19,8 @@ sequences sampling a token, costs
 T + K keys with a block mask, so its cost grows with T (T + K), not with each request's own
 q (q + p) as in the project's loop.) The b's are the least-squares fit to steps timed on the
 engine itself (a calibration run, never the workload being predicted); the fit's residuals are
-kept so its error can be reported. The piecewise-linear body (knots at 16 and 64 tokens) stands
+kept so its error can be reported. A cost that fits negative is dropped (set to 0) and the rest
+refitted; the hinges' slope changes may take either sign. The piecewise-linear body (knots at 16 and 64 tokens) stands
 in for the memory-bound to compute-bound turn of the linear layers; a prediction is never below
 the fastest step timed.
 """
@@ -29,6 +30,7 @@ import numpy as np
 
 FEATURES = ("step", "tokens", "tokens_over_16", "tokens_over_64", "requests", "cached_keys_read",
             "attention_pairs", "sampled")
+HINGES = (2, 3)  # indices of the slope changes (either sign)
 
 
 def step_features(decode_seqs: int, decode_kv_tokens: float, chunks, sampled: int) -> np.ndarray:
@@ -72,10 +74,20 @@ class FittedStepTime:
         X = np.array([step_features(*s) for s in steps])
         scale = np.abs(X).max(axis=0)
         scale[scale == 0] = 1.0
-        # relative error matters: weight each step by 1 / its duration
+        # relative error matters: weight each step by 1 / its duration. A cost that comes out
+        # negative is dropped and the rest refitted (a cost cannot be negative); the hinges are
+        # slope changes and may take either sign.
         w = 1.0 / y
-        sol, *_ = np.linalg.lstsq((X / scale) * w[:, None], y * w, rcond=None)
-        coef = sol / scale
+        keep = np.ones(len(FEATURES), dtype=bool)
+        coef = np.zeros(len(FEATURES))
+        while True:
+            sol, *_ = np.linalg.lstsq((X[:, keep] / scale[keep]) * w[:, None], y * w, rcond=None)
+            coef = np.zeros(len(FEATURES))
+            coef[keep] = sol / scale[keep]
+            negative = [i for i in np.flatnonzero(keep) if coef[i] < 0 and i not in HINGES]
+            if not negative:
+                break
+            keep[min(negative, key=lambda i: coef[i] * scale[i])] = False
         model = cls(coef, float(y.min()))
         pred = np.array([model.step(*s) for s in steps])
         r = pred / y - 1
