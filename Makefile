@@ -17,7 +17,7 @@ $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q $(TORCH_ARGS) "$(TORCH_SPEC)"
-	$(PY) -m pip install -q -e ".[dev,book]"
+	$(PY) -m pip install -q -e ".[dev,book,engines]"
 	touch $@
 	rm -f $(VENV)/.torch-*; touch $(TORCH_STAMP)
 

@@ -30,10 +30,10 @@ def normalise(requirement: str) -> str:
     return re.sub(r"\s+", "", requirement).lower()
 
 
-def test_environment_pip_deps_equal_pyproject_deps_plus_dev_and_book():
+def test_environment_pip_deps_equal_pyproject_deps_plus_dev_book_and_engines():
     project = pyproject()["project"]
     extras = project["optional-dependencies"]
-    declared = project["dependencies"] + extras["dev"] + extras["book"]
+    declared = project["dependencies"] + extras["dev"] + extras["book"] + extras["engines"]
     pip = [r for r in environment_pip_requirements() if not r.startswith("-e")]
     assert sorted(map(normalise, pip)) == sorted(map(normalise, declared))
     assert len(set(map(normalise, pip))) == len(pip), "duplicate entries in environment.yml"
@@ -58,3 +58,11 @@ def test_console_script_is_declared_and_resolves():
 def test_makefile_bench_target_exists():
     assert "benchmarks/sweep_vectorised.py" in (ROOT / "Makefile").read_text()
     assert (ROOT / "benchmarks" / "sweep_vectorised.py").is_file()
+
+
+def test_make_installs_every_extra_the_tests_need():
+    """`make test` tests the transformers engine: the Makefile's install line has the engines extra,
+    which pins the version the adapter was read from."""
+    make = (ROOT / "Makefile").read_text()
+    assert re.search(r'pip install -q -e "\.\[dev,book,engines\]"', make)
+    assert pyproject()["project"]["optional-dependencies"]["engines"] == ["transformers==5.24.0"]
