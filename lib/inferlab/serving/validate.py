@@ -352,9 +352,11 @@ METRIC_NAMES = {"ttft_s": "TTFT", "itl_s": "ITL"}
 
 
 def _worst(record: dict, p: str) -> tuple:
-    """(|error|, error, metric, run) of the largest |error| at percentile `p` over rates and metrics."""
+    """(|error|, error, metric, run) of the largest |error| at percentile `p` over the bounded rates
+    (all rates of records made before the overloaded rate was left unbounded) and metrics."""
+    runs = [r for r in record["runs"] if r.get("bounded", True)] or record["runs"]
     return max(((abs(r["comparison"][m][p]["error"]), r["comparison"][m][p]["error"], m, r)
-                for r in record["runs"] for m in METRIC_NAMES), key=lambda x: x[0])
+                for r in runs for m in METRIC_NAMES), key=lambda x: x[0])
 
 
 def misses(record: dict) -> list:
@@ -433,18 +435,28 @@ def conclusion(record: dict) -> str:
     steps = [r["step_time_error"]["median_abs"] for r in record["runs"]]
     rates = ", ".join(f"{r['rate_per_s']:.2f} ({r['load']})" for r in record["runs"])
     c = record["config"]
+    fitted = record.get("profile", {}).get("kind") == "transformers-fitted"
     s = (f"At {len(record['runs'])} rates, {rates} requests/s, the live {c['model']} ({c['dtype']}, "
-         f"{c['policy']}, {c['max_num_seqs']} slots) and its simulation on the operator profile differ by at most "
+         f"{c['policy']}, {c['max_num_seqs']} {'requests per step' if fitted else 'slots'}) and its simulation "
+         f"on {'a step time fitted to a calibration run of that engine' if fitted else 'the operator profile'} "
+         f"differ by at most "
          f"{worst['p50'][0]:.0%} at the median ({name[worst['p50'][2]]} at {worst['p50'][3]['rate_per_s']:.2f}/s: "
          f"simulated {worst['p50'][1]:+.0%}) and {worst['p99'][0]:.0%} at p99 ({name[worst['p99'][2]]} at "
          f"{worst['p99'][3]['rate_per_s']:.2f}/s: {worst['p99'][1]:+.0%}). The bounds are "
          f"{record['bounds']['p50']:.0%} and {record['bounds']['p99']:.0%}: ")
     s += ("**within both**." if record["within_bounds"] else "**not met**: the simulator does not yet predict "
           "this server within them.")
+    free = [r for r in record["runs"] if not r.get("bounded", True)]
+    if free:
+        s += " Not held to them: " + "; ".join(
+            f"{r['rate_per_s']:.2f}/s ({r['fraction']:.2f}x capacity), TTFT p50 {r['comparison']['ttft_s']['p50']['error']:+.0%}"
+            f" and p99 {r['comparison']['ttft_s']['p99']['error']:+.0%}, ITL p50 "
+            f"{r['comparison']['itl_s']['p50']['error']:+.0%} and p99 {r['comparison']['itl_s']['p99']['error']:+.0%}"
+            for r in free) + ", beyond capacity, where the queue grows without limit."
     ratios = [r["step_time_error"]["median_ratio"] for r in record["runs"]]
     side = ("shorter than measured" if max(ratios) < 1 else "longer than measured" if min(ratios) > 1
             else "on both sides of the measurement")
-    s += (f" Step by step, the profile's prediction of each live step's duration is off by a median "
+    s += (f" Step by step, the {'fitted step time' if fitted else 'profile'}'s prediction of each live step's duration is off by a median "
           f"{min(steps):.0%} to {max(steps):.0%} across the rates, {side} (median predicted / measured "
           f"{min(ratios):.2f} to {max(ratios):.2f}). Near saturation a few percent of step time matter most: "
           "the queueing delay grows like 1 / (1 - load), so a server that is slightly slower than predicted "
@@ -455,3 +467,96 @@ def conclusion(record: dict) -> str:
 def all_served(record: dict) -> bool:
     """True if, at every rate, the live server and the simulator both finished every request."""
     return all(r["live"]["completed"] == r["simulated"]["completed"] == r["requests"] for r in record["runs"])
+
+
+ERROR_KEYS = (("ttft_s", "p50", "ttft_p50"), ("ttft_s", "p99", "ttft_p99"), ("itl_s", "p50", "itl_p50"),
+              ("itl_s", "p99", "itl_p99"))
+
+
+def live_spread(values) -> float:
+    """Run-to-run spread of a live percentile over repeats: (max - min) / median."""
+    v = np.asarray(values, dtype=float)
+    if v.size == 0 or not np.all(np.isfinite(v)) or np.any(v <= 0):
+        raise ValueError(f"values must be positive finite percentiles of at least one run; got {values!r}")
+    return float((v.max() - v.min()) / np.median(v))
+
+
+def engines_summary(records: list) -> dict:
+    """The recorded validations of every engine set side by side, per fraction of capacity.
+
+    {engine: {"version", "repeats": number of records, "fractions": {fraction (2 decimals):
+      {"bounded", "error": {ttft_p50: [per repeat], ...}, "live_spread": {ttft_p50: (max - min) /
+      median of the live percentile over the repeats, ...}, "within": [per repeat: every error within
+      its bound], "step_ratio": [per repeat: median predicted / measured step time]}}}}. Records made before engines count as 'inferlab'; only records with a
+    summary (rates set as fractions) are used."""
+    out: dict = {}
+    for rec in records:
+        if "summary" not in rec:
+            continue
+        e = out.setdefault(record_engine(rec), {"version": rec["summary"]["engine_version"], "repeats": 0,
+                                                "fractions": {}})
+        e["repeats"] += 1
+        for run in rec["runs"]:
+            f = e["fractions"].setdefault(round(float(run["fraction"]), 2), {
+                "bounded": bool(run["bounded"]), "error": {k: [] for *_, k in ERROR_KEYS},
+                "live": {k: [] for *_, k in ERROR_KEYS}, "within": [], "step_ratio": []})
+            f["step_ratio"].append(float(run["step_time_error"]["median_ratio"]))
+            ok = True
+            for m, p, k in ERROR_KEYS:
+                c = run["comparison"][m][p]
+                f["error"][k].append(float(c["error"]))
+                f["live"][k].append(float(c["live_s"]))
+                ok &= abs(c["error"]) <= rec["bounds"][p]
+            f["within"].append(bool(ok))
+    for e in out.values():
+        for f in e["fractions"].values():
+            f["live_spread"] = {k: live_spread(v) for k, v in f.pop("live").items()}
+    return out
+
+
+def engines_table(summary: dict) -> str:
+    """engines_summary as text: one row per engine and fraction; each error as its range over the
+    repeats, the live spread beside it."""
+    from inferlab.tables import text_table
+    rows = []
+    for name, e in summary.items():
+        for frac, f in sorted(e["fractions"].items()):
+            cells = []
+            for *_, k in ERROR_KEYS:
+                errs = f["error"][k]
+                cells.append(f"{min(errs):+.0%}..{max(errs):+.0%} ({f['live_spread'][k]:.0%})")
+            rows.append((f"{name} {e['version']}", f"{frac:.2f}x" + ("" if f["bounded"] else " (unbounded)"),
+                         *cells, f"{sum(f['within'])}/{len(f['within'])}"))
+    return text_table(("engine", "load", "TTFT p50 err (spread)", "TTFT p99 err (spread)",
+                       "ITL p50 err (spread)", "ITL p99 err (spread)", "repeats within"), rows,
+                      ("s",) * 7)
+
+
+def engines_conclusion(summary: dict) -> str:
+    """What the engines' recorded validations say, in words (Markdown), every number from `summary`
+    (engines_summary): per engine, how many (repeat, bounded rate) pairs met both bounds, the worst
+    bounded error, how many bounded errors lie inside the live run-to-run spread, and the median
+    step-time ratio's range."""
+    if not summary:
+        return "No recorded validation with an engine summary."
+    parts = []
+    for name, e in summary.items():
+        bounded = {f: x for f, x in e["fractions"].items() if x["bounded"]}
+        if not bounded:
+            continue
+        pairs = sum(len(x["within"]) for x in bounded.values())
+        ok = sum(sum(x["within"]) for x in bounded.values())
+        worst = max(((abs(v), v, k, f) for f, x in bounded.items() for k, vs in x["error"].items() for v in vs),
+                    key=lambda t: t[0])
+        inside = sum(abs(v) <= x["live_spread"][k] for x in bounded.values() for k, vs in x["error"].items()
+                     for v in vs)
+        n_err = sum(len(vs) for x in bounded.values() for vs in x["error"].values())
+        ratios = [r for x in e["fractions"].values() for r in x["step_ratio"]]
+        label = {"ttft_p50": "TTFT p50", "ttft_p99": "TTFT p99", "itl_p50": "ITL p50", "itl_p99": "ITL p99"}
+        parts.append(
+            f"**{name} {e['version']}**: {e['repeats']} recorded repeat{'s' if e['repeats'] != 1 else ''}; "
+            f"{ok} of {pairs} (repeat, rate) pairs at {', '.join(f'{f:.2f}x' for f in sorted(bounded))} capacity "
+            f"within both bounds; the worst error {worst[1]:+.0%} ({label[worst[2]]} at {worst[3]:.2f}x); "
+            f"{inside} of {n_err} errors no larger than the live runs' own spread at that rate; the simulated "
+            f"steps {min(ratios):.2f} to {max(ratios):.2f} of the measured ones (median per run).")
+    return "\n".join(f"- {p}" for p in parts)

@@ -22,7 +22,9 @@ On CPU the 'sdpa' path runs ONE scaled_dot_product_attention per layer over the 
 T queries of all its requests against T + K keys (K read from the paged cache through an index),
 with a block mask keeping each request to its own keys (transformers/integrations/sdpa_attention.py).
 
-Times: each request is submitted (add_request) when time.perf_counter() - t0 reaches its arrival;
+Times: each request is submitted (add_request) when time.perf_counter() - t0 reaches its arrival
+(requests already due are submitted together, inside one `manager.pause()`, so a burst reaches
+the scheduler at once);
 its tokens' times are the engine's own timestamps (RequestState.record_timestamps: perf_counter
 when update_batch appends the token), minus t0. Each step is logged by wrapping the batch
 processor's prepare_next_batch and update_batch: start before scheduling, end after the tokens are
@@ -31,6 +33,7 @@ appended, and its requests' (query tokens, cached tokens) from the scheduled Fut
 from __future__ import annotations
 
 import time
+from contextlib import contextmanager
 
 import numpy as np
 
@@ -82,6 +85,11 @@ def build_model(cfg, dtype: str = "bf16", seed: int = 0):
     torch.manual_seed(seed)
     model = LlamaForCausalLM(lc).to({"fp32": torch.float32, "bf16": torch.bfloat16}[dtype]).eval()
     return model
+
+
+@contextmanager
+def _nothing():
+    yield
 
 
 class _Steps:
@@ -224,13 +232,20 @@ def run_transformers(workload: Workload, model_or_cfg=None, *, max_batch_tokens:
             t0 = time.perf_counter()
             arrivals = workload.arrival_s.tolist()
             submitted_late = []
-            for i in range(n):
+            i = 0
+            while i < n:
                 wait = arrivals[i] - (time.perf_counter() - t0)
                 if wait > 0:
                     time.sleep(wait)
-                submitted_late.append(time.perf_counter() - t0 - arrivals[i])
-                manager.add_request(prompt_ids[i], request_id=f"r{i}", max_new_tokens=int(outputs[i]),
-                                    record_timestamps=True, eos_token_id=-1)
+                due = i + 1  # requests due together reach the engine together (one pause of its loop)
+                while due < n and arrivals[due] <= time.perf_counter() - t0:
+                    due += 1
+                with manager.pause() if due - i > 1 else _nothing():
+                    for k in range(i, due):
+                        submitted_late.append(time.perf_counter() - t0 - arrivals[k])
+                        manager.add_request(prompt_ids[k], request_id=f"r{k}", max_new_tokens=int(outputs[k]),
+                                            record_timestamps=True, eos_token_id=-1)
+                i = due
             deadline = time.perf_counter() + timeout_s
             while len(results) < n:
                 r = manager.get_result(timeout=max(0.01, deadline - time.perf_counter()))

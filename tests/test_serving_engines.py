@@ -1,0 +1,220 @@
+"""Serving engines set against the simulator (serving.engines, serving.fitted, policies.TransformersFIFO,
+the engine side of serving.validate). Hand-derived expectations; no wall-clock thresholds."""
+import json
+
+import numpy as np
+import pytest
+
+from inferlab.measure.plan import TINY_MODEL
+from inferlab.serving import validate
+from inferlab.serving.engines import ENGINES, check_engine
+from inferlab.serving.fitted import FEATURES, FittedStepTime, step_features
+from inferlab.serving.policies import ChunkedPrefill, TransformersFIFO
+from inferlab.serving.workload import LengthDist, Workload
+
+
+# -- the registry and bad input ---------------------------------------------------------------------
+def test_unknown_engine_is_refused_naming_the_allowed_ones():
+    assert ENGINES == ("inferlab", "transformers")
+    assert check_engine("transformers") == "transformers"
+    with pytest.raises(ValueError, match=r"unknown engine 'vllm'; allowed: inferlab, transformers"):
+        check_engine("vllm")
+    with pytest.raises(ValueError, match="engine must be one of inferlab, transformers"):
+        check_engine(None)
+
+
+@pytest.mark.parametrize("argv, match", [
+    (["--engine", "vllm"], "--engine"),
+    (["--engine", "transformers", "--dtype", "fp16"], "--dtype"),
+    (["--engine", "transformers", "--device", "cuda"], "--device"),
+    (["--max-batch-tokens", "4"], "--max-batch-tokens"),
+    (["--fractions", "0.3,x"], "--fractions"),
+    (["--fractions", "-0.3"], "--fractions"),
+])
+def test_validate_cli_refuses_bad_engine_options_in_one_line(argv, match, capsys):
+    from inferlab import cli
+    rc = cli.main(["serving", "validate", "--model", "tiny", *argv])
+    err = capsys.readouterr().err
+    assert rc == 2 and match in err and len(err.strip().splitlines()) == 1
+
+
+# -- the scheduler model ----------------------------------------------------------------------------
+class OneSecond:
+    """Every step takes 1 s: the schedule alone decides the times."""
+
+    def __call__(self, tokens, logits, attn_pairs, attn_kv_tokens):
+        return 1.0
+
+
+# Three requests at t = 0: A (5 prompt, 3 output), B (6, 2), C (3, 1); 8 tokens and 2 requests per step.
+# transformers' FIFO, by hand:
+#   step 1 (0-1 s): A whole (5), B's first 3 (budget 8 spent)        -> A's 1st token at 1
+#   step 2 (1-2 s): A decodes (1), B's last 3 (request budget spent) -> A 2nd, B 1st token at 2
+#   step 3 (2-3 s): A and B decode (2 requests: C waits)             -> A 3rd (done), B 2nd (done) at 3
+#   step 4 (3-4 s): C whole (3)                                      -> C's only token at 4
+BURST = Workload(np.zeros(3), np.array([5, 6, 3]), np.array([3, 2, 1]))
+HAND_STEPS = [(0, ((5, 0), (3, 0))), (1, ((3, 3),)), (2, ()), (0, ((3, 0),))]  # (decodes, chunks (q, p))
+
+
+def test_transformers_fifo_schedule_by_hand():
+    from inferlab.serving.simulate import simulate
+    from inferlab.specs import get_accelerator
+    pol = TransformersFIFO(token_budget=8, max_num_seqs=2, page_size=16)
+    assert (pol.max_batch_tokens, pol.max_requests_per_batch) == (8, 2)
+    r = simulate(BURST, TINY_MODEL, get_accelerator("h100-sxm"), pol, kv_blocks=64, block_tokens=16,
+                 step_time=OneSecond())
+    np.testing.assert_allclose(r.first_token_s, [1.0, 2.0, 4.0])
+    np.testing.assert_allclose(r.finish_s, [3.0, 3.0, 4.0])
+    assert [list(x) for x in r.itls_s] == [[1.0, 1.0], [1.0], []]
+    assert r.traces[0].tokens.tolist() == [8, 4, 2, 3]
+
+
+def test_transformers_fifo_refuses_bad_settings():
+    with pytest.raises(ValueError, match="page_size"):
+        TransformersFIFO(token_budget=8, max_num_seqs=2, page_size=0)
+    with pytest.raises(ValueError, match="token_budget must be >= max_num_seqs=8"):
+        TransformersFIFO(token_budget=4, max_num_seqs=8)
+    assert isinstance(TransformersFIFO(), ChunkedPrefill)
+
+
+def test_the_engine_itself_schedules_the_hand_burst_as_the_policy_does():
+    """transformers' own scheduler, live, on the burst above: the same steps (decodes and chunks),
+    and greedy decoding of every requested token (never stopped early)."""
+    from inferlab.serving.engines.transformers_cb import run_transformers
+    live = run_transformers(BURST, TINY_MODEL, max_batch_tokens=8, max_requests_per_batch=2, page_size=16,
+                            dtype="fp32", warmup=0)
+    got = [(int(n), tuple(ch)) for n, ch in zip(live.steps["n_decode"], live.chunks)]
+    assert got == HAND_STEPS
+    assert [len(t) for t in live.tokens] == [3, 2, 1]
+    r = live.result
+    assert np.all(r.first_token_s > 0) and np.all(r.finish_s >= r.first_token_s)
+    # A's and B's tokens come out of steps 1-3, C's of step 4: its first token is the last one timed
+    assert r.first_token_s[2] == pytest.approx(r.finish_s.max())
+    assert live.config["engine_version"] == "5.24.0" and live.config["attn_implementation"] == "sdpa"
+
+
+# -- the fitted step time ---------------------------------------------------------------------------
+def test_step_features_by_hand():
+    # two decodes after 5 cached keys each (decode_kv_tokens = 6 + 6), a chunk of 4 after 3 cached:
+    # T = 6 tokens, K = 5 + 5 + 3 = 13 keys read, 3 requests, 6 (6 + 13) = 114 query-key pairs
+    f = step_features(2, 12.0, [(4, 3)], 3)
+    assert dict(zip(FEATURES, f.tolist())) == {"step": 1, "tokens": 6, "tokens_over_16": 0, "tokens_over_64": 0,
+                                               "requests": 3, "cached_keys_read": 13, "attention_pairs": 114,
+                                               "sampled": 3}
+    assert step_features(0, 0.0, [(100, 0)], 1)[2:4].tolist() == [84, 36]
+
+
+def _steps(rng, n=60):
+    out = []
+    for _ in range(n):
+        b = int(rng.integers(0, 8))
+        ch = [(int(rng.integers(1, 200)), int(rng.integers(0, 100)))] if b == 0 or rng.random() < 0.5 else []
+        out.append((b, float(b * int(rng.integers(1, 300))), ch, b + len(ch) - int(rng.random() < 0.3)))
+    return out
+
+
+def test_fit_recovers_known_costs_and_drops_a_negative_one():
+    rng = np.random.default_rng(3)
+    steps = _steps(rng)
+    true = np.array([0.1, 4e-3, 2e-3, -1e-3, 1e-2, 1e-4, 2e-7, 3e-3])
+    y = np.array([true @ step_features(*s) for s in steps])
+    m = FittedStepTime.fit(steps, y)
+    np.testing.assert_allclose(m.coefficients, true, rtol=1e-6, atol=1e-12)
+    assert m.fit_stats["median_abs"] < 1e-9
+    # a per-request saving cannot be a cost: data made with requests at -5 ms fit it at 0, not below
+    y_neg = np.array([(true + np.eye(8)[4] * -0.015) @ step_features(*s) for s in steps])
+    assert FittedStepTime.fit(steps, y_neg).coefficients[4] == 0.0
+    back = FittedStepTime.from_dict(json.loads(json.dumps(m.to_dict())))
+    assert back.step(*steps[0]) == pytest.approx(m.step(*steps[0]))
+
+
+def test_fit_refuses_bad_input():
+    rng = np.random.default_rng(0)
+    steps = _steps(rng, 10)
+    with pytest.raises(ValueError, match="at least 24 timed steps; got 10"):
+        FittedStepTime.fit(steps, np.ones(10))
+    with pytest.raises(ValueError, match="as long"):
+        FittedStepTime.fit(steps, np.ones(9))
+    steps = _steps(rng, 30)
+    with pytest.raises(ValueError, match="positive finite"):
+        FittedStepTime.fit(steps, np.r_[np.ones(29), np.nan])
+    with pytest.raises(ValueError, match="8 finite numbers"):
+        FittedStepTime([1.0, 2.0])
+    assert FittedStepTime(np.zeros(8), floor_s=0.05).step(1, 10.0, [], 1) == 0.05  # never below the floor
+
+
+# -- the record's summary and the engines side by side -------------------------------------------------
+def _run(fraction, errors, live=(1.0, 2.0, 0.1, 0.2)):
+    cmp = {}
+    for (m, p, _), e, lv in zip(validate.ERROR_KEYS, errors, live):
+        cmp.setdefault(m, {})[p] = {"error": e, "live_s": lv}
+    return {"rate_per_s": fraction * 2, "load": "x", "fraction": fraction, "bounded": fraction <= 1,
+            "comparison": cmp, "step_time_error": {"median_ratio": 1.0, "median_abs": 0.0}}
+
+
+def test_rates_summary_by_hand():
+    runs = [_run(0.3, (0.1, -0.2, 0.05, 0.3)), _run(1.3, (-0.5, 0.4, 0.0, 0.1))]
+    assert validate.rates_summary(runs) == [
+        {"fraction": 0.3, "bounded": True, "ttft_p50_error": 0.1, "ttft_p99_error": -0.2,
+         "itl_p50_error": 0.05, "itl_p99_error": 0.3},
+        {"fraction": 1.3, "bounded": False, "ttft_p50_error": -0.5, "ttft_p99_error": 0.4,
+         "itl_p50_error": 0.0, "itl_p99_error": 0.1}]
+    rec = {"runs": runs, "bounds": {"p50": 0.15, "p99": 0.25}}
+    # ITL p99 +30 % misses at 0.3x; the overloaded rate's misses are reported, not counted
+    assert [(m[2], m[3]) for m in validate.misses(rec)] == [("ITL", "p99")]
+
+
+def _rec(engine, created, runs):
+    return {"schema": "inferlab.serving.validate/1", "created": created, "runs": runs,
+            "bounds": {"p50": 0.15, "p99": 0.25},
+            "summary": {"engine": engine, "engine_version": "v" + engine, "rates": validate.rates_summary(runs)}}
+
+
+def test_engines_summary_spread_and_recorded_filter_by_hand(tmp_path):
+    # two repeats of transformers at 0.3x: live TTFT p50 1.0 s then 1.2 s (spread 0.2 / 1.1), errors +10 %, -5 %
+    a = _rec("transformers", "2026-12-01T22:00:00+00:00", [_run(0.3, (0.1, 0.0, 0.0, 0.0))])
+    b = _rec("transformers", "2026-12-01T22:10:00+00:00",
+             [_run(0.3, (-0.05, 0.3, 0.0, 0.0), live=(1.2, 2.0, 0.1, 0.2))])
+    c = _rec("inferlab", "2026-12-01T22:05:00+00:00", [_run(0.3, (0.0, 0.0, 0.0, 0.0))])
+    s = validate.engines_summary([a, b, c])
+    t = s["transformers"]["fractions"][0.3]
+    assert s["transformers"]["repeats"] == 2 and s["inferlab"]["repeats"] == 1
+    assert t["error"]["ttft_p50"] == [0.1, -0.05]
+    assert t["live_spread"]["ttft_p50"] == pytest.approx(0.2 / 1.1)
+    assert t["live_spread"]["itl_p99"] == 0.0
+    assert t["within"] == [True, False]  # TTFT p99 +30 % in the second repeat
+    assert "transformers vtransformers" in validate.engines_table(s)
+    words = validate.engines_conclusion(s)
+    # 1 of 2 pairs within; worst TTFT p99 +30 %; every error but that one within the live spread
+    assert ("**transformers vtransformers**: 2 recorded repeats; 1 of 2 (repeat, rate) pairs at 0.30x capacity "
+            "within both bounds; the worst error +30% (TTFT p99 at 0.30x); 7 of 8 errors no larger") in words
+    old = {"schema": "inferlab.serving.validate/1", "created": "2026-11-30T12:59:03+00:00", "runs": []}
+    for i, r in enumerate((a, b, c, old)):
+        (tmp_path / f"{i}.json").write_text(json.dumps(r))
+    assert [r["created"] for r in validate.recorded(tmp_path)] == [old["created"], c["created"]]
+    assert len(validate.recorded(tmp_path, engine="transformers")) == 2
+    assert len(validate.recorded(tmp_path, engine=None)) == 4
+    with pytest.raises(ValueError, match="allowed: inferlab, transformers"):
+        validate.recorded(tmp_path, engine="vllm")
+    with pytest.raises(ValueError, match="positive finite"):
+        validate.live_spread([])
+
+
+# -- end to end -----------------------------------------------------------------------------------------
+def test_transformers_validation_end_to_end_on_the_tiny_model():
+    """Calibration, live run on transformers' engine and simulation of a handful of requests: the
+    record names the engine and its version, and both served every request with its token count."""
+    rec = validate.validate(model=TINY_MODEL, dtype="fp32", engine="transformers", rates=[20.0],
+                            duration_s=0.3, max_num_seqs=4, max_len=96, max_batch_tokens=32,
+                            prompt=LengthDist("lognormal", 24, 0.5, 8, 48),
+                            output=LengthDist("lognormal", 6, 0.5, 2, 12), log=lambda m: None)
+    run = rec["runs"][0]
+    assert run["live"]["completed"] == run["simulated"]["completed"] == run["requests"] > 0
+    assert validate.all_served(rec)
+    assert rec["summary"]["engine"] == "transformers" and rec["summary"]["engine_version"] == "5.24.0"
+    assert [sorted(r) for r in rec["summary"]["rates"]] == [sorted(
+        ["fraction", "bounded", "ttft_p50_error", "ttft_p99_error", "itl_p50_error", "itl_p99_error"])]
+    assert rec["summary"]["rates"][0]["ttft_p50_error"] == run["comparison"]["ttft_s"]["p50"]["error"]
+    assert rec["config"]["policy"] == "transformers-fifo" and rec["profile"]["kind"] == "transformers-fitted"
+    assert run["step_time_error"]["n"] > 0
+    json.dumps(rec)
