@@ -218,3 +218,38 @@ def test_transformers_validation_end_to_end_on_the_tiny_model():
     assert rec["config"]["policy"] == "transformers-fifo" and rec["profile"]["kind"] == "transformers-fitted"
     assert run["step_time_error"]["n"] > 0
     json.dumps(rec)
+
+
+class _FakeLive:
+    """A live run's step log: the hand burst's four steps with chosen durations."""
+
+    def __init__(self, durations, n=4):
+        kv = [0.0, 6.0, 14.0, 0.0]  # A decodes after 5 cached (5 + 1); then A and B after 6 each (7 + 7)
+        self.steps = {"n_decode": np.array([s[0] for s in HAND_STEPS][:n]), "decode_kv_tokens": np.array(kv[:n]),
+                      "logits": np.array([1, 2, 2, 1][:n]), "step_s": np.array(durations[:n])}
+        self.chunks = tuple(s[1] for s in HAND_STEPS)[:n]
+
+
+class _Fallback:
+    detailed = True
+
+    def step(self, *a):
+        return 1.0
+
+
+def test_replay_times_each_simulated_step_as_the_live_step_of_the_same_work():
+    from inferlab.serving.fitted import ReplayStepTime
+    from inferlab.serving.simulate import simulate
+    from inferlab.specs import get_accelerator
+    pol = TransformersFIFO(token_budget=8, max_num_seqs=2)
+    acc = get_accelerator("h100-sxm")
+    rp = ReplayStepTime(_FakeLive([2.0, 3.0, 1.0, 0.5]), _Fallback())
+    r = simulate(BURST, TINY_MODEL, acc, pol, kv_blocks=64, block_tokens=16, step_time=rp)
+    # steps end at 2, 5, 6, 6.5: A's first token at 2, B's at 5, both done at 6, C at 6.5
+    np.testing.assert_allclose(r.first_token_s, [2.0, 5.0, 6.5])
+    np.testing.assert_allclose(r.finish_s, [6.0, 6.0, 6.5])
+    assert (rp.matched, rp.unmatched) == (4, 0)
+    # the live log lacks the last step: it falls back (1 s) and counts as a scheduling difference
+    rp = ReplayStepTime(_FakeLive([2.0, 3.0, 1.0, 0.5], n=3), _Fallback())
+    r = simulate(BURST, TINY_MODEL, acc, pol, kv_blocks=64, block_tokens=16, step_time=rp)
+    assert r.first_token_s[2] == 7.0 and (rp.matched, rp.unmatched) == (3, 1)

@@ -126,3 +126,39 @@ def live_steps(live) -> tuple:
     steps = [(int(n), float(kv), list(ch), int(lg)) for n, kv, ch, lg in
              zip(st["n_decode"], st["decode_kv_tokens"], live.chunks, st["logits"])]
     return steps, np.asarray(st["step_s"], dtype=float)
+
+
+class ReplayStepTime:
+    """A diagnostic StepTimeModel: each simulated step takes the measured time of the live step
+    with the same work (decoding sequences, their keys, prefill chunks (q, p)), taken in the live
+    run's order; a step the live run never took falls back to `fallback` and counts as unmatched.
+
+    Simulating a workload on it separates the two sources of a latency error: if every simulated
+    step is matched and the latencies then agree, the simulator's schedule is the engine's and the
+    error left is the step-time model's; unmatched steps are a scheduling difference."""
+
+    detailed = True
+
+    def __init__(self, live, fallback):
+        from collections import defaultdict, deque
+        steps, durations = live_steps(live)
+        self._times = defaultdict(deque)
+        for (n, kv, chunks, _), t in zip(steps, durations):
+            self._times[self.key(n, kv, chunks)].append(float(t))
+        self.fallback = fallback
+        self.matched = self.unmatched = 0
+
+    @staticmethod
+    def key(decode_seqs, decode_kv_tokens, chunks) -> tuple:
+        return int(decode_seqs), int(round(float(decode_kv_tokens))), tuple((int(q), int(p)) for q, p in chunks)
+
+    def step(self, decode_seqs: int, decode_kv_tokens: float, chunks, sampled: int) -> float:
+        q = self._times.get(self.key(decode_seqs, decode_kv_tokens, chunks))
+        if q:
+            self.matched += 1
+            return q.popleft()
+        self.unmatched += 1
+        return self.fallback.step(decode_seqs, decode_kv_tokens, chunks, sampled)
+
+    def __call__(self, tokens, logits, attn_pairs, attn_kv_tokens):
+        raise TypeError("ReplayStepTime needs each step's sequences: use it with the engine's detailed calls")

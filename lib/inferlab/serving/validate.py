@@ -195,13 +195,18 @@ def validate(*, model: ModelConfig | None = None, dtype: str = "bf16", device: s
         cmp = compare(ls, ss)
         steps = step_errors(live, st)
         fraction = rate / cap
+        replay = replay_check(live, w, st, cfg, acc, pol, prec, kv_blocks, block_tokens, slo)
         runs.append({"rate_per_s": rate, "load": name, "fraction": fraction, "bounded": fraction <= BOUNDED_UP_TO,
                      "requests": len(w), "live": ls, "simulated": ss,
-                     "comparison": cmp, "step_time_error": steps,
+                     "comparison": cmp, "step_time_error": steps, "replay": replay,
                      "quantiles": {"live": quantiles(live.result), "simulated": quantiles(sim)}})
         log(f"  TTFT p50 {cmp['ttft_s']['p50']['error']:+.1%}, p99 {cmp['ttft_s']['p99']['error']:+.1%}; "
             f"ITL p50 {cmp['itl_s']['p50']['error']:+.1%}, p99 {cmp['itl_s']['p99']['error']:+.1%}; "
             f"steps: median |error| {steps['median_abs']:.1%}")
+        rc = replay["comparison"]
+        log(f"  replay (live step times on the simulated schedule, {replay['matched']} of {replay['steps']} steps "
+            f"matched): TTFT p50 {rc['ttft_s']['p50']['error']:+.1%}, p99 {rc['ttft_s']['p99']['error']:+.1%}; "
+            f"ITL p50 {rc['itl_s']['p50']['error']:+.1%}, p99 {rc['itl_s']['p99']['error']:+.1%}")
     config = {"model": cfg.name, "dtype": dtype, "policy": pol.name if engine == "inferlab" else "transformers-fifo",
               "max_num_seqs": max_num_seqs, "max_len": max_len, "duration_s": duration_s, "cv": cv, "seed": seed,
               "prompt": {"kind": prompt.kind, "mean": prompt.mean, "cv": prompt.cv},
@@ -221,6 +226,19 @@ def validate(*, model: ModelConfig | None = None, dtype: str = "bf16", device: s
             "within_bounds": all(r["comparison"]["within_bounds"] for r in runs if r["bounded"]),
             "summary": {"engine": engine, "engine_version": engine_version(engine),
                         "rates": rates_summary(runs)}}
+
+
+def replay_check(live, workload, step_time, cfg, acc, pol, prec, kv_blocks, block_tokens, slo) -> dict:
+    """The simulation of `workload` with each step timed as the live step of the same work
+    (serving.fitted.ReplayStepTime): {matched, steps, comparison with the live run}. All steps
+    matched and errors near 0: the schedule is the engine's, the error is the step time's."""
+    from inferlab.serving.fitted import ReplayStepTime
+    from inferlab.serving.simulate import simulate
+    rp = ReplayStepTime(live, step_time)
+    r = simulate(workload, cfg, acc, pol, precision=prec, kv_blocks=kv_blocks, block_tokens=block_tokens,
+                 step_time=rp)
+    return {"matched": rp.matched, "steps": rp.matched + rp.unmatched,
+            "comparison": compare(live.result.summary(slo), r.summary(slo))}
 
 
 def rates_summary(runs: list) -> list:
