@@ -284,7 +284,7 @@ CALIBRATION_LONE = (16, 48, 96, 200)  # prompts served alone before the burst (s
 
 
 def calibration_workload(prompt: LengthDist, output: LengthDist, seed: int) -> Workload:
-    """The workload a transformers step time is fitted to: prompts of CALIBRATION_LONE tokens (4
+    """The workload a transformers step time is fitted to: prompts of CALIBRATION_LONE tokens (16
     output tokens each) 0.75 s apart, then CALIBRATION_BURST requests of the run's length
     distributions (seeded apart from the predicted workloads) arriving together at 3 s."""
     rng = np.random.default_rng(seed + 7)
@@ -292,7 +292,7 @@ def calibration_workload(prompt: LengthDist, output: LengthDist, seed: int) -> W
     lone_p = np.minimum(np.array(CALIBRATION_LONE), prompt.high or max(CALIBRATION_LONE))
     arrival = np.concatenate([0.75 * np.arange(n_lone), np.full(CALIBRATION_BURST, 3.0)])
     p = np.concatenate([lone_p, prompt.sample(rng, CALIBRATION_BURST)])
-    o = np.concatenate([np.full(n_lone, 4), output.sample(rng, CALIBRATION_BURST)])
+    o = np.concatenate([np.full(n_lone, 16), output.sample(rng, CALIBRATION_BURST)])
     return Workload(arrival, p.astype(np.int64), o.astype(np.int64))
 
 
