@@ -463,7 +463,8 @@ reader.details("The chapter's statements on tails, scaling and prompt caching: v
 # off the clock. `inferlab serving validate` first times each operator of the model alone on the
 # device (the operator profile of `inferlab measure`), composes those times into a step time
 # (`serving.profiled.ProfileStepTime`: it never times a whole step), then serves one workload at
-# three rates, live and simulated, and compares the percentiles users see. The simulator must
+# rates from light to beyond the capacity the profile predicts, live and simulated, and compares
+# the percentiles users see. The simulator must
 # come within a bound at the median (`validate.P50_BOUND`) and a looser one at p99
 # (`validate.P99_BOUND`); the verdict under the table states both.
 #
@@ -479,7 +480,7 @@ Markdown(validate.conclusion(validation))
 
 # %%
 # figure: fig-15-2-3-live-vs-simulated
-# caption: TTFT and ITL distributions of the recorded live server (solid) and of its simulation on the measured operator profile (dashed), at three request rates.
+# caption: TTFT and ITL distributions of the recorded live server (solid) and of its simulation on the measured operator profile (dashed), at each recorded request rate.
 # alt: Two panels of percentile curves against latency on a log axis; each rate's live and simulated curves lie close together.
 validate.quantile_plot(validation)
 

@@ -176,6 +176,10 @@ def test_engines_summary_spread_and_recorded_filter_by_hand(tmp_path):
     b = _rec("transformers", "2026-12-01T22:10:00+00:00",
              [_run(0.3, (-0.05, 0.3, 0.0, 0.0), live=(1.2, 2.0, 0.1, 0.2))])
     c = _rec("inferlab", "2026-12-01T22:05:00+00:00", [_run(0.3, (0.0, 0.0, 0.0, 0.0))])
+    # the first transformers repeat's replay: 9 of 10 steps matched, worst replayed error -2 %
+    a["runs"][0]["replay"] = {"matched": 9, "steps": 10, "comparison": {
+        m: {p: {"error": e} for p, e in zip(("p50", "p99"), es)} for m, es in
+        (("ttft_s", (0.01, -0.02)), ("itl_s", (0.0, 0.005)))}}
     s = validate.engines_summary([a, b, c])
     t = s["transformers"]["fractions"][0.3]
     assert s["transformers"]["repeats"] == 2 and s["inferlab"]["repeats"] == 1
@@ -188,6 +192,8 @@ def test_engines_summary_spread_and_recorded_filter_by_hand(tmp_path):
     # 1 of 2 pairs within; worst TTFT p99 +30 %; every error but that one within the live spread
     assert ("**transformers vtransformers**: 2 recorded repeats; 1 of 2 (repeat, rate) pairs at 0.30x capacity "
             "within both bounds; the worst error +30% (TTFT p99 at 0.30x); 7 of 8 errors no larger") in words
+    assert ("step for step in 0 of 1 runs (9 of 10 steps), with latency errors of at most 2.0%.") in words
+    assert s["transformers"]["fractions"][0.3]["replay"] == [(9, 10, 0.02)]
     old = {"schema": "inferlab.serving.validate/1", "created": "2026-11-30T12:59:03+00:00", "runs": []}
     for i, r in enumerate((a, b, c, old)):
         (tmp_path / f"{i}.json").write_text(json.dumps(r))

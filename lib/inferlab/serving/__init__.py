@@ -5,6 +5,8 @@ workload (arrivals, lengths) -> policies (static, continuous, prefill-first, chu
 (TTFT, ITL, TPOT, E2E, queueing; percentiles, throughput, goodput). `compare` reads a vLLM
 `bench serve` result and sets it beside the simulation of the same workload. `live.run_live`
 serves a workload for real on the torch decoder with the same scheduling, on the wall clock.
+`engines` holds the live engines `validate` sets against the simulator: that loop, and Hugging
+Face transformers' continuous batching (`engines.transformers_cb`, imported only when used).
 """
 from inferlab.serving.kv import blocks_for, kv_capacity_blocks
 from inferlab.serving.live import LiveResult, run_live

@@ -505,7 +505,9 @@ def engines_summary(records: list) -> dict:
     {engine: {"version", "repeats": number of records, "fractions": {fraction (2 decimals):
       {"bounded", "error": {ttft_p50: [per repeat], ...}, "live_spread": {ttft_p50: (max - min) /
       median of the live percentile over the repeats, ...}, "within": [per repeat: every error within
-      its bound], "step_ratio": [per repeat: median predicted / measured step time]}}}}. Records made before engines count as 'inferlab'; only records with a
+      its bound], "step_ratio": [per repeat: median predicted / measured step time], "replay": [per
+      repeat that has one: (simulated steps matched by a live step of the same work, simulated
+      steps, largest |error| of the simulation on the live step times)]}}}}. Records made before engines count as 'inferlab'; only records with a
     summary (rates set as fractions) are used."""
     out: dict = {}
     for rec in records:
@@ -517,8 +519,12 @@ def engines_summary(records: list) -> dict:
         for run in rec["runs"]:
             f = e["fractions"].setdefault(round(float(run["fraction"]), 2), {
                 "bounded": bool(run["bounded"]), "error": {k: [] for *_, k in ERROR_KEYS},
-                "live": {k: [] for *_, k in ERROR_KEYS}, "within": [], "step_ratio": []})
+                "live": {k: [] for *_, k in ERROR_KEYS}, "within": [], "step_ratio": [], "replay": []})
             f["step_ratio"].append(float(run["step_time_error"]["median_ratio"]))
+            if "replay" in run:  # (matched steps, steps, largest |error| with the live step times)
+                rp = run["replay"]
+                f["replay"].append((int(rp["matched"]), int(rp["steps"]), max(
+                    abs(rp["comparison"][m][p]["error"]) for m, p, _ in ERROR_KEYS)))
             ok = True
             for m, p, k in ERROR_KEYS:
                 c = run["comparison"][m][p]
@@ -570,11 +576,16 @@ def engines_conclusion(summary: dict) -> str:
                      for v in vs)
         n_err = sum(len(vs) for x in bounded.values() for vs in x["error"].values())
         ratios = [r for x in e["fractions"].values() for r in x["step_ratio"]]
+        replays = [r for x in e["fractions"].values() for r in x["replay"]]
+        replay = "" if not replays else (
+            f" Replayed on the live step times, the simulated schedule matched the live one step for step in "
+            f"{sum(m == n for m, n, _ in replays)} of {len(replays)} runs ({sum(m for m, _, _ in replays)} of "
+            f"{sum(n for _, n, _ in replays)} steps), with latency errors of at most {max(x for *_, x in replays):.1%}.")
         label = {"ttft_p50": "TTFT p50", "ttft_p99": "TTFT p99", "itl_p50": "ITL p50", "itl_p99": "ITL p99"}
         parts.append(
             f"**{name} {e['version']}**: {e['repeats']} recorded repeat{'s' if e['repeats'] != 1 else ''}; "
             f"{ok} of {pairs} (repeat, rate) pairs at {', '.join(f'{f:.2f}x' for f in sorted(bounded))} capacity "
             f"within both bounds; the worst error {worst[1]:+.0%} ({label[worst[2]]} at {worst[3]:.2f}x); "
             f"{inside} of {n_err} errors no larger than the live runs' own spread at that rate; the simulated "
-            f"steps {min(ratios):.2f} to {max(ratios):.2f} of the measured ones (median per run).")
+            f"steps {min(ratios):.2f} to {max(ratios):.2f} of the measured ones (median per run)." + replay)
     return "\n".join(f"- {p}" for p in parts)

@@ -102,7 +102,6 @@ class _Steps:
 
 def _instrument(manager, log: _Steps):
     """Wrap the batch processor the manager creates: time each step and record its requests."""
-    from transformers.generation.continuous_batching.requests import RequestStatus  # noqa: F401
     create = manager._create_batch_processor
 
     def create_logged():
