@@ -224,7 +224,9 @@ def format_result(r: SuiteResult) -> str:
                 lines.append(f"            {label}: {e['median'] / unit:.3g} {uname} (min {e['min'] / unit:.3g}, "
                              f"max {e['max'] / unit:.3g}, {e['n']} estimates, spread {e['rel_spread']:.0%})")
     if ce.get("read_bytes_per_s"):
-        lines.append(f"          read-only stream (a sum): {ce['read_bytes_per_s'] / GB:.1f} GB/s = "
+        by = ce.get("read_by_kernel") or {}
+        fastest = f"fastest of {', '.join(by)}: {max(by, key=by.get)}" if by else "a sum"
+        lines.append(f"          read-only stream ({fastest}): {ce['read_bytes_per_s'] / GB:.1f} GB/s = "
                      f"{ce['read_bytes_per_s'] / bw:.2f} of the copy's read + write traffic "
                      + ("(decode MBU divides by it; the roofline uses the copy)" if spread else
                         "(informational: the roofline uses the copy)"))

@@ -9,7 +9,7 @@ Definitions (as vLLM's serving benchmark, benchmarks/benchmark_serving.py, uses 
   TPOT  time per output token: (end-to-end latency - TTFT) / (output tokens - 1) of a request,
         i.e. the mean of its ITLs.
   MBU   bytes the library says one decode step moves (weights + KV cache + activations)
-        / step time / measured copy bandwidth.
+        / step time / measured read-only stream (ceilings.read_bandwidth; `mbu_copy`: / copy).
   MFU   FLOPs the library counts for the pass / its time / measured matmul FLOP/s.
 """
 from __future__ import annotations
