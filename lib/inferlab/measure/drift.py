@@ -84,6 +84,18 @@ def drift_ratio(probe_s: float, ref_s: float) -> float:
     return probe_s / ref_s
 
 
+PROBE_MAX_REL_IQR = 0.25  # a probe whose own samples spread more than this (IQR / median) is not trusted
+
+
+def probe_trusted(probe: dict) -> bool:
+    """Whether a point's probe is steady enough to correct its prediction: its samples' IQR / median
+    at most PROBE_MAX_REL_IQR. In the first quick run of cpu-0.5b with round-robin probes (2-vCPU Xeon
+    VM), 8 of 12 probes spread 0.06-0.16 and followed their points; 4 spread 0.28-0.62, read 1.2-2.3x
+    the profile while their points ran at the speed of their neighbours, and would have put those
+    points' predictions 22-47 % off. Probes recorded before the spread was kept count as trusted."""
+    return probe.get("probe_rel_iqr", 0.0) <= PROBE_MAX_REL_IQR
+
+
 def drift_summary(ratios, tolerance: float = DRIFT_TOLERANCE) -> dict:
     """{'n', 'min', 'max', 'drift', 'tolerance', 'drifting'}: drift = max / min - 1 over the
     ratios and 1 (the profile's moment); drifting when drift > tolerance."""
@@ -147,5 +159,5 @@ class LinearProbes:
         self._inputs.clear()
 
 
-__all__ = ["DRIFT_TOLERANCE", "LinearProbes", "dominant_linear", "drift_ratio",
+__all__ = ["DRIFT_TOLERANCE", "PROBE_MAX_REL_IQR", "LinearProbes", "probe_trusted", "dominant_linear", "drift_ratio",
            "drift_summary", "nearest_size", "probed", "reference_s"]

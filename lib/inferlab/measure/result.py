@@ -315,10 +315,13 @@ def format_result(r: SuiteResult) -> str:
         lines.append(f"  MFU at prefill S = {s['mfu_prompt_len']}: {s['mfu_prefill']:.2f}"
                      + (f"   (target >= {tgt['mfu']})" if tgt else ""))
     dr = s.get("drift")
-    if dr:
+    if dr and dr.get("n"):
         lines.append(f"  drift probes: the host ran at {dr['min']:.2f}-{dr['max']:.2f}x the profile's time "
                      f"over {dr['n']} points, drift {dr['drift']:.0%} (tolerance {dr['tolerance']:.0%})"
                      + (": DRIFTING, the calibrated errors carry it" if dr["drifting"] else ""))
+    if dr and dr.get("untrusted"):
+        lines.append(f"  drift probes: {dr['untrusted']} too unsteady to correct their points (samples' IQR / "
+                     "median > 0.25): those predictions are left uncorrected")
     pe = s.get("prediction_error")
     if pe:
         lines += ["", "prediction error |measured / predicted - 1| over every TTFT, ITL and batch point"]

@@ -28,7 +28,7 @@ from inferlab.measure.ceilings import (STREAM_FREE_SHARE, Ceilings, bound_ceilin
                                        generator, measure_ceilings, robust_ceiling, roofline_sweep,
                                        torch_dtype)
 from inferlab.measure.breakdown import profile_pass
-from inferlab.measure.drift import LinearProbes, dominant_linear, drift_summary
+from inferlab.measure.drift import LinearProbes, dominant_linear, drift_summary, probe_trusted
 from inferlab.measure.profile import RESIDUAL_PROBES, measure_profile, pass_residual, time_probes
 from inferlab.measure.runner import (decode_runner, drop_kv_cache, fill_kv_cache_, random_model,
                                      token_pool)
@@ -551,7 +551,7 @@ def finish(data: dict, breakdown=None) -> dict:
     meas, pred = data["measurements"], data["predictions"]
     prof = data.get("profile")
     points = []
-    ratios = []
+    ratios, untrusted = [], 0
     for kind, shape in (("ttft", lambda p: (1, p["prompt_len"], 0)),
                         ("itl", lambda p: (1, 1, p["context_len"] - 1)),
                         ("batch", lambda p: (p["batch"], 1, p["context_len"] - 1))):
@@ -561,13 +561,17 @@ def finish(data: dict, breakdown=None) -> dict:
                 pr.pop("calibrated_uncorrected_s", None)
                 if m.get("drift"):  # the prediction at the host's speed of the moment (drift.py)
                     pr["calibrated_uncorrected_s"] = pr["calibrated_s"]
-                    pr["calibrated_s"] = pr["calibrated_s"] * m["drift"]["ratio"]
-                    ratios.append(m["drift"]["ratio"])
+                    if probe_trusted(m["drift"]):
+                        pr["calibrated_s"] = pr["calibrated_s"] * m["drift"]["ratio"]
+                        ratios.append(m["drift"]["ratio"])
+                    else:
+                        untrusted += 1
             points.append({"kind": kind, "median_s": m["timing"]["median_s"], **pr})
     summary = data["summary"]
     summary["prediction_error"] = prediction_error(points)
-    if ratios:
-        summary["drift"] = drift_summary(ratios)
+    if ratios or untrusted:
+        summary["drift"] = {**drift_summary(ratios), "untrusted": untrusted} if ratios else \
+            {"n": 0, "untrusted": untrusted, "drift": None, "drifting": False}
         summary["drifting"] = summary["drift"]["drifting"]
     if breakdown is not None:
         data["breakdown"] = breakdown
