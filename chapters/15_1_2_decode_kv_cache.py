@@ -354,8 +354,10 @@ measure.plots.step_time_plot([run] + recorded)
 # %% [markdown]
 # ### How much bandwidth a decode step gets (recorded)
 # The roofline's memory ceiling is measured with a copy, which reads and writes. A decode step
-# only reads: the weights and the KV cache. Each recorded run also times a read-only stream (a
-# sum over a large buffer), and its operator profile times the largest linear layer alone at
+# only reads: the weights and the KV cache. Each recorded run also times a read-only stream (the
+# fastest of a sum, a dot product and a matrix-vector product over a buffer several times the
+# last-level cache; runs recorded before these three, a sum alone), and its operator profile
+# times the largest linear layer alone at
 # one row, the matrix-vector product that dominates a $B$ = 1 step. The sentences below are
 # computed from the recorded files.
 

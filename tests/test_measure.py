@@ -563,3 +563,13 @@ def test_finish_corrects_each_calibrated_prediction_by_its_probe(tiny_run):
     assert pr["calibrated_uncorrected_s"] == pytest.approx(base[len(data["measurements"]["ttft"])])
     assert data["summary"]["drift"]["drift"] == pytest.approx(1.0) and data["summary"]["drifting"] is True
     assert "calibrated_uncorrected" in data["summary"]["prediction_error"]
+    # A probe whose samples spread 0.6 (IQR / median > 0.25) reads 2.0 too: not trusted, the point keeps
+    # its uncorrected prediction and the drift is over the others (all 1.0: no drift).
+    data["measurements"]["itl"][0]["drift"]["probe_rel_iqr"] = 0.6
+    suite.finish(data)
+    pr = data["predictions"]["itl"][0]
+    assert pr["calibrated_s"] == pr["calibrated_uncorrected_s"]
+    assert data["summary"]["drift"]["untrusted"] == 1 and data["summary"]["drift"]["drift"] == pytest.approx(0.0)
+    data["measurements"]["itl"][0]["drift"]["probe_rel_iqr"] = 0.25  # at the limit: trusted
+    suite.finish(data)
+    assert data["predictions"]["itl"][0]["calibrated_s"] == pytest.approx(2 * pr["calibrated_uncorrected_s"])

@@ -8,8 +8,8 @@ from dataclasses import replace
 from inferlab.costs import decode_costs, prefill_costs
 from inferlab.measure import device as _device
 from inferlab.measure import plan as _plan
-from inferlab.measure.ceilings import (choose_dtype, copy_bytes_moved, fill_random_, generator,
-                                       matmul_flops, measure_ceilings, robust_ceiling, torch_dtype)
+from inferlab.measure.ceilings import (READ_KERNELS, choose_dtype, copy_bytes_moved, fill_random_, generator,
+                                       matmul_flops, read_kernel, measure_ceilings, robust_ceiling, torch_dtype)
 from inferlab.measure.result import TARGETS
 from inferlab.measure.runner import decode_runner, fill_kv_cache_, random_model, token_pool
 from inferlab.measure.suite import CONTENTION_CLEAN, _resolve_plan, encroachment
@@ -85,7 +85,7 @@ def measure_efficiency(*, device: str = "auto", dtype: str = "auto", model=None,
             pcost = prefill_costs(cfg, 1, s_big, prec).total
             # Ceiling operands made once: each round times the copy and the product before and
             # after its kernel and divides by the higher of the two (never flattering the ratio).
-            src = fill_random_(torch.empty(max(int(copy_bytes) // 4, 1024), device=kind), gen)
+            src = fill_random_(torch.empty(max(int(copy_bytes) // 8192 * 2048, 2048), device=kind), gen)
             dst = torch.empty_like(src)
             n = plan.matmul_n
             pairs = [(fill_random_(torch.empty(n, n, dtype=torch_dtype(chosen), device=kind), gen),
@@ -97,9 +97,13 @@ def measure_efficiency(*, device: str = "auto", dtype: str = "auto", model=None,
                 t = time_fn(dst.copy_, [(src,)], device=kind, warmup=1, repeats=5, max_time_s=1.0)
                 return copy_bytes_moved(src.numel() * 4) / t.median_s, t
 
-            def read_rate():  # the read-only stream: ceilings.read_bandwidth's sum
-                t = time_fn(torch.sum, [(src,)], device=kind, warmup=1, repeats=5, max_time_s=0.5)
-                return src.numel() * 4 / t.median_s
+            def read_rate():  # the read-only stream: the fastest of ceilings.READ_KERNELS, as read_bandwidth
+                rates = []
+                for name in READ_KERNELS:
+                    fn_, pool_ = read_kernel(name, src, gen)
+                    t = time_fn(fn_, pool_, device=kind, warmup=1, repeats=5, max_time_s=0.5 / len(READ_KERNELS))
+                    rates.append(src.numel() * 4 / t.median_s)
+                return max(rates)
 
             def mm_rate():
                 t = time_fn(lambda a, b: torch.mm(a, b, out=out), pairs, device=kind, warmup=1,

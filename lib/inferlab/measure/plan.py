@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, replace
 
+from inferlab.measure.ceilings import stream_buffer_bytes
 from inferlab.memory import kv_cache_bytes, max_batch, weight_bytes
 from inferlab.specs import Accelerator, ModelConfig, Precision, get_model, list_models
 from inferlab.units import GB, bytes_per_element
@@ -178,8 +179,9 @@ def make_plan(kind: str, dtype: str, *, quick: bool = False, model=None, cache_b
     elif gpu:
         copy_bytes, matmul_n, shape = 2 * 2**30, 8192, (5120, 13824)
     else:
-        # Twice the last-level cache, at least 256 MiB.
-        copy_bytes, matmul_n, shape = max(2 * cache_bytes, 256 * 2**20), 2048, (cfg.d_model, cfg.d_ff)
+        # 4 x the last-level cache, at least 256 MiB (ceilings.stream_buffer_bytes; capped by free memory
+        # when the suite runs).
+        copy_bytes, matmul_n, shape = stream_buffer_bytes(cache_bytes), 2048, (cfg.d_model, cfg.d_ff)
     margin = 1e9 if gpu else 0.5e9
     return Plan(model=cfg, dtype=dtype, device=kind, quick=quick, roofline_shape=shape,
                 copy_bytes=copy_bytes, matmul_n=matmul_n, decode_mode=decode_mode,

@@ -224,7 +224,9 @@ def format_result(r: SuiteResult) -> str:
                 lines.append(f"            {label}: {e['median'] / unit:.3g} {uname} (min {e['min'] / unit:.3g}, "
                              f"max {e['max'] / unit:.3g}, {e['n']} estimates, spread {e['rel_spread']:.0%})")
     if ce.get("read_bytes_per_s"):
-        lines.append(f"          read-only stream (a sum): {ce['read_bytes_per_s'] / GB:.1f} GB/s = "
+        by = ce.get("read_by_kernel") or {}
+        fastest = f"fastest of {', '.join(by)}: {max(by, key=by.get)}" if by else "a sum"
+        lines.append(f"          read-only stream ({fastest}): {ce['read_bytes_per_s'] / GB:.1f} GB/s = "
                      f"{ce['read_bytes_per_s'] / bw:.2f} of the copy's read + write traffic "
                      + ("(decode MBU divides by it; the roofline uses the copy)" if spread else
                         "(informational: the roofline uses the copy)"))
@@ -313,10 +315,13 @@ def format_result(r: SuiteResult) -> str:
         lines.append(f"  MFU at prefill S = {s['mfu_prompt_len']}: {s['mfu_prefill']:.2f}"
                      + (f"   (target >= {tgt['mfu']})" if tgt else ""))
     dr = s.get("drift")
-    if dr:
+    if dr and dr.get("n"):
         lines.append(f"  drift probes: the host ran at {dr['min']:.2f}-{dr['max']:.2f}x the profile's time "
                      f"over {dr['n']} points, drift {dr['drift']:.0%} (tolerance {dr['tolerance']:.0%})"
                      + (": DRIFTING, the calibrated errors carry it" if dr["drifting"] else ""))
+    if dr and dr.get("untrusted"):
+        lines.append(f"  drift probes: {dr['untrusted']} too unsteady to correct their points (samples' IQR / "
+                     "median > 0.25): those predictions are left uncorrected")
     pe = s.get("prediction_error")
     if pe:
         lines += ["", "prediction error |measured / predicted - 1| over every TTFT, ITL and batch point"]

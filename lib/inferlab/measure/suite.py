@@ -9,7 +9,7 @@ Definitions (as vLLM's serving benchmark, benchmarks/benchmark_serving.py, uses 
   TPOT  time per output token: (end-to-end latency - TTFT) / (output tokens - 1) of a request,
         i.e. the mean of its ITLs.
   MBU   bytes the library says one decode step moves (weights + KV cache + activations)
-        / step time / measured copy bandwidth.
+        / step time / measured read-only stream (ceilings.read_bandwidth; `mbu_copy`: / copy).
   MFU   FLOPs the library counts for the pass / its time / measured matmul FLOP/s.
 """
 from __future__ import annotations
@@ -24,11 +24,11 @@ from inferlab.costs import decode_costs, prefill_costs
 from inferlab.latency import decode_step_time_s, prefill_time_s
 from inferlab.measure import device as _device
 from inferlab.measure import plan as _plan
-from inferlab.measure.ceilings import (Ceilings, bound_ceiling, ceiling_spread, choose_dtype,
+from inferlab.measure.ceilings import (STREAM_FREE_SHARE, Ceilings, bound_ceiling, ceiling_spread, choose_dtype,
                                        generator, measure_ceilings, robust_ceiling, roofline_sweep,
                                        torch_dtype)
 from inferlab.measure.breakdown import profile_pass
-from inferlab.measure.drift import LinearProbes, dominant_linear, drift_summary
+from inferlab.measure.drift import LinearProbes, dominant_linear, drift_summary, probe_trusted
 from inferlab.measure.profile import RESIDUAL_PROBES, measure_profile, pass_residual, time_probes
 from inferlab.measure.runner import (decode_runner, drop_kv_cache, fill_kv_cache_, random_model,
                                      token_pool)
@@ -194,7 +194,7 @@ def _measure(plan, kind, info, free, candidates, dtype, seed, bar, notes, clock=
     # Ceilings first, in a share of the free memory: the copy buffer is several times the cache.
     bar.stage("ceilings")
     mm_dtypes = sorted(set(candidates) | ({"fp32", "bf16"} if kind == "cpu" else set()))
-    copy_bytes = min(plan.copy_bytes, 0.2 * free)
+    copy_bytes = min(plan.copy_bytes, STREAM_FREE_SHARE * free)
     ceil = measure_ceilings(kind, mm_dtypes, copy_bytes=copy_bytes, matmul_n=plan.matmul_n,
                             memory_bytes=free, seed=seed)
     bar.update(1)
@@ -252,18 +252,21 @@ def _measure(plan, kind, info, free, candidates, dtype, seed, bar, notes, clock=
         prof["residual_scope"] = "decode"
     # Drift probes: each point is timed between two probes of its dominant operator (drift.py).
     probes = LinearProbes(prof, cfg, kind, chosen, cache_bytes=info.cache_bytes,
-                          pool_bytes=min(1e9, 0.1 * free_now), seed=seed + 9,
-                          point_time_s=plan.point_time_s / 6)
+                          pool_bytes=min(1e9, 0.1 * free_now), seed=seed + 9)
     start_acc = ceil.accelerator()
 
-    def around_point(batch_, q_len, past, measure):
+    def around_point(batch_, q_len, past, fn, pool, **timing):
+        """The point timed round-robin with the probe of its dominant operator (drift.py)."""
         key, m = dominant_linear(prof, cfg, prec, start_acc, batch_, q_len, past)
-        return probes.around(key, m, measure)
+        # time_interleaved's budget is per call of a round; the probe's calls are short, so half of it
+        # leaves the point the time it had alone
+        timing["max_time_s"] = timing["max_time_s"] / 2
+        return probes.around(key, m, fn, pool, lambda pts: timed_interleaved(pts, kind, **timing))
 
     # How each sweep's points are timed. By a thread's CPU time (the notebooks' live checks, on a machine that
     # may be busy): round-robin over the sweep, so a change in the host's load falls on every point alike. By the
-    # wall clock (`inferlab measure`): each point between two probes of its dominant operator (drift.py), whose
-    # ratio to the profile rescales that point's calibrated prediction.
+    # wall clock (`inferlab measure`): each point round-robin with a probe of its dominant operator (drift.py),
+    # whose ratio to the profile rescales that point's calibrated prediction.
     interleave = clock == "thread-cpu"
     bar.update(1)
     if not shared_cache:
@@ -293,9 +296,9 @@ def _measure(plan, kind, info, free, candidates, dtype, seed, bar, notes, clock=
         timings = timed_interleaved([(prefill, pool) for pool in pools], kind, warmup=1, repeats=10, min_repeats=3,
                                     max_time_s=plan.point_time_s, clock=clock)
         probed_points = [(t, None) for t in timings]
-    else:  # each prompt between two probes of its dominant operator (drift.py)
-        probed_points = (around_point(1, s, 0, lambda pool=pool: timed(prefill, pool, kind, warmup=1, repeats=10,
-                                                                        min_repeats=3, max_time_s=plan.point_time_s))
+    else:  # each prompt round-robin with a probe of its dominant operator (drift.py)
+        probed_points = (around_point(1, s, 0, prefill, pool, warmup=1, repeats=10, min_repeats=3,
+                                      max_time_s=plan.point_time_s)
                          for s, pool in zip(plan.prompt_lens, pools))
     for s, (t, probe) in zip(plan.prompt_lens, probed_points):
         c = prefill_costs(cfg, 1, s, prec).total
@@ -332,9 +335,9 @@ def _measure(plan, kind, info, free, candidates, dtype, seed, bar, notes, clock=
         probed_points = [(t, None) for t in timed_interleaved(runs, kind, warmup=2, repeats=30, min_repeats=5,
                                                                max_time_s=plan.point_time_s, clock=clock)]
     else:
-        probed_points = (around_point(1, 1, ctx - 1, lambda f=f, pool=pool: timed(
-            f, pool, kind, warmup=2, repeats=30, min_repeats=5, max_time_s=plan.point_time_s))
-            for ctx, (f, pool) in zip(plan.contexts, runs))
+        probed_points = (around_point(1, 1, ctx - 1, f, pool, warmup=2, repeats=30, min_repeats=5,
+                                      max_time_s=plan.point_time_s)
+                         for ctx, (f, pool) in zip(plan.contexts, runs))
     pools = [pool for _, pool in runs]
     for ctx, (t, probe), pool in zip(plan.contexts, probed_points, pools):
         itl.append(_decode_point(cfg, prec, acc, chosen, 1, ctx, t))
@@ -384,9 +387,9 @@ def _measure(plan, kind, info, free, candidates, dtype, seed, bar, notes, clock=
             probed_points = [(t, None) for t in timed_interleaved(runs, kind, warmup=2, repeats=20, min_repeats=3,
                                                                    max_time_s=plan.point_time_s, clock=clock)]
         else:
-            probed_points = (around_point(b, 1, plan.batch_context - 1, lambda f=f, pool=pool: timed(
-                f, pool, kind, warmup=2, repeats=20, min_repeats=3, max_time_s=plan.point_time_s))
-                for b, (f, pool) in zip(plan.batches, runs))
+            probed_points = (around_point(b, 1, plan.batch_context - 1, f, pool, warmup=2, repeats=20,
+                                          min_repeats=3, max_time_s=plan.point_time_s)
+                             for b, (f, pool) in zip(plan.batches, runs))
         pools = [pool for _, pool in runs]
         for b, (t, probe), pool in zip(plan.batches, probed_points, pools):
             point = _decode_point(cfg, prec, acc, chosen, b, plan.batch_context, t)
@@ -548,7 +551,7 @@ def finish(data: dict, breakdown=None) -> dict:
     meas, pred = data["measurements"], data["predictions"]
     prof = data.get("profile")
     points = []
-    ratios = []
+    ratios, untrusted = [], 0
     for kind, shape in (("ttft", lambda p: (1, p["prompt_len"], 0)),
                         ("itl", lambda p: (1, 1, p["context_len"] - 1)),
                         ("batch", lambda p: (p["batch"], 1, p["context_len"] - 1))):
@@ -558,13 +561,17 @@ def finish(data: dict, breakdown=None) -> dict:
                 pr.pop("calibrated_uncorrected_s", None)
                 if m.get("drift"):  # the prediction at the host's speed of the moment (drift.py)
                     pr["calibrated_uncorrected_s"] = pr["calibrated_s"]
-                    pr["calibrated_s"] = pr["calibrated_s"] * m["drift"]["ratio"]
-                    ratios.append(m["drift"]["ratio"])
+                    if probe_trusted(m["drift"]):
+                        pr["calibrated_s"] = pr["calibrated_s"] * m["drift"]["ratio"]
+                        ratios.append(m["drift"]["ratio"])
+                    else:
+                        untrusted += 1
             points.append({"kind": kind, "median_s": m["timing"]["median_s"], **pr})
     summary = data["summary"]
     summary["prediction_error"] = prediction_error(points)
-    if ratios:
-        summary["drift"] = drift_summary(ratios)
+    if ratios or untrusted:
+        summary["drift"] = {**drift_summary(ratios), "untrusted": untrusted} if ratios else \
+            {"n": 0, "untrusted": untrusted, "drift": None, "drifting": False}
         summary["drifting"] = summary["drift"]["drifting"]
     if breakdown is not None:
         data["breakdown"] = breakdown
