@@ -38,6 +38,7 @@ MARK = "\x1finferlab-answer\x1f"
 POLL_S = 0.2  # how often `Budget` reads the sandbox's times
 INTERRUPT_GRACE_S = 5.0  # own time a cell may run after its interrupt before the kernel is killed
 WALL_FACTOR = 10  # wall-clock backstop of a cell: WALL_FACTOR x its budget (+ 10 s); reached only if `Budget` fails
+START_ATTEMPTS = 2  # kernel starts tried before a run is given up (a start runs no student code)
 
 # Sent to the kernel after a check cell: the answer variable as JSON (sets tagged, numpy scalars unwrapped).
 CAPTURE = r'''
@@ -414,8 +415,9 @@ def main(argv) -> int:
         if value is not None or MARK in text:
             report["answers"][entry["id"]] = value
 
-    try:
+    def run_all():
         with client.setup_kernel():
+            started["kernel"] = True
             for index, cell in enumerate(nb.cells):
                 if cell.cell_type != "code" or not cell.source.strip():
                     continue
@@ -441,8 +443,22 @@ def main(argv) -> int:
                 save()
             else:
                 report["time_limit"] = bool(report["timeouts"]) and spent["s"] >= time_limit
-    except Exception as exc:  # kernel failed to start, or nbclient gave up
-        report["start_error"] = report["start_error"] or f"execution stopped ({type(exc).__name__}: {str(exc)[:120]})"
+
+    # A kernel that dies before it answers kernel_info has run none of the student's code (the kernel
+    # and its spec are the grader's): on a loaded host that happens, and it is nobody's fault, so the
+    # start is tried up to START_ATTEMPTS times before the run is given up ("start_attempts" says how many).
+    started = {"kernel": False}
+    for attempt in range(1, START_ATTEMPTS + 1):
+        report["start_attempts"] = attempt
+        try:
+            run_all()
+            break
+        except Exception as exc:  # kernel failed to start, or nbclient gave up
+            if not started["kernel"] and attempt < START_ATTEMPTS:
+                client.km = client.kc = None  # a fresh kernel manager and client for the next start
+                continue
+            report["start_error"] = report["start_error"] or f"execution stopped ({type(exc).__name__}: {str(exc)[:120]})"
+            break
     report["own_time_s"] = round(spent["s"], 3)
     report["schedstat"] = meter.schedstat
     save()
