@@ -36,6 +36,11 @@ P50_BOUND, P99_BOUND = 0.15, 0.25
 LOAD_FACTORS = (0.3, 0.6, 0.85, 1.3)
 LOAD_NAMES = ("light", "moderate", "near saturation", "overloaded")
 BOUNDED_UP_TO = 1.0  # fractions of capacity above this are reported, not held to the bounds
+# Requests served at each rate. A TTFT p99 over n requests interpolates between the two slowest
+# (numpy's linear percentile puts it 0.99 (n - 1) ranks up): it is close to the max, and one
+# request decides it. 20 is what fits the 2-core Xeon's budget for a whole validation (~6 min with
+# 5 calibrations at its 0.6 requests/s capacity); 0.3x then takes ~100 s of arrivals.
+REQUESTS_PER_RATE = 20
 
 
 def relative_error(simulated: float, live: float) -> float:
@@ -129,7 +134,7 @@ def step_errors(live, step_time) -> dict:
 
 
 def validate(*, model: ModelConfig | None = None, dtype: str = "bf16", device: str = "cpu", rates=None,
-             fractions=LOAD_FACTORS, duration_s: float = 45.0,
+             fractions=LOAD_FACTORS, duration_s: float | None = None, requests_per_rate: int | None = None,
              prompt: LengthDist = LengthDist("lognormal", 128, 0.5, 16, 384),
              output: LengthDist = LengthDist("lognormal", 32, 0.5, 4, 96), policy: str = "prefill-first",
              max_num_seqs: int = 8, max_len: int = 512, cv: float = 1.0, seed: int = 0,
@@ -139,8 +144,11 @@ def validate(*, model: ModelConfig | None = None, dtype: str = "bf16", device: s
     model: a ModelConfig (None: the cpu-0.5b preset; resolve a name with measure.plan.resolve_model).
     engine: 'inferlab' (policy, max_num_seqs, max_len: the live loop's) or 'transformers'
     (max_num_seqs is its max_requests_per_batch, max_batch_tokens its token budget, page_size its
-    KV page; policy does not apply: its FIFO scheduler runs). rates: requests per second; None:
-    `fractions` of the predicted capacity."""
+    KV page; policy does not apply: its FIFO scheduler runs; its step time is fitted to calibrations
+    bracketing each rate, `serving.bracketing`). rates: requests per second; None: `fractions` of the
+    predicted capacity. Each rate serves `requests_per_rate` requests (default
+    REQUESTS_PER_RATE: the same count, hence the same sample behind each p99, at every rate) or,
+    if `duration_s` is given instead, every arrival within that many seconds."""
     import torch
 
     from inferlab.measure import device as _device
@@ -149,12 +157,21 @@ def validate(*, model: ModelConfig | None = None, dtype: str = "bf16", device: s
     from inferlab.serving.engines import check_engine, engine_version
     from inferlab.serving.simulate import simulate
     from inferlab.specs import Precision
-    from inferlab.validation import positive_float
+    from inferlab.validation import positive_float, positive_int
 
     t_start = time.perf_counter()
     log = log or (lambda message: None)  # log=None: quiet
     check_engine(engine)
     cfg = CPU_MODEL if model is None else check_model(model)  # None: the cpu-0.5b preset
+    if duration_s is not None and requests_per_rate is not None:
+        raise ValueError(f"give one of duration_s ({duration_s!r}) and requests_per_rate ({requests_per_rate!r}), "
+                         "not both")
+    if duration_s is None and requests_per_rate is None:
+        requests_per_rate = REQUESTS_PER_RATE
+    if requests_per_rate is not None:
+        positive_int("requests_per_rate", requests_per_rate, minimum=2, maximum=10_000)
+    else:
+        positive_float("duration_s", duration_s)
     if rates is None:
         fractions = [positive_float("fractions", f) for f in fractions]
         if not fractions:
@@ -173,8 +190,24 @@ def validate(*, model: ModelConfig | None = None, dtype: str = "bf16", device: s
         st, prof, pol, kv_blocks, block_tokens, model_obj = _inferlab_profile(
             cfg, kind, dtype, prec, acc, info, free, prompt, policy, max_num_seqs, max_len, seed, log)
     else:
-        st, prof, pol, kv_blocks, block_tokens, model_obj = _transformers_profile(
-            cfg, dtype, prompt, output, max_num_seqs, max_batch_tokens, page_size, max_len, seed, log)
+        from inferlab.serving.engines.transformers_cb import build_model
+        from inferlab.serving.policies import TransformersFIFO
+        pol = TransformersFIFO(token_budget=max_batch_tokens, max_num_seqs=max_num_seqs, page_size=page_size)
+        log(f"transformers: {cfg.name} ({dtype}) as LlamaForCausalLM")
+        model_obj = build_model(cfg, dtype, seed)
+
+        def calibrate(index):
+            log(f"calibration {index}")
+            c = _calibrate(index, model_obj, prompt, output, max_num_seqs, max_batch_tokens, page_size, max_len,
+                           dtype, seed, t_start)
+            fs = c["fit"].fit_stats
+            log(f"  {c['elapsed_s']:.0f} s, fitted on {fs['n']} steps: median |error| {fs['median_abs']:.1%}, "
+                f"p90 {fs['p90_abs']:.1%}")
+            return c
+
+        cals = [calibrate(0)]
+        st, kv_blocks, block_tokens = cals[0]["fit"], cals[0]["num_blocks"], page_size
+        prof = {"kind": "transformers-fitted", **st.to_dict(), "calibration_steps": st.fit_stats["n"]}
     cap = capacity_requests_per_s(st, cfg, acc, pol, prec, prompt, output, kv_blocks, block_tokens, seed)
     if rates is None:
         rates = [f * cap for f in fractions]
@@ -184,21 +217,36 @@ def validate(*, model: ModelConfig | None = None, dtype: str = "bf16", device: s
         names = [f"{r / cap:.2f}x capacity" for r in rates]
     log(f"{engine}: predicted capacity {cap:.2f} requests/s; rates {', '.join(f'{r:.2f}' for r in rates)}")
     runs = []
-    for rate, name in zip(rates, names):
-        w = synthetic(rate, duration_s=duration_s, prompt=prompt, output=output, cv=cv, seed=seed)
+    for k, (rate, name) in enumerate(zip(rates, names)):
+        w = (synthetic(rate, n_requests=requests_per_rate, prompt=prompt, output=output, cv=cv, seed=seed)
+             if requests_per_rate is not None else
+             synthetic(rate, duration_s=duration_s, prompt=prompt, output=output, cv=cv, seed=seed))
         log(f"live: {len(w)} requests at {rate:.2f}/s ({name})")
         live = _serve_live(engine, w, model_obj, pol, policy, max_num_seqs, max_len, max_batch_tokens,
                            page_size, kind, dtype, seed)
+        run_extra, st_k = {}, st
+        if engine == "transformers":  # the step time of this rate: its two brackets' fits, averaged
+            from inferlab.serving.bracketing import brackets_of, mean_fit, speed
+            from inferlab.serving.fitted import live_steps
+            cals.append(calibrate(k + 1))
+            before, after = brackets_of(k, len(rates))
+            st_k = mean_fit([cals[before]["fit"], cals[after]["fit"]])
+            sim0 = simulate(w, cfg, acc, pol, precision=prec, kv_blocks=kv_blocks, block_tokens=block_tokens,
+                            step_time=st)
+            run_extra = {"calibrations": [before, after], "step_model": st_k.to_dict(),
+                         "live_speed": speed(st, *live_steps(live)),
+                         # what the first calibration alone (the method before bracketing) predicts
+                         "first_calibration_only": compare(live.result.summary(slo), sim0.summary(slo))}
         sim = simulate(w, cfg, acc, pol, precision=prec, kv_blocks=kv_blocks, block_tokens=block_tokens,
-                       step_time=st)
+                       step_time=st_k)
         ls, ss = live.result.summary(slo), sim.summary(slo)
         cmp = compare(ls, ss)
-        steps = step_errors(live, st)
+        steps = step_errors(live, st_k)
         fraction = rate / cap
-        replay = replay_check(live, w, st, cfg, acc, pol, prec, kv_blocks, block_tokens, slo)
+        replay = replay_check(live, w, st_k, cfg, acc, pol, prec, kv_blocks, block_tokens, slo)
         runs.append({"rate_per_s": rate, "load": name, "fraction": fraction, "bounded": fraction <= BOUNDED_UP_TO,
                      "requests": len(w), "live": ls, "simulated": ss,
-                     "comparison": cmp, "step_time_error": steps, "replay": replay,
+                     "comparison": cmp, "step_time_error": steps, "replay": replay, **run_extra,
                      "quantiles": {"live": quantiles(live.result), "simulated": quantiles(sim)}})
         log(f"  TTFT p50 {cmp['ttft_s']['p50']['error']:+.1%}, p99 {cmp['ttft_s']['p99']['error']:+.1%}; "
             f"ITL p50 {cmp['itl_s']['p50']['error']:+.1%}, p99 {cmp['itl_s']['p99']['error']:+.1%}; "
@@ -208,12 +256,19 @@ def validate(*, model: ModelConfig | None = None, dtype: str = "bf16", device: s
             f"matched): TTFT p50 {rc['ttft_s']['p50']['error']:+.1%}, p99 {rc['ttft_s']['p99']['error']:+.1%}; "
             f"ITL p50 {rc['itl_s']['p50']['error']:+.1%}, p99 {rc['itl_s']['p99']['error']:+.1%}")
     config = {"model": cfg.name, "dtype": dtype, "policy": pol.name if engine == "inferlab" else "transformers-fifo",
-              "max_num_seqs": max_num_seqs, "max_len": max_len, "duration_s": duration_s, "cv": cv, "seed": seed,
+              "max_num_seqs": max_num_seqs, "max_len": max_len, "duration_s": duration_s,
+              "requests_per_rate": requests_per_rate, "cv": cv, "seed": seed,
               "prompt": {"kind": prompt.kind, "mean": prompt.mean, "cv": prompt.cv},
               "output": {"kind": output.kind, "mean": output.mean, "cv": output.cv},
               "kv_blocks": kv_blocks, "block_tokens": block_tokens}
+    summary = {"engine": engine, "engine_version": engine_version(engine), "rates": rates_summary(runs)}
+    calibrations = None
     if engine == "transformers":
         config.update({"max_batch_tokens": max_batch_tokens, "page_size": page_size})
+        calibrations = _calibrations_record(cals, st)
+        summary["calibration"] = {"method": "bracketed", "combined": "mean of the two fits", "count": len(cals),
+                                  "speeds": [c["speed"] for c in calibrations],
+                                  "drift": calibration_drift(calibrations)}
     return {"schema": "inferlab.serving.validate/1",
             "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "elapsed_s": time.perf_counter() - t_start,
@@ -222,10 +277,10 @@ def validate(*, model: ModelConfig | None = None, dtype: str = "bf16", device: s
             "config": config,
             "bounds": {"p50": P50_BOUND, "p99": P99_BOUND, "up_to_fraction": BOUNDED_UP_TO},
             "capacity_requests_per_s": cap, "ceilings": ceil.to_dict(), "profile": prof,
+            **({"calibrations": calibrations} if calibrations is not None else {}),
             "runs": runs,
             "within_bounds": all(r["comparison"]["within_bounds"] for r in runs if r["bounded"]),
-            "summary": {"engine": engine, "engine_version": engine_version(engine),
-                        "rates": rates_summary(runs)}}
+            "summary": summary}
 
 
 def replay_check(live, workload, step_time, cfg, acc, pol, prec, kv_blocks, block_tokens, slo) -> dict:
@@ -242,11 +297,12 @@ def replay_check(live, workload, step_time, cfg, acc, pol, prec, kv_blocks, bloc
 
 
 def rates_summary(runs: list) -> list:
-    """summary.rates of a record: per run {fraction, ttft_p50_error, ttft_p99_error, itl_p50_error,
-    itl_p99_error, bounded} (errors: simulated / live - 1)."""
+    """summary.rates of a record: per run {fraction, bounded, requests (the sample behind each
+    TTFT percentile), ttft_p50_error, ttft_p99_error, itl_p50_error, itl_p99_error} (errors:
+    simulated / live - 1)."""
     out = []
     for r in runs:
-        row = {"fraction": float(r["fraction"]), "bounded": bool(r["bounded"])}
+        row = {"fraction": float(r["fraction"]), "bounded": bool(r["bounded"]), "requests": int(r["requests"])}
         for m, short in (("ttft_s", "ttft"), ("itl_s", "itl")):
             for p in ("p50", "p99"):
                 row[f"{short}_{p}_error"] = float(r["comparison"][m][p]["error"])
@@ -279,40 +335,62 @@ def _inferlab_profile(cfg, kind, dtype, prec, acc, info, free, prompt, policy, m
     return ProfileStepTime(prof, cfg, prec, acc), prof, pol, kv_blocks, block_tokens, model_obj
 
 
-CALIBRATION_BURST = 32        # requests arriving at once in the transformers engine's calibration run
+# The transformers engine's calibration run (one per bracket, serving.bracketing): lone prompts, then
+# a burst. On the 2-core Xeon (cpu-0.5b, bf16; four runs back to back, bursts of 8, 12, 8, 32) a
+# burst of 8 took 24-27 s (5-6 s of it the engine's warm-up) against 60 s for 32, for 63-68 steps;
+# its fit predicted its own steps within a median 7 % (p90 17-18 %), as the burst of 32 did (8 %,
+# 17 %), and the 32-burst run's steps within a median 8-10 % (the 32-burst fit predicted the
+# 8-burst runs' within 10 %). Runs a minute apart moved 12-15 % against each other: drift, not fit.
+CALIBRATION_BURST = 8         # requests arriving at once in the transformers engine's calibration run
 CALIBRATION_LONE = (16, 48, 96, 200)  # prompts served alone before the burst (small prefills)
 
 
-def calibration_workload(prompt: LengthDist, output: LengthDist, seed: int) -> Workload:
+def calibration_workload(prompt: LengthDist, output: LengthDist, seed: int, burst: int | None = None) -> Workload:
     """The workload a transformers step time is fitted to: prompts of CALIBRATION_LONE tokens (16
     output tokens each) 0.75 s apart, then CALIBRATION_BURST requests of the run's length
     distributions (seeded apart from the predicted workloads) arriving together at 3 s."""
     rng = np.random.default_rng(seed + 7)
+    burst = CALIBRATION_BURST if burst is None else burst
     n_lone = len(CALIBRATION_LONE)
     lone_p = np.minimum(np.array(CALIBRATION_LONE), prompt.high or max(CALIBRATION_LONE))
-    arrival = np.concatenate([0.75 * np.arange(n_lone), np.full(CALIBRATION_BURST, 3.0)])
-    p = np.concatenate([lone_p, prompt.sample(rng, CALIBRATION_BURST)])
-    o = np.concatenate([np.full(n_lone, 16), output.sample(rng, CALIBRATION_BURST)])
+    arrival = np.concatenate([0.75 * np.arange(n_lone), np.full(burst, 3.0)])
+    p = np.concatenate([lone_p, prompt.sample(rng, burst)])
+    o = np.concatenate([np.full(n_lone, 16), output.sample(rng, burst)])
     return Workload(arrival, p.astype(np.int64), o.astype(np.int64))
 
 
-def _transformers_profile(cfg, dtype, prompt, output, max_num_seqs, max_batch_tokens, page_size, max_len, seed, log):
-    """transformers' engine: a step time fitted to a calibration run of the engine itself."""
-    from inferlab.serving.engines.transformers_cb import build_model, run_transformers
+def _calibrate(index, model_obj, prompt, output, max_num_seqs, max_batch_tokens, page_size, max_len, dtype,
+               seed, t_start) -> dict:
+    """One calibration run of transformers' engine (calibration_workload) and its fitted step time:
+    {index, started_s (since the validation began), elapsed_s, steps, durations, fit, num_blocks}."""
+    from inferlab.serving.engines.transformers_cb import run_transformers
     from inferlab.serving.fitted import FittedStepTime, live_steps
-    from inferlab.serving.policies import TransformersFIFO
-    pol = TransformersFIFO(token_budget=max_batch_tokens, max_num_seqs=max_num_seqs, page_size=page_size)
-    log(f"transformers: {cfg.name} ({dtype}) as LlamaForCausalLM; calibration run")
-    model_obj = build_model(cfg, dtype, seed)
+    t = time.perf_counter()
     cal = run_transformers(calibration_workload(prompt, output, seed), model_obj, max_batch_tokens=max_batch_tokens,
                            max_requests_per_batch=max_num_seqs, page_size=page_size, max_len=max_len,
                            dtype=dtype, seed=seed + 1)
     steps, durations = live_steps(cal)
-    st = FittedStepTime.fit(steps, durations)
-    log(f"  fitted on {len(durations)} steps: median |error| {st.fit_stats['median_abs']:.1%}")
-    num_blocks = cal.config["num_blocks"]
-    prof = {"kind": "transformers-fitted", **st.to_dict(), "calibration_steps": len(durations)}
-    return st, prof, pol, num_blocks, page_size, model_obj
+    return {"index": index, "started_s": t - t_start, "elapsed_s": time.perf_counter() - t, "steps": steps,
+            "durations": durations, "fit": FittedStepTime.fit(steps, durations),
+            "num_blocks": cal.config["num_blocks"]}
+
+
+def _calibrations_record(cals: list, reference) -> list:
+    """The record's calibrations: per calibration its timing, fit, speed on `reference`'s scale
+    (serving.bracketing.speed) and its step log (to refit later)."""
+    from inferlab.serving.bracketing import speed
+    return [{"index": c["index"], "started_s": c["started_s"], "elapsed_s": c["elapsed_s"],
+             "speed": speed(reference, c["steps"], c["durations"]), **c["fit"].to_dict(),
+             "step_log": {"n_decode": [s[0] for s in c["steps"]], "decode_kv_tokens": [s[1] for s in c["steps"]],
+                          "chunks": [[list(q) for q in s[2]] for s in c["steps"]],
+                          "sampled": [s[3] for s in c["steps"]], "step_s": c["durations"].tolist()}}
+            for c in cals]
+
+
+def calibration_drift(calibrations: list) -> float:
+    """How much the calibrations of one validation moved: serving.bracketing.drift over their speeds."""
+    from inferlab.serving.bracketing import drift
+    return drift([c["speed"] for c in calibrations])
 
 
 def _serve_live(engine, w, model_obj, pol, policy, max_num_seqs, max_len, max_batch_tokens, page_size, kind,
