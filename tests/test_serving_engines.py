@@ -30,6 +30,8 @@ def test_unknown_engine_is_refused_naming_the_allowed_ones():
     (["--max-batch-tokens", "4"], "--max-batch-tokens"),
     (["--fractions", "0.3,x"], "--fractions"),
     (["--fractions", "-0.3"], "--fractions"),
+    (["--requests", "1"], "--requests"),
+    (["--requests", "20", "--duration", "30"], "--duration"),
 ])
 def test_validate_cli_refuses_bad_engine_options_in_one_line(argv, match, capsys):
     from inferlab import cli
@@ -144,20 +146,20 @@ def test_fit_refuses_bad_input():
 
 
 # -- the record's summary and the engines side by side -------------------------------------------------
-def _run(fraction, errors, live=(1.0, 2.0, 0.1, 0.2)):
+def _run(fraction, errors, live=(1.0, 2.0, 0.1, 0.2), requests=20):
     cmp = {}
     for (m, p, _), e, lv in zip(validate.ERROR_KEYS, errors, live):
         cmp.setdefault(m, {})[p] = {"error": e, "live_s": lv}
     return {"rate_per_s": fraction * 2, "load": "x", "fraction": fraction, "bounded": fraction <= 1,
-            "comparison": cmp, "step_time_error": {"median_ratio": 1.0, "median_abs": 0.0}}
+            "requests": requests, "comparison": cmp, "step_time_error": {"median_ratio": 1.0, "median_abs": 0.0}}
 
 
 def test_rates_summary_by_hand():
-    runs = [_run(0.3, (0.1, -0.2, 0.05, 0.3)), _run(1.3, (-0.5, 0.4, 0.0, 0.1))]
+    runs = [_run(0.3, (0.1, -0.2, 0.05, 0.3), requests=7), _run(1.3, (-0.5, 0.4, 0.0, 0.1))]
     assert validate.rates_summary(runs) == [
-        {"fraction": 0.3, "bounded": True, "ttft_p50_error": 0.1, "ttft_p99_error": -0.2,
+        {"fraction": 0.3, "bounded": True, "requests": 7, "ttft_p50_error": 0.1, "ttft_p99_error": -0.2,
          "itl_p50_error": 0.05, "itl_p99_error": 0.3},
-        {"fraction": 1.3, "bounded": False, "ttft_p50_error": -0.5, "ttft_p99_error": 0.4,
+        {"fraction": 1.3, "bounded": False, "requests": 20, "ttft_p50_error": -0.5, "ttft_p99_error": 0.4,
          "itl_p50_error": 0.0, "itl_p99_error": 0.1}]
     rec = {"runs": runs, "bounds": {"p50": 0.15, "p99": 0.25}}
     # ITL p99 +30 % misses at 0.3x; the overloaded rate's misses are reported, not counted
@@ -211,7 +213,7 @@ def test_transformers_validation_end_to_end_on_the_tiny_model():
     """Calibration, live run on transformers' engine and simulation of a handful of requests: the
     record names the engine and its version, and both served every request with its token count."""
     rec = validate.validate(model=TINY_MODEL, dtype="fp32", engine="transformers", rates=[20.0],
-                            duration_s=0.3, max_num_seqs=4, max_len=96, max_batch_tokens=32,
+                            requests_per_rate=4, max_num_seqs=4, max_len=96, max_batch_tokens=32,
                             prompt=LengthDist("lognormal", 24, 0.5, 8, 48),
                             output=LengthDist("lognormal", 6, 0.5, 2, 12), log=lambda m: None)
     run = rec["runs"][0]
@@ -219,10 +221,22 @@ def test_transformers_validation_end_to_end_on_the_tiny_model():
     assert validate.all_served(rec)
     assert rec["summary"]["engine"] == "transformers" and rec["summary"]["engine_version"] == "5.24.0"
     assert [sorted(r) for r in rec["summary"]["rates"]] == [sorted(
-        ["fraction", "bounded", "ttft_p50_error", "ttft_p99_error", "itl_p50_error", "itl_p99_error"])]
+        ["fraction", "bounded", "requests", "ttft_p50_error", "ttft_p99_error", "itl_p50_error", "itl_p99_error"])]
     assert rec["summary"]["rates"][0]["ttft_p50_error"] == run["comparison"]["ttft_s"]["p50"]["error"]
     assert rec["config"]["policy"] == "transformers-fifo" and rec["profile"]["kind"] == "transformers-fitted"
     assert run["step_time_error"]["n"] > 0
+    assert run["requests"] == rec["summary"]["rates"][0]["requests"] == 4
+    # one rate, bracketed: a calibration before it and one after; its step time the mean of both fits
+    cals = rec["calibrations"]
+    assert [c["index"] for c in cals] == [0, 1] and run["calibrations"] == [0, 1]
+    assert cals[0]["started_s"] < cals[1]["started_s"]
+    np.testing.assert_allclose(run["step_model"]["coefficients"],
+                               (np.array(cals[0]["coefficients"]) + np.array(cals[1]["coefficients"])) / 2)
+    assert rec["profile"]["coefficients"] == cals[0]["coefficients"]  # the capacity: the first calibration's
+    assert len(cals[1]["step_log"]["step_s"]) == cals[1]["fit"]["n"]
+    speeds = rec["summary"]["calibration"]["speeds"]
+    assert rec["summary"]["calibration"]["drift"] == pytest.approx(max(speeds) / min(speeds) - 1)
+    assert "first_calibration_only" in run and run["live_speed"] > 0
     json.dumps(rec)
 
 
@@ -259,3 +273,69 @@ def test_replay_times_each_simulated_step_as_the_live_step_of_the_same_work():
     rp = ReplayStepTime(_FakeLive([2.0, 3.0, 1.0, 0.5], n=3), _Fallback())
     r = simulate(BURST, TINY_MODEL, acc, pol, kv_blocks=64, block_tokens=16, step_time=rp)
     assert r.first_token_s[2] == 7.0 and (rp.matched, rp.unmatched) == (3, 1)
+
+
+# -- calibrations bracketing each rate (serving.bracketing) ----------------------------------------------
+def test_each_rate_is_bracketed_by_the_calibrations_just_before_and_after_it():
+    from inferlab.serving.bracketing import brackets_of, plan
+    # three rates: C0 R0 C1 R1 C2 R2 C3; rate 1 sits between C1 and C2, which it shares with rates 0 and 2
+    assert plan(3) == [("calibrate", 0), ("serve", 0), ("calibrate", 1), ("serve", 1), ("calibrate", 2),
+                       ("serve", 2), ("calibrate", 3)]
+    assert [brackets_of(k, 3) for k in range(3)] == [(0, 1), (1, 2), (2, 3)]
+    assert plan(1) == [("calibrate", 0), ("serve", 0), ("calibrate", 1)]
+
+
+def test_two_brackets_combine_as_the_mean_of_their_fits_not_a_pooled_fit():
+    from inferlab.serving.bracketing import mean_fit
+    steps = _steps(np.random.default_rng(5), 40)
+    true = np.array([0.1, 4e-3, 2e-3, -1e-3, 1e-2, 1e-4, 2e-7, 3e-3])
+    y = np.array([true @ step_features(*s) for s in steps])
+    before, after = FittedStepTime.fit(steps, y), FittedStepTime.fit(steps, 2 * y)  # the host halves its speed
+    m = mean_fit([before, after])
+    np.testing.assert_allclose(m.coefficients, 1.5 * true, rtol=1e-6, atol=1e-12)
+    assert m.floor_s == pytest.approx(1.5 * y.min()) and m.fit_stats["mean_of"] == 2
+    assert m.step(*steps[0]) == pytest.approx(1.5 * y[0])
+    # why not pooled: weighing each step by 1 / its duration, one fit over both minimises
+    # (a - 1)^2 + (a / 2 - 1)^2 per step, at a = 1.2: pulled toward the faster bracket
+    pooled = FittedStepTime.fit(steps + steps, np.r_[y, 2 * y])
+    np.testing.assert_allclose(pooled.coefficients, 1.2 * true, rtol=1e-6, atol=1e-12)
+
+
+def test_speed_and_drift_by_hand():
+    from inferlab.serving.bracketing import drift, speed
+    ref = FittedStepTime([0.0, 0.01, 0, 0, 0, 0, 0, 0])  # 10 ms per token
+    steps = [(1, 10.0, [], 1), (2, 20.0, [], 2), (0, 0.0, [(10, 0)], 1)]  # 1, 2 and 10 tokens: 10, 20, 100 ms
+    # measured 1.0x, 1.1x and 1.5x the reference: the median ratio is 1.1
+    assert speed(ref, steps, [0.010, 0.022, 0.150]) == pytest.approx(1.1)
+    # speeds 1.0, 1.3, 0.8: the slowest calibration ran 1.3 / 0.8 - 1 = 62.5 % longer than the fastest
+    assert drift([1.0, 1.3, 0.8]) == pytest.approx(0.625)
+    assert drift([1.2]) == 0.0
+    cals = [{"speed": 1.0}, {"speed": 1.3}, {"speed": 0.8}]
+    assert validate.calibration_drift(cals) == pytest.approx(0.625)
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda b: b.plan(0), "n_rates must be an integer >= 1; got 0"),
+    (lambda b: b.brackets_of(3, 3), r"rate_index must be an integer in 0..2; got 3"),
+    (lambda b: b.brackets_of(-1, 3), r"rate_index must be an integer in 0..2; got -1"),
+    (lambda b: b.brackets_of(True, 3), "rate_index must be an integer"),
+    (lambda b: b.mean_fit([]), "fits must be one or more FittedStepTime"),
+    (lambda b: b.mean_fit([0.1]), "fits must be one or more FittedStepTime"),
+    (lambda b: b.speed(FittedStepTime(np.ones(8)), [(1, 1.0, [], 1)], [0.1, 0.2]), "as long"),
+    (lambda b: b.speed(FittedStepTime(np.ones(8)), [(1, 1.0, [], 1)], [0.0]), "positive finite"),
+    (lambda b: b.speed(FittedStepTime(np.zeros(8)), [(1, 1.0, [], 1)], [0.1]), "predicts a step of no time"),
+    (lambda b: b.drift([]), "speeds must be one or more positive finite"),
+    (lambda b: b.drift([1.0, 0.0]), "speeds must be one or more positive finite"),
+    (lambda b: b.drift([1.0, float("nan")]), "speeds must be one or more positive finite"),
+])
+def test_bracketing_refuses_bad_input(call, match):
+    from inferlab.serving import bracketing
+    with pytest.raises(ValueError, match=match):
+        call(bracketing)
+
+
+def test_validate_takes_a_request_count_or_a_duration_not_both():
+    with pytest.raises(ValueError, match=r"give one of duration_s \(30.0\) and requests_per_rate \(20\)"):
+        validate.validate(model=TINY_MODEL, duration_s=30.0, requests_per_rate=20, log=None)
+    with pytest.raises(ValueError, match="requests_per_rate must be an integer >= 2 and <= 10000; got 1"):
+        validate.validate(model=TINY_MODEL, requests_per_rate=1, log=None)

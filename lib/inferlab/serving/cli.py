@@ -337,9 +337,11 @@ def _cmd_compare(args) -> int:
     return 0
 
 
-# `serving validate` serves each of its three rates live, on the wall clock, for --duration seconds.
-# An hour per rate (three in all, plus the profile) is the longest run it accepts.
+# `serving validate` serves each of its rates live, on the wall clock: --requests requests each (default
+# serving.validate.REQUESTS_PER_RATE) or every arrival within --duration seconds. An hour per rate is
+# the longest --duration it accepts.
 VALIDATE_MAX_DURATION_S = 3600.0
+VALIDATE_MAX_REQUESTS = 10_000  # requests per rate (serving.validate's own limit)
 
 
 def _cmd_validate(args) -> int:
@@ -374,7 +376,13 @@ def _cmd_validate(args) -> int:
             positive_float("--fractions", f, maximum=10.0)
     choice("--device", args.device, LIVE_DEVICES)
     positive_int("--seed", args.seed, minimum=0)
-    positive_float("--duration", args.duration, maximum=VALIDATE_MAX_DURATION_S)
+    if args.duration is not None and args.requests is not None:
+        raise ValueError(f"give one of --duration ({args.duration:g}) and --requests ({args.requests}), not both")
+    if args.duration is not None:
+        positive_float("--duration", args.duration, maximum=VALIDATE_MAX_DURATION_S)
+    else:
+        positive_int("--requests", v.REQUESTS_PER_RATE if args.requests is None else args.requests,
+                     minimum=2, maximum=VALIDATE_MAX_REQUESTS)
     positive_int("--max-num-seqs", args.max_num_seqs)
     positive_int("--max-len", args.max_len)
     rates = None
@@ -386,7 +394,8 @@ def _cmd_validate(args) -> int:
         for r in rates:
             positive_float("--rates", r)
             from inferlab.serving.workload import check_request_count
-            check_request_count(r * args.duration, f"--rates x --duration = {r:g} x {args.duration:g}")
+            if args.duration is not None:
+                check_request_count(r * args.duration, f"--rates x --duration = {r:g} x {args.duration:g}")
     for which in ("prompt", "output"):
         positive_int(f"--{which}", getattr(args, which))
     if 3 * (args.prompt + args.output) > args.max_len:
@@ -400,7 +409,8 @@ def _cmd_validate(args) -> int:
     prompt = LengthDist("lognormal", args.prompt, 0.5, max(1, args.prompt // 8), 3 * args.prompt)
     output = LengthDist("lognormal", args.output, 0.5, max(1, args.output // 8), 3 * args.output)
     record = v.validate(model=cfg, dtype=args.dtype, device=args.device, rates=rates, fractions=fractions,
-                        duration_s=args.duration, prompt=prompt, output=output, policy=policy,
+                        duration_s=args.duration, requests_per_rate=args.requests, prompt=prompt,
+                        output=output, policy=policy,
                         max_num_seqs=args.max_num_seqs, max_len=args.max_len, seed=args.seed,
                         engine=engine, max_batch_tokens=args.max_batch_tokens,
                         log=lambda m: print(m, flush=True))
@@ -490,7 +500,10 @@ def register(sub) -> None:
     val.add_argument("--fractions", default=None,
                      help="fractions of the predicted capacity, comma-separated (default: 0.3,0.6,0.85,1.3; "
                           "above 1 reported, not bounded)")
-    val.add_argument("--duration", type=float, default=45.0, help="seconds of arrivals at each rate")
+    val.add_argument("--requests", type=int, default=None,
+                     help="requests served at each rate (default 20: the same sample behind every p99)")
+    val.add_argument("--duration", type=float, default=None,
+                     help="seconds of arrivals at each rate, instead of --requests")
     val.add_argument("--prompt", type=int, default=128, help="mean prompt tokens (lognormal, cv 0.5, up to 3x)")
     val.add_argument("--output", type=int, default=32, help="mean output tokens (lognormal, cv 0.5, up to 3x)")
     val.add_argument("--max-num-seqs", type=int, default=8,
