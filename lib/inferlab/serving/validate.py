@@ -585,20 +585,31 @@ def engines_summary(records: list) -> dict:
       median of the live percentile over the repeats, ...}, "within": [per repeat: every error within
       its bound], "step_ratio": [per repeat: median predicted / measured step time], "replay": [per
       repeat that has one: (simulated steps matched by a live step of the same work, simulated
-      steps, largest |error| of the simulation on the live step times)]}}}}. Records made before engines count as 'inferlab'; only records with a
-    summary (rates set as fractions) are used."""
+      steps, largest |error| of the simulation on the live step times)], "requests": [per repeat:
+      requests served at that rate], "within_first_calibration": [per bracketed repeat: every
+      error within its bound had the first calibration alone set the step time]}}, "drift": [per
+      bracketed repeat: how much its calibrations moved, serving.bracketing.drift]}}.
+    Records made before engines count as 'inferlab'; only records with a summary (rates set as
+    fractions) are used; records made before bracketing have no drift or first-calibration errors."""
     out: dict = {}
     for rec in records:
         if "summary" not in rec:
             continue
         e = out.setdefault(record_engine(rec), {"version": rec["summary"]["engine_version"], "repeats": 0,
-                                                "fractions": {}})
+                                                "fractions": {}, "drift": []})
         e["repeats"] += 1
+        if "calibration" in rec["summary"]:
+            e["drift"].append(float(rec["summary"]["calibration"]["drift"]))
         for run in rec["runs"]:
             f = e["fractions"].setdefault(round(float(run["fraction"]), 2), {
                 "bounded": bool(run["bounded"]), "error": {k: [] for *_, k in ERROR_KEYS},
-                "live": {k: [] for *_, k in ERROR_KEYS}, "within": [], "step_ratio": [], "replay": []})
+                "live": {k: [] for *_, k in ERROR_KEYS}, "within": [], "step_ratio": [], "replay": [],
+                "requests": [], "within_first_calibration": []})
             f["step_ratio"].append(float(run["step_time_error"]["median_ratio"]))
+            f["requests"].append(int(run["requests"]))
+            if "first_calibration_only" in run:
+                f["within_first_calibration"].append(all(
+                    abs(run["first_calibration_only"][m][p]["error"]) <= rec["bounds"][p] for m, p, _ in ERROR_KEYS))
             if "replay" in run:  # (matched steps, steps, largest |error| with the live step times)
                 rp = run["replay"]
                 f["replay"].append((int(rp["matched"]), int(rp["steps"]), max(
@@ -627,11 +638,13 @@ def engines_table(summary: dict) -> str:
             for *_, k in ERROR_KEYS:
                 errs = f["error"][k]
                 cells.append(f"{min(errs):+.0%}..{max(errs):+.0%} ({f['live_spread'][k]:.0%})")
+            n = f["requests"]
             rows.append((f"{name} {e['version']}", f"{frac:.2f}x" + ("" if f["bounded"] else " (unbounded)"),
+                         f"{min(n)}" if min(n) == max(n) else f"{min(n)}-{max(n)}",
                          *cells, f"{sum(f['within'])}/{len(f['within'])}"))
-    return text_table(("engine", "load", "TTFT p50 err (spread)", "TTFT p99 err (spread)",
+    return text_table(("engine", "load", "requests", "TTFT p50 err (spread)", "TTFT p99 err (spread)",
                        "ITL p50 err (spread)", "ITL p99 err (spread)", "repeats within"), rows,
-                      ("s",) * 7)
+                      ("s",) * 8)
 
 
 def engines_conclusion(summary: dict) -> str:
@@ -659,6 +672,15 @@ def engines_conclusion(summary: dict) -> str:
             f" Replayed on the live step times, the simulated schedule matched the live one step for step in "
             f"{sum(m == n for m, n, _ in replays)} of {len(replays)} runs ({sum(m for m, _, _ in replays)} of "
             f"{sum(n for _, n, _ in replays)} steps), with latency errors of at most {max(x for *_, x in replays):.1%}.")
+        first = [w for x in bounded.values() for w in x["within_first_calibration"]]
+        if e["drift"]:
+            replay += (f" Its calibrations, one before and one after each rate, moved by {min(e['drift']):.0%} to "
+                       f"{max(e['drift']):.0%} within a repeat (slowest over fastest - 1)")
+            replay += (f"; had the first calibration alone set the step time, {sum(first)} of {len(first)} pairs "
+                       "would have been within both bounds." if first else ".")
+        n = [k for x in bounded.values() for k in x["requests"]]
+        replay += (f" Each TTFT p99 is taken over {min(n)}{'' if min(n) == max(n) else f' to {max(n)}'} requests"
+                   + (": it lies between the two slowest, so one request decides it." if max(n) <= 101 else "."))
         label = {"ttft_p50": "TTFT p50", "ttft_p99": "TTFT p99", "itl_p50": "ITL p50", "itl_p99": "ITL p99"}
         parts.append(
             f"**{name} {e['version']}**: {e['repeats']} recorded repeat{'s' if e['repeats'] != 1 else ''}; "
