@@ -410,16 +410,20 @@ def table(record: dict) -> str:
     lines = [f"live vs simulated ({record['config']['model']}, {record['config']['dtype']}, "
              f"{record['config']['policy']}, {record['device']['name']}); bounds: p50 within "
              f"{record['bounds']['p50']:.0%}, p99 within {record['bounds']['p99']:.0%}",
-             f"{'rate/s':>7s} {'load':16s} {'metric':6s} {'live p50':>10s} {'sim p50':>10s} {'err':>7s} "
-             f"{'live p99':>10s} {'sim p99':>10s} {'err':>7s}  (ms)"]
+             f"{'rate/s':>7s} {'load':16s} {'n':>4s} {'metric':6s} {'live p50':>10s} {'sim p50':>10s} {'err':>7s} "
+             f"{'live p99':>10s} {'sim p99':>10s} {'err':>7s}  (ms; n: requests)"]
     for r in record["runs"]:
         for m, label in (("ttft_s", "TTFT"), ("itl_s", "ITL")):
             c = r["comparison"][m]
-            lines.append(f"{r['rate_per_s']:7.2f} {r['load']:16s} {label:6s} "
+            lines.append(f"{r['rate_per_s']:7.2f} {r['load']:16s} {r['requests']:4d} {label:6s} "
                          f"{c['p50']['live_s'] * 1e3:10.1f} {c['p50']['simulated_s'] * 1e3:10.1f} "
                          f"{c['p50']['error']:+7.1%} {c['p99']['live_s'] * 1e3:10.1f} "
                          f"{c['p99']['simulated_s'] * 1e3:10.1f} {c['p99']['error']:+7.1%}")
     lines.append("all within bounds" if record["within_bounds"] else "NOT all within bounds")
+    cal = record.get("summary", {}).get("calibration")
+    if cal:
+        lines.append(f"{cal['count']} calibrations, one before and one after each rate: speeds "
+                     f"{', '.join(f'{x:.2f}' for x in cal['speeds'])} (on the first's fit); drift {cal['drift']:.0%}")
     return "\n".join(lines)
 
 
