@@ -534,11 +534,22 @@ print(validate.table(here))
 # key read and per query-key pair of that whole-step attention is fitted to those steps
 # (`serving.fitted`). The workloads being predicted are never timed for it.
 #
+# This machine's speed moves by tens of percent over minutes, so one calibration at the start
+# would put the host of that moment into every later rate's prediction. The engine is therefore
+# calibrated beside each rate (`serving.bracketing`): once before the first rate and once after
+# each, and a rate is predicted from the mean of the two fits just before and just after it. The
+# first calibration alone sets the capacity, hence the rates. Each calibration's speed (its steps'
+# median time over what the first calibration's fit predicts) shows how far the host moved during
+# the run. Every rate serves the same number of requests; a p99 over a few dozen requests sits
+# between the two slowest of them, so one request decides it, while the ITL percentiles pool every
+# token.
+#
 # Both engines are validated at the same fractions of the capacity their own model predicts; the
 # overloaded rate is reported but not held to the bounds, since a queue beyond capacity grows
 # without limit and magnifies any step error. Each error is shown as its range over the recorded
 # repeats, with the live runs' own run-to-run spread in brackets (max - min over median of the
-# live percentile): an error inside that spread is as close as this machine can tell.
+# live percentile): an error inside that spread is as close as this machine can tell. The
+# requests column is the sample behind each TTFT percentile.
 
 # %%
 engines = validate.engines_summary(validate.recorded(engine=None))
