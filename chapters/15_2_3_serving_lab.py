@@ -322,7 +322,7 @@ best = capacity.best()
 one_gpu, b1 = 0, len(DEPLOYMENTS) - 1
 fitting = {d.label: float(x) for d, x, f in zip(DEPLOYMENTS, capacity.requests_per_usd, capacity.fits) if f}
 from inferlab.serving.validate import capacity_uncertainty, recorded  # the simulator against a live server
-sim_err = capacity_uncertainty(recorded())
+sim_err = capacity_uncertainty(recorded(step_model="profile"))
 rank = ranking(fitting, CAPACITY_REL_TOL) if fitting else None
 rank_sim = ranking(fitting, min(0.5, CAPACITY_REL_TOL + sim_err["rel_error"])) if fitting else None
 scale_verdicts = statements.statement_verdicts("15.2.2-s10", "15.2.2-s9")
@@ -474,7 +474,7 @@ reader.details("The chapter's statements on tails, scaling and prompt caching: v
 # %%
 from inferlab.serving import validate
 
-validation = validate.recorded()[-1]
+validation = validate.recorded(step_model="profile")[-1]
 print(validate.table(validation))
 Markdown(validate.conclusion(validation))
 
@@ -491,8 +491,8 @@ validate.quantile_plot(validation)
 # fails the next time says as much about the machine as about the simulator.
 
 # %%
-print(validate.runs_table(validate.recorded()))
-Markdown(validate.repeatability(validate.recorded()))
+print(validate.runs_table(validate.recorded(step_model="profile")))
+Markdown(validate.repeatability(validate.recorded(step_model="profile")))
 
 # %% [markdown]
 # The same comparison, live on the machine running this notebook, at a size that takes seconds: the

@@ -31,6 +31,8 @@ def test_unknown_engine_is_refused_naming_the_allowed_ones():
     (["--fractions", "0.3,x"], "--fractions"),
     (["--fractions", "-0.3"], "--fractions"),
     (["--requests", "1"], "--requests"),
+    (["--step-model", "roofline"], "--step-model"),
+    (["--engine", "transformers", "--step-model", "profile"], "--step-model"),
     (["--requests", "20", "--duration", "30"], "--duration"),
 ])
 def test_validate_cli_refuses_bad_engine_options_in_one_line(argv, match, capsys):
@@ -178,6 +180,8 @@ def test_engines_summary_spread_and_recorded_filter_by_hand(tmp_path):
     b = _rec("transformers", "2026-12-01T22:10:00+00:00",
              [_run(0.3, (-0.05, 0.3, 0.0, 0.0), live=(1.2, 2.0, 0.1, 0.2))])
     c = _rec("inferlab", "2026-12-01T22:05:00+00:00", [_run(0.3, (0.0, 0.0, 0.0, 0.0))])
+    d = {**_rec("inferlab", "2026-12-02T01:00:00+00:00", [_run(0.3, (0.2, 0.0, 0.0, 0.0))]),
+         "profile": {"kind": "inferlab-fitted"}}  # our loop on a fitted step time: its own row
     # the first transformers repeat's replay: 9 of 10 steps matched, worst replayed error -2 %
     a["runs"][0]["replay"] = {"matched": 9, "steps": 10, "comparison": {
         m: {p: {"error": e} for p, e in zip(("p50", "p99"), es)} for m, es in
@@ -187,7 +191,8 @@ def test_engines_summary_spread_and_recorded_filter_by_hand(tmp_path):
     b["summary"]["calibration"] = {"drift": 0.3}
     b["runs"][0]["first_calibration_only"] = {m: {p: {"error": e} for p, e in zip(("p50", "p99"), es)} for m, es in
                                               (("ttft_s", (-0.1, 0.2)), ("itl_s", (0.0, 0.24)))}
-    s = validate.engines_summary([a, b, c])
+    s = validate.engines_summary([a, b, c, d])
+    assert s["inferlab (fitted step time)"]["fractions"][0.3]["error"]["ttft_p50"] == [0.2]
     t = s["transformers"]["fractions"][0.3]
     assert s["transformers"]["drift"] == [0.3] and s["inferlab"]["drift"] == []
     assert t["within_first_calibration"] == [True] and t["requests"] == [20, 20]
@@ -208,11 +213,15 @@ def test_engines_summary_spread_and_recorded_filter_by_hand(tmp_path):
     assert " ".join(validate.engines_table(s).split("\n")[2].split()[:4]) == "transformers vtransformers 0.30x 20"
     assert s["transformers"]["fractions"][0.3]["replay"] == [(9, 10, 0.02)]
     old = {"schema": "inferlab.serving.validate/1", "created": "2026-11-30T12:59:03+00:00", "runs": []}
-    for i, r in enumerate((a, b, c, old)):
+    for i, r in enumerate((a, b, c, old, d)):
         (tmp_path / f"{i}.json").write_text(json.dumps(r))
-    assert [r["created"] for r in validate.recorded(tmp_path)] == [old["created"], c["created"]]
+    assert [r["created"] for r in validate.recorded(tmp_path)] == [old["created"], c["created"], d["created"]]
+    assert [r["created"] for r in validate.recorded(tmp_path, step_model="profile")] == [old["created"], c["created"]]
+    assert [r["created"] for r in validate.recorded(tmp_path, step_model="fitted")] == [d["created"]]
     assert len(validate.recorded(tmp_path, engine="transformers")) == 2
-    assert len(validate.recorded(tmp_path, engine=None)) == 4
+    assert len(validate.recorded(tmp_path, engine=None)) == 5
+    with pytest.raises(ValueError, match="step_model must be one of profile, fitted; got 'x'"):
+        validate.recorded(tmp_path, step_model="x")
     with pytest.raises(ValueError, match="allowed: inferlab, transformers"):
         validate.recorded(tmp_path, engine="vllm")
     with pytest.raises(ValueError, match="positive finite"):
@@ -220,21 +229,26 @@ def test_engines_summary_spread_and_recorded_filter_by_hand(tmp_path):
 
 
 # -- end to end -----------------------------------------------------------------------------------------
-def test_transformers_validation_end_to_end_on_the_tiny_model():
-    """Calibration, live run on transformers' engine and simulation of a handful of requests: the
-    record names the engine and its version, and both served every request with its token count."""
-    rec = validate.validate(model=TINY_MODEL, dtype="fp32", engine="transformers", rates=[20.0],
+@pytest.mark.parametrize("engine", ["transformers", "inferlab"])
+def test_bracketed_validation_end_to_end_on_the_tiny_model(engine):
+    """Calibration, live run and simulation of a handful of requests, the step time fitted to
+    calibrations of the engine (transformers', or our loop with step_model='fitted'): the record
+    names the engine and its version, both served every request with its token count, and the
+    rate was predicted from the mean of the fits just before and after it."""
+    rec = validate.validate(model=TINY_MODEL, dtype="fp32", engine=engine, rates=[20.0], step_model="fitted",
                             requests_per_rate=4, max_num_seqs=4, max_len=96, max_batch_tokens=32,
                             prompt=LengthDist("lognormal", 24, 0.5, 8, 48),
                             output=LengthDist("lognormal", 6, 0.5, 2, 12), log=lambda m: None)
     run = rec["runs"][0]
     assert run["live"]["completed"] == run["simulated"]["completed"] == run["requests"] > 0
     assert validate.all_served(rec)
-    assert rec["summary"]["engine"] == "transformers" and rec["summary"]["engine_version"] == "5.24.0"
+    assert rec["summary"]["engine"] == engine
     assert [sorted(r) for r in rec["summary"]["rates"]] == [sorted(
         ["fraction", "bounded", "requests", "ttft_p50_error", "ttft_p99_error", "itl_p50_error", "itl_p99_error"])]
     assert rec["summary"]["rates"][0]["ttft_p50_error"] == run["comparison"]["ttft_s"]["p50"]["error"]
-    assert rec["config"]["policy"] == "transformers-fifo" and rec["profile"]["kind"] == "transformers-fitted"
+    assert rec["profile"]["kind"] == f"{engine}-fitted" and validate.record_step_model(rec) == "fitted"
+    if engine == "transformers":
+        assert rec["summary"]["engine_version"] == "5.24.0" and rec["config"]["policy"] == "transformers-fifo"
     assert run["step_time_error"]["n"] > 0
     assert run["requests"] == rec["summary"]["rates"][0]["requests"] == 4
     # one rate, bracketed: a calibration before it and one after; its step time the mean of both fits
@@ -248,7 +262,15 @@ def test_transformers_validation_end_to_end_on_the_tiny_model():
     speeds = rec["summary"]["calibration"]["speeds"]
     assert rec["summary"]["calibration"]["drift"] == pytest.approx(max(speeds) / min(speeds) - 1)
     assert "first_calibration_only" in run and run["live_speed"] > 0
+    assert "one before and one after each rate" in validate.conclusion(rec)
     json.dumps(rec)
+
+
+def test_validate_refuses_a_step_model_the_engine_cannot_take():
+    with pytest.raises(ValueError, match="step_model must be one of profile, fitted; got 'roofline'"):
+        validate.validate(model=TINY_MODEL, step_model="roofline", log=None)
+    with pytest.raises(ValueError, match="engine 'transformers' steps on a fitted step time only"):
+        validate.validate(model=TINY_MODEL, engine="transformers", step_model="profile", log=None)
 
 
 class _FakeLive:

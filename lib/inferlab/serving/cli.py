@@ -354,6 +354,11 @@ def _cmd_validate(args) -> int:
     from inferlab.serving.engines import ENGINES
     engine = choice("--engine", args.engine, ENGINES)
     policy = choice("--policy", args.policy, LIVE_POLICIES)
+    if args.step_model is not None:
+        choice("--step-model", args.step_model, v.STEP_MODELS)
+        if engine == "transformers" and args.step_model != "fitted":
+            raise ValueError(f"--engine transformers steps on a fitted step time only; got --step-model "
+                             f"{args.step_model!r}")
     choice("--dtype", args.dtype, LIVE_DTYPES)
     if engine == "transformers":
         from inferlab.serving.engines.transformers_cb import DTYPES
@@ -412,7 +417,7 @@ def _cmd_validate(args) -> int:
                         duration_s=args.duration, requests_per_rate=args.requests, prompt=prompt,
                         output=output, policy=policy,
                         max_num_seqs=args.max_num_seqs, max_len=args.max_len, seed=args.seed,
-                        engine=engine, max_batch_tokens=args.max_batch_tokens,
+                        engine=engine, max_batch_tokens=args.max_batch_tokens, step_model=args.step_model,
                         log=lambda m: print(m, flush=True))
     print(v.table(record))
     if args.out:
@@ -492,6 +497,10 @@ def register(sub) -> None:
                           "transformers' continuous batching, cpu, needs the 'engines' extra)")
     val.add_argument("--policy", default="prefill-first",
                      help="--engine inferlab: prefill-first, continuous or chunked")
+    val.add_argument("--step-model", default=None,
+                     help="what the simulator steps on: profile (the operator profile; --engine inferlab's "
+                          "default) or fitted (fitted to calibrations of the engine before and after each "
+                          "rate; --engine transformers' only one)")
     val.add_argument("--max-batch-tokens", type=int, default=256,
                      help="--engine transformers: tokens per step (its max_batch_tokens)")
     val.add_argument("--rates", default=None,

@@ -35,6 +35,7 @@ from inferlab.specs import ModelConfig, check_model
 P50_BOUND, P99_BOUND = 0.15, 0.25
 LOAD_FACTORS = (0.3, 0.6, 0.85, 1.3)
 LOAD_NAMES = ("light", "moderate", "near saturation", "overloaded")
+STEP_MODELS = ("profile", "fitted")  # what the simulator steps on: the operator profile, or a fit to calibrations
 BOUNDED_UP_TO = 1.0  # fractions of capacity above this are reported, not held to the bounds
 # Requests served at each rate. A TTFT p99 over n requests interpolates between the two slowest
 # (numpy's linear percentile puts it 0.99 (n - 1) ranks up): it is close to the max, and one
@@ -139,13 +140,15 @@ def validate(*, model: ModelConfig | None = None, dtype: str = "bf16", device: s
              output: LengthDist = LengthDist("lognormal", 32, 0.5, 4, 96), policy: str = "prefill-first",
              max_num_seqs: int = 8, max_len: int = 512, cv: float = 1.0, seed: int = 0,
              slo: SLO = SLO(), engine: str = "inferlab", max_batch_tokens: int = 256, page_size: int = 16,
-             log=print) -> dict:
+             step_model: str | None = None, log=print) -> dict:
     """Measure the profile, then run live and simulated at each rate; return the record (JSON-able).
     model: a ModelConfig (None: the cpu-0.5b preset; resolve a name with measure.plan.resolve_model).
     engine: 'inferlab' (policy, max_num_seqs, max_len: the live loop's) or 'transformers'
     (max_num_seqs is its max_requests_per_batch, max_batch_tokens its token budget, page_size its
     KV page; policy does not apply: its FIFO scheduler runs; its step time is fitted to calibrations
-    bracketing each rate, `serving.bracketing`). rates: requests per second; None: `fractions` of the
+    bracketing each rate, `serving.bracketing`). step_model: 'profile' (the operator profile; the
+    default for 'inferlab') or 'fitted' (a step time fitted to calibrations of the engine itself,
+    bracketing each rate; the only one for 'transformers'). rates: requests per second; None: `fractions` of the
     predicted capacity. Each rate serves `requests_per_rate` requests (default
     REQUESTS_PER_RATE: the same count, hence the same sample behind each p99, at every rate) or,
     if `duration_s` is given instead, every arrival within that many seconds."""
@@ -162,6 +165,12 @@ def validate(*, model: ModelConfig | None = None, dtype: str = "bf16", device: s
     t_start = time.perf_counter()
     log = log or (lambda message: None)  # log=None: quiet
     check_engine(engine)
+    step_model = ("profile" if engine == "inferlab" else "fitted") if step_model is None else step_model
+    if step_model not in STEP_MODELS:
+        raise ValueError(f"step_model must be one of {', '.join(STEP_MODELS)}; got {step_model!r}")
+    if engine == "transformers" and step_model != "fitted":
+        raise ValueError(f"engine 'transformers' steps on a fitted step time only (its operators are not ours to "
+                         f"profile); got step_model {step_model!r}")
     cfg = CPU_MODEL if model is None else check_model(model)  # None: the cpu-0.5b preset
     if duration_s is not None and requests_per_rate is not None:
         raise ValueError(f"give one of duration_s ({duration_s!r}) and requests_per_rate ({requests_per_rate!r}), "
@@ -186,28 +195,40 @@ def validate(*, model: ModelConfig | None = None, dtype: str = "bf16", device: s
     ceil = measure_ceilings(kind, [dtype], copy_bytes=min(256e6, 0.1 * free), matmul_n=2048,
                             memory_bytes=free, seed=seed, max_time_s=1.0)
     acc = ceil.accelerator(f"measured-{kind}")
-    if engine == "inferlab":
+    bracketed = step_model == "fitted"
+    if engine == "inferlab" and not bracketed:
         st, prof, pol, kv_blocks, block_tokens, model_obj = _inferlab_profile(
             cfg, kind, dtype, prec, acc, info, free, prompt, policy, max_num_seqs, max_len, seed, log)
     else:
-        from inferlab.serving.engines.transformers_cb import build_model
-        from inferlab.serving.policies import TransformersFIFO
-        pol = TransformersFIFO(token_budget=max_batch_tokens, max_num_seqs=max_num_seqs, page_size=page_size)
-        log(f"transformers: {cfg.name} ({dtype}) as LlamaForCausalLM")
-        model_obj = build_model(cfg, dtype, seed)
+        if engine == "inferlab":
+            from inferlab.measure.runner import random_model
+            from inferlab.serving.policies import make_policy
+            pol = make_policy(policy, max_num_seqs=max_num_seqs, max_batched_tokens=max_num_seqs * max_len)
+            log(f"inferlab: {cfg.name} ({dtype}), step time fitted to calibrations")
+            model_obj = random_model(cfg, kind, dtype, seed)
+        else:
+            from inferlab.serving.engines.transformers_cb import build_model
+            from inferlab.serving.policies import TransformersFIFO
+            pol = TransformersFIFO(token_budget=max_batch_tokens, max_num_seqs=max_num_seqs, page_size=page_size)
+            log(f"transformers: {cfg.name} ({dtype}) as LlamaForCausalLM")
+            model_obj = build_model(cfg, dtype, seed)
 
         def calibrate(index):
             log(f"calibration {index}")
-            c = _calibrate(index, model_obj, prompt, output, max_num_seqs, max_batch_tokens, page_size, max_len,
-                           dtype, seed, t_start)
+            t = time.perf_counter()
+            c = _calibrate(index, _serve_live(engine, calibration_workload(prompt, output, seed), model_obj, pol,
+                                              policy, max_num_seqs, max_len, max_batch_tokens, page_size, kind,
+                                              dtype, seed + 1), t - t_start, time.perf_counter() - t)
             fs = c["fit"].fit_stats
             log(f"  {c['elapsed_s']:.0f} s, fitted on {fs['n']} steps: median |error| {fs['median_abs']:.1%}, "
                 f"p90 {fs['p90_abs']:.1%}")
             return c
 
         cals = [calibrate(0)]
-        st, kv_blocks, block_tokens = cals[0]["fit"], cals[0]["num_blocks"], page_size
-        prof = {"kind": "transformers-fitted", **st.to_dict(), "calibration_steps": st.fit_stats["n"]}
+        st = cals[0]["fit"]
+        kv_blocks, block_tokens = ((cals[0]["num_blocks"], page_size) if engine == "transformers" else
+                                   (max_num_seqs * -(-max_len // 16) + 1, 16))  # as _inferlab_profile's
+        prof = {"kind": f"{engine}-fitted", **st.to_dict(), "calibration_steps": st.fit_stats["n"]}
     cap = capacity_requests_per_s(st, cfg, acc, pol, prec, prompt, output, kv_blocks, block_tokens, seed)
     if rates is None:
         rates = [f * cap for f in fractions]
@@ -225,7 +246,7 @@ def validate(*, model: ModelConfig | None = None, dtype: str = "bf16", device: s
         live = _serve_live(engine, w, model_obj, pol, policy, max_num_seqs, max_len, max_batch_tokens,
                            page_size, kind, dtype, seed)
         run_extra, st_k = {}, st
-        if engine == "transformers":  # the step time of this rate: its two brackets' fits, averaged
+        if bracketed:  # the step time of this rate: its two brackets' fits, averaged
             from inferlab.serving.bracketing import brackets_of, mean_fit, speed
             from inferlab.serving.fitted import live_steps
             cals.append(calibrate(k + 1))
@@ -265,6 +286,7 @@ def validate(*, model: ModelConfig | None = None, dtype: str = "bf16", device: s
     calibrations = None
     if engine == "transformers":
         config.update({"max_batch_tokens": max_batch_tokens, "page_size": page_size})
+    if bracketed:
         calibrations = _calibrations_record(cals, st)
         summary["calibration"] = {"method": "bracketed", "combined": "mean of the two fits", "count": len(cals),
                                   "speeds": [c["speed"] for c in calibrations],
@@ -359,20 +381,14 @@ def calibration_workload(prompt: LengthDist, output: LengthDist, seed: int, burs
     return Workload(arrival, p.astype(np.int64), o.astype(np.int64))
 
 
-def _calibrate(index, model_obj, prompt, output, max_num_seqs, max_batch_tokens, page_size, max_len, dtype,
-               seed, t_start) -> dict:
-    """One calibration run of transformers' engine (calibration_workload) and its fitted step time:
-    {index, started_s (since the validation began), elapsed_s, steps, durations, fit, num_blocks}."""
-    from inferlab.serving.engines.transformers_cb import run_transformers
+def _calibrate(index: int, cal, started_s: float, elapsed_s: float) -> dict:
+    """A calibration run `cal` (the engine's LiveResult of calibration_workload) and the step time
+    fitted to it: {index, started_s (since the validation began), elapsed_s, steps, durations, fit,
+    num_blocks (the engine's page pool; None for the project's loop)}."""
     from inferlab.serving.fitted import FittedStepTime, live_steps
-    t = time.perf_counter()
-    cal = run_transformers(calibration_workload(prompt, output, seed), model_obj, max_batch_tokens=max_batch_tokens,
-                           max_requests_per_batch=max_num_seqs, page_size=page_size, max_len=max_len,
-                           dtype=dtype, seed=seed + 1)
     steps, durations = live_steps(cal)
-    return {"index": index, "started_s": t - t_start, "elapsed_s": time.perf_counter() - t, "steps": steps,
-            "durations": durations, "fit": FittedStepTime.fit(steps, durations),
-            "num_blocks": cal.config["num_blocks"]}
+    return {"index": index, "started_s": started_s, "elapsed_s": elapsed_s, "steps": steps, "durations": durations,
+            "fit": FittedStepTime.fit(steps, durations), "num_blocks": cal.config.get("num_blocks")}
 
 
 def _calibrations_record(cals: list, reference) -> list:
@@ -432,9 +448,14 @@ def record_engine(record: dict) -> str:
     return record.get("summary", {}).get("engine", "inferlab")
 
 
-def recorded(directory=None, engine: str | None = "inferlab") -> list:
-    """The recorded validation runs (data/measurements/serving/*.json) of `engine` (None: all),
-    oldest first."""
+def record_step_model(record: dict) -> str:
+    """What a record's simulation stepped on: 'fitted' (calibrations of the engine) or 'profile'."""
+    return "fitted" if str(record.get("profile", {}).get("kind", "")).endswith("-fitted") else "profile"
+
+
+def recorded(directory=None, engine: str | None = "inferlab", step_model: str | None = None) -> list:
+    """The recorded validation runs (data/measurements/serving/*.json) of `engine` (None: all) whose
+    simulation stepped on `step_model` ('profile', 'fitted'; None: either), oldest first."""
     import json
 
     from inferlab.measure.result import recorded_dir
@@ -445,6 +466,10 @@ def recorded(directory=None, engine: str | None = "inferlab") -> list:
         from inferlab.serving.engines import check_engine
         check_engine(engine)
         runs = [r for r in runs if record_engine(r) == engine]
+    if step_model is not None:
+        if step_model not in STEP_MODELS:
+            raise ValueError(f"step_model must be one of {', '.join(STEP_MODELS)}; got {step_model!r}")
+        runs = [r for r in runs if record_step_model(r) == step_model]
     return sorted(runs, key=lambda r: r["created"])
 
 
@@ -535,10 +560,13 @@ def conclusion(record: dict) -> str:
     steps = [r["step_time_error"]["median_abs"] for r in record["runs"]]
     rates = ", ".join(f"{r['rate_per_s']:.2f} ({r['load']})" for r in record["runs"])
     c = record["config"]
-    fitted = record.get("profile", {}).get("kind") == "transformers-fitted"
+    fitted = record_step_model(record) == "fitted"
+    how = ("the operator profile" if not fitted else "a step time fitted to calibrations of that engine, one "
+           "before and one after each rate" if "calibrations" in record else
+           "a step time fitted to a calibration run of that engine")
     s = (f"At {len(record['runs'])} rates, {rates} requests/s, the live {c['model']} ({c['dtype']}, "
-         f"{c['policy']}, {c['max_num_seqs']} {'requests per step' if fitted else 'slots'}) and its simulation "
-         f"on {'a step time fitted to a calibration run of that engine' if fitted else 'the operator profile'} "
+         f"{c['policy']}, {c['max_num_seqs']} {'requests per step' if c['policy'] == 'transformers-fifo' else 'slots'})"
+         f" and its simulation on {how} "
          f"differ by at most "
          f"{worst['p50'][0]:.0%} at the median ({name[worst['p50'][2]]} at {worst['p50'][3]['rate_per_s']:.2f}/s: "
          f"simulated {worst['p50'][1]:+.0%}) and {worst['p99'][0]:.0%} at p99 ({name[worst['p99'][2]]} at "
@@ -584,7 +612,7 @@ def live_spread(values) -> float:
 def engines_summary(records: list) -> dict:
     """The recorded validations of every engine set side by side, per fraction of capacity.
 
-    {engine: {"version", "repeats": number of records, "fractions": {fraction (2 decimals):
+    {engine ('inferlab (fitted step time)' for our loop's bracketed runs): {"version", "repeats": number of records, "fractions": {fraction (2 decimals):
       {"bounded", "error": {ttft_p50: [per repeat], ...}, "live_spread": {ttft_p50: (max - min) /
       median of the live percentile over the repeats, ...}, "within": [per repeat: every error within
       its bound], "step_ratio": [per repeat: median predicted / measured step time], "replay": [per
@@ -599,8 +627,11 @@ def engines_summary(records: list) -> dict:
     for rec in records:
         if "summary" not in rec:
             continue
-        e = out.setdefault(record_engine(rec), {"version": rec["summary"]["engine_version"], "repeats": 0,
-                                                "fractions": {}, "drift": []})
+        name = record_engine(rec)
+        if name == "inferlab" and record_step_model(rec) == "fitted":
+            name = "inferlab (fitted step time)"  # beside, not mixed with, its runs on the operator profile
+        e = out.setdefault(name, {"version": rec["summary"]["engine_version"], "repeats": 0,
+                                  "fractions": {}, "drift": []})
         e["repeats"] += 1
         if "calibration" in rec["summary"]:
             e["drift"].append(float(rec["summary"]["calibration"]["drift"]))
