@@ -255,6 +255,7 @@ def validate(*, model: ModelConfig | None = None, dtype: str = "bf16", device: s
             sim0 = simulate(w, cfg, acc, pol, precision=prec, kv_blocks=kv_blocks, block_tokens=block_tokens,
                             step_time=st)
             run_extra = {"calibrations": [before, after], "step_model": st_k.to_dict(),
+                         "step_log": step_log(*live_steps(live)),  # to refit or re-judge later
                          "live_speed": speed(st, *live_steps(live)),
                          # what the first calibration alone (the method before bracketing) predicts
                          "first_calibration_only": compare(live.result.summary(slo), sim0.summary(slo))}
@@ -397,10 +398,15 @@ def _calibrations_record(cals: list, reference) -> list:
     from inferlab.serving.bracketing import speed
     return [{"index": c["index"], "started_s": c["started_s"], "elapsed_s": c["elapsed_s"],
              "speed": speed(reference, c["steps"], c["durations"]), **c["fit"].to_dict(),
-             "step_log": {"n_decode": [s[0] for s in c["steps"]], "decode_kv_tokens": [s[1] for s in c["steps"]],
-                          "chunks": [[list(q) for q in s[2]] for s in c["steps"]],
-                          "sampled": [s[3] for s in c["steps"]], "step_s": c["durations"].tolist()}}
+             "step_log": step_log(c["steps"], c["durations"])}
             for c in cals]
+
+
+def step_log(steps: list, durations_s) -> dict:
+    """Timed steps as JSON columns: {n_decode, decode_kv_tokens, chunks [[q, p], ...], sampled, step_s}."""
+    return {"n_decode": [int(s[0]) for s in steps], "decode_kv_tokens": [float(s[1]) for s in steps],
+            "chunks": [[[int(q), int(p)] for q, p in s[2]] for s in steps], "sampled": [int(s[3]) for s in steps],
+            "step_s": [float(x) for x in durations_s]}
 
 
 def calibration_drift(calibrations: list) -> float:
