@@ -189,13 +189,16 @@ def test_engines_summary_spread_and_recorded_filter_by_hand(tmp_path):
     # the second repeat was bracketed: its calibrations moved 30 %, and with the first calibration alone
     # its errors would have been TTFT p50 -10 %, p99 +20 %, ITL p50 0, p99 +24 %: within both bounds
     b["summary"]["calibration"] = {"drift": 0.3}
+    # its brackets ran at speeds 1.0 and 1.3, its live run at 1.4: outside them
+    b["calibrations"] = [{"speed": 1.0}, {"speed": 1.3}]
+    b["runs"][0].update({"calibrations": [0, 1], "live_speed": 1.4})
     b["runs"][0]["first_calibration_only"] = {m: {p: {"error": e} for p, e in zip(("p50", "p99"), es)} for m, es in
                                               (("ttft_s", (-0.1, 0.2)), ("itl_s", (0.0, 0.24)))}
     s = validate.engines_summary([a, b, c, d])
     assert s["inferlab (fitted step time)"]["fractions"][0.3]["error"]["ttft_p50"] == [0.2]
     t = s["transformers"]["fractions"][0.3]
     assert s["transformers"]["drift"] == [0.3] and s["inferlab"]["drift"] == []
-    assert t["within_first_calibration"] == [True] and t["requests"] == [20, 20]
+    assert t["within_first_calibration"] == [True] and t["requests"] == [20, 20] and t["live_between"] == [False]
     assert s["transformers"]["repeats"] == 2 and s["inferlab"]["repeats"] == 1
     assert t["error"]["ttft_p50"] == [0.1, -0.05]
     assert t["live_spread"]["ttft_p50"] == pytest.approx(0.2 / 1.1)
@@ -209,7 +212,9 @@ def test_engines_summary_spread_and_recorded_filter_by_hand(tmp_path):
     assert ("step for step in 0 of 1 runs (9 of 10 steps), with latency errors of at most 2.0%. Its calibrations, "
             "one before and one after each rate, moved by 30% to 30% within a repeat (slowest over fastest - 1); "
             "had the first calibration alone set the step time, 1 of 1 pairs would have been within both bounds. "
-            "Each TTFT p99 is taken over 20 requests: it lies between the two slowest") in words
+            "The live run's own speed (on the first calibration's fit) lay between its two brackets' speeds in 0 "
+            "of 1 bounded runs") in words
+    assert "Each TTFT p99 is taken over 20 requests: it lies between the two slowest" in words
     assert " ".join(validate.engines_table(s).split("\n")[2].split()[:4]) == "transformers vtransformers 0.30x 20"
     assert s["transformers"]["fractions"][0.3]["replay"] == [(9, 10, 0.02)]
     old = {"schema": "inferlab.serving.validate/1", "created": "2026-11-30T12:59:03+00:00", "runs": []}

@@ -625,7 +625,8 @@ def engines_summary(records: list) -> dict:
       repeat that has one: (simulated steps matched by a live step of the same work, simulated
       steps, largest |error| of the simulation on the live step times)], "requests": [per repeat:
       requests served at that rate], "within_first_calibration": [per bracketed repeat: every
-      error within its bound had the first calibration alone set the step time]}}, "drift": [per
+      error within its bound had the first calibration alone set the step time], "live_between": [per
+      bracketed repeat: the live run's speed within its two calibrations' speeds]}}, "drift": [per
       bracketed repeat: how much its calibrations moved, serving.bracketing.drift]}}.
     Records made before engines count as 'inferlab'; only records with a summary (rates set as
     fractions) are used; records made before bracketing have no drift or first-calibration errors."""
@@ -645,9 +646,12 @@ def engines_summary(records: list) -> dict:
             f = e["fractions"].setdefault(round(float(run["fraction"]), 2), {
                 "bounded": bool(run["bounded"]), "error": {k: [] for *_, k in ERROR_KEYS},
                 "live": {k: [] for *_, k in ERROR_KEYS}, "within": [], "step_ratio": [], "replay": [],
-                "requests": [], "within_first_calibration": []})
+                "requests": [], "within_first_calibration": [], "live_between": []})
             f["step_ratio"].append(float(run["step_time_error"]["median_ratio"]))
             f["requests"].append(int(run["requests"]))
+            if "live_speed" in run:  # the live run's speed inside the range of its two brackets' speeds?
+                b = [rec["calibrations"][k]["speed"] for k in run["calibrations"]]
+                f["live_between"].append(min(b) <= run["live_speed"] <= max(b))
             if "first_calibration_only" in run:
                 f["within_first_calibration"].append(all(
                     abs(run["first_calibration_only"][m][p]["error"]) <= rec["bounds"][p] for m, p, _ in ERROR_KEYS))
@@ -719,6 +723,11 @@ def engines_conclusion(summary: dict) -> str:
                        f"{max(e['drift']):.0%} within a repeat (slowest over fastest - 1)")
             replay += (f"; had the first calibration alone set the step time, {sum(first)} of {len(first)} pairs "
                        "would have been within both bounds." if first else ".")
+            between = [w for x in bounded.values() for w in x["live_between"]]
+            if between:
+                replay += (f" The live run's own speed (on the first calibration's fit) lay between its two "
+                           f"brackets' speeds in {sum(between)} of {len(between)} bounded runs; a change of speed that neither "
+                           "calibration saw is one bracketing cannot cancel.")
         n = [k for x in bounded.values() for k in x["requests"]]
         replay += (f" Each TTFT p99 is taken over {min(n)}{'' if min(n) == max(n) else f' to {max(n)}'} requests"
                    + (": it lies between the two slowest, so one request decides it." if max(n) <= 101 else "."))
