@@ -39,8 +39,8 @@ STEP_MODELS = ("profile", "fitted")  # what the simulator steps on: the operator
 BOUNDED_UP_TO = 1.0  # fractions of capacity above this are reported, not held to the bounds
 # Requests served at each rate. A TTFT p99 over n requests interpolates between the two slowest
 # (numpy's linear percentile puts it 0.99 (n - 1) ranks up): it is close to the max, and one
-# request decides it. 20 is what fits the 2-core Xeon's budget for a whole validation (~6 min with
-# 5 calibrations at its 0.6 requests/s capacity); 0.3x then takes ~100 s of arrivals.
+# request decides it. 20 (twice the 0.3x sample of 30 s runs) at the 2-core Xeon's ~0.6 requests/s:
+# 0.3x takes ~110 s of arrivals, a whole transformers validation 490-530 s with its 5 calibrations.
 REQUESTS_PER_RATE = 20
 
 
