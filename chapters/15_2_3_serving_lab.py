@@ -549,7 +549,9 @@ print(validate.table(here))
 # without limit and magnifies any step error. Each error is shown as its range over the recorded
 # repeats, with the live runs' own run-to-run spread in brackets (max - min over median of the
 # live percentile): an error inside that spread is as close as this machine can tell. The
-# requests column is the sample behind each TTFT percentile.
+# requests column is the sample behind each TTFT percentile. Our loop can appear twice: on its
+# operator profile, and on a step time fitted to calibrations of itself exactly as transformers'
+# is (`--step-model fitted`), which puts the two engines on the same footing.
 
 # %%
 engines = validate.engines_summary(validate.recorded(engine=None))
