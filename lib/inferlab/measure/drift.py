@@ -24,12 +24,12 @@ the same four trials, the point's time over its interleaved probe's varied by 12
 
 The first point of a phase (stop 22). In a quick run traced call by call (every sample of every
 point and probe, warm-up included, in order), the 1-row probe of the first ITL point and of the
-first batch point read 3.1-4.5 ms for their first 11-13 rounds, then 2.0-2.4 ms (the profile's 2.2
-ms) for the rest, and every later point's probe read 2.0-2.5 ms from its first round. 13 rounds is
-one rotation of the probe's 13 weight copies: each copy was slow the first time it was read in the
-phase and fast from the second time on. The copies were last read in the previous phase, a minute
-earlier. The ratio of such a probe (its median, with half its samples in the slow rotation) was
-1.2-4.2, with IQR / median 0.3-1.1, which `probe_trusted` already refuses. What was ruled out,
+first batch point read 2.3-8.2 ms (most 3-4.5 ms) for their first 11-13 rounds, then 2.0-2.4 ms (the
+profile's 2.2 ms) for the rest, and every later point's probe read 2.0-2.5 ms from its first round.
+13 rounds is one rotation of the probe's 13 weight copies: each copy was slow the first time it was
+read in the phase and fast from the second time on. The copies were last read in the previous phase,
+a minute earlier. The ratio of such a probe (its median, with half its samples in the slow rotation)
+was 1.2-4.2, with IQR / median 0.3-1.1, which `probe_trusted` already refuses. What was ruled out,
 standalone, on the same VM: the phase's ceiling re-measurement and allocating, filling and freeing 1
 GiB just before (the probe's 2.5 s trace after each stayed at 2.1-2.4 ms); compiling the decode step
 and alternating compiled steps with the probe (2.1-2.5 ms from the first call: MKL does not run slow
