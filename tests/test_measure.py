@@ -300,9 +300,9 @@ def test_recorded_summary_has_one_labelled_row_per_recorded_file():
 def test_run_carries_a_disjoint_profile_and_both_predictions(tiny_run):
     d = tiny_run.data
     prof = d["profile"]
-    # Only linear row counts <= 8 (timed at every count: kernels switch there) may be shared.
+    # Only linear row counts <= 16 (timed at every count: kernels switch there) may be shared.
     shared = set(prof["sizes"]) & set(prof["e2e_sizes"])
-    assert prof["disjoint"] and shared == set(prof["shared_sizes"]) and shared <= set(range(1, 9))
+    assert prof["disjoint"] and shared == set(prof["shared_sizes"]) and shared <= set(range(1, 17))
     assert not shared & {p["size"] for p in prof["attention"]["prefill"] + prof["attention"]["decode"]}
     assert {1, 64, 512} <= set(prof["e2e_sizes"])  # the ITL token count, a context, a prompt
     assert all(p["time_s"] > 0 for pts in prof["linear"].values() for p in pts)
@@ -573,3 +573,16 @@ def test_finish_corrects_each_calibrated_prediction_by_its_probe(tiny_run):
     data["measurements"]["itl"][0]["drift"]["probe_rel_iqr"] = 0.25  # at the limit: trusted
     suite.finish(data)
     assert data["predictions"]["itl"][0]["calibrated_s"] == pytest.approx(2 * pr["calibrated_uncorrected_s"])
+    assert data["predictions"]["itl"][0]["correction"] == "applied" and data["summary"]["drift"]["applied"] == 1
+    # 1.15 is within the probe's noise (0.15 <= 0.19): the prediction is left alone, but the ratio counts
+    # toward the drift (1.15 / 1.0 - 1 = 0.15), and nothing is applied
+    data["measurements"]["itl"][0]["drift"]["ratio"] = 1.15
+    suite.finish(data)
+    pr = data["predictions"]["itl"][0]
+    assert pr["calibrated_s"] == pr["calibrated_uncorrected_s"] and pr["correction"] == "within noise"
+    assert data["summary"]["drift"]["drift"] == pytest.approx(0.15) and data["summary"]["drift"]["applied"] == 0
+    assert data["summary"]["drifting"] is False
+    # 0.8: the host 25 % faster than at the profile, beyond the noise: applied
+    data["measurements"]["itl"][0]["drift"]["ratio"] = 0.8
+    suite.finish(data)
+    assert data["predictions"]["itl"][0]["calibrated_s"] == pytest.approx(0.8 * pr["calibrated_uncorrected_s"])

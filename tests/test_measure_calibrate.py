@@ -37,8 +37,10 @@ def test_profile_sizes_bracket_the_range_and_are_never_powers_of_two():
 
 def test_linear_sizes_are_dense_where_kernels_switch_then_never_powers_of_two():
     assert linear_sizes(5) == [1, 2, 3, 4, 5]
-    assert linear_sizes(100) == [1, 2, 3, 4, 5, 6, 7, 8, 12, 24, 48, 96, 192]
-    assert not any(s & (s - 1) == 0 for s in linear_sizes(1 << 20) if s > 8)
+    # dense up to 16 (MKL switches kernels between 12 and 24 rows on the Xeon VM), then 3 x 2^k
+    assert linear_sizes(100) == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 24, 48, 96, 192]
+    assert linear_sizes(20) == list(range(1, 17)) + [24]
+    assert not any(s & (s - 1) == 0 for s in linear_sizes(1 << 20) if s > 16)
 
 
 def test_error_summary_by_hand():
@@ -120,3 +122,53 @@ def test_profile_rounds_keep_each_points_median_round():
     assert m["elementwise"]["layer"][0]["time_s"] == 5.0 and m["sizes"] == [1, 2]
     # two rounds: the lower middle, i.e. the faster
     assert _median_round([prof(2.0, 1.0, 5.0, "a"), prof(1.5, 3.0, 4.0, "b")])["linear"]["8x8"][0]["timing"] == "b1"
+
+
+def test_profile_reads_every_new_copy_before_timing_it(monkeypatch):
+    """Every weight copy and attention KV copy is read once, untimed, before the first timed call
+    on it (profile.warm_rotation): a first read is slow on a VM, and the 1-row linear, timed first on
+    fresh copies, then served as the drift probe's reference at 1.4x its true time. Fails when the
+    warm rotation is removed (the fake timer finds a copy never read before)."""
+    import torch
+    import torch.nn.functional as F
+
+    from inferlab.measure import profile
+
+    seen, timed_pools = set(), []
+    real_linear, real_sdpa = F.linear, F.scaled_dot_product_attention
+
+    def linear(x, w, *a, **k):
+        seen.add(id(w))
+        return real_linear(x, w, *a, **k)
+
+    def sdpa(q, k_, v, *a, **kw):
+        seen.add(id(k_))
+        return real_sdpa(q, k_, v, *a, **kw)
+
+    real_time_fn = profile.time_fn
+
+    def checking_time_fn(fn, pool, **kw):
+        for args in pool:
+            if isinstance(args, tuple) and len(args) in (2, 3) and all(isinstance(a, torch.Tensor) for a in args):
+                copy = args[1]  # the weight of a linear, the keys of an attention call
+                if copy.dim() == 2 or (copy.dim() == 4 and len(args) == 3):
+                    assert id(copy) in seen, f"a copy of shape {tuple(copy.shape)} was timed before it was read"
+        timed_pools.append(len(pool))
+        return real_time_fn(fn, pool, **kw)
+
+    monkeypatch.setattr(F, "linear", linear)
+    monkeypatch.setattr(F, "scaled_dot_product_attention", sdpa)
+    monkeypatch.setattr(profile, "time_fn", checking_time_fn)
+    monkeypatch.setattr(profile, "step_overhead", lambda *a, **k: (0.0, {}))
+    profile._profile_round(CFG, "cpu", "fp32", max_tokens=4, max_batch=2, max_kv_positions=4,
+                           cache_bytes=4096, pool_bytes=1e6, point_time_s=0.001)
+    assert len(timed_pools) > 10  # the check ran over the linear and attention points
+
+
+def test_warm_rotation_calls_each_entry_once_in_order():
+    from inferlab.measure.profile import warm_rotation
+
+    calls = []
+    assert warm_rotation(lambda a, b: calls.append((a, b)), [(1, 2), (3, 4), (5, 6)]) == 3
+    assert calls == [(1, 2), (3, 4), (5, 6)]
+    assert warm_rotation(calls.append, ["x"]) == 1 and calls[-1] == "x"

@@ -207,6 +207,56 @@ def _probe_run(speeds, noise):
     return ratios, drift.drift_summary(ratios)
 
 
+def test_every_weight_copy_is_read_once_before_the_first_timed_round():
+    # The first point of a phase read its probe slow for exactly one rotation of the weight copies (drift.py):
+    # `around` must call the probe once on each entry of its pool before the timer runs, and record the samples.
+    prof = _profile({3: 0.5, 12: 0.5})
+    probes = drift.LinearProbes(prof, CFG, "cpu", "fp32", cache_bytes=0.0, pool_bytes=1e6)
+    key, m = drift.dominant_linear(prof, CFG, FP32, ACC, 1, 1, 1)
+    pool = probes._pool(key, m)
+    seen = []  # (weight copy id) of every probe call, and "timer" when the timed rounds begin
+
+    def probe_fn(x, w):
+        seen.append(id(w))
+
+    def timer(pts):
+        from inferlab.measure.timing import Timing
+        seen.append("timer")
+        (fn, _), (pfn, ppool) = pts
+        assert pfn is probe_fn and ppool == pool
+        return [Timing((0.1,) * 3), Timing((1e-3, 2e-3, 4e-3))]
+
+    _, p = probes.around(key, m, lambda: None, None, timer, probe_fn=probe_fn)
+    copies = {id(w) for _, w in pool}
+    assert len(copies) >= 2
+    assert seen[-1] == "timer" and len(seen) == len(pool) + 1
+    assert set(seen[:-1]) == copies and p["warm_calls"] == len(pool)
+    assert p["probe_samples_s"] == [1e-3, 2e-3, 4e-3] and p["probe_s"] == 2e-3
+
+
+@pytest.mark.parametrize("ratio, rel_iqr, expected", [
+    (1.19, 0.1, "within noise"),    # 1.19 - 1 = 0.19: not beyond the noise band
+    (1.2, 0.1, "applied"),          # 0.20 > 0.19
+    (1 / 1.19, 0.1, "within noise"),  # 1 / ratio - 1 = 0.19
+    (0.8, 0.1, "applied"),          # 1 / 0.8 - 1 = 0.25 > 0.19
+    (0.85, 0.1, "within noise"),    # 1 / 0.85 - 1 = 0.176
+    (2.0, 0.3, "untrusted"),        # spread 0.3 > 0.25, however far the ratio
+    (1.0, 0.25, "within noise"),
+])
+def test_a_probe_corrects_its_point_only_beyond_its_noise(ratio, rel_iqr, expected):
+    assert drift.PROBE_NOISE == 0.19
+    assert drift.correction({"ratio": ratio, "probe_rel_iqr": rel_iqr}) == expected
+
+
+def test_no_probe_no_correction_and_a_bad_band_is_refused():
+    assert drift.correction(None) == "none" and drift.correction({}) == "none"
+    # exactly on the band (1.5 - 1 = 0.5, exact in binary): not beyond it
+    assert drift.correction({"ratio": 1.5, "probe_rel_iqr": 0.1}, noise=0.5) == "within noise"
+    assert drift.correction({"ratio": 0.5, "probe_rel_iqr": 0.1}, noise=1.0) == "within noise"  # 1 / 0.5 - 1 = 1
+    with pytest.raises(ValueError, match="noise must lie in"):
+        drift.correction({"ratio": 1.5, "probe_rel_iqr": 0.1}, noise=-0.1)
+
+
 def test_a_host_at_half_speed_is_flagged_and_an_idle_one_is_not():
     # Idle: the probe's median moves by its noise only, +-8 % (range 1.08 / 0.93 - 1 = 16 % < 25 %).
     idle = [1.0, 0.93, 1.05, 1.08, 0.97, 1.02, 0.95, 1.04, 1.0, 0.96, 1.06, 0.99]

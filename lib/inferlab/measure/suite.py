@@ -28,7 +28,7 @@ from inferlab.measure.ceilings import (STREAM_FREE_SHARE, Ceilings, bound_ceilin
                                        generator, measure_ceilings, robust_ceiling, roofline_sweep,
                                        torch_dtype)
 from inferlab.measure.breakdown import profile_pass
-from inferlab.measure.drift import LinearProbes, dominant_linear, drift_summary, probe_trusted
+from inferlab.measure.drift import PROBE_NOISE, LinearProbes, correction, dominant_linear, drift_summary
 from inferlab.measure.profile import RESIDUAL_PROBES, measure_profile, pass_residual, time_probes
 from inferlab.measure.runner import (decode_runner, drop_kv_cache, fill_kv_cache_, random_model,
                                      token_pool)
@@ -537,9 +537,11 @@ def validity_reasons(meas: dict, ceilings_max: dict | None) -> list:
 
 def finish(data: dict, breakdown=None) -> dict:
     """Add what follows from the measurements and the profile to a run's document: the calibrated
-    prediction of every point (corrected by its drift probe where it has one: drift.py),
-    summary.prediction_error, summary.drift, the per-operator breakdown's predicted columns, memory
-    capacity, and the validity check (MBU, MFU <= 1 against the highest ceilings: validity_reasons)."""
+    prediction of every point (corrected by its drift probe where drift.correction says 'applied': a trusted
+    probe whose ratio departs from 1 by more than drift.PROBE_NOISE; each prediction's `correction` says which),
+    summary.prediction_error, summary.drift (with `applied`: how many points were corrected), the per-operator
+    breakdown's predicted columns, memory capacity, and the validity check (MBU, MFU <= 1 against the highest
+    ceilings: validity_reasons)."""
     from inferlab.measure.breakdown import predicted_columns
     from inferlab.measure.calibrate import calibrated_time_s, prediction_error
     from inferlab.specs import ModelConfig, Precision
@@ -551,7 +553,7 @@ def finish(data: dict, breakdown=None) -> dict:
     meas, pred = data["measurements"], data["predictions"]
     prof = data.get("profile")
     points = []
-    ratios, untrusted = [], 0
+    ratios, untrusted, applied = [], 0, 0
     for kind, shape in (("ttft", lambda p: (1, p["prompt_len"], 0)),
                         ("itl", lambda p: (1, 1, p["context_len"] - 1)),
                         ("batch", lambda p: (p["batch"], 1, p["context_len"] - 1))):
@@ -559,19 +561,25 @@ def finish(data: dict, breakdown=None) -> dict:
             if prof:
                 pr["calibrated_s"] = calibrated_time_s(prof, cfg, prec, acc, *shape(m))
                 pr.pop("calibrated_uncorrected_s", None)
+                pr.pop("correction", None)
                 if m.get("drift"):  # the prediction at the host's speed of the moment (drift.py)
                     pr["calibrated_uncorrected_s"] = pr["calibrated_s"]
-                    if probe_trusted(m["drift"]):
+                    pr["correction"] = how = correction(m["drift"])
+                    if how == "applied":
                         pr["calibrated_s"] = pr["calibrated_s"] * m["drift"]["ratio"]
-                        ratios.append(m["drift"]["ratio"])
-                    else:
+                    if how == "untrusted":
                         untrusted += 1
+                    else:
+                        ratios.append(m["drift"]["ratio"])
+                        applied += how == "applied"
             points.append({"kind": kind, "median_s": m["timing"]["median_s"], **pr})
     summary = data["summary"]
     summary["prediction_error"] = prediction_error(points)
     if ratios or untrusted:
-        summary["drift"] = {**drift_summary(ratios), "untrusted": untrusted} if ratios else \
-            {"n": 0, "untrusted": untrusted, "drift": None, "drifting": False}
+        summary["drift"] = ({**drift_summary(ratios), "untrusted": untrusted, "applied": applied,
+                             "noise": PROBE_NOISE} if ratios else
+                            {"n": 0, "untrusted": untrusted, "applied": 0, "noise": PROBE_NOISE, "drift": None,
+                             "drifting": False})
         summary["drifting"] = summary["drift"]["drifting"]
     if breakdown is not None:
         data["breakdown"] = breakdown
