@@ -3,6 +3,7 @@ chase bursts (max only for validity), decode MBU against the read-only stream, t
 probes (ratio, summary, nearest profiled size, dominant operator, interleaving order), the
 decode-only signed residual of compiled steps, and the CPU's default decode mode."""
 import math
+import numpy as np
 
 import pytest
 
@@ -374,3 +375,19 @@ def test_the_compiled_step_computes_what_the_eager_one_does():
         assert used == "compile", note
         # the same position again: the cache write is idempotent, so the logits must agree
         assert torch.allclose(fn(pool[1]), model(pool[1], 20, all_logits=False), atol=1e-4, rtol=1e-4)
+
+
+def test_b1_decode_mbu_pairs_the_step_with_the_stream_of_its_own_rounds(tiny_default_run):
+    # On the wall clock every B = 1 decode point is timed round-robin with the read stream; its paired MBU is
+    # the median of each round's (bytes / step) / (buffer / read), recomputed here from the recorded samples.
+    d, s = tiny_default_run.data, tiny_default_run.summary
+    b1 = next(p for p in d["measurements"]["batch"] if p["batch"] == 1)
+    for p in d["measurements"]["itl"] + [b1]:
+        pr, step = p["paired"], p["timing"]["samples_s"]
+        assert pr["rounds"] == len(step) == len(pr["read_samples_s"])
+        by_hand = sorted(p["bytes"] * r / (pr["buffer_bytes"] * t) for t, r in zip(step, pr["read_samples_s"]))
+        assert pr["mbu"] == pytest.approx(float(np.median(by_hand)))
+        assert pr["kernel"] == max(d["ceilings"]["read_by_kernel"], key=d["ceilings"]["read_by_kernel"].get)
+    assert all("paired" not in p for p in d["measurements"]["batch"] if p["batch"] > 1)
+    assert s["mbu_b1"] == b1["paired"]["mbu"] and s["mbu_b1_run_median"] == b1["mbu"]
+    assert "same rounds" in s["mbu_b1_against"] and "same rounds" in tiny_default_run.table()

@@ -29,6 +29,7 @@ from inferlab.measure.ceilings import (STREAM_FREE_SHARE, Ceilings, bound_ceilin
                                        torch_dtype)
 from inferlab.measure.breakdown import profile_pass
 from inferlab.measure.drift import PROBE_NOISE, LinearProbes, correction, dominant_linear, drift_summary
+from inferlab.measure.paired import PairedRead
 from inferlab.measure.profile import RESIDUAL_PROBES, measure_profile, pass_residual, time_probes
 from inferlab.measure.runner import (decode_runner, drop_kv_cache, fill_kv_cache_, random_model,
                                      token_pool)
@@ -255,13 +256,22 @@ def _measure(plan, kind, info, free, candidates, dtype, seed, bar, notes, clock=
                           pool_bytes=min(1e9, 0.1 * free_now), seed=seed + 9)
     start_acc = ceil.accelerator()
 
-    def around_point(batch_, q_len, past, fn, pool, **timing):
-        """The point timed round-robin with the probe of its dominant operator (drift.py)."""
+    def around_point(batch_, q_len, past, fn, pool, paired=None, **timing):
+        """The point timed round-robin with the probe of its dominant operator (drift.py), and with
+        the read-only stream `paired` (a PairedRead, paired.py) where given."""
         key, m = dominant_linear(prof, cfg, prec, start_acc, batch_, q_len, past)
         # time_interleaved's budget is per call of a round; the probe's calls are short, so half of it
         # leaves the point the time it had alone
         timing["max_time_s"] = timing["max_time_s"] / 2
-        return probes.around(key, m, fn, pool, lambda pts: timed_interleaved(pts, kind, **timing))
+        inner = lambda pts: timed_interleaved(pts, kind, **timing)  # noqa: E731
+        return probes.around(key, m, fn, pool, paired.timer(inner) if paired is not None else inner)
+
+    # Decode MBU at B = 1 against the read-only stream timed in the same rounds as the step (paired.py),
+    # with the stream's kernel that read fastest at the start and the ceilings' buffer size.
+    paired = None
+    if clock != "thread-cpu":
+        rk = ceil.read_by_kernel
+        paired = PairedRead(kind, copy_bytes, max(rk, key=rk.get) if rk else "sum", seed=seed + 11)
 
     # How each sweep's points are timed. By a thread's CPU time (the notebooks' live checks, on a machine that
     # may be busy): round-robin over the sweep, so a change in the host's load falls on every point alike. By the
@@ -335,7 +345,7 @@ def _measure(plan, kind, info, free, candidates, dtype, seed, bar, notes, clock=
         probed_points = [(t, None) for t in timed_interleaved(runs, kind, warmup=2, repeats=30, min_repeats=5,
                                                                max_time_s=plan.point_time_s, clock=clock)]
     else:
-        probed_points = (around_point(1, 1, ctx - 1, f, pool, warmup=2, repeats=30, min_repeats=5,
+        probed_points = (around_point(1, 1, ctx - 1, f, pool, paired=paired, warmup=2, repeats=30, min_repeats=5,
                                       max_time_s=plan.point_time_s)
                          for ctx, (f, pool) in zip(plan.contexts, runs))
     pools = [pool for _, pool in runs]
@@ -343,6 +353,8 @@ def _measure(plan, kind, info, free, candidates, dtype, seed, bar, notes, clock=
         itl.append(_decode_point(cfg, prec, acc, chosen, 1, ctx, t))
         itl[-1]["decode_mode"] = used
         itl[-1]["drift"] = probe
+        if paired is not None:
+            itl[-1]["paired"] = paired.record(itl[-1]["bytes"], t)
         if used != "eager":  # the same step as eager code, right after: both are recorded
             itl[-1]["eager"] = _eager_beside(model, pool, ctx - 1, kind, plan.point_time_s)
         itl_pred.append(_decode_pred(cfg, prec, acc, 1, ctx))
@@ -387,13 +399,15 @@ def _measure(plan, kind, info, free, candidates, dtype, seed, bar, notes, clock=
             probed_points = [(t, None) for t in timed_interleaved(runs, kind, warmup=2, repeats=20, min_repeats=3,
                                                                    max_time_s=plan.point_time_s, clock=clock)]
         else:
-            probed_points = (around_point(b, 1, plan.batch_context - 1, f, pool, warmup=2, repeats=20,
-                                          min_repeats=3, max_time_s=plan.point_time_s)
+            probed_points = (around_point(b, 1, plan.batch_context - 1, f, pool, paired=paired if b == 1 else None,
+                                          warmup=2, repeats=20, min_repeats=3, max_time_s=plan.point_time_s)
                              for b, (f, pool) in zip(plan.batches, runs))
         pools = [pool for _, pool in runs]
         for b, (t, probe), pool in zip(plan.batches, probed_points, pools):
             point = _decode_point(cfg, prec, acc, chosen, b, plan.batch_context, t)
             point["drift"] = probe
+            if paired is not None and b == 1:
+                point["paired"] = paired.record(point["bytes"], t)
             point["throughput_tokens_per_s"] = b / t.median_s
             point["decode_mode"] = used
             if used != "eager" and b == 1:
@@ -414,6 +428,9 @@ def _measure(plan, kind, info, free, candidates, dtype, seed, bar, notes, clock=
     around("batch", "after")
     del model
     probes.release()
+    if paired is not None:
+        paired.release()
+        paired = None
     _release(kind)
 
     # The ceilings again: a drift between start and end means the machine changed under us.
@@ -704,8 +721,12 @@ def _assemble(plan, kind, info, ceil: Ceilings, after: Ceilings, acc, reason, ro
             "datasheet": datasheet,
             "ttft": ttft_pred, "itl": itl_pred, "batch": batch_pred},
         "summary": {
-            "mbu_b1": b1["mbu"] if b1 else None, "mbu_context": b1["context_len"] if b1 else None,
-            "mbu_b1_against": "read-only stream (median of the run's estimates)",
+            "mbu_b1": (b1["paired"]["mbu"] if b1 and b1.get("paired") else b1["mbu"] if b1 else None),
+            "mbu_context": b1["context_len"] if b1 else None,
+            "mbu_b1_against": ("read-only stream timed in the same rounds as the step (median of the rounds' "
+                               "ratios; measure.paired)" if b1 and b1.get("paired")
+                               else "read-only stream (median of the run's estimates)"),
+            "mbu_b1_run_median": b1["mbu"] if b1 else None,
             "mbu_b1_copy": b1.get("mbu_copy") if b1 else None,
             "mbu_b1_eager": (b1.get("eager") or {}).get("mbu") if b1 else None,
             "mfu_prefill": big["mfu"] if big else None,
