@@ -496,6 +496,10 @@ def test_bandwidth_sentence_says_whether_the_kernel_is_at_the_read_limit(tiny_ru
     data["ceilings"]["read_bytes_per_s"] = 20e9
     text = breakdown.bandwidth_sentence(SuiteResult.from_dict(data))
     assert "only 0.45 of the read-only stream" in text and "leaves bandwidth unused" in text
+    assert "round by round" not in text  # a run timed by CPU time pairs no stream
+    b1 = next(p for p in data["measurements"]["batch"] if p["batch"] == 1)
+    b1["paired"] = {"mbu": 0.87, "rounds": 12}
+    assert "(12 rounds), it got 0.87 of what the stream read" in breakdown.bandwidth_sentence(SuiteResult.from_dict(data))
 
 
 def test_the_pass_residual_ignores_one_probe_whose_regime_is_mispredicted(tiny_run):

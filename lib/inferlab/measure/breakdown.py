@@ -318,7 +318,8 @@ AT_READ_LIMIT = 0.8  # a kernel streaming weights at >= this fraction of the rea
 
 def bandwidth_sentence(run) -> str:
     """How much of the memory bandwidth the B = 1 decode step gets, against the copy ceiling and
-    the read-only stream, and whether its matrix-vector kernel is at the machine's read limit."""
+    the read-only stream (the run's median estimate, and the stream timed in the same rounds where
+    recorded: measure.paired), and whether its matrix-vector kernel is at the machine's read limit."""
     b1 = next((p for p in run.points("batch") if p["batch"] == 1), None) or run.points("itl")[0]
     ce = run.data["ceilings"]
     copy, read = ce["copy_bytes_per_s"], ce.get("read_bytes_per_s")
@@ -328,7 +329,12 @@ def bandwidth_sentence(run) -> str:
          f"copy ceiling ({copy / 1e9:.1f} GB/s of reads and writes)")
     if not read:
         return s + "."
-    s += f" and {achieved / read:.2f} against a read-only stream ({read / 1e9:.1f} GB/s)."
+    s += f" and {achieved / read:.2f} against a read-only stream ({read / 1e9:.1f} GB/s, the median of the run's estimates)."
+    pr = b1.get("paired")
+    if pr:
+        s += (f" Timed round by round beside the same stream ({pr['rounds']} rounds), it got {pr['mbu']:.2f} of "
+              "what the stream read at that moment: the figure a drift of the host between the ceilings and "
+              "the step cannot move.")
     g = linear_regimes(run)
     w = g["rows"][0]["weight_bytes_per_s"]
     if w >= AT_READ_LIMIT * read:
