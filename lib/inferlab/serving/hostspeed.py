@@ -66,7 +66,7 @@ def _times(name, values, *, positive: bool) -> np.ndarray:
     bad = ~np.isfinite(a) | ((a <= 0) if positive else np.zeros(a.shape, dtype=bool))
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
-        raise ValueError(f"{name} must be {'positive ' if positive else ''}finite seconds; got {a[i]!r} at index {i}")
+        raise ValueError(f"{name} must be {'positive ' if positive else ''}finite seconds; got {float(a[i])!r} at index {i}")
     return a
 
 
