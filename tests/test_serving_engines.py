@@ -411,6 +411,8 @@ def test_speed_track_is_a_centred_running_median_over_the_reference_by_hand():
     assert tr.speed_at(2.0) == 1.0   # {1, 10, 1} ms: the median, not the mean (4 ms)
     assert tr.speed_at(4.0) == 1.0   # {1, 1, 2}
     assert tr.speed_at(5.0) == 2.0   # {1, 2, 2}: centred (a trailing window {1, 1, 2} reads 1.0)
+    # at least 2 samples: still {1, 2, 2} (a window cut at t, {1, 2}, reads 1.5)
+    assert SpeedTrack(tr.log, 1e-3, 2.0, 2).speed_at(5.0) == 2.0
     assert tr.speed_at(8.0) == 2.0
     # beyond the log: the 3 samples nearest in time (t = 9, 8, 7), not an empty median
     assert tr.speed_at(20.0) == 2.0 and tr.speed_at(-5.0) == 1.0   # {1, 1, 10} at t = 0, 1, 2
