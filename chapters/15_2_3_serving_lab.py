@@ -544,6 +544,16 @@ print(validate.table(here))
 # between the two slowest of them, so one request decides it, while the ITL percentiles pool every
 # token.
 #
+# Calibrations a minute apart still miss the host's moves within a rate, so transformers' engine also
+# carries a probe inside its own loop (`serving.hostspeed`): at every step, in the engine's thread and
+# inside the step's timed window, one row goes through a copy of the model's MLP weight, the kernel a
+# decode step is made of. The calibrations' probes give the speed at which their fits hold; the live
+# run's probes, as a running median over a few seconds, give the host's speed at every moment of it.
+# The simulator then steps on the fitted step time scaled by that speed at its own clock (the probe
+# sits inside the step in both the calibrations and the live run, so the fit already includes its
+# cost). Each record keeps both predictions: the probe-tracked one, which the bounds are judged on,
+# and the bracketed one without the probe.
+#
 # Both engines are validated at the same fractions of the capacity their own model predicts; the
 # overloaded rate is reported but not held to the bounds, since a queue beyond capacity grows
 # without limit and magnifies any step error. Each error is shown as its range over the recorded
@@ -566,6 +576,14 @@ hf_runs = validate.recorded(engine="transformers")
 hf_latest = hf_runs[-1]
 print(validate.table(hf_latest))
 Markdown(validate.conclusion(hf_latest))
+
+# %% [markdown]
+# Every recorded repeat that carried the probe, rate by rate: the four errors (TTFT p50 / p99, ITL
+# p50 / p99; a star marks one outside its bound) with the probe and without it, the probe's share
+# of the live steps' time, and how far the host's speed moved during that rate on the probe's scale.
+
+# %%
+print(validate.probe_table(hf_runs))
 
 # %% [markdown]
 # Where the two engines differ, and why it matters to the simulator: our loop runs attention per

@@ -248,8 +248,12 @@ def test_bracketed_validation_end_to_end_on_the_tiny_model(engine):
     assert run["live"]["completed"] == run["simulated"]["completed"] == run["requests"] > 0
     assert validate.all_served(rec)
     assert rec["summary"]["engine"] == engine
-    assert [sorted(r) for r in rec["summary"]["rates"]] == [sorted(
-        ["fraction", "bounded", "requests", "ttft_p50_error", "ttft_p99_error", "itl_p50_error", "itl_p99_error"])]
+    keys = ["fraction", "bounded", "requests", "ttft_p50_error", "ttft_p99_error", "itl_p50_error", "itl_p99_error"]
+    if engine == "transformers":  # probe-tracked, with the bracketed prediction's errors beside
+        keys += ["prediction", "bracketed"]
+        assert rec["summary"]["rates"][0]["bracketed"]["itl_p99_error"] == \
+            run["bracketed"]["comparison"]["itl_s"]["p99"]["error"]
+    assert [sorted(r) for r in rec["summary"]["rates"]] == [sorted(keys)]
     assert rec["summary"]["rates"][0]["ttft_p50_error"] == run["comparison"]["ttft_s"]["p50"]["error"]
     assert rec["profile"]["kind"] == f"{engine}-fitted" and validate.record_step_model(rec) == "fitted"
     if engine == "transformers":
@@ -268,6 +272,19 @@ def test_bracketed_validation_end_to_end_on_the_tiny_model(engine):
     assert rec["summary"]["calibration"]["drift"] == pytest.approx(max(speeds) / min(speeds) - 1)
     assert "first_calibration_only" in run and run["live_speed"] > 0
     assert "one before and one after each rate" in validate.conclusion(rec)
+    if engine == "transformers":  # the probe: once per step, its cost the sum of its samples over the steps'
+        pr = run["probe"]
+        assert run["prediction"] == "probe-tracked" and len(pr["probe_s"]) == len(run["step_log"]["step_s"])
+        assert pr["share"] == pytest.approx(sum(pr["probe_s"]) / sum(run["step_log"]["step_s"]))
+        cal_p = sum(sum(c["probe"]["probe_s"]) for c in cals)
+        cal_s = sum(sum(c["step_log"]["step_s"]) for c in cals)
+        assert rec["summary"]["probe"]["share"] == pytest.approx(
+            (cal_p + sum(pr["probe_s"])) / (cal_s + sum(run["step_log"]["step_s"])))
+        assert cals[0]["probe"]["ratio"] == 1.0
+        ref = (np.median(cals[0]["probe"]["probe_s"]) + np.median(cals[1]["probe"]["probe_s"])) / 2
+        assert pr["speed_track"]["reference_s"] == pytest.approx(ref)
+    else:
+        assert "probe" not in run and "bracketed" not in run
     json.dumps(rec)
 
 
@@ -377,3 +394,173 @@ def test_validate_takes_a_request_count_or_a_duration_not_both():
         validate.validate(model=TINY_MODEL, duration_s=30.0, requests_per_rate=20, log=None)
     with pytest.raises(ValueError, match="requests_per_rate must be an integer >= 2 and <= 10000; got 1"):
         validate.validate(model=TINY_MODEL, requests_per_rate=1, log=None)
+
+
+# -- the in-run host-speed probe (serving.hostspeed) ------------------------------------------------------
+def _log(times, probes):
+    from inferlab.serving.hostspeed import ProbeLog
+    return ProbeLog(np.asarray(times, dtype=float), np.asarray(probes, dtype=float))
+
+
+def test_speed_track_is_a_centred_running_median_over_the_reference_by_hand():
+    """Probes 1 s apart: 1 ms up to t = 4, 2 ms from t = 5, a 10 ms outlier at t = 2; reference 1 ms,
+    window 2 s (t - 1 .. t + 1), at least 3 samples."""
+    from inferlab.serving.hostspeed import SpeedTrack
+    probes = [1e-3, 1e-3, 10e-3, 1e-3, 1e-3, 2e-3, 2e-3, 2e-3, 2e-3, 2e-3]
+    tr = SpeedTrack(_log(np.arange(10.0), probes), reference_s=1e-3, window_s=2.0, min_samples=3)
+    assert tr.speed_at(2.0) == 1.0   # {1, 10, 1} ms: the median, not the mean (4 ms)
+    assert tr.speed_at(4.0) == 1.0   # {1, 1, 2}
+    assert tr.speed_at(5.0) == 2.0   # {1, 2, 2}: centred (a trailing window {1, 1, 2} reads 1.0)
+    # at least 2 samples: still {1, 2, 2} (a window cut at t, {1, 2}, reads 1.5)
+    assert SpeedTrack(tr.log, 1e-3, 2.0, 2).speed_at(5.0) == 2.0
+    assert tr.speed_at(8.0) == 2.0
+    # beyond the log: the 3 samples nearest in time (t = 9, 8, 7), not an empty median
+    assert tr.speed_at(20.0) == 2.0 and tr.speed_at(-5.0) == 1.0   # {1, 1, 10} at t = 0, 1, 2
+    # between samples, too few in the window (t = 3 and 4 only): the 3 nearest, t = 3, 4 and 5 -> {1, 1, 2}
+    assert tr.speed_at(3.6) == 1.0
+    # the reference scales it: the same log against a 2 ms reference reads half
+    assert SpeedTrack(tr.log, 2e-3, 2.0, 3).speed_at(8.0) == 1.0
+    np.testing.assert_array_equal(tr.speeds([2.0, 5.0]), [1.0, 2.0])
+    d = tr.to_dict(every_s=3.0)
+    assert d["times_s"] == [0.0, 3.0, 6.0, 9.0] and d["speed"] == [1.0, 1.0, 2.0, 2.0]
+
+
+def test_reference_of_two_calibrations_is_the_mean_of_their_probe_medians():
+    from inferlab.serving.hostspeed import reference_probe_s
+    a = _log([0, 1, 2], [1e-3, 5e-3, 1e-3])      # median 1 ms
+    b = _log([0, 1, 2, 3], [2e-3, 4e-3, 4e-3, 9e-3])  # median 4 ms
+    assert reference_probe_s([a, b]) == pytest.approx(2.5e-3)
+    assert reference_probe_s([a]) == pytest.approx(1e-3)
+
+
+class _Const:
+    """Every step 0.1 s (a step-time model that is not time-aware)."""
+
+    def __call__(self, tokens, logits, attn_pairs, attn_kv_tokens):
+        return 0.1
+
+
+@pytest.mark.parametrize("detailed", [False, True])
+def test_the_simulator_steps_a_time_aware_model_at_its_own_clock(detailed):
+    """One request (10 prompt, 20 output tokens) at t = 0; every step 0.1 s at the reference speed, and
+    the host twice as slow from t = 1.05 s. Steps starting at 0, 0.1, ..., 1.0 take 0.1 s (the prefill and
+    10 decodes: tokens at 0.1 ... 1.1); the 9 decodes after start at 1.1 or later and take 0.2 s."""
+    from inferlab.serving.hostspeed import SpeedTrack, SpeedTrackedStepTime
+    from inferlab.serving.policies import ContinuousBatching
+    from inferlab.serving.simulate import simulate
+    t = np.arange(0.0, 5.0, 0.01)
+    track = SpeedTrack(_log(t, np.where(t < 1.05, 1e-3, 2e-3)), 1e-3, window_s=0.015, min_samples=1)
+    base = FittedStepTime([0.1] + [0.0] * (len(FEATURES) - 1)) if detailed else _Const()
+    model = SpeedTrackedStepTime(base, track)
+    assert model.detailed is detailed and model.time_aware
+    w = Workload(np.zeros(1), np.array([10]), np.array([20]))
+    from inferlab.specs import get_accelerator
+    r = simulate(w, TINY_MODEL, get_accelerator("h100-sxm"), ContinuousBatching(max_num_seqs=4), kv_blocks=64,
+                 step_time=model)
+    assert r.first_token_s[0] == pytest.approx(0.1)
+    np.testing.assert_allclose(r.itls_s[0], [0.1] * 10 + [0.2] * 9)
+    assert r.finish_s[0] == pytest.approx(1.1 + 9 * 0.2)
+    with pytest.raises(ValueError, match="needs each step's start time t_s"):
+        model(1, 1, 1.0, 1.0)  # a caller that is not time-aware is refused, never read at speed 1
+
+
+def test_probe_runs_once_per_step_inside_the_logged_step_window():
+    """_instrument on a stand-in batch processor: the probe runs after the scheduler picked the batch and
+    before the step's tokens (update_batch), once per step that ran, never on an empty poll; its
+    seconds are logged beside the step."""
+    from types import SimpleNamespace
+
+    from inferlab.serving.engines.transformers_cb import _instrument, _Steps
+    order, polls = [], iter([True, False, True])
+    fs = SimpleNamespace(state=SimpleNamespace(position_offset=5, initial_tokens=[0] * 5), query_length=5,
+                         has_new_token=True)
+    bp = SimpleNamespace(inputs_and_outputs=SimpleNamespace(requests_in_batch=[fs]),
+                         scheduler=SimpleNamespace(active_requests={}))
+    bp.prepare_next_batch = lambda: order.append("prepare") or next(polls)
+    bp.update_batch = lambda: order.append("update")
+    manager = SimpleNamespace(_create_batch_processor=lambda: bp)
+
+    def probe():
+        order.append("probe")
+        return 0.004
+    log = _Steps()
+    _instrument(manager, log, probe)
+    p = manager._create_batch_processor()
+    for _ in range(3):
+        if p.prepare_next_batch():
+            p.update_batch()
+    assert order == ["prepare", "probe", "update", "prepare", "prepare", "probe", "update"]
+    assert log.probe_s == [0.004, 0.004] and len(log.rows) == 2
+    assert all(row[0] <= s for row, s in zip(log.rows, log.probe_start))  # started inside the step's window
+
+
+def test_probe_share_by_hand():
+    from inferlab.serving.hostspeed import probe_share, probe_summary
+    # 9 ms of probes in 400 ms of steps (a median or mean of per-step ratios would read 2 %)
+    assert probe_share([0.001, 0.002, 0.006], [0.1, 0.1, 0.2]) == pytest.approx(0.0225)
+    s = probe_summary(_log([0, 1, 2, 3, 4], [1e-3, 2e-3, 3e-3, 4e-3, 5e-3]))
+    assert s["n"] == 5 and s["median_s"] == pytest.approx(3e-3)
+    assert s["rel_iqr"] == pytest.approx((4e-3 - 2e-3) / 3e-3)
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda h: h.ProbeLog([], []), "times_s must be a non-empty 1-d list of seconds"),
+    (lambda h: h.ProbeLog([0.0, 1.0], [1e-3, 0.0]), r"probe_s must be positive finite seconds; got 0.0 at index 1"),
+    (lambda h: h.ProbeLog([0.0, 1.0], [1e-3, -2e-3]), "probe_s must be positive finite seconds"),
+    (lambda h: h.ProbeLog([0.0, np.nan], [1e-3, 1e-3]), "times_s must be finite seconds; got nan at index 1"),
+    (lambda h: h.ProbeLog([0.0, 1.0], [1e-3]), "times_s and probe_s must be as long; got 2 and 1"),
+    (lambda h: h.ProbeLog(["a"], [1e-3]), "times_s must be a list of seconds"),
+    (lambda h: h.SpeedTrack(_log([0], [1e-3]), 1e-3, window_s=0.0), "window_s"),
+    (lambda h: h.SpeedTrack(_log([0], [1e-3]), 1e-3, window_s=-1.0), "window_s"),
+    (lambda h: h.SpeedTrack(_log([0], [1e-3]), 1e-3, window_s=float("nan")), "window_s"),
+    (lambda h: h.SpeedTrack(_log([0], [1e-3]), 0.0), "reference_s"),
+    (lambda h: h.SpeedTrack(_log([0], [1e-3]), 1e-3, min_samples=0), "min_samples"),
+    (lambda h: h.SpeedTrack([1e-3], 1e-3), "log must be a ProbeLog"),
+    (lambda h: h.SpeedTrack(_log([0], [1e-3]), 1e-3).speed_at(float("inf")), "t_s must be a finite time"),
+    (lambda h: h.reference_probe_s([]), "logs must be one or more ProbeLog"),
+    (lambda h: h.probe_share([0.2], [0.1]), "probe_s must lie inside the steps' time"),
+    (lambda h: h.probe_share([], [0.1]), "probe_s must be a non-empty"),
+    (lambda h: h.SpeedTrackedStepTime(_Const(), 1.0), "track must be a SpeedTrack"),
+    (lambda h: h.HostProbe(8, 8, dtype="fp16"), "dtype must be one of fp32, bf16; got 'fp16'"),
+    (lambda h: h.HostProbe(8, 8, copies=0), "copies"),
+])
+def test_hostspeed_refuses_bad_input_in_one_line(call, match):
+    from inferlab.serving import hostspeed
+    with pytest.raises(ValueError, match=match) as e:
+        call(hostspeed)
+    assert "\n" not in str(e.value)
+
+
+def test_host_probe_warms_every_copy_then_rotates():
+    from inferlab.serving.hostspeed import HostProbe
+    p = HostProbe.for_model(TINY_MODEL, "fp32", cache_bytes=0.0)
+    assert len(p.weights) == 2 and p.weights[0].shape == (TINY_MODEL.d_ff, TINY_MODEL.d_model)
+    big = HostProbe.for_model(TINY_MODEL, "fp32", cache_bytes=1e12)
+    assert len(big.weights) == 64  # capped: a tiny model cannot leave the cache
+    assert not p.warmed
+    assert p() > 0 and p.warmed and p.calls == 1
+
+
+def test_engines_summary_keeps_the_bracketed_errors_beside_the_probe_tracked_ones_by_hand():
+    """A probe-tracked repeat: its errors (TTFT p50 +5 %, within) are the probe-tracked prediction's; the
+    bracketed one beside it (TTFT p99 -30 %) missed. Its probe took 1.5 % of the steps; speed 0.9-1.4."""
+    rec = _rec("transformers", "2026-12-02T04:00:00+00:00", [_run(0.3, (0.05, 0.0, 0.0, 0.0))])
+    rec["runs"][0].update({"prediction": "probe-tracked", "probe": {"speed_track": {"speed": [1.0, 0.9, 1.4]}, "share": 0.015},
+                           "bracketed": {"comparison": {m: {p: {"error": e} for p, e in zip(("p50", "p99"), es)}
+                                                        for m, es in (("ttft_s", (0.1, -0.3)), ("itl_s", (0.0, 0.1)))}}})
+    rec["summary"]["probe"] = {"share": 0.015}
+    rec["summary"]["rates"] = validate.rates_summary(rec["runs"])
+    assert rec["summary"]["rates"][0]["bracketed"]["ttft_p99_error"] == -0.3
+    assert rec["summary"]["rates"][0]["ttft_p50_error"] == 0.05
+    t = validate.engines_summary([rec])["transformers"]
+    f = t["fractions"][0.3]
+    assert f["within"] == f["within_tracked"] == [True] and f["within_bracketed"] == [False]
+    assert f["error"]["ttft_p50"] == [0.05] and f["bracketed_error"]["ttft_p99"] == [-0.3]
+    assert t["probe_share"] == [0.015] and f["probe_speed"] == [(0.9, 1.4)]
+    words = validate.engines_conclusion(validate.engines_summary([rec]))
+    assert ("In 1 repeat the prediction followed the host with a probe timed inside the engine's every step (its "
+            "cost 1.5% to 1.5% of the steps' time; the host's speed on it 0.90 to 1.40 of the calibrations'): 1 of 1 "
+            "of those pairs within both bounds with it, 0 of 1 with the bracketing calibrations alone.") in words
+    row = validate.probe_table([rec]).split("\n")[2].split()
+    assert row[2:] == ["0.30x", "+5%", "/", "+0%", "/", "+0%", "/", "+0%", "+10%", "/", "-30%*", "/", "+0%", "/",
+                       "+10%", "1.5%", "0.90-1.40"]

@@ -70,8 +70,10 @@ class Replica:
     def __init__(self, step_time, policy, kv_blocks: int, block_tokens: int,
                  watermark_blocks: int = 0, index: int = 0, prefix_caching: bool = False):
         self.step_time, self.policy = step_time, policy
-        # A step-time model with `detailed = True` (serving.profiled) is told each step's sequences.
+        # A step-time model with `detailed = True` (serving.profiled) is told each step's sequences;
+        # one with `time_aware = True` (serving.hostspeed) is also told the step's start, t_s=.
         self.detailed = bool(getattr(step_time, "detailed", False))
+        self.time_aware = bool(getattr(step_time, "time_aware", False))
         self.static = isinstance(policy, StaticBatching)
         self.kind = policy.name
         self.total_blocks, self.bs = int(kv_blocks), int(block_tokens)
@@ -159,6 +161,14 @@ class Replica:
         else:
             self.free += r.pblocks  # an entry appeared meanwhile: drop this copy, share that one
         self._ref(r, entry)
+
+    def _dt(self, t0, tokens, logits, pairs, kv, n_dec, dec_kv, chunks) -> float:
+        """The step time of a step starting at t0: detailed (sequences) or aggregate, with t_s=t0
+        for a time-aware model."""
+        at = {"t_s": t0} if self.time_aware else {}
+        if self.detailed:
+            return self.step_time.step(n_dec, dec_kv, chunks, logits, **at)
+        return self.step_time(tokens, logits, pairs, kv, **at)
 
     def _log(self, t0, dt, batch, tokens):
         self.log_start.append(t0)
@@ -322,11 +332,8 @@ class Replica:
             kv += p + q
             if p + q == r.target:
                 logits += 1
-        if self.detailed:
-            dt = self.step_time.step(n_dec, float(self.sum_cache + n_dec) if do_decode else 0.0,
-                                     [(q, r.done) for r, q in chunks], logits)
-        else:
-            dt = self.step_time(tokens, logits, pairs, kv)
+        dt = self._dt(t0, tokens, logits, pairs, kv, n_dec, float(self.sum_cache + n_dec) if do_decode else 0.0,
+                      [(q, r.done) for r, q in chunks])
         t1 = t0 + dt
         self._log(t0, dt, n_dec + len(chunks), tokens)
 
@@ -381,10 +388,7 @@ class Replica:
             batch.append(r)
         n = len(batch)
         s = max(r.prompt for r in batch)  # prompts padded to the longest
-        if self.detailed:
-            dt = self.step_time.step(0, 0.0, [(s, 0)] * n, n)
-        else:
-            dt = self.step_time(n * s, n, n * s * (s + 1) / 2, float(n * s))
+        dt = self._dt(t0, n * s, n, n * s * (s + 1) / 2, float(n * s), 0, 0.0, [(s, 0)] * n)
         t1 = t0 + dt
         self._log(t0, dt, n, n * s)
         self.clock = t1
@@ -417,7 +421,7 @@ class Replica:
     def _static_decode(self) -> None:
         t0, n = self.clock, self.n_dec
         ctx = float(self.sum_cache + n)
-        dt = self.step_time.step(n, ctx, [], n) if self.detailed else self.step_time(n, n, ctx, ctx)
+        dt = self._dt(t0, n, n, ctx, ctx, n, ctx, [])
         t1 = t0 + dt
         self._log(t0, dt, n, n)
         d = self.d

@@ -16,6 +16,8 @@ tokens) and K the keys read (p + q per sequence). For a uniform batch this is ex
 `latency.prefill_time_s` / `latency.decode_step_time_s` (tests check it); for a mixed batch the
 attention of each sequence adds its own pairs and keys, which the same two kernels process.
 Any callable with the signature of `StepTimeModel.__call__` can replace it (a measured profile).
+A model with `time_aware = True` (serving.hostspeed.SpeedTrackedStepTime) is called with one more
+keyword, t_s=, the simulated step's start in seconds: its step time may follow the host over time.
 """
 from __future__ import annotations
 

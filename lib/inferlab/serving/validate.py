@@ -18,7 +18,10 @@ Engines (`serving.engines`): 'inferlab', the project's own loop (`serving.live`)
 operator profile (`serving.profiled`); 'transformers', Hugging Face transformers' continuous
 batching (`serving.engines.transformers_cb`), simulated with its scheduler
 (`policies.TransformersFIFO`) on a step time fitted to a calibration run of that engine
-(`serving.fitted`: a burst and a few lone prompts, a workload other than the ones predicted).
+(`serving.fitted`: a burst and a few lone prompts, a workload other than the ones predicted),
+one before and one after each rate (`serving.bracketing`), and scaled over time by the host's
+speed from a probe the engine runs at every step (`serving.hostspeed`): `comparison` and
+`summary.rates` are that probe-tracked prediction's, `bracketed` the prediction without the probe.
 Each record's `summary` names the engine, its version and, per rate fraction, the four errors.
 """
 from __future__ import annotations
@@ -124,10 +127,13 @@ def quantile_plot(record: dict):
 
 def step_errors(live, step_time) -> dict:
     """Each live step's measured duration against the profile's prediction of the same work:
-    the median and p90 of |predicted / measured - 1| and the median signed ratio."""
+    the median and p90 of |predicted / measured - 1| and the median signed ratio. A time-aware
+    step time (serving.hostspeed) predicts each step at the live step's start."""
     st = live.steps
-    pred = np.array([step_time.step(int(n), float(kv), chunks, int(lg)) for n, kv, chunks, lg in
-                     zip(st["n_decode"], st["decode_kv_tokens"], live.chunks, st["logits"])])
+    at = ([{"t_s": float(t)} for t in st["start_s"]] if getattr(step_time, "time_aware", False) else
+          [{}] * len(st["step_s"]))  # a time-aware model is read at each live step's start
+    pred = np.array([step_time.step(int(n), float(kv), chunks, int(lg), **a) for n, kv, chunks, lg, a in
+                     zip(st["n_decode"], st["decode_kv_tokens"], live.chunks, st["logits"], at)])
     meas = np.asarray(st["step_s"], dtype=float)
     r = pred / meas
     return {"n": int(len(r)), "median_abs": float(np.median(np.abs(r - 1))),
@@ -196,6 +202,7 @@ def validate(*, model: ModelConfig | None = None, dtype: str = "bf16", device: s
                             memory_bytes=free, seed=seed, max_time_s=1.0)
     acc = ceil.accelerator(f"measured-{kind}")
     bracketed = step_model == "fitted"
+    probe = None  # the host-speed probe (serving.hostspeed): the transformers engine's runs carry one
     if engine == "inferlab" and not bracketed:
         st, prof, pol, kv_blocks, block_tokens, model_obj = _inferlab_profile(
             cfg, kind, dtype, prec, acc, info, free, prompt, policy, max_num_seqs, max_len, seed, log)
@@ -209,16 +216,20 @@ def validate(*, model: ModelConfig | None = None, dtype: str = "bf16", device: s
         else:
             from inferlab.serving.engines.transformers_cb import build_model
             from inferlab.serving.policies import TransformersFIFO
+            from inferlab.serving.hostspeed import HostProbe
             pol = TransformersFIFO(token_budget=max_batch_tokens, max_num_seqs=max_num_seqs, page_size=page_size)
             log(f"transformers: {cfg.name} ({dtype}) as LlamaForCausalLM")
             model_obj = build_model(cfg, dtype, seed)
+            probe = HostProbe.for_model(cfg, dtype, info.cache_bytes, seed + 5)
+            log(f"host-speed probe: one row through a {cfg.d_ff} x {cfg.d_model} {dtype} linear, "
+                f"{len(probe.weights)} copies ({probe.weight_bytes / 1e6:.0f} MB), at every step")
 
         def calibrate(index):
             log(f"calibration {index}")
             t = time.perf_counter()
             c = _calibrate(index, _serve_live(engine, calibration_workload(prompt, output, seed), model_obj, pol,
                                               policy, max_num_seqs, max_len, max_batch_tokens, page_size, kind,
-                                              dtype, seed + 1), t - t_start, time.perf_counter() - t)
+                                              dtype, seed + 1, probe), t - t_start, time.perf_counter() - t)
             fs = c["fit"].fit_stats
             log(f"  {c['elapsed_s']:.0f} s, fitted on {fs['n']} steps: median |error| {fs['median_abs']:.1%}, "
                 f"p90 {fs['p90_abs']:.1%}")
@@ -244,7 +255,7 @@ def validate(*, model: ModelConfig | None = None, dtype: str = "bf16", device: s
              synthetic(rate, duration_s=duration_s, prompt=prompt, output=output, cv=cv, seed=seed))
         log(f"live: {len(w)} requests at {rate:.2f}/s ({name})")
         live = _serve_live(engine, w, model_obj, pol, policy, max_num_seqs, max_len, max_batch_tokens,
-                           page_size, kind, dtype, seed)
+                           page_size, kind, dtype, seed, probe)
         run_extra, st_k = {}, st
         if bracketed:  # the step time of this rate: its two brackets' fits, averaged
             from inferlab.serving.bracketing import brackets_of, mean_fit, speed
@@ -264,13 +275,35 @@ def validate(*, model: ModelConfig | None = None, dtype: str = "bf16", device: s
         ls, ss = live.result.summary(slo), sim.summary(slo)
         cmp = compare(ls, ss)
         steps = step_errors(live, st_k)
+        if bracketed and "probe" in live.config:  # the probe-tracked prediction (serving.hostspeed)
+            from inferlab.serving.hostspeed import SpeedTrack, SpeedTrackedStepTime
+            track = SpeedTrack(_probe_log(live.config), _bracket_reference(cals, before, after))
+            st_t = SpeedTrackedStepTime(st_k, track)
+            sim_t = simulate(w, cfg, acc, pol, precision=prec, kv_blocks=kv_blocks, block_tokens=block_tokens,
+                             step_time=st_t)
+            run_extra.update({
+                "prediction": "probe-tracked",
+                "bracketed": {"comparison": cmp, "simulated": ss, "step_time_error": steps},
+                "probe": _probe_record(live.config["probe"], track)})
+            sim, ss = sim_t, sim_t.summary(slo)
+            cmp, steps = compare(ls, ss), step_errors(live, st_t)
         fraction = rate / cap
         replay = replay_check(live, w, st_k, cfg, acc, pol, prec, kv_blocks, block_tokens, slo)
         runs.append({"rate_per_s": rate, "load": name, "fraction": fraction, "bounded": fraction <= BOUNDED_UP_TO,
                      "requests": len(w), "live": ls, "simulated": ss,
                      "comparison": cmp, "step_time_error": steps, "replay": replay, **run_extra,
                      "quantiles": {"live": quantiles(live.result), "simulated": quantiles(sim)}})
-        log(f"  TTFT p50 {cmp['ttft_s']['p50']['error']:+.1%}, p99 {cmp['ttft_s']['p99']['error']:+.1%}; "
+        if "bracketed" in run_extra:
+            b, pr = run_extra["bracketed"], run_extra["probe"]
+            log(f"  probe: {pr['summary']['n']} samples, median {pr['summary']['median_s'] * 1e3:.2f} ms, "
+                f"{pr['share']:.1%} of the steps' time; speed {min(pr['speed_track']['speed']):.2f} to "
+                f"{max(pr['speed_track']['speed']):.2f} of the brackets' probe")
+            bc = b["comparison"]
+            log(f"  bracketed: TTFT p50 {bc['ttft_s']['p50']['error']:+.1%}, p99 {bc['ttft_s']['p99']['error']:+.1%}; "
+                f"ITL p50 {bc['itl_s']['p50']['error']:+.1%}, p99 {bc['itl_s']['p99']['error']:+.1%}; "
+                f"steps: median |error| {b['step_time_error']['median_abs']:.1%}")
+        log(f"  {'probe-tracked: ' if 'bracketed' in run_extra else ''}"
+            f"TTFT p50 {cmp['ttft_s']['p50']['error']:+.1%}, p99 {cmp['ttft_s']['p99']['error']:+.1%}; "
             f"ITL p50 {cmp['itl_s']['p50']['error']:+.1%}, p99 {cmp['itl_s']['p99']['error']:+.1%}; "
             f"steps: median |error| {steps['median_abs']:.1%}")
         rc = replay["comparison"]
@@ -292,6 +325,8 @@ def validate(*, model: ModelConfig | None = None, dtype: str = "bf16", device: s
         summary["calibration"] = {"method": "bracketed", "combined": "mean of the two fits", "count": len(cals),
                                   "speeds": [c["speed"] for c in calibrations],
                                   "drift": calibration_drift(calibrations)}
+        if probe is not None:
+            summary["probe"] = _probe_overall(probe, cals, runs)
     return {"schema": "inferlab.serving.validate/1",
             "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "elapsed_s": time.perf_counter() - t_start,
@@ -322,13 +357,18 @@ def replay_check(live, workload, step_time, cfg, acc, pol, prec, kv_blocks, bloc
 def rates_summary(runs: list) -> list:
     """summary.rates of a record: per run {fraction, bounded, requests (the sample behind each
     TTFT percentile), ttft_p50_error, ttft_p99_error, itl_p50_error, itl_p99_error} (errors:
-    simulated / live - 1)."""
+    simulated / live - 1); with a host-speed probe, those are the probe-tracked prediction's, and
+    `prediction` ('probe-tracked') and `bracketed` (the same four errors without the probe) are added."""
     out = []
     for r in runs:
         row = {"fraction": float(r["fraction"]), "bounded": bool(r["bounded"]), "requests": int(r["requests"])}
         for m, short in (("ttft_s", "ttft"), ("itl_s", "itl")):
             for p in ("p50", "p99"):
                 row[f"{short}_{p}_error"] = float(r["comparison"][m][p]["error"])
+        if "bracketed" in r:  # the errors above are the probe-tracked prediction's; the bracketed beside them
+            row["prediction"] = r.get("prediction", "probe-tracked")
+            row["bracketed"] = {f"{short}_{p}_error": float(r["bracketed"]["comparison"][m][p]["error"])
+                                for m, short in (("ttft_s", "ttft"), ("itl_s", "itl")) for p in ("p50", "p99")}
         out.append(row)
     return out
 
@@ -389,17 +429,56 @@ def _calibrate(index: int, cal, started_s: float, elapsed_s: float) -> dict:
     from inferlab.serving.fitted import FittedStepTime, live_steps
     steps, durations = live_steps(cal)
     return {"index": index, "started_s": started_s, "elapsed_s": elapsed_s, "steps": steps, "durations": durations,
-            "fit": FittedStepTime.fit(steps, durations), "num_blocks": cal.config.get("num_blocks")}
+            "fit": FittedStepTime.fit(steps, durations), "num_blocks": cal.config.get("num_blocks"),
+            "probe": cal.config.get("probe")}
 
 
 def _calibrations_record(cals: list, reference) -> list:
     """The record's calibrations: per calibration its timing, fit, speed on `reference`'s scale
     (serving.bracketing.speed) and its step log (to refit later)."""
     from inferlab.serving.bracketing import speed
-    return [{"index": c["index"], "started_s": c["started_s"], "elapsed_s": c["elapsed_s"],
-             "speed": speed(reference, c["steps"], c["durations"]), **c["fit"].to_dict(),
-             "step_log": step_log(c["steps"], c["durations"])}
-            for c in cals]
+    out = [{"index": c["index"], "started_s": c["started_s"], "elapsed_s": c["elapsed_s"],
+            "speed": speed(reference, c["steps"], c["durations"]), **c["fit"].to_dict(),
+            "step_log": step_log(c["steps"], c["durations"])}
+           for c in cals]
+    if all(c.get("probe") for c in cals):  # each calibration's probe, and its median on the first's scale
+        ref0 = cals[0]["probe"]["summary"]["median_s"]
+        for o, c in zip(out, cals):
+            pr = c["probe"]
+            o["probe"] = {"summary": pr["summary"], "share": pr["share"], "ratio": pr["summary"]["median_s"] / ref0,
+                          "times_s": pr["times_s"], "probe_s": pr["probe_s"]}
+    return out
+
+
+def _probe_log(config: dict):
+    """The ProbeLog of a run's config["probe"] (serving.engines.transformers_cb)."""
+    from inferlab.serving.hostspeed import ProbeLog
+    return ProbeLog(config["probe"]["times_s"], config["probe"]["probe_s"])
+
+
+def _bracket_reference(cals: list, before: int, after: int) -> float:
+    """The reference probe time of the mean of two calibrations' fits: the mean of their probe medians."""
+    from inferlab.serving.hostspeed import reference_probe_s
+    return reference_probe_s([_probe_log(cals[k]) for k in (before, after)])
+
+
+def _probe_record(probe: dict, track) -> dict:
+    """A live run's probe, as recorded: its log, summary, share of the steps' time and the speed track."""
+    return {"summary": probe["summary"], "share": probe["share"], "times_s": probe["times_s"],
+            "probe_s": probe["probe_s"], "speed_track": track.to_dict(),
+            "speed_median": float(np.median(track.speeds(probe["times_s"])))}
+
+
+def _probe_overall(probe, cals: list, runs: list) -> dict:
+    """summary.probe: the kernel, and its share of all timed steps' time (calibrations and live runs)."""
+    from inferlab.serving.hostspeed import SPEED_MIN_SAMPLES, SPEED_WINDOW_S
+    p = sum(sum(c["probe"]["probe_s"]) for c in cals if c.get("probe")) + sum(
+        sum(r["probe"]["probe_s"]) for r in runs if "probe" in r)
+    s = sum(float(np.sum(c["durations"])) for c in cals if c.get("probe")) + sum(
+        float(np.sum(r["step_log"]["step_s"])) for r in runs if "probe" in r)
+    return {"kernel": f"one-row linear {probe.d_in} -> {probe.d_out}, {probe.dtype}, {len(probe.weights)} copies",
+            "weight_bytes": probe.weight_bytes, "where": "every step, inside its window",
+            "share": p / s if s > 0 else 0.0, "window_s": SPEED_WINDOW_S, "min_samples": SPEED_MIN_SAMPLES}
 
 
 def step_log(steps: list, durations_s) -> dict:
@@ -416,7 +495,7 @@ def calibration_drift(calibrations: list) -> float:
 
 
 def _serve_live(engine, w, model_obj, pol, policy, max_num_seqs, max_len, max_batch_tokens, page_size, kind,
-                dtype, seed):
+                dtype, seed, probe=None):
     if engine == "inferlab":
         from inferlab.serving.live import run_live
         return run_live(w, model_obj, policy=policy, max_num_seqs=max_num_seqs, max_len=max_len,
@@ -424,7 +503,7 @@ def _serve_live(engine, w, model_obj, pol, policy, max_num_seqs, max_len, max_ba
                         device=kind, dtype=dtype, seed=seed)
     from inferlab.serving.engines.transformers_cb import run_transformers
     return run_transformers(w, model_obj, max_batch_tokens=max_batch_tokens, max_requests_per_batch=max_num_seqs,
-                            page_size=page_size, max_len=max_len, dtype=dtype, seed=seed)
+                            page_size=page_size, max_len=max_len, dtype=dtype, seed=seed, probe=probe)
 
 
 def table(record: dict) -> str:
@@ -442,6 +521,17 @@ def table(record: dict) -> str:
                          f"{c['p50']['error']:+7.1%} {c['p99']['live_s'] * 1e3:10.1f} "
                          f"{c['p99']['simulated_s'] * 1e3:10.1f} {c['p99']['error']:+7.1%}")
     lines.append("all within bounds" if record["within_bounds"] else "NOT all within bounds")
+    if any("bracketed" in r for r in record["runs"]):
+        lines.append("errors above: probe-tracked (the host's speed from a probe at every step); bracketed "
+                     "calibrations alone, TTFT p50 / p99, ITL p50 / p99:")
+        for r in record["runs"]:
+            if "bracketed" in r:
+                c = r["bracketed"]["comparison"]
+                lines.append(f"{r['rate_per_s']:7.2f} {r['load']:16s} " + " / ".join(
+                    f"{c[m][p]['error']:+.1%}" for m, p, _ in ERROR_KEYS)
+                    + f"   (probe {r['probe']['summary']['median_s'] * 1e3:.2f} ms median, {r['probe']['share']:.1%} "
+                      f"of the steps; speed {min(r['probe']['speed_track']['speed']):.2f}-"
+                      f"{max(r['probe']['speed_track']['speed']):.2f})")
     cal = record.get("summary", {}).get("calibration")
     if cal:
         lines.append(f"{cal['count']} calibrations, one before and one after each rate: speeds "
@@ -570,6 +660,8 @@ def conclusion(record: dict) -> str:
     how = ("the operator profile" if not fitted else "a step time fitted to calibrations of that engine, one "
            "before and one after each rate" if "calibrations" in record else
            "a step time fitted to a calibration run of that engine")
+    if any("bracketed" in r for r in record["runs"]):
+        how += ", scaled over time by the host's speed from a probe timed at every step of the live run"
     s = (f"At {len(record['runs'])} rates, {rates} requests/s, the live {c['model']} ({c['dtype']}, "
          f"{c['policy']}, {c['max_num_seqs']} {'requests per step' if c['policy'] == 'transformers-fifo' else 'slots'})"
          f" and its simulation on {how} "
@@ -626,8 +718,12 @@ def engines_summary(records: list) -> dict:
       steps, largest |error| of the simulation on the live step times)], "requests": [per repeat:
       requests served at that rate], "within_first_calibration": [per bracketed repeat: every
       error within its bound had the first calibration alone set the step time], "live_between": [per
-      bracketed repeat: the live run's speed within its two calibrations' speeds]}}, "drift": [per
-      bracketed repeat: how much its calibrations moved, serving.bracketing.drift]}}.
+      bracketed repeat: the live run's speed within its two calibrations' speeds], for probe-tracked
+      repeats (serving.hostspeed): "bracketed_error" {ttft_p50: [...], ...} and "within_bracketed"
+      [...] (the same run predicted without the probe), "within_tracked" [...] (with it), "probe_speed" [(min, max) of its speed
+      track]}}, "drift": [per bracketed repeat: how much its calibrations moved,
+      serving.bracketing.drift], "probe_share": [per probe-tracked repeat: the probe's share of the
+      steps' time]}}. The "error" and "within" of a probe-tracked repeat are the probe-tracked ones.
     Records made before engines count as 'inferlab'; only records with a summary (rates set as
     fractions) are used; records made before bracketing have no drift or first-calibration errors."""
     out: dict = {}
@@ -638,20 +734,30 @@ def engines_summary(records: list) -> dict:
         if name == "inferlab" and record_step_model(rec) == "fitted":
             name = "inferlab (fitted step time)"  # beside, not mixed with, its runs on the operator profile
         e = out.setdefault(name, {"version": rec["summary"]["engine_version"], "repeats": 0,
-                                  "fractions": {}, "drift": []})
+                                  "fractions": {}, "drift": [], "probe_share": []})
         e["repeats"] += 1
         if "calibration" in rec["summary"]:
             e["drift"].append(float(rec["summary"]["calibration"]["drift"]))
+        if "probe" in rec["summary"]:
+            e["probe_share"].append(float(rec["summary"]["probe"]["share"]))
         for run in rec["runs"]:
             f = e["fractions"].setdefault(round(float(run["fraction"]), 2), {
                 "bounded": bool(run["bounded"]), "error": {k: [] for *_, k in ERROR_KEYS},
                 "live": {k: [] for *_, k in ERROR_KEYS}, "within": [], "step_ratio": [], "replay": [],
-                "requests": [], "within_first_calibration": [], "live_between": []})
+                "requests": [], "within_first_calibration": [], "live_between": [], "within_bracketed": [], "within_tracked": [],
+                "bracketed_error": {k: [] for *_, k in ERROR_KEYS}, "probe_speed": []})
             f["step_ratio"].append(float(run["step_time_error"]["median_ratio"]))
             f["requests"].append(int(run["requests"]))
             if "live_speed" in run:  # the live run's speed inside the range of its two brackets' speeds?
                 b = [rec["calibrations"][k]["speed"] for k in run["calibrations"]]
                 f["live_between"].append(min(b) <= run["live_speed"] <= max(b))
+            if "bracketed" in run:  # a probe-tracked run: the bracketed prediction's errors beside
+                bc = run["bracketed"]["comparison"]
+                for m, p, k in ERROR_KEYS:
+                    f["bracketed_error"][k].append(float(bc[m][p]["error"]))
+                f["within_bracketed"].append(all(abs(bc[m][p]["error"]) <= rec["bounds"][p] for m, p, _ in ERROR_KEYS))
+                sp = run["probe"]["speed_track"]["speed"]
+                f["probe_speed"].append((float(min(sp)), float(max(sp))))
             if "first_calibration_only" in run:
                 f["within_first_calibration"].append(all(
                     abs(run["first_calibration_only"][m][p]["error"]) <= rec["bounds"][p] for m, p, _ in ERROR_KEYS))
@@ -666,6 +772,8 @@ def engines_summary(records: list) -> dict:
                 f["live"][k].append(float(c["live_s"]))
                 ok &= abs(c["error"]) <= rec["bounds"][p]
             f["within"].append(bool(ok))
+            if "bracketed" in run:
+                f["within_tracked"].append(bool(ok))
     for e in out.values():
         for f in e["fractions"].values():
             f["live_spread"] = {k: live_spread(v) for k, v in f.pop("live").items()}
@@ -690,6 +798,28 @@ def engines_table(summary: dict) -> str:
     return text_table(("engine", "load", "requests", "TTFT p50 err (spread)", "TTFT p99 err (spread)",
                        "ITL p50 err (spread)", "ITL p99 err (spread)", "repeats within"), rows,
                       ("s",) * 8)
+
+
+def probe_table(records: list) -> str:
+    """The probe-tracked records (serving.hostspeed) run by run: per repeat and rate, the four errors
+    (TTFT p50 / p99, ITL p50 / p99) probe-tracked and bracketed, each marked * where outside its bound,
+    the probe's share of the live steps' time and the range of its speed track."""
+    from inferlab.tables import text_table
+    rows = []
+    for i, rec in enumerate([r for r in records if any("bracketed" in x for x in r["runs"])]):
+        for r in rec["runs"]:
+            if "bracketed" not in r:
+                continue
+            cells = []
+            for cmp in (r["comparison"], r["bracketed"]["comparison"]):
+                cells.append(" / ".join(f"{cmp[m][p]['error']:+.0%}" + ("*" if abs(cmp[m][p]["error"]) >
+                                        rec["bounds"][p] else "") for m, p, _ in ERROR_KEYS))
+            sp = r["probe"]["speed_track"]["speed"]
+            rows.append((rec["created"][:16].replace("T", " "), f"{r['fraction']:.2f}x" +
+                         ("" if r["bounded"] else " (unbounded)"), *cells, f"{r['probe']['share']:.1%}",
+                         f"{min(sp):.2f}-{max(sp):.2f}"))
+    return text_table(("recorded (UTC)", "load", "probe-tracked err", "bracketed err", "probe share",
+                       "speed"), rows, ("s",) * 6)
 
 
 def engines_conclusion(summary: dict) -> str:
@@ -728,6 +858,16 @@ def engines_conclusion(summary: dict) -> str:
                 replay += (f" The live run's own speed (on the first calibration's fit) lay between its two "
                            f"brackets' speeds in {sum(between)} of {len(between)} bounded runs; a change of speed that neither "
                            "calibration saw is one bracketing cannot cancel.")
+        tracked = [w for x in bounded.values() for w in x["within_bracketed"]]
+        if tracked:
+            ok_t = sum(w for x in bounded.values() for w in x["within_tracked"])
+            speeds = [s for x in e["fractions"].values() for s in x["probe_speed"]]
+            replay += (f" In {len(e['probe_share'])} repeat{'s' if len(e['probe_share']) != 1 else ''} the "
+                       f"prediction followed the host with a probe timed inside the engine's every step "
+                       f"(its cost {min(e['probe_share']):.1%} to {max(e['probe_share']):.1%} of the steps' time; the "
+                       f"host's speed on it {min(a for a, _ in speeds):.2f} to {max(b for _, b in speeds):.2f} of the "
+                       f"calibrations'): {ok_t} of {len(tracked)} of those pairs within both bounds with it, "
+                       f"{sum(tracked)} of {len(tracked)} with the bracketing calibrations alone.")
         n = [k for x in bounded.values() for k in x["requests"]]
         replay += (f" Each TTFT p99 is taken over {min(n)}{'' if min(n) == max(n) else f' to {max(n)}'} requests"
                    + (": it lies between the two slowest, so one request decides it." if max(n) <= 101 else "."))

@@ -29,6 +29,12 @@ its tokens' times are the engine's own timestamps (RequestState.record_timestamp
 when update_batch appends the token), minus t0. Each step is logged by wrapping the batch
 processor's prepare_next_batch and update_batch: start before scheduling, end after the tokens are
 appended, and its requests' (query tokens, cached tokens) from the scheduled FutureRequestStates.
+
+The host-speed probe (`probe=`, a serving.hostspeed.HostProbe; optional): run in the engine's own
+thread at every step, serially, INSIDE the logged step window (after prepare_next_batch has picked
+the batch, before the forward), so its cost lands alike in calibrations and live runs and the fitted
+step time absorbs it; each call's (start since t0, seconds) is logged beside the step
+(`LiveResult.config["probe"]`: the log, its summary and its share of the steps' time).
 """
 from __future__ import annotations
 
@@ -97,11 +103,17 @@ class _Steps:
 
     def __init__(self):
         self.rows, self.chunks = [], []
+        self.probe_start, self.probe_s = [], []
         self.t0 = None
 
+    def clear(self):
+        for x in (self.rows, self.chunks, self.probe_start, self.probe_s):
+            x.clear()
 
-def _instrument(manager, log: _Steps):
-    """Wrap the batch processor the manager creates: time each step and record its requests."""
+
+def _instrument(manager, log: _Steps, probe=None):
+    """Wrap the batch processor the manager creates: time each step and record its requests; with a
+    `probe` (a callable returning its own seconds), run it once per step inside the step's window."""
     create = manager._create_batch_processor
 
     def create_logged():
@@ -113,6 +125,9 @@ def _instrument(manager, log: _Steps):
             t = time.perf_counter()
             ok = prepare()
             if ok:
+                if probe is not None:  # logged with its step's row, in update_logged
+                    t_p = time.perf_counter()
+                    pending["probe"] = (t_p, probe())
                 pending["start"] = t
                 reqs = []
                 for fs in bp.inputs_and_outputs.requests_in_batch:
@@ -134,6 +149,10 @@ def _instrument(manager, log: _Steps):
             pairs = sum(p + 1 for _, p in dec) + sum(q * p + q * (q + 1) / 2 for q, p in chunks)
             kv = sum(p + q for q, p, *_ in reqs)
             active = len(bp.scheduler.active_requests)
+            if "probe" in pending:
+                t_p, probe_s = pending.pop("probe")
+                log.probe_start.append(t_p)
+                log.probe_s.append(probe_s)
             log.rows.append((t_start, t_end - t_start, tokens, sum(1 for r in reqs if r[3]), pairs, kv,
                              len(dec), len(chunks), active, sum(p + 1 for _, p in dec)))
             log.chunks.append(chunks)
@@ -147,7 +166,7 @@ def _instrument(manager, log: _Steps):
 def run_transformers(workload: Workload, model_or_cfg=None, *, max_batch_tokens: int = 256,
                      max_requests_per_batch: int = 8, page_size: int = 16, max_len: int | None = None,
                      dtype: str = "bf16", seed: int = 0, warmup: int = 2, prompt_ids=None,
-                     timeout_s: float = 3600.0) -> LiveResult:
+                     timeout_s: float = 3600.0, probe=None) -> LiveResult:
     """Serve `workload` with transformers' continuous batching on the CPU; the measured LiveResult.
 
     model_or_cfg: a LlamaForCausalLM (used as it is), or a ModelConfig built with random weights
@@ -155,7 +174,9 @@ def run_transformers(workload: Workload, model_or_cfg=None, *, max_batch_tokens:
     page_size: the engine's configuration (module docstring); max_len: the longest prompt + output
     a request may have (default the workload's), which sizes the page pool. warmup: requests
     served before t0 (a longest prompt, then a full batch decoding) so first-call costs stay out.
-    The result's trace counts active requests as its 'blocks' column (as live.py counts slots)."""
+    The result's trace counts active requests as its 'blocks' column (as live.py counts slots).
+    probe: a serving.hostspeed.HostProbe run at every step (module doc); None: no probe. Its log
+    (steps after t0) is config["probe"]: {"times_s", "probe_s", "summary", "share"}."""
     import torch
     require_transformers()
     from transformers import GenerationConfig
@@ -204,9 +225,13 @@ def run_transformers(workload: Workload, model_or_cfg=None, *, max_batch_tokens:
                                   max_requests_per_batch=max_requests_per_batch, scheduler_type="fifo",
                                   allow_block_sharing=False, use_async_batching=False, use_cuda_graph=False,
                                   auto_switch_to_flash=False, max_blocks_per_request=0, seed=seed)
+    if probe is not None and not callable(probe):
+        raise ValueError(f"probe must be a callable returning seconds (a serving.hostspeed.HostProbe); got {probe!r}")
+    if probe is not None and hasattr(probe, "warm"):
+        probe.warm()
     manager = model.init_continuous_batching(generation_config=gen, continuous_batching_config=cb)
     log = _Steps()
-    _instrument(manager, log)
+    _instrument(manager, log, probe)
     n = len(prompts)
     results = {}
     with torch.inference_mode():
@@ -226,8 +251,7 @@ def run_transformers(workload: Workload, model_or_cfg=None, *, max_batch_tokens:
                                            f"{manager.background_thread_status.fatal_error}")
                     got += r.is_finished()
             warmup_s = time.perf_counter() - t_w
-            log.rows.clear()
-            log.chunks.clear()
+            log.clear()
             t0 = time.perf_counter()
             arrivals = workload.arrival_s.tolist()
             submitted_late = []
@@ -262,6 +286,12 @@ def run_transformers(workload: Workload, model_or_cfg=None, *, max_batch_tokens:
     for i in range(n):
         if len(times[i]) != outputs[i]:
             raise RuntimeError(f"request {i} got {len(times[i])} tokens, asked {outputs[i]}")
+    # a warm-up step still finishing when the log was cleared appends its row after: keep the steps
+    # (and probes) that started at t0 or later
+    keep = [i for i, row in enumerate(log.rows) if row[0] >= t0]
+    log.rows[:], log.chunks[:] = [log.rows[i] for i in keep], [log.chunks[i] for i in keep]
+    if log.probe_s:  # one probe per row, appended with it
+        log.probe_start[:], log.probe_s[:] = [log.probe_start[i] for i in keep], [log.probe_s[i] for i in keep]
     steps = {k: np.asarray(v) for k, v in zip(STEP_FIELDS, zip(*log.rows))} if log.rows else \
         {k: np.zeros(0) for k in STEP_FIELDS}
     steps["start_s"] = steps["start_s"] - t0
@@ -286,6 +316,11 @@ def run_transformers(workload: Workload, model_or_cfg=None, *, max_batch_tokens:
               "max_len": int(max_len), "seed": int(seed), "threads": torch.get_num_threads(),
               "attn_implementation": model.config._attn_implementation,
               "submission_lag_max_s": float(max(submitted_late)) if submitted_late else 0.0}
+    if probe is not None and log.probe_s:
+        from inferlab.serving.hostspeed import ProbeLog, probe_share, probe_summary
+        plog = ProbeLog(np.asarray(log.probe_start) - t0, log.probe_s)
+        config["probe"] = {**plog.to_dict(), "summary": probe_summary(plog),
+                           "share": probe_share(plog.probe_s, steps["step_s"])}
     from inferlab.serving.live import _device_name
     return LiveResult(result, steps, tokens, tuple(tuple(p) for p in prompt_ids), config, _device_name("cpu"),
                       warmup_s, tuple(log.chunks))

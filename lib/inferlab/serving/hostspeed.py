@@ -1,0 +1,252 @@
+"""The host's speed inside a live run: a short probe kernel timed at every engine step, and the
+simulator's step time scaled by it over time.
+
+Why: on the 2-vCPU Xeon VM the host's speed moves by 19-62 % within a validation, and within the
+1-2 minutes of one rate (stop 22: in 6 of 9 runs the live run's own speed lay outside the speeds of
+the calibrations taken right before and right after it). A step time fitted outside the live run
+cannot follow that; a probe inside it can.
+
+The probe (`HostProbe`): one row through `F.linear` of the model's MLP up-projection shape
+(d_model -> d_ff), in the run's dtype: the kernel that dominates a decode step of the engine
+(every linear layer of a decode step is such a one-row product), at a shape the engine runs. Its
+weight copies rotate, and they total at least twice the last-level cache, so every call reads its
+weight from DRAM as the engine's steps do; every copy is read once, untimed, before the first timed
+call (`warm`), since first reads of fresh copies ran slow (measure.drift's docstring). cpu-0.5b in
+bf16: a 5632 x 2048 weight of 23 MB, ~2.1 ms per call standalone on the Xeon VM, 24 copies.
+
+Where it runs (serving.engines.transformers_cb._instrument): in the engine's own thread, serially,
+once per step, INSIDE the logged step window (after the scheduler has picked the step's batch,
+before its forward). So its cost lands the same way in the calibrations and in the live runs: the
+fitted step time absorbs it (a near-constant term, mostly in the fit's b0), the live tokens are
+delayed by it, and the simulator, stepping on the fit, delays its tokens alike. Never concurrent: on
+2 cores a probe beside the engine would take the engine's CPU. Every step rather than every k-th:
+at ~2 ms against steps of 100-200 ms it costs 1-2 % of a step (`probe_share`; the recorded runs
+report theirs), and it gives ~6 samples per second for the running median.
+
+The speed track (`SpeedTrack`): the probe log of a live run, (time since t0, probe seconds) per
+step, and a reference probe time, the median probe of the calibration(s) the step time was fitted
+to (`reference_probe_s`: for the mean of two fits, the mean of the two calibrations' medians, so
+that a host at the speed of both calibrations reads 1.0):
+
+    speed(t) = median{probe_s of the samples within window_s / 2 of t} / reference_s
+
+(with fewer than `min_samples` samples in the window, the `min_samples` samples nearest t in time).
+The window is centred: the track is built after the run from its whole log, so it has no lag.
+`SpeedTrackedStepTime` makes any step-time model time-aware, fitted step x speed(t) at the
+simulator's own clock t (the step's start), and the simulator's Replica passes t to a model that
+says `time_aware = True`. The simulated clock and the live run share t0 (the workload's
+arrivals), so speed(t) is read at the wall-clock moment the live run was in at that simulated time.
+
+What the probe cannot see: a slowdown of the step's other work (attention over the cache, the
+scheduler's Python) that does not slow a one-row linear alike.
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from inferlab.validation import positive_float, positive_int
+
+SPEED_WINDOW_S = 4.0      # the running median's window: ~25 probes at ~6 steps per second
+SPEED_MIN_SAMPLES = 8     # fewer in the window: the nearest this many
+MAX_COPIES = 64           # the probe's weight copies at most (cpu-0.5b bf16 on the Xeon's 260 MiB LLC: 24)
+
+
+def _times(name, values, *, positive: bool) -> np.ndarray:
+    """`values` as a 1-d float array of finite (and, if `positive`, > 0) seconds, else a one-line error."""
+    try:
+        a = np.asarray(values, dtype=float)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a list of seconds; got {str(values)[:80]!r}") from None
+    if a.ndim != 1 or a.size == 0:
+        raise ValueError(f"{name} must be a non-empty 1-d list of seconds; got shape {a.shape}")
+    bad = ~np.isfinite(a) | ((a <= 0) if positive else np.zeros(a.shape, dtype=bool))
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise ValueError(f"{name} must be {'positive ' if positive else ''}finite seconds; got {float(a[i])!r} at index {i}")
+    return a
+
+
+@dataclass(frozen=True)
+class ProbeLog:
+    """Probe samples of one run: times_s (start of each probe, seconds since the run's t0) and
+    probe_s (its duration, seconds), one per engine step."""
+
+    times_s: np.ndarray = field(hash=False)
+    probe_s: np.ndarray = field(hash=False)
+
+    def __post_init__(self):
+        t = _times("times_s", self.times_s, positive=False)
+        p = _times("probe_s", self.probe_s, positive=True)
+        if t.shape != p.shape:
+            raise ValueError(f"times_s and probe_s must be as long; got {t.size} and {p.size}")
+        object.__setattr__(self, "times_s", t)
+        object.__setattr__(self, "probe_s", p)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "ProbeLog":
+        return cls(d["times_s"], d["probe_s"])
+
+    def to_dict(self) -> dict:
+        return {"times_s": self.times_s.tolist(), "probe_s": self.probe_s.tolist()}
+
+
+def probe_summary(log: ProbeLog) -> dict:
+    """{n, median_s, p10_s, p90_s, rel_iqr (IQR / median)} of a probe log."""
+    if not isinstance(log, ProbeLog):
+        raise ValueError(f"log must be a ProbeLog; got {type(log).__name__}")
+    p = log.probe_s
+    q25, q75 = np.percentile(p, [25, 75])
+    med = float(np.median(p))
+    return {"n": int(p.size), "median_s": med, "p10_s": float(np.percentile(p, 10)),
+            "p90_s": float(np.percentile(p, 90)), "rel_iqr": float((q75 - q25) / med)}
+
+
+def probe_share(probe_s, step_s) -> float:
+    """The probe's cost as a share of the steps it ran in: sum(probe_s) / sum(step_s) (both
+    measured, the probe inside each step's window)."""
+    p = _times("probe_s", probe_s, positive=True)
+    s = _times("step_s", step_s, positive=True)
+    if p.sum() > s.sum():
+        raise ValueError(f"probe_s must lie inside the steps' time: {p.sum():.6g} s of probes in "
+                         f"{s.sum():.6g} s of steps")
+    return float(p.sum() / s.sum())
+
+
+def reference_probe_s(logs) -> float:
+    """The reference of a step time fitted to the calibrations with these probe logs: the mean of
+    their medians (one log: its median)."""
+    logs = list(logs)
+    if not logs or not all(isinstance(x, ProbeLog) for x in logs):
+        raise ValueError(f"logs must be one or more ProbeLog; got {logs!r}")
+    return float(np.mean([np.median(x.probe_s) for x in logs]))
+
+
+@dataclass(frozen=True)
+class SpeedTrack:
+    """speed(t) = running median of the probe over `window_s` centred on t / `reference_s`
+    (module doc); at least `min_samples` samples (the nearest in time) in each median."""
+
+    log: ProbeLog
+    reference_s: float
+    window_s: float = SPEED_WINDOW_S
+    min_samples: int = SPEED_MIN_SAMPLES
+
+    def __post_init__(self):
+        if not isinstance(self.log, ProbeLog):
+            raise ValueError(f"log must be a ProbeLog; got {type(self.log).__name__}")
+        positive_float("reference_s", self.reference_s)
+        positive_float("window_s", self.window_s, maximum=3600.0)
+        positive_int("min_samples", self.min_samples, maximum=10_000)
+        order = np.argsort(self.log.times_s, kind="stable")
+        object.__setattr__(self, "_t", self.log.times_s[order])
+        object.__setattr__(self, "_p", self.log.probe_s[order])
+
+    def speed_at(self, t_s: float) -> float:
+        """The host's speed at time t_s (seconds since t0) relative to the reference (2.0: twice as
+        slow as during the calibrations)."""
+        if isinstance(t_s, bool) or not isinstance(t_s, (int, float, np.integer, np.floating)) \
+                or not math.isfinite(t_s):
+            raise ValueError(f"t_s must be a finite time in seconds; got {t_s!r}")
+        t, p = self._t, self._p
+        lo, hi = np.searchsorted(t, t_s - self.window_s / 2, "left"), np.searchsorted(t, t_s + self.window_s / 2,
+                                                                                        "right")
+        if hi - lo >= self.min_samples or hi - lo == t.size:
+            sel = p[lo:hi]
+        else:
+            sel = p[np.argsort(np.abs(t - t_s), kind="stable")[:self.min_samples]]
+        return float(np.median(sel) / self.reference_s)
+
+    def speeds(self, times_s) -> np.ndarray:
+        return np.array([self.speed_at(float(x)) for x in np.asarray(times_s, dtype=float)])
+
+    def to_dict(self, every_s: float = 1.0) -> dict:
+        """The track as recorded: its settings and speed(t) every `every_s` over the log's span."""
+        t = np.arange(float(self._t[0]), float(self._t[-1]) + every_s, every_s)
+        return {"reference_s": self.reference_s, "window_s": self.window_s, "min_samples": self.min_samples,
+                "times_s": t.tolist(), "speed": self.speeds(t).tolist()}
+
+
+class SpeedTrackedStepTime:
+    """A time-aware StepTimeModel: `base`'s step time x track.speed_at(t_s), t_s the simulated
+    step's start. Without t_s (a caller that is not time-aware) it is an error, never speed 1."""
+
+    time_aware = True
+
+    def __init__(self, base, track: SpeedTrack):
+        if not callable(base):
+            raise ValueError(f"base must be a step-time model; got {base!r}")
+        if not isinstance(track, SpeedTrack):
+            raise ValueError(f"track must be a SpeedTrack; got {type(track).__name__}")
+        self.base, self.track = base, track
+        self.detailed = bool(getattr(base, "detailed", False))
+
+    @staticmethod
+    def _need(t_s):
+        if t_s is None:
+            raise ValueError("SpeedTrackedStepTime needs each step's start time t_s (a time-aware caller)")
+        return t_s
+
+    def step(self, decode_seqs, decode_kv_tokens, chunks, sampled, t_s=None) -> float:
+        return self.base.step(decode_seqs, decode_kv_tokens, chunks, sampled) * self.track.speed_at(self._need(t_s))
+
+    def __call__(self, tokens, logits, attn_pairs, attn_kv_tokens, t_s=None) -> float:
+        return self.base(tokens, logits, attn_pairs, attn_kv_tokens) * self.track.speed_at(self._need(t_s))
+
+
+class HostProbe:
+    """The probe kernel (module doc): one row of `d_in` through F.linear with a `d_out` x `d_in`
+    weight in `dtype`, rotating over `copies` weight copies. Calling it runs one product and
+    returns its seconds (time.perf_counter around it; CPU ops are synchronous)."""
+
+    def __init__(self, d_in: int, d_out: int, dtype: str = "bf16", copies: int = 2, seed: int = 0):
+        import torch
+        positive_int("d_in", d_in, maximum=1 << 16)
+        positive_int("d_out", d_out, maximum=1 << 16)
+        positive_int("copies", copies, maximum=4096)
+        dt = {"fp32": torch.float32, "bf16": torch.bfloat16}
+        if dtype not in dt:
+            raise ValueError(f"dtype must be one of {', '.join(dt)}; got {dtype!r}")
+        g = torch.Generator().manual_seed(int(seed))
+        self.d_in, self.d_out, self.dtype = int(d_in), int(d_out), dtype
+        self.weights = [torch.randn(self.d_out, self.d_in, generator=g).to(dt[dtype]) for _ in range(int(copies))]
+        self.x = torch.randn(1, self.d_in, generator=g).to(dt[dtype])
+        self.calls = 0
+        self.warmed = False
+
+    @classmethod
+    def for_model(cls, cfg, dtype: str = "bf16", cache_bytes: float = 0.0, seed: int = 0) -> "HostProbe":
+        """The probe of a ModelConfig: its MLP up-projection shape (d_model -> d_ff), enough copies to
+        total at least twice `cache_bytes` (the last-level cache), at least 2 and at most MAX_COPIES
+        (a model too small to leave the cache, such as the tests' tiny one, probes from cache)."""
+        bytes_each = cfg.d_model * cfg.d_ff * (2 if dtype == "bf16" else 4)
+        copies = min(MAX_COPIES, max(2, math.ceil(2 * float(cache_bytes) / bytes_each)))
+        return cls(cfg.d_model, cfg.d_ff, dtype, copies, seed)
+
+    @property
+    def weight_bytes(self) -> int:
+        return sum(w.numel() * w.element_size() for w in self.weights)
+
+    def warm(self) -> None:
+        """Read every copy once, untimed (first reads of fresh copies run slow)."""
+        import torch
+        import torch.nn.functional as F
+        with torch.inference_mode():
+            for w in self.weights:
+                F.linear(self.x, w)
+        self.warmed = True
+
+    def __call__(self) -> float:
+        import torch
+        import torch.nn.functional as F
+        if not self.warmed:
+            self.warm()
+        w = self.weights[self.calls % len(self.weights)]
+        self.calls += 1
+        with torch.inference_mode():
+            t = time.perf_counter()
+            F.linear(self.x, w)
+            return time.perf_counter() - t
