@@ -129,7 +129,7 @@ Use `st = inferlab.serving.RooflineStepTime(model, accelerator)`, called as `st(
 attn_kv_tokens)`: each decode scores its {context:,} cached keys (one pair per key) and reads them; the chunk's
 q tokens score q(q+1)/2 pairs among themselves and read q keys.""",
     solve=solve_chunk_stall, mistakes=mistakes_chunk_stall,
-    vary=vary(("accelerator", ["h100-sxm", "h200", "b200", "mi300x"]), ("batch", [24, 32, 64]),
+    vary=vary(("accelerator", ["h100-sxm", "h200", "b200", "mi300x"]), ("batch", [24, 32, 48]),
               ("long_tokens", [2048, 3968]), ("chunk", [512, 1024]))))
 
 
