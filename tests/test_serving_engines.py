@@ -97,6 +97,33 @@ def test_the_engine_itself_schedules_the_hand_burst_as_the_policy_does():
     assert live.config["engine_version"] == "5.24.0" and live.config["attn_implementation"] == "sdpa"
 
 
+class _SlowProbe:
+    """A 'probe' that sleeps: it makes every live step last at least `seconds` (it runs inside the
+    step's window), so a request can be made to arrive while a step runs."""
+
+    def __init__(self, seconds):
+        self.seconds = seconds
+
+    def __call__(self):
+        import time
+        time.sleep(self.seconds)
+        return self.seconds
+
+
+def test_a_burst_that_arrives_during_a_step_joins_the_very_next_step():
+    """A (5 prompt, 4 output) at t = 0; B and C (3 prompt, 1 output each) together at 0.1 s, while
+    A's prefill step runs (>= 1 s, the sleeping probe). The simulator admits them at the first step
+    that starts after their arrival, so by hand: step 1 A whole; step 2 A decodes, B and C whole;
+    steps 3 and 4 A decodes. (Submitted inside manager.pause(), stop 23's adapter, they reached the
+    scheduler one step later: step 2 was A's decode alone.)"""
+    from inferlab.serving.engines.transformers_cb import run_transformers
+    w = Workload(np.array([0.0, 0.1, 0.1]), np.array([5, 3, 3]), np.array([4, 1, 1]))
+    live = run_transformers(w, TINY_MODEL, max_batch_tokens=16, max_requests_per_batch=4, page_size=16,
+                            dtype="fp32", warmup=0, probe=_SlowProbe(1.0))
+    got = [(int(n), tuple(ch)) for n, ch in zip(live.steps["n_decode"], live.chunks)]
+    assert got == [(0, ((5, 0),)), (1, ((3, 0), (3, 0))), (1, ()), (1, ())]
+
+
 # -- the fitted step time ---------------------------------------------------------------------------
 def test_step_features_by_hand():
     # two decodes after 5 cached keys each (decode_kv_tokens = 6 + 6), a chunk of 4 after 3 cached:

@@ -22,9 +22,13 @@ On CPU the 'sdpa' path runs ONE scaled_dot_product_attention per layer over the 
 T queries of all its requests against T + K keys (K read from the paged cache through an index),
 with a block mask keeping each request to its own keys (transformers/integrations/sdpa_attention.py).
 
-Times: each request is submitted (add_request) when time.perf_counter() - t0 reaches its arrival
-(requests already due are submitted together, inside one `manager.pause()`, so a burst reaches
-the scheduler at once);
+Times: each request is submitted (add_request: a put on the engine's input queue) when
+time.perf_counter() - t0 reaches its arrival; requests already due are put back to back. The engine
+drains that queue at the start of every step (prepare_next_batch), so a request submitted while a
+step runs is scheduled in the next one, as the simulator admits a request at the first step that
+starts after its arrival. (Never inside `manager.pause()`: the loop parks for a pause only after it
+has drained the queue, so a burst submitted in a pause missed the next step and joined one later,
+a whole step behind the simulator; stop 23's replays diverged there.)
 its tokens' times are the engine's own timestamps (RequestState.record_timestamps: perf_counter
 when update_batch appends the token), minus t0. Each step is logged by wrapping the batch
 processor's prepare_next_batch and update_batch: start before scheduling, end after the tokens are
@@ -39,7 +43,6 @@ step time absorbs it; each call's (start since t0, seconds) is logged beside the
 from __future__ import annotations
 
 import time
-from contextlib import contextmanager
 
 import numpy as np
 
@@ -91,11 +94,6 @@ def build_model(cfg, dtype: str = "bf16", seed: int = 0):
     torch.manual_seed(seed)
     model = LlamaForCausalLM(lc).to({"fp32": torch.float32, "bf16": torch.bfloat16}[dtype]).eval()
     return model
-
-
-@contextmanager
-def _nothing():
-    yield
 
 
 class _Steps:
@@ -260,14 +258,13 @@ def run_transformers(workload: Workload, model_or_cfg=None, *, max_batch_tokens:
                 wait = arrivals[i] - (time.perf_counter() - t0)
                 if wait > 0:
                     time.sleep(wait)
-                due = i + 1  # requests due together reach the engine together (one pause of its loop)
+                due = i + 1  # requests due together go onto the input queue back to back (module doc)
                 while due < n and arrivals[due] <= time.perf_counter() - t0:
                     due += 1
-                with manager.pause() if due - i > 1 else _nothing():
-                    for k in range(i, due):
-                        submitted_late.append(time.perf_counter() - t0 - arrivals[k])
-                        manager.add_request(prompt_ids[k], request_id=f"r{k}", max_new_tokens=int(outputs[k]),
-                                            record_timestamps=True, eos_token_id=-1)
+                for k in range(i, due):
+                    submitted_late.append(time.perf_counter() - t0 - arrivals[k])
+                    manager.add_request(prompt_ids[k], request_id=f"r{k}", max_new_tokens=int(outputs[k]),
+                                        record_timestamps=True, eos_token_id=-1)
                 i = due
             deadline = time.perf_counter() + timeout_s
             while len(results) < n:
