@@ -124,6 +124,47 @@ def test_a_burst_that_arrives_during_a_step_joins_the_very_next_step():
     assert got == [(0, ((5, 0),)), (1, ((3, 0), (3, 0))), (1, ()), (1, ())]
 
 
+def test_scaled_step_time_keeps_the_call_form_of_its_base():
+    from inferlab.serving.hostspeed import ProbeLog, SpeedTrack, SpeedTrackedStepTime
+    from inferlab.serving.steptime import ScaledStepTime
+    fit = FittedStepTime(np.eye(len(FEATURES))[0] * 0.1)  # every step 0.1 s
+    tracked = SpeedTrackedStepTime(fit, SpeedTrack(ProbeLog([0.0] * 8, [2e-3] * 8), 1e-3))  # host twice as slow
+    s = ScaledStepTime(tracked, 1.05)
+    assert (s.detailed, s.time_aware) == (True, True)
+    assert s.step(1, 10.0, [], 1, t_s=0.5) == pytest.approx(0.1 * 2 * 1.05)
+    assert ScaledStepTime(OneSecond(), 0.95)(8, 2, 0.0, 0.0) == pytest.approx(0.95)
+    assert not ScaledStepTime(OneSecond(), 0.95).detailed
+    for bad, match in ((0.0, "factor"), (float("nan"), "factor"), (-1.0, "factor")):
+        with pytest.raises(ValueError, match=match):
+            ScaledStepTime(OneSecond(), bad)
+    with pytest.raises(ValueError, match="base must be a step-time model"):
+        ScaledStepTime(3, 1.0)
+
+
+def test_step_sensitivity_by_hand_finds_the_knife_edge():
+    """A (5 prompt, 3 output) at 0, B (3, 1) at 1.02 s; steps of 1 s, 8 tokens and 2 requests per step.
+    B arrives 0.02 s after step 2 starts at 1.0, so it waits for step 3 (2-3 s): TTFTs [1, 1.98].
+    Steps 5 % longer: step 2 starts at 1.05, after B, and takes it: TTFTs [1.05, 2.10 - 1.02 = 1.08].
+    Steps 5 % shorter: step 3 runs 1.90-2.85: TTFTs [0.95, 1.83]. Two requests' percentile q is
+    a + q (b - a) (numpy's linear): p50 1.49 / 1.065 / 1.39, p99 1.9702 / 1.0797 / 1.8212."""
+    from inferlab.serving.metrics import SLO
+    from inferlab.specs import Precision, get_accelerator
+    w = Workload(np.array([0.0, 1.02]), np.array([5, 3]), np.array([3, 1]))
+    pol = TransformersFIFO(token_budget=8, max_num_seqs=2, page_size=16)
+    s = validate.step_sensitivity(w, OneSecond(), TINY_MODEL, get_accelerator("h100-sxm"), pol,
+                                  Precision("fp32", "fp32", "fp32"), 64, 16, SLO())
+    assert s["scale"] == 0.05
+    np.testing.assert_allclose(s["ttft_s"]["p50"], [1.39 / 1.49 - 1, 1.065 / 1.49 - 1])
+    np.testing.assert_allclose(s["ttft_s"]["p99"], [1.8212 / 1.9702 - 1, 1.0797 / 1.9702 - 1])
+    assert s["knife_edge"]["ttft_s"] == {"p50": True, "p99": True}  # -28.5 % > 15 %, -45.2 % > 25 %
+    # A's ITLs are whole steps: they scale with the step, 5 % each way, inside both bounds
+    np.testing.assert_allclose(s["itl_s"]["p50"], [-0.05, 0.05])
+    assert s["knife_edge"]["itl_s"] == {"p50": False, "p99": False}
+    with pytest.raises(ValueError, match="scale"):
+        validate.step_sensitivity(w, OneSecond(), TINY_MODEL, get_accelerator("h100-sxm"), pol,
+                                  Precision("fp32", "fp32", "fp32"), 64, 16, SLO(), scale=0.9)
+
+
 # -- the fitted step time ---------------------------------------------------------------------------
 def test_step_features_by_hand():
     # two decodes after 5 cached keys each (decode_kv_tokens = 6 + 6), a chunk of 4 after 3 cached:
@@ -286,6 +327,9 @@ def test_bracketed_validation_end_to_end_on_the_tiny_model(engine):
     if engine == "transformers":
         assert rec["summary"]["engine_version"] == "5.24.0" and rec["config"]["policy"] == "transformers-fifo"
     assert run["step_time_error"]["n"] > 0
+    sens = run["sensitivity"]  # the prediction's own step time x 0.95 and x 1.05, simulated
+    assert sens["scale"] == validate.STEP_SENSITIVITY and len(sens["ttft_s"]["p99"]) == 2
+    assert "step shorter / longer" not in validate.table(rec) and "5% shorter / longer" in validate.table(rec)
     assert run["requests"] == rec["summary"]["rates"][0]["requests"] == 4
     # one rate, bracketed: a calibration before it and one after; its step time the mean of both fits
     cals = rec["calibrations"]

@@ -366,6 +366,8 @@ def _cmd_validate(args) -> int:
         if args.device not in ("cpu", "auto"):
             raise ValueError(f"--engine transformers runs on the cpu only; got --device {args.device!r}")
         args.device = "cpu"
+    if args.max_batch_tokens is None:
+        args.max_batch_tokens = v.MAX_BATCH_TOKENS
     positive_int("--max-batch-tokens", args.max_batch_tokens)
     if args.max_batch_tokens < args.max_num_seqs:
         raise ValueError(f"--max-batch-tokens must be >= --max-num-seqs={args.max_num_seqs} (one token per "
@@ -501,8 +503,9 @@ def register(sub) -> None:
                      help="what the simulator steps on: profile (the operator profile; --engine inferlab's "
                           "default) or fitted (fitted to calibrations of the engine before and after each "
                           "rate; --engine transformers' only one)")
-    val.add_argument("--max-batch-tokens", type=int, default=256,
-                     help="--engine transformers: tokens per step (its max_batch_tokens)")
+    val.add_argument("--max-batch-tokens", type=int, default=None,
+                     help="--engine transformers: tokens per step (its max_batch_tokens; default 64, "
+                          "serving.validate.MAX_BATCH_TOKENS)")
     val.add_argument("--rates", default=None,
                      help="requests per second, comma-separated (default: --fractions of the capacity "
                           "the profile predicts)")

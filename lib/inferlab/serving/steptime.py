@@ -109,3 +109,22 @@ class RooflineStepTime:
     def decode_s(self, context_tokens: int, batch: int = 1) -> float:
         """A decode step of `batch` sequences at context `context_tokens` (= decode_step_time_s)."""
         return self(int(batch), int(batch), float(batch) * context_tokens, float(batch) * context_tokens)
+
+
+class ScaledStepTime:
+    """A what-if step time: `base`'s step time x `factor` at every step (1.05: every step 5 % longer).
+    It keeps `base`'s call form: told each step's sequences if `base` is `detailed`, each step's
+    start t_s= if `base` is `time_aware` (serving.hostspeed), and passes both through."""
+
+    def __init__(self, base, factor: float):
+        if not callable(base):
+            raise ValueError(f"base must be a step-time model; got {base!r}")
+        self.base, self.factor = base, positive_float("factor", factor, maximum=1e3)
+        self.detailed = bool(getattr(base, "detailed", False))
+        self.time_aware = bool(getattr(base, "time_aware", False))
+
+    def step(self, *args, **kwargs) -> float:
+        return self.base.step(*args, **kwargs) * self.factor
+
+    def __call__(self, *args, **kwargs) -> float:
+        return self.base(*args, **kwargs) * self.factor

@@ -45,6 +45,18 @@ BOUNDED_UP_TO = 1.0  # fractions of capacity above this are reported, not held t
 # request decides it. 20 (twice the 0.3x sample of 30 s runs) at the 2-core Xeon's ~0.6 requests/s:
 # 0.3x takes ~110 s of arrivals, a whole transformers validation 490-530 s with its 5 calibrations.
 REQUESTS_PER_RATE = 20
+# How far the simulated percentiles move under a uniform step-time error of this size (each run's
+# `sensitivity`): a percentile that a 5 % step error moves past its bound is knife-edged, decided by
+# where a step boundary falls against an arrival, not by how long the steps take on average.
+STEP_SENSITIVITY = 0.05
+# transformers' token budget per step (its max_batch_tokens) in the validation. Stop 23's three
+# repeats ran 256: a prompt's whole prefill in one step of 1.2-2.0 s on the 2-core Xeon, so a burst
+# arriving just after a step started waited that whole step, and the TTFT p99 of 20 requests (the
+# seed-0 workload's burst of three) hinged on which side of a step boundary it fell. Simulated alone
+# on that record's first calibration fit, before any run at 64: a uniform 5 % step error moved the
+# TTFT p99 by +32 % at 0.6x and -22 % at 0.85x with 256 tokens, within 8 % at every rate with 64
+# (each prompt split into chunks of 64: steps of ~0.3-0.5 s), at 9 % less capacity.
+MAX_BATCH_TOKENS = 64
 
 
 def relative_error(simulated: float, live: float) -> float:
@@ -145,7 +157,7 @@ def validate(*, model: ModelConfig | None = None, dtype: str = "bf16", device: s
              prompt: LengthDist = LengthDist("lognormal", 128, 0.5, 16, 384),
              output: LengthDist = LengthDist("lognormal", 32, 0.5, 4, 96), policy: str = "prefill-first",
              max_num_seqs: int = 8, max_len: int = 512, cv: float = 1.0, seed: int = 0,
-             slo: SLO = SLO(), engine: str = "inferlab", max_batch_tokens: int = 256, page_size: int = 16,
+             slo: SLO = SLO(), engine: str = "inferlab", max_batch_tokens: int = MAX_BATCH_TOKENS, page_size: int = 16,
              step_model: str | None = None, log=print) -> dict:
     """Measure the profile, then run live and simulated at each rate; return the record (JSON-able).
     model: a ModelConfig (None: the cpu-0.5b preset; resolve a name with measure.plan.resolve_model).
@@ -289,9 +301,11 @@ def validate(*, model: ModelConfig | None = None, dtype: str = "bf16", device: s
             cmp, steps = compare(ls, ss), step_errors(live, st_t)
         fraction = rate / cap
         replay = replay_check(live, w, st_k, cfg, acc, pol, prec, kv_blocks, block_tokens, slo)
+        sens = step_sensitivity(w, st_t if "bracketed" in run_extra else st_k, cfg, acc, pol, prec, kv_blocks,
+                                block_tokens, slo)
         runs.append({"rate_per_s": rate, "load": name, "fraction": fraction, "bounded": fraction <= BOUNDED_UP_TO,
                      "requests": len(w), "live": ls, "simulated": ss,
-                     "comparison": cmp, "step_time_error": steps, "replay": replay, **run_extra,
+                     "comparison": cmp, "step_time_error": steps, "replay": replay, "sensitivity": sens, **run_extra,
                      "quantiles": {"live": quantiles(live.result), "simulated": quantiles(sim)}})
         if "bracketed" in run_extra:
             b, pr = run_extra["bracketed"], run_extra["probe"]
@@ -306,6 +320,9 @@ def validate(*, model: ModelConfig | None = None, dtype: str = "bf16", device: s
             f"TTFT p50 {cmp['ttft_s']['p50']['error']:+.1%}, p99 {cmp['ttft_s']['p99']['error']:+.1%}; "
             f"ITL p50 {cmp['itl_s']['p50']['error']:+.1%}, p99 {cmp['itl_s']['p99']['error']:+.1%}; "
             f"steps: median |error| {steps['median_abs']:.1%}")
+        log(f"  a uniform {sens['scale']:.0%} step-time error moves the simulated TTFT p50 by "
+            f"{_moves(sens, 'ttft_s', 'p50')}, p99 by {_moves(sens, 'ttft_s', 'p99')}; ITL p50 by "
+            f"{_moves(sens, 'itl_s', 'p50')}, p99 by {_moves(sens, 'itl_s', 'p99')}")
         rc = replay["comparison"]
         log(f"  replay (live step times on the simulated schedule, {replay['matched']} of {replay['steps']} steps "
             f"matched): TTFT p50 {rc['ttft_s']['p50']['error']:+.1%}, p99 {rc['ttft_s']['p99']['error']:+.1%}; "
@@ -352,6 +369,43 @@ def replay_check(live, workload, step_time, cfg, acc, pol, prec, kv_blocks, bloc
                  step_time=rp)
     return {"matched": rp.matched, "steps": rp.matched + rp.unmatched,
             "comparison": compare(live.result.summary(slo), r.summary(slo))}
+
+
+def step_sensitivity(workload, step_time, cfg, acc, pol, prec, kv_blocks, block_tokens, slo,
+                     scale: float = STEP_SENSITIVITY) -> dict:
+    """How much the simulated percentiles move when every step is `scale` shorter or longer:
+
+        move = percentile simulated on step_time x (1 -/+ scale) / percentile on step_time - 1
+
+    {scale, ttft_s: {p50: [shorter, longer], p99: [...]}, itl_s: {...}, knife_edge: {ttft_s: {p50:
+    bool, p99: bool}, itl_s: ...}}; knife_edge: either move is larger than that percentile's bound
+    (P50_BOUND, P99_BOUND), so a step-time error of `scale` alone could break it: where the step
+    boundaries fall against the arrivals decides that percentile. Simulation only (no live run)."""
+    from inferlab.serving.simulate import simulate
+    from inferlab.serving.steptime import ScaledStepTime
+    from inferlab.validation import positive_float
+    positive_float("scale", scale, maximum=0.5)
+
+    def summary(factor):
+        return simulate(workload, cfg, acc, pol, precision=prec, kv_blocks=kv_blocks, block_tokens=block_tokens,
+                        step_time=ScaledStepTime(step_time, factor)).summary(slo)
+
+    base, lo, hi = summary(1.0), summary(1.0 - scale), summary(1.0 + scale)
+    out = {"scale": float(scale)}
+    edge = {}
+    for m in ("ttft_s", "itl_s"):
+        out[m], edge[m] = {}, {}
+        for p, bound in (("p50", P50_BOUND), ("p99", P99_BOUND)):
+            moves = [relative_error(x[m][p], base[m][p]) for x in (lo, hi)]
+            out[m][p] = moves
+            edge[m][p] = bool(max(abs(x) for x in moves) > bound)
+    out["knife_edge"] = edge
+    return out
+
+
+def _moves(sens: dict, metric: str, p: str) -> str:
+    a, b = sens[metric][p]
+    return f"{a:+.0%}/{b:+.0%}" + (" (knife-edged)" if sens["knife_edge"][metric][p] else "")
 
 
 def rates_summary(runs: list) -> list:
@@ -532,6 +586,13 @@ def table(record: dict) -> str:
                     + f"   (probe {r['probe']['summary']['median_s'] * 1e3:.2f} ms median, {r['probe']['share']:.1%} "
                       f"of the steps; speed {min(r['probe']['speed_track']['speed']):.2f}-"
                       f"{max(r['probe']['speed_track']['speed']):.2f})")
+    sens = [r for r in record["runs"] if "sensitivity" in r]
+    if sens:
+        lines.append(f"simulated percentiles with every step {sens[0]['sensitivity']['scale']:.0%} shorter / longer "
+                     "(knife-edged: a move beyond the bound), TTFT p50, p99, ITL p50, p99:")
+        for r in sens:
+            lines.append(f"{r['rate_per_s']:7.2f} {r['load']:16s} " + ", ".join(
+                _moves(r["sensitivity"], m, p) for m, p, _ in ERROR_KEYS))
     cal = record.get("summary", {}).get("calibration")
     if cal:
         lines.append(f"{cal['count']} calibrations, one before and one after each rate: speeds "
