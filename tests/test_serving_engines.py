@@ -165,6 +165,36 @@ def test_step_sensitivity_by_hand_finds_the_knife_edge():
                                   Precision("fp32", "fp32", "fp32"), 64, 16, SLO(), scale=0.9)
 
 
+def _cmp(errors):
+    return {m: {p: {"error": e} for p, e in zip(("p50", "p99"), errors[2 * i:2 * i + 2])}
+            for i, m in enumerate(("ttft_s", "itl_s"))}
+
+
+def test_repeats_markdown_by_hand():
+    edge = {"ttft_s": {"p50": False, "p99": True}, "itl_s": {"p50": False, "p99": False}}
+    rec = {"bounds": {"p50": 0.15, "p99": 0.25}, "runs": [
+        {"fraction": 0.3, "bounded": True, "comparison": _cmp([-0.07, 0.26, 0.0, -0.16]),
+         "sensitivity": {"knife_edge": edge}, "bracketed": {"comparison": _cmp([0.05, 0.07, 0.01, -0.05])}},
+        {"fraction": 1.3, "bounded": False, "comparison": _cmp([-0.64, 0.1, 0.0, 0.0]),
+         "bracketed": {"comparison": _cmp([0.0, 0.0, 0.0, 0.0])}}]}
+    assert validate.repeats_markdown([rec]).splitlines() == [
+        "| run | 0.3x | 1.3x (not bounded) |",
+        "|---|---|---|",
+        "| 1, probe-tracked | \u22127 / **+26\u2020** / +0 / \u221216 % | \u221264 / +10 / +0 / +0 % |",
+        "| 1, bracketed | +5 / +7 / +1 / \u22125 % \u2713 | +0 / +0 / +0 / +0 % |"]
+    assert validate.repeats_markdown([]) == "No probe-tracked record."
+
+
+def test_readme_table_of_the_transformers_repeats_is_the_records():
+    """The README's table of the recorded transformers repeats is exactly what repeats_markdown
+    prints for them: a number typed into the README that no record holds fails here."""
+    from pathlib import Path
+    recs = validate.recorded(engine="transformers")
+    assert len(recs) >= 3
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    assert validate.repeats_markdown(recs) in readme
+
+
 # -- the fitted step time ---------------------------------------------------------------------------
 def test_step_features_by_hand():
     # two decodes after 5 cached keys each (decode_kv_tokens = 6 + 6), a chunk of 4 after 3 cached:

@@ -883,6 +883,40 @@ def probe_table(records: list) -> str:
                        "speed"), rows, ("s",) * 6)
 
 
+def _pct(x: float) -> str:
+    """A signed whole percent with a typographic minus (−7, +0, +61)."""
+    return f"{x:+.0%}".replace("-", "\u2212").rstrip("%")
+
+
+def repeats_markdown(records: list) -> str:
+    """The probe-tracked records as a Markdown table, one row per repeat and prediction (probe-tracked,
+    bracketed) and one column per rate: TTFT p50 / p99, ITL p50 / p99 errors in %, an error outside
+    its bound at a bounded rate in bold, a percentile the run's `sensitivity` calls knife-edged marked †, and ✓ where
+    all four are within their bounds. The README's table is this function's output (a test checks)."""
+    recs = [r for r in records if any("bracketed" in x for x in r["runs"])]
+    if not recs:
+        return "No probe-tracked record."
+    fr = [r for r in recs[0]["runs"]]
+    head = "| run | " + " | ".join(f"{r['fraction']:.2g}x" + ("" if r["bounded"] else " (not bounded)")
+                                   for r in fr) + " |"
+    lines = [head, "|---" * (len(fr) + 1) + "|"]
+    for i, rec in enumerate(recs, 1):
+        for label in ("probe-tracked", "bracketed"):
+            cells = []
+            for r in rec["runs"]:
+                cmp = r["comparison"] if label == "probe-tracked" else r["bracketed"]["comparison"]
+                edge = r.get("sensitivity", {}).get("knife_edge", {}) if label == "probe-tracked" else {}
+                vals = []
+                for m, p, _ in ERROR_KEYS:
+                    e = cmp[m][p]["error"]
+                    v = _pct(e) + ("\u2020" if edge.get(m, {}).get(p) else "")
+                    vals.append(f"**{v}**" if r["bounded"] and abs(e) > rec["bounds"][p] else v)
+                ok = all(abs(cmp[m][p]["error"]) <= rec["bounds"][p] for m, p, _ in ERROR_KEYS)
+                cells.append(" / ".join(vals) + " %" + (" \u2713" if ok and r["bounded"] else ""))
+            lines.append(f"| {i}, {label} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def engines_conclusion(summary: dict) -> str:
     """What the engines' recorded validations say, in words (Markdown), every number from `summary`
     (engines_summary): per engine, how many (repeat, bounded rate) pairs met both bounds, the worst

@@ -28,7 +28,7 @@ drains that queue at the start of every step (prepare_next_batch), so a request 
 step runs is scheduled in the next one, as the simulator admits a request at the first step that
 starts after its arrival. (Never inside `manager.pause()`: the loop parks for a pause only after it
 has drained the queue, so a burst submitted in a pause missed the next step and joined one later,
-a whole step behind the simulator; stop 23's replays diverged there.)
+a whole step behind the simulator: a stop-23 replay diverged there.)
 its tokens' times are the engine's own timestamps (RequestState.record_timestamps: perf_counter
 when update_batch appends the token), minus t0. Each step is logged by wrapping the batch
 processor's prepare_next_batch and update_batch: start before scheduling, end after the tokens are
