@@ -287,6 +287,10 @@ def test_engines_summary_spread_and_recorded_filter_by_hand(tmp_path):
     # the second repeat was bracketed: its calibrations moved 30 %, and with the first calibration alone
     # its errors would have been TTFT p50 -10 %, p99 +20 %, ITL p50 0, p99 +24 %: within both bounds
     b["summary"]["calibration"] = {"drift": 0.3}
+    # both recorded their sensitivity: the second's TTFT p99 (its miss) is knife-edged, nothing of the first
+    edge = {m: {"p50": False, "p99": False} for m in ("ttft_s", "itl_s")}
+    a["runs"][0]["sensitivity"] = {"knife_edge": edge}
+    b["runs"][0]["sensitivity"] = {"knife_edge": {**edge, "ttft_s": {"p50": False, "p99": True}}}
     # its brackets ran at speeds 1.0 and 1.3, its live run at 1.4: outside them
     b["calibrations"] = [{"speed": 1.0}, {"speed": 1.3}]
     b["runs"][0].update({"calibrations": [0, 1], "live_speed": 1.4})
@@ -308,11 +312,15 @@ def test_engines_summary_spread_and_recorded_filter_by_hand(tmp_path):
     assert ("**transformers vtransformers**: 2 recorded repeats; 1 of 2 (repeat, rate) pairs at 0.30x capacity "
             "within both bounds; the worst error +30% (TTFT p99 at 0.30x); 7 of 8 errors no larger") in words
     assert ("step for step in 0 of 1 runs (9 of 10 steps), with latency errors of at most 2.0%. Its calibrations, "
-            "one before and one after each rate, moved by 30% to 30% within a repeat (slowest over fastest - 1); "
+            "one before and one after each rate, moved by 30% within a repeat (slowest over fastest - 1); "
             "had the first calibration alone set the step time, 1 of 1 pairs would have been within both bounds. "
             "The live run's own speed (on the first calibration's fit) lay between its two brackets' speeds in 0 "
             "of 1 bounded runs") in words
     assert "Each TTFT p99 is taken over 20 requests: it lies between the two slowest" in words
+    assert t["knife_edge"] == [[], ["ttft_p99"]]
+    assert ("In the 2 (repeat, rate) pairs that recorded it, a uniform 5% step-time error would move 1 of 8 "
+            "simulated percentiles past their bound (knife-edged); 1 of 1 misses among them at such a "
+            "percentile.") in words
     assert " ".join(validate.engines_table(s).split("\n")[2].split()[:4]) == "transformers vtransformers 0.30x 20"
     assert s["transformers"]["fractions"][0.3]["replay"] == [(9, 10, 0.02)]
     old = {"schema": "inferlab.serving.validate/1", "created": "2026-11-30T12:59:03+00:00", "runs": []}
@@ -660,7 +668,7 @@ def test_engines_summary_keeps_the_bracketed_errors_beside_the_probe_tracked_one
     assert t["probe_share"] == [0.015] and f["probe_speed"] == [(0.9, 1.4)]
     words = validate.engines_conclusion(validate.engines_summary([rec]))
     assert ("In 1 repeat the prediction followed the host with a probe timed inside the engine's every step (its "
-            "cost 1.5% to 1.5% of the steps' time; the host's speed on it 0.90 to 1.40 of the calibrations'): 1 of 1 "
+            "cost 1.5% of the steps' time; the host's speed on it 0.90 to 1.40 of the calibrations'): 1 of 1 "
             "of those pairs within both bounds with it, 0 of 1 with the bracketing calibrations alone.") in words
     row = validate.probe_table([rec]).split("\n")[2].split()
     assert row[2:] == ["0.30x", "+5%", "/", "+0%", "/", "+0%", "/", "+0%", "+10%", "/", "-30%*", "/", "+0%", "/",

@@ -36,6 +36,7 @@ from inferlab.serving.workload import LengthDist, Workload, synthetic
 from inferlab.specs import ModelConfig, check_model
 
 P50_BOUND, P99_BOUND = 0.15, 0.25
+BOUNDS = {"p50": P50_BOUND, "p99": P99_BOUND}
 LOAD_FACTORS = (0.3, 0.6, 0.85, 1.3)
 LOAD_NAMES = ("light", "moderate", "near saturation", "overloaded")
 STEP_MODELS = ("profile", "fitted")  # what the simulator steps on: the operator profile, or a fit to calibrations
@@ -806,7 +807,10 @@ def engines_summary(records: list) -> dict:
                 "bounded": bool(run["bounded"]), "error": {k: [] for *_, k in ERROR_KEYS},
                 "live": {k: [] for *_, k in ERROR_KEYS}, "within": [], "step_ratio": [], "replay": [],
                 "requests": [], "within_first_calibration": [], "live_between": [], "within_bracketed": [], "within_tracked": [],
-                "bracketed_error": {k: [] for *_, k in ERROR_KEYS}, "probe_speed": []})
+                "bracketed_error": {k: [] for *_, k in ERROR_KEYS}, "probe_speed": [], "knife_edge": []})
+            if "sensitivity" in run:  # per repeat: the keys a uniform 5 % step error moves past their bound
+                ke = run["sensitivity"]["knife_edge"]
+                f["knife_edge"].append([k for m, p, k in ERROR_KEYS if ke[m][p]])
             f["step_ratio"].append(float(run["step_time_error"]["median_ratio"]))
             f["requests"].append(int(run["requests"]))
             if "live_speed" in run:  # the live run's speed inside the range of its two brackets' speeds?
@@ -883,6 +887,12 @@ def probe_table(records: list) -> str:
                        "speed"), rows, ("s",) * 6)
 
 
+def _span(lo: float, hi: float, fmt: str) -> str:
+    """'lo to hi' in `fmt`, or the one value where both print alike ('1.5%', not '1.5% to 1.5%')."""
+    a, b = format(lo, fmt), format(hi, fmt)
+    return a if a == b else f"{a} to {b}"
+
+
 def _pct(x: float) -> str:
     """A signed whole percent with a typographic minus (−7, +0, +61)."""
     return f"{x:+.0%}".replace("-", "\u2212").rstrip("%")
@@ -944,8 +954,8 @@ def engines_conclusion(summary: dict) -> str:
             f"{sum(n for _, n, _ in replays)} steps), with latency errors of at most {max(x for *_, x in replays):.1%}.")
         first = [w for x in bounded.values() for w in x["within_first_calibration"]]
         if e["drift"]:
-            replay += (f" Its calibrations, one before and one after each rate, moved by {min(e['drift']):.0%} to "
-                       f"{max(e['drift']):.0%} within a repeat (slowest over fastest - 1)")
+            replay += (f" Its calibrations, one before and one after each rate, moved by "
+                       f"{_span(min(e['drift']), max(e['drift']), '.0%')} within a repeat (slowest over fastest - 1)")
             replay += (f"; had the first calibration alone set the step time, {sum(first)} of {len(first)} pairs "
                        "would have been within both bounds." if first else ".")
             between = [w for x in bounded.values() for w in x["live_between"]]
@@ -959,10 +969,19 @@ def engines_conclusion(summary: dict) -> str:
             speeds = [s for x in e["fractions"].values() for s in x["probe_speed"]]
             replay += (f" In {len(e['probe_share'])} repeat{'s' if len(e['probe_share']) != 1 else ''} the "
                        f"prediction followed the host with a probe timed inside the engine's every step "
-                       f"(its cost {min(e['probe_share']):.1%} to {max(e['probe_share']):.1%} of the steps' time; the "
-                       f"host's speed on it {min(a for a, _ in speeds):.2f} to {max(b for _, b in speeds):.2f} of the "
+                       f"(its cost {_span(min(e['probe_share']), max(e['probe_share']), '.1%')} of the steps' time; the "
+                       f"host's speed on it {_span(min(a for a, _ in speeds), max(b for _, b in speeds), '.2f')} of the "
                        f"calibrations'): {ok_t} of {len(tracked)} of those pairs within both bounds with it, "
                        f"{sum(tracked)} of {len(tracked)} with the bracketing calibrations alone.")
+        edged = [(x, i) for x in bounded.values() for i in range(len(x["knife_edge"]))]
+        if edged:
+            miss = [(k, k in x["knife_edge"][i]) for x, i in edged for m, p, k in ERROR_KEYS
+                    if abs(x["error"][k][-len(x["knife_edge"]) + i]) > BOUNDS[p]]
+            n_edge = sum(len(x["knife_edge"][i]) for x, i in edged)
+            replay += (f" In the {len(edged)} (repeat, rate) pairs that recorded it, a uniform {STEP_SENSITIVITY:.0%} "
+                       f"step-time error would move {n_edge} of {4 * len(edged)} simulated percentiles past their "
+                       f"bound (knife-edged)" + (f"; {sum(e for _, e in miss)} of {len(miss)} misses among them at "
+                                                 "such a percentile." if miss else "; none of them missed."))
         n = [k for x in bounded.values() for k in x["requests"]]
         replay += (f" Each TTFT p99 is taken over {min(n)}{'' if min(n) == max(n) else f' to {max(n)}'} requests"
                    + (": it lies between the two slowest, so one request decides it." if max(n) <= 101 else "."))
@@ -972,5 +991,5 @@ def engines_conclusion(summary: dict) -> str:
             f"{ok} of {pairs} (repeat, rate) pairs at {', '.join(f'{f:.2f}x' for f in sorted(bounded))} capacity "
             f"within both bounds; the worst error {worst[1]:+.0%} ({label[worst[2]]} at {worst[3]:.2f}x); "
             f"{inside} of {n_err} errors no larger than the live runs' own spread at that rate; the simulated "
-            f"steps {min(ratios):.2f} to {max(ratios):.2f} of the measured ones (median per run)." + replay)
+            f"steps {_span(min(ratios), max(ratios), '.2f')} of the measured ones (median per run)." + replay)
     return "\n".join(f"- {p}" for p in parts)
