@@ -195,6 +195,26 @@ def test_readme_table_of_the_transformers_repeats_is_the_records():
     assert validate.repeats_markdown(recs) in readme
 
 
+def test_calibration_workload_serves_each_lone_prompt_alone_then_a_burst_by_hand():
+    """Lone prompts of 16, 48, 64, 96 and 200 tokens, 4 output tokens each, 2 s apart; the burst of 8
+    at 2 (5 + 0.25) = 10.5 s. A prompt distribution capped at 48 caps the lone prompts too."""
+    w = validate.calibration_workload(LengthDist("lognormal", 128, 0.5, 16, 384),
+                                      LengthDist("lognormal", 32, 0.5, 4, 96), seed=0)
+    assert w.arrival_s.tolist() == [0.0, 2.0, 4.0, 6.0, 8.0] + [10.5] * 8
+    assert w.prompt_tokens[:5].tolist() == [16, 48, 64, 96, 200] and w.output_tokens[:5].tolist() == [4] * 5
+    assert np.all((w.prompt_tokens[5:] >= 16) & (w.prompt_tokens[5:] <= 384))
+    small = validate.calibration_workload(LengthDist("lognormal", 24, 0.5, 8, 48),
+                                          LengthDist("lognormal", 6, 0.5, 2, 12), seed=0, gap_s=0.3)
+    assert small.prompt_tokens[:5].tolist() == [16, 48, 48, 48, 48]
+    np.testing.assert_allclose(small.arrival_s, [0.0, 0.3, 0.6, 0.9, 1.2] + [1.575] * 8)
+    for bad in (0.0, -1.0, float("nan")):
+        with pytest.raises(ValueError, match="gap_s"):
+            validate.calibration_workload(LengthDist("lognormal", 24, 0.5, 8, 48),
+                                          LengthDist("lognormal", 6, 0.5, 2, 12), seed=0, gap_s=bad)
+    with pytest.raises(ValueError, match="calibration_gap_s"):
+        validate.validate(model=TINY_MODEL, calibration_gap_s=-1.0, log=None)
+
+
 # -- the fitted step time ---------------------------------------------------------------------------
 def test_step_features_by_hand():
     # two decodes after 5 cached keys each (decode_kv_tokens = 6 + 6), a chunk of 4 after 3 cached:
@@ -348,7 +368,7 @@ def test_bracketed_validation_end_to_end_on_the_tiny_model(engine):
     rate was predicted from the mean of the fits just before and after it."""
     rec = validate.validate(model=TINY_MODEL, dtype="fp32", engine=engine, rates=[20.0], step_model="fitted",
                             requests_per_rate=4, max_num_seqs=4, max_len=96, max_batch_tokens=32,
-                            prompt=LengthDist("lognormal", 24, 0.5, 8, 48),
+                            calibration_gap_s=0.3, prompt=LengthDist("lognormal", 24, 0.5, 8, 48),
                             output=LengthDist("lognormal", 6, 0.5, 2, 12), log=lambda m: None)
     run = rec["runs"][0]
     assert run["live"]["completed"] == run["simulated"]["completed"] == run["requests"] > 0

@@ -59,6 +59,25 @@ STEP_SENSITIVITY = 0.05
 # (each prompt split into chunks of 64: steps of ~0.3-0.5 s), at 9 % less capacity.
 MAX_BATCH_TOKENS = 64
 
+# The transformers engine's calibration run (one per bracket, serving.bracketing): lone prompts, then
+# a burst. On the 2-core Xeon (cpu-0.5b, bf16; four runs back to back, bursts of 8, 12, 8, 32) a
+# burst of 8 took 24-27 s (5-6 s of it the engine's warm-up) against 60 s for 32, for 63-68 steps;
+# its fit predicted its own steps within a median 7 % (p90 17-18 %), as the burst of 32 did (8 %,
+# 17 %), and the 32-burst run's steps within a median 8-10 % (the 32-burst fit predicted the
+# 8-burst runs' within 10 %). Runs a minute apart moved 12-15 % against each other: drift, not fit.
+# Until stop 24 the lone prompts (16, 48, 96, 200 tokens, 16 output tokens each) came 0.75 s apart,
+# so each one's prefill ran beside the previous one's decodes: no calibration step was a prompt chunk
+# alone. At a 64-token budget the live runs at 0.3x are full of such steps (23 of the 47 prefill
+# steps of the first run at 64 tokens), and the fits, extrapolating, over-predicted them: measured /
+# predicted 0.85 there (0.89 beside decodes), and 13 of that rate's 20 TTFTs simulated 14-44 % long.
+# Now each lone prompt, with few output tokens, is served alone before the next arrives, and the
+# chunk sizes a 64-token budget cuts (a whole 64, a 32 remainder, three 64s and an 8) are among them.
+CALIBRATION_BURST = 8         # requests arriving at once in the transformers engine's calibration run
+CALIBRATION_LONE = (16, 48, 64, 96, 200)  # prompts served alone before the burst, each in its own steps
+CALIBRATION_LONE_OUTPUT = 4   # output tokens of each lone prompt
+CALIBRATION_LONE_GAP_S = 2.0  # seconds between lone prompts: a 200-token prompt and its 4 tokens took
+                              # ~1.5-2 s on the 2-core Xeon (cpu-0.5b, bf16, 64-token steps)
+
 
 def relative_error(simulated: float, live: float) -> float:
     """simulated / live - 1 (positive: the simulator is slower than the live run)."""
@@ -159,7 +178,8 @@ def validate(*, model: ModelConfig | None = None, dtype: str = "bf16", device: s
              output: LengthDist = LengthDist("lognormal", 32, 0.5, 4, 96), policy: str = "prefill-first",
              max_num_seqs: int = 8, max_len: int = 512, cv: float = 1.0, seed: int = 0,
              slo: SLO = SLO(), engine: str = "inferlab", max_batch_tokens: int = MAX_BATCH_TOKENS, page_size: int = 16,
-             step_model: str | None = None, log=print) -> dict:
+             step_model: str | None = None, calibration_gap_s: float = CALIBRATION_LONE_GAP_S,
+             log=print) -> dict:
     """Measure the profile, then run live and simulated at each rate; return the record (JSON-able).
     model: a ModelConfig (None: the cpu-0.5b preset; resolve a name with measure.plan.resolve_model).
     engine: 'inferlab' (policy, max_num_seqs, max_len: the live loop's) or 'transformers'
@@ -167,7 +187,9 @@ def validate(*, model: ModelConfig | None = None, dtype: str = "bf16", device: s
     KV page; policy does not apply: its FIFO scheduler runs; its step time is fitted to calibrations
     bracketing each rate, `serving.bracketing`). step_model: 'profile' (the operator profile; the
     default for 'inferlab') or 'fitted' (a step time fitted to calibrations of the engine itself,
-    bracketing each rate; the only one for 'transformers'). rates: requests per second; None: `fractions` of the
+    bracketing each rate; the only one for 'transformers'). calibration_gap_s: seconds between a
+    calibration's lone prompts (`calibration_workload`; each must be served before the next comes,
+    the tests' tiny model needs far less than the default). rates: requests per second; None: `fractions` of the
     predicted capacity. Each rate serves `requests_per_rate` requests (default
     REQUESTS_PER_RATE: the same count, hence the same sample behind each p99, at every rate) or,
     if `duration_s` is given instead, every arrival within that many seconds."""
@@ -200,6 +222,7 @@ def validate(*, model: ModelConfig | None = None, dtype: str = "bf16", device: s
         positive_int("requests_per_rate", requests_per_rate, minimum=2, maximum=10_000)
     else:
         positive_float("duration_s", duration_s)
+    positive_float("calibration_gap_s", calibration_gap_s, maximum=600.0)
     if rates is None:
         fractions = [positive_float("fractions", f) for f in fractions]
         if not fractions:
@@ -240,7 +263,7 @@ def validate(*, model: ModelConfig | None = None, dtype: str = "bf16", device: s
         def calibrate(index):
             log(f"calibration {index}")
             t = time.perf_counter()
-            c = _calibrate(index, _serve_live(engine, calibration_workload(prompt, output, seed), model_obj, pol,
+            c = _calibrate(index, _serve_live(engine, calibration_workload(prompt, output, seed, gap_s=calibration_gap_s), model_obj, pol,
                                               policy, max_num_seqs, max_len, max_batch_tokens, page_size, kind,
                                               dtype, seed + 1, probe), t - t_start, time.perf_counter() - t)
             fs = c["fit"].fit_stats
@@ -338,6 +361,9 @@ def validate(*, model: ModelConfig | None = None, dtype: str = "bf16", device: s
     calibrations = None
     if engine == "transformers":
         config.update({"max_batch_tokens": max_batch_tokens, "page_size": page_size})
+    if bracketed:
+        config["calibration"] = {"lone_prompts": list(CALIBRATION_LONE), "lone_output": CALIBRATION_LONE_OUTPUT,
+                                 "gap_s": calibration_gap_s, "burst": CALIBRATION_BURST}
     if bracketed:
         calibrations = _calibrations_record(cals, st)
         summary["calibration"] = {"method": "bracketed", "combined": "mean of the two fits", "count": len(cals),
@@ -453,27 +479,22 @@ def _inferlab_profile(cfg, kind, dtype, prec, acc, info, free, prompt, policy, m
     return ProfileStepTime(prof, cfg, prec, acc), prof, pol, kv_blocks, block_tokens, model_obj
 
 
-# The transformers engine's calibration run (one per bracket, serving.bracketing): lone prompts, then
-# a burst. On the 2-core Xeon (cpu-0.5b, bf16; four runs back to back, bursts of 8, 12, 8, 32) a
-# burst of 8 took 24-27 s (5-6 s of it the engine's warm-up) against 60 s for 32, for 63-68 steps;
-# its fit predicted its own steps within a median 7 % (p90 17-18 %), as the burst of 32 did (8 %,
-# 17 %), and the 32-burst run's steps within a median 8-10 % (the 32-burst fit predicted the
-# 8-burst runs' within 10 %). Runs a minute apart moved 12-15 % against each other: drift, not fit.
-CALIBRATION_BURST = 8         # requests arriving at once in the transformers engine's calibration run
-CALIBRATION_LONE = (16, 48, 96, 200)  # prompts served alone before the burst (small prefills)
-
-
-def calibration_workload(prompt: LengthDist, output: LengthDist, seed: int, burst: int | None = None) -> Workload:
-    """The workload a transformers step time is fitted to: prompts of CALIBRATION_LONE tokens (16
-    output tokens each) 0.75 s apart, then CALIBRATION_BURST requests of the run's length
-    distributions (seeded apart from the predicted workloads) arriving together at 3 s."""
+def calibration_workload(prompt: LengthDist, output: LengthDist, seed: int, burst: int | None = None,
+                         gap_s: float = CALIBRATION_LONE_GAP_S) -> Workload:
+    """The workload a transformers step time is fitted to: prompts of CALIBRATION_LONE tokens (capped
+    at the prompt distribution's high; CALIBRATION_LONE_OUTPUT output tokens each) `gap_s` apart,
+    each meant to be served alone (its chunks with no other request beside them), then
+    CALIBRATION_BURST requests of the run's length distributions (seeded apart from the predicted
+    workloads) arriving together `gap_s` / 4 after the last lone prompt's slot ends."""
+    from inferlab.validation import positive_float
+    positive_float("gap_s", gap_s, maximum=600.0)
     rng = np.random.default_rng(seed + 7)
     burst = CALIBRATION_BURST if burst is None else burst
     n_lone = len(CALIBRATION_LONE)
     lone_p = np.minimum(np.array(CALIBRATION_LONE), prompt.high or max(CALIBRATION_LONE))
-    arrival = np.concatenate([0.75 * np.arange(n_lone), np.full(burst, 3.0)])
+    arrival = np.concatenate([gap_s * np.arange(n_lone), np.full(burst, gap_s * (n_lone + 0.25))])
     p = np.concatenate([lone_p, prompt.sample(rng, burst)])
-    o = np.concatenate([np.full(n_lone, 16), output.sample(rng, burst)])
+    o = np.concatenate([np.full(n_lone, CALIBRATION_LONE_OUTPUT), output.sample(rng, burst)])
     return Workload(arrival, p.astype(np.int64), o.astype(np.int64))
 
 
