@@ -215,6 +215,50 @@ def test_calibration_workload_serves_each_lone_prompt_alone_then_a_burst_by_hand
         validate.validate(model=TINY_MODEL, calibration_gap_s=-1.0, log=None)
 
 
+def test_split_speed_scales_the_decode_part_by_the_speed_and_the_chunk_part_by_its_root():
+    """Costs: 0.1 s per step, 0.01 s per token (FEATURES 'step' and 'tokens'), nothing else. A step
+    of 2 decodes and a chunk of 30: full 0.1 + 0.32 = 0.42 s, its decodes alone 0.1 + 0.02 = 0.12 s,
+    the chunk's part 0.30 s. On a host twice as slow (probe 2 ms over a 1 ms reference):
+    0.12 x 2 + 0.30 x 2 ** 0.5 = 0.6643 s; a decode-only step 0.12 x 2; a chunk alone (0.4 s) 0.4 x 2 ** 0.5."""
+    from inferlab.serving.hostspeed import CHUNK_SPEED_EXPONENT, ProbeLog, SpeedTrack, SplitSpeedStepTime
+    coef = np.zeros(len(FEATURES))
+    coef[0], coef[1] = 0.1, 0.01
+    track = SpeedTrack(ProbeLog([0.0] * 8, [2e-3] * 8), 1e-3)
+    m = SplitSpeedStepTime(FittedStepTime(coef), track)
+    assert CHUNK_SPEED_EXPONENT == 0.5 and m.time_aware and m.detailed
+    assert m.parts(2, 20.0, [(30, 0)], 3) == pytest.approx((0.12, 0.30))
+    assert m.step(2, 20.0, [(30, 0)], 3, t_s=1.0) == pytest.approx(0.24 + 0.30 * 2 ** 0.5)
+    assert m.step(2, 20.0, [], 2, t_s=1.0) == pytest.approx(0.24)
+    assert m.step(0, 0.0, [(30, 0)], 1, t_s=1.0) == pytest.approx(0.4 * 2 ** 0.5)
+    assert SplitSpeedStepTime(FittedStepTime(coef), track, 1.0).step(2, 20.0, [(30, 0)], 3, t_s=1.0) == \
+        pytest.approx(0.84)  # exponent 1: every part x speed, as SpeedTrackedStepTime
+    with pytest.raises(ValueError, match="t_s"):
+        m.step(2, 20.0, [], 2)
+    for bad in (-0.1, 1.5, float("nan"), True, "0.5"):
+        with pytest.raises(ValueError, match="chunk_exponent"):
+            SplitSpeedStepTime(FittedStepTime(coef), track, bad)
+    with pytest.raises(ValueError, match="track must be a SpeedTrack"):
+        SplitSpeedStepTime(FittedStepTime(coef), 1.0)
+
+
+def test_repredict_reproduces_the_recorded_predictions_from_the_record_alone():
+    """Re-simulated from the record (its workload's config and seed, each run's fit and probe log),
+    the probe-tracked and the bracketed predictions come out exactly as recorded: what repredict
+    adds (another step time) is judged on the very runs and workloads the record holds."""
+    from inferlab.serving.hostspeed import SpeedTrackedStepTime
+    rec = validate.recorded(engine="transformers")[0]
+    tracked = validate.repredict(rec, lambda fit, track: SpeedTrackedStepTime(fit, track))
+    bracketed = validate.repredict(rec, lambda fit, track: fit)
+    assert len(tracked) == len(rec["runs"]) >= 3
+    for r, t, b in zip(rec["runs"], tracked, bracketed):
+        for m, p, _ in validate.ERROR_KEYS:
+            assert t["comparison"][m][p]["error"] == pytest.approx(r["comparison"][m][p]["error"], abs=1e-12)
+            assert b["comparison"][m][p]["error"] == \
+                pytest.approx(r["bracketed"]["comparison"][m][p]["error"], abs=1e-12)
+    with pytest.raises(ValueError, match="probe-tracked transformers"):
+        validate.repredict({"config": {}, "runs": [], "summary": {"engine": "inferlab"}}, lambda f, t: f)
+
+
 # -- the fitted step time ---------------------------------------------------------------------------
 def test_step_features_by_hand():
     # two decodes after 5 cached keys each (decode_kv_tokens = 6 + 6), a chunk of 4 after 3 cached:
@@ -404,6 +448,7 @@ def test_bracketed_validation_end_to_end_on_the_tiny_model(engine):
     if engine == "transformers":  # the probe: once per step, its cost the sum of its samples over the steps'
         pr = run["probe"]
         assert run["prediction"] == "probe-tracked" and len(pr["probe_s"]) == len(run["step_log"]["step_s"])
+        assert run["split"]["chunk_exponent"] == 0.5 and "within_bounds" in run["split"]["comparison"]
         assert pr["share"] == pytest.approx(sum(pr["probe_s"]) / sum(run["step_log"]["step_s"]))
         cal_p = sum(sum(c["probe"]["probe_s"]) for c in cals)
         cal_s = sum(sum(c["step_log"]["step_s"]) for c in cals)

@@ -197,6 +197,59 @@ class SpeedTrackedStepTime:
         return self.base(tokens, logits, attn_pairs, attn_kv_tokens) * self.track.speed_at(self._need(t_s))
 
 
+# The exponent of the host's speed applied to the prompt-chunk part of a step (SplitSpeedStepTime).
+# Chosen on development data only: stop 23's three records and the 64-token pilot run of stop 24
+# (12 bounded (repeat, rate) pairs), re-simulated from their recorded step models and probe logs:
+# within both bounds 5 of 12 bracketed, 7 of 12 probe-tracked (every step x speed), 6 of 12 with the
+# chunk part unscaled (exponent 0), 9 of 12 with 0.5, 6 of 12 with every part x speed^0.5. Frozen
+# before stop 24's three held-out repeats were re-simulated with it.
+CHUNK_SPEED_EXPONENT = 0.5
+
+
+class SplitSpeedStepTime:
+    """A time-aware StepTimeModel that scales only the memory-bound part of a step by the probe:
+
+        step(t) = decode_part x speed(t) + (full - decode_part) x speed(t) ** chunk_exponent
+
+    full: `base`'s step time; decode_part: `base`'s time of the same step without its prompt chunks
+    (its decoding sequences alone, at most `full`; 0 in a step without decodes); the rest is what the
+    prompt chunks add. Why: the probe is a one-row linear, a weight read, the kernel a decode step is
+    made of; a prompt chunk's added cost is matrix-matrix work, bound by compute, which the host's
+    memory speed moves less (stop 23, run 3 at 0.85x: the probe read 0.68 of its reference while the
+    prefill steps ran 25 % slower than that). In the recorded runs the probe's moves followed decode
+    steps with a slope near 1 and prefill steps with slopes of 0.1-0.8 (median ~0.5); the exponent is
+    CHUNK_SPEED_EXPONENT (see there how it was chosen)."""
+
+    time_aware = True
+
+    def __init__(self, base, track: SpeedTrack, chunk_exponent: float = CHUNK_SPEED_EXPONENT):
+        if not callable(base) or not hasattr(base, "step"):
+            raise ValueError(f"base must be a detailed step-time model (with .step); got {base!r}")
+        if not isinstance(track, SpeedTrack):
+            raise ValueError(f"track must be a SpeedTrack; got {type(track).__name__}")
+        if isinstance(chunk_exponent, bool) or not isinstance(chunk_exponent, (int, float)) \
+                or not 0.0 <= chunk_exponent <= 1.0:
+            raise ValueError(f"chunk_exponent must be a number in [0, 1]; got {chunk_exponent!r}")
+        self.base, self.track, self.chunk_exponent = base, track, float(chunk_exponent)
+        self.detailed = True
+
+    def parts(self, decode_seqs, decode_kv_tokens, chunks, sampled) -> tuple:
+        """(decode part, chunk part) of `base`'s step time, seconds."""
+        full = self.base.step(decode_seqs, decode_kv_tokens, chunks, sampled)
+        if not chunks:
+            return full, 0.0
+        dec = min(full, self.base.step(decode_seqs, decode_kv_tokens, [], decode_seqs)) if int(decode_seqs) > 0 else 0.0
+        return dec, full - dec
+
+    def step(self, decode_seqs, decode_kv_tokens, chunks, sampled, t_s=None) -> float:
+        s = self.track.speed_at(SpeedTrackedStepTime._need(t_s))
+        dec, chunk = self.parts(decode_seqs, decode_kv_tokens, chunks, sampled)
+        return dec * s + chunk * s ** self.chunk_exponent
+
+    def __call__(self, tokens, logits, attn_pairs, attn_kv_tokens, t_s=None):
+        raise TypeError("SplitSpeedStepTime needs each step's sequences: use it with the engine's detailed calls")
+
+
 class HostProbe:
     """The probe kernel (module doc): one row of `d_in` through F.linear with a `d_out` x `d_in`
     weight in `dtype`, rotating over `copies` weight copies. Calling it runs one product and

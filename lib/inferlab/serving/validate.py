@@ -317,9 +317,15 @@ def validate(*, model: ModelConfig | None = None, dtype: str = "bf16", device: s
             st_t = SpeedTrackedStepTime(st_k, track)
             sim_t = simulate(w, cfg, acc, pol, precision=prec, kv_blocks=kv_blocks, block_tokens=block_tokens,
                              step_time=st_t)
+            from inferlab.serving.hostspeed import SplitSpeedStepTime
+            st_s = SplitSpeedStepTime(st_k, track)
+            ss_s = simulate(w, cfg, acc, pol, precision=prec, kv_blocks=kv_blocks, block_tokens=block_tokens,
+                            step_time=st_s).summary(slo)
             run_extra.update({
                 "prediction": "probe-tracked",
                 "bracketed": {"comparison": cmp, "simulated": ss, "step_time_error": steps},
+                "split": {"comparison": compare(ls, ss_s), "simulated": ss_s, "step_time_error": step_errors(live, st_s),
+                          "chunk_exponent": st_s.chunk_exponent},
                 "probe": _probe_record(live.config["probe"], track)})
             sim, ss = sim_t, sim_t.summary(slo)
             cmp, steps = compare(ls, ss), step_errors(live, st_t)
@@ -354,8 +360,10 @@ def validate(*, model: ModelConfig | None = None, dtype: str = "bf16", device: s
     config = {"model": cfg.name, "dtype": dtype, "policy": pol.name if engine == "inferlab" else "transformers-fifo",
               "max_num_seqs": max_num_seqs, "max_len": max_len, "duration_s": duration_s,
               "requests_per_rate": requests_per_rate, "cv": cv, "seed": seed,
-              "prompt": {"kind": prompt.kind, "mean": prompt.mean, "cv": prompt.cv},
-              "output": {"kind": output.kind, "mean": output.mean, "cv": output.cv},
+              "prompt": {"kind": prompt.kind, "mean": prompt.mean, "cv": prompt.cv, "low": prompt.low,
+                         "high": prompt.high},
+              "output": {"kind": output.kind, "mean": output.mean, "cv": output.cv, "low": output.low,
+                         "high": output.high},
               "kv_blocks": kv_blocks, "block_tokens": block_tokens}
     summary = {"engine": engine, "engine_version": engine_version(engine), "rates": rates_summary(runs)}
     calibrations = None
@@ -433,6 +441,52 @@ def step_sensitivity(workload, step_time, cfg, acc, pol, prec, kv_blocks, block_
 def _moves(sens: dict, metric: str, p: str) -> str:
     a, b = sens[metric][p]
     return f"{a:+.0%}/{b:+.0%}" + (" (knife-edged)" if sens["knife_edge"][metric][p] else "")
+
+
+def _length_dist(d: dict) -> LengthDist:
+    """A record's config.prompt / config.output as a LengthDist; records made before their bounds
+    were kept take the CLI's (low = mean // 8, high = 3 x mean)."""
+    mean = d["mean"]
+    return LengthDist(d["kind"], mean, d["cv"], d.get("low", max(1, int(mean) // 8)), d.get("high", 3 * int(mean)))
+
+
+def repredict(record: dict, make_step_time) -> list:
+    """Re-simulate every probe-tracked run of a recorded validation on another step time, from what the
+    record keeps (its workload's config and seed, each run's averaged fit `step_model` and probe log):
+    `make_step_time(fit, track)` -> a step-time model (fit: serving.fitted.FittedStepTime, track:
+    serving.hostspeed.SpeedTrack). Returns per run {fraction, bounded, comparison (with the live
+    percentiles the record holds)}. A prediction first made this way, after the live runs, says so
+    where it is reported."""
+    from inferlab.measure.ceilings import Ceilings
+    from inferlab.measure.plan import resolve_model
+    from inferlab.serving.fitted import FittedStepTime
+    from inferlab.serving.hostspeed import ProbeLog, SpeedTrack
+    from inferlab.serving.policies import TransformersFIFO
+    from inferlab.serving.simulate import simulate
+    from inferlab.specs import Precision
+    c = record["config"]
+    if record_engine(record) != "transformers" or not any("probe" in r for r in record["runs"]):
+        raise ValueError("record must be a probe-tracked transformers validation (serving.hostspeed)")
+    cfg = resolve_model(c["model"])
+    acc = Ceilings.from_dict(record["ceilings"]).accelerator("measured-cpu")
+    pol = TransformersFIFO(token_budget=c["max_batch_tokens"], max_num_seqs=c["max_num_seqs"],
+                           page_size=c["page_size"])
+    prompt, output = _length_dist(c["prompt"]), _length_dist(c["output"])
+    prec = Precision(c["dtype"], c["dtype"], c["dtype"])
+    out = []
+    for r in record["runs"]:
+        if "probe" not in r:
+            continue
+        w = synthetic(r["rate_per_s"], n_requests=r["requests"], prompt=prompt, output=output, cv=c["cv"],
+                      seed=c["seed"])
+        pr = r["probe"]
+        track = SpeedTrack(ProbeLog(pr["times_s"], pr["probe_s"]), pr["speed_track"]["reference_s"], pr["speed_track"]["window_s"],
+                           pr["speed_track"]["min_samples"])
+        sim = simulate(w, cfg, acc, pol, precision=prec, kv_blocks=c["kv_blocks"], block_tokens=c["block_tokens"],
+                       step_time=make_step_time(FittedStepTime.from_dict(r["step_model"]), track))
+        out.append({"fraction": float(r["fraction"]), "bounded": bool(r["bounded"]),
+                    "comparison": compare(r["live"], sim.summary())})
+    return out
 
 
 def rates_summary(runs: list) -> list:
