@@ -180,7 +180,13 @@ def test_repeats_markdown_by_hand():
     assert validate.repeats_markdown([rec]).splitlines() == [
         "| run | 0.3x | 1.3x (not bounded) |",
         "|---|---|---|",
-        "| 1, probe-tracked | \u22127 / **+26\u2020** / +0 / \u221216 % | \u221264 / +10 / +0 / +0 % |",
+        "| 1, probe-tracked (judged) | \u22127 / **+26\u2020** / +0 / \u221216 % | \u221264 / +10 / +0 / +0 % |",
+        "| 1, bracketed | +5 / +7 / +1 / \u22125 % \u2713 | +0 / +0 / +0 / +0 % |"]
+    for r in rec["runs"]:  # judged on the split prediction, the probe-tracked one beside it
+        r.update({"prediction": "split", "tracked": {"comparison": _cmp([0.3, 0.0, 0.0, 0.0])}})
+    assert validate.repeats_markdown([rec]).splitlines()[2:] == [
+        "| 1, split (judged) | \u22127 / **+26\u2020** / +0 / \u221216 % | \u221264 / +10 / +0 / +0 % |",
+        "| 1, probe-tracked | **+30** / +0 / +0 / +0 % | +30 / +0 / +0 / +0 % |",
         "| 1, bracketed | +5 / +7 / +1 / \u22125 % \u2713 | +0 / +0 / +0 / +0 % |"]
     assert validate.repeats_markdown([]) == "No probe-tracked record."
 
@@ -419,8 +425,8 @@ def test_bracketed_validation_end_to_end_on_the_tiny_model(engine):
     assert validate.all_served(rec)
     assert rec["summary"]["engine"] == engine
     keys = ["fraction", "bounded", "requests", "ttft_p50_error", "ttft_p99_error", "itl_p50_error", "itl_p99_error"]
-    if engine == "transformers":  # probe-tracked, with the bracketed prediction's errors beside
-        keys += ["prediction", "bracketed"]
+    if engine == "transformers":  # the judged probe prediction, with the others' errors beside
+        keys += ["prediction", "bracketed", "tracked"]
         assert rec["summary"]["rates"][0]["bracketed"]["itl_p99_error"] == \
             run["bracketed"]["comparison"]["itl_s"]["p99"]["error"]
     assert [sorted(r) for r in rec["summary"]["rates"]] == [sorted(keys)]
@@ -447,8 +453,10 @@ def test_bracketed_validation_end_to_end_on_the_tiny_model(engine):
     assert "one before and one after each rate" in validate.conclusion(rec)
     if engine == "transformers":  # the probe: once per step, its cost the sum of its samples over the steps'
         pr = run["probe"]
-        assert run["prediction"] == "probe-tracked" and len(pr["probe_s"]) == len(run["step_log"]["step_s"])
-        assert run["split"]["chunk_exponent"] == 0.5 and "within_bounds" in run["split"]["comparison"]
+        assert run["prediction"] == "split" and len(pr["probe_s"]) == len(run["step_log"]["step_s"])
+        assert run["chunk_exponent"] == 0.5 and "within_bounds" in run["tracked"]["comparison"]
+        assert rec["summary"]["rates"][0]["tracked"]["ttft_p99_error"] == \
+            run["tracked"]["comparison"]["ttft_s"]["p99"]["error"]
         assert pr["share"] == pytest.approx(sum(pr["probe_s"]) / sum(run["step_log"]["step_s"]))
         cal_p = sum(sum(c["probe"]["probe_s"]) for c in cals)
         cal_s = sum(sum(c["step_log"]["step_s"]) for c in cals)

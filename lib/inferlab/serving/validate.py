@@ -58,6 +58,14 @@ STEP_SENSITIVITY = 0.05
 # TTFT p99 by +32 % at 0.6x and -22 % at 0.85x with 256 tokens, within 8 % at every rate with 64
 # (each prompt split into chunks of 64: steps of ~0.3-0.5 s), at 9 % less capacity.
 MAX_BATCH_TOKENS = 64
+# The predictions a transformers run makes from its probe (serving.hostspeed): every step x the host's
+# speed ('probe-tracked', judged until stop 24), or only its decode part x the speed and its
+# prompt-chunk part x speed ** 0.5 ('split'). PREDICTION is the one judged against the bounds (the
+# run's `comparison` and summary.rates); the other is kept beside it under PREDICTION_KEYS[name],
+# with `bracketed`, the prediction without the probe.
+PREDICTIONS = ("probe-tracked", "split")
+PREDICTION = "split"
+PREDICTION_KEYS = {"probe-tracked": "tracked", "split": "split"}
 
 # The transformers engine's calibration run (one per bracket, serving.bracketing): lone prompts, then
 # a burst. On the 2-core Xeon (cpu-0.5b, bf16; four runs back to back, bursts of 8, 12, 8, 32) a
@@ -311,28 +319,28 @@ def validate(*, model: ModelConfig | None = None, dtype: str = "bf16", device: s
         ls, ss = live.result.summary(slo), sim.summary(slo)
         cmp = compare(ls, ss)
         steps = step_errors(live, st_k)
-        if bracketed and "probe" in live.config:  # the probe-tracked prediction (serving.hostspeed)
-            from inferlab.serving.hostspeed import SpeedTrack, SpeedTrackedStepTime
+        st_j = st_k  # the step time of the prediction judged
+        if bracketed and "probe" in live.config:  # the host-speed predictions (serving.hostspeed)
+            from inferlab.serving.hostspeed import SpeedTrack, SpeedTrackedStepTime, SplitSpeedStepTime
             track = SpeedTrack(_probe_log(live.config), _bracket_reference(cals, before, after))
-            st_t = SpeedTrackedStepTime(st_k, track)
-            sim_t = simulate(w, cfg, acc, pol, precision=prec, kv_blocks=kv_blocks, block_tokens=block_tokens,
-                             step_time=st_t)
-            from inferlab.serving.hostspeed import SplitSpeedStepTime
-            st_s = SplitSpeedStepTime(st_k, track)
-            ss_s = simulate(w, cfg, acc, pol, precision=prec, kv_blocks=kv_blocks, block_tokens=block_tokens,
-                            step_time=st_s).summary(slo)
+            models = {"probe-tracked": SpeedTrackedStepTime(st_k, track), "split": SplitSpeedStepTime(st_k, track)}
+            sims = {k: simulate(w, cfg, acc, pol, precision=prec, kv_blocks=kv_blocks, block_tokens=block_tokens,
+                                step_time=m) for k, m in models.items()}
             run_extra.update({
-                "prediction": "probe-tracked",
+                "prediction": PREDICTION, "chunk_exponent": models["split"].chunk_exponent,
                 "bracketed": {"comparison": cmp, "simulated": ss, "step_time_error": steps},
-                "split": {"comparison": compare(ls, ss_s), "simulated": ss_s, "step_time_error": step_errors(live, st_s),
-                          "chunk_exponent": st_s.chunk_exponent},
                 "probe": _probe_record(live.config["probe"], track)})
-            sim, ss = sim_t, sim_t.summary(slo)
-            cmp, steps = compare(ls, ss), step_errors(live, st_t)
+            for k in models:  # the probe prediction not judged, beside the judged one
+                if k != PREDICTION:
+                    sk = sims[k].summary(slo)
+                    run_extra[PREDICTION_KEYS[k]] = {"comparison": compare(ls, sk), "simulated": sk,
+                                                     "step_time_error": step_errors(live, models[k])}
+            st_j, sim = models[PREDICTION], sims[PREDICTION]
+            ss = sim.summary(slo)
+            cmp, steps = compare(ls, ss), step_errors(live, st_j)
         fraction = rate / cap
         replay = replay_check(live, w, st_k, cfg, acc, pol, prec, kv_blocks, block_tokens, slo)
-        sens = step_sensitivity(w, st_t if "bracketed" in run_extra else st_k, cfg, acc, pol, prec, kv_blocks,
-                                block_tokens, slo)
+        sens = step_sensitivity(w, st_j, cfg, acc, pol, prec, kv_blocks, block_tokens, slo)
         runs.append({"rate_per_s": rate, "load": name, "fraction": fraction, "bounded": fraction <= BOUNDED_UP_TO,
                      "requests": len(w), "live": ls, "simulated": ss,
                      "comparison": cmp, "step_time_error": steps, "replay": replay, "sensitivity": sens, **run_extra,
@@ -342,11 +350,13 @@ def validate(*, model: ModelConfig | None = None, dtype: str = "bf16", device: s
             log(f"  probe: {pr['summary']['n']} samples, median {pr['summary']['median_s'] * 1e3:.2f} ms, "
                 f"{pr['share']:.1%} of the steps' time; speed {min(pr['speed_track']['speed']):.2f} to "
                 f"{max(pr['speed_track']['speed']):.2f} of the brackets' probe")
-            bc = b["comparison"]
-            log(f"  bracketed: TTFT p50 {bc['ttft_s']['p50']['error']:+.1%}, p99 {bc['ttft_s']['p99']['error']:+.1%}; "
-                f"ITL p50 {bc['itl_s']['p50']['error']:+.1%}, p99 {bc['itl_s']['p99']['error']:+.1%}; "
-                f"steps: median |error| {b['step_time_error']['median_abs']:.1%}")
-        log(f"  {'probe-tracked: ' if 'bracketed' in run_extra else ''}"
+            for label, key in (("bracketed", "bracketed"), *((k, PREDICTION_KEYS[k]) for k in PREDICTIONS
+                                                             if k != PREDICTION)):
+                bc = run_extra[key]["comparison"]
+                log(f"  {label}: TTFT p50 {bc['ttft_s']['p50']['error']:+.1%}, p99 {bc['ttft_s']['p99']['error']:+.1%}; "
+                    f"ITL p50 {bc['itl_s']['p50']['error']:+.1%}, p99 {bc['itl_s']['p99']['error']:+.1%}; "
+                    f"steps: median |error| {run_extra[key]['step_time_error']['median_abs']:.1%}")
+        log(f"  {run_extra['prediction'] + ' (judged): ' if 'bracketed' in run_extra else ''}"
             f"TTFT p50 {cmp['ttft_s']['p50']['error']:+.1%}, p99 {cmp['ttft_s']['p99']['error']:+.1%}; "
             f"ITL p50 {cmp['itl_s']['p50']['error']:+.1%}, p99 {cmp['itl_s']['p99']['error']:+.1%}; "
             f"steps: median |error| {steps['median_abs']:.1%}")
@@ -492,17 +502,20 @@ def repredict(record: dict, make_step_time) -> list:
 def rates_summary(runs: list) -> list:
     """summary.rates of a record: per run {fraction, bounded, requests (the sample behind each
     TTFT percentile), ttft_p50_error, ttft_p99_error, itl_p50_error, itl_p99_error} (errors:
-    simulated / live - 1); with a host-speed probe, those are the probe-tracked prediction's, and
-    `prediction` ('probe-tracked') and `bracketed` (the same four errors without the probe) are added."""
+    simulated / live - 1); with a host-speed probe, those are the judged prediction's (`prediction`:
+    'probe-tracked' or 'split'), and `bracketed` (the same four errors without the probe) and the other
+    probe prediction's (under its PREDICTION_KEYS name, in records that have it) are added."""
     out = []
     for r in runs:
         row = {"fraction": float(r["fraction"]), "bounded": bool(r["bounded"]), "requests": int(r["requests"])}
         for m, short in (("ttft_s", "ttft"), ("itl_s", "itl")):
             for p in ("p50", "p99"):
                 row[f"{short}_{p}_error"] = float(r["comparison"][m][p]["error"])
-        if "bracketed" in r:  # the errors above are the probe-tracked prediction's; the bracketed beside them
+        if "bracketed" in r:  # the errors above are the judged prediction's; the others beside them
             row["prediction"] = r.get("prediction", "probe-tracked")
-            row["bracketed"] = {f"{short}_{p}_error": float(r["bracketed"]["comparison"][m][p]["error"])
+            for key in ("bracketed", *(PREDICTION_KEYS[k] for k in PREDICTIONS if k != row["prediction"])):
+                if key in r:
+                    row[key] = {f"{short}_{p}_error": float(r[key]["comparison"][m][p]["error"])
                                 for m, short in (("ttft_s", "ttft"), ("itl_s", "itl")) for p in ("p50", "p99")}
         out.append(row)
     return out
@@ -652,7 +665,10 @@ def table(record: dict) -> str:
                          f"{c['p99']['simulated_s'] * 1e3:10.1f} {c['p99']['error']:+7.1%}")
     lines.append("all within bounds" if record["within_bounds"] else "NOT all within bounds")
     if any("bracketed" in r for r in record["runs"]):
-        lines.append("errors above: probe-tracked (the host's speed from a probe at every step); bracketed "
+        judged = next(r.get("prediction", "probe-tracked") for r in record["runs"] if "bracketed" in r)
+        lines.append(f"errors above: {judged} (the host's speed from a probe at every step"
+                     + ("; steps' decode part x speed, prompt-chunk part x speed^0.5" if judged == "split" else "")
+                     + "); bracketed "
                      "calibrations alone, TTFT p50 / p99, ITL p50 / p99:")
         for r in record["runs"]:
             if "bracketed" in r:
@@ -942,7 +958,7 @@ def engines_table(summary: dict) -> str:
 
 def probe_table(records: list) -> str:
     """The probe-tracked records (serving.hostspeed) run by run: per repeat and rate, the four errors
-    (TTFT p50 / p99, ITL p50 / p99) probe-tracked and bracketed, each marked * where outside its bound,
+    (TTFT p50 / p99, ITL p50 / p99) of the judged probe prediction and bracketed, each marked * where outside its bound,
     the probe's share of the live steps' time and the range of its speed track."""
     from inferlab.tables import text_table
     rows = []
@@ -958,7 +974,7 @@ def probe_table(records: list) -> str:
             rows.append((rec["created"][:16].replace("T", " "), f"{r['fraction']:.2f}x" +
                          ("" if r["bounded"] else " (unbounded)"), *cells, f"{r['probe']['share']:.1%}",
                          f"{min(sp):.2f}-{max(sp):.2f}"))
-    return text_table(("recorded (UTC)", "load", "probe-tracked err", "bracketed err", "probe share",
+    return text_table(("recorded (UTC)", "load", "judged err", "bracketed err", "probe share",
                        "speed"), rows, ("s",) * 6)
 
 
@@ -974,8 +990,8 @@ def _pct(x: float) -> str:
 
 
 def repeats_markdown(records: list) -> str:
-    """The probe-tracked records as a Markdown table, one row per repeat and prediction (probe-tracked,
-    bracketed) and one column per rate: TTFT p50 / p99, ITL p50 / p99 errors in %, an error outside
+    """The probe-tracked records as a Markdown table, one row per repeat and prediction (the judged
+    one, the other probe prediction where the record has it, bracketed) and one column per rate: TTFT p50 / p99, ITL p50 / p99 errors in %, an error outside
     its bound at a bounded rate in bold, a percentile the run's `sensitivity` calls knife-edged marked †, and ✓ where
     all four are within their bounds. The README's table is this function's output (a test checks)."""
     recs = [r for r in records if any("bracketed" in x for x in r["runs"])]
@@ -986,11 +1002,14 @@ def repeats_markdown(records: list) -> str:
                                    for r in fr) + " |"
     lines = [head, "|---" * (len(fr) + 1) + "|"]
     for i, rec in enumerate(recs, 1):
-        for label in ("probe-tracked", "bracketed"):
+        judged = next(r.get("prediction", "probe-tracked") for r in rec["runs"] if "bracketed" in r)
+        rows = [(f"{judged} (judged)", None)] + [(k, PREDICTION_KEYS[k]) for k in PREDICTIONS if k != judged and all(
+            PREDICTION_KEYS[k] in r for r in rec["runs"])] + [("bracketed", "bracketed")]
+        for label, key in rows:
             cells = []
             for r in rec["runs"]:
-                cmp = r["comparison"] if label == "probe-tracked" else r["bracketed"]["comparison"]
-                edge = r.get("sensitivity", {}).get("knife_edge", {}) if label == "probe-tracked" else {}
+                cmp = r["comparison"] if key is None else r[key]["comparison"]
+                edge = r.get("sensitivity", {}).get("knife_edge", {}) if key is None else {}
                 vals = []
                 for m, p, _ in ERROR_KEYS:
                     e = cmp[m][p]["error"]
