@@ -265,6 +265,20 @@ def test_repredict_reproduces_the_recorded_predictions_from_the_record_alone():
         validate.repredict({"config": {}, "runs": [], "summary": {"engine": "inferlab"}}, lambda f, t: f)
 
 
+def test_normalized_durations_refer_each_step_to_the_calibrations_median_probe_by_hand():
+    """8 steps probed at 1 ms (t = 0-0.7 s), 8 at 3 ms (t = 100-100.7 s): the median probe is 2 ms, the
+    running median (4 s window) 1 ms in the first group and 3 ms in the second, so the host ran at
+    speed 0.5 then 1.5 of the median: 1 s steps become 2 s and 2/3 s."""
+    from inferlab.serving.hostspeed import ProbeLog, normalized_durations
+    t = [0.1 * i for i in range(8)] + [100 + 0.1 * i for i in range(8)]
+    log = ProbeLog(t, [1e-3] * 8 + [3e-3] * 8)
+    np.testing.assert_allclose(normalized_durations([1.0] * 16, log), [2.0] * 8 + [2 / 3] * 8)
+    with pytest.raises(ValueError, match="one probe per step"):
+        normalized_durations([1.0] * 15, log)
+    with pytest.raises(ValueError, match="durations_s"):
+        normalized_durations([1.0] * 15 + [0.0], log)
+
+
 # -- the fitted step time ---------------------------------------------------------------------------
 def test_step_features_by_hand():
     # two decodes after 5 cached keys each (decode_kv_tokens = 6 + 6), a chunk of 4 after 3 cached:
@@ -426,7 +440,7 @@ def test_bracketed_validation_end_to_end_on_the_tiny_model(engine):
     assert rec["summary"]["engine"] == engine
     keys = ["fraction", "bounded", "requests", "ttft_p50_error", "ttft_p99_error", "itl_p50_error", "itl_p99_error"]
     if engine == "transformers":  # the judged probe prediction, with the others' errors beside
-        keys += ["prediction", "bracketed", "tracked"]
+        keys += ["prediction", "bracketed", "split"]
         assert rec["summary"]["rates"][0]["bracketed"]["itl_p99_error"] == \
             run["bracketed"]["comparison"]["itl_s"]["p99"]["error"]
     assert [sorted(r) for r in rec["summary"]["rates"]] == [sorted(keys)]
@@ -453,10 +467,13 @@ def test_bracketed_validation_end_to_end_on_the_tiny_model(engine):
     assert "one before and one after each rate" in validate.conclusion(rec)
     if engine == "transformers":  # the probe: once per step, its cost the sum of its samples over the steps'
         pr = run["probe"]
-        assert run["prediction"] == "split" and len(pr["probe_s"]) == len(run["step_log"]["step_s"])
-        assert run["chunk_exponent"] == 0.5 and "within_bounds" in run["tracked"]["comparison"]
-        assert rec["summary"]["rates"][0]["tracked"]["ttft_p99_error"] == \
-            run["tracked"]["comparison"]["ttft_s"]["p99"]["error"]
+        assert run["prediction"] == "probe-tracked" and len(pr["probe_s"]) == len(run["step_log"]["step_s"])
+        assert run["chunk_exponent"] == 0.5 and "within_bounds" in run["split"]["comparison"]
+        assert rec["summary"]["rates"][0]["split"]["ttft_p99_error"] == \
+            run["split"]["comparison"]["ttft_s"]["p99"]["error"]
+        # the probe predictions step on the mean of the brackets' probe-normalized fits
+        np.testing.assert_allclose(run["step_model_normalized"]["coefficients"], (
+            np.array(cals[0]["fit_normalized"]["coefficients"]) + np.array(cals[1]["fit_normalized"]["coefficients"])) / 2)
         assert pr["share"] == pytest.approx(sum(pr["probe_s"]) / sum(run["step_log"]["step_s"]))
         cal_p = sum(sum(c["probe"]["probe_s"]) for c in cals)
         cal_s = sum(sum(c["step_log"]["step_s"]) for c in cals)

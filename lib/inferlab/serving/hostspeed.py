@@ -197,6 +197,28 @@ class SpeedTrackedStepTime:
         return self.base(tokens, logits, attn_pairs, attn_kv_tokens) * self.track.speed_at(self._need(t_s))
 
 
+def normalized_durations(durations_s, log: ProbeLog) -> np.ndarray:
+    """A calibration's step durations referred to its own median probe: each step's duration over the
+    calibration's speed at that step, the running median of its own probes (SpeedTrack, default
+    window) over their median,
+
+        d_i' = d_i / speed(t_i),   speed(t) = median{probe_s within window_s / 2 of t} / median(probe_s)
+
+    one probe per step, in step order (`log.times_s[i]` is step i's probe). A fit to d' predicts the
+    steps of a host whose probe reads that median, which is what the reference of a probe-tracked
+    prediction (`reference_probe_s`) says it does: the fit and the probe then agree on what speed 1
+    means even when the host moved during the calibration. (Fitted to the raw durations, the fit
+    averages over the calibration's moves while its reference is the probe's median; stop 24's
+    first held-out repeat read the decode steps ~10 % slower than the probe-tracked prediction.)"""
+    d = _times("durations_s", durations_s, positive=True)
+    if not isinstance(log, ProbeLog):
+        raise ValueError(f"log must be a ProbeLog; got {type(log).__name__}")
+    if log.probe_s.size != d.size:
+        raise ValueError(f"one probe per step: got {log.probe_s.size} probes for {d.size} steps")
+    track = SpeedTrack(log, float(np.median(log.probe_s)))
+    return d / track.speeds(log.times_s)
+
+
 # The exponent of the host's speed applied to the prompt-chunk part of a step (SplitSpeedStepTime).
 # Chosen on development data only: stop 23's three records and the 64-token pilot run of stop 24
 # (12 bounded (repeat, rate) pairs), re-simulated from their recorded step models and probe logs:
