@@ -529,7 +529,7 @@ print(validate.table(here))
 # prompts are split across steps. Its step time cannot be composed from our operators: on a CPU
 # its attention runs once per layer over all of a step's queries and keys under a block mask, and
 # its scheduling and cache indexing run in Python every step. So the engine is first timed on a
-# calibration workload of its own (lone prompts decoding alone, then a burst), and a step-time model with a cost
+# calibration workload of its own (lone prompts, each served alone, then a burst), and a step-time model with a cost
 # per step, per token (with the turn from weight-bound to compute-bound), per request, per cached
 # key read and per query-key pair of that whole-step attention is fitted to those steps
 # (`serving.fitted`). The workloads being predicted are never timed for it.
