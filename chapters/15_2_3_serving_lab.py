@@ -547,12 +547,16 @@ print(validate.table(here))
 # Calibrations a minute apart still miss the host's moves within a rate, so transformers' engine also
 # carries a probe inside its own loop (`serving.hostspeed`): at every step, in the engine's thread and
 # inside the step's timed window, one row goes through a copy of the model's MLP weight, the kernel a
-# decode step is made of. The calibrations' probes give the speed at which their fits hold; the live
+# decode step is made of. The calibrations' probes give the speed at which their fits hold (each
+# calibration step's time is first divided by the host's speed on the probe at that moment, so the fit
+# describes the host at the calibration's median probe even if it moved meanwhile); the live
 # run's probes, as a running median over a few seconds, give the host's speed at every moment of it.
 # The simulator then steps on the fitted step time scaled by that speed at its own clock (the probe
 # sits inside the step in both the calibrations and the live run, so the fit already includes its
-# cost). Each record keeps both predictions: the probe-tracked one, which the bounds are judged on,
-# and the bracketed one without the probe.
+# cost). Each record keeps three predictions: the probe-tracked one, which the bounds are judged on;
+# a 'split' one that scales only the decode part of each step by the probe and the part its prompt
+# chunks add by the square root of it (compute-bound work follows a memory probe less); and the
+# bracketed one without the probe.
 #
 # How much can a single percentile be trusted? Each run also re-simulates its own workload with every
 # step 5 % shorter and 5 % longer. Most percentiles move by about 5 %, as the steps do. A few move
