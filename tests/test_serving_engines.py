@@ -251,16 +251,27 @@ def test_repredict_reproduces_the_recorded_predictions_from_the_record_alone():
     """Re-simulated from the record (its workload's config and seed, each run's fit and probe log),
     the probe-tracked and the bracketed predictions come out exactly as recorded: what repredict
     adds (another step time) is judged on the very runs and workloads the record holds."""
-    from inferlab.serving.hostspeed import SpeedTrackedStepTime
-    rec = validate.recorded(engine="transformers")[0]
-    tracked = validate.repredict(rec, lambda fit, track: SpeedTrackedStepTime(fit, track))
-    bracketed = validate.repredict(rec, lambda fit, track: fit)
-    assert len(tracked) == len(rec["runs"]) >= 3
-    for r, t, b in zip(rec["runs"], tracked, bracketed):
-        for m, p, _ in validate.ERROR_KEYS:
-            assert t["comparison"][m][p]["error"] == pytest.approx(r["comparison"][m][p]["error"], abs=1e-12)
-            assert b["comparison"][m][p]["error"] == \
-                pytest.approx(r["bracketed"]["comparison"][m][p]["error"], abs=1e-12)
+    from pathlib import Path
+
+    from inferlab.serving.hostspeed import SpeedTrackedStepTime, SplitSpeedStepTime
+    dev = Path(__file__).resolve().parents[1] / "data" / "measurements" / "serving" / "development"
+    old = validate.recorded(dev, engine="transformers")[0]  # stop 23: probe-tracked on the raw fits
+    new = validate.recorded(engine="transformers")[-1]      # since: on the probe-normalized fits, split beside
+    cases = [(old, "step_model", "comparison", lambda f, t: SpeedTrackedStepTime(f, t)),
+             (old, "step_model", "bracketed", lambda f, t: f),
+             (new, "step_model_normalized", "comparison", lambda f, t: SpeedTrackedStepTime(f, t)),
+             (new, "step_model_normalized", "split", lambda f, t: SplitSpeedStepTime(f, t)),
+             (new, "step_model", "bracketed", lambda f, t: f)]
+    for rec, fit_key, where, make in cases:
+        got = validate.repredict(rec, make, fit_key)
+        assert len(got) == len(rec["runs"]) >= 3
+        for r, g in zip(rec["runs"], got):
+            want = r["comparison"] if where == "comparison" else r[where]["comparison"]
+            for m, p, _ in validate.ERROR_KEYS:
+                assert g["comparison"][m][p]["error"] == pytest.approx(want[m][p]["error"], abs=1e-12)
+    # the normalized fits recomputed from a record's calibrations are the ones it recorded
+    for r, fit in zip(new["runs"], validate.normalized_fits(new)):
+        np.testing.assert_allclose(fit.coefficients, r["step_model_normalized"]["coefficients"], rtol=1e-9)
     with pytest.raises(ValueError, match="probe-tracked transformers"):
         validate.repredict({"config": {}, "runs": [], "summary": {"engine": "inferlab"}}, lambda f, t: f)
 
@@ -277,6 +288,21 @@ def test_normalized_durations_refer_each_step_to_the_calibrations_median_probe_b
         normalized_durations([1.0] * 15, log)
     with pytest.raises(ValueError, match="durations_s"):
         normalized_durations([1.0] * 15 + [0.0], log)
+
+
+def test_readme_counts_of_the_development_records_are_recomputed_from_them():
+    """How the judged probe prediction was chosen (README): the bounded pairs of the development
+    records (data/measurements/serving/development) within both bounds per prediction, re-simulated
+    from the records; a count typed into the README that the records do not give fails here."""
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[1]
+    recs = validate.recorded(root / "data" / "measurements" / "serving" / "development", engine="transformers")
+    assert len(recs) == 5
+    c = validate.prediction_counts(recs)
+    readme = " ".join((root / "README.md").read_text(encoding="utf-8").split())
+    assert (f"within both bounds {c['probe-tracked (raw fits)']} of {c['pairs']} probe-tracked on raw fits, "
+            f"{c['probe-tracked']} probe-tracked on normalized fits, {c['split']} split on normalized fits") in readme
+    assert c["pairs"] == 15 and c["probe-tracked"] >= c["probe-tracked (raw fits)"]
 
 
 # -- the fitted step time ---------------------------------------------------------------------------

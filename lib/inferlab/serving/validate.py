@@ -506,6 +506,42 @@ def repredict(record: dict, make_step_time, fit_key: str = "step_model") -> list
     return out
 
 
+def normalized_fits(record: dict) -> list:
+    """Per run of a probe-tracked record, the mean of its two brackets' probe-normalized fits
+    (hostspeed.normalized_durations), recomputed from the calibrations' step and probe logs: what
+    `step_model_normalized` holds in records made since, for records made before it."""
+    from inferlab.serving.bracketing import mean_fit
+    from inferlab.serving.fitted import FittedStepTime
+    from inferlab.serving.hostspeed import ProbeLog, normalized_durations
+    fits = []
+    for c in record["calibrations"]:
+        sl = c["step_log"]
+        steps = [(n, kv, [tuple(x) for x in ch], s) for n, kv, ch, s in
+                 zip(sl["n_decode"], sl["decode_kv_tokens"], sl["chunks"], sl["sampled"])]
+        log = ProbeLog(c["probe"]["times_s"], c["probe"]["probe_s"])
+        fits.append(FittedStepTime.fit(steps, normalized_durations(sl["step_s"], log)))
+    return [mean_fit([fits[b], fits[a]]) for b, a in (r["calibrations"] for r in record["runs"])]
+
+
+def prediction_counts(records: list) -> dict:
+    """How many bounded (repeat, rate) pairs of probe-tracked records each probe prediction puts within
+    both bounds, re-simulated from the records (repredict): {"pairs", "probe-tracked (raw fits)",
+    "probe-tracked", "split"} (the last two on probe-normalized fits, normalized_fits)."""
+    from inferlab.serving.hostspeed import SpeedTrackedStepTime, SplitSpeedStepTime
+    out = {"pairs": 0, "probe-tracked (raw fits)": 0, "probe-tracked": 0, "split": 0}
+    for rec in records:
+        norm = normalized_fits(rec)
+        bounded = [i for i, r in enumerate(rec["runs"]) if r["bounded"]]
+        out["pairs"] += len(bounded)
+        for i in bounded:
+            one = {**rec, "runs": [rec["runs"][i]]}
+            for name, make in (("probe-tracked (raw fits)", lambda f, t: SpeedTrackedStepTime(f, t)),
+                               ("probe-tracked", lambda f, t: SpeedTrackedStepTime(norm[i], t)),
+                               ("split", lambda f, t: SplitSpeedStepTime(norm[i], t))):
+                out[name] += repredict(one, make)[0]["comparison"]["within_bounds"]
+    return out
+
+
 def rates_summary(runs: list) -> list:
     """summary.rates of a record: per run {fraction, bounded, requests (the sample behind each
     TTFT percentile), ttft_p50_error, ttft_p99_error, itl_p50_error, itl_p99_error} (errors:
