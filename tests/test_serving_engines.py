@@ -253,6 +253,7 @@ def test_repredict_reproduces_the_recorded_predictions_from_the_record_alone():
     adds (another step time) is judged on the very runs and workloads the record holds."""
     from pathlib import Path
 
+    from inferlab.measure.plan import CPU_MODEL
     from inferlab.serving.hostspeed import SpeedTrackedStepTime, SplitSpeedStepTime
     dev = Path(__file__).resolve().parents[1] / "data" / "measurements" / "serving" / "development"
     old = validate.recorded(dev, engine="transformers")[0]  # stop 23: probe-tracked on the raw fits
@@ -263,7 +264,7 @@ def test_repredict_reproduces_the_recorded_predictions_from_the_record_alone():
              (new, "step_model_normalized", "split", lambda f, t: SplitSpeedStepTime(f, t)),
              (new, "step_model", "bracketed", lambda f, t: f)]
     for rec, fit_key, where, make in cases:
-        got = validate.repredict(rec, make, fit_key)
+        got = validate.repredict(rec, CPU_MODEL, make, fit_key)
         assert len(got) == len(rec["runs"]) >= 3
         for r, g in zip(rec["runs"], got):
             want = r["comparison"] if where == "comparison" else r[where]["comparison"]
@@ -273,7 +274,9 @@ def test_repredict_reproduces_the_recorded_predictions_from_the_record_alone():
     for r, fit in zip(new["runs"], validate.normalized_fits(new)):
         np.testing.assert_allclose(fit.coefficients, r["step_model_normalized"]["coefficients"], rtol=1e-9)
     with pytest.raises(ValueError, match="probe-tracked transformers"):
-        validate.repredict({"config": {}, "runs": [], "summary": {"engine": "inferlab"}}, lambda f, t: f)
+        validate.repredict({"config": {}, "runs": [], "summary": {"engine": "inferlab"}}, CPU_MODEL, lambda f, t: f)
+    with pytest.raises(ValueError, match=r"model must be the record's \(cpu-0.5b\); got tiny"):
+        validate.repredict(new, TINY_MODEL, lambda f, t: f)
 
 
 def test_normalized_durations_refer_each_step_to_the_calibrations_median_probe_by_hand():
@@ -298,7 +301,8 @@ def test_readme_counts_of_the_development_records_are_recomputed_from_them():
     root = Path(__file__).resolve().parents[1]
     recs = validate.recorded(root / "data" / "measurements" / "serving" / "development", engine="transformers")
     assert len(recs) == 5
-    c = validate.prediction_counts(recs)
+    from inferlab.measure.plan import CPU_MODEL
+    c = validate.prediction_counts(recs, CPU_MODEL)
     readme = " ".join((root / "README.md").read_text(encoding="utf-8").split())
     assert (f"within both bounds {c['probe-tracked (raw fits)']} of {c['pairs']} probe-tracked on raw fits, "
             f"{c['probe-tracked']} probe-tracked on normalized fits, {c['split']} split on normalized fits") in readme

@@ -466,16 +466,16 @@ def _length_dist(d: dict) -> LengthDist:
     return LengthDist(d["kind"], mean, d["cv"], d.get("low", max(1, int(mean) // 8)), d.get("high", 3 * int(mean)))
 
 
-def repredict(record: dict, make_step_time, fit_key: str = "step_model") -> list:
+def repredict(record: dict, model: ModelConfig, make_step_time, fit_key: str = "step_model") -> list:
     """Re-simulate every probe-tracked run of a recorded validation on another step time, from what the
-    record keeps (its workload's config and seed, each run's averaged fit `step_model` and probe log):
+    record keeps (its workload's config and seed, each run's averaged fit `step_model` and probe log),
+    with `model` the record's ModelConfig (resolve config.model at the edge):
     `make_step_time(fit, track)` -> a step-time model (fit: serving.fitted.FittedStepTime, track:
     serving.hostspeed.SpeedTrack; fit_key: the run's fit to use, 'step_model' (the brackets' mean
     fit) or 'step_model_normalized' (their probe-normalized fits' mean)). Returns per run {fraction, bounded, comparison (with the live
     percentiles the record holds)}. A prediction first made this way, after the live runs, says so
     where it is reported."""
     from inferlab.measure.ceilings import Ceilings
-    from inferlab.measure.plan import resolve_model
     from inferlab.serving.fitted import FittedStepTime
     from inferlab.serving.hostspeed import ProbeLog, SpeedTrack
     from inferlab.serving.policies import TransformersFIFO
@@ -484,7 +484,9 @@ def repredict(record: dict, make_step_time, fit_key: str = "step_model") -> list
     c = record["config"]
     if record_engine(record) != "transformers" or not any("probe" in r for r in record["runs"]):
         raise ValueError("record must be a probe-tracked transformers validation (serving.hostspeed)")
-    cfg = resolve_model(c["model"])
+    cfg = check_model(model, "model")
+    if cfg.name != c["model"]:
+        raise ValueError(f"model must be the record's ({c['model']}); got {cfg.name}")
     acc = Ceilings.from_dict(record["ceilings"]).accelerator("measured-cpu")
     pol = TransformersFIFO(token_budget=c["max_batch_tokens"], max_num_seqs=c["max_num_seqs"],
                            page_size=c["page_size"])
@@ -523,9 +525,9 @@ def normalized_fits(record: dict) -> list:
     return [mean_fit([fits[b], fits[a]]) for b, a in (r["calibrations"] for r in record["runs"])]
 
 
-def prediction_counts(records: list) -> dict:
+def prediction_counts(records: list, model: ModelConfig) -> dict:
     """How many bounded (repeat, rate) pairs of probe-tracked records each probe prediction puts within
-    both bounds, re-simulated from the records (repredict): {"pairs", "probe-tracked (raw fits)",
+    both bounds, re-simulated from the records (repredict; `model` their ModelConfig): {"pairs", "probe-tracked (raw fits)",
     "probe-tracked", "split"} (the last two on probe-normalized fits, normalized_fits)."""
     from inferlab.serving.hostspeed import SpeedTrackedStepTime, SplitSpeedStepTime
     out = {"pairs": 0, "probe-tracked (raw fits)": 0, "probe-tracked": 0, "split": 0}
@@ -538,7 +540,7 @@ def prediction_counts(records: list) -> dict:
             for name, make in (("probe-tracked (raw fits)", lambda f, t: SpeedTrackedStepTime(f, t)),
                                ("probe-tracked", lambda f, t: SpeedTrackedStepTime(norm[i], t)),
                                ("split", lambda f, t: SplitSpeedStepTime(norm[i], t))):
-                out[name] += repredict(one, make)[0]["comparison"]["within_bounds"]
+                out[name] += repredict(one, model, make)[0]["comparison"]["within_bounds"]
     return out
 
 
