@@ -20,8 +20,11 @@ batching (`serving.engines.transformers_cb`), simulated with its scheduler
 (`policies.TransformersFIFO`) on a step time fitted to a calibration run of that engine
 (`serving.fitted`: a burst and a few lone prompts, a workload other than the ones predicted),
 one before and one after each rate (`serving.bracketing`), and scaled over time by the host's
-speed from a probe the engine runs at every step (`serving.hostspeed`): `comparison` and
-`summary.rates` are that probe-tracked prediction's, `bracketed` the prediction without the probe.
+speed from a probe the engine runs at every step (`serving.hostspeed`), on the brackets'
+probe-normalized fits: `comparison` and `summary.rates` are the judged prediction's (PREDICTION,
+'probe-tracked'), `split` the other probe prediction's, `bracketed` the prediction without the probe.
+Each run also records `sensitivity` (step_sensitivity: how far a uniform 5 % step error moves each
+simulated percentile), and `repredict` re-simulates a record's runs on another step time.
 Each record's `summary` names the engine, its version and, per rate fraction, the four errors.
 """
 from __future__ import annotations
