@@ -405,6 +405,9 @@ def test_engines_summary_spread_and_recorded_filter_by_hand(tmp_path):
     edge = {m: {"p50": False, "p99": False} for m in ("ttft_s", "itl_s")}
     a["runs"][0]["sensitivity"] = {"knife_edge": edge}
     b["runs"][0]["sensitivity"] = {"knife_edge": {**edge, "ttft_s": {"p50": False, "p99": True}}}
+    # a third, later repeat without a sensitivity (as records made before it): it must not shift the
+    # alignment of the others' knife-edges with their errors
+    e = _rec("transformers", "2026-12-01T22:20:00+00:00", [_run(0.3, (0.0, 0.0, 0.0, 0.0))])
     # its brackets ran at speeds 1.0 and 1.3, its live run at 1.4: outside them
     b["calibrations"] = [{"speed": 1.0}, {"speed": 1.3}]
     b["runs"][0].update({"calibrations": [0, 1], "live_speed": 1.4})
@@ -432,6 +435,11 @@ def test_engines_summary_spread_and_recorded_filter_by_hand(tmp_path):
             "of 1 bounded runs") in words
     assert "Each TTFT p99 is taken over 20 requests: it lies between the two slowest" in words
     assert t["knife_edge"] == [[], ["ttft_p99"]]
+    later = validate.engines_summary([a, b, e])  # the repeat without a sensitivity last
+    assert later["transformers"]["fractions"][0.3]["knife_edge"] == [[], ["ttft_p99"], None]
+    assert ("In the 2 (repeat, rate) pairs that recorded it, a uniform 5% step-time error would move 1 of 8 "
+            "simulated percentiles past their bound (knife-edged); 1 of 1 misses among them at such a "
+            "percentile.") in validate.engines_conclusion(later)
     assert ("In the 2 (repeat, rate) pairs that recorded it, a uniform 5% step-time error would move 1 of 8 "
             "simulated percentiles past their bound (knife-edged); 1 of 1 misses among them at such a "
             "percentile.") in words

@@ -954,9 +954,10 @@ def engines_summary(records: list) -> dict:
                 "live": {k: [] for *_, k in ERROR_KEYS}, "within": [], "step_ratio": [], "replay": [],
                 "requests": [], "within_first_calibration": [], "live_between": [], "within_bracketed": [], "within_tracked": [],
                 "bracketed_error": {k: [] for *_, k in ERROR_KEYS}, "probe_speed": [], "knife_edge": []})
-            if "sensitivity" in run:  # per repeat: the keys a uniform 5 % step error moves past their bound
-                ke = run["sensitivity"]["knife_edge"]
-                f["knife_edge"].append([k for m, p, k in ERROR_KEYS if ke[m][p]])
+            # per repeat (aligned with "error"): the keys a uniform 5 % step error moves past their bound;
+            # None for a repeat recorded before the sensitivity was
+            ke = run.get("sensitivity", {}).get("knife_edge")
+            f["knife_edge"].append(None if ke is None else [k for m, p, k in ERROR_KEYS if ke[m][p]])
             f["step_ratio"].append(float(run["step_time_error"]["median_ratio"]))
             f["requests"].append(int(run["requests"]))
             if "live_speed" in run:  # the live run's speed inside the range of its two brackets' speeds?
@@ -1122,10 +1123,10 @@ def engines_conclusion(summary: dict) -> str:
                        f"host's speed on it {_span(min(a for a, _ in speeds), max(b for _, b in speeds), '.2f')} of the "
                        f"calibrations'): {ok_t} of {len(tracked)} of those pairs within both bounds with it, "
                        f"{sum(tracked)} of {len(tracked)} with the bracketing calibrations alone.")
-        edged = [(x, i) for x in bounded.values() for i in range(len(x["knife_edge"]))]
+        edged = [(x, i) for x in bounded.values() for i, ke in enumerate(x["knife_edge"]) if ke is not None]
         if edged:
             miss = [(k, k in x["knife_edge"][i]) for x, i in edged for m, p, k in ERROR_KEYS
-                    if abs(x["error"][k][-len(x["knife_edge"]) + i]) > BOUNDS[p]]
+                    if abs(x["error"][k][i]) > BOUNDS[p]]
             n_edge = sum(len(x["knife_edge"][i]) for x, i in edged)
             replay += (f" In the {len(edged)} (repeat, rate) pairs that recorded it, a uniform {STEP_SENSITIVITY:.0%} "
                        f"step-time error would move {n_edge} of {4 * len(edged)} simulated percentiles past their "
