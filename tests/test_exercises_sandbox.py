@@ -239,6 +239,25 @@ def test_cpu_and_wall_time_limits_are_reported_as_their_causes(tmp_path, monkeyp
     assert list(tmp_path.glob("inferlab-grade-*")) == []
 
 
+def test_the_cpu_time_limit_is_the_students_not_the_runners(tmp_path):
+    """RLIMIT_CPU is per process, and the runner that relays the kernel's output spends CPU time too (start-up,
+    polling, parsing). With the limit on the runner as well, a slow CPU spent the student's 4 s in the runner first:
+    SIGXCPU killed the runner and the run left no report. At a 1 s limit the runner's own imports and kernel start
+    exceed it on any CPU, so this test fails where the runner carries the student's limit: the spinning kernel must
+    still be the one stopped, and named as such; the kernel sees exactly the student's limit."""
+    from inferlab.exercises import grade as grading
+    path = tmp_path / "limit.ipynb"
+    nbformat.write(notebook("import resource\nprint(resource.getrlimit(resource.RLIMIT_CPU))", "while True:\n    pass"),
+                   path)
+    executed = tmp_path / "executed.ipynb"
+    report = grading.execute(path, plan=[], sandbox=True, limits=sb.Limits(cpu_s=1), cell_timeout=60,
+                             time_limit=60, tmp_root=tmp_path, executed_path=executed)
+    assert not report.get("not_graded"), report
+    assert "kernel died (CPU-time limit (1 s)); later cells not run" in report["problems"], report["problems"]
+    printed = "".join(o.get("text", "") for o in nbformat.read(executed, as_version=4).cells[0].outputs)
+    assert printed.strip() == "(1, 6)", printed
+
+
 def spinners(cpu: int, n: int) -> list:
     """`n` busy loops pinned to CPU `cpu`: a host made busy on purpose, for one CPU."""
     return [subprocess.Popen([sys.executable, "-c", f"import os\nos.sched_setaffinity(0, {{{cpu}}})\nwhile True:\n    pass"])

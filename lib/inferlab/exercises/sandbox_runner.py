@@ -39,6 +39,8 @@ POLL_S = 0.2  # how often `Budget` reads the sandbox's times
 INTERRUPT_GRACE_S = 5.0  # own time a cell may run after its interrupt before the kernel is killed
 WALL_FACTOR = 10  # wall-clock backstop of a cell: WALL_FACTOR x its budget (+ 10 s); reached only if `Budget` fails
 START_ATTEMPTS = 2  # kernel starts tried before a run is given up (a start runs no student code)
+CPU_HARD_MARGIN_S = 5  # RLIMIT_CPU: the hard limit (SIGKILL) this far past the soft one (SIGXCPU)
+RUNNER_CPU_RESERVE_S = 120  # CPU seconds the runner may use beyond the student's limit (see set_limits)
 
 # Sent to the kernel after a check cell: the answer variable as JSON (sets tagged, numpy scalars unwrapped).
 CAPTURE = r'''
@@ -116,19 +118,41 @@ def send(result_fd, name: str, data: bytes) -> None:
         pass
 
 
+def cpu_limit(limits: dict) -> tuple | None:
+    """The kernel's RLIMIT_CPU: (soft, hard) = (cpu_s, cpu_s + 5): SIGXCPU at the limit, SIGKILL a little later."""
+    if not limits.get("cpu_s"):
+        return None
+    soft = max(1, int(limits["cpu_s"]))
+    return soft, soft + CPU_HARD_MARGIN_S
+
+
 def set_limits(limits: dict) -> None:
+    """The runner's own limits, inherited by the kernel it starts. The CPU-time limit is the student's, not the
+    runner's: the runner keeps RUNNER_CPU_RESERVE_S more (it polls, parses and relays for the whole run, and on a
+    slow CPU that added up to the student's 4 s before the kernel did: SIGXCPU then killed the runner, and the run
+    left no report). The kernel gets exactly `cpu_limit` once it has started (`limit_kernel`)."""
     def cap(which, value):
         if value:
             value = int(value)
             resource.setrlimit(which, (value, value))
 
     cap(resource.RLIMIT_AS, limits.get("memory_bytes"))
-    if limits.get("cpu_s"):  # soft limit SIGXCPU, hard a little later SIGKILL
-        soft = int(limits["cpu_s"])
-        resource.setrlimit(resource.RLIMIT_CPU, (soft, soft + 5))
+    kernel = cpu_limit(limits)
+    if kernel is not None:
+        own = kernel[0] + RUNNER_CPU_RESERVE_S
+        resource.setrlimit(resource.RLIMIT_CPU, (own, own + CPU_HARD_MARGIN_S))
     cap(resource.RLIMIT_NPROC, limits.get("processes"))
     cap(resource.RLIMIT_FSIZE, limits.get("file_bytes"))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+
+def limit_kernel(pid: int, limits: dict) -> None:
+    """Lower the started kernel's RLIMIT_CPU to the student's `cpu_limit` (lowering needs no privilege). Called
+    before the first cell runs, so no student code ever runs under the runner's reserve; what the kernel starts
+    inherits it."""
+    kernel = cpu_limit(limits)
+    if kernel is not None:
+        resource.prlimit(int(pid), resource.RLIMIT_CPU, kernel)
 
 
 def _stat_times(pid, proc: str = "/proc") -> tuple | None:
@@ -418,6 +442,10 @@ def main(argv) -> int:
     def run_all():
         with client.setup_kernel():
             started["kernel"] = True
+            proc = getattr(getattr(client.km, "provisioner", None), "process", None)
+            if getattr(proc, "pid", None) is None:
+                raise RuntimeError("the kernel's process is unknown: its CPU-time limit cannot be set")
+            limit_kernel(proc.pid, args["limits"])
             for index, cell in enumerate(nb.cells):
                 if cell.cell_type != "code" or not cell.source.strip():
                     continue
