@@ -143,22 +143,101 @@ def read_bandwidth(device: str, nbytes: float, *, seed: int = 0, warmup: int = 1
     return rates[best[0]], best[1], rates
 
 
+# Pricing a product before timing it. A slow path (bf16 without AVX512-BF16 or AMX: fastpath.py) costs minutes per
+# call at the planned size, and no repeat budget can stop a call once it has started.
+# ladder: single products at n = PILOT_N, 2 PILOT_N, ... up to the planned n; the next size's call is predicted as
+# 8 x the last call x growth, growth = max(1, (t_k / t_(k-1)) / 8): a rate that falls with size is carried forward,
+# one that rises is not. The largest size whose `calls` predicted calls fit the budget is timed.
+PILOT_N = 256
+MATMUL_BUDGET_S = 10.0  # a ceiling's product: its warm-up and minimum repeats must fit in this
+
+
+def torch_product(a, b, out):
+    import torch
+
+    return torch.mm(a, b, out=out)
+
+
+def _operands(device: str, dtype: str, n: int, seed: int):
+    import torch
+
+    gen = generator(device, seed)
+    a, b = random_tensor((n, n), dtype, device, gen), random_tensor((n, n), dtype, device, gen)
+    return a, b, torch.empty((n, n), dtype=torch_dtype(dtype), device=device)
+
+
+def call_s(device: str, dtype: str, n: int, *, seed: int = 0, product=None, calls: int = 1,
+           warmup: int = 0) -> float:
+    """Median seconds of `calls` synchronised n x n products in `dtype` (after `warmup` untimed ones)."""
+    import torch
+
+    product = product or torch_product
+    a, b, out = _operands(device, dtype, n, seed)
+    with torch.inference_mode():
+        t = time_fn(lambda: product(a, b, out), device=device, warmup=warmup, repeats=calls, min_repeats=calls)
+    return t.median_s
+
+
+def affordable_n(device: str, dtype: str, planned_n: int, budget_s: float, calls: int, *, seed: int = 0,
+                 product=None, pilot_n: int = PILOT_N) -> tuple[int, list]:
+    """(n, ladder): the largest size up to `planned_n` on the ladder (pilot_n, 2 pilot_n, ..., planned_n) whose
+    predicted single call times `calls` fits `budget_s` (see the comment above PILOT_N), and the ladder of
+    (n, seconds of one call) it timed. Each size is timed once before the next is predicted, so no single call
+    is made whose prediction exceeded the budget. At least pilot_n (or planned_n, if smaller) is returned."""
+    positive_int("planned_n", planned_n)
+    positive_int("calls", calls)
+    if not budget_s > 0:
+        raise ValueError(f"budget_s must be positive; got {budget_s!r}")
+    sizes, n = [], min(pilot_n, planned_n)
+    while n < planned_n:
+        sizes.append(n)
+        n *= 2
+    sizes.append(planned_n)
+    ladder = []
+    for size in sizes:
+        if ladder:
+            (n1, t1) = ladder[-1]
+            growth = max(1.0, (t1 / ladder[-2][1]) / (n1 / ladder[-2][0]) ** 3) if len(ladder) > 1 else 1.0
+            predicted = t1 * (size / n1) ** 3 * growth
+            if predicted * calls > budget_s:
+                return n1, ladder
+        ladder.append((size, call_s(device, dtype, size, seed=seed, product=product)))
+    return planned_n, ladder
+
+
+def shrink_reason(dtype: str, planned_n: int, n: int, ladder, budget_s: float, calls: int) -> str:
+    (n1, t1) = ladder[-1]
+    return (f"{dtype} product shrunk from {planned_n}^2 to {n}^2: one {n1}^2 call took {t1:.3g} s, so "
+            f"{calls} calls at {planned_n}^2 would exceed the {budget_s:g} s budget")
+
+
 def matmul_rate(device: str, dtype: str, n: int, *, seed: int = 0, warmup: int = 2, repeats: int = 8,
-                max_time_s: float = 3.0) -> tuple[float, Timing]:
-    """(FLOP/s, Timing) of an n x n by n x n product in `dtype`: 2 n^3 FLOPs per product.
-    Two pairs of random operands alternate; the output is preallocated."""
+                max_time_s: float = 3.0, budget_s: float | None = None, product=None) -> tuple:
+    """(FLOP/s, Timing, shrunk) of an n x n by n x n product in `dtype`: 2 n^3 FLOPs per product.
+    Two pairs of random operands alternate; the output is preallocated. With `budget_s`, the size is first
+    priced on a ladder of single calls (affordable_n: warm-up and minimum repeats must fit it) and
+    shrunk if it does not fit: `shrunk` is then {"n": the size timed, "planned_n", "reason"}, else None.
+    `product(a, b, out)`: the kernel (default torch.mm; tests pass slow stand-ins)."""
     import torch
 
     positive_int("n", n)
+    product = product or torch_product
+    planned, shrunk = int(n), None
+    if budget_s is not None:
+        calls = warmup + min(3, repeats)
+        n, ladder = affordable_n(device, dtype, planned, budget_s, calls, seed=seed, product=product)
+        if n < planned:
+            shrunk = {"n": int(n), "planned_n": planned,
+                      "reason": shrink_reason(dtype, planned, n, ladder, budget_s, calls)}
     gen = generator(device, seed)
     pairs = [(random_tensor((n, n), dtype, device, gen), random_tensor((n, n), dtype, device, gen))
              for _ in range(2)]
     out = torch.empty((n, n), dtype=torch_dtype(dtype), device=device)
     with torch.inference_mode():
-        timing = time_fn(lambda a, b: torch.mm(a, b, out=out), pairs, device=device, warmup=warmup,
+        timing = time_fn(lambda a, b: product(a, b, out), pairs, device=device, warmup=warmup,
                          repeats=repeats, max_time_s=max_time_s)
     del pairs, out
-    return matmul_flops(n) / timing.median_s, timing
+    return matmul_flops(n) / timing.median_s, timing, shrunk
 
 
 def choose_dtype(kind: str, matmul_flops_per_s: dict) -> tuple[str, str]:
@@ -219,6 +298,7 @@ class Ceilings:
     matmul_timing: dict = field(default_factory=dict, hash=False)
     read_bytes_per_s: float | None = None  # the read-only stream: see read_bandwidth
     read_by_kernel: dict = field(default_factory=dict, hash=False)  # each READ_KERNELS' bytes/s
+    matmul_shrunk: dict = field(default_factory=dict, hash=False)  # dtype -> matmul_rate's `shrunk`, where shrunk
 
     def accelerator(self, name: str = "measured") -> Accelerator:
         """These ceilings as a library Accelerator: feed it to inferlab.latency and roofline."""
@@ -235,7 +315,8 @@ class Ceilings:
                 "matmul_n": self.matmul_n,
                 "copy_timing": self.copy_timing.to_dict() if self.copy_timing else None,
                 "matmul_timing": {k: t.to_dict() for k, t in self.matmul_timing.items()},
-                "read_bytes_per_s": self.read_bytes_per_s, "read_by_kernel": dict(self.read_by_kernel)}
+                "read_bytes_per_s": self.read_bytes_per_s, "read_by_kernel": dict(self.read_by_kernel),
+                **({"matmul_shrunk": dict(self.matmul_shrunk)} if self.matmul_shrunk else {})}
 
     @classmethod
     def from_dict(cls, d: dict) -> "Ceilings":
@@ -243,19 +324,26 @@ class Ceilings:
                    d.get("copy_buffer_bytes", 0.0), d.get("matmul_n", 0),
                    Timing.from_dict(d["copy_timing"]) if d.get("copy_timing") else None,
                    {k: Timing.from_dict(t) for k, t in d.get("matmul_timing", {}).items()},
-                   d.get("read_bytes_per_s"), dict(d.get("read_by_kernel") or {}))
+                   d.get("read_bytes_per_s"), dict(d.get("read_by_kernel") or {}), dict(d.get("matmul_shrunk") or {}))
 
 
 def measure_ceilings(device: str, dtypes, *, copy_bytes: float, matmul_n: int, memory_bytes: float,
-                     seed: int = 0, max_time_s: float = 2.0) -> Ceilings:
+                     seed: int = 0, max_time_s: float = 2.0, matmul_budget_s: float | None = None,
+                     product=None) -> Ceilings:
     """Copy bandwidth and the read stream with `copy_bytes` buffers (see stream_buffer_bytes), and
-    the n x n product rate in each of `dtypes`."""
+    the n x n product rate in each of `dtypes`, each product priced first against `matmul_budget_s`
+    (default MATMUL_BUDGET_S; see matmul_rate) and shrunk where it does not fit."""
+    budget = MATMUL_BUDGET_S if matmul_budget_s is None else matmul_budget_s
     bw, bw_timing, buf = copy_bandwidth(device, copy_bytes, seed=seed, max_time_s=max_time_s)
     read, _, by_kernel = read_bandwidth(device, copy_bytes, seed=seed, max_time_s=max_time_s)
-    rates, timings = {}, {}
+    rates, timings, shrunk = {}, {}, {}
     for dt in dtypes:
-        rates[dt], timings[dt] = matmul_rate(device, dt, matmul_n, seed=seed, max_time_s=max_time_s)
-    return Ceilings(bw, rates, float(memory_bytes), buf, int(matmul_n), bw_timing, timings, read, by_kernel)
+        rates[dt], timings[dt], s = matmul_rate(device, dt, matmul_n, seed=seed, max_time_s=max_time_s,
+                                                budget_s=budget, product=product)
+        if s:
+            shrunk[dt] = s
+    return Ceilings(bw, rates, float(memory_bytes), buf, int(matmul_n), bw_timing, timings, read, by_kernel,
+                    shrunk)
 
 
 MAX_WEIGHT_COPIES = 64

@@ -28,6 +28,7 @@ from inferlab.measure.ceilings import (STREAM_FREE_SHARE, Ceilings, bound_ceilin
                                        generator, measure_ceilings, robust_ceiling, roofline_sweep,
                                        torch_dtype)
 from inferlab.measure.breakdown import profile_pass
+from inferlab.measure.fastpath import check_fast_path, device_probe
 from inferlab.measure.drift import PROBE_NOISE, LinearProbes, correction, dominant_linear, drift_summary
 from inferlab.measure.paired import PairedRead
 from inferlab.measure.profile import RESIDUAL_PROBES, measure_profile, pass_residual, time_probes
@@ -139,7 +140,9 @@ def run_suite(*, quick: bool = False, device: str = "auto", dtype: str = "auto",
     """Measure everything on one device and return the run (SuiteResult; .save(path) for JSON).
 
     device: auto | cuda | mps | cpu. dtype: auto (bf16 on a GPU; on a CPU fp32 unless bf16's
-    measured product is faster) or fp32 | bf16 | fp16. model: a preset (cpu-0.5b, tiny) or a
+    measured product is faster) or fp32 | bf16 | fp16. On a CPU a dtype whose product has no fast
+    path (fastpath.py: under a quarter of fp32's rate in a one-second probe) is no candidate, and asked
+    for by name it is refused with the probe's figures. model: a preset (cpu-0.5b, tiny) or a
     data/models.toml name; default cpu-0.5b on a CPU, the largest of llama-2-13b / llama-2-7b
     that fits on a GPU. threads: CPU threads for this run (default: torch's, one per core).
     clock: "wall", or "thread-cpu" (a CPU device and threads=1 only): every timing of the run (ceilings,
@@ -164,22 +167,31 @@ def run_suite(*, quick: bool = False, device: str = "auto", dtype: str = "auto",
     if clock == "thread-cpu" and (kind != "cpu" or torch.get_num_threads() != 1):
         raise ValueError(f"clock 'thread-cpu' needs a CPU device and threads=1 (one thread does all the work); got "
                          f"device {kind!r} with {torch.get_num_threads()} thread(s)")
+    if dtype != "auto":
+        torch_dtype(dtype)
     info = _device.describe(kind)
     free = _device.free_memory_bytes(kind)
     plan, candidates = _resolve_plan(kind, info, free, quick=quick, dtype=dtype, model=model,
                                      decode_mode=decode_mode, plan=plan)
-    if dtype != "auto":
-        torch_dtype(dtype)
-    notes = []
+    # Which dtypes have a fast product here (a second on a slow path): one without is no candidate, and asked for
+    # by name it is refused before the run rather than timed for an hour.
+    probe = device_probe(kind) if kind == "cpu" else None
+    if probe is not None:
+        if dtype != "auto":
+            check_fast_path(kind, dtype, "dtype", probe)
+        candidates = probe.usable(candidates)
+    notes = [f"not measured: {reason}" for reason in (probe.excluded.values() if probe else ())]
     n_points = (len(plan.roofline_ms) + len(plan.prompt_lens) + len(plan.contexts) + 4
                 + (1 if plan.generate_tokens else 0) + len(_plan.fit_batches(plan, free).batches))
     bar = _Progress(n_points, progress, log)
     try:
         with torch.inference_mode():
             with using_clock(clock):  # every timing of the run by one clock: ceilings, profile and points alike
-                result = _measure(plan, kind, info, free, candidates, dtype, seed, bar, notes, clock)
+                result = _measure(plan, kind, info, free, candidates, dtype, seed, bar, notes, clock, probe)
     finally:
         bar.close()
+    if probe is not None:
+        result.data["dtype_probe"] = probe.to_dict()
     result.data["elapsed_s"] = time.perf_counter() - t_start
     return result
 
@@ -189,18 +201,23 @@ def quick_suite(**kwargs) -> SuiteResult:
     return run_suite(quick=True, **kwargs)
 
 
-def _measure(plan, kind, info, free, candidates, dtype, seed, bar, notes, clock="wall") -> SuiteResult:
+def _measure(plan, kind, info, free, candidates, dtype, seed, bar, notes, clock="wall", probe=None) -> SuiteResult:
     import torch
 
     # Ceilings first, in a share of the free memory: the copy buffer is several times the cache.
     bar.stage("ceilings")
     mm_dtypes = sorted(set(candidates) | ({"fp32", "bf16"} if kind == "cpu" else set()))
+    if probe is not None:
+        mm_dtypes = probe.usable(mm_dtypes)
     copy_bytes = min(plan.copy_bytes, STREAM_FREE_SHARE * free)
     ceil = measure_ceilings(kind, mm_dtypes, copy_bytes=copy_bytes, matmul_n=plan.matmul_n,
                             memory_bytes=free, seed=seed)
+    notes.extend(s["reason"] for s in ceil.matmul_shrunk.values())
     bar.update(1)
     if dtype == "auto":
         chosen, reason = choose_dtype(kind, ceil.matmul_flops_per_s)
+        if probe is not None and probe.excluded:  # the excluded dtypes were never timed at the planned size
+            reason = f"{chosen}: " + "; ".join(probe.excluded.values())
     else:
         chosen, reason = dtype, "requested"
     plan = replace(plan, dtype=chosen)

@@ -492,7 +492,8 @@ def register(sub) -> None:
     val = ssub.add_parser("validate", help="serve live and simulate the same workload on the measured "
                                            "operator profile; compare TTFT/ITL p50 and p99 at three loads")
     val.add_argument("--model", default="cpu-0.5b", help="cpu-0.5b, tiny, or a name from `inferlab list`")
-    val.add_argument("--dtype", default="bf16", help="fp32, bf16 or fp16")
+    val.add_argument("--dtype", default="auto", help="auto (bf16 where this CPU has a fast bf16 product, else "
+                                                     "fp32), fp32, bf16 or fp16")
     val.add_argument("--device", default="cpu", help="cpu, cuda or auto")
     val.add_argument("--engine", default="inferlab",
                      help="the live engine: inferlab (the project's loop) or transformers (Hugging Face "

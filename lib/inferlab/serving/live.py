@@ -285,11 +285,13 @@ def run_live(workload: Workload, model_or_cfg=None, *, policy="chunked", max_num
         check_live_memory(cfg, n_slots, max_len, dtype, device, weights=False)
     else:
         from inferlab.measure.ceilings import torch_dtype
+        from inferlab.measure.fastpath import check_fast_path
         from inferlab.measure.plan import TINY_MODEL
         from inferlab.measure.runner import random_model
         cfg = TINY_MODEL if model_or_cfg is None else check_model(model_or_cfg, "model_or_cfg")
         device = resolve_device(device)
         dtype = choice("dtype", dtype or ("fp32" if device == "cpu" else "bf16"), LIVE_DTYPES)
+        check_fast_path(device, dtype, "dtype")  # a dtype with no fast product here is refused (measure.fastpath)
         check_live_memory(cfg, n_slots, max_len, dtype, device)
         model = random_model(cfg, device, dtype, seed)
         tdtype = torch_dtype(dtype)

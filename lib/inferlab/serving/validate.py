@@ -187,7 +187,7 @@ def step_errors(live, step_time) -> dict:
             "p90_abs": float(np.percentile(np.abs(r - 1), 90)), "median_ratio": float(np.median(r))}
 
 
-def validate(*, model: ModelConfig | None = None, dtype: str = "bf16", device: str = "cpu", rates=None,
+def validate(*, model: ModelConfig | None = None, dtype: str = "auto", device: str = "cpu", rates=None,
              fractions=LOAD_FACTORS, duration_s: float | None = None, requests_per_rate: int | None = None,
              prompt: LengthDist = LengthDist("lognormal", 128, 0.5, 16, 384),
              output: LengthDist = LengthDist("lognormal", 32, 0.5, 4, 96), policy: str = "prefill-first",
@@ -197,6 +197,8 @@ def validate(*, model: ModelConfig | None = None, dtype: str = "bf16", device: s
              log=print) -> dict:
     """Measure the profile, then run live and simulated at each rate; return the record (JSON-able).
     model: a ModelConfig (None: the cpu-0.5b preset; resolve a name with measure.plan.resolve_model).
+    dtype: 'auto' (bf16 where its product has a fast path, else fp32: measure.fastpath, as the suite chooses),
+    or fp32 | bf16 | fp16 (one without a fast path on this CPU is refused with the probe's figures).
     engine: 'inferlab' (policy, max_num_seqs, max_len: the live loop's) or 'transformers'
     (max_num_seqs is its max_requests_per_batch, max_batch_tokens its token budget, page_size its
     KV page; policy does not apply: its FIFO scheduler runs; its step time is fitted to calibrations
@@ -212,6 +214,7 @@ def validate(*, model: ModelConfig | None = None, dtype: str = "bf16", device: s
 
     from inferlab.measure import device as _device
     from inferlab.measure.ceilings import measure_ceilings
+    from inferlab.measure.fastpath import check_fast_path, preferred_dtype
     from inferlab.measure.plan import CPU_MODEL
     from inferlab.serving.engines import check_engine, engine_version
     from inferlab.serving.simulate import simulate
@@ -245,6 +248,12 @@ def validate(*, model: ModelConfig | None = None, dtype: str = "bf16", device: s
     kind = _device.resolve_kind(device)
     if engine == "transformers" and kind != "cpu":
         raise ValueError(f"engine 'transformers' is validated on the cpu only; got device {device!r}")
+    if dtype == "auto":
+        dtype, dtype_reason = preferred_dtype(kind, "bf16")
+        log(f"dtype {dtype_reason}")
+    else:
+        check_fast_path(kind, dtype, "dtype")
+        dtype_reason = "requested"
     info = _device.describe(kind)
     prec = Precision(dtype, dtype, dtype)
     free = _device.free_memory_bytes(kind)
@@ -376,7 +385,7 @@ def validate(*, model: ModelConfig | None = None, dtype: str = "bf16", device: s
         log(f"  replay (live step times on the simulated schedule, {replay['matched']} of {replay['steps']} steps "
             f"matched): TTFT p50 {rc['ttft_s']['p50']['error']:+.1%}, p99 {rc['ttft_s']['p99']['error']:+.1%}; "
             f"ITL p50 {rc['itl_s']['p50']['error']:+.1%}, p99 {rc['itl_s']['p99']['error']:+.1%}")
-    config = {"model": cfg.name, "dtype": dtype, "policy": pol.name if engine == "inferlab" else "transformers-fifo",
+    config = {"model": cfg.name, "dtype": dtype, "dtype_reason": dtype_reason, "policy": pol.name if engine == "inferlab" else "transformers-fifo",
               "max_num_seqs": max_num_seqs, "max_len": max_len, "duration_s": duration_s,
               "requests_per_rate": requests_per_rate, "cv": cv, "seed": seed,
               "prompt": {"kind": prompt.kind, "mean": prompt.mean, "cv": prompt.cv, "low": prompt.low,
