@@ -139,6 +139,10 @@ def test_the_suite_never_times_a_dtype_the_probe_excluded(monkeypatch):
     assert "bf16" not in d["ceilings"]["matmul_flops_per_s"]
     assert d["dtype_probe"]["excluded"] == SLOW_BF16.excluded
     assert any(n.startswith("not measured: bf16 product") for n in d["notes"])
+    # each stage's seconds are kept, and together they are the run (less its set-up and the dtype probe)
+    stages = d["stage_elapsed_s"]
+    assert list(stages)[:2] == ["ceilings", "roofline"] and "ceilings again" in stages
+    assert 0 < sum(stages.values()) <= d["elapsed_s"]
 
     def must_not_run(*a, **k):
         raise AssertionError("measured before refusing the dtype")

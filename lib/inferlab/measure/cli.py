@@ -23,7 +23,9 @@ def register(subparsers) -> None:
     p.add_argument("--device", default="auto", choices=("auto", "cuda", "mps", "cpu"),
                    help="where to measure; auto: a GPU if there is one")
     p.add_argument("--dtype", default="auto", choices=("auto", "fp32", "bf16", "fp16"),
-                   help="auto: bf16 on a GPU; fp32 on a CPU unless bf16 products are faster there")
+                   help="auto: bf16 on a GPU; fp32 on a CPU unless bf16 products are faster there. On a CPU "
+                        "without a fast bf16 path (no AVX512-BF16 or AMX) a one-second probe keeps bf16 out of "
+                        "the run, and refuses --dtype bf16 with its figures")
     p.add_argument("--model", default=None,
                    help=f"a preset ({', '.join(PRESETS)}) or a name from `inferlab list` "
                         "(default: cpu-0.5b on a CPU, the largest Llama-2 that fits on a GPU)")

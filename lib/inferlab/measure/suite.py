@@ -83,17 +83,27 @@ def timed_interleaved(points, kind: str, **kwargs) -> list:
 
 
 class _Progress:
-    """A tqdm bar on stderr (or nothing), with messages written above it."""
+    """A tqdm bar on stderr (or nothing), with messages written above it; `stages` keeps the seconds each stage
+    took (recorded in the run as `stage_elapsed_s`, so that stage budgets can be set from measured runs)."""
 
     def __init__(self, total: int, enabled: bool, log):
         self.bar = None
         self.log = log
+        self.stages, self._current = {}, None
         if enabled:
             from tqdm.auto import tqdm
             self.bar = tqdm(total=total, file=sys.stderr, desc="measure", unit="pt", leave=False,
                             dynamic_ncols=True)
 
+    def _end_stage(self):
+        if self._current is not None:
+            name, t0 = self._current
+            self.stages[name] = self.stages.get(name, 0.0) + time.perf_counter() - t0
+            self._current = None
+
     def stage(self, text: str):
+        self._end_stage()
+        self._current = (text, time.perf_counter())
         if self.bar is not None:
             self.bar.set_description(text)
         if self.log:
@@ -104,6 +114,7 @@ class _Progress:
             self.bar.update(n)
 
     def close(self):
+        self._end_stage()
         if self.bar is not None:
             self.bar.close()
 
@@ -192,6 +203,7 @@ def run_suite(*, quick: bool = False, device: str = "auto", dtype: str = "auto",
         bar.close()
     if probe is not None:
         result.data["dtype_probe"] = probe.to_dict()
+    result.data["stage_elapsed_s"] = {name: round(t, 3) for name, t in bar.stages.items()}
     result.data["elapsed_s"] = time.perf_counter() - t_start
     return result
 
