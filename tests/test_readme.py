@@ -44,6 +44,14 @@ def test_every_output_on_the_front_page_is_what_the_commands_print_now():
         pytest.fail("README.md is stale: run `make readme`\n" + diff)
 
 
+def test_the_front_page_figure_is_the_one_inferlab_draws_now(tmp_path):
+    readme = tool()
+    name, target = readme.FIGURE
+    assert f"]({target.relative_to(ROOT)})" in README.read_text(encoding="utf-8")
+    readme.run([".venv/bin/inferlab", "figures", "--only", name, "--format", "png", "--out", str(tmp_path)])
+    assert (tmp_path / f"{name}.png").read_bytes() == target.read_bytes(), "run `make readme`"
+
+
 def test_the_regenerator_replaces_a_typed_output():
     readme = tool()
     typed = "```console\n$ .venv/bin/inferlab estimate --model llama-2-13b-book --gpu h100-sxm --batch 1\nmade up\n```\n"

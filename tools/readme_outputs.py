@@ -6,7 +6,7 @@ Two kinds of generated text:
 - a region between `<!-- generated: NAME -->` and `<!-- end generated -->`: the output of REGIONS[NAME].
 
     python tools/readme_outputs.py           # exit 1 and a diff when README.md is stale
-    python tools/readme_outputs.py --write   # rewrite README.md in place (make readme)
+    python tools/readme_outputs.py --write   # rewrite README.md in place and redraw its figure (make readme)
 
 tests/test_readme.py runs the check.
 """
@@ -98,9 +98,25 @@ def render(text: str) -> str:
     return CONSOLE.sub(lambda m: m.group(1) + console(m["body"]) + m.group(3), text)
 
 
+FIGURE = ("15.1.1-fig1-roofline", ROOT / "docs" / "figures" / "roofline.png")
+
+
+def write_figure() -> None:
+    """The front page's figure, drawn again by `inferlab figures` (15.1.1's roofline, the book's scenario)."""
+    import shutil
+    import tempfile
+    name, target = FIGURE
+    with tempfile.TemporaryDirectory() as tmp:
+        run([".venv/bin/inferlab", "figures", "--only", name, "--format", "png", "--out", tmp])
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(Path(tmp) / f"{name}.png", target)
+
+
 def main(argv=None) -> int:
     sys.path.insert(0, str(ROOT / "lib"))
     write = "--write" in (argv if argv is not None else sys.argv[1:])
+    if write:
+        write_figure()
     old = README.read_text(encoding="utf-8")
     new = render(old)
     if new == old:
