@@ -31,6 +31,9 @@ def no_work(monkeypatch):
     monkeypatch.setattr(simulate, "simulate", started)
     monkeypatch.setattr(evaluate, "evaluate_registry", started)
     monkeypatch.setattr(suite, "run_suite", started)
+    from inferlab.serving import live, validate
+    monkeypatch.setattr(live, "run_live", started)
+    monkeypatch.setattr(validate, "validate", started)
 
 
 @pytest.mark.parametrize("argv, option", [
@@ -42,6 +45,9 @@ def no_work(monkeypatch):
     (["errata", "--check", "--output", "{dir}/new/"], "--output"),
     (["measure", "--quick", "--out", "{dir}"], "--out"),
     (["measure", "--quick", "--out", "{dir}/new/"], "--out"),
+    (["serve", "--live", "--model", "tiny", "--out", "{dir}/new/"], "--out"),
+    (["serving", "validate", "--model", "tiny", "--out", "{dir}"], "--out"),
+    (["serving", "validate", "--model", "tiny", "--out", "{dir}/new/"], "--out"),
 ])
 def test_an_output_that_names_a_folder_is_refused_before_any_work(argv, option, tmp_path, capsys, no_work):
     argv = [a.format(dir=tmp_path) for a in argv]
