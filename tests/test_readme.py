@@ -32,16 +32,23 @@ def test_the_front_page_is_at_most_250_lines():
     assert len(README.read_text(encoding="utf-8").splitlines()) <= 250
 
 
-def test_every_output_on_the_front_page_is_what_the_commands_print_now():
-    text = README.read_text(encoding="utf-8")
+def test_the_generated_pages_are_the_front_page_and_the_cli_reference():
     readme = tool()
+    assert readme.PAGES == (README, DOCS / "cli.md")
+    text = README.read_text(encoding="utf-8")
     assert text.count("```console") >= 4 and text.count("<!-- generated: ") == 2
-    regenerated = readme.render(text)
+    assert (DOCS / "cli.md").read_text(encoding="utf-8").count("<!-- generated: subcommands -->") == 1
+
+
+@pytest.mark.parametrize("page", [README, DOCS / "cli.md"], ids=lambda p: p.name)
+def test_every_output_on_the_page_is_what_the_commands_print_now(page):
+    text = page.read_text(encoding="utf-8")
+    regenerated = tool().render(text)
     if regenerated != text:
         import difflib
         diff = "".join(list(difflib.unified_diff(text.splitlines(True), regenerated.splitlines(True),
-                                                 "README.md", "regenerated"))[:60])
-        pytest.fail("README.md is stale: run `make readme`\n" + diff)
+                                                 page.name, "regenerated"))[:60])
+        pytest.fail(f"{page.name} is stale: run `make readme`\n" + diff)
 
 
 def test_the_front_page_figure_is_the_one_inferlab_draws_now(tmp_path):

@@ -1,12 +1,12 @@
-"""Regenerate the outputs README.md shows, so that none is typed by hand.
+"""Regenerate the outputs README.md (and docs/cli.md) show, so that none is typed by hand.
 
 Two kinds of generated text:
 - a ```console block: each `$ .venv/bin/inferlab ARGS` (or `$ .venv/bin/python SCRIPT ARGS`) line is
   followed by what that command prints, run with this interpreter and the library from lib/;
 - a region between `<!-- generated: NAME -->` and `<!-- end generated -->`: the output of REGIONS[NAME].
 
-    python tools/readme_outputs.py           # exit 1 and a diff when README.md is stale
-    python tools/readme_outputs.py --write   # rewrite README.md in place and redraw its figure (make readme)
+    python tools/readme_outputs.py           # exit 1 and a diff when a page is stale
+    python tools/readme_outputs.py --write   # rewrite the pages in place and redraw the figure (make readme)
 
 tests/test_readme.py runs the check.
 """
@@ -23,6 +23,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
+# The pages whose outputs are generated: the front page and the command-line reference.
+PAGES = (README, ROOT / "docs" / "cli.md")
 PROMPT = "$ "
 REGION = re.compile(r"(<!-- generated: (?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- end generated -->)", re.S)
 CONSOLE = re.compile(r"(```console\n)(?P<body>.*?)(```)", re.S)
@@ -84,7 +86,26 @@ def simulator_vs_transformers() -> str:
     return "\n".join(lines[:2] + [line for line in lines[2:] if "(judged)" in line]) + "\n"
 
 
-REGIONS = {"verdict-counts": verdict_counts, "simulator-vs-transformers": simulator_vs_transformers}
+def subcommands() -> str:
+    """Every subcommand of `inferlab` (and of its groups) with its one-line help, from the parser itself."""
+    import argparse
+
+    from inferlab.cli import build_parser
+    rows = ["| command | what it does |", "|---|---|"]
+
+    def walk(parser, prefix):
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                helps = {a.dest: a.help for a in action._choices_actions}
+                for name, sub in action.choices.items():
+                    rows.append(f"| `{prefix} {name}` | {' '.join((helps.get(name) or '').split())} |")
+                    walk(sub, f"{prefix} {name}")
+    walk(build_parser(), "inferlab")
+    return "\n".join(rows) + "\n"
+
+
+REGIONS = {"verdict-counts": verdict_counts, "simulator-vs-transformers": simulator_vs_transformers,
+           "subcommands": subcommands}
 
 
 def render(text: str) -> str:
@@ -117,18 +138,21 @@ def main(argv=None) -> int:
     write = "--write" in (argv if argv is not None else sys.argv[1:])
     if write:
         write_figure()
-    old = README.read_text(encoding="utf-8")
-    new = render(old)
-    if new == old:
-        print("README.md is up to date")
-        return 0
-    if write:
-        README.write_text(new, encoding="utf-8")
-        print("wrote README.md")
-        return 0
-    sys.stdout.writelines(difflib.unified_diff(old.splitlines(True), new.splitlines(True), "README.md", "regenerated"))
-    print("README.md is stale: run `make readme` (python tools/readme_outputs.py --write)", file=sys.stderr)
-    return 1
+    stale = 0
+    for page in PAGES:
+        name = page.relative_to(ROOT)
+        old = page.read_text(encoding="utf-8")
+        new = render(old)
+        if new == old:
+            print(f"{name} is up to date")
+        elif write:
+            page.write_text(new, encoding="utf-8")
+            print(f"wrote {name}")
+        else:
+            stale += 1
+            sys.stdout.writelines(difflib.unified_diff(old.splitlines(True), new.splitlines(True), str(name), "regenerated"))
+            print(f"{name} is stale: run `make readme` (python tools/readme_outputs.py --write)", file=sys.stderr)
+    return 1 if stale else 0
 
 
 if __name__ == "__main__":
