@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 TORCH_SPEC ?= torch==2.13.0
 TORCH_ARGS ?=
 
-.PHONY: setup lab lab-instructor test figures notebooks errata bench clean
+.PHONY: setup lab lab-instructor test figures notebooks errata readme bench clean
 
 # One stamp per torch choice: `make setup TORCH_ARGS=...` after a first setup reinstalls torch.
 TORCH_STAMP := $(VENV)/.torch-$(shell printf '%s' '$(TORCH_SPEC) $(TORCH_ARGS)' | cksum | cut -d' ' -f1)
@@ -59,6 +59,10 @@ notebooks: setup
 errata: setup
 	$(VENV)/bin/inferlab errata
 
+# README.md's command outputs and tables, regenerated (tests/test_readme.py fails when they are stale).
+readme: setup
+	$(PY) tools/readme_outputs.py --write
+
 bench: setup
 	$(PY) benchmarks/sweep_vectorised.py
 
@@ -86,7 +90,7 @@ grade: setup
 	$(PY) -m inferlab.exercises grade $(SUBMISSIONS) --out build/grades $(CLASS_ARGS) \
 		$(if $(INSTRUCTOR),--instructor $(INSTRUCTOR),) $(GRADE_ARGS)
 
-# The rendered companion (see README.md, "Read it as a web book"): chapters/*.ipynb with their
+# The rendered companion (see docs/notebooks.md, "Read it as a web book"): chapters/*.ipynb with their
 # stored outputs -> build/book/ (Sphinx + myst-nb, MathJax bundled: works offline), and its tests
 # in headless Chromium (screenshots in build/book-shots/).
 .PHONY: book test-browser

@@ -119,13 +119,13 @@ def test_repeatability_refuses_bad_input_in_one_line(tmp_path):
 
 
 def test_the_readme_table_of_the_paired_runs_is_what_their_stored_files_print():
-    # the README's third repeatability table is not typed: it is the benchmark's table of the five stored runs
+    # the lab notes' (docs/lab-notes.md) third repeatability table is not typed: it is the benchmark's table of the five stored runs
     folder = ROOT / "data" / "measurements" / "repeatability" / "2026-12-02-paired"
     proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "repeatability.py"), "--from", str(folder)],
                           capture_output=True, text=True, timeout=HANG_S, env={**os.environ, "PYTHONPATH": str(ROOT / "lib")})
     assert proc.returncode == 0, proc.stderr
     printed = [line.rstrip() for line in proc.stdout.strip().splitlines()]
     assert len(printed) == 8 and "MBU in 5, MFU in 5, error in 4 of 5 runs" in printed[-1]
-    readme = [line.rstrip() for line in (ROOT / "README.md").read_text().splitlines()]
+    readme = [line.rstrip() for line in (ROOT / "docs" / "lab-notes.md").read_text().splitlines()]
     start = readme.index(printed[0], readme.index("Then MBU at B = 1 was paired with the read stream of its own rounds (`inferlab.measure.paired`,"))
     assert readme[start:start + len(printed)] == printed

@@ -192,12 +192,12 @@ def test_repeats_markdown_by_hand():
 
 
 def test_readme_table_of_the_transformers_repeats_is_the_records():
-    """The README's table of the recorded transformers repeats is exactly what repeats_markdown
-    prints for them: a number typed into the README that no record holds fails here."""
+    """The serving validation page's (docs/serving-validation.md) table of the recorded transformers
+    repeats is exactly what repeats_markdown prints for them: a number typed there that no record holds fails here."""
     from pathlib import Path
     recs = validate.recorded(engine="transformers")
     assert len(recs) >= 3
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    readme = (Path(__file__).resolve().parents[1] / "docs" / "serving-validation.md").read_text(encoding="utf-8")
     assert validate.repeats_markdown(recs) in readme
 
 
@@ -297,16 +297,16 @@ def test_normalized_durations_refer_each_step_to_the_calibrations_median_probe_b
 
 
 def test_readme_counts_of_the_development_records_are_recomputed_from_them():
-    """How the judged probe prediction was chosen (README): the bounded pairs of the development
+    """How the judged probe prediction was chosen (docs/serving-validation.md): the bounded pairs of the development
     records (data/measurements/serving/development) within both bounds per prediction, re-simulated
-    from the records; a count typed into the README that the records do not give fails here."""
+    from the records; a count typed into that page that the records do not give fails here."""
     from pathlib import Path
     root = Path(__file__).resolve().parents[1]
     recs = validate.recorded(root / "data" / "measurements" / "serving" / "development", engine="transformers")
     assert len(recs) == 5
     from inferlab.measure.plan import CPU_MODEL
     c = validate.prediction_counts(recs, CPU_MODEL)
-    readme = " ".join((root / "README.md").read_text(encoding="utf-8").split())
+    readme = " ".join((root / "docs" / "serving-validation.md").read_text(encoding="utf-8").split())
     assert (f"within both bounds {c['probe-tracked (raw fits)']} of {c['pairs']} probe-tracked on raw fits, "
             f"{c['probe-tracked']} probe-tracked on normalized fits, {c['split']} split on normalized fits") in readme
     assert c["pairs"] == 15 and c["probe-tracked"] >= c["probe-tracked (raw fits)"]

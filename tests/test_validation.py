@@ -100,7 +100,7 @@ WORD = {("get_model", "name"): "model", ("get_accelerator", "name"): "accelerato
 BAD_NAME = {("get_model", "name"): BAD["model"], ("get_accelerator", "name"): BAD["accelerator"],
             ("roofline_time_s", "overlap"): ["max", True, False]}  # one vocabulary with pass_time_s
 # Helpers outside the contract: display conversions, listings, aggregation and the checkers themselves.
-EXEMPT = {"check_model", "check_accelerator", "check_precision", "data_dir", "list_models", "list_accelerators", "to_gb", "to_ms", "total_cost", "as_precision",
+EXEMPT = {"check_model", "check_accelerator", "check_precision", "data_dir", "list_models", "list_accelerators", "book_scenario", "to_gb", "to_ms", "total_cost", "as_precision",
           "positive_int", "nonneg_int", "positive_float", "fraction", "choice", "writable_file", "writable_dir", "finite_result", "scalar"}
 
 

@@ -18,6 +18,9 @@ from inferlab.validation import MAX_INT, fraction, nonneg_int, positive_float, p
 # Modules that add subcommands (each has register(subparsers)); missing ones are skipped.
 SUBCOMMAND_MODULES = ("inferlab.claims.cli", "inferlab.measure.cli", "inferlab.figures",
                       "inferlab.exercises.cli", "inferlab.serving.cli")
+# --beyond-context computes a context the model cannot hold, as a yardstick (the book's 100k-token
+# prompt on Llama-2 13B is 24x its 4,096); past 1000x the model's context the numbers measure nothing.
+YARDSTICK_MAX_CONTEXTS = 1000
 
 
 def _cmd_list(args) -> int:
@@ -65,6 +68,10 @@ def _cmd_estimate(args) -> int:
     if not args.beyond_context and not within_context(model, context):
         raise ValueError(f"--prompt + --output = {context}: " + context_message(model, context)
                          + f"; allowed: <= {model.max_context_tokens}, or add --beyond-context for a yardstick")
+    if args.beyond_context and context > YARDSTICK_MAX_CONTEXTS * model.max_context_tokens:
+        raise ValueError(f"--prompt + --output = {context:,} tokens is beyond any yardstick for {model.name}; allowed "
+                         f"with --beyond-context: <= {YARDSTICK_MAX_CONTEXTS * model.max_context_tokens:,} "
+                         f"({YARDSTICK_MAX_CONTEXTS} x its maximum context of {model.max_context_tokens:,} tokens)")
     shard = tp_shard(model, args.tp)
     kw = dict(tp=args.tp, allreduce=not args.no_allreduce,
               allreduce_latency_s=args.allreduce_latency_us * 1e-6, beyond_context=args.beyond_context)

@@ -335,6 +335,13 @@ def get_model(name: str | ModelConfig) -> ModelConfig:
     return ModelConfig(name=name, **table[name])
 
 
+def book_scenario() -> tuple[ModelConfig, Accelerator]:
+    """The chapter's worked scenario as objects: Llama-2 13B as the book counts it
+    (`llama-2-13b-book`) on one H100 SXM. The default of core functions that run a scenario
+    (`serving.simulate`), so that a default is an object, never a name."""
+    return get_model("llama-2-13b-book"), get_accelerator("h100-sxm")
+
+
 def get_accelerator(name: str | Accelerator) -> Accelerator:
     """The named accelerator from data/accelerators.toml (an Accelerator is passed through)."""
     if isinstance(name, Accelerator):

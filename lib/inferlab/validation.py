@@ -128,7 +128,8 @@ def writable_file(name: str, path) -> "Path":
     from pathlib import Path
 
     p = Path(path)
-    if str(path) == "" or p.is_dir():
+    # "out/" names a folder even before it exists (Path drops the slash)
+    if str(path) == "" or p.is_dir() or str(path).endswith(("/", os.sep)):
         raise ValueError(f"{name} must be a file path, not a directory; got {str(path)!r}")
     parent = p.parent
     existing = next((q for q in (parent, *parent.parents) if q.exists()), Path("."))

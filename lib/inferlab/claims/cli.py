@@ -62,6 +62,13 @@ def _cmd_verify(args) -> int:
 
 def _cmd_errata(args) -> int:
     from inferlab.claims.render import errata_markdown
+    path = Path(args.output) if args.output else _repo_root() / "ERRATA.md"
+    # The output is checked before the registry is evaluated: a folder or an unwritable path fails now.
+    if not args.check:
+        from inferlab.validation import writable_file
+        writable_file("--output", args.output or path)
+    elif path.is_dir() or str(args.output).endswith(("/", "\\")):
+        raise ValueError(f"--output must be a file, not a directory; got {str(args.output or path)!r}")
     try:
         registry, claims = _evaluate(args)
         from inferlab.claims.statements import evaluate_statements, load_statements
@@ -70,10 +77,7 @@ def _cmd_errata(args) -> int:
     except RegistryError as err:
         print(f"inferlab errata: error: {err}", file=sys.stderr)
         return 2
-    path = Path(args.output) if args.output else _repo_root() / "ERRATA.md"
     if args.check:
-        if path.is_dir():
-            raise ValueError(f"--output must be a file, not a directory; got {str(path)!r}")
         current = path.read_text(encoding="utf-8") if path.exists() else None
         if current != text:
             print(f"inferlab errata: {path} is out of date with data/claims.toml; "
@@ -82,8 +86,7 @@ def _cmd_errata(args) -> int:
         print(f"{path} is up to date")
         return 0
     from inferlab.atomicio import write_text_atomic
-    from inferlab.validation import writable_file
-    write_text_atomic(writable_file("--output", path), text)
+    write_text_atomic(path, text)
     print(f"wrote {path}")
     return 0
 

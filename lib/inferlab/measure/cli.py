@@ -18,7 +18,7 @@ def register(subparsers) -> None:
                     "library's prediction from the measured ceilings. TTFT, ITL and TPOT as vLLM's "
                     "serving benchmark defines them (see `inferlab.measure`).")
     p.add_argument("--quick", action="store_true", help="fewer points (2-3.5 min on 2 CPU cores; longer while other processes compete)")
-    p.add_argument("--out", type=Path, default=None,
+    p.add_argument("--out", default=None,  # a str: Path("run/") would drop the slash that says "a folder"
                    help=f"JSON file to write (default: {DEFAULT_DIR}/measure-<device>-<time>.json)")
     p.add_argument("--device", default="auto", choices=("auto", "cuda", "mps", "cpu"),
                    help="where to measure; auto: a GPU if there is one")
@@ -52,7 +52,7 @@ def _cmd_measure(args) -> int:
         positive_int("--threads", args.threads, maximum=4096)
     nonneg_int("--seed", args.seed)
     if args.out is not None:
-        writable_file("--out", args.out)
+        args.out = writable_file("--out", args.out)
     else:
         writable_dir("the default output folder", DEFAULT_DIR)
     from inferlab.measure.suite import run_suite

@@ -2,9 +2,9 @@
 simulator's step time scaled by it over time.
 
 Why: on the 2-vCPU Xeon VM the host's speed moves by 19-62 % within a validation, and within the
-1-2 minutes of one rate (stop 22: in 6 of 9 runs the live run's own speed lay outside the speeds of
-the calibrations taken right before and right after it). A step time fitted outside the live run
-cannot follow that; a probe inside it can.
+1-2 minutes of one rate (in 6 of 9 bracketed runs recorded before the probe existed, the live run's
+own speed lay outside the speeds of the calibrations taken right before and right after it). A step
+time fitted outside the live run cannot follow that; a probe inside it can.
 
 The probe (`HostProbe`): one row through `F.linear` of the model's MLP up-projection shape
 (d_model -> d_ff), in the run's dtype: the kernel that dominates a decode step of the engine
@@ -208,8 +208,8 @@ def normalized_durations(durations_s, log: ProbeLog) -> np.ndarray:
     steps of a host whose probe reads that median, which is what the reference of a probe-tracked
     prediction (`reference_probe_s`) says it does: the fit and the probe then agree on what speed 1
     means even when the host moved during the calibration. (Fitted to the raw durations, the fit
-    averages over the calibration's moves while its reference is the probe's median; in stop 24's
-    first repeat the decode steps ran ~10 % slower than the probe-tracked prediction on raw fits.)"""
+    averages over the calibration's moves while its reference is the probe's median; in the development
+    record ...T0600.json the decode steps ran ~10 % slower than the probe-tracked prediction on raw fits.)"""
     d = _times("durations_s", durations_s, positive=True)
     if not isinstance(log, ProbeLog):
         raise ValueError(f"log must be a ProbeLog; got {type(log).__name__}")
@@ -220,13 +220,14 @@ def normalized_durations(durations_s, log: ProbeLog) -> np.ndarray:
 
 
 # The exponent of the host's speed applied to the prompt-chunk part of a step (SplitSpeedStepTime).
-# Chosen on development data only: stop 23's three records and the 64-token pilot run of stop 24
-# (12 bounded (repeat, rate) pairs), re-simulated from their recorded step models and probe logs:
+# Chosen on development data only (data/measurements/serving/development/): the three 256-token records
+# ...T{0356,0405,0415}.json and the 64-token pilot ...T0546-pilot.json (12 bounded (repeat, rate)
+# pairs), re-simulated from their recorded step models and probe logs:
 # within both bounds 5 of 12 bracketed, 7 of 12 probe-tracked (every step x speed), 6 of 12 with the
 # chunk part unscaled (exponent 0), 9 of 12 with 0.5, 6 of 12 with every part x speed^0.5 (all on
 # raw fits). Frozen before any later run was simulated with it; on the probe-normalized fits it is
-# recorded beside the judged prediction (serving.validate.PREDICTION): 7 of 9 pairs of stop 24's
-# three recorded repeats within both bounds, against 9 of 9 judged.
+# recorded beside the judged prediction (serving.validate.PREDICTION): 7 of 9 pairs of the three
+# recorded repeats (...-transformers-...T{0625,0634,0645}.json) within both bounds, against 9 of 9 judged.
 CHUNK_SPEED_EXPONENT = 0.5
 
 
@@ -239,8 +240,8 @@ class SplitSpeedStepTime:
     (its decoding sequences alone, at most `full`; 0 in a step without decodes); the rest is what the
     prompt chunks add. Why: the probe is a one-row linear, a weight read, the kernel a decode step is
     made of; a prompt chunk's added cost is matrix-matrix work, bound by compute, which the host's
-    memory speed moves less (stop 23, run 3 at 0.85x: the probe read 0.68 of its reference while the
-    prefill steps ran 25 % slower than that). In the recorded runs the probe's moves followed decode
+    memory speed moves less (development record ...T0415.json at 0.85x: the probe read 0.68 of its
+    reference while the prefill steps ran 25 % slower than that). In the recorded runs the probe's moves followed decode
     steps with a slope near 1 and prefill steps with slopes of 0.1-0.8 (median ~0.5); the exponent is
     CHUNK_SPEED_EXPONENT (see there how it was chosen)."""
 

@@ -14,19 +14,21 @@ from inferlab.serving.metrics import ReplicaTrace, SimResult
 from inferlab.serving.policies import ContinuousBatching
 from inferlab.serving.steptime import RooflineStepTime
 from inferlab.serving.workload import Workload
-from inferlab.specs import BF16, Precision, check_accelerator, check_model
+from inferlab.specs import BF16, Accelerator, ModelConfig, Precision, book_scenario, check_accelerator, check_model
 from inferlab.validation import choice, fraction, positive_float, positive_int
 
 ROUTERS = ("round-robin", "least-loaded")
 
 
-def simulate(workload: Workload, model="llama-2-13b-book", accelerator="h100-sxm",
+def simulate(workload: Workload, model: ModelConfig | None = None, accelerator: Accelerator | None = None,
              policy=ContinuousBatching(), *, precision: Precision = BF16, tp: int = 1,
              replicas: int = 1, router: str = "round-robin", block_tokens: int = 16,
              kv_blocks: int | None = None, memory_utilization: float = 0.9,
              watermark: float = 0.01, mfu: float = 1.0, mbu: float = 1.0,
              step_time=None, prefix_caching: bool = False) -> SimResult:
-    """Run `workload` to completion. KV blocks per replica: `kv_blocks`, or what fits beside the
+    """Run `workload` to completion. model, accelerator: objects (`specs.get_model`, `get_accelerator`);
+    None for either is the chapter's scenario (`specs.book_scenario`: Llama-2 13B as the book counts it,
+    one H100 SXM), so `simulate(workload)` runs. KV blocks per replica: `kv_blocks`, or what fits beside the
     weights (`kv.kv_capacity_blocks`). watermark: fraction of blocks kept free at admission
     (vLLM's 1 %). step_time: a StepTimeModel; default the roofline (`RooflineStepTime`).
     prefix_caching: reuse the KV blocks of shared prefixes (`Workload.prefix_id`; see engine.py);
@@ -35,7 +37,9 @@ def simulate(workload: Workload, model="llama-2-13b-book", accelerator="h100-sxm
         raise ValueError(f"workload must be a serving.Workload; got {type(workload).__name__}")
     if not hasattr(policy, "name"):
         raise ValueError(f"policy must be one of the serving.policies classes; got {policy!r}")
-    model, acc = check_model(model), check_accelerator(accelerator)
+    book_model, book_accelerator = book_scenario()
+    model = book_model if model is None else check_model(model)
+    acc = book_accelerator if accelerator is None else check_accelerator(accelerator)
     positive_int("replicas", replicas)
     positive_int("block_tokens", block_tokens)
     choice("router", router, ROUTERS)

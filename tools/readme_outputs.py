@@ -1,0 +1,159 @@
+"""Regenerate the outputs README.md (and docs/cli.md) show, so that none is typed by hand.
+
+Two kinds of generated text:
+- a ```console block: each `$ .venv/bin/inferlab ARGS` (or `$ .venv/bin/python SCRIPT ARGS`) line is
+  followed by what that command prints, run with this interpreter and the library from lib/;
+- a region between `<!-- generated: NAME -->` and `<!-- end generated -->`: the output of REGIONS[NAME].
+
+    python tools/readme_outputs.py           # exit 1 and a diff when a page is stale
+    python tools/readme_outputs.py --write   # rewrite the pages in place and redraw the figure (make readme)
+
+tests/test_readme.py runs the check.
+"""
+from __future__ import annotations
+
+import difflib
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+# The pages whose outputs are generated: the front page and the command-line reference.
+PAGES = (README, ROOT / "docs" / "cli.md")
+PROMPT = "$ "
+REGION = re.compile(r"(<!-- generated: (?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- end generated -->)", re.S)
+CONSOLE = re.compile(r"(```console\n)(?P<body>.*?)(```)", re.S)
+
+
+COMMANDS = {".venv/bin/inferlab": ["-m", "inferlab"], ".venv/bin/python": []}
+
+
+def run(words: list[str]) -> str:
+    """What a README command prints on stdout (`.venv/bin/inferlab ARGS` or `.venv/bin/python SCRIPT ARGS`,
+    run with this interpreter and the library from lib/); a command that fails is an error, not an output."""
+    if not words or words[0] not in COMMANDS:
+        raise ValueError(f"README console lines run one of {sorted(COMMANDS)}; got {' '.join(words)!r}")
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "lib"), "COLUMNS": "100", "PYTHONWARNINGS": "ignore"}
+    proc = subprocess.run([sys.executable, *COMMANDS[words[0]], *words[1:]], capture_output=True, text=True,
+                          cwd=ROOT, env=env, timeout=600)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(words)} exited {proc.returncode}: {proc.stderr.strip()}")
+    return proc.stdout
+
+
+def inferlab(args: list[str]) -> str:
+    return run([".venv/bin/inferlab", *args])
+
+
+def console(body: str) -> str:
+    """A console block with every command's output replaced by what the command prints now."""
+    out = []
+    for line in body.splitlines():
+        if line.startswith(PROMPT):
+            out.append(line)
+            out.extend(run(shlex.split(line[len(PROMPT):])).rstrip("\n").splitlines())
+    return "\n".join(out) + "\n"
+
+
+def verdict_counts() -> str:
+    """Per subsection, the verdicts of the chapter's numbers and of its statements (`inferlab verify`)."""
+    from inferlab.claims.registry import SECTIONS, VERDICTS
+    from inferlab.claims.statements import STATEMENT_VERDICTS
+    numbers = json.loads(inferlab(["verify", "--json"]))["claims"]
+    statements = json.loads(inferlab(["verify", "--kind", "statement", "--json"]))["statements"]
+    head = ("| section | numbers: " + " / ".join(VERDICTS) + " | statements: " + " / ".join(STATEMENT_VERDICTS) + " |")
+    lines = [head, "|---|---|---|"]
+
+    def counts(rows, verdicts, section=None):
+        return " / ".join(str(sum(1 for r in rows if r["verdict"] == v and section in (None, r["section"])))
+                          for v in verdicts)
+    for s in SECTIONS:
+        lines.append(f"| {s} | {counts(numbers, VERDICTS, s)} | {counts(statements, STATEMENT_VERDICTS, s)} |")
+    lines.append(f"| all ({len(numbers)} numbers, {len(statements)} statements) | "
+                 f"{counts(numbers, VERDICTS)} | {counts(statements, STATEMENT_VERDICTS)} |")
+    return "\n".join(lines) + "\n"
+
+
+def simulator_vs_transformers() -> str:
+    """The judged prediction's rows of the recorded transformers repeats (validate.repeats_markdown)."""
+    from inferlab.serving import validate
+    lines = validate.repeats_markdown(validate.recorded(engine="transformers")).splitlines()
+    return "\n".join(lines[:2] + [line for line in lines[2:] if "(judged)" in line]) + "\n"
+
+
+def subcommands() -> str:
+    """Every subcommand of `inferlab` (and of its groups) with its one-line help, from the parser itself."""
+    import argparse
+
+    from inferlab.cli import build_parser
+    rows = ["| command | what it does |", "|---|---|"]
+
+    def walk(parser, prefix):
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                helps = {a.dest: a.help for a in action._choices_actions}
+                for name, sub in action.choices.items():
+                    rows.append(f"| `{prefix} {name}` | {' '.join((helps.get(name) or '').split())} |")
+                    walk(sub, f"{prefix} {name}")
+    walk(build_parser(), "inferlab")
+    return "\n".join(rows) + "\n"
+
+
+REGIONS = {"verdict-counts": verdict_counts, "simulator-vs-transformers": simulator_vs_transformers,
+           "subcommands": subcommands}
+
+
+def render(text: str) -> str:
+    """README text with every generated part regenerated."""
+    def region(m):
+        name = m["name"]
+        if name not in REGIONS:
+            raise ValueError(f"README: unknown generated region {name!r}; known: {sorted(REGIONS)}")
+        return m.group(1) + REGIONS[name]() + m.group(4)
+    text = REGION.sub(region, text)
+    return CONSOLE.sub(lambda m: m.group(1) + console(m["body"]) + m.group(3), text)
+
+
+FIGURE = ("15.1.1-fig1-roofline", ROOT / "docs" / "figures" / "roofline.png")
+
+
+def write_figure() -> None:
+    """The front page's figure, drawn again by `inferlab figures` (15.1.1's roofline, the book's scenario)."""
+    import shutil
+    import tempfile
+    name, target = FIGURE
+    with tempfile.TemporaryDirectory() as tmp:
+        run([".venv/bin/inferlab", "figures", "--only", name, "--format", "png", "--out", tmp])
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(Path(tmp) / f"{name}.png", target)
+
+
+def main(argv=None) -> int:
+    sys.path.insert(0, str(ROOT / "lib"))
+    write = "--write" in (argv if argv is not None else sys.argv[1:])
+    if write:
+        write_figure()
+    stale = 0
+    for page in PAGES:
+        name = page.relative_to(ROOT)
+        old = page.read_text(encoding="utf-8")
+        new = render(old)
+        if new == old:
+            print(f"{name} is up to date")
+        elif write:
+            page.write_text(new, encoding="utf-8")
+            print(f"wrote {name}")
+        else:
+            stale += 1
+            sys.stdout.writelines(difflib.unified_diff(old.splitlines(True), new.splitlines(True), str(name), "regenerated"))
+            print(f"{name} is stale: run `make readme` (python tools/readme_outputs.py --write)", file=sys.stderr)
+    return 1 if stale else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
