@@ -57,6 +57,12 @@ class Located:
     line: int | None
     problem: str = ""
     candidates: tuple = ()
+    matches: tuple = ()   # the lines it names when it names several (a duplicated paragraph)
+
+    @property
+    def first(self) -> int | None:
+        """The line, or the first of several it names; None when it names none."""
+        return self.line or (self.matches[0] if self.matches else None)
 
     def message(self) -> str:
         near = ", ".join(f"line {l} ({why})" for l, why in self.candidates) or "none"
@@ -99,7 +105,7 @@ def locate(text: Text, name: str, phrases, section: str | None, part: str | None
         return Located(name, None, f"{list(phrases)} matches no line of {where}",
                        nearest(text, phrases, section, part))
     return Located(name, None, f"{list(phrases)} matches {len(found)} lines of {where}",
-                   tuple((i, "all phrases") for i in found))
+                   tuple((i, "all phrases") for i in found), tuple(found))
 
 
 def phrase_spans(line: str, phrase: str) -> list[tuple[int, int]]:
@@ -162,8 +168,9 @@ def suggest_anchor(text: Text, line: int, start: int, patterns=()) -> list[str] 
 
 @dataclass(frozen=True)
 class ClaimAt:
-    """Where a number claim stands in one text: its line (`located`) and the number(s) printed
-    after its anchor there (two for a range), or `problem` saying why there are none."""
+    """Where a number claim stands in one text: its line (`located`; the first when the anchor names
+    several) and the number(s) printed after its anchor there (two for a range), or `problem`
+    saying why there are none."""
 
     located: Located
     numbers: tuple = ()
@@ -171,7 +178,7 @@ class ClaimAt:
 
     @property
     def line(self) -> int | None:
-        return self.located.line
+        return self.located.first
 
 
 def locate_claim(text: Text, claim, patterns=()) -> ClaimAt:
@@ -180,7 +187,7 @@ def locate_claim(text: Text, claim, patterns=()) -> ClaimAt:
     if not claim.anchor:
         return ClaimAt(Located(claim.id, None, "is not given (the number is implied, not printed)"))
     where = locate(text, claim.id, claim.anchor, claim.section, claim.part)
-    if where.line is None:
+    if where.first is None:
         return ClaimAt(where, (), where.problem)
-    numbers, why = number_after(text.line(where.line), claim.anchor, patterns, 2 if claim.is_range else 1)
+    numbers, why = number_after(text.line(where.first), claim.anchor, patterns, 2 if claim.is_range else 1)
     return ClaimAt(where, tuple(numbers), why)

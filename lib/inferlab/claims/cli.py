@@ -33,8 +33,37 @@ def _cmd_verify_statements(args) -> int:
     return 0
 
 
+def _cmd_verify_book(args) -> int:
+    from inferlab.claims import draft
+    for flag, value in (("--section", args.section), ("--verdict", args.verdict),
+                        ("--statement-verdict", args.statement_verdict)):
+        if value is not None:
+            raise ValueError(f"{flag} does not apply with --book (the report covers every claim and statement)")
+    if args.kind != "number":
+        raise ValueError("--kind does not apply with --book (the report covers claims and statements)")
+    try:
+        from inferlab.claims.registry import load_registry
+        from inferlab.claims.statements import load_statements
+        registry, statements = load_registry(args.registry), load_statements(args.statements)
+        new = draft.verify_text(args.book, registry=registry, statements=statements)
+        if args.against is None:
+            print(new.as_json() if args.json else draft.table(new))
+            return new.exit_code
+        old = draft.verify_text(args.against, registry=registry, statements=statements)
+    except RegistryError as err:
+        print(f"inferlab verify: error: {err}", file=sys.stderr)
+        return 2
+    diff = draft.compare(old, new)
+    print(draft.diff_json(diff, old, new) if args.json else draft.diff_markdown(diff, old, new))
+    return new.exit_code
+
+
 def _cmd_verify(args) -> int:
     from inferlab.claims.render import as_json, explanations, table
+    if args.book is not None:
+        return _cmd_verify_book(args)
+    if args.against is not None:
+        raise ValueError("--against OLD needs --book NEW (the draft compared with OLD)")
     # Options of the other --kind would be ignored: refuse them.
     if args.kind == "statement" and (args.verdict is not None or args.registry is not None):
         raise ValueError(f"--{'verdict' if args.verdict is not None else 'registry'} applies to --kind number; "
@@ -104,6 +133,13 @@ def register(subparsers) -> None:
     verify.add_argument("--statements", default=None, help="a statements file other than data/statements.toml")
     verify.add_argument("--json", action="store_true", help="machine-readable output")
     verify.add_argument("--registry", default=None, help="a claims file other than data/claims.toml")
+    verify.add_argument("--book", default=None, metavar="FILE|DIR",
+                        help="judge every claim and statement against this text of the chapter (a draft): "
+                             "lines found by content, changed numbers re-judged, unaccounted lines listed; "
+                             "exit 0 when it only confirms, 1 when something got worse or is unaccounted")
+    verify.add_argument("--against", default=None, metavar="OLD",
+                        help="with --book NEW: the table of what changed from the draft OLD to NEW "
+                             "(Markdown, or JSON with --json)")
     verify.set_defaults(func=_cmd_verify)
 
     errata = subparsers.add_parser(

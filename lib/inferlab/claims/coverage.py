@@ -146,7 +146,8 @@ def load_line_ignores(path: Path | None = None) -> list[LineIgnore]:
 
 def located_line_ignores(line_ignores, text) -> tuple[list[LineIgnore], list]:
     """The [[line]] entries with their lines derived from their keywords in `text` (an anchors.Text):
-    (entries, [anchors.Located of those naming no line or several]); those get line 0."""
+    (entries, [anchors.Located of those naming no line or several]); one naming several stands on
+    the first, one naming none gets line 0."""
     from dataclasses import replace
     from inferlab.claims.anchors import locate
     out, problems = [], []
@@ -154,7 +155,7 @@ def located_line_ignores(line_ignores, text) -> tuple[list[LineIgnore], list]:
         found = locate(text, f"coverage_ignore {list(i.keywords)}", i.keywords, i.section)
         if found.line is None:
             problems.append(found)
-        out.append(replace(i, line=found.line or 0))
+        out.append(replace(i, line=found.first or 0))
     return out, problems
 
 

@@ -180,7 +180,7 @@ def located(registry: "Statements", text) -> tuple["Statements", list]:
         found = locate(text, name, entry.keywords, section)
         if found.line is None:
             problems.append(found)
-        return replace(entry, line=found.line or 0)
+        return replace(entry, line=found.first or 0)
     statements = tuple(where(s.id, s, s.section) for s in registry.statements)
     ignored = tuple(where(f"ignore {list(i.keywords)}", i, i.section) for i in registry.ignored)
     return Statements(statements, ignored, registry.path), problems
