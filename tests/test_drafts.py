@@ -269,3 +269,22 @@ def test_a_whole_report_stays_well_under_30_seconds_of_cpu(text):
     t0 = time.process_time()
     verify_text(CHAPTER)
     assert time.process_time() - t0 < 30
+
+
+def test_errata_for_any_text(tmp_path, text, registry, verdicts, capsys):
+    from pathlib import Path
+    registered = (Path(__file__).resolve().parents[1] / "ERRATA.md").read_text(encoding="utf-8")
+    out = tmp_path / "ERRATA-first.md"
+    assert main(["errata", "--book", str(CHAPTER), "--output", str(out)]) == 0
+    lines = out.read_text(encoding="utf-8").splitlines(keepends=True)
+    assert lines[4].startswith("Judged against the text")   # the registered text gives ERRATA.md itself
+    assert "".join(lines[:4] + lines[6:]) == registered
+    claim = next(c for c in registry.claims if verdicts[c.id].verdict == "erratum" and verdicts[c.id].ours
+                 and _editable(text, registry, c))
+    line, start, end, _ = _span(text, claim)
+    draft = list(text.lines)
+    draft[line - 1] = _replace_number(draft[line - 1], start, end, f"{verdicts[claim.id].ours:.3f}")
+    assert main(["errata", "--book", _write(tmp_path, draft), "--output", str(out)]) == 0
+    fixed = out.read_text(encoding="utf-8")
+    assert f"### {claim.id}\n" in registered and f"### {claim.id}\n" not in fixed
+    assert main(["errata", "--book", str(CHAPTER)]) == 2 and "needs --output" in capsys.readouterr().err

@@ -91,11 +91,23 @@ def _cmd_verify(args) -> int:
 
 def _cmd_errata(args) -> int:
     from inferlab.claims.render import errata_markdown
+    if args.book is not None and args.output is None:
+        raise ValueError("--book needs --output (ERRATA.md at the repository root is the registered text's)")
     try:
-        registry, claims = _evaluate(args)
-        from inferlab.claims.statements import evaluate_statements, load_statements
-        text = errata_markdown(claims, registry.defaults,
-                               statements=evaluate_statements(load_statements(args.statements)))
+        if args.book is not None:
+            from inferlab.claims.draft import verify_text
+            from inferlab.claims.registry import load_registry
+            from inferlab.claims.statements import load_statements
+            registry = load_registry(args.registry)
+            report = verify_text(args.book, registry=registry, statements=load_statements(args.statements))
+            text = errata_markdown([c.evaluated for c in report.claims if c.change != "removed"], registry.defaults,
+                                   statements=[s.evaluated for s in report.statements if s.change != "removed"],
+                                   source=report.path.name)
+        else:
+            registry, claims = _evaluate(args)
+            from inferlab.claims.statements import evaluate_statements, load_statements
+            text = errata_markdown(claims, registry.defaults,
+                                   statements=evaluate_statements(load_statements(args.statements)))
     except RegistryError as err:
         print(f"inferlab errata: error: {err}", file=sys.stderr)
         return 2
@@ -149,4 +161,7 @@ def register(subparsers) -> None:
     errata.add_argument("--output", default=None, help="path to write (default: ERRATA.md at the repository root)")
     errata.add_argument("--registry", default=None, help="a claims file other than data/claims.toml")
     errata.add_argument("--statements", default=None, help="a statements file other than data/statements.toml")
+    errata.add_argument("--book", default=None, metavar="FILE|DIR",
+                        help="the errata of this text of the chapter (a draft: numbers as printed there, "
+                             "re-judged); needs --output")
     errata.set_defaults(func=_cmd_errata)
