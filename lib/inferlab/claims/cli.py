@@ -74,7 +74,7 @@ def _cmd_verify(args) -> int:
     if args.kind == "statement":
         return _cmd_verify_statements(args)
     try:
-        _, claims = _evaluate(args)
+        registry, claims = _evaluate(args)
     except RegistryError as err:
         print(f"inferlab verify: error: {err}", file=sys.stderr)
         return 2
@@ -86,6 +86,10 @@ def _cmd_verify(args) -> int:
     if notes:
         print("\nWhy (every claim that is not consistent):")
         print(notes)
+    from inferlab.claims import crosscheck
+    from inferlab.claims.statements import load_statements
+    print("\n" + crosscheck.table(crosscheck.contradictions(
+        registry, load_statements(), claim_verdicts={c.id: c.verdict for c in claims})))
     return 0
 
 
@@ -102,7 +106,7 @@ def _cmd_errata(args) -> int:
             report = verify_text(args.book, registry=registry, statements=load_statements(args.statements))
             text = errata_markdown([c.evaluated for c in report.claims if c.change != "removed"], registry.defaults,
                                    statements=[s.evaluated for s in report.statements if s.change != "removed"],
-                                   source=report.path.name)
+                                   source=report.path.name, contradictions=report.contradictions)
         else:
             registry, claims = _evaluate(args)
             from inferlab.claims.statements import evaluate_statements, load_statements

@@ -156,22 +156,25 @@ class DraftReport:
     claims: tuple
     statements: tuple
     unaccounted: tuple
+    contradictions: tuple = ()       # crosscheck.Contradiction, with this text's lines
+    new_contradictions: tuple = ()   # those the registered text does not have
 
     @property
     def exit_code(self) -> int:
         """0 when the text only confirms (fixed errata and changed values that judge no worse
         included); 1 when a verdict got worse, an entry was removed, its inputs changed, an anchor
-        names no single line, or a line is unaccounted."""
+        names no single line, a line is unaccounted, or two entries contradict each other anew."""
         bad = any(c.worse or c.anchor or c.change in ("new erratum", "inputs changed", "removed")
                   for c in self.claims)
         bad |= any(s.anchor or s.change != "unchanged" for s in self.statements)
-        return 1 if bad or self.unaccounted else 0
+        return 1 if bad or self.unaccounted or self.new_contradictions else 0
 
     def counts(self) -> dict:
         return {"claims": {k: sum(c.change == k for c in self.claims) for k in CHANGES},
                 "statements": {k: sum(s.change == k for s in self.statements) for k in CHANGES
                                if k in ("unchanged", "inputs changed", "removed")},
-                "unaccounted": len(self.unaccounted),
+                "unaccounted": len(self.unaccounted), "contradictions": len(self.contradictions),
+                "new_contradictions": len(self.new_contradictions),
                 "anchor_problems": sum(bool(e.anchor) for e in (*self.claims, *self.statements))}
 
     def as_json(self) -> str:
@@ -179,7 +182,9 @@ class DraftReport:
                            "summary": self.counts(), "exit_code": self.exit_code,
                            "claims": [c.as_dict() for c in self.claims],
                            "statements": [s.as_dict() for s in self.statements],
-                           "unaccounted": [u.as_dict() for u in self.unaccounted]}, indent=2, ensure_ascii=False)
+                           "unaccounted": [u.as_dict() for u in self.unaccounted],
+                           "contradictions": [dict(c.as_dict(), new=c in self.new_contradictions)
+                                              for c in self.contradictions]}, indent=2, ensure_ascii=False)
 
 
 def _printed_here(claim, numbers) -> tuple[str, float, float]:
@@ -329,7 +334,7 @@ def verify_text(book, *, registry: Registry | None = None, statements=None, regi
         if c.evaluated is not registered_claims[c.evaluated.id] and c.change != "removed":
             low, high = (c.evaluated.book_value if isinstance(c.evaluated.book_value, tuple)
                          else (c.evaluated.book_value,) * 2)
-            claim = replace(claim, low=low, high=high)
+            claim = replace(claim, low=low, high=high, book=c.evaluated.book)
         printed_here.append(claim)
     mapping = line_coverage(path, registry=replace(registry, claims=tuple(printed_here)), statements=statements,
                             ignore=ignore, line_ignores=load_line_ignores())
@@ -354,7 +359,18 @@ def verify_text(book, *, registry: Registry | None = None, statements=None, regi
                     suggest(text.line(m.line), text.where.get(m.line, ("", ""))[0], m.numbers, registry, statements,
                             patterns))
         for m in mapping if not accounted(m))
-    return DraftReport(path, base_path if base is not None else None, claims, tuple(out_statements), unaccounted)
+    from inferlab.claims import crosscheck
+    gone = {e.evaluated.id for e in (*claims, *out_statements) if e.change == "removed"}
+    found = crosscheck.contradictions(
+        replace(registry, claims=tuple(c for c in printed_here if c.id not in gone)),
+        replace(statements, statements=tuple(s for s in statements.statements if s.id not in gone)),
+        claim_lines={c.evaluated.id: c.line for c in claims},
+        statement_lines={s.evaluated.id: s.line for s in out_statements},
+        claim_verdicts={c.evaluated.id: c.evaluated.verdict for c in claims},
+        statement_verdicts={s.evaluated.id: s.evaluated.verdict for s in out_statements})
+    known = {c.pair for c in crosscheck.contradictions(registry, statements)}
+    return DraftReport(path, base_path if base is not None else None, claims, tuple(out_statements), unaccounted,
+                       tuple(found), tuple(c for c in found if c.pair not in known))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -403,6 +419,10 @@ def table(report: DraftReport) -> str:
     for u in report.unaccounted:
         what = ", ".join([*u.numbers, *(q.lower() for q in u.quantifiers)])
         out += [f"  line {u.line} [{what}]: {_short(u.text)}", f"      suggestion: {u.suggestion}"]
+    if report.contradictions:
+        out += ["", f"Contradictions within this text: {len(report.contradictions)} "
+                    f"({len(report.new_contradictions)} not in the registered text)"]
+        out += [f"  {'NEW ' if c in report.new_contradictions else ''}{c.text()}" for c in report.contradictions]
     out += ["", f"exit {report.exit_code}: " + ("the text only confirms" if report.exit_code == 0 else
                                                "something got worse, moved out of reach or is unaccounted")]
     return "\n".join(out)

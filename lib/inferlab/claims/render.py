@@ -85,11 +85,12 @@ def _setup(defaults: dict) -> str:
 
 
 def errata_markdown(claims: list[EvaluatedClaim], defaults: dict | None = None, statements=None,
-                    source: str | None = None) -> str:
+                    source: str | None = None, contradictions=None) -> str:
     """ERRATA.md: every erratum with what the book says, what follows from its own numbers, the
     cause and the consequence; then the approximations and the unchecked claims, briefly; then the
     statements of data/statements.toml (`statements` evaluated, or the default registry's). `source`
-    names the text the claims were judged on when it is not the registered one (a draft)."""
+    names the text the claims were judged on when it is not the registered one (a draft);
+    `contradictions` (crosscheck) those between its entries, by default the registered ones."""
     defaults = defaults or {"model": "llama-2-13b", "accelerator": "h100-sxm"}
     errata = [c for c in claims if c.verdict == "erratum"]
     approx = [c for c in claims if c.verdict == "approximation"]
@@ -176,7 +177,14 @@ def errata_markdown(claims: list[EvaluatedClaim], defaults: dict | None = None, 
             "", "| id | claim | book | reason |", "|---|---|---|---|"]
     out += [f"| {c.id} | {_cell(c.description)} | {_cell(c.book_text)} | {_cell(c.explanation)} |"
             for c in unchecked]
+    from inferlab.claims import crosscheck
     from inferlab.claims.statements import errata_section, evaluate_statements
     if statements is None:
         statements = evaluate_statements()
-    return "\n".join(out) + "\n\n" + errata_section(statements)
+    if contradictions is None:
+        from inferlab.claims.registry import load_registry
+        from inferlab.claims.statements import load_statements
+        contradictions = crosscheck.contradictions(
+            load_registry(), load_statements(), claim_verdicts={c.id: c.verdict for c in claims},
+            statement_verdicts={s.id: s.verdict for s in statements})
+    return ("\n".join(out) + "\n\n" + crosscheck.markdown(contradictions) + "\n" + errata_section(statements))
