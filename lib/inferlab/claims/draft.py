@@ -406,7 +406,8 @@ def table(report: DraftReport) -> str:
             out.append(f"  {e.id} {c.change} ({where}): book {c.registered_book} -> {e.book}, "
                        f"verdict {c.registered_verdict} -> {e.verdict}; {e.band}")
             if c.inputs:
-                out.append(f"      inputs no longer match the registered text: {', '.join(c.inputs)}")
+                out.append(f"      inputs no longer match the registered text: {', '.join(c.inputs)} "
+                           "(the verdict is for the registered inputs)")
     problems = [x.anchor for x in (*report.claims, *report.statements) if x.anchor and x.change != "removed"]
     if problems:
         out += ["", "Anchors that name more than one line (the first is read):"] + [f"  {p}" for p in problems]
@@ -457,7 +458,8 @@ class Difference:
 
 def compare(old: DraftReport, new: DraftReport) -> dict:
     """What changed from draft `old` to draft `new`: {"entries": [Difference], "moved": n (entries
-    whose line alone moved), "unaccounted_new": [Unaccounted], "unaccounted_gone": [Unaccounted]}."""
+    whose line alone moved), "unaccounted_new"/"unaccounted_gone": [Unaccounted],
+    "contradictions_new"/"contradictions_gone": [crosscheck.Contradiction]}."""
     old_text, new_text = Text.read(old.path), Text.read(new.path)
     patterns = [r.pattern for r in load_ignore()]
     out, moved = [], 0
@@ -488,9 +490,12 @@ def compare(old: DraftReport, new: DraftReport) -> dict:
                                   getattr(eb, "band", "") if b.line else "", inputs))
     old_u = {normal(u.text) for u in old.unaccounted}
     new_u = {normal(u.text) for u in new.unaccounted}
+    old_c, new_c = {c.pair for c in old.contradictions}, {c.pair for c in new.contradictions}
     return {"entries": out, "moved": moved,
             "unaccounted_new": [u for u in new.unaccounted if normal(u.text) not in old_u],
-            "unaccounted_gone": [u for u in old.unaccounted if normal(u.text) not in new_u]}
+            "unaccounted_gone": [u for u in old.unaccounted if normal(u.text) not in new_u],
+            "contradictions_new": [c for c in new.contradictions if c.pair not in old_c],
+            "contradictions_gone": [c for c in old.contradictions if c.pair not in new_c]}
 
 
 def _md(text: str) -> str:
@@ -501,7 +506,8 @@ def diff_markdown(diff: dict, old: DraftReport, new: DraftReport) -> str:
     """The comparison as Markdown, for a pull request."""
     out = [f"## Verdicts: {new.path} against {old.path}", "",
            f"{len(diff['entries'])} entries changed, {diff['moved']} moved only; "
-           f"{len(diff['unaccounted_new'])} new unaccounted lines, {len(diff['unaccounted_gone'])} now accounted for.", ""]
+           f"{len(diff['unaccounted_new'])} new unaccounted lines, {len(diff['unaccounted_gone'])} now accounted for; "
+           f"{len(diff['contradictions_new'])} new contradictions, {len(diff['contradictions_gone'])} resolved.", ""]
     if diff["entries"]:
         out += ["| id | change | line | book | verdict | band or inputs |", "|---|---|---|---|---|---|"]
         for d in diff["entries"]:
@@ -515,6 +521,10 @@ def diff_markdown(diff: dict, old: DraftReport, new: DraftReport) -> str:
                 "|---|---|---|"]
         out += [f"| {u.line} | {_md(', '.join([*u.numbers, *u.quantifiers]))} | {_md(u.suggestion)} |"
                 for u in diff["unaccounted_new"]]
+    for key, title in (("contradictions_new", "New contradictions within the text"),
+                       ("contradictions_gone", "Contradictions resolved")):
+        if diff[key]:
+            out += ["", f"### {title}", ""] + [f"- {_md(c.text())}" for c in diff[key]]
     return "\n".join(out) + "\n"
 
 
@@ -522,5 +532,7 @@ def diff_json(diff: dict, old: DraftReport, new: DraftReport) -> str:
     return json.dumps({"old": str(old.path), "new": str(new.path), "moved": diff["moved"],
                        "entries": [d.as_dict() for d in diff["entries"]],
                        "unaccounted_new": [u.as_dict() for u in diff["unaccounted_new"]],
-                       "unaccounted_gone": [u.as_dict() for u in diff["unaccounted_gone"]]},
+                       "unaccounted_gone": [u.as_dict() for u in diff["unaccounted_gone"]],
+                       "contradictions_new": [c.as_dict() for c in diff["contradictions_new"]],
+                       "contradictions_gone": [c.as_dict() for c in diff["contradictions_gone"]]},
                       indent=2, ensure_ascii=False)
