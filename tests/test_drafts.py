@@ -63,6 +63,18 @@ def _span(text, claim):
     return at.line, start, end, number
 
 
+def _edited(tmp_path, text, claim, new_number) -> tuple[int, str]:
+    """(line, path) of a copy of the chapter whose number of `claim` reads `new_number(number)`."""
+    line, start, end, number = _span(text, claim)
+    lines = list(text.lines)
+    lines[line - 1] = _replace_number(lines[line - 1], start, end, new_number(number))
+    return line, _write(tmp_path, lines)
+
+
+def _tripled(n) -> str:
+    return str(int(n.value * 3))
+
+
 def _editable(text, registry, claim) -> bool:
     """A point claim whose number is in no anchor phrase of its line (editing it moves no anchor)."""
     if not claim.anchor or claim.is_range or claim.relation or claim.status != "checked" or claim.override:
@@ -103,10 +115,8 @@ def test_the_registered_text_only_confirms(first, verdicts):
 def test_an_erratum_fixed_reads_as_consistent(tmp_path, text, registry, verdicts, first):
     claim = next(c for c in registry.claims if verdicts[c.id].verdict == "erratum" and verdicts[c.id].ours
                  and _editable(text, registry, c))
-    line, start, end, _ = _span(text, claim)
-    lines = list(text.lines)
-    lines[line - 1] = _replace_number(lines[line - 1], start, end, f"{verdicts[claim.id].ours:.3f}")
-    report = verify_text(_write(tmp_path, lines))
+    line, path = _edited(tmp_path, text, claim, lambda n: f"{verdicts[claim.id].ours:.3f}")
+    report = verify_text(path)
     c = _by_id(report)[0][claim.id]
     assert (c.change, c.evaluated.verdict, c.registered_verdict, c.line) == ("erratum fixed", "consistent",
                                                                               "erratum", line)
@@ -118,12 +128,10 @@ def test_an_erratum_fixed_reads_as_consistent(tmp_path, text, registry, verdicts
 def test_a_new_wrong_number_reads_as_an_erratum(tmp_path, text, registry, verdicts, first):
     claim = next(c for c in registry.claims if verdicts[c.id].verdict == "consistent" and c.low > 1
                  and _editable(text, registry, c))
-    line, start, end, number = _span(text, claim)
-    lines = list(text.lines)
-    lines[line - 1] = _replace_number(lines[line - 1], start, end, str(int(number.value * 3)))
-    report = verify_text(_write(tmp_path, lines))
+    line, path = _edited(tmp_path, text, claim, _tripled)
+    report = verify_text(path)
     c = _by_id(report)[0][claim.id]
-    assert (c.change, c.evaluated.verdict, c.evaluated.book) == ("new erratum", "erratum", str(int(number.value * 3)))
+    assert (c.change, c.evaluated.verdict, c.evaluated.book) == ("new erratum", "erratum", _tripled(_span(text, claim)[3]))
     assert ">" in c.evaluated.band and c.worse
     _others_untouched(report, first, {claim.id})
     assert report.exit_code == 1
@@ -245,15 +253,15 @@ def test_the_command_reads_a_file_or_a_folder_and_exits_0_1_2(tmp_path, text, ca
     with pytest.raises(ValueError, match="2 .txt files"):
         chapter_file(tmp_path / "two")
     assert main(["verify", "--book", str(CHAPTER), "--verdict", "erratum"]) == 2
+    (tmp_path / "binary.txt").write_bytes(b"\xff\xfe\x00 not text")
+    assert main(["verify", "--book", str(tmp_path / "binary.txt")]) == 2
+    assert "not a UTF-8 text file" in capsys.readouterr().err
 
 
 def test_against_lists_what_changed_between_two_drafts(tmp_path, text, registry, verdicts, capsys):
     claim = next(c for c in registry.claims if verdicts[c.id].verdict == "consistent" and c.low > 1
                  and _editable(text, registry, c))
-    line, start, end, number = _span(text, claim)
-    lines = list(text.lines)
-    lines[line - 1] = _replace_number(lines[line - 1], start, end, str(int(number.value * 3)))
-    new = _write(tmp_path, lines)
+    line, new = _edited(tmp_path, text, claim, _tripled)
     assert main(["verify", "--book", new, "--against", str(CHAPTER)]) == 1
     md = capsys.readouterr().out
     assert md.startswith("## Verdicts:") and "1 entries changed" in md
@@ -283,10 +291,7 @@ def test_a_number_that_now_contradicts_another_is_reported_with_both_lines(tmp_p
     a, b = next((x, y) for group in pairs.values() for x in group for y in group
                 if x is not y and verdicts[x.id].verdict == verdicts[y.id].verdict == "consistent"
                 and x.low > 1 and _editable(text, registry, x))
-    line, start, end, number = _span(text, a)
-    lines = list(text.lines)
-    lines[line - 1] = _replace_number(lines[line - 1], start, end, str(int(number.value * 3)))
-    report = verify_text(_write(tmp_path, lines))
+    report = verify_text(_edited(tmp_path, text, a, _tripled)[1])
     new = [c for c in report.new_contradictions if {c.a, c.b} == {a.id, b.id}]
     assert new and new[0].pair not in known
     lines_of = {c.evaluated.id: c.line for c in report.claims}
@@ -308,10 +313,8 @@ def test_errata_for_any_text(tmp_path, text, registry, verdicts, capsys):
     assert drop("".join(lines[:4] + lines[6:])) == drop(registered)
     claim = next(c for c in registry.claims if verdicts[c.id].verdict == "erratum" and verdicts[c.id].ours
                  and _editable(text, registry, c))
-    line, start, end, _ = _span(text, claim)
-    draft = list(text.lines)
-    draft[line - 1] = _replace_number(draft[line - 1], start, end, f"{verdicts[claim.id].ours:.3f}")
-    assert main(["errata", "--book", _write(tmp_path, draft), "--output", str(out)]) == 0
+    draft = _edited(tmp_path, text, claim, lambda n: f"{verdicts[claim.id].ours:.3f}")[1]
+    assert main(["errata", "--book", draft, "--output", str(out)]) == 0
     fixed = out.read_text(encoding="utf-8")
     assert f"### {claim.id}\n" in registered and f"### {claim.id}\n" not in fixed
     assert main(["errata", "--book", str(CHAPTER)]) == 2 and "needs --output" in capsys.readouterr().err
