@@ -144,9 +144,9 @@ def _letters(text: str) -> int:
 
 def suggest_anchor(text: Text, line: int, start: int, patterns=()) -> list[str] | None:
     """A short anchor for the number starting at `start` (clean coordinates) on `line`: the 1-3 words
-    just before the number (digit-free when possible), alone when they have 6 letters or more and
-    name one line, else after a word found on no other line of its part of the section (the rarest in the
-    text). None when no such anchor names the number alone."""
+    just before the number (digit-free when possible), alone when they are two words or more with 8
+    letters or more and name one line, else after a word found on no other line of its part of the
+    section (the rarest in the text). None when no such anchor names the number alone."""
     raw = text.line(line)
     section, part = text.where[line]
     prefix = raw.replace("$", "")[:start]
@@ -155,11 +155,12 @@ def suggest_anchor(text: Text, line: int, start: int, patterns=()) -> list[str] 
     before.sort(key=lambda p: (bool(re.search(r"\d", p)), _letters(p) < 2, len(p.split())))
     others = [normal(text.line(i)) for i in text.block(section, part) if i != line]
     everywhere = [normal(l) for l in text.lines]
-    rare = sorted({w.strip(".,;:()“”\"'") for w in raw.replace("$", "").split()}, key=lambda w: (
+    rare = sorted(dict.fromkeys(w.strip(".,;:()“”\"'") for w in raw.replace("$", "").split()), key=lambda w: (
         normal(w) not in normal(prefix), sum(normal(w) in l for l in everywhere), -len(w)))
     rare = [w for w in rare if len(w) >= 5 and w.isalpha() and not any(normal(w) in l for l in others)]
     for phrase in before:
-        for anchor in ([[phrase]] if _letters(phrase) >= 6 else []) + [[w, phrase] for w in rare]:
+        alone = _letters(phrase) >= 8 and sum(_letters(w) > 0 for w in phrase.split()) >= 2
+        for anchor in ([[phrase]] if alone else []) + [[w, phrase] for w in rare]:
             got, _ = spans_after(raw, anchor, patterns)
             if got and got[0][1] == start and lines_with(text, anchor, section, part) == [line]:
                 return anchor
