@@ -292,6 +292,14 @@ def suggest(raw: str, section: str, numbers, registry: Registry, statements, pat
             "add a statement or an ignore entry for this line")
 
 
+def _anchor_hint(text: Text, mapping, patterns) -> str:
+    """'; anchor = [...]' for the first number of an unaccounted line (anchors.suggest_anchor)."""
+    from inferlab.claims.anchors import suggest_anchor
+    starts = [start for n, start, _ in number_spans(text.line(mapping.line), patterns) if n.text in mapping.numbers]
+    anchor = suggest_anchor(text, mapping.line, starts[0], patterns) if starts else None
+    return f"; its number could take anchor = {json.dumps(anchor, ensure_ascii=False)}" if anchor else ""
+
+
 def verify_text(book, *, registry: Registry | None = None, statements=None, registered=None) -> DraftReport:
     """Every claim and statement of the registries judged against the text at `book` (file or folder),
     compared with the registered text (default: `coverage.default_chapter_path()` when it exists)."""
@@ -357,7 +365,7 @@ def verify_text(book, *, registry: Registry | None = None, statements=None, regi
     unaccounted = tuple(
         Unaccounted(m.line, text.line(m.line).strip(), m.numbers, m.quantifiers,
                     suggest(text.line(m.line), text.where.get(m.line, ("", ""))[0], m.numbers, registry, statements,
-                            patterns))
+                            patterns) + _anchor_hint(text, m, patterns))
         for m in mapping if not accounted(m))
     from inferlab.claims import crosscheck
     gone = {e.evaluated.id for e in (*claims, *out_statements) if e.change == "removed"}
