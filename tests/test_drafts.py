@@ -171,7 +171,7 @@ def test_a_new_quantitative_sentence_is_unaccounted_with_a_suggestion(tmp_path, 
     [u] = report.unaccounted
     assert (u.line, u.text, u.numbers) == (after + 2, sentence, (like.book,))
     assert f"same unit {like.unit}" in u.suggestion
-    # the anchor it proposes reads the new number, and only that line holds it
+    # the anchor it proposes reads the new number
     from inferlab.claims.anchors import number_after
     anchor = json.loads(u.suggestion.split("anchor = ", 1)[1])
     assert [n.text for n in number_after(sentence, anchor)[0]] == [like.book]
