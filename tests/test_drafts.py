@@ -11,7 +11,7 @@ import pytest
 from inferlab.claims.anchors import Text, locate_claim
 from inferlab.claims.chapter import number_spans
 from inferlab.claims.coverage import CHAPTER_NAME, default_chapter_path, load_ignore
-from inferlab.claims.draft import CHANGES, chapter_file, scenario_words, verify_text
+from inferlab.claims.draft import CHANGES, chapter_file, scenario_words, table, verify_text
 from inferlab.claims.evaluate import evaluate_registry
 from inferlab.claims.registry import load_registry
 from inferlab.cli import main
@@ -322,3 +322,10 @@ def test_errata_for_any_text(tmp_path, text, registry, verdicts, capsys):
     fixed = out.read_text(encoding="utf-8")
     assert f"### {claim.id}\n" in registered and f"### {claim.id}\n" not in fixed
     assert main(["errata", "--book", str(CHAPTER)]) == 2 and "needs --output" in capsys.readouterr().err
+
+
+def test_without_the_registered_text_every_number_is_still_judged(tmp_path, text, first):
+    report = verify_text(CHAPTER, registered=tmp_path / "absent.txt")
+    assert report.registered is None and "not found (scenario words not compared)" in table(report)
+    assert [(c.evaluated.id, c.evaluated.verdict, c.line) for c in report.claims] == \
+        [(c.evaluated.id, c.evaluated.verdict, c.line) for c in first.claims]
