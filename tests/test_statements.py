@@ -66,17 +66,25 @@ def test_every_statement_bearing_line_is_accounted_for(chapter, registry):
 
 
 def test_coverage_notices_a_missing_statement(chapter, registry):
-    # line 261 holds only one statement entry (superlinear gains)
-    without = replace(registry, statements=tuple(s for s in registry.statements if s.line != 261))
-    assert coverage(chapter, without).unaccounted == (261,)
+    # the line of 15.2.2-s11 (superlinear gains, found by its keywords) holds no other statement entry
+    from inferlab.claims.statements import located
+    [line] = [s.line for s in located(registry, chapter)[0].statements if s.id == "15.2.2-s11"]
+    assert [s.id for s in located(registry, chapter)[0].statements if s.line == line] == ["15.2.2-s11"]
+    without = replace(registry, statements=tuple(s for s in registry.statements if s.id != "15.2.2-s11"))
+    assert coverage(chapter, without).unaccounted == (line,)
 
 
 def test_coverage_notices_a_statement_on_the_wrong_line(chapter, registry):
+    # a stale line hint is reported; keywords that name no line are reported with the nearest lines
     s = _by_id(registry, "15.2.2-s11")
     moved = replace(registry, statements=tuple(replace(x, line=x.line + 2) if x is s else x
                                                for x in registry.statements))
     bad = coverage(chapter, moved).bad_lines
-    assert [b[0] for b in bad] == ["15.2.2-s11"] and "superlinear" in bad[0][2]
+    assert [b[0] for b in bad] == ["15.2.2-s11"] and "stale hint" in bad[0][2] and "superlinear" in bad[0][2]
+    lost = replace(registry, statements=tuple(replace(x, keywords=(*x.keywords, "nowhere in the")) if x is s else x
+                                              for x in registry.statements))
+    [(name, _, why)] = coverage(chapter, lost).bad_lines
+    assert name == "15.2.2-s11" and "matches no line" in why and f"line {s.line} (3/4 phrases" in why
 
 
 def test_the_rule_for_statement_bearing_lines(tmp_path):

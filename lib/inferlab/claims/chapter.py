@@ -81,16 +81,27 @@ def parse_number(match: re.Match) -> float:
     return value * _SUFFIX[match.group("suffix")]
 
 
-def numbers_in(text: str, patterns=(), *, section: str = "", part: str = "", line: int = 0):
-    """Every number printed in `text` (after blanking the ignore patterns), in order."""
+def clean(text: str, patterns=()) -> str:
+    """`text` with '$' removed, the ignore patterns blanked and \\sim, \\approx, \\leq, \\geq turned
+    into spaces: what numbers are read from. Positions match `text` with its '$' removed."""
     cleaned = blank(text.replace("$", ""), patterns)
-    cleaned = re.sub(r"\\(sim|approx|leq|geq)", " ", cleaned)
+    return re.sub(r"\\(sim|approx|leq|geq)", lambda m: " " * len(m.group(0)), cleaned)
+
+
+def number_spans(text: str, patterns=(), *, section: str = "", part: str = "", line: int = 0):
+    """[(Number, start, end)] for every number printed in `text`, with its span in `clean(text)`."""
     out = []
-    for m in _NUMBER.finditer(cleaned):
+    for m in _NUMBER.finditer(clean(text, patterns)):
         value = parse_number(m)
         in_unit = value / _SUFFIX[m.group("suffix")] if m.group("suffix") in ("B", "T") else None
-        out.append(Number(value, re.sub(r"\s", "", m.group(0)), section, part, line, in_unit))
+        out.append((Number(value, re.sub(r"\s", "", m.group(0)), section, part, line, in_unit),
+                    m.start(), m.end()))
     return out
+
+
+def numbers_in(text: str, patterns=(), *, section: str = "", part: str = "", line: int = 0):
+    """Every number printed in `text` (after blanking the ignore patterns), in order."""
+    return [n for n, _, _ in number_spans(text, patterns, section=section, part=part, line=line)]
 
 
 def chapter_numbers(path: Path, patterns=()) -> list[Number]:

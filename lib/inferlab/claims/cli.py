@@ -33,8 +33,37 @@ def _cmd_verify_statements(args) -> int:
     return 0
 
 
+def _cmd_verify_book(args) -> int:
+    from inferlab.claims import draft
+    for flag, value in (("--section", args.section), ("--verdict", args.verdict),
+                        ("--statement-verdict", args.statement_verdict)):
+        if value is not None:
+            raise ValueError(f"{flag} does not apply with --book (the report covers every claim and statement)")
+    if args.kind != "number":
+        raise ValueError("--kind does not apply with --book (the report covers claims and statements)")
+    try:
+        from inferlab.claims.registry import load_registry
+        from inferlab.claims.statements import load_statements
+        registry, statements = load_registry(args.registry), load_statements(args.statements)
+        new = draft.verify_text(args.book, registry=registry, statements=statements)
+        if args.against is None:
+            print(new.as_json() if args.json else draft.table(new))
+            return new.exit_code
+        old = draft.verify_text(args.against, registry=registry, statements=statements)
+    except RegistryError as err:
+        print(f"inferlab verify: error: {err}", file=sys.stderr)
+        return 2
+    diff = draft.compare(old, new)
+    print(draft.diff_json(diff, old, new) if args.json else draft.diff_markdown(diff, old, new))
+    return new.exit_code
+
+
 def _cmd_verify(args) -> int:
     from inferlab.claims.render import as_json, explanations, table
+    if args.book is not None:
+        return _cmd_verify_book(args)
+    if args.against is not None:
+        raise ValueError("--against OLD needs --book NEW (the draft compared with OLD)")
     # Options of the other --kind would be ignored: refuse them.
     if args.kind == "statement" and (args.verdict is not None or args.registry is not None):
         raise ValueError(f"--{'verdict' if args.verdict is not None else 'registry'} applies to --kind number; "
@@ -45,7 +74,7 @@ def _cmd_verify(args) -> int:
     if args.kind == "statement":
         return _cmd_verify_statements(args)
     try:
-        _, claims = _evaluate(args)
+        registry, claims = _evaluate(args)
     except RegistryError as err:
         print(f"inferlab verify: error: {err}", file=sys.stderr)
         return 2
@@ -57,11 +86,17 @@ def _cmd_verify(args) -> int:
     if notes:
         print("\nWhy (every claim that is not consistent):")
         print(notes)
+    from inferlab.claims import crosscheck
+    from inferlab.claims.statements import load_statements
+    print("\n" + crosscheck.table(crosscheck.contradictions(
+        registry, load_statements(), claim_verdicts={c.id: c.verdict for c in claims})))
     return 0
 
 
 def _cmd_errata(args) -> int:
     from inferlab.claims.render import errata_markdown
+    if args.book is not None and args.output is None:
+        raise ValueError("--book needs --output (ERRATA.md at the repository root is the registered text's)")
     path = Path(args.output) if args.output else _repo_root() / "ERRATA.md"
     # The output is checked before the registry is evaluated: a folder or an unwritable path fails now.
     if not args.check:
@@ -70,10 +105,20 @@ def _cmd_errata(args) -> int:
     elif path.is_dir() or str(args.output).endswith(("/", "\\")):
         raise ValueError(f"--output must be a file, not a directory; got {str(args.output or path)!r}")
     try:
-        registry, claims = _evaluate(args)
-        from inferlab.claims.statements import evaluate_statements, load_statements
-        text = errata_markdown(claims, registry.defaults,
-                               statements=evaluate_statements(load_statements(args.statements)))
+        if args.book is not None:
+            from inferlab.claims.draft import verify_text
+            from inferlab.claims.registry import load_registry
+            from inferlab.claims.statements import load_statements
+            registry = load_registry(args.registry)
+            report = verify_text(args.book, registry=registry, statements=load_statements(args.statements))
+            text = errata_markdown([c.evaluated for c in report.claims if c.change != "removed"], registry.defaults,
+                                   statements=[s.evaluated for s in report.statements if s.change != "removed"],
+                                   source=report.path.name, contradictions=report.contradictions)
+        else:
+            registry, claims = _evaluate(args)
+            from inferlab.claims.statements import evaluate_statements, load_statements
+            text = errata_markdown(claims, registry.defaults,
+                                   statements=evaluate_statements(load_statements(args.statements)))
     except RegistryError as err:
         print(f"inferlab errata: error: {err}", file=sys.stderr)
         return 2
@@ -107,6 +152,13 @@ def register(subparsers) -> None:
     verify.add_argument("--statements", default=None, help="a statements file other than data/statements.toml")
     verify.add_argument("--json", action="store_true", help="machine-readable output")
     verify.add_argument("--registry", default=None, help="a claims file other than data/claims.toml")
+    verify.add_argument("--book", default=None, metavar="FILE|DIR",
+                        help="judge every claim and statement against this text of the chapter (a draft): "
+                             "lines found by content, changed numbers re-judged, unaccounted lines listed; "
+                             "exit 0 when it only confirms, 1 when something got worse or is unaccounted")
+    verify.add_argument("--against", default=None, metavar="OLD",
+                        help="with --book NEW: the table of what changed from the draft OLD to NEW "
+                             "(Markdown, or JSON with --json)")
     verify.set_defaults(func=_cmd_verify)
 
     errata = subparsers.add_parser(
@@ -116,4 +168,7 @@ def register(subparsers) -> None:
     errata.add_argument("--output", default=None, help="path to write (default: ERRATA.md at the repository root)")
     errata.add_argument("--registry", default=None, help="a claims file other than data/claims.toml")
     errata.add_argument("--statements", default=None, help="a statements file other than data/statements.toml")
+    errata.add_argument("--book", default=None, metavar="FILE|DIR",
+                        help="the errata of this text of the chapter (a draft: numbers as printed there, "
+                             "re-judged); needs --output")
     errata.set_defaults(func=_cmd_errata)

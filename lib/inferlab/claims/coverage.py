@@ -104,9 +104,10 @@ QUANTIFIER = re.compile(r"\b(?:always|never|only|every|all|any|none|no matter|re
 
 @dataclass(frozen=True)
 class LineIgnore:
-    line: int
+    line: int            # a hint: re-derived from the keywords (in `section`) whenever a text is read
     keywords: tuple
     reason: str
+    section: str | None = None
 
 
 @dataclass(frozen=True)
@@ -139,8 +140,23 @@ def load_line_ignores(path: Path | None = None) -> list[LineIgnore]:
         if len(reason) < 20:
             raise RegistryError(f"coverage ignore-list [[line]] {i + 1} (line {line}): every ignored line needs a "
                                 f"'reason' (a sentence); got {reason!r}")
-        out.append(LineIgnore(line, tuple(kw), reason))
+        out.append(LineIgnore(line, tuple(kw), reason, raw.get("section")))
     return out
+
+
+def located_line_ignores(line_ignores, text) -> tuple[list[LineIgnore], list]:
+    """The [[line]] entries with their lines derived from their keywords in `text` (an anchors.Text):
+    (entries, [anchors.Located of those naming no line or several]); one naming several stands on
+    the first, one naming none gets line 0."""
+    from dataclasses import replace
+    from inferlab.claims.anchors import locate
+    out, problems = [], []
+    for i in line_ignores:
+        found = locate(text, f"coverage_ignore {list(i.keywords)}", i.keywords, i.section)
+        if found.line is None:
+            problems.append(found)
+        out.append(replace(i, line=found.first or 0))
+    return out, problems
 
 
 def line_coverage(chapter: Path | None = None, registry: Registry | None = None, statements=None,
@@ -149,13 +165,18 @@ def line_coverage(chapter: Path | None = None, registry: Registry | None = None,
     """Every non-heading line of the chapter that carries a number (after the reviewed ignore
     patterns) or a quantifier (QUANTIFIER), with what it is mapped to. A line with a quantifier
     needs a statement, a statements [[ignore]] or a [[line]] entry; a line with numbers only may
-    also be mapped by the number claims of its section and part that cover all of them."""
-    from inferlab.claims.statements import is_heading, load_statements, _normal
+    also be mapped by the number claims of its section and part that cover all of them. Statements
+    and [[line]] entries stand where their keywords put them in this text (`anchors`)."""
+    from inferlab.claims.anchors import Text
+    from inferlab.claims.statements import is_heading, load_statements, located, _normal
     chapter = Path(chapter) if chapter else default_chapter_path()
     registry = registry or load_registry()
     statements = statements or load_statements()
     ignore = load_ignore() if ignore is None else ignore
     line_ignores = load_line_ignores() if line_ignores is None else line_ignores
+    where = Text.read(chapter)
+    statements = located(statements, where)[0]
+    line_ignores = located_line_ignores(line_ignores, where)[0]
     text = chapter.read_text(encoding="utf-8").splitlines()
     numbers: dict[int, list[Number]] = {}
     for n in chapter_numbers(chapter, [r.pattern for r in ignore]):
@@ -200,10 +221,10 @@ def line_coverage(chapter: Path | None = None, registry: Registry | None = None,
 
 
 def stale_line_ignores(chapter: Path | None = None, line_ignores: list[LineIgnore] | None = None) -> list:
-    """[[line]] entries whose keywords are not on their line (the chapter moved): (line, keywords)."""
-    from inferlab.claims.statements import _normal
+    """[[line]] entries whose keywords name no single line of the text, or another line than their
+    hint: (hint line, keywords)."""
+    from inferlab.claims.anchors import Text
     chapter = Path(chapter) if chapter else default_chapter_path()
     line_ignores = load_line_ignores() if line_ignores is None else line_ignores
-    text = chapter.read_text(encoding="utf-8").splitlines()
-    return [(i.line, i.keywords) for i in line_ignores
-            if i.line > len(text) or not all(_normal(k) in _normal(text[i.line - 1]) for k in i.keywords)]
+    found, _ = located_line_ignores(line_ignores, Text.read(chapter))
+    return [(old.line, old.keywords) for old, new in zip(line_ignores, found) if new.line != old.line]

@@ -25,7 +25,7 @@ BOOK_RE = re.compile(rf"^(?P<lo>{_NUM})(?:-(?P<hi>{_NUM}))?$")
 REQUIRED = ("id", "section", "part", "description", "book", "unit")
 OPTIONAL = ("status", "reason", "function", "inputs", "relation", "tolerance", "method",
             "method_inputs", "own", "own_inputs", "conclusion", "explanation", "consequence",
-            "note", "printed", "also_covers", "derived", "override")
+            "note", "printed", "also_covers", "derived", "override", "anchor")
 
 
 class RegistryError(ValueError):
@@ -73,6 +73,7 @@ class Claim:
     also_covers: tuple = ()
     derived: dict = field(default_factory=dict, hash=False)
     override: tuple | None = None  # (verdict, reason): a verdict other than the rule's, with why
+    anchor: tuple = ()  # phrases on the claim's line, the last one just before its number (claims.anchors)
 
     @property
     def is_range(self) -> bool:
@@ -236,6 +237,13 @@ def parse_claim(raw: dict) -> Claim:
             raise _fail(entry_id, "an unchecked claim has no verdict to override")
         override = (override["verdict"], " ".join(override["reason"].split()))
 
+    anchor = raw.get("anchor", [])
+    if (not isinstance(anchor, list) or not all(isinstance(p, str) and p.strip() for p in anchor)
+            or any(len(p.split()) > 3 for p in anchor) or len(anchor) > 3):
+        raise _fail(entry_id, "anchor must be a list of 1-3 short phrases (at most 3 words each) found on "
+                              f"the claim's line, the last one just before its number; got {anchor!r}")
+    if anchor and not raw.get("printed", True):
+        raise _fail(entry_id, "an implied claim (printed = false) has no number to anchor")
     also = raw.get("also_covers", [])
     if not isinstance(also, list) or not all(isinstance(x, (int, float)) and not isinstance(x, bool)
                                              for x in also):
@@ -251,7 +259,8 @@ def parse_claim(raw: dict) -> Claim:
         explanation=" ".join(raw.get("explanation", "").split()),
         consequence=" ".join(raw.get("consequence", "").split()),
         note=" ".join(raw.get("note", "").split()), printed=bool(raw.get("printed", True)),
-        also_covers=tuple(float(x) for x in also), derived=derived, override=override)
+        also_covers=tuple(float(x) for x in also), derived=derived, override=override,
+        anchor=tuple(anchor))
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ import json
 import re
 import textwrap
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from inferlab.claims.chapter import PART_HEADINGS, SECTION_RE, read_blocks
@@ -37,7 +37,7 @@ STATEMENT_VERDICTS = ("consistent", "erratum", "depends", "unchecked")
 ID_RE = re.compile(r"^(15\.\d\.\d)-s(\d{1,3})$")
 REQUIRED = ("id", "line", "keywords", "description")
 OPTIONAL = ("experiment", "inputs", "status", "reason", "corrected", "depends_on", "note")
-IGNORE_FIELDS = ("line", "keywords", "reason", "covered_by")
+IGNORE_FIELDS = ("line", "section", "keywords", "reason", "covered_by")
 _END = re.compile(r"[.?!][”\"')\]]*$")
 MAX_KEYWORD_WORDS = 3
 
@@ -71,6 +71,7 @@ class Ignored:
     keywords: tuple
     reason: str
     covered_by: tuple = ()
+    section: str | None = None
 
 
 @dataclass(frozen=True)
@@ -161,7 +162,28 @@ def parse_ignored(raw: dict, i: int) -> Ignored:
     covered = raw.get("covered_by", [])
     if not isinstance(covered, list) or not all(isinstance(c, str) for c in covered):
         raise _fail(entry, f"'covered_by' must be a list of number-claim ids; got {covered!r}")
-    return Ignored(line, _keywords(entry, raw), reason, tuple(covered))
+    section = raw.get("section")
+    if section is not None and not (isinstance(section, str) and re.match(r"^15\.\d\.\d$", section)):
+        raise _fail(entry, f"'section' must be a subsection id such as '15.1.1'; got {section!r}")
+    return Ignored(line, _keywords(entry, raw), reason, tuple(covered), section)
+
+
+def located(registry: "Statements", text) -> tuple["Statements", list]:
+    """The registry with every line derived from its keywords in `text` (an anchors.Text or a path):
+    (registry, [anchors.Located of each entry whose keywords name no line or several]). An entry
+    that names no single line gets line 0 and stays in the registry."""
+    from inferlab.claims.anchors import Text, locate
+    text = text if isinstance(text, Text) else Text.read(text)
+    problems = []
+
+    def where(name, entry, section):
+        found = locate(text, name, entry.keywords, section)
+        if found.line is None:
+            problems.append(found)
+        return replace(entry, line=found.first or 0)
+    statements = tuple(where(s.id, s, s.section) for s in registry.statements)
+    ignored = tuple(where(f"ignore {list(i.keywords)}", i, i.section) for i in registry.ignored)
+    return Statements(statements, ignored, registry.path), problems
 
 
 def default_path() -> Path:
@@ -324,32 +346,27 @@ class CoverageReport:
 
 
 def coverage(chapter: Path, registry: Statements | None = None, claim_ids=None) -> CoverageReport:
+    """Every entry's keywords located in `chapter` (bad_lines: named nowhere or on several lines, or a
+    `line` hint that is stale), and every statement-bearing line accounted for by a located entry."""
     registry = registry or load_statements()
     if claim_ids is None:
         from inferlab.claims.registry import load_registry
         claim_ids = {c.id for c in load_registry().claims}
-    lines = Path(chapter).read_text(encoding="utf-8").splitlines()
-    sections = line_sections(chapter)
     bearing = statement_bearing_lines(chapter)
-    bad, wrong = [], []
-    for e in (*registry.statements, *registry.ignored):
-        name = e.id if isinstance(e, Statement) else f"ignore line {e.line}"
-        if e.line > len(lines):
-            bad.append((name, e.line, f"the chapter has only {len(lines)} lines"))
-            continue
-        text = _normal(lines[e.line - 1])
-        missing = [k for k in e.keywords if _normal(k) not in text]
-        if missing:
-            bad.append((name, e.line, f"keyword(s) {missing} not on that line"))
-        if isinstance(e, Statement) and sections.get(e.line) != e.section:
-            wrong.append((e.id, e.line, sections.get(e.line)))
-    stated = {s.line for s in registry.statements}
-    ignored = {i.line for i in registry.ignored}
+    found, problems = located(registry, chapter)
+    bad = [(p.name, 0, p.message()) for p in problems]
+    for old, new in zip((*registry.statements, *registry.ignored), (*found.statements, *found.ignored)):
+        if new.line and old.line != new.line:
+            name = old.id if isinstance(old, Statement) else f"ignore {list(old.keywords)}"
+            bad.append((name, old.line, f"line {old.line} is a stale hint: the keywords {list(old.keywords)} "
+                                        f"stand on line {new.line}"))
+    stated = {s.line for s in found.statements if s.line}
+    ignored = {i.line for i in found.ignored if i.line}
     unaccounted = tuple(sorted(set(bearing) - stated - ignored))
     both = tuple(sorted(stated & ignored))
     stale = tuple(sorted(ignored - set(bearing)))
-    unknown = tuple((i.line, c) for i in registry.ignored for c in i.covered_by if c not in claim_ids)
-    return CoverageReport(tuple(bad), tuple(wrong), unaccounted, both, stale, unknown)
+    unknown = tuple((i.line, c) for i in found.ignored for c in i.covered_by if c not in claim_ids)
+    return CoverageReport(tuple(bad), (), unaccounted, both, stale, unknown)
 
 
 # --------------------------------------------------------------------------------------------------
