@@ -359,10 +359,10 @@ def _cmd_validate(args) -> int:
         if engine == "transformers" and args.step_model != "fitted":
             raise ValueError(f"--engine transformers steps on a fitted step time only; got --step-model "
                              f"{args.step_model!r}")
-    choice("--dtype", args.dtype, LIVE_DTYPES)
+    choice("--dtype", args.dtype, ("auto",) + tuple(LIVE_DTYPES))
     if engine == "transformers":
         from inferlab.serving.engines.transformers_cb import DTYPES
-        choice("--dtype", args.dtype, DTYPES)
+        choice("--dtype", args.dtype, ("auto",) + tuple(DTYPES))
         if args.device not in ("cpu", "auto"):
             raise ValueError(f"--engine transformers runs on the cpu only; got --device {args.device!r}")
         args.device = "cpu"
@@ -412,7 +412,12 @@ def _cmd_validate(args) -> int:
     from inferlab.serving.live import check_live_memory, resolve_device
     # Before the minute of profiling: the model's name, and whether its weights and KV slots fit.
     cfg = resolve_model(args.model)
-    check_live_memory(cfg, args.max_num_seqs, args.max_len, args.dtype, resolve_device(args.device))
+    device = resolve_device(args.device)
+    dtype = args.dtype
+    if dtype == "auto":  # as validate resolves it (measure.fastpath; the probe is cached, so it runs once)
+        from inferlab.measure.fastpath import preferred_dtype
+        dtype = preferred_dtype(device, "bf16")[0]
+    check_live_memory(cfg, args.max_num_seqs, args.max_len, dtype, device)
     prompt = LengthDist("lognormal", args.prompt, 0.5, max(1, args.prompt // 8), 3 * args.prompt)
     output = LengthDist("lognormal", args.output, 0.5, max(1, args.output // 8), 3 * args.output)
     record = v.validate(model=cfg, dtype=args.dtype, device=args.device, rates=rates, fractions=fractions,
