@@ -131,11 +131,21 @@ def test_calibration_workload_and_its_steps_by_hand():
     n_lone = len(lone) * v.VLLM_CAL_REPEATS
     assert len(w) == n_lone + sum(bursts) * v.VLLM_CAL_BURST_REPEATS
     assert w.output_tokens[:n_lone].tolist() == [1] * n_lone
-    # a stand-in result: every lone TTFT 10 ms x tokens/8; burst of b: gap g lasts (b + g) ms
+    # a stand-in result: every lone TTFT 10 ms x tokens / 8; in a burst of b, member m's gaps sum to
+    # (b + m) ms x (N - 1), delivered unevenly (half the gaps 0, as a client short of CPU sees them)
     from inferlab.serving.metrics import ReplicaTrace, SimResult
     out = v.VLLM_CAL_BURST_OUTPUT
     ttft = np.array([0.01 * g[1] / 8 if g[0] == "lone" else 0.02 for g in groups])
-    itls = [np.zeros(0) if g[0] == "lone" else (g[1] + np.arange(out - 1)) * 1e-3 for g in groups]
+    member = {}
+    itls = []
+    for g in groups:
+        if g[0] == "lone":
+            itls.append(np.zeros(0))
+            continue
+        m = member[g[2]] = member.get(g[2], -1) + 1
+        gaps = np.zeros(out - 1)
+        gaps[::2] = (g[1] + m) * 1e-3 * (out - 1) / len(gaps[::2])
+        itls.append(gaps)
     n = len(w)
     res = SimResult(w.arrival_s, w.prompt_tokens, w.output_tokens, np.full(n, np.nan), w.arrival_s + ttft,
                     w.arrival_s + 1.0, np.zeros(n, int), np.zeros(n, int), itls,
@@ -144,12 +154,13 @@ def test_calibration_workload_and_its_steps_by_hand():
     assert steps[0] == (0, 0.0, [(8, 0)], 1) and dur[0] == pytest.approx(0.01)
     assert steps[1] == (0, 0.0, [(16, 0)], 1) and dur[1] == pytest.approx(0.02)
     dec = [(s_, d) for s_, d in zip(steps, dur) if s_[0] > 0]
-    per_burst = out - 1 - v.VLLM_CAL_SKIP_GAPS
-    assert len(dec) == per_burst * len(bursts) * v.VLLM_CAL_BURST_REPEATS
-    # first kept gap g = SKIP of a 2-burst: decode step g + 1, each of 2 sequences reads P + g + 1 keys
-    g, p = v.VLLM_CAL_SKIP_GAPS, v.VLLM_CAL_BURST_PROMPT
-    two = [x for x in dec if x[0][0] == 2]
-    assert two[0][0] == (2, float(2 * (p + g + 1)), [], 2) and two[0][1] == pytest.approx((2 + g) * 1e-3)
+    assert len(dec) == len(bursts) * v.VLLM_CAL_BURST_REPEATS  # one mean step per burst
+    # a burst of 2 prompts of P: N - 1 decode steps reading P + 1 .. P + N - 1 keys each: mean P + N / 2;
+    # its members' mean gaps 2 and 3 ms: median 2.5 ms. Alone (b = 1): 1 ms.
+    p = v.VLLM_CAL_BURST_PROMPT
+    assert [x for x in dec if x[0][0] == 2][0][0] == (2, 2 * (p + out / 2), [], 2)
+    assert [x for x in dec if x[0][0] == 2][0][1] == pytest.approx(2.5e-3)
+    assert [x for x in dec if x[0][0] == 1][0][1] == pytest.approx(1e-3)
 
 
 # -- the server's lifecycle, on a stand-in server (no vLLM needed) --------------------------------------------
