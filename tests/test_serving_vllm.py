@@ -131,36 +131,37 @@ def test_calibration_workload_and_its_steps_by_hand():
     n_lone = len(lone) * v.VLLM_CAL_REPEATS
     assert len(w) == n_lone + sum(bursts) * v.VLLM_CAL_BURST_REPEATS
     assert w.output_tokens[:n_lone].tolist() == [1] * n_lone
-    # a stand-in result: every lone TTFT 10 ms x tokens / 8; in a burst of b, member m's gaps sum to
-    # (b + m) ms x (N - 1), delivered unevenly (half the gaps 0, as a client short of CPU sees them)
+    # a stand-in result: a lone prompt of L tokens: TTFT 10 ms x L / 8 (8 tokens 10 ms, 16 tokens 20 ms);
+    # a burst's member m (0, 1, ...) of a burst of b: its last token (2 b + m) ms x (N - 1) after the lone
+    # TTFT of its b P-token prefill, its gaps uneven (every other one 0, tokens delivered in bunches)
     from inferlab.serving.metrics import ReplicaTrace, SimResult
-    out = v.VLLM_CAL_BURST_OUTPUT
-    ttft = np.array([0.01 * g[1] / 8 if g[0] == "lone" else 0.02 for g in groups])
-    member = {}
-    itls = []
+    out, p = v.VLLM_CAL_BURST_OUTPUT, v.VLLM_CAL_BURST_PROMPT
+    member, ttft, itls = {}, [], []
     for g in groups:
         if g[0] == "lone":
+            ttft.append(0.01 * g[1] / 8)
             itls.append(np.zeros(0))
             continue
         m = member[g[2]] = member.get(g[2], -1) + 1
+        ttft.append(0.01 * g[1] * p / 8 + 0.004)  # a slower first token: moved into the gaps' sum below
         gaps = np.zeros(out - 1)
-        gaps[::2] = (g[1] + m) * 1e-3 * (out - 1) / len(gaps[::2])
+        gaps[::2] = ((2 * g[1] + m) * 1e-3 * (out - 1) - 0.004) / len(gaps[::2])
         itls.append(gaps)
-    n = len(w)
+    n, ttft = len(w), np.array(ttft)
+    finish = w.arrival_s + ttft + np.array([x.sum() for x in itls])
     res = SimResult(w.arrival_s, w.prompt_tokens, w.output_tokens, np.full(n, np.nan), w.arrival_s + ttft,
-                    w.arrival_s + 1.0, np.zeros(n, int), np.zeros(n, int), itls,
-                    (ReplicaTrace(*(np.zeros(0),) * 5, 1),))
+                    finish, np.zeros(n, int), np.zeros(n, int), itls, (ReplicaTrace(*(np.zeros(0),) * 5, 1),))
     steps, dur = v.vllm_calibration_steps(res, groups)
     assert steps[0] == (0, 0.0, [(8, 0)], 1) and dur[0] == pytest.approx(0.01)
     assert steps[1] == (0, 0.0, [(16, 0)], 1) and dur[1] == pytest.approx(0.02)
     dec = [(s_, d) for s_, d in zip(steps, dur) if s_[0] > 0]
     assert len(dec) == len(bursts) * v.VLLM_CAL_BURST_REPEATS  # one mean step per burst
-    # a burst of 2 prompts of P: N - 1 decode steps reading P + 1 .. P + N - 1 keys each: mean P + N / 2;
-    # its members' mean gaps 2 and 3 ms: median 2.5 ms. Alone (b = 1): 1 ms.
-    p = v.VLLM_CAL_BURST_PROMPT
+    # burst of 2 prompts of P: N - 1 decode steps reading P + 1 .. P + N - 1 keys each: mean P + N / 2;
+    # its members' last tokens 4 and 5 ms x (N - 1) after the 16-token lone TTFT: median 4.5 ms per step.
+    # Alone (b = 1): 2 ms per step.
     assert [x for x in dec if x[0][0] == 2][0][0] == (2, 2 * (p + out / 2), [], 2)
-    assert [x for x in dec if x[0][0] == 2][0][1] == pytest.approx(2.5e-3)
-    assert [x for x in dec if x[0][0] == 1][0][1] == pytest.approx(1e-3)
+    assert [x for x in dec if x[0][0] == 2][0][1] == pytest.approx(4.5e-3)
+    assert [x for x in dec if x[0][0] == 1][0][1] == pytest.approx(2e-3)
 
 
 # -- the server's lifecycle, on a stand-in server (no vLLM needed) --------------------------------------------
