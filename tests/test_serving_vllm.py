@@ -64,6 +64,26 @@ def test_kv_pool_is_read_from_the_server_log():
     assert V.kv_tokens_from_log("no such line") is None
 
 
+METRICS = """# HELP vllm:iteration_tokens_total Histogram of number of tokens per engine_step.
+vllm:iteration_tokens_total_bucket{engine="0",le="1.0",model_name="tiny"} %s
+vllm:iteration_tokens_total_bucket{engine="0",le="8.0",model_name="tiny"} %s
+vllm:iteration_tokens_total_bucket{engine="0",le="64.0",model_name="tiny"} %s
+vllm:iteration_tokens_total_bucket{engine="0",le="+Inf",model_name="tiny"} %s
+vllm:iteration_tokens_total_count{engine="0",model_name="tiny"} %s
+"""
+
+
+def test_steps_by_tokens_from_two_metrics_snapshots_beside_the_simulated_steps():
+    before = V.iteration_tokens(METRICS % (2.0, 5.0, 6.0, 6.0, 6.0))
+    after = V.iteration_tokens(METRICS % (12.0, 20.0, 26.0, 26.0, 26.0))
+    assert before == {1.0: 2.0, 8.0: 5.0, 64.0: 6.0, float("inf"): 6.0}
+    # during the run (cumulative deltas 10, 15, 20, 20): 10 steps of 1 token, 5 of 2-8, 5 of 9-64, none above;
+    # simulated steps of 1, 1, 3, 64, 65 tokens: 2, 1, 1, 1
+    out = V.steps_by_tokens(before, after, [1, 1, 3, 64, 65])
+    assert out == {"le": [1.0, 8.0, 64.0, "inf"], "live": [10, 5, 5, 0], "simulated": [2, 1, 1, 1]}
+    assert V.iteration_tokens("no histogram") == {}
+
+
 def test_timed_trace_holds_the_workload_with_fresh_prompt_blocks():
     w = Workload(np.array([0.0, 0.25, 1.5]), np.array([16, 17, 40]), np.array([4, 1, 9]))
     rows = [json.loads(x) for x in V.trace_lines(w, base_id=100)]
@@ -252,3 +272,23 @@ def test_the_installed_vllm_is_the_pinned_one_and_the_model_is_the_scripts():
                                                              meta["intermediate_size"], meta["vocab_size"])
     tok = json.loads((model / "tokenizer.json").read_text())
     assert len(tok["model"]["vocab"]) + len(tok.get("added_tokens", [])) >= m.vocab_size - 2
+
+
+live_vllm = pytest.mark.skipif(V.venv_python(ROOT) is None or not (ROOT / V.MODEL_DIR / "config.json").exists()
+                               or __import__("os").environ.get("INFERLAB_VLLM_LIVE") != "1",
+                               reason="starts vLLM's server (2-3 minutes on 2 cores): needs `make vllm` and "
+                                      "INFERLAB_VLLM_LIVE=1")
+
+
+@live_vllm
+def test_the_real_server_serves_a_timed_trace_exactly_and_is_stopped(tmp_path):
+    py, model = V.require_vllm(ROOT)
+    w = Workload(np.array([0.0, 0.2, 0.4]), np.array([20, 70, 5]), np.array([3, 1, 6]))
+    with V.VllmServer(py, model, V.VllmSettings(), tmp_path / "server.log", log=None) as srv:
+        assert V.kv_tokens_from_log(srv.log_text()) > 0
+        data = V.bench_serve(py, srv, model, w, tmp_path, "three")
+        pid = srv.proc.pid
+    V.check_served(data, w, "three")  # every request, with the trace's prompt and output lengths
+    r = V.result_of(data, "three")
+    assert r.completed.all() and r.output_tokens.tolist() == [3, 1, 6]
+    assert gone(pid) and not srv.healthy()

@@ -1326,18 +1326,24 @@ def validate_vllm(*, settings=None, rates=None, fractions=LOAD_FACTORS, requests
         for k, (rate, name) in enumerate(zip(rates, names)):
             w = synthetic(rate, n_requests=requests_per_rate, prompt=prompt, output=output, cv=cv, seed=seed)
             log(f"live: {len(w)} requests at {rate:.2f}/s ({name}) through vLLM's benchmark client")
+            before = V.iteration_tokens(V.metrics_text(server))
             data = V.bench_serve(python, server, model_dir, w, work, f"rate-{k}", base_id=(k + 1) * 1_000_000)
+            after = V.iteration_tokens(V.metrics_text(server))
             V.check_served(data, w, f"rate-{k}")
-            lives.append((rate, name, w, data))
+            lives.append((rate, name, w, data, (before, after)))
         cals.append(_vllm_calibrate(python, server, model_dir, settings, work, "calibration-1", log))
         startup_s = server.startup_s
     st = mean_fit([c["fit"] for c in cals])
     after_error = _fit_error(st, cals[1]["steps"], cals[1]["durations_s"])
     unusable = []  # runs whose live ITLs are mostly 0 (tokens delivered in bunches): kept, not compared
-    for rate, name, w, data in lives:
+    for rate, name, w, data, (before, after) in lives:
         live = V.result_of(data, name)
         kw = dict(precision=prec, kv_blocks=kv_blocks, block_tokens=settings.block_size, watermark=0.0)
         sim = simulate(w, cfg, acc, pol, step_time=st, **kw)
+        # vLLM's client first sends the trace's first request once, alone (its test run): its steps are in
+        # vLLM's histogram, so they are simulated too, alone
+        test = simulate(Workload(np.zeros(1), w.prompt_tokens[:1], w.output_tokens[:1]), cfg, acc, pol, step_time=st, **kw)
+        schedule = V.steps_by_tokens(before, after, np.concatenate([sim.traces[0].tokens, test.traces[0].tokens]))
         sim0 = simulate(w, cfg, acc, pol, step_time=st0, **kw)
         ls, ss = live.summary(slo), sim.summary(slo)
         gaps = live.all_itls_s
@@ -1347,7 +1353,8 @@ def validate_vllm(*, settings=None, rates=None, fractions=LOAD_FACTORS, requests
             log(f"  {rate:.2f}/s ({name}): a live percentile is 0 ({bunched:.0%} of the gaps under "
                 f"{VLLM_BUNCHED_GAP_S * 1e3:.1f} ms: tokens delivered in bunches); not compared")
             unusable.append({"rate_per_s": rate, "load": name, "fraction": rate / cap, "requests": len(w), "live": ls,
-                             "simulated": ss, "bunched_fraction": bunched, "vllm_result": _vllm_result_subset(data)})
+                             "simulated": ss, "bunched_fraction": bunched, "steps_by_tokens": schedule,
+                             "vllm_result": _vllm_result_subset(data)})
             continue
         cmp = compare(ls, ss)
         sens = step_sensitivity(w, st, cfg, acc, pol, prec, kv_blocks, settings.block_size, slo)
@@ -1358,7 +1365,9 @@ def validate_vllm(*, settings=None, rates=None, fractions=LOAD_FACTORS, requests
                      "sensitivity": sens, "calibrations": [0, 1],
                      "first_calibration_only": compare(ls, sim0.summary(slo)),
                      "quantiles": {"live": quantiles(live), "simulated": quantiles(sim)},
-                     "bunched_fraction": bunched, "vllm_result": _vllm_result_subset(data)})
+                     "bunched_fraction": bunched, "steps_by_tokens": schedule,
+                     "vllm_result": _vllm_result_subset(data)})
+        log(f"  {rate:.2f}/s ({name}): engine steps, vLLM {sum(schedule['live'])}, simulated {sum(schedule['simulated'])}")
         log(f"  {rate:.2f}/s ({name}): TTFT p50 {cmp['ttft_s']['p50']['error']:+.1%}, p99 "
             f"{cmp['ttft_s']['p99']['error']:+.1%}; ITL p50 {cmp['itl_s']['p50']['error']:+.1%}, p99 "
             f"{cmp['itl_s']['p99']['error']:+.1%}")

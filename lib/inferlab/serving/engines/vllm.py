@@ -266,6 +266,32 @@ def _raise_exit(signum, frame):
     raise SystemExit(128 + signum)
 
 
+ITERATION_TOKENS = re.compile(r'^vllm:iteration_tokens_total_bucket\{[^}]*le="([^"]+)"[^}]*\}\s+([0-9.eE+-]+)\s*$', re.M)
+
+
+def iteration_tokens(metrics_text: str) -> dict:
+    """vLLM's histogram of tokens per engine step (`vllm:iteration_tokens_total`, cumulative: bucket
+    upper edge -> steps with at most that many tokens) from its /metrics text; {} if absent."""
+    return {float(le): float(n) for le, n in ITERATION_TOKENS.findall(metrics_text)}
+
+
+def metrics_text(server) -> str:
+    with urllib.request.urlopen(server.url + "/metrics", timeout=10.0) as r:
+        return r.read().decode("utf-8", errors="replace")
+
+
+def steps_by_tokens(before: dict, after: dict, simulated_tokens) -> dict:
+    """Steps per bucket of tokens (not cumulative) during a run, vLLM's (two /metrics snapshots,
+    iteration_tokens) beside the simulator's (its steps' token counts in the same buckets):
+    {le: [upper edges], live: [steps], simulated: [steps]}."""
+    edges = sorted(after)
+    live = np.diff([0.0] + [after[e] - before.get(e, 0.0) for e in edges])
+    t = np.asarray(simulated_tokens, dtype=float)
+    sim = np.diff([0] + [int(np.sum(t <= e)) for e in edges])
+    return {"le": [e if np.isfinite(e) else "inf" for e in edges], "live": [int(round(x)) for x in live],
+            "simulated": [int(x) for x in sim]}
+
+
 def trace_lines(workload: Workload, base_id: int = 0) -> list[str]:
     """The workload as vLLM's timed trace (JSON lines): timestamp (its arrival, s), input_length,
     output_length, and hash_ids, one new id per 16 prompt tokens (so no two prompts share a block:
