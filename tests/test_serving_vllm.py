@@ -292,3 +292,31 @@ def test_the_real_server_serves_a_timed_trace_exactly_and_is_stopped(tmp_path):
     r = V.result_of(data, "three")
     assert r.completed.all() and r.output_tokens.tolist() == [3, 1, 6]
     assert gone(pid) and not srv.healthy()
+
+
+# -- the recorded development run ---------------------------------------------------------------------------------
+DEV = ROOT / "data" / "measurements" / "serving" / "vllm" / "development" / "vllm-tiny-dev.json"
+
+
+def test_the_development_record_is_in_the_validation_schema_with_vllms_settings():
+    from inferlab.serving import validate as v
+    rec = json.loads(DEV.read_text())
+    assert rec["schema"] == "inferlab.serving.validate/1" and v.record_engine(rec) == "vllm"
+    assert rec["summary"]["engine_version"] == V.VLLM_VERSION == rec["versions"]["vllm"]
+    assert rec["config"]["vllm"]["max_num_batched_tokens"] == 64 and rec["config"]["vllm"]["preemption_mode"] == "recompute"
+    assert rec["config"]["kv_blocks"] == V.VllmSettings().kv_blocks(V.kv_tokens_from_log(
+        "CPU KV cache size: 116,480 tokens"))  # the pool the record's server logged
+    for run, row in zip(rec["runs"], rec["summary"]["rates"]):
+        # each error again from the run's own live and simulated percentiles
+        for m, short in (("ttft_s", "ttft"), ("itl_s", "itl")):
+            for p in ("p50", "p99"):
+                assert row[f"{short}_{p}_error"] == pytest.approx(run["simulated"][m][p] / run["live"][m][p] - 1)
+        # the live percentiles again from the vLLM result the run keeps
+        res = run["vllm_result"]
+        assert run["live"]["ttft_s"]["p50"] == pytest.approx(np.percentile(res["ttfts"], 50))
+        assert run["live"]["itl_s"]["p99"] == pytest.approx(np.percentile([g for x in res["itls"] for g in x], 99))
+    within = all(abs(r[f"{k}_error"]) <= rec["bounds"][k[-3:]] for r in rec["summary"]["rates"] if r["bounded"]
+                 for k in ("ttft_p50", "ttft_p99", "itl_p50", "itl_p99"))
+    assert rec["within_bounds"] == within
+    s = v.engines_summary([rec])["vllm"]
+    assert s["repeats"] == 1 and s["fractions"][0.3]["error"]["itl_p99"] == [rec["runs"][0]["comparison"]["itl_s"]["p99"]["error"]]
