@@ -240,9 +240,15 @@ def test_a_server_that_dies_at_start_up_is_reported_with_its_log(tmp_path):
     assert time.perf_counter() - t0 < 60
 
 
-def test_validate_without_make_vllm_says_how_to_get_it(tmp_path, capsys):
+def test_validate_without_make_vllm_says_how_to_get_it(tmp_path, capsys, monkeypatch):
+    from inferlab.cli import main
     with pytest.raises(RuntimeError, match="run `make vllm`"):
         V.require_vllm(tmp_path)
+    assert V.venv_python(tmp_path) is None
+    monkeypatch.setattr(V, "ROOT", tmp_path)  # a checkout without .venv-vllm
+    assert main(["serving", "validate", "--engine", "vllm"]) == 2
+    err = capsys.readouterr().err
+    assert "run `make vllm`" in err and len(err.strip().splitlines()) == 1
 
 
 @pytest.mark.parametrize("argv, match", [
