@@ -326,3 +326,16 @@ def test_the_development_record_is_in_the_validation_schema_with_vllms_settings(
     assert rec["within_bounds"] == within
     s = v.engines_summary([rec])["vllm"]
     assert s["repeats"] == 1 and s["fractions"][0.3]["error"]["itl_p99"] == [rec["runs"][0]["comparison"]["itl_s"]["p99"]["error"]]
+
+
+def test_emitted_tokens_count_as_vllms_histogram_does_by_hand():
+    from inferlab.serving.simulate import simulate
+    from inferlab.measure.plan import TINY_MODEL
+    from inferlab.specs import get_accelerator
+    # A (10, 3) and B (5, 2) at 0, budget 8 (tests/test_serving_vllm_policy.py, first test): step 1 A's first 8
+    # (nothing emitted: 0); step 2 A's last 2 and B's 5, both first tokens: 10 + 1 + 5 + 1 = 17; step 3 both
+    # decode: 2; step 4 A decodes: 1
+    ab = Workload(np.zeros(2), np.array([10, 5]), np.array([3, 2]))
+    r = simulate(ab, TINY_MODEL, get_accelerator("h100-sxm"), VllmV1(token_budget=8, max_num_seqs=4),
+                 kv_blocks=64, block_tokens=16, watermark=0.0, step_time=lambda *a: 1.0)
+    assert V.emitted_tokens(r).tolist() == [0, 17, 2, 1]

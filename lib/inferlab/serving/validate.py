@@ -1343,7 +1343,7 @@ def validate_vllm(*, settings=None, rates=None, fractions=LOAD_FACTORS, requests
         # vLLM's client first sends the trace's first request once, alone (its test run): its steps are in
         # vLLM's histogram, so they are simulated too, alone
         test = simulate(Workload(np.zeros(1), w.prompt_tokens[:1], w.output_tokens[:1]), cfg, acc, pol, step_time=st, **kw)
-        schedule = V.steps_by_tokens(before, after, np.concatenate([sim.traces[0].tokens, test.traces[0].tokens]))
+        schedule = V.steps_by_tokens(before, after, np.concatenate([V.emitted_tokens(sim), V.emitted_tokens(test)]))
         sim0 = simulate(w, cfg, acc, pol, step_time=st0, **kw)
         ls, ss = live.summary(slo), sim.summary(slo)
         gaps = live.all_itls_s

@@ -280,9 +280,25 @@ def metrics_text(server) -> str:
         return r.read().decode("utf-8", errors="replace")
 
 
+def emitted_tokens(sim: SimResult) -> np.ndarray:
+    """Per step of a one-replica simulation, the tokens vLLM's `iteration_tokens` histogram counts for
+    it (v1/metrics/loggers.py, 0.32.0: a step's generated tokens plus the whole prompt of each request
+    whose prefill ends in it, counted at its first token, not chunk by chunk): a step that only feeds
+    prompt chunks counts 0."""
+    tr = sim.traces[0]
+    ends = tr.start_s + tr.step_s
+    out = np.zeros(len(ends))
+    for i in np.flatnonzero(sim.completed):
+        t = sim.first_token_s[i] + np.concatenate([[0.0], np.cumsum(sim.itls_s[i])])
+        k = np.searchsorted(ends, t - 1e-9)  # the step whose end is the token's time
+        np.add.at(out, k, 1.0)
+        out[k[0]] += sim.prompt_tokens[i]
+    return out
+
+
 def steps_by_tokens(before: dict, after: dict, simulated_tokens) -> dict:
     """Steps per bucket of tokens (not cumulative) during a run, vLLM's (two /metrics snapshots,
-    iteration_tokens) beside the simulator's (its steps' token counts in the same buckets):
+    iteration_tokens) beside the simulator's (`emitted_tokens` of its steps, in the same buckets):
     {le: [upper edges], live: [steps], simulated: [steps]}."""
     edges = sorted(after)
     live = np.diff([0.0] + [after[e] - before.get(e, 0.0) for e in edges])
