@@ -301,12 +301,13 @@ def test_the_real_server_serves_a_timed_trace_exactly_and_is_stopped(tmp_path):
 
 
 # -- the recorded development run ---------------------------------------------------------------------------------
-DEV = ROOT / "data" / "measurements" / "serving" / "vllm" / "development" / "vllm-tiny-dev.json"
+DEV = ROOT / "data" / "measurements" / "serving" / "vllm" / "development"
 
 
-def test_the_development_record_is_in_the_validation_schema_with_vllms_settings():
+@pytest.mark.parametrize("name", ["vllm-tiny-dev.json", "vllm-tiny-dev-2.json"])
+def test_the_development_record_is_in_the_validation_schema_with_vllms_settings(name):
     from inferlab.serving import validate as v
-    rec = json.loads(DEV.read_text())
+    rec = json.loads((DEV / name).read_text())
     assert rec["schema"] == "inferlab.serving.validate/1" and v.record_engine(rec) == "vllm"
     assert rec["summary"]["engine_version"] == V.VLLM_VERSION == rec["versions"]["vllm"]
     assert rec["config"]["vllm"]["max_num_batched_tokens"] == 64 and rec["config"]["vllm"]["preemption_mode"] == "recompute"
