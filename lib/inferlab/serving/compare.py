@@ -4,9 +4,11 @@ Reads the JSON that `vllm bench serve --save-result --save-detailed` writes (the
 fields are only saved with --save-detailed): `input_lens`, `output_lens`, `ttfts` (s), `itls`
 (per request, the gaps between its tokens, s), `errors`, and the traffic it was run with,
 `request_rate` (requests/s or "inf") and `burstiness` (gamma shape; cv = 1/sqrt(burstiness)).
-The file has no arrival times, so the simulated workload draws arrivals with the same rate and
-burstiness (seeded) and pairs them with the recorded lengths in order; percentiles compare, not
-request-by-request times. Failed requests (a non-empty error or no output) are left out.
+Results saved since vLLM kept `start_times` (each request's send time, s, on the client's clock)
+are simulated with those arrivals (less the first); older files have no arrival times, so the
+simulated workload draws arrivals with the same rate and burstiness (seeded) and pairs them with the
+recorded lengths in order; percentiles compare, not request-by-request times. Failed requests (a
+non-empty error or no output) are left out.
 """
 from __future__ import annotations
 
@@ -39,6 +41,7 @@ class VllmRun:
     max_concurrency: int | None = None
     request_throughput: float | None = None
     n_failed: int = 0
+    start_s: np.ndarray | None = field(default=None, hash=False)  # send times (s), where the file has them
 
     @property
     def tpot_s(self) -> np.ndarray:
@@ -151,19 +154,29 @@ def parse_vllm_result(data: dict, name: str = "result") -> VllmRun:
     thr = data.get("request_throughput")
     if thr is not None and not (_is_number(thr) and math.isfinite(thr) and thr >= 0):
         raise ValueError(f"{name}: request_throughput must be null or a finite number >= 0; got {_brief(thr)}")
+    starts = data.get("start_times")
+    if starts is not None:
+        if not isinstance(starts, list) or len(starts) != n:
+            raise ValueError(f"{name}: start_times must be a list of {n} entries (one per request, as ttfts); "
+                             f"got {_brief(starts)}")
+        starts = _numbers(name, "start_times", starts, whole=False, minimum=0)
     idx = np.flatnonzero(ok)
     return VllmRun(
         prompt_tokens=in_lens[idx], output_tokens=out_lens[idx], ttft_s=ttfts[idx],
         itls_s=[itls[i] for i in idx], request_rate=float(rate), burstiness=float(burstiness),
         max_concurrency=None if conc is None else int(conc),
-        request_throughput=None if thr is None else float(thr), n_failed=int(n - ok.sum()))
+        request_throughput=None if thr is None else float(thr), n_failed=int(n - ok.sum()),
+        start_s=None if starts is None else starts[idx])
 
 
 def workload_of(run: VllmRun, seed: int = 0) -> Workload:
-    """The same prompts and outputs, arriving as vLLM sent them: all at 0 for rate 'inf', else gamma
-    gaps of mean 1/rate and cv = 1/sqrt(burstiness) (vLLM draws the same distribution)."""
+    """The same prompts and outputs, arriving as vLLM sent them: at its start_times (less the first)
+    where the file has them; else all at 0 for rate 'inf', or gamma gaps of mean 1/rate and
+    cv = 1/sqrt(burstiness) (vLLM draws the same distribution; `seed` draws ours)."""
     n = len(run.ttft_s)
-    if np.isinf(run.request_rate):
+    if run.start_s is not None:
+        arrivals = run.start_s - run.start_s.min()
+    elif np.isinf(run.request_rate):
         arrivals = np.zeros(n)
     else:
         arrivals = arrival_times_s(run.request_rate, n, 1.0 / np.sqrt(run.burstiness), seed)
@@ -213,7 +226,8 @@ class Comparison:
         sim_thr = self.sim.summary()["throughput_requests_per_s"]
         if r.request_throughput:
             lines.append(f"request throughput: vLLM {r.request_throughput:.2f}/s, sim {sim_thr:.2f}/s")
-        rate = "all sent at once" if np.isinf(r.request_rate) else f"rate {r.request_rate:g}/s"
+        rate = ("arrivals at its start_times" if r.start_s is not None else
+                "all sent at once" if np.isinf(r.request_rate) else f"rate {r.request_rate:g}/s")
         lines.append(f"{len(r.ttft_s)} requests compared ({r.n_failed} failed in the vLLM run left out); "
                      f"{rate}, burstiness {r.burstiness:g}")
         if r.max_concurrency:

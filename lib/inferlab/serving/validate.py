@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import time
 from datetime import datetime, timezone
+from pathlib import Path
 
 import numpy as np
 
@@ -224,6 +225,18 @@ def validate(*, model: ModelConfig | None = None, dtype: str = "auto", device: s
     t_start = time.perf_counter()
     log = log or (lambda message: None)  # log=None: quiet
     check_engine(engine)
+    if engine == "vllm":  # its own server and client (validate_vllm); the model is the one `make vllm` wrote
+        from inferlab.serving.engines.vllm import VllmSettings
+        if model is not None or dtype not in ("auto", "bf16") or device != "cpu" or step_model not in (None, "fitted"):
+            raise ValueError("engine 'vllm' serves build/vllm-model in bf16 on the cpu, on a fitted step time; "
+                             "leave out model, dtype, device and step_model")
+        if duration_s is not None:
+            raise ValueError("engine 'vllm' serves requests_per_rate requests at each rate; leave out duration_s")
+        return validate_vllm(settings=VllmSettings(max_num_seqs=max_num_seqs, max_num_batched_tokens=max_batch_tokens,
+                                                   max_model_len=max_len),
+                             rates=rates, fractions=fractions,
+                             requests_per_rate=REQUESTS_PER_RATE if requests_per_rate is None else requests_per_rate,
+                             prompt=prompt, output=output, cv=cv, seed=seed, slo=slo, log=log)
     step_model = ("profile" if engine == "inferlab" else "fitted") if step_model is None else step_model
     if step_model not in STEP_MODELS:
         raise ValueError(f"step_model must be one of {', '.join(STEP_MODELS)}; got {step_model!r}")
@@ -1152,3 +1165,248 @@ def engines_conclusion(summary: dict) -> str:
             f"{inside} of {n_err} errors no larger than the live runs' own spread at that rate; the simulated "
             f"steps {_span(min(ratios), max(ratios), '.2f')} of the measured ones (median per run)." + replay)
     return "\n".join(f"- {p}" for p in parts)
+
+
+# -- engine 'vllm' (serving.engines.vllm): its server, its benchmark client, its scheduler ---------------------
+# vLLM's client sees requests, not steps, so its step time is fitted to timed requests of two kinds, each
+# a step the simulator can name: lone prompts (a prefill of L tokens alone, L within the token budget: one
+# step; its TTFT is that step), and bursts of b short prompts decoding together (from its first token to its
+# last, a request of N tokens waits N - 1 decode steps of batch b; their keys grow one per step, so their
+# mean step reads the keys of the middle step). Timed from the request's last token, less a lone prompt's
+# TTFT of the same prefill, not from the gaps: a client or server short of CPU delivers several tokens in one
+# message (on the loaded 2-core host, whole outputs in the first), which moves the gaps, not the last token.
+# One calibration before the rates, one after; the prediction steps on the mean of their two fits
+# (serving.bracketing.mean_fit).
+VLLM_CAL_LONE = (8, 16, 32, 48, 64)   # prompt tokens of the lone prefills (those within the token budget)
+VLLM_CAL_REPEATS = 4                  # each lone prompt this many times
+VLLM_CAL_LONE_GAP_S = 0.5             # between lone prompts: each served before the next arrives
+VLLM_CAL_BURSTS = (1, 2, 4, 8)        # requests decoding together (those within max_num_seqs)
+VLLM_CAL_BURST_PROMPT, VLLM_CAL_BURST_OUTPUT = 8, 32
+VLLM_CAL_BURST_REPEATS = 4
+VLLM_CAL_BURST_GAP_S = 1.5
+# A gap between two tokens shorter than this is a delivery artefact (several tokens in one message): no
+# decode step of the served model is this short. Each run records the share of such gaps.
+VLLM_BUNCHED_GAP_S = 0.5e-3
+
+
+def vllm_calibration_workload(settings) -> tuple:
+    """(Workload, groups) of a vLLM calibration (see above); groups: per request ('lone', L) or
+    ('burst', b, index of its burst)."""
+    budget, seqs = settings.max_num_batched_tokens, settings.max_num_seqs
+    arrival, prompt, output, groups, t = [], [], [], [], 0.0
+    for _ in range(VLLM_CAL_REPEATS):
+        for n in (x for x in VLLM_CAL_LONE if x <= budget):
+            arrival.append(t), prompt.append(n), output.append(1), groups.append(("lone", n))
+            t += VLLM_CAL_LONE_GAP_S
+    k = 0
+    for b in (x for x in VLLM_CAL_BURSTS if x <= seqs and x * VLLM_CAL_BURST_PROMPT <= budget):
+        for _ in range(VLLM_CAL_BURST_REPEATS):
+            for _ in range(b):
+                arrival.append(t), prompt.append(VLLM_CAL_BURST_PROMPT), output.append(VLLM_CAL_BURST_OUTPUT)
+                groups.append(("burst", b, k))
+            k += 1
+            t += VLLM_CAL_BURST_GAP_S
+    return Workload(np.array(arrival), np.array(prompt, dtype=np.int64), np.array(output, dtype=np.int64)), groups
+
+
+def vllm_calibration_steps(result, groups) -> tuple:
+    """([(decode_seqs, decode_kv_tokens, chunks, sampled)], durations_s) from a calibration's vLLM
+    result (a SimResult, serving.engines.vllm.result_of, requests in the workload's order): a lone
+    prompt of L tokens is the step (0, 0, [(L, 0)], 1) lasting its TTFT; a burst of b prompts of P
+    tokens and N output tokens is one prefill of b P tokens, then N - 1 decode steps (j = 1 .. N - 1,
+    each sequence reading its P + j keys), so its mean decode step is (b, b (P + N / 2), [], b), lasting
+
+        (median over the burst of its last token's time - median TTFT of the lone b P-token prompts) / (N - 1)
+
+    (the same prefill and the same fixed costs of a request on both sides, so they cancel). A burst
+    whose b P tokens no lone prompt had, or whose estimate is not positive, is left out."""
+    steps, durations, bursts, lone = [], [], {}, {}
+    ttft, e2e = result.ttft_s, result.e2e_s
+    for i, g in enumerate(groups):
+        if g[0] == "lone":
+            steps.append((0, 0.0, [(int(g[1]), 0)], 1))
+            durations.append(float(ttft[i]))
+            lone.setdefault(int(g[1]), []).append(float(ttft[i]))
+        else:
+            bursts.setdefault(g[2], (g[1], []))[1].append(i)
+    for b, members in bursts.values():
+        n = int(result.output_tokens[members[0]])
+        p = int(result.prompt_tokens[members[0]])
+        if b * p not in lone or n < 2:
+            continue
+        d = (float(np.median(e2e[members])) - float(np.median(lone[b * p]))) / (n - 1)
+        if d > 0:
+            steps.append((b, float(b * (p + n / 2)), [], b))
+            durations.append(d)
+    return steps, np.asarray(durations)
+
+
+def _vllm_calibrate(python, server, model_dir, settings, work, name, log) -> dict:
+    from inferlab.serving.engines.vllm import bench_serve, check_served, result_of
+    from inferlab.serving.fitted import FittedStepTime
+    w, groups = vllm_calibration_workload(settings)
+    log(f"calibration {name}: {len(w)} timed requests")
+    data = bench_serve(python, server, model_dir, w, work, name, base_id=0)
+    check_served(data, w, name)
+    steps, dur = vllm_calibration_steps(result_of(data, name), groups)
+    fit = FittedStepTime.fit(steps, dur)
+    log(f"  fitted on {fit.fit_stats['n']} steps: median |error| {fit.fit_stats['median_abs']:.1%}, "
+        f"p90 {fit.fit_stats['p90_abs']:.1%}")
+    return {"name": name, "fit": fit, "steps": steps, "durations_s": dur}
+
+
+def _fit_error(fit, steps, durations_s) -> dict:
+    """|predicted / measured - 1| of `fit` over timed steps: n, median, p90, and the median ratio."""
+    r = np.array([fit.step(*s) for s in steps]) / np.asarray(durations_s)
+    return {"n": int(len(r)), "median_abs": float(np.median(np.abs(r - 1))),
+            "p90_abs": float(np.percentile(np.abs(r - 1), 90)), "median_ratio": float(np.median(r))}
+
+
+def _vllm_result_subset(data: dict) -> dict:
+    """What a record keeps of a vLLM result: enough to compare it again (serving.compare)."""
+    keys = ("input_lens", "output_lens", "ttfts", "itls", "start_times", "errors", "request_rate", "burstiness",
+            "request_throughput", "completed", "duration")
+    return {k: data[k] for k in keys if k in data}
+
+
+def validate_vllm(*, settings=None, rates=None, fractions=LOAD_FACTORS, requests_per_rate: int = REQUESTS_PER_RATE,
+                  prompt: LengthDist = LengthDist("lognormal", 128, 0.5, 16, 384),
+                  output: LengthDist = LengthDist("lognormal", 32, 0.5, 4, 96), cv: float = 1.0, seed: int = 0,
+                  slo: SLO = SLO(), root=None, work_dir=None, log=print) -> dict:
+    """engine 'vllm': start vLLM's server (serving.engines.vllm; `make vllm` first), calibrate its step
+    time on timed requests, replay the Poisson workloads of the other engines through vLLM's own
+    benchmark client at each rate (`fractions` of the capacity the calibration predicts, or `rates`),
+    calibrate again, and predict every run on the simulator with vLLM's scheduler
+    (policies.VllmV1 from `settings`, serving.engines.vllm.VllmSettings) and KV pool (the size vLLM
+    logs), stepping on the mean of the two calibrations' fits. The server is stopped on return, on an
+    error and on Ctrl-C; its log and every trace and result stay under work_dir (default
+    build/vllm-logs/<UTC time>). Returns the record, in validate's schema, summary.engine 'vllm'."""
+    import torch
+
+    from inferlab.measure import device as _device
+    from inferlab.measure.ceilings import measure_ceilings
+    from inferlab.serving.bracketing import mean_fit
+    from inferlab.serving.engines import vllm as V
+    from inferlab.serving.simulate import simulate
+    from inferlab.specs import Precision
+    from inferlab.validation import positive_int
+
+    t_start = time.perf_counter()
+    log = log or (lambda message: None)
+    settings = settings or V.VllmSettings()
+    positive_int("requests_per_rate", requests_per_rate, minimum=2, maximum=10_000)
+    if rates is None and not fractions:
+        raise ValueError("fractions must hold at least one fraction of capacity; got none")
+    if prompt.high + output.high > settings.max_model_len:
+        raise ValueError(f"max_model_len must hold the longest prompt + output ({prompt.high + output.high} tokens); "
+                         f"got {settings.max_model_len}")
+    root = V.ROOT if root is None else root
+    python, model_dir = V.require_vllm(root)
+    version = V.installed_version(python)
+    cfg = V.model_config(model_dir)
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
+    work = Path(work_dir) if work_dir is not None else Path(root) / "build" / "vllm-logs" / stamp
+    kind = "cpu"
+    info = _device.describe(kind)
+    prec = Precision("bf16", "bf16", "bf16")
+    free = _device.free_memory_bytes(kind)
+    log(f"ceilings of {info.name}")
+    ceil = measure_ceilings(kind, ["bf16"], copy_bytes=min(256e6, 0.1 * free), matmul_n=1024,
+                            memory_bytes=free, seed=seed, max_time_s=1.0)
+    acc = ceil.accelerator("measured-cpu")
+    pol = settings.policy()
+    runs, cals = [], []
+    with V.VllmServer(python, model_dir, settings, work / "server.log", log=log) as server:
+        kv_tokens = V.kv_tokens_from_log(server.log_text())
+        if kv_tokens is None:
+            raise RuntimeError(f"the vLLM server's log {server.log_path} names no KV cache size")
+        kv_blocks = settings.kv_blocks(kv_tokens)
+        log(f"vLLM {version}: KV pool {kv_tokens:,} tokens = {kv_blocks:,} blocks of {settings.block_size}")
+        cals.append(_vllm_calibrate(python, server, model_dir, settings, work, "calibration-0", log))
+        st0 = cals[0]["fit"]
+        cap = capacity_requests_per_s(st0, cfg, acc, pol, prec, prompt, output, kv_blocks, settings.block_size, seed)
+        if rates is None:
+            rates = [f * cap for f in fractions]
+            names = [LOAD_NAMES[LOAD_FACTORS.index(f)] if f in LOAD_FACTORS else f"{f:.2f}x capacity" for f in fractions]
+        else:
+            names = [f"{r / cap:.2f}x capacity" for r in rates]
+        log(f"vllm: predicted capacity {cap:.2f} requests/s; rates {', '.join(f'{r:.2f}' for r in rates)}")
+        lives = []
+        for k, (rate, name) in enumerate(zip(rates, names)):
+            w = synthetic(rate, n_requests=requests_per_rate, prompt=prompt, output=output, cv=cv, seed=seed)
+            log(f"live: {len(w)} requests at {rate:.2f}/s ({name}) through vLLM's benchmark client")
+            before = V.iteration_tokens(V.metrics_text(server))
+            data = V.bench_serve(python, server, model_dir, w, work, f"rate-{k}", base_id=(k + 1) * 1_000_000)
+            after = V.iteration_tokens(V.metrics_text(server))
+            V.check_served(data, w, f"rate-{k}")
+            lives.append((rate, name, w, data, (before, after)))
+        cals.append(_vllm_calibrate(python, server, model_dir, settings, work, "calibration-1", log))
+        startup_s = server.startup_s
+    st = mean_fit([c["fit"] for c in cals])
+    after_error = _fit_error(st, cals[1]["steps"], cals[1]["durations_s"])
+    unusable = []  # runs whose live ITLs are mostly 0 (tokens delivered in bunches): kept, not compared
+    for rate, name, w, data, (before, after) in lives:
+        live = V.result_of(data, name)
+        kw = dict(precision=prec, kv_blocks=kv_blocks, block_tokens=settings.block_size, watermark=0.0)
+        sim = simulate(w, cfg, acc, pol, step_time=st, **kw)
+        # vLLM's client first sends the trace's first request once, alone (its test run): its steps are in
+        # vLLM's histogram, so they are simulated too, alone
+        test = simulate(Workload(np.zeros(1), w.prompt_tokens[:1], w.output_tokens[:1]), cfg, acc, pol, step_time=st, **kw)
+        schedule = V.steps_by_tokens(before, after, np.concatenate([V.emitted_tokens(sim), V.emitted_tokens(test)]))
+        sim0 = simulate(w, cfg, acc, pol, step_time=st0, **kw)
+        ls, ss = live.summary(slo), sim.summary(slo)
+        gaps = live.all_itls_s
+        bunched = float(np.mean(gaps < VLLM_BUNCHED_GAP_S)) if len(gaps) else 0.0
+        if not all(ls[m][p] > 0 for m in ("ttft_s", "itl_s") for p in ("p50", "p99")):
+            # most gaps 0: the client got several tokens per message (a host short of CPU), no ITL to compare
+            log(f"  {rate:.2f}/s ({name}): a live percentile is 0 ({bunched:.0%} of the gaps under "
+                f"{VLLM_BUNCHED_GAP_S * 1e3:.1f} ms: tokens delivered in bunches); not compared")
+            unusable.append({"rate_per_s": rate, "load": name, "fraction": rate / cap, "requests": len(w), "live": ls,
+                             "simulated": ss, "bunched_fraction": bunched, "steps_by_tokens": schedule,
+                             "vllm_result": _vllm_result_subset(data)})
+            continue
+        cmp = compare(ls, ss)
+        sens = step_sensitivity(w, st, cfg, acc, pol, prec, kv_blocks, settings.block_size, slo)
+        fraction = rate / cap
+        runs.append({"rate_per_s": rate, "load": name, "fraction": fraction, "bounded": fraction <= BOUNDED_UP_TO,
+                     "requests": len(w), "live": ls, "simulated": ss, "comparison": cmp,
+                     "step_time_error": {**after_error, "of": "calibration-1 (vLLM's client sees no steps)"},
+                     "sensitivity": sens, "calibrations": [0, 1],
+                     "first_calibration_only": compare(ls, sim0.summary(slo)),
+                     "quantiles": {"live": quantiles(live), "simulated": quantiles(sim)},
+                     "bunched_fraction": bunched, "steps_by_tokens": schedule,
+                     "vllm_result": _vllm_result_subset(data)})
+        log(f"  {rate:.2f}/s ({name}): engine steps, vLLM {sum(schedule['live'])}, simulated {sum(schedule['simulated'])}")
+        log(f"  {rate:.2f}/s ({name}): TTFT p50 {cmp['ttft_s']['p50']['error']:+.1%}, p99 "
+            f"{cmp['ttft_s']['p99']['error']:+.1%}; ITL p50 {cmp['itl_s']['p50']['error']:+.1%}, p99 "
+            f"{cmp['itl_s']['p99']['error']:+.1%}")
+    from inferlab.serving.bracketing import drift as _drift, speed as _speed
+    speeds = [float(_speed(st0, c["steps"], c["durations_s"])) for c in cals]
+    config = {"model": cfg.name, "model_dims": {"d_model": cfg.d_model, "n_layers": cfg.n_layers, "n_heads": cfg.n_heads,
+                                                "n_kv_heads": cfg.n_kv_heads, "head_dim": cfg.head_dim, "d_ff": cfg.d_ff,
+                                                "vocab_size": cfg.vocab_size},
+              "dtype": "bf16", "policy": "vllm-v1", "max_num_seqs": settings.max_num_seqs,
+              "max_len": settings.max_model_len, "duration_s": None, "requests_per_rate": requests_per_rate,
+              "cv": cv, "seed": seed,
+              "prompt": {"kind": prompt.kind, "mean": prompt.mean, "cv": prompt.cv, "low": prompt.low, "high": prompt.high},
+              "output": {"kind": output.kind, "mean": output.mean, "cv": output.cv, "low": output.low, "high": output.high},
+              "kv_blocks": kv_blocks, "block_tokens": settings.block_size, "vllm": settings.to_dict(),
+              "calibration": {"lone_prompts": list(VLLM_CAL_LONE), "repeats": VLLM_CAL_REPEATS,
+                              "bursts": list(VLLM_CAL_BURSTS), "burst_prompt": VLLM_CAL_BURST_PROMPT,
+                              "burst_output": VLLM_CAL_BURST_OUTPUT, "burst_repeats": VLLM_CAL_BURST_REPEATS}}
+    calibrations = [{"name": c["name"], "fit": c["fit"].to_dict(),
+                     "step_log": step_log(c["steps"], c["durations_s"])} for c in cals]
+    summary = {"engine": "vllm", "engine_version": version, "rates": rates_summary(runs),
+               "calibration": {"method": "before and after the rates", "combined": "mean of the two fits",
+                               "count": len(cals), "speeds": speeds, "drift": float(_drift(speeds))}}
+    return {"schema": "inferlab.serving.validate/1",
+            "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "elapsed_s": time.perf_counter() - t_start, "server_startup_s": startup_s,
+            "device": {"kind": kind, "name": info.name, "threads": torch.get_num_threads()},
+            "versions": {**_device.versions(), "vllm": version}, "config": config,
+            "bounds": {"p50": P50_BOUND, "p99": P99_BOUND, "up_to_fraction": BOUNDED_UP_TO},
+            "capacity_requests_per_s": cap, "ceilings": ceil.to_dict(),
+            "profile": {"kind": "vllm-fitted", **st.to_dict(), "calibration_steps": st0.fit_stats["n"]},
+            "calibrations": calibrations, "runs": runs, "unusable_runs": unusable,
+            "within_bounds": all(r["comparison"]["within_bounds"] for r in runs if r["bounded"]),
+            "work_dir": str(work), "summary": summary}

