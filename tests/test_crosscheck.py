@@ -77,3 +77,24 @@ def test_the_registered_chapter_contradictions_are_in_errata():
     for c in found:
         assert c.a in section and c.b in section
     assert markdown([]).count("| none |") == 1
+
+
+def test_verify_with_a_filter_lists_only_the_contradictions_that_touch_what_it_lists(capsys):
+    """`verify --section S` printed every contradiction of the chapter under a table of one section's numbers; now
+    each one it prints names an entry of S (a claim it listed, or a statement of S), and unfiltered it prints
+    them all."""
+    from inferlab.cli import main
+
+    def contradiction_lines(*argv):
+        assert main(["verify", *argv]) == 0
+        out = capsys.readouterr().out
+        tail = out[out.index("Contradictions within the chapter"):].splitlines()
+        return [line for line in tail[1:] if line.startswith("  ")]
+
+    every = contradictions(load_registry(), load_statements())
+    assert len(contradiction_lines()) == len(every) > 0
+    for section in ("15.1.1", "15.2.2"):
+        lines = contradiction_lines("--section", section)
+        assert all(f"{section}-" in line for line in lines), lines
+        touching = [c for c in every if c.a.startswith(section + "-") or c.b.startswith(section + "-")]
+        assert len(lines) == len(touching)

@@ -88,8 +88,13 @@ def _cmd_verify(args) -> int:
         print(notes)
     from inferlab.claims import crosscheck
     from inferlab.claims.statements import load_statements
-    print("\n" + crosscheck.table(crosscheck.contradictions(
-        registry, load_statements(), claim_verdicts={c.id: c.verdict for c in claims})))
+    found = crosscheck.contradictions(registry, load_statements(), claim_verdicts={c.id: c.verdict for c in claims})
+    if args.section is not None or args.verdict is not None:  # only the contradictions that touch what is listed
+        shown = {c.id for c in claims}
+        in_section = lambda i: args.section is not None and i.startswith(args.section + "-")  # noqa: E731
+        found = [c for c in found if c.a in shown or c.b in shown
+                 or (c.kind == "statements" and args.verdict is None and (in_section(c.a) or in_section(c.b)))]
+    print("\n" + crosscheck.table(found))
     return 0
 
 
