@@ -169,7 +169,7 @@ def test_check_accepts_the_usual_forms_of_an_answer():
 
 def test_check_explains_what_it_cannot_use():
     cases = [
-        (None, "no answer yet"), (..., "no answer yet"), ("12", "expected a number, got a string"),
+        (None, "not answered yet"), (..., "not answered yet"), ("12", "expected a number, got a string"),
         (True, "expected a number"), (float("nan"), "not a finite number"), (np.arange(3), "array of shape (3,)"),
         (object(), "cannot check an answer of type object"),
     ]

@@ -53,6 +53,9 @@ class Part:
     abs_tol: float = 0.0
     options: tuple = ()
     hint: str = ""  # shown for a wrong value that matches no known slip
+    # Relative weight within the exercise (its points are shared in proportion). A part that variants
+    # cannot protect (a two-way prediction, a structure the exercise is written for) weighs little.
+    weight: float = 1.0
 
     def spec(self, params: Mapping) -> str:
         """What the student must give, with its unit and tolerance (for the statement)."""
@@ -72,6 +75,12 @@ class Part:
         return f"{what}: a set of letters among {opts}, e.g. {{'A', 'C'}}"
 
 
+# A choice among a few options (a prediction, the true statements of a memo) weighs this much beside a
+# computed number (1): its answer is often the same in every variant (the structure an exercise is written
+# for), so a classmate's or a guessed answer earns it; `collisions` measures how often.
+CHOICE_WEIGHT = 1.0
+
+
 def number(name, description, unit="", rel_tol=0.01, hint=""):
     return Part(name, description, "number", unit, rel_tol=rel_tol, hint=hint)
 
@@ -81,13 +90,13 @@ def integer(name, description, unit="", abs_tol=0, hint="", rel_tol=0.0):
     return Part(name, description, "integer", unit, rel_tol=rel_tol, abs_tol=abs_tol, hint=hint)
 
 
-def one_of(name, description, options, hint=""):
+def one_of(name, description, options, hint="", weight=CHOICE_WEIGHT):
     """One of `options` (compared case-insensitively)."""
-    return Part(name, description, "choice", options=tuple(str(o) for o in options), hint=hint)
+    return Part(name, description, "choice", options=tuple(str(o) for o in options), hint=hint, weight=weight)
 
 
-def letters(name, description, options, hint=""):
-    return Part(name, description, "choices", options=tuple(str(o).upper() for o in options), hint=hint)
+def letters(name, description, options, hint="", weight=CHOICE_WEIGHT):
+    return Part(name, description, "choices", options=tuple(str(o).upper() for o in options), hint=hint, weight=weight)
 
 
 @dataclass(frozen=True)
@@ -167,6 +176,8 @@ class Exercise:
             raise ValueError(f"{self.id}: solve() takes {signature} but params are {list(self.params)}")
         if len({p.name for p in self.parts}) != len(self.parts):
             raise ValueError(f"{self.id}: duplicate part names")
+        if not all(p.weight > 0 for p in self.parts):
+            raise ValueError(f"{self.id}: every part weight must be > 0")
 
     @property
     def _key(self) -> tuple:
@@ -263,9 +274,16 @@ class Exercise:
             else:
                 hint = self._hint(part, value, expected[part.name], mistakes)
                 results.append(PartResult(part.name, "fail", hint))
-        n_pass = sum(r.status == "pass" for r in results)
-        score = self.points * n_pass / len(self.parts)
+        score = self.weighted_score(results)
         return CheckResult(self.id, score, float(self.points), tuple(results), tuple(notes))
+
+    def part_weight(self, name: str) -> float:
+        """The share of the exercise's points part `name` is worth: its weight over the weights' sum."""
+        return self._part(name).weight / sum(p.weight for p in self.parts)
+
+    def weighted_score(self, results) -> float:
+        """points x (weights of the passed parts) / (all weights)."""
+        return self.points * sum(self.part_weight(r.name) for r in results if r.status == "pass")
 
     def _split(self, payload):
         """Map an answer onto the parts: a bare value (single part), a dict, or a list in order."""
@@ -508,6 +526,11 @@ class CheckResult:
 
     @property
     def message(self) -> str:
+        """PASS, or FAIL with a hint per wrong part; "not answered yet" when no part has an answer (the empty
+        answer cell a student starts from: None, ... or a dict of them), never a "FAIL 0/n"."""
+        if not self.answered:
+            return "\n".join([f"{self.exercise_id} not answered yet: replace None in the answer cell with your "
+                               "answer, run it, then run this check again"] + [f"  note: {n}" for n in self.notes])
         head = (f"{self.exercise_id} {'PASS' if self.passed else 'FAIL'}  "
                 f"{_fmt(self.score)}/{_fmt(self.points)} point{'s' if self.points != 1 else ''}"
                 + (f"  (attempt {self.attempt})" if self.attempt > 1 else ""))
@@ -607,8 +630,7 @@ def _first_attempt_only(exercise: Exercise, result: CheckResult) -> CheckResult:
             else:
                 _FIRST[key] = r.status
         parts.append(r)
-    score = exercise.points * sum(r.status == "pass" for r in parts) / len(parts)
-    return dataclasses.replace(result, parts=tuple(parts), score=score)
+    return dataclasses.replace(result, parts=tuple(parts), score=exercise.weighted_score(parts))
 
 
 def summary() -> str:

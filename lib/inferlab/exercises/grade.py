@@ -42,9 +42,10 @@ from pathlib import Path
 
 from inferlab.exercises import sandbox as sb
 from inferlab.exercises import cgroup, seccomp
+from inferlab.exercises.failures import exercise_failures
 from inferlab.exercises.core import SECTIONS, exercises, get, variant
 from inferlab.exercises.key import DEFAULT_KEY_PATH
-from inferlab.exercises.sandbox_runner import Meter
+from inferlab.exercises.sandbox_runner import POOL_CELLS, Meter
 from inferlab.exercises.safeio import FrameReader, UnsafeFile, cell, loads_bounded, one_line, read_regular
 from inferlab.exercises.roster import CHECK_RE, ID_RE, GradingError, read_roster  # noqa: F401 (GradingError: re-exported)
 
@@ -79,6 +80,7 @@ class Run:
     problems: list = field(default_factory=list)  # each limit hit or failure, with its cause
     flags: list = field(default_factory=list)
     failed: str | None = None  # "invalid output: ...", "grader error: ...": nothing of this run is scored
+    why: dict = field(default_factory=dict)  # exercise id -> (what failed before its check, own): `failures`
 
 
 @dataclass
@@ -192,10 +194,29 @@ def check_plan(source_text: str) -> tuple:
         checks = [{"id": ex_id, "name": name} for ex_id, name in CHECK_RE.findall(src)
                   if ex_id in _known_ids()]
         if checks:
-            plan.append({"cell": i, "checks": checks})
+            answer_cells = sorted({j for c in checks for j in [_answer_cell(cells, i, c["name"])] if j is not None})
+            plan.append({"cell": i, "checks": checks, "answer_cells": answer_cells})
             ids |= {c["id"] for c in checks}
     flags = ["reaches into the checker's internals"] if SUSPICIOUS.search("\n".join(code)) else []
     return plan, ids, flags
+
+
+def _answer_cell(cells: list, check_cell: int, name: str) -> int | None:
+    """The code cell before `check_cell` that last assigns `name` (the student's answer cell), or None."""
+    assigns = re.compile(rf"^[ \t]*{re.escape(name)}\b[^=\n]*(?<![=!<>])=(?!=)", re.M)
+    for j in range(check_cell - 1, -1, -1):
+        c = cells[j]
+        if isinstance(c, dict) and c.get("cell_type") == "code":
+            src = c.get("source", "")
+            src = "".join(map(str, src)) if isinstance(src, list) else str(src)
+            if assigns.search(src):
+                return j
+    return None
+
+
+def exercise_cells(plan) -> list:
+    """The cells whose output is the student's: every check cell and its answer cell (see `check_plan`)."""
+    return sorted({int(p["cell"]) for p in plan} | {int(j) for p in plan for j in p.get("answer_cells", [])})
 
 
 def _known_ids() -> set:
@@ -223,7 +244,7 @@ def execute(notebook: Path, *, plan, sandbox: bool, limits: sb.Limits, cell_time
         # Pipes from the sandbox (each read to its end by a thread, bounded): the runner's result records, its
         # log (stdout and stderr), and bwrap's process-id report. Write ends go to the child, then are closed here.
         results = FrameReader({"report.json": MAX_REPORT_BYTES,
-                               "executed.ipynb": MAX_NOTEBOOK_BYTES + limits.output_bytes * 2})
+                               "executed.ipynb": MAX_NOTEBOOK_BYTES + executed_output_bytes(limits)})
         log_tail, info = bytearray(), bytearray()
         streams = [results.feed, functools.partial(_keep_tail, log_tail, 400)]
         if sandbox:
@@ -234,6 +255,7 @@ def execute(notebook: Path, *, plan, sandbox: bool, limits: sb.Limits, cell_time
             fds.append(w)
         result_write, log_write = fds[0], fds[1]
         args = {"notebook": str(inside / "submission.ipynb"), "result_fd": result_write, "plan": plan,
+                "exercise_cells": exercise_cells(plan),
                 "cell_timeout": cell_timeout, "time_limit": time_limit, "kernel": kernel_name, "uid": uid,
                 "sandboxed": bool(sandbox),
                 "limits": dict(limits.as_dict(), cpu_s=min(limits.cpu_s, time_limit + GRACE_S),
@@ -310,6 +332,12 @@ def execute(notebook: Path, *, plan, sandbox: bool, limits: sb.Limits, cell_time
                                 f"({WALL_FACTOR} x its budget of own time) before its budget ran out; not the "
                                 "submission's verdict, grade it again")
     return report
+
+
+def executed_output_bytes(limits: sb.Limits) -> int:
+    """The most output an executed notebook can hold: two pools (lecture cells, exercise cells) of POOL_CELLS
+    cells' budgets each (`sandbox_runner.OutputBudget`), with room for the cut marks and the JSON's escapes."""
+    return int(2 * POOL_CELLS * limits.output_bytes * 1.25) + 10**6
 
 
 def _read_submission(notebook: Path) -> bytes:
@@ -468,18 +496,32 @@ def _sanitise(report):
     def entries(key):
         items = report.get(key)
         return [{"ename": one_line(str(e.get("ename", "error"))[:80]), "enospc": e.get("enospc") is True,
-                 "wall": e.get("wall") is True} for e in items[:1000] if isinstance(e, dict)] \
-            if isinstance(items, list) else []
+                 "wall": e.get("wall") is True, "cell": _count(e.get("cell")), "line": _count(e.get("line")),
+                 "budget_s": _seconds(e.get("budget_s")), "killed": e.get("killed") is True}
+                for e in items[:1000] if isinstance(e, dict)] if isinstance(items, list) else []
+
+    cut = report.get("truncated_cells")
+    cut = [{"cell": _count(t.get("cell")), "exercise": t.get("exercise") is True}
+           for t in cut[:1000] if isinstance(t, dict)] if isinstance(cut, list) else []
 
     exit_code = report.get("kernel_exit")
     return {"errors": entries("errors"), "timeouts": entries("timeouts"),
             "time_limit": report.get("time_limit") is True, "kernel_died": report.get("kernel_died") is True,
             "kernel_exit": exit_code if isinstance(exit_code, int) and not isinstance(exit_code, bool) else None,
-            "output_truncated": report.get("output_truncated") is True,
+            "output_truncated": report.get("output_truncated") is True, "truncated_cells": cut,
             "interrupt_ignored": report.get("interrupt_ignored") is True,
             "schedstat": report.get("schedstat") is not False,
             "start_error": one_line(str(report["start_error"])[:300]) if report.get("start_error") else None,
             "answers": report.get("answers") if isinstance(report.get("answers"), dict) else {}}
+
+
+def _count(value) -> int | None:
+    """A non-negative int from the runner's report, else None."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 10**9 else None
+
+
+def _seconds(value) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < 1e7 else None
 
 
 def _causes(report: dict, cell_timeout: float, time_limit: float, limits: sb.Limits) -> list:
@@ -498,12 +540,12 @@ def _causes(report: dict, cell_timeout: float, time_limit: float, limits: sb.Lim
     if errors:
         out.append(f"{len(errors)} cell(s) raised ({', '.join(names)})")
     timeouts = [t for t in report.get("timeouts", []) if isinstance(t, dict)]
-    own = [t for t in timeouts if not t.get("wall")]
+    own = [t for t in timeouts if not t.get("wall") and not t.get("killed")]  # killed: "kernel killed" below
     if own:
         out.append(f"{len(own)} cell(s) timed out after {cell_timeout:g} s of their own time (CPU time, or wall "
                    "time less the host's waits)")
-    if len(own) < len(timeouts):
-        out.append(f"{len(timeouts) - len(own)} cell(s) stopped by the {WALL_BACKSTOP} ({WALL_FACTOR} x their budget)")
+    if any(t.get("wall") for t in timeouts):
+        out.append(f"{sum(bool(t.get('wall')) for t in timeouts)} cell(s) stopped by the {WALL_BACKSTOP} ({WALL_FACTOR} x their budget)")
     if report.get("time_limit"):
         out.append(f"notebook time limit ({time_limit:g} s of its own time) reached; later cells not run")
     if report.get("interrupt_ignored"):
@@ -514,7 +556,11 @@ def _causes(report: dict, cell_timeout: float, time_limit: float, limits: sb.Lim
                  -signal.SIGSEGV: "crashed (SIGSEGV)"}.get(code, f"exit status {code}" if code is not None else "")
         out.append("kernel died" + (f" ({cause})" if cause else "") + "; later cells not run")
     if report.get("output_truncated"):
-        out.append(f"output limit: output beyond {limits.output_bytes / 1e6:g} MB dropped")
+        cut = report.get("truncated_cells") or []
+        where = ", ".join(f"cell {t['cell'] + 1}" + (" (an exercise cell)" if t["exercise"] else "")
+                          for t in cut[:5] if t.get("cell") is not None) + (" ..." if len(cut) > 5 else "")
+        out.append(f"output limit: output of {where or 'a cell'} beyond {limits.output_bytes / 1e6:g} MB "
+                   "(each cell's budget) dropped")
     if report.get("schedstat") is False and timeouts:
         out.append("host load not discounted (no /proc/<pid>/schedstat): time limits counted in wall time")
     return out
@@ -537,6 +583,8 @@ def run_submission_notebook(student: str, notebook: Path, out_dir: Path, *, cell
                      time_limit=time_limit, kernel_name=kernel_name, slot=slot,
                      executed_path=out_dir / "executed" / f"{stem}.ipynb", tmp_root=tmp_root, cgroups=cgroups)
     run.problems = report["problems"]
+    stopped = next((p for p in run.problems if "later cells not run" in p), None)
+    run.why = exercise_failures(plan, report.get("errors", []) + report.get("timeouts", []), stopped)
     if report.get("not_graded"):
         run.failed = report["not_graded"]
         return run
@@ -681,13 +729,14 @@ def _score_student(s: Submission, runs: list, columns: list, assigned: set, assi
     with the reason, and an error of the grader itself makes the row `failed`."""
     failures = [s.refused] if s.refused else []
     notes = [] if (s.notebooks or s.refused) else ["no submission"]
-    answers, ids = {}, set()
+    answers, ids, why = {}, set(), {}
     for run in runs:
         prefix = f"{run.notebook.name}: " if len(runs) > 1 else ""
         if run.failed:
             failures.append(prefix + run.failed)
         else:
             answers.update(run.answers)
+            why.update({k: (prefix + text, own) for k, (text, own) in run.why.items()})
         ids |= run.ids
         notes += [prefix + p for p in run.problems] + [prefix + "flag: " + f for f in run.flags]
     extra = sorted(ids - assigned)
@@ -708,11 +757,15 @@ def _score_student(s: Submission, runs: list, columns: list, assigned: set, assi
             try:
                 result = ex.evaluate(answers[ex_id])
                 score, outcome, feedback = result.score, result.status, result.message.replace("\n", " | ")
+                if not result.passed and ex_id in why and why[ex_id][1]:
+                    feedback += f" | before the check: {why[ex_id][0]}"
             except Exception as exc:
                 outcome = "invalid"
                 feedback = f"the answer could not be scored ({type(exc).__name__}); it counts as wrong"
         elif ex_id in ids:
-            outcome, feedback = "not run", "its check never ran (an error before it, or a limit)"
+            outcome = "not run"
+            feedback = (f"its check never ran: {why[ex_id][0]}" if ex_id in why
+                        else "its check never ran (an error before it, or a limit)")
         row[ex_id] = round(score, 3)
         total += score
         details.append({"student_id": s.student, "exercise": ex_id, "score": round(score, 3), "points": ex.points,
