@@ -95,3 +95,10 @@ book: setup
 
 test-browser: book
 	INFERLAB_BROWSER_TESTS=1 $(PY) -m pytest tests/browser -p no:cacheprovider
+
+# Gradescope: build/autograder.zip (setup.sh, run_autograder, the library) for the exercises of INSTRUCTOR;
+# with ASSIGNMENT=..., each student's variant (the zip then holds the instructor key: keep it private).
+.PHONY: gradescope
+gradescope: setup
+	$(PY) -m inferlab.exercises gradescope $(INSTRUCTOR) --out build/autograder.zip \
+		$(if $(ASSIGNMENT),--assignment $(ASSIGNMENT),)

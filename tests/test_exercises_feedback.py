@@ -204,3 +204,23 @@ def test_an_exercise_cell_s_flood_is_cut_in_that_cell_and_named(graded):
     assert "output limit: output of cell 2 (an exercise cell) beyond 1 MB" in row["status"], row["status"]
     executed = nbformat.read(graded["out"] / "executed" / "flood_then_answer.ipynb", as_version=4)
     assert "answer left for the grader" in "".join(o.get("text", "") for o in executed.cells[-1].outputs)
+
+
+# Parallel by default ----------------------------------------------------------------------------------------
+
+def test_the_default_is_one_job_per_core_fewer_if_memory_cannot_hold_them(tmp_path, monkeypatch):
+    import os
+
+    from inferlab.exercises.grade import default_jobs
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3})
+    meminfo = tmp_path / "meminfo"
+    meminfo.write_text("MemTotal:       32000000 kB\nMemAvailable:   10000000 kB\n")  # 10.24e9 bytes free
+    assert default_jobs(sb.Limits(memory_bytes=2 * 10**9), str(meminfo)) == 4  # 5 fit, 4 cores
+    assert default_jobs(sb.Limits(memory_bytes=4 * 10**9), str(meminfo)) == 2  # 10.24 / 4 = 2.56
+    assert default_jobs(sb.Limits(memory_bytes=64 * 10**9), str(meminfo)) == 1  # never 0
+    assert default_jobs(sb.Limits(memory_bytes=2 * 10**9), str(tmp_path / "missing")) == 4
+
+
+def test_a_check_of_an_exercise_this_library_lacks_is_one_line_not_a_traceback():
+    text = printed("15.9.9-ex1", 1.0)  # a notebook built against a newer exercise set
+    assert text.count("\n") == 1 and "not in your copy of inferlab" in text and "update it" in text

@@ -75,27 +75,28 @@ class Part:
         return f"{what}: a set of letters among {opts}, e.g. {{'A', 'C'}}"
 
 
-# A choice among a few options (a prediction, the true statements of a memo) weighs this much beside a
-# computed number (1): its answer is often the same in every variant (the structure an exercise is written
-# for), so a classmate's or a guessed answer earns it; `collisions` measures how often.
-CHOICE_WEIGHT = 1.0
+# A part with few possible answers weighs this much beside a computed number (1): a choice among a few
+# options (a prediction, the true statements of a memo), a small integer such as a TP degree, a value the
+# same in every variant (the structure an exercise is written for). A classmate's or a guessed answer often
+# earns it; `collisions` measures how often.
+LOW_WEIGHT = 0.1
 
 
-def number(name, description, unit="", rel_tol=0.01, hint=""):
-    return Part(name, description, "number", unit, rel_tol=rel_tol, hint=hint)
+def number(name, description, unit="", rel_tol=0.01, hint="", weight=1.0):
+    return Part(name, description, "number", unit, rel_tol=rel_tol, hint=hint, weight=weight)
 
 
-def integer(name, description, unit="", abs_tol=0, hint="", rel_tol=0.0):
+def integer(name, description, unit="", abs_tol=0, hint="", rel_tol=0.0, weight=1.0):
     """A whole number: a non-integral answer is refused with a message; compared exactly unless a tolerance."""
-    return Part(name, description, "integer", unit, rel_tol=rel_tol, abs_tol=abs_tol, hint=hint)
+    return Part(name, description, "integer", unit, rel_tol=rel_tol, abs_tol=abs_tol, hint=hint, weight=weight)
 
 
-def one_of(name, description, options, hint="", weight=CHOICE_WEIGHT):
+def one_of(name, description, options, hint="", weight=LOW_WEIGHT):
     """One of `options` (compared case-insensitively)."""
     return Part(name, description, "choice", options=tuple(str(o) for o in options), hint=hint, weight=weight)
 
 
-def letters(name, description, options, hint="", weight=CHOICE_WEIGHT):
+def letters(name, description, options, hint="", weight=LOW_WEIGHT):
     return Part(name, description, "choices", options=tuple(str(o).upper() for o in options), hint=hint, weight=weight)
 
 
@@ -602,8 +603,14 @@ def check(exercise_id: str, answer) -> CheckResult:
     (never the expected value), and returns the CheckResult. None or ... means 'no answer yet'.
 
     Attempts are counted, not silent: from the second answered check of an exercise on, the verdict says
-    which attempt it is (so does its line in `summary()`). (Formative only: the grade
+    which attempt it is (so does its line in `summary()`). An id this library does not know (a notebook built
+    against a newer exercise set) prints one line saying so and returns None. (Formative only: the grade
     is the submitted answer's, scored by the grader; a fresh kernel restarts the count.)"""
+    if not isinstance(exercise_id, str) or exercise_id not in _REGISTRY:
+        # A notebook built against a newer exercise set than this library: one line, not a traceback.
+        print(f"{exercise_id}: this exercise is not in your copy of inferlab; update it (git pull, then make "
+              "setup) to check your answer")
+        return None
     exercise = _current(exercise_id)
     payload = _to_jsonable(answer)
     result = _first_attempt_only(exercise, exercise.evaluate(payload))

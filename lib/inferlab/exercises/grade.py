@@ -36,6 +36,7 @@ import sys
 import tempfile
 import threading
 import time
+import unicodedata
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,6 +44,7 @@ from pathlib import Path
 from inferlab.exercises import sandbox as sb
 from inferlab.exercises import cgroup, seccomp
 from inferlab.exercises.failures import exercise_failures
+from inferlab.exercises import signals
 from inferlab.exercises.core import SECTIONS, exercises, get, variant
 from inferlab.exercises.key import DEFAULT_KEY_PATH
 from inferlab.exercises.sandbox_runner import POOL_CELLS, Meter
@@ -81,6 +83,7 @@ class Run:
     flags: list = field(default_factory=list)
     failed: str | None = None  # "invalid output: ...", "grader error: ...": nothing of this run is scored
     why: dict = field(default_factory=dict)  # exercise id -> (what failed before its check, own): `failures`
+    claimed: set = field(default_factory=set)  # student ids the notebook names (`signals.claimed_ids`)
 
 
 @dataclass
@@ -123,6 +126,12 @@ def collect(paths) -> list[Submission]:
                         subs.append(Submission(child.name, nbs))
         else:
             raise FileNotFoundError(f"submission {str(path)!r} does not exist")
+    for s in subs:
+        if any(unicodedata.category(ch)[0] == "C" for ch in s.student):
+            named = s.student.encode("unicode_escape").decode("ascii")
+            s.student, s.notebooks = named, []
+            s.refused = (f"the file or folder name {named!r} holds a control character: not run; rename it "
+                         "(the row is listed under its escaped name)")
     merged: dict = {}
     for s in subs:
         if s.student in merged:
@@ -217,6 +226,18 @@ def _answer_cell(cells: list, check_cell: int, name: str) -> int | None:
 def exercise_cells(plan) -> list:
     """The cells whose output is the student's: every check cell and its answer cell (see `check_plan`)."""
     return sorted({int(p["cell"]) for p in plan} | {int(j) for p in plan for j in p.get("answer_cells", [])})
+
+
+def _claimed(source_text: str) -> set:
+    """The student ids a notebook file names (see `signals.claimed_ids`)."""
+    nb = loads_bounded(source_text, max_bytes=MAX_NOTEBOOK_BYTES, max_depth=MAX_JSON_DEPTH)
+    cells = nb.get("cells", []) if isinstance(nb, dict) and isinstance(nb.get("cells"), list) else []
+    code = []
+    for c in cells:
+        if isinstance(c, dict) and c.get("cell_type") == "code":
+            src = c.get("source", "")
+            code.append("".join(map(str, src)) if isinstance(src, list) else str(src))
+    return signals.claimed_ids(nb, code)
 
 
 def _known_ids() -> set:
@@ -574,7 +595,9 @@ def run_submission_notebook(student: str, notebook: Path, out_dir: Path, *, cell
     run = Run(notebook)
     stem = stem or _safe(student)
     try:
-        plan, run.ids, run.flags = check_plan(_read_submission(Path(notebook)).decode("utf-8", errors="replace"))
+        text = _read_submission(Path(notebook)).decode("utf-8", errors="replace")
+        plan, run.ids, run.flags = check_plan(text)
+        run.claimed = _claimed(text)
     except (UnsafeFile, OSError, ValueError) as exc:
         why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         run.problems = [f"unreadable notebook ({one_line(why)[:200]}): not run"]
@@ -629,15 +652,34 @@ def assignment_exercises(*, sections=None, instructor=None) -> list[str]:
     return [e.id for e in exercises() if e.id in ids]
 
 
-def grade(paths, out_dir, *, cell_timeout: float = 120, time_limit: float = 900, jobs: int = 1,
+def default_jobs(limits: sb.Limits, meminfo: str = "/proc/meminfo") -> int:
+    """Notebooks graded at once by default: one per core this process may run on, and no more than the
+    available memory (MemAvailable) holds at each sandbox's memory limit; at least 1."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    jobs = cores
+    try:
+        with open(meminfo) as fh:
+            avail = next(int(line.split()[1]) * 1024 for line in fh if line.startswith("MemAvailable:"))
+        if limits.memory_bytes:
+            jobs = min(jobs, avail // limits.memory_bytes)
+    except (OSError, StopIteration, ValueError, IndexError):
+        pass
+    return max(1, int(jobs))
+
+
+def grade(paths, out_dir, *, cell_timeout: float = 120, time_limit: float = 900, jobs: int | None = None,
           kernel_name: str = "python3", sections=None, instructor=None, quiet: bool = False, sandbox: bool = True,
           limits: sb.Limits = sb.Limits(), assignment: str | None = None, roster=None, tmp_root=None,
-          key: bytes | None = None) -> Grades:
+          key: bytes | None = None, exercise_ids=None) -> Grades:
     """Run every submission in its sandbox, score it, and write into out_dir: grades.csv (by student id),
     details.csv, gradescope.csv, canvas.csv, feedback/<student id>.md, summary.md and summary.json
     (executed notebooks under out_dir/executed). The exercises and the maximum come from `sections` or
     the `instructor` notebook(s) (`assignment_exercises`). `assignment`: score each student's own variant
-    (seeded with the instructor `key`).
+    (seeded with the instructor `key`). `exercise_ids`: the exercises, named directly (the Gradescope bundle's
+    config). `jobs`: notebooks run at once (None: `default_jobs`).
 
     A failure of one submission (refused, unreadable, invalid output, an error of the grader while running
     or scoring it) is that student's row, with status `failed: ...` and zero for what was not scored; every
@@ -645,7 +687,9 @@ def grade(paths, out_dir, *, cell_timeout: float = 120, time_limit: float = 900,
     if sandbox and not sb.available():
         raise GradingError(f"cannot grade in a sandbox: {sb.unavailable_reason()}; install bubblewrap, or pass "
                            "--no-sandbox to run the notebooks with your own rights (trusted notebooks only)")
-    columns = assignment_exercises(sections=sections, instructor=instructor)
+    columns = ([get(e).id for e in exercise_ids] if exercise_ids else
+               assignment_exercises(sections=sections, instructor=instructor))
+    jobs = default_jobs(limits) if jobs is None else jobs
     if assignment and key is None:
         raise GradingError("--assignment needs the instructor key that seeded the variants (--key, default "
                            f"{DEFAULT_KEY_PATH}); it is written by `make student ROSTER=... ASSIGNMENT=...`")
@@ -660,7 +704,7 @@ def grade(paths, out_dir, *, cell_timeout: float = 120, time_limit: float = 900,
     memory_mode = (f"cgroup v2 memory.max and pids.max at {groups.base}" if groups is not None else
                    f"RLIMIT_AS per process, tmpfs sizes, seccomp (no cgroup v2: {why})")
     if not quiet:
-        print(f"memory per submission: {memory_mode}", flush=True)
+        print(f"memory per submission: {memory_mode}; {jobs} notebook(s) at a time", flush=True)
     subs = collect(paths)
     if not subs:
         raise GradingError(f"no notebooks found in {', '.join(map(str, paths))}; expected .ipynb files or "
@@ -713,10 +757,14 @@ def grade(paths, out_dir, *, cell_timeout: float = 120, time_limit: float = 900,
 
     rows, details = [], []
     assigned = set(columns)
+    matched = _classmate_matches(subs, runs, columns, assignment, key) if assignment else {}
+    classmates = {s.student for s in subs}
     for s in subs:
-        row, ds = _score_student(s, runs[s.student], columns, assigned, assignment, key)
+        row, ds = _score_student(s, runs[s.student], columns, assigned, assignment, key, matched=matched,
+                                 classmates=classmates)
         rows.append(row)
         details += ds
+    _flag_identical_wrong(rows, details, runs)
 
     grades = Grades(columns, rows, details)
     _write(grades, out_dir, elapsed=time.monotonic() - started, quiet=quiet, assignment=assignment,
@@ -724,7 +772,60 @@ def grade(paths, out_dir, *, cell_timeout: float = 120, time_limit: float = 900,
     return grades
 
 
-def _score_student(s: Submission, runs: list, columns: list, assigned: set, assignment, key) -> tuple:
+def _answers(runs: list) -> dict:
+    out = {}
+    for run in runs:
+        if not run.failed:
+            out.update(run.answers)
+    return out
+
+
+def _classmate_matches(subs, runs: dict, columns: list, assignment, key) -> dict:
+    """{(student, exercise id): classmate} where the student's answer fails their own variant and passes the
+    classmate's in full (`signals.matches_classmate`)."""
+    students = [s.student for s in subs if not s.refused]
+    drawn = {}
+    for ex_id in columns:
+        try:
+            drawn[ex_id] = {st: variant(ex_id, st, assignment, key=key) for st in students}
+        except Exception:  # an id the variants cannot be drawn for: that row says so when it is scored
+            continue
+    out = {}
+    for st in students:
+        for ex_id, answer in _answers(runs.get(st, [])).items():
+            if ex_id not in drawn:
+                continue
+            others = {o: ex for o, ex in drawn[ex_id].items() if o != st}
+            try:
+                other = signals.matches_classmate(answer, drawn[ex_id][st], others)
+            except Exception:
+                other = None
+            if other:
+                out[(st, ex_id)] = other
+    return out
+
+
+def _flag_identical_wrong(rows: list, details: list, runs: dict) -> None:
+    """A copy signal on each row that shares a wrong answer with a classmate (`signals.identical_wrong`)."""
+    wrong = {}
+    for d in details:
+        if d["result"] in ("fail", "partial"):
+            answer = _answers(runs.get(d["student_id"], [])).get(d["exercise"])
+            if answer is not None:
+                wrong[(d["student_id"], d["exercise"])] = answer
+    by_student: dict = {}
+    for (ex_id, _), students in signals.identical_wrong(wrong).items():
+        for st in students:
+            others = ", ".join(repr(o) for o in students if o != st)
+            by_student.setdefault(st, []).append(f"copy signal: the same wrong answer to {ex_id} as {others}")
+    for row in rows:
+        flags = by_student.get(row["student_id"])
+        if flags:
+            row["status"] = "; ".join(flags) if row["status"] == "ok" else row["status"] + "; " + "; ".join(flags)
+
+
+def _score_student(s: Submission, runs: list, columns: list, assigned: set, assignment, key, *,
+                   matched: dict | None = None, classmates: set = frozenset()) -> tuple:
     """(row, details) of one student. Nothing raised here escapes: an answer that cannot be scored scores 0
     with the reason, and an error of the grader itself makes the row `failed`."""
     failures = [s.refused] if s.refused else []
@@ -739,6 +840,7 @@ def _score_student(s: Submission, runs: list, columns: list, assigned: set, assi
             why.update({k: (prefix + text, own) for k, (text, own) in run.why.items()})
         ids |= run.ids
         notes += [prefix + p for p in run.problems] + [prefix + "flag: " + f for f in run.flags]
+        notes += [prefix + f for f in signals.claim_flags(s.student, run.claimed, set(classmates))]
     extra = sorted(ids - assigned)
     if extra:
         notes.append(f"ignored check cell(s) not in this assignment: {', '.join(extra)}")
@@ -757,6 +859,11 @@ def _score_student(s: Submission, runs: list, columns: list, assigned: set, assi
             try:
                 result = ex.evaluate(answers[ex_id])
                 score, outcome, feedback = result.score, result.status, result.message.replace("\n", " | ")
+                other = (matched or {}).get((s.student, ex_id))
+                if other:  # no slip hint: it would be about a classmate's numbers
+                    feedback = f"{ex_id} {outcome}: {signals.NO_HINT}"
+                    notes.append(f"copy signal: the answer to {ex_id} matches classmate {other!r}'s variant, "
+                                 "not this student's")
                 if not result.passed and ex_id in why and why[ex_id][1]:
                     feedback += f" | before the check: {why[ex_id][0]}"
             except Exception as exc:
@@ -816,6 +923,8 @@ def _write(grades: Grades, out_dir: Path, *, elapsed: float, quiet: bool, assign
         "median_total": statistics.median(totals) if totals else 0.0,
         "exercises": per_ex,
         "problems": {r["student_id"]: r["status"] for r in grades.rows if r["status"] != "ok"},
+        "copy_signals": {r["student_id"]: sig for r in grades.rows
+                         for sig in [[x for x in str(r["status"]).split("; ") if "copy signal: " in x]] if sig},
         "failed": grades.failed,
         "memory_enforcement": memory_mode,
         "elapsed_s": round(elapsed, 1),
@@ -833,6 +942,9 @@ def _write(grades: Grades, out_dir: Path, *, elapsed: float, quiet: bool, assign
     for e in per_ex:
         lines.append(f"| {e['exercise']} | {e['title']} | {e['kind']} | {e['points']} | {e['answered']:.0%} "
                      f"| {e['pass_rate']:.0%} | {e['mean_score']:.2f} |")
+    if summary["copy_signals"]:
+        lines += ["", "Copy signals (for your eyes: flags, no score was changed):", ""]
+        lines += [f"- {_md(s)}: {_md('; '.join(x))}" for s, x in summary["copy_signals"].items()]
     if summary["problems"]:
         lines += ["", "Runs with problems (scored anyway):", ""]
         lines += [f"- {_md(s)}: {_md(p)}" for s, p in summary["problems"].items()]
