@@ -114,7 +114,8 @@ def test_a_forged_runner_report_is_read_as_data():
     forged = _sanitise({"timeouts": 5, "errors": ["x", {"ename": 7, "wall": "yes"}], "answers": [1], "kernel_died": "yes",
                         "kernel_exit": True, "start_error": {"a": 1}, "interrupt_ignored": 1})
     assert forged["timeouts"] == [] and forged["answers"] == {}
-    assert forged["errors"] == [{"ename": "7", "enospc": False, "wall": False}]
+    assert forged["errors"] == [{"ename": "7", "enospc": False, "wall": False, "cell": None, "line": None,
+                                 "budget_s": None, "killed": False}]
     assert forged["kernel_died"] is False and forged["kernel_exit"] is None and forged["interrupt_ignored"] is False
     assert _causes(forged, 1, 1, sb.Limits())[-1] == "1 cell(s) raised (7)"
 

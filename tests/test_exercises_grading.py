@@ -88,10 +88,10 @@ def submissions(folder: Path, sample: Path):
     partial = fill(student, {
         "15.1.1-ex1": right("15.1.1-ex1"),
         "15.1.2-ex5": right("15.1.2-ex5"),
-        "15.1.1-ex3": value("15.1.1-ex3", true={"A"}),                                 # 1 of 2 parts
+        "15.1.1-ex3": value("15.1.1-ex3", true={"A"}),                                 # its number right, its letters wrong
         "15.2.2-ex1": value("15.2.2-ex1", max_batch=mistake("15.2.2-ex1", "max_batch")),  # 1 of 2 parts
         "15.2.2-ex4": value("15.2.2-ex4", tp=mistake("15.2.2-ex4", "tp"),
-                            n_gpus=get("15.2.2-ex4").expected()["n_gpus"] + 1),         # 1 of 3 parts
+                            n_gpus=get("15.2.2-ex4").expected()["n_gpus"] + 1),         # the batch right
         "15.1.2-ex1": value("15.1.2-ex1", kv_gb=mistake("15.1.2-ex1", "kv_gb")),        # wrong
         "15.2.1-ex1": "ex1 = 1e9  # nonsense",
     })
@@ -104,8 +104,10 @@ def submissions(folder: Path, sample: Path):
         # The expected values are not in the sandbox: the exercises package there is a stub.
         "from inferlab.exercises import get\nex2 = get('15.2.1-ex2').expected()\ncheck('15.2.1-ex2', ex2)",
     )]
-    save("carol_partial.ipynb", partial, {"15.1.1-ex1": 1, "15.1.2-ex5": 3, "15.1.1-ex3": 1, "15.2.2-ex1": 0.5,
-                                    "15.2.2-ex4": 1})
+    # 15.1.1-ex3: its number right (weight 1), its choice of true statements wrong (0.1): 2 points x 1 / 1.1.
+    # 15.2.2-ex4: the batch right (weight 1), tp and n_gpus wrong (0.1 each): 3 points x 1 / 1.2.
+    save("carol_partial.ipynb", partial, {"15.1.1-ex1": 1, "15.1.2-ex5": 3, "15.1.1-ex3": round(2 / 1.1, 3), "15.2.2-ex1": 0.5,
+                                    "15.2.2-ex4": 3 / 1.2})
 
     raising = fill(student, {"15.1.1-ex1": right("15.1.1-ex1"), "15.1.1-ex2": right("15.1.1-ex2")})
     insert_after_check(raising, "15.1.1-ex1", "1 / 0", "undefined_name")

@@ -177,7 +177,7 @@ def test_each_limit_is_reported_as_its_cause(graded):
     run = {name: graded["details"][name]["run"] for name in graded["details"]}
     assert "memory limit (3 GB of address space) hit: MemoryError" in run["memory_hog"]
     assert "process limit 48" in run["fork_bomb"]
-    assert "output limit: output beyond 1 MB dropped" in run["huge_output"]
+    assert "output limit: output of cell 1 beyond 1 MB (each cell's budget) dropped" in run["huge_output"]
     assert "blocked: OSError" in (graded["out"] / "executed" / "disk_filler.ipynb").read_text()  # ENOSPC: below
     assert score(graded, "disk_filler") == 0
     for name in ("memory_hog", "fork_bomb", "huge_output"):  # the run went on after the limit

@@ -1,4 +1,4 @@
-"""Command line of the exercises: list, cells, sample, build-student, grade (`python -m inferlab.exercises ...`,
+"""Command line of the exercises: list, cells, sample, build-student, collisions, gradescope, grade (`python -m inferlab.exercises ...`,
 or `inferlab classroom ...` once inferlab.cli lists this module).
 
     python -m inferlab.exercises build-student chapters/*.ipynb --out build/student
@@ -117,6 +117,52 @@ def _cmd_grade(args) -> int:
         print(f"inferlab.exercises: {grades.failed} of {len(grades.rows)} submission(s) failed (status 'failed: ...' "
               f"in grades.csv); every file was written for the whole class", file=sys.stderr)
     return failed_exit_status(grades.failed)
+
+
+def _cmd_collisions(args) -> int:
+    """Per graded part, the share of roster pairs whose expected answers agree (see `collisions`)."""
+    import json
+
+    from inferlab.exercises.collisions import report
+    from inferlab.exercises.grade import assignment_exercises
+    from inferlab.exercises.key import load_key
+    from inferlab.exercises.roster import read_roster
+    _readable_file("--roster", args.roster, "CSV file with a student_id column")
+    students = [r["student_id"] for r in read_roster(args.roster)]
+    if len(students) < 2:
+        raise ValueError(f"--roster {args.roster!r} names {len(students)} student(s); pairs need at least 2")
+    from inferlab.exercises import exercises
+    ids = (assignment_exercises(sections=args.sections, instructor=args.instructor)
+           if args.sections or args.instructor else [e.id for e in exercises()])
+    result = report(ids, students, args.assignment, load_key(args.key))
+    if args.json:
+        print(json.dumps(result, indent=1))
+        return 0
+    print(f"{result['students']} students, {result['pairs']} pairs, assignment {args.assignment!r}: share of pairs "
+          f"whose expected answers agree (limit {result['limit']:.0%})")
+    for p in result["parts"]:
+        flag = "  over the limit" if p["share"] > result["limit"] else ""
+        print(f"  {p['id']:<34s} {p['kind']:<8s} share {p['share']:6.1%}  worth {p['weight']:4.0%} of its exercise{flag}")
+    earn = result["copy_earnings"]
+    print(f"a classmate's answers earn {earn['mean']:.1%} of the points on average (at most {earn['max']:.1%})")
+    return 0
+
+
+def _cmd_gradescope(args) -> int:
+    """Write the Gradescope autograder zip for the exercises of the instructor notebook(s)."""
+    from inferlab.exercises.grade import assignment_exercises
+    from inferlab.exercises.gradescope import build_bundle
+    for src in args.notebooks:
+        _readable_file("instructor notebook", src, ".ipynb or jupytext .py file")
+    key = None
+    if args.assignment:
+        from inferlab.exercises.key import load_key
+        key = load_key(args.key)
+    ids = assignment_exercises(instructor=args.notebooks)
+    out = build_bundle(ids, args.out, assignment=args.assignment, key=key)
+    print(f"wrote {out}: {len(ids)} exercise(s)" + (f", variants of {args.assignment!r} (the zip holds the "
+          "instructor key: keep it private)" if args.assignment else ""))
+    return 0
 
 
 def failed_exit_status(failed: int) -> int:
@@ -240,6 +286,22 @@ def add_commands(sub) -> None:
                    f"(mode 0600) if missing (default {DEFAULT_KEY_PATH}; keep it and back it up)")
     p.set_defaults(func=_cmd_build_student)
 
+    p = sub.add_parser("collisions", help="per graded part, the share of roster pairs with the same expected answer")
+    p.add_argument("--roster", required=True, help="CSV with a student_id column")
+    p.add_argument("--assignment", required=True, help="the assignment name that seeds the variants")
+    p.add_argument("--key", default=str(DEFAULT_KEY_PATH), help=f"instructor key (default {DEFAULT_KEY_PATH})")
+    p.add_argument("--instructor", nargs="+", metavar="NOTEBOOK", help="the assignment's instructor notebook(s)")
+    p.add_argument("--sections", nargs="+", help="the assignment's sections (default: every exercise)")
+    p.add_argument("--json", action="store_true", help='print {"parts": [{"id": ..., "share": ...}], ...}')
+    p.set_defaults(func=_cmd_collisions)
+
+    p = sub.add_parser("gradescope", help="write a Gradescope autograder zip (setup.sh, run_autograder, config)")
+    p.add_argument("notebooks", nargs="+", help="the instructor notebook(s): their check cells are the exercises")
+    p.add_argument("--assignment", help="grade each student's variant of this assignment (the zip holds the key)")
+    p.add_argument("--key", default=str(DEFAULT_KEY_PATH), help=f"instructor key (default {DEFAULT_KEY_PATH})")
+    p.add_argument("--out", default="build/autograder.zip", help="the zip to write (default build/autograder.zip)")
+    p.set_defaults(func=_cmd_gradescope)
+
     p = sub.add_parser("grade", help="run submitted notebooks in a sandbox and write a score table")
     p.add_argument("submissions", nargs="+", help="notebooks, or folders of them (a sub-folder is one student)")
     p.add_argument("--out", default="build/grades", help="output folder (default build/grades)")
@@ -250,7 +312,9 @@ def add_commands(sub) -> None:
                    help="seconds of own time per notebook (its cells' own times added up) before it stops; each process "
                         "also gets this + 30 s of CPU (RLIMIT_CPU), and a run is killed as 'host too busy' after 10 x "
                         "this + 30 s of wall time (default 900)")
-    p.add_argument("--jobs", type=_positive(int, "--jobs", 64), default=1, help="notebooks run in parallel")
+    p.add_argument("--jobs", type=_positive(int, "--jobs", 64), default=None,
+                   help="notebooks run in parallel (default: one per core, fewer if the free memory cannot hold "
+                        "that many at --memory-gb each)")
     p.add_argument("--kernel", default="python3", help="Jupyter kernel name")
     p.add_argument("--instructor", nargs="+", metavar="NOTEBOOK",
                    help="the instructor notebook(s) the student versions were built from: their check cells "

@@ -53,6 +53,9 @@ class Part:
     abs_tol: float = 0.0
     options: tuple = ()
     hint: str = ""  # shown for a wrong value that matches no known slip
+    # Relative weight within the exercise (its points are shared in proportion). A part that variants
+    # cannot protect (a two-way prediction, a structure the exercise is written for) weighs little.
+    weight: float = 1.0
 
     def spec(self, params: Mapping) -> str:
         """What the student must give, with its unit and tolerance (for the statement)."""
@@ -72,22 +75,29 @@ class Part:
         return f"{what}: a set of letters among {opts}, e.g. {{'A', 'C'}}"
 
 
-def number(name, description, unit="", rel_tol=0.01, hint=""):
-    return Part(name, description, "number", unit, rel_tol=rel_tol, hint=hint)
+# A part with few possible answers weighs this much beside a computed number (1): a choice among a few
+# options (a prediction, the true statements of a memo), a small integer such as a TP degree, a value the
+# same in every variant (the structure an exercise is written for). A classmate's or a guessed answer often
+# earns it; `collisions` measures how often.
+LOW_WEIGHT = 0.1
 
 
-def integer(name, description, unit="", abs_tol=0, hint="", rel_tol=0.0):
+def number(name, description, unit="", rel_tol=0.01, hint="", weight=1.0):
+    return Part(name, description, "number", unit, rel_tol=rel_tol, hint=hint, weight=weight)
+
+
+def integer(name, description, unit="", abs_tol=0, hint="", rel_tol=0.0, weight=1.0):
     """A whole number: a non-integral answer is refused with a message; compared exactly unless a tolerance."""
-    return Part(name, description, "integer", unit, rel_tol=rel_tol, abs_tol=abs_tol, hint=hint)
+    return Part(name, description, "integer", unit, rel_tol=rel_tol, abs_tol=abs_tol, hint=hint, weight=weight)
 
 
-def one_of(name, description, options, hint=""):
+def one_of(name, description, options, hint="", weight=LOW_WEIGHT):
     """One of `options` (compared case-insensitively)."""
-    return Part(name, description, "choice", options=tuple(str(o) for o in options), hint=hint)
+    return Part(name, description, "choice", options=tuple(str(o) for o in options), hint=hint, weight=weight)
 
 
-def letters(name, description, options, hint=""):
-    return Part(name, description, "choices", options=tuple(str(o).upper() for o in options), hint=hint)
+def letters(name, description, options, hint="", weight=LOW_WEIGHT):
+    return Part(name, description, "choices", options=tuple(str(o).upper() for o in options), hint=hint, weight=weight)
 
 
 @dataclass(frozen=True)
@@ -167,6 +177,8 @@ class Exercise:
             raise ValueError(f"{self.id}: solve() takes {signature} but params are {list(self.params)}")
         if len({p.name for p in self.parts}) != len(self.parts):
             raise ValueError(f"{self.id}: duplicate part names")
+        if not all(p.weight > 0 for p in self.parts):
+            raise ValueError(f"{self.id}: every part weight must be > 0")
 
     @property
     def _key(self) -> tuple:
@@ -263,9 +275,16 @@ class Exercise:
             else:
                 hint = self._hint(part, value, expected[part.name], mistakes)
                 results.append(PartResult(part.name, "fail", hint))
-        n_pass = sum(r.status == "pass" for r in results)
-        score = self.points * n_pass / len(self.parts)
+        score = self.weighted_score(results)
         return CheckResult(self.id, score, float(self.points), tuple(results), tuple(notes))
+
+    def part_weight(self, name: str) -> float:
+        """The share of the exercise's points part `name` is worth: its weight over the weights' sum."""
+        return self._part(name).weight / sum(p.weight for p in self.parts)
+
+    def weighted_score(self, results) -> float:
+        """points x (weights of the passed parts) / (all weights)."""
+        return self.points * sum(self.part_weight(r.name) for r in results if r.status == "pass")
 
     def _split(self, payload):
         """Map an answer onto the parts: a bare value (single part), a dict, or a list in order."""
@@ -508,6 +527,11 @@ class CheckResult:
 
     @property
     def message(self) -> str:
+        """PASS, or FAIL with a hint per wrong part; "not answered yet" when no part has an answer (the empty
+        answer cell a student starts from: None, ... or a dict of them), never a "FAIL 0/n"."""
+        if not self.answered:
+            return "\n".join([f"{self.exercise_id} not answered yet: replace None in the answer cell with your "
+                               "answer, run it, then run this check again"] + [f"  note: {n}" for n in self.notes])
         head = (f"{self.exercise_id} {'PASS' if self.passed else 'FAIL'}  "
                 f"{_fmt(self.score)}/{_fmt(self.points)} point{'s' if self.points != 1 else ''}"
                 + (f"  (attempt {self.attempt})" if self.attempt > 1 else ""))
@@ -579,8 +603,14 @@ def check(exercise_id: str, answer) -> CheckResult:
     (never the expected value), and returns the CheckResult. None or ... means 'no answer yet'.
 
     Attempts are counted, not silent: from the second answered check of an exercise on, the verdict says
-    which attempt it is (so does its line in `summary()`). (Formative only: the grade
+    which attempt it is (so does its line in `summary()`). An id this library does not know (a notebook built
+    against a newer exercise set) prints one line saying so and returns None. (Formative only: the grade
     is the submitted answer's, scored by the grader; a fresh kernel restarts the count.)"""
+    if not isinstance(exercise_id, str) or exercise_id not in _REGISTRY:
+        # A notebook built against a newer exercise set than this library: one line, not a traceback.
+        print(f"{exercise_id}: this exercise is not in your copy of inferlab; update it (git pull, then make "
+              "setup) to check your answer")
+        return None
     exercise = _current(exercise_id)
     payload = _to_jsonable(answer)
     result = _first_attempt_only(exercise, exercise.evaluate(payload))
@@ -607,8 +637,7 @@ def _first_attempt_only(exercise: Exercise, result: CheckResult) -> CheckResult:
             else:
                 _FIRST[key] = r.status
         parts.append(r)
-    score = exercise.points * sum(r.status == "pass" for r in parts) / len(parts)
-    return dataclasses.replace(result, parts=tuple(parts), score=score)
+    return dataclasses.replace(result, parts=tuple(parts), score=exercise.weighted_score(parts))
 
 
 def summary() -> str:

@@ -36,15 +36,18 @@ import sys
 import tempfile
 import threading
 import time
+import unicodedata
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from inferlab.exercises import sandbox as sb
 from inferlab.exercises import cgroup, seccomp
+from inferlab.exercises.failures import exercise_failures
+from inferlab.exercises import signals
 from inferlab.exercises.core import SECTIONS, exercises, get, variant
 from inferlab.exercises.key import DEFAULT_KEY_PATH
-from inferlab.exercises.sandbox_runner import Meter
+from inferlab.exercises.sandbox_runner import POOL_CELLS, Meter
 from inferlab.exercises.safeio import FrameReader, UnsafeFile, cell, loads_bounded, one_line, read_regular
 from inferlab.exercises.roster import CHECK_RE, ID_RE, GradingError, read_roster  # noqa: F401 (GradingError: re-exported)
 
@@ -79,6 +82,8 @@ class Run:
     problems: list = field(default_factory=list)  # each limit hit or failure, with its cause
     flags: list = field(default_factory=list)
     failed: str | None = None  # "invalid output: ...", "grader error: ...": nothing of this run is scored
+    why: dict = field(default_factory=dict)  # exercise id -> (what failed before its check, own): `failures`
+    claimed: set = field(default_factory=set)  # student ids the notebook names (`signals.claimed_ids`)
 
 
 @dataclass
@@ -121,6 +126,12 @@ def collect(paths) -> list[Submission]:
                         subs.append(Submission(child.name, nbs))
         else:
             raise FileNotFoundError(f"submission {str(path)!r} does not exist")
+    for s in subs:
+        if any(unicodedata.category(ch)[0] == "C" for ch in s.student):
+            named = s.student.encode("unicode_escape").decode("ascii")
+            s.student, s.notebooks = named, []
+            s.refused = (f"the file or folder name {named!r} holds a control character: not run; rename it "
+                         "(the row is listed under its escaped name)")
     merged: dict = {}
     for s in subs:
         if s.student in merged:
@@ -192,10 +203,41 @@ def check_plan(source_text: str) -> tuple:
         checks = [{"id": ex_id, "name": name} for ex_id, name in CHECK_RE.findall(src)
                   if ex_id in _known_ids()]
         if checks:
-            plan.append({"cell": i, "checks": checks})
+            answer_cells = sorted({j for c in checks for j in [_answer_cell(cells, i, c["name"])] if j is not None})
+            plan.append({"cell": i, "checks": checks, "answer_cells": answer_cells})
             ids |= {c["id"] for c in checks}
     flags = ["reaches into the checker's internals"] if SUSPICIOUS.search("\n".join(code)) else []
     return plan, ids, flags
+
+
+def _answer_cell(cells: list, check_cell: int, name: str) -> int | None:
+    """The code cell before `check_cell` that last assigns `name` (the student's answer cell), or None."""
+    assigns = re.compile(rf"^[ \t]*{re.escape(name)}\b[^=\n]*(?<![=!<>])=(?!=)", re.M)
+    for j in range(check_cell - 1, -1, -1):
+        c = cells[j]
+        if isinstance(c, dict) and c.get("cell_type") == "code":
+            src = c.get("source", "")
+            src = "".join(map(str, src)) if isinstance(src, list) else str(src)
+            if assigns.search(src):
+                return j
+    return None
+
+
+def exercise_cells(plan) -> list:
+    """The cells whose output is the student's: every check cell and its answer cell (see `check_plan`)."""
+    return sorted({int(p["cell"]) for p in plan} | {int(j) for p in plan for j in p.get("answer_cells", [])})
+
+
+def _claimed(source_text: str) -> set:
+    """The student ids a notebook file names (see `signals.claimed_ids`)."""
+    nb = loads_bounded(source_text, max_bytes=MAX_NOTEBOOK_BYTES, max_depth=MAX_JSON_DEPTH)
+    cells = nb.get("cells", []) if isinstance(nb, dict) and isinstance(nb.get("cells"), list) else []
+    code = []
+    for c in cells:
+        if isinstance(c, dict) and c.get("cell_type") == "code":
+            src = c.get("source", "")
+            code.append("".join(map(str, src)) if isinstance(src, list) else str(src))
+    return signals.claimed_ids(nb, code)
 
 
 def _known_ids() -> set:
@@ -223,7 +265,7 @@ def execute(notebook: Path, *, plan, sandbox: bool, limits: sb.Limits, cell_time
         # Pipes from the sandbox (each read to its end by a thread, bounded): the runner's result records, its
         # log (stdout and stderr), and bwrap's process-id report. Write ends go to the child, then are closed here.
         results = FrameReader({"report.json": MAX_REPORT_BYTES,
-                               "executed.ipynb": MAX_NOTEBOOK_BYTES + limits.output_bytes * 2})
+                               "executed.ipynb": MAX_NOTEBOOK_BYTES + executed_output_bytes(limits)})
         log_tail, info = bytearray(), bytearray()
         streams = [results.feed, functools.partial(_keep_tail, log_tail, 400)]
         if sandbox:
@@ -234,6 +276,7 @@ def execute(notebook: Path, *, plan, sandbox: bool, limits: sb.Limits, cell_time
             fds.append(w)
         result_write, log_write = fds[0], fds[1]
         args = {"notebook": str(inside / "submission.ipynb"), "result_fd": result_write, "plan": plan,
+                "exercise_cells": exercise_cells(plan),
                 "cell_timeout": cell_timeout, "time_limit": time_limit, "kernel": kernel_name, "uid": uid,
                 "sandboxed": bool(sandbox),
                 "limits": dict(limits.as_dict(), cpu_s=min(limits.cpu_s, time_limit + GRACE_S),
@@ -310,6 +353,12 @@ def execute(notebook: Path, *, plan, sandbox: bool, limits: sb.Limits, cell_time
                                 f"({WALL_FACTOR} x its budget of own time) before its budget ran out; not the "
                                 "submission's verdict, grade it again")
     return report
+
+
+def executed_output_bytes(limits: sb.Limits) -> int:
+    """The most output an executed notebook can hold: two pools (lecture cells, exercise cells) of POOL_CELLS
+    cells' budgets each (`sandbox_runner.OutputBudget`), with room for the cut marks and the JSON's escapes."""
+    return int(2 * POOL_CELLS * limits.output_bytes * 1.25) + 10**6
 
 
 def _read_submission(notebook: Path) -> bytes:
@@ -468,18 +517,32 @@ def _sanitise(report):
     def entries(key):
         items = report.get(key)
         return [{"ename": one_line(str(e.get("ename", "error"))[:80]), "enospc": e.get("enospc") is True,
-                 "wall": e.get("wall") is True} for e in items[:1000] if isinstance(e, dict)] \
-            if isinstance(items, list) else []
+                 "wall": e.get("wall") is True, "cell": _count(e.get("cell")), "line": _count(e.get("line")),
+                 "budget_s": _seconds(e.get("budget_s")), "killed": e.get("killed") is True}
+                for e in items[:1000] if isinstance(e, dict)] if isinstance(items, list) else []
+
+    cut = report.get("truncated_cells")
+    cut = [{"cell": _count(t.get("cell")), "exercise": t.get("exercise") is True}
+           for t in cut[:1000] if isinstance(t, dict)] if isinstance(cut, list) else []
 
     exit_code = report.get("kernel_exit")
     return {"errors": entries("errors"), "timeouts": entries("timeouts"),
             "time_limit": report.get("time_limit") is True, "kernel_died": report.get("kernel_died") is True,
             "kernel_exit": exit_code if isinstance(exit_code, int) and not isinstance(exit_code, bool) else None,
-            "output_truncated": report.get("output_truncated") is True,
+            "output_truncated": report.get("output_truncated") is True, "truncated_cells": cut,
             "interrupt_ignored": report.get("interrupt_ignored") is True,
             "schedstat": report.get("schedstat") is not False,
             "start_error": one_line(str(report["start_error"])[:300]) if report.get("start_error") else None,
             "answers": report.get("answers") if isinstance(report.get("answers"), dict) else {}}
+
+
+def _count(value) -> int | None:
+    """A non-negative int from the runner's report, else None."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 10**9 else None
+
+
+def _seconds(value) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < 1e7 else None
 
 
 def _causes(report: dict, cell_timeout: float, time_limit: float, limits: sb.Limits) -> list:
@@ -498,12 +561,12 @@ def _causes(report: dict, cell_timeout: float, time_limit: float, limits: sb.Lim
     if errors:
         out.append(f"{len(errors)} cell(s) raised ({', '.join(names)})")
     timeouts = [t for t in report.get("timeouts", []) if isinstance(t, dict)]
-    own = [t for t in timeouts if not t.get("wall")]
+    own = [t for t in timeouts if not t.get("wall") and not t.get("killed")]  # killed: "kernel killed" below
     if own:
         out.append(f"{len(own)} cell(s) timed out after {cell_timeout:g} s of their own time (CPU time, or wall "
                    "time less the host's waits)")
-    if len(own) < len(timeouts):
-        out.append(f"{len(timeouts) - len(own)} cell(s) stopped by the {WALL_BACKSTOP} ({WALL_FACTOR} x their budget)")
+    if any(t.get("wall") for t in timeouts):
+        out.append(f"{sum(bool(t.get('wall')) for t in timeouts)} cell(s) stopped by the {WALL_BACKSTOP} ({WALL_FACTOR} x their budget)")
     if report.get("time_limit"):
         out.append(f"notebook time limit ({time_limit:g} s of its own time) reached; later cells not run")
     if report.get("interrupt_ignored"):
@@ -514,7 +577,11 @@ def _causes(report: dict, cell_timeout: float, time_limit: float, limits: sb.Lim
                  -signal.SIGSEGV: "crashed (SIGSEGV)"}.get(code, f"exit status {code}" if code is not None else "")
         out.append("kernel died" + (f" ({cause})" if cause else "") + "; later cells not run")
     if report.get("output_truncated"):
-        out.append(f"output limit: output beyond {limits.output_bytes / 1e6:g} MB dropped")
+        cut = report.get("truncated_cells") or []
+        where = ", ".join(f"cell {t['cell'] + 1}" + (" (an exercise cell)" if t["exercise"] else "")
+                          for t in cut[:5] if t.get("cell") is not None) + (" ..." if len(cut) > 5 else "")
+        out.append(f"output limit: output of {where or 'a cell'} beyond {limits.output_bytes / 1e6:g} MB "
+                   "(each cell's budget) dropped")
     if report.get("schedstat") is False and timeouts:
         out.append("host load not discounted (no /proc/<pid>/schedstat): time limits counted in wall time")
     return out
@@ -528,7 +595,9 @@ def run_submission_notebook(student: str, notebook: Path, out_dir: Path, *, cell
     run = Run(notebook)
     stem = stem or _safe(student)
     try:
-        plan, run.ids, run.flags = check_plan(_read_submission(Path(notebook)).decode("utf-8", errors="replace"))
+        text = _read_submission(Path(notebook)).decode("utf-8", errors="replace")
+        plan, run.ids, run.flags = check_plan(text)
+        run.claimed = _claimed(text)
     except (UnsafeFile, OSError, ValueError) as exc:
         why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         run.problems = [f"unreadable notebook ({one_line(why)[:200]}): not run"]
@@ -537,6 +606,8 @@ def run_submission_notebook(student: str, notebook: Path, out_dir: Path, *, cell
                      time_limit=time_limit, kernel_name=kernel_name, slot=slot,
                      executed_path=out_dir / "executed" / f"{stem}.ipynb", tmp_root=tmp_root, cgroups=cgroups)
     run.problems = report["problems"]
+    stopped = next((p for p in run.problems if "later cells not run" in p), None)
+    run.why = exercise_failures(plan, report.get("errors", []) + report.get("timeouts", []), stopped)
     if report.get("not_graded"):
         run.failed = report["not_graded"]
         return run
@@ -581,15 +652,34 @@ def assignment_exercises(*, sections=None, instructor=None) -> list[str]:
     return [e.id for e in exercises() if e.id in ids]
 
 
-def grade(paths, out_dir, *, cell_timeout: float = 120, time_limit: float = 900, jobs: int = 1,
+def default_jobs(limits: sb.Limits, meminfo: str = "/proc/meminfo") -> int:
+    """Notebooks graded at once by default: one per core this process may run on, and no more than the
+    available memory (MemAvailable) holds at each sandbox's memory limit; at least 1."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    jobs = cores
+    try:
+        with open(meminfo) as fh:
+            avail = next(int(line.split()[1]) * 1024 for line in fh if line.startswith("MemAvailable:"))
+        if limits.memory_bytes:
+            jobs = min(jobs, avail // limits.memory_bytes)
+    except (OSError, StopIteration, ValueError, IndexError):
+        pass
+    return max(1, int(jobs))
+
+
+def grade(paths, out_dir, *, cell_timeout: float = 120, time_limit: float = 900, jobs: int | None = None,
           kernel_name: str = "python3", sections=None, instructor=None, quiet: bool = False, sandbox: bool = True,
           limits: sb.Limits = sb.Limits(), assignment: str | None = None, roster=None, tmp_root=None,
-          key: bytes | None = None) -> Grades:
+          key: bytes | None = None, exercise_ids=None) -> Grades:
     """Run every submission in its sandbox, score it, and write into out_dir: grades.csv (by student id),
     details.csv, gradescope.csv, canvas.csv, feedback/<student id>.md, summary.md and summary.json
     (executed notebooks under out_dir/executed). The exercises and the maximum come from `sections` or
     the `instructor` notebook(s) (`assignment_exercises`). `assignment`: score each student's own variant
-    (seeded with the instructor `key`).
+    (seeded with the instructor `key`). `exercise_ids`: the exercises, named directly (the Gradescope bundle's
+    config). `jobs`: notebooks run at once (None: `default_jobs`).
 
     A failure of one submission (refused, unreadable, invalid output, an error of the grader while running
     or scoring it) is that student's row, with status `failed: ...` and zero for what was not scored; every
@@ -597,7 +687,9 @@ def grade(paths, out_dir, *, cell_timeout: float = 120, time_limit: float = 900,
     if sandbox and not sb.available():
         raise GradingError(f"cannot grade in a sandbox: {sb.unavailable_reason()}; install bubblewrap, or pass "
                            "--no-sandbox to run the notebooks with your own rights (trusted notebooks only)")
-    columns = assignment_exercises(sections=sections, instructor=instructor)
+    columns = ([get(e).id for e in exercise_ids] if exercise_ids else
+               assignment_exercises(sections=sections, instructor=instructor))
+    jobs = default_jobs(limits) if jobs is None else jobs
     if assignment and key is None:
         raise GradingError("--assignment needs the instructor key that seeded the variants (--key, default "
                            f"{DEFAULT_KEY_PATH}); it is written by `make student ROSTER=... ASSIGNMENT=...`")
@@ -612,7 +704,7 @@ def grade(paths, out_dir, *, cell_timeout: float = 120, time_limit: float = 900,
     memory_mode = (f"cgroup v2 memory.max and pids.max at {groups.base}" if groups is not None else
                    f"RLIMIT_AS per process, tmpfs sizes, seccomp (no cgroup v2: {why})")
     if not quiet:
-        print(f"memory per submission: {memory_mode}", flush=True)
+        print(f"memory per submission: {memory_mode}; {jobs} notebook(s) at a time", flush=True)
     subs = collect(paths)
     if not subs:
         raise GradingError(f"no notebooks found in {', '.join(map(str, paths))}; expected .ipynb files or "
@@ -665,10 +757,14 @@ def grade(paths, out_dir, *, cell_timeout: float = 120, time_limit: float = 900,
 
     rows, details = [], []
     assigned = set(columns)
+    matched = _classmate_matches(subs, runs, columns, assignment, key) if assignment else {}
+    classmates = {s.student for s in subs}
     for s in subs:
-        row, ds = _score_student(s, runs[s.student], columns, assigned, assignment, key)
+        row, ds = _score_student(s, runs[s.student], columns, assigned, assignment, key, matched=matched,
+                                 classmates=classmates)
         rows.append(row)
         details += ds
+    _flag_identical_wrong(rows, details, runs)
 
     grades = Grades(columns, rows, details)
     _write(grades, out_dir, elapsed=time.monotonic() - started, quiet=quiet, assignment=assignment,
@@ -676,20 +772,75 @@ def grade(paths, out_dir, *, cell_timeout: float = 120, time_limit: float = 900,
     return grades
 
 
-def _score_student(s: Submission, runs: list, columns: list, assigned: set, assignment, key) -> tuple:
+def _answers(runs: list) -> dict:
+    out = {}
+    for run in runs:
+        if not run.failed:
+            out.update(run.answers)
+    return out
+
+
+def _classmate_matches(subs, runs: dict, columns: list, assignment, key) -> dict:
+    """{(student, exercise id): classmate} where the student's answer fails their own variant and passes the
+    classmate's in full (`signals.matches_classmate`)."""
+    students = [s.student for s in subs if not s.refused]
+    drawn = {}
+    for ex_id in columns:
+        try:
+            drawn[ex_id] = {st: variant(ex_id, st, assignment, key=key) for st in students}
+        except Exception:  # an id the variants cannot be drawn for: that row says so when it is scored
+            continue
+    out = {}
+    for st in students:
+        for ex_id, answer in _answers(runs.get(st, [])).items():
+            if ex_id not in drawn:
+                continue
+            others = {o: ex for o, ex in drawn[ex_id].items() if o != st}
+            try:
+                other = signals.matches_classmate(answer, drawn[ex_id][st], others)
+            except Exception:
+                other = None
+            if other:
+                out[(st, ex_id)] = other
+    return out
+
+
+def _flag_identical_wrong(rows: list, details: list, runs: dict) -> None:
+    """A copy signal on each row that shares a wrong answer with a classmate (`signals.identical_wrong`)."""
+    wrong = {}
+    for d in details:
+        if d["result"] in ("fail", "partial"):
+            answer = _answers(runs.get(d["student_id"], [])).get(d["exercise"])
+            if answer is not None:
+                wrong[(d["student_id"], d["exercise"])] = answer
+    by_student: dict = {}
+    for (ex_id, _), students in signals.identical_wrong(wrong).items():
+        for st in students:
+            others = ", ".join(repr(o) for o in students if o != st)
+            by_student.setdefault(st, []).append(f"copy signal: the same wrong answer to {ex_id} as {others}")
+    for row in rows:
+        flags = by_student.get(row["student_id"])
+        if flags:
+            row["status"] = "; ".join(flags) if row["status"] == "ok" else row["status"] + "; " + "; ".join(flags)
+
+
+def _score_student(s: Submission, runs: list, columns: list, assigned: set, assignment, key, *,
+                   matched: dict | None = None, classmates: set = frozenset()) -> tuple:
     """(row, details) of one student. Nothing raised here escapes: an answer that cannot be scored scores 0
     with the reason, and an error of the grader itself makes the row `failed`."""
     failures = [s.refused] if s.refused else []
     notes = [] if (s.notebooks or s.refused) else ["no submission"]
-    answers, ids = {}, set()
+    answers, ids, why = {}, set(), {}
     for run in runs:
         prefix = f"{run.notebook.name}: " if len(runs) > 1 else ""
         if run.failed:
             failures.append(prefix + run.failed)
         else:
             answers.update(run.answers)
+            why.update({k: (prefix + text, own) for k, (text, own) in run.why.items()})
         ids |= run.ids
         notes += [prefix + p for p in run.problems] + [prefix + "flag: " + f for f in run.flags]
+        notes += [prefix + f for f in signals.claim_flags(s.student, run.claimed, set(classmates))]
     extra = sorted(ids - assigned)
     if extra:
         notes.append(f"ignored check cell(s) not in this assignment: {', '.join(extra)}")
@@ -708,11 +859,20 @@ def _score_student(s: Submission, runs: list, columns: list, assigned: set, assi
             try:
                 result = ex.evaluate(answers[ex_id])
                 score, outcome, feedback = result.score, result.status, result.message.replace("\n", " | ")
+                other = (matched or {}).get((s.student, ex_id))
+                if other:  # no slip hint: it would be about a classmate's numbers
+                    feedback = f"{ex_id} {outcome}: {signals.NO_HINT}"
+                    notes.append(f"copy signal: the answer to {ex_id} matches classmate {other!r}'s variant, "
+                                 "not this student's")
+                if not result.passed and ex_id in why and why[ex_id][1]:
+                    feedback += f" | before the check: {why[ex_id][0]}"
             except Exception as exc:
                 outcome = "invalid"
                 feedback = f"the answer could not be scored ({type(exc).__name__}); it counts as wrong"
         elif ex_id in ids:
-            outcome, feedback = "not run", "its check never ran (an error before it, or a limit)"
+            outcome = "not run"
+            feedback = (f"its check never ran: {why[ex_id][0]}" if ex_id in why
+                        else "its check never ran (an error before it, or a limit)")
         row[ex_id] = round(score, 3)
         total += score
         details.append({"student_id": s.student, "exercise": ex_id, "score": round(score, 3), "points": ex.points,
@@ -763,6 +923,8 @@ def _write(grades: Grades, out_dir: Path, *, elapsed: float, quiet: bool, assign
         "median_total": statistics.median(totals) if totals else 0.0,
         "exercises": per_ex,
         "problems": {r["student_id"]: r["status"] for r in grades.rows if r["status"] != "ok"},
+        "copy_signals": {r["student_id"]: sig for r in grades.rows
+                         for sig in [[x for x in str(r["status"]).split("; ") if "copy signal: " in x]] if sig},
         "failed": grades.failed,
         "memory_enforcement": memory_mode,
         "elapsed_s": round(elapsed, 1),
@@ -780,6 +942,9 @@ def _write(grades: Grades, out_dir: Path, *, elapsed: float, quiet: bool, assign
     for e in per_ex:
         lines.append(f"| {e['exercise']} | {e['title']} | {e['kind']} | {e['points']} | {e['answered']:.0%} "
                      f"| {e['pass_rate']:.0%} | {e['mean_score']:.2f} |")
+    if summary["copy_signals"]:
+        lines += ["", "Copy signals (for your eyes: flags, no score was changed):", ""]
+        lines += [f"- {_md(s)}: {_md('; '.join(x))}" for s, x in summary["copy_signals"].items()]
     if summary["problems"]:
         lines += ["", "Runs with problems (scored anyway):", ""]
         lines += [f"- {_md(s)}: {_md(p)}" for s, p in summary["problems"].items()]

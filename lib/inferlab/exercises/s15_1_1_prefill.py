@@ -5,7 +5,7 @@ keep its imports inside, and end it with one `return`.
 """
 import math
 
-from inferlab.exercises.core import Exercise, Mistake, integer, letters, number, one_of, register, sci, vary
+from inferlab.exercises.core import LOW_WEIGHT, Exercise, Mistake, integer, letters, number, one_of, register, sci, vary
 from inferlab.latency import prefill_time_s, ttft_rule_s
 from inferlab.roofline import ridge_point
 from inferlab.specs import get_accelerator, get_model
@@ -254,8 +254,9 @@ register(Exercise(
     title="Size a prefill pool",
     params=dict(model="llama-3-8b", accelerator="h100-sxm", prompt_len=4096, mfu=0.5, arrival_rate=60,
                 ttft_slo_ms=100, max_utilisation=0.7, tp_options=(1, 2, 4, 8)),
-    parts=(integer("tp", "the tensor-parallel degree of a replica"),
-           integer("n_gpus", "the GPUs of the whole pool", "GPUs"),
+    # tp and n_gpus take a few small values (TP 1-8): they weigh little (LOW_WEIGHT), the TTFT carries it.
+    parts=(integer("tp", "the tensor-parallel degree of a replica", weight=LOW_WEIGHT),
+           integer("n_gpus", "the GPUs of the whole pool", "GPUs", weight=LOW_WEIGHT),
            number("ttft_ms", "the TTFT a prompt sees on an idle replica", "ms", rel_tol=0.02)),
     statement="""\
 You run prefill on its own pool of `{accelerator}` GPUs (disaggregated serving). Prompts of S = {prompt_len}
@@ -266,8 +267,10 @@ A replica is a group of tp GPUs, tp ∈ {tp_options}. Take the time one replica 
 
 Choose tp and the number of replicas so that the pool needs the fewest GPUs (on a tie, the smaller tp).""",
     solve=solve_prefill_pool, mistakes=mistakes_prefill_pool,
-    # Variants: 7-13B models on four accelerators, two loads and three targets; every draw has a feasible
-    # tp and no wrong tp that lands on the right GPU count (arrival rates 30-90 and a 60 ms target do not).
+    # Variants: 7-13B models on four accelerators, two loads, three targets and five prompt lengths; every draw
+    # has a feasible tp and no wrong tp that lands on the right GPU count (arrival rates 30-90, a 60 ms target,
+    # and lengths 1536-3840 or 4352-4864 in steps of 256 have draws that do).
     vary=vary(("model", ["llama-3-8b", "llama-2-7b", "mistral-7b", "llama-2-13b"]),
               ("accelerator", ["h100-sxm", "h200", "b200", "mi300x"]),
-              ("arrival_rate", [60, 120]), ("ttft_slo_ms", [80, 100, 150]))))
+              ("arrival_rate", [60, 120]), ("ttft_slo_ms", [80, 100, 150]),
+              ("prompt_len", [4096, 5120, 5376, 5632, 5888]))))

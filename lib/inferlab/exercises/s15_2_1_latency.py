@@ -6,7 +6,7 @@ import numpy as np
 
 from inferlab.context import yardstick
 from inferlab.costs import prefill_costs
-from inferlab.exercises.core import Exercise, Mistake, integer, number, one_of, register, vary
+from inferlab.exercises.core import LOW_WEIGHT, Exercise, Mistake, integer, number, one_of, register, vary
 from inferlab.latency import decode_step_rule_s, decode_step_time_s, prefill_time_s, ttft_rule_s
 from inferlab.memory import kv_cache_bytes, weight_bytes
 from inferlab.specs import Precision, get_accelerator, get_model
@@ -89,7 +89,9 @@ register(Exercise(
     parts=(one_of("improves", "which latency improves by more than {threshold:.0%}",
                   ("ttft", "itl", "both", "neither")),
            number("itl_speedup", "ITL on the {old} divided by ITL on the {new}", "", rel_tol=0.02),
-           number("ttft_speedup", "TTFT on the {old} divided by TTFT on the {new}", "", rel_tol=0.02)),
+           # 1 in every variant (each upgrade keeps the bf16 peak): weighs as little as a choice.
+           number("ttft_speedup", "TTFT on the {old} divided by TTFT on the {new}", "", rel_tol=0.02,
+                  weight=LOW_WEIGHT)),
     statement="""\
 You serve `{model}` (bf16, B = {batch}, prompts of {prompt_len} tokens) on `{old}` GPUs and could move to `{new}`.
 **Predict before you compute:** which of TTFT and ITL improves by more than {threshold:.0%}? Then compute both
@@ -166,9 +168,11 @@ register(Exercise(
            one_of("cause", "the letter of the cause", "ABCD")),
     statement=statement_long_prompt,
     solve=solve_long_prompt, mistakes=mistakes_long_prompt,
-    # Variants: the accelerator and a book-sized prompt (the model stays the one the statement describes).
+    # Variants: the accelerator and a long prompt (the model stays the one the statement describes), 16k to
+    # 128k tokens on a 2,048-token grid: attention's share of the FLOPs grows with S, so a fine grid over a
+    # wide range keeps it different between most pairs of students.
     vary=vary(("accelerator", ["h100-sxm", "h200", "b200", "mi300x", "a100-80gb"]),
-              ("prompt_len", [65_536, 98_304, 131_072]))))
+              ("prompt_len", list(range(16_384, 131_073, 2048))))))
 
 
 # ex4: design ---------------------------------------------------------------------------------------

@@ -5,7 +5,7 @@ Each `solve_*` body is, word for word, the instructor's solution cell: imports i
 """
 import math
 
-from inferlab.exercises.core import Exercise, Mistake, integer, letters, number, one_of, register, vary
+from inferlab.exercises.core import LOW_WEIGHT, Exercise, Mistake, integer, letters, number, one_of, register, vary
 from inferlab.serving.kv import blocks_for, kv_capacity_blocks
 from inferlab.serving.steptime import RooflineStepTime
 from inferlab.specs import get_accelerator, get_model
@@ -251,7 +251,8 @@ register(Exercise(
     parts=(integer("max_seqs_uncached", "the sequences the KV pool holds at once without prefix caching",
                    "sequences"),
            integer("max_seqs_cached", "the sequences it holds with prefix caching", "sequences"),
-           integer("gpus", "the GPUs (one replica each, with caching) for {users:,} concurrent users", "GPUs")),
+           integer("gpus", "the GPUs (one replica each, with caching) for {users:,} concurrent users", "GPUs",
+                   weight=LOW_WEIGHT)),  # a few small values: weighs little
     statement="""\
 A chat service runs `{model}` (bf16) on `{accelerator}` GPUs, one replica per GPU. Every conversation starts with
 the same {prefix_tokens:,}-token system prompt and adds at most {own_tokens:,} tokens of its own (user turns and

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import resource
 import signal
 import sys
@@ -298,6 +299,59 @@ def _signal_group(pid: int, signum: int) -> None:
         pass
 
 
+POOL_CELLS = 10  # a notebook's lecture cells share POOL_CELLS cells' budgets in all; its exercise cells as many more
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+_CELL_LINE = re.compile(r"Cell In\[\d+\], line (\d+)")
+
+
+class OutputBudget:
+    """Output bytes a cell may keep: `per_cell` for each cell, within a pool of `pool` bytes for the lecture's
+    cells and another for the exercise cells (`exercise_cells`: the check cells and their answer cells), so
+    neither the lecture's figures nor a flooding cell take an exercise cell's budget. A capture's output
+    (`capturing`) is the grader's, not the student's: it is not charged."""
+
+    def __init__(self, per_cell: int, pool: int, exercise_cells=()):
+        self.per_cell, self.exercise_cells = int(per_cell), set(exercise_cells)
+        self.pools = {True: int(pool), False: int(pool)}
+        self.used: dict = {}
+        self.capturing = False
+
+    def left(self, index) -> int:
+        if self.capturing:
+            return 1_000_000
+        pool = self.pools[index in self.exercise_cells]
+        return max(0, min(self.per_cell - self.used.get(index, 0), pool))
+
+    def charge(self, index, size: int) -> None:
+        if self.capturing:
+            return
+        self.used[index] = self.used.get(index, 0) + size
+        self.pools[index in self.exercise_cells] -= size
+
+    def exhaust(self, index) -> None:
+        if not self.capturing:
+            self.used[index] = self.per_cell
+
+
+def _truncated(report: dict, index, exercise: bool) -> None:
+    report["output_truncated"] = True
+    if index is not None and all(t["cell"] != index for t in report["truncated_cells"]):
+        report["truncated_cells"].append({"cell": int(index), "exercise": bool(exercise)})
+
+
+def error_line(traceback) -> int | None:
+    """The line of the cell where an error was raised, from IPython's traceback ("Cell In[7], line 3": the
+    first such frame is the cell's own line; a SyntaxError names its line the same way)."""
+    if not isinstance(traceback, list):
+        return None
+    for frame in traceback:
+        found = _CELL_LINE.search(_ANSI.sub("", str(frame)))
+        if found:
+            return int(found.group(1))
+    return None
+
+
 def parse_answer(text: str):
     """The JSON value between the markers of a capture cell's output, or None."""
     start = text.rfind(MARK, 0, text.rfind(MARK))
@@ -330,7 +384,7 @@ def main(argv) -> int:
     set_limits(args["limits"])
     report = {"cells": 0, "errors": [], "timeouts": [], "time_limit": False, "kernel_died": False,
               "kernel_exit": None, "interrupt_ignored": False, "schedstat": True, "start_error": None,
-              "output_truncated": False, "answers": {}}
+              "output_truncated": False, "truncated_cells": [], "answers": {}}
 
     def save():
         send(result_fd, "report.json", json.dumps(report).encode("utf-8", "surrogatepass"))
@@ -345,32 +399,36 @@ def main(argv) -> int:
         save()
         return 0
 
-    budget = {"left": int(args["limits"].get("output_bytes") or 1_000_000)}
+    per_cell = int(args["limits"].get("output_bytes") or 1_000_000)
+    exercise_cells = {int(i) for i in args.get("exercise_cells", [])}
+    budget = OutputBudget(per_cell, POOL_CELLS * per_cell, exercise_cells)
 
     class Client(NotebookClient):
         def output(self, outs, msg, display_id, cell_index):
-            """Keep output up to the byte budget: a stream is cut at the budget, anything else dropped."""
+            """Keep output up to the cell's byte budget: a stream is cut at the budget, anything else dropped."""
             content = msg.get("content", {})
             size = len(json.dumps(content, default=str))
-            if size > budget["left"]:
-                report["output_truncated"] = True
-                if msg.get("msg_type") != "stream" or budget["left"] <= 0:
-                    budget["left"] = 0
+            left = budget.left(cell_index)
+            if size > left:
+                _truncated(report, cell_index, cell_index in exercise_cells)
+                if msg.get("msg_type") != "stream" or left <= 0:
+                    budget.exhaust(cell_index)
                     return None
-                msg = dict(msg, content=dict(content, text=str(content.get("text", ""))[:budget["left"]]
+                msg = dict(msg, content=dict(content, text=str(content.get("text", ""))[:left]
                                              + "\n[output cut by the grader: byte limit reached]\n"))
-                size = budget["left"]
-            budget["left"] -= size
+                size = left
+            budget.charge(cell_index, size)
             return super().output(outs, msg, display_id, cell_index)
 
         def _update_display_id(self, display_id, msg):
-            """update_display_data replaces a stored output: charged to the same budget, dropped past it."""
+            """update_display_data replaces a stored output: charged to the running cell's budget, dropped past it."""
             size = len(json.dumps(msg.get("content", {}), default=str))
-            if size > budget["left"]:
-                report["output_truncated"] = True
-                budget["left"] = 0
+            index = current["cell"]
+            if size > budget.left(index):
+                _truncated(report, index, index in exercise_cells)
+                budget.exhaust(index)
                 return None
-            budget["left"] -= size
+            budget.charge(index, size)
             return super()._update_display_id(display_id, msg)
 
         def handle_comm_msg(self, outs, msg, cell_index):
@@ -387,9 +445,11 @@ def main(argv) -> int:
     def on_error(cell, cell_index, execute_reply):
         content = execute_reply.get("content", {})
         ename = str(content.get("ename", "error"))[:80]
-        entry = {"cell": cell_index, "ename": ename, "enospc": "[Errno 28]" in str(content.get("evalue", ""))}
+        entry = {"cell": cell_index, "ename": ename, "enospc": "[Errno 28]" in str(content.get("evalue", "")),
+                 "line": error_line(content.get("traceback"))}
         if watch.interrupted and ename == "KeyboardInterrupt":  # our interrupt at the budget, not the student's
             entry["ename"] = "CellTimeoutError"
+            entry["budget_s"] = current["budget_s"]
         elif ename == "CellTimeoutError":  # nbclient's wall-clock backstop
             entry["wall"] = True
         (report["timeouts"] if entry["ename"] == "CellTimeoutError" else report["errors"]).append(entry)
@@ -406,8 +466,11 @@ def main(argv) -> int:
         # long printed line stalled it for minutes. `merge_streams` joins the chunks instead.
         coalesce_streams=False, store_widget_state=False, resources={"metadata": {"path": os.getcwd()}}, on_cell_error=on_error)
 
+    current = {"cell": None, "budget_s": None}
+
     def run_cell(cell, index, budget_s):
         """Execute one cell under `budget_s` of own time (`Budget`); a wall-clock backstop of WALL_FACTOR times."""
+        current["cell"], current["budget_s"] = index, round(float(budget_s), 3)
         client.timeout = int(WALL_FACTOR * budget_s + 10)
         proc = getattr(getattr(client.km, "provisioner", None), "process", None)
         pid = getattr(proc, "pid", None)
@@ -422,13 +485,13 @@ def main(argv) -> int:
 
     def capture(entry, index):
         cell = nbformat.v4.new_code_cell(CAPTURE + f"\n__inferlab_capture({entry['name']!r})")
-        saved, student_cell = budget["left"], nb.cells[index]
+        student_cell = nb.cells[index]
         kept = (list(student_cell.get("outputs", [])), student_cell.get("execution_count"))
-        budget["left"] = 1_000_000  # the capture's own output is not the student's
+        budget.capturing = True  # the capture's own output is not the student's
         try:
             run_cell(cell, index, max(1.0, min(10.0, time_limit - spent["s"])))
         finally:
-            budget["left"] = saved
+            budget.capturing = False
             outs = list(cell.get("outputs", [])) + list(student_cell.get("outputs", []))
             student_cell["outputs"], student_cell["execution_count"] = kept
             nb.cells[index] = student_cell  # nbclient stores the executed cell at its index
@@ -461,6 +524,13 @@ def main(argv) -> int:
                         capture(entry, index)
                 except DeadKernelError:
                     report["kernel_died"] = True
+                    if watch.killed:  # one timeout of this cell, however many messages the kernel sent first
+                        mine = [t for t in report["timeouts"] if t.get("cell") == index]
+                        if mine:
+                            mine[-1]["killed"] = True
+                        else:
+                            report["timeouts"].append({"cell": index, "ename": "CellTimeoutError", "killed": True,
+                                                       "budget_s": current["budget_s"]})
                     proc = getattr(getattr(client.km, "provisioner", None), "process", None)
                     if proc is not None:
                         try:
