@@ -169,3 +169,17 @@ def test_serving_validation_and_the_live_loop_choose_by_the_same_probe(monkeypat
     with pytest.raises(AssertionError, match="measured before refusing"):
         validate.validate(model=TINY_MODEL, log=seen.append)
     assert seen and seen[0].startswith("dtype fp32: bf16 product")
+
+
+def test_one_dtype_table_both_ways():
+    """ceilings.torch_dtype and dtype_name are the project's one table of dtypes (the suite, the live loop, the
+    transformers adapter and the host-speed probe use it): each name round-trips, a subset narrows what is
+    allowed, an unknown torch dtype is named as torch prints it."""
+    from inferlab.measure.ceilings import dtype_name, torch_dtype
+    for name, t in (("fp32", torch.float32), ("bf16", torch.bfloat16), ("fp16", torch.float16)):
+        assert torch_dtype(name) is t and dtype_name(t) == name
+    with pytest.raises(ValueError, match=r"dtype 'fp16' cannot be measured \(allowed: fp32, bf16\)"):
+        torch_dtype("fp16", allowed=("fp32", "bf16"))
+    with pytest.raises(ValueError, match=r"dtype 'int8' cannot be measured \(allowed: fp32, bf16, fp16\)"):
+        torch_dtype("int8")
+    assert dtype_name(torch.float64) == "torch.float64"

@@ -21,14 +21,25 @@ from inferlab.units import bytes_per_element
 from inferlab.validation import positive_int
 
 
-def torch_dtype(dtype: str):
-    """The torch dtype of a library dtype name (fp32, bf16, fp16)."""
+def _dtype_table() -> dict:
     import torch
 
-    table = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
-    if dtype not in table:
-        raise ValueError(f"dtype {dtype!r} cannot be measured (allowed: {', '.join(table)})")
+    return {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def torch_dtype(dtype: str, allowed=None):
+    """The torch dtype of a library dtype name (fp32, bf16, fp16): the project's one table of them.
+    `allowed`: a subset of the names a caller accepts (the error then names that subset)."""
+    table = _dtype_table()
+    names = tuple(allowed) if allowed is not None else tuple(table)
+    if dtype not in names or dtype not in table:
+        raise ValueError(f"dtype {dtype!r} cannot be measured (allowed: {', '.join(names)})")
     return table[dtype]
+
+
+def dtype_name(tdtype) -> str:
+    """The library name of a torch dtype (torch.bfloat16 -> 'bf16'); an unknown one as torch prints it."""
+    return {v: k for k, v in _dtype_table().items()}.get(tdtype, str(tdtype))
 
 
 def fill_random_(t, generator=None, scale: float = 1.0):

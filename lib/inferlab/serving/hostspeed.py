@@ -285,13 +285,12 @@ class HostProbe:
         positive_int("d_in", d_in, maximum=1 << 16)
         positive_int("d_out", d_out, maximum=1 << 16)
         positive_int("copies", copies, maximum=4096)
-        dt = {"fp32": torch.float32, "bf16": torch.bfloat16}
-        if dtype not in dt:
-            raise ValueError(f"dtype must be one of {', '.join(dt)}; got {dtype!r}")
+        from inferlab.measure.ceilings import torch_dtype
+        tdt = torch_dtype(dtype, allowed=("fp32", "bf16"))
         g = torch.Generator().manual_seed(int(seed))
         self.d_in, self.d_out, self.dtype = int(d_in), int(d_out), dtype
-        self.weights = [torch.randn(self.d_out, self.d_in, generator=g).to(dt[dtype]) for _ in range(int(copies))]
-        self.x = torch.randn(1, self.d_in, generator=g).to(dt[dtype])
+        self.weights = [torch.randn(self.d_out, self.d_in, generator=g).to(tdt) for _ in range(int(copies))]
+        self.x = torch.randn(1, self.d_in, generator=g).to(tdt)
         self.calls = 0
         self.warmed = False
 

@@ -277,10 +277,11 @@ def run_live(workload: Workload, model_or_cfg=None, *, policy="chunked", max_num
         raise ValueError(f"every prompt + output must fit max_len={max_len} tokens (a KV slot); "
                          f"the workload's longest is {longest}: raise max_len or shorten the requests")
     if isinstance(model_or_cfg, Transformer):
+        from inferlab.measure.ceilings import dtype_name
         model = model_or_cfg.eval()
         cfg = model.cfg
         tdtype = model.output.weight.dtype
-        dtype = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}.get(tdtype, str(tdtype))
+        dtype = dtype_name(tdtype)
         device = model.output.weight.device.type
         check_live_memory(cfg, n_slots, max_len, dtype, device, weights=False)
     else:

@@ -92,7 +92,8 @@ def build_model(cfg, dtype: str = "bf16", seed: int = 0):
     nonneg_int("seed", seed)
     lc = llama_config(cfg, dtype)
     torch.manual_seed(seed)
-    model = LlamaForCausalLM(lc).to({"fp32": torch.float32, "bf16": torch.bfloat16}[dtype]).eval()
+    from inferlab.measure.ceilings import torch_dtype
+    model = LlamaForCausalLM(lc).to(torch_dtype(dtype, allowed=DTYPES)).eval()
     return model
 
 
@@ -200,7 +201,8 @@ def run_transformers(workload: Workload, model_or_cfg=None, *, max_batch_tokens:
     if hasattr(model_or_cfg, "init_continuous_batching"):
         model = model_or_cfg.eval()
         vocab = model.config.vocab_size
-        dtype = {torch.float32: "fp32", torch.bfloat16: "bf16"}.get(model.dtype, str(model.dtype))
+        from inferlab.measure.ceilings import dtype_name
+        dtype = dtype_name(model.dtype)
     else:
         from inferlab.measure.plan import TINY_MODEL
         cfg = TINY_MODEL if model_or_cfg is None else check_model(model_or_cfg, "model_or_cfg")
