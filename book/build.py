@@ -115,8 +115,26 @@ def text_width_css() -> str:
     return "\n".join(rules) + "\n"
 
 
-def stage(chapters: Path, errata: Path, src: Path) -> list[str]:
-    """Fill the staging folder; returns the page names in reading order."""
+def stage_docs(docs: Path, src: Path, notebooks: list[str]) -> list[str]:
+    """Every docs/*.md page of the repository, converted (convert.convert_docs_page) into
+    <src>/docs/; returns their page names ("docs/<stem>"), sorted by file name."""
+    pages = sorted(docs.glob("*.md")) if docs.is_dir() else []
+    if not pages:
+        return []
+    (src / convert.DOCS_DIR).mkdir()
+    names = [p.name for p in pages]
+    for page in pages:
+        try:
+            text = convert.convert_docs_page(page.read_text(), page.name, notebooks, names)
+        except convert.ConversionError as e:
+            sys.exit(f"book: {e}")
+        (src / convert.DOCS_DIR / page.name).write_text(text)
+    return [f"{convert.DOCS_DIR}/{p.stem}" for p in pages]
+
+
+def stage(chapters: Path, errata: Path, src: Path, docs: Path | None = None) -> list[str]:
+    """Fill the staging folder; returns the page names in reading order (the reference pages of
+    `docs`, default ROOT/docs, last)."""
     if src.exists():
         shutil.rmtree(src)
     src.mkdir(parents=True)
@@ -128,16 +146,18 @@ def stage(chapters: Path, errata: Path, src: Path) -> list[str]:
     if convert.INDEX_SOURCE not in names:
         sys.exit(f"book: {chapters}/{convert.INDEX_SOURCE} is missing (it becomes index.html)")
     chapter_pages = [convert.stage_name(n) for n in names if n != convert.INDEX_SOURCE]
+    reference = stage_docs(ROOT / convert.DOCS_DIR if docs is None else docs, src, names)
     (src / convert.DOWNLOADS).mkdir()
     for nb_path in notebooks:
         page = convert.stage_name(nb_path.name)
         nb = json.loads(nb_path.read_text())
         toc = chapter_pages + list(EXTRA_PAGES) if page == convert.INDEX_PAGE else None
+        ref = reference if page == convert.INDEX_PAGE else None
         downloads = [p.name for p in (nb_path, nb_path.with_suffix(".py")) if p.is_file()]
         for name in downloads:
             shutil.copy2(nb_path.parent / name, src / convert.DOWNLOADS / name)
         try:
-            out = convert.convert_notebook(nb, nb_path.name, toc=toc, downloads=downloads)
+            out = convert.convert_notebook(nb, nb_path.name, toc=toc, downloads=downloads, reference=ref)
         except convert.ConversionError as e:
             sys.exit(f"book: {e}")
         postprocess.extract_narrow_images(out, src / "_static" / postprocess.NARROW_DIR)
@@ -148,13 +168,14 @@ def stage(chapters: Path, errata: Path, src: Path) -> list[str]:
     (src / "_static" / "text-widths.css").write_text(text_width_css())
     refs = src / "references.md"
     refs.write_text(refs.read_text().replace(DATASHEETS_MARKER, datasheets_list()))
-    return [convert.INDEX_PAGE, *chapter_pages, *EXTRA_PAGES]
+    return [convert.INDEX_PAGE, *chapter_pages, *EXTRA_PAGES, *reference]
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--chapters", type=Path, default=ROOT / "chapters")
     ap.add_argument("--errata", type=Path, default=ROOT / "ERRATA.md")
+    ap.add_argument("--docs", type=Path, default=ROOT / "docs", help="reference pages (*.md)")
     ap.add_argument("--src", type=Path, default=ROOT / "build" / "book-src", help="staging folder")
     ap.add_argument("--out", type=Path, default=ROOT / "build" / "book")
     ap.add_argument("--cache", type=Path, default=ROOT / "build" / "cache")
@@ -162,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     t0 = time.perf_counter()
-    pages = stage(args.chapters, args.errata, args.src)
+    pages = stage(args.chapters, args.errata, args.src, args.docs)
     if not args.no_mathjax:
         n = unpack_mathjax(mathjax_tarball(args.cache), args.src / "_static" / "mathjax")
         print(f"book: MathJax {MATHJAX_VERSION}: {n} files into _static/mathjax/")

@@ -30,6 +30,8 @@ mathjax_path = "mathjax/tex-mml-chtml.js"
 html_theme = "sphinx_book_theme"
 html_static_path = ["_static"]
 html_css_files = ["custom.css", "text-widths.css"]
+# Folds open for printing and when a link points inside one (no network, no framework).
+html_js_files = ["folds.js"]
 html_copy_source = False
 html_show_sourcelink = False
 html_theme_options = {

@@ -82,6 +82,9 @@ def convert_link(text: str, target: str) -> str | None:
     m = re.fullmatch(r"(?:\.\./)?(?:book/)?references\.md#(?P<key>[A-Za-z0-9_-]+)", target)
     if m:
         return f"{{ref}}`{_escape_role_text(text)} <{m.group('key')}>`"
+    m = re.fullmatch(r"(?:\.\./)?book/notation\.md(?P<anchor>#.*)?", target)
+    if m:
+        return f"[{text}](notation.md{m.group('anchor') or ''})"
     m = re.fullmatch(r"\.\./ERRATA\.md(?P<anchor>#.*)?", target)
     if m:
         return f"[{text}](errata.md{m.group('anchor') or ''})"
@@ -392,10 +395,60 @@ def split_figure_cell(cell: dict) -> list[dict]:
 
 
 # --------------------------------------------------------------------------- notebooks
-def toctree_cell(pages: list[str]) -> dict:
+def toctree_cell(pages: list[str], caption: str | None = None, cell_id: str = "book-toctree") -> dict:
     body = "\n".join(pages)
-    return {"cell_type": "markdown", "id": "book-toctree", "metadata": {},
-            "source": f"```{{toctree}}\n:hidden:\n:maxdepth: 2\n\n{body}\n```"}
+    head = f":caption: {caption}\n" if caption else ""
+    return {"cell_type": "markdown", "id": cell_id, "metadata": {},
+            "source": f"```{{toctree}}\n:hidden:\n{head}:maxdepth: 2\n\n{body}\n```"}
+
+
+# --------------------------------------------------------------------------- reference pages
+DOCS_DIR = "docs"              # docs/*.md of the repository -> the book's "Reference" part, staged here
+REFERENCE_CAPTION = "Reference"
+_HEADING = re.compile(r"^(?P<hashes>#{1,6})(?P<rest>\s.*)$")
+_FENCE = re.compile(r"^\s*(```|~~~)")
+
+
+def _even_headings(text: str) -> str:
+    """Each heading at most one level below the one before it (outside code fences): Sphinx, run
+    with warnings as errors, refuses a jump from # to ###."""
+    out, level, fenced = [], 0, False
+    for line in text.split("\n"):
+        if _FENCE.match(line):
+            fenced = not fenced
+        m = None if fenced else _HEADING.match(line)
+        if m:
+            n = min(len(m.group("hashes")), level + 1)
+            line, level = "#" * n + m.group("rest"), n
+        out.append(line)
+    return "\n".join(out)
+
+
+def convert_docs_page(text: str, name: str, notebooks: list[str], docs: list[str]) -> str:
+    """One docs/*.md page as a book page under docs/: links to the chapters, the notation and
+    errata pages and the other docs pages made to work there; links to other repository files
+    become their text (the book has no copy of them). A page must start with a `# ` title."""
+    first = next((line for line in text.splitlines() if line.strip()), "")
+    if not first.startswith("# "):
+        raise ConversionError(f"docs/{name}: a reference page must start with a '# ' title line (got {first[:40]!r})")
+
+    def repl(m: re.Match) -> str:
+        label, target = m.group("text"), m.group("target")
+        if target.startswith(("#", "http://", "https://", "mailto:")):
+            return m.group(0)
+        path, _, anchor = target.partition("#")
+        anchor = f"#{anchor}" if anchor else ""
+        base = path.rsplit("/", 1)[-1]
+        if base.endswith(".ipynb") and base in notebooks:
+            return f"[{label}](../{stage_name(base)}.ipynb{anchor})"
+        if path in (f"../book/{NOTATION_PAGE}.md", f"book/{NOTATION_PAGE}.md"):
+            return f"[{label}](../{NOTATION_PAGE}.md{anchor})"
+        if path in ("../ERRATA.md", "ERRATA.md"):
+            return f"[{label}](../errata.md{anchor})"
+        if base in docs and path in (base, f"./{base}", f"../{DOCS_DIR}/{base}", f"{DOCS_DIR}/{base}"):
+            return f"[{label}]({base}{anchor})"
+        return label
+    return _LINK.sub(repl, _even_headings(text))
 
 
 DOWNLOADS = "_downloads_src"   # staging folder of the files a page offers for download
@@ -435,9 +488,50 @@ def _insert_after_title(cells: list[dict], extra: dict) -> list[dict]:
     return [extra] + cells
 
 
+AUDIT_HEADING = "## Checking the book's numbers"   # a chapter page's closing section (folded in the book)
+_VERDICT_SUMMARY_CELL = re.compile(r'^print\(verdict_summary\("(?P<section>15\.\d\.\d)"\)\)\s*$')
+_SUMMARY_LINE = re.compile(r"^(?P<section>15\.\d\.\d): (?P<n>\d+) claims: (?P<counts>.*)$", re.M)
+_VERDICT_WORDS = {"consistent": "\u2713", "approximation": "\u2248 approximations", "erratum": "errata",
+                  "unchecked": "unchecked"}
+
+
+def audit_counts(summary: str) -> str:
+    """'15.1.2: 40 claims: 31 consistent, 2 approximation, 3 erratum, 4 unchecked' (the stored
+    output of `print(verdict_summary(...))`) -> '40 numbers checked: 31 ✓, 2 ≈ approximations,
+    3 errata, 4 unchecked'."""
+    m = _SUMMARY_LINE.search(summary)
+    if not m:
+        raise ConversionError(f"no verdict summary line in {summary[:80]!r}")
+    parts = []
+    for item in m.group("counts").split(", "):
+        n, _, verdict = item.partition(" ")
+        if verdict not in _VERDICT_WORDS:
+            raise ConversionError(f"unknown verdict {verdict!r} in the summary {summary[:80]!r}")
+        parts.append(f"{n} {_VERDICT_WORDS[verdict]}")
+    return f"{m.group('n')} numbers checked: " + ", ".join(parts)
+
+
+def count_audit_heading(cells: list[dict]) -> list[dict]:
+    """The closing section's heading with its counts: the `## Checking the book's numbers` cell
+    gets the verdict counts that the next `print(verdict_summary("15.x.y"))` cell stored."""
+    for i, cell in enumerate(cells):
+        text = _source(cell)
+        if cell.get("cell_type") != "markdown" or not text.startswith(AUDIT_HEADING):
+            continue
+        for later in cells[i + 1:]:
+            if later.get("cell_type") == "code" and _VERDICT_SUMMARY_CELL.match(_source(later).strip()):
+                stored = "".join(o.get("text", "") if isinstance(o.get("text", ""), str) else "".join(o["text"])
+                                 for o in later.get("outputs", []) if o.get("output_type") == "stream")
+                head, _, rest = text.partition("\n")
+                cells[i] = dict(cell, source=f"{AUDIT_HEADING}: {audit_counts(stored)}\n{rest}")
+                break
+    return cells
+
+
 def convert_notebook(nb: dict, name: str, toc: list[str] | None = None,
-                     downloads: list[str] | None = None) -> dict:
-    """A converted copy of one notebook; `toc` (page names) adds a hidden toctree (index page);
+                     downloads: list[str] | None = None, reference: list[str] | None = None) -> dict:
+    """A converted copy of one notebook; `toc` (page names) adds a hidden toctree (index page),
+    `reference` (page names) a second one captioned "Reference" after it;
     `downloads` (file names staged in DOWNLOADS) adds the reader note under the title."""
     nb = copy.deepcopy(nb)
     nb.get("metadata", {}).pop("widgets", None)   # live widget state: nothing to show in a static page
@@ -451,10 +545,13 @@ def convert_notebook(nb: dict, name: str, toc: list[str] | None = None,
             cells += split_figure_cell(convert_code_cell(cell, where))
             continue
         cells.append(cell)
+    cells = count_audit_heading(cells)
     if downloads:
         cells = _insert_after_title(cells, reader_note(name, downloads))
     if toc:
         cells.append(toctree_cell(toc))
+    if reference:
+        cells.append(toctree_cell(reference, REFERENCE_CAPTION, "book-toctree-reference"))
     nb["cells"] = cells
     return nb
 

@@ -89,6 +89,11 @@ CHAPTER_CELLS = [
     code("# SOLUTION\nex1 = 42", []),
     md("<!-- SOLUTION -->\nThe answer is **42** because $6 \\times 7 = 42$."),
     code('check("15.1.1-ex1", ex1);', [stream("15.1.1-ex1 PASS  1/1 point\n")]),
+    md(convert.AUDIT_HEADING + "\nThe book's numbers beside ours."),
+    code('print(verdict_summary("15.9.9"))',
+         [stream("15.9.9: 5 claims: 3 consistent, 1 erratum, 1 unchecked\n")]),
+    md("### Measure it here\n\nTimed live."),
+    code("print(audit)", [stream("AUDIT-TABLE-ROW 15.9.9-b\n")]),
 ]
 SECOND_CELLS = [
     md("# 15.9.8 Second\n\n## Time to first token\n\nBack to the [first](15_9_9_fixture.ipynb).\n\n"
@@ -103,6 +108,12 @@ ERRATA = "# Errata\n\n## Errata\n\n| id |\n|---|\n| [15.9.9-a](#1599-a) |\n\n###
 FIXTURE_PY = "# %% [markdown]\n# # 15.9.9 Fixture chapter\n"
 
 
+DOCS_PAGE = ("# Fixture guide\n\nRead the [first chapter](../chapters/15_9_9_fixture.ipynb#key-equation), the "
+             "[notation](../book/notation.md), the [other page](other.md) and [a data file](../data/claims.toml).\n\n"
+             "### A heading two levels down\n\nDOCS-GUIDE-BODY\n")
+OTHER_DOCS_PAGE = "# Another reference page\n\nBack to the [guide](guide.md).\n"
+
+
 def write_fixture(base: Path, extra_chapter_cells=()) -> Path:
     chapters = base / "chapters"
     chapters.mkdir(parents=True)
@@ -111,6 +122,9 @@ def write_fixture(base: Path, extra_chapter_cells=()) -> Path:
         (chapters / f"{name}.ipynb").write_text(json.dumps(notebook(cells)))
     (chapters / "15_9_9_fixture.py").write_text(FIXTURE_PY)
     (base / "ERRATA.md").write_text(ERRATA)
+    (base / "docs").mkdir()
+    (base / "docs" / "guide.md").write_text(DOCS_PAGE)
+    (base / "docs" / "other.md").write_text(OTHER_DOCS_PAGE)
     return base
 
 
@@ -214,6 +228,7 @@ def built(tmp_path_factory):
     base = write_fixture(tmp_path_factory.mktemp("book"))
     chapters_before = {p.name: p.read_bytes() for p in (base / "chapters").iterdir()}
     rc = build.main(["--chapters", str(base / "chapters"), "--errata", str(base / "ERRATA.md"),
+                     "--docs", str(base / "docs"),
                      "--src", str(base / "src"), "--out", str(base / "out"), "--no-mathjax"])
     assert rc == 0
     assert {p.name: p.read_bytes() for p in (base / "chapters").iterdir()} == chapters_before, \
@@ -520,3 +535,55 @@ def test_a_figure_phone_variant_leaves_the_notebook_and_becomes_a_picture_source
         '<img alt="a" src="_images/abc.png" width="672" data-text-px="12.0" data-narrow-width="345"></picture></figure>'
         '<figure><img alt="b" src="_images/other.png" width="100" /></figure>')
     assert postprocess.picture_figures(html_out, tmp_path / "book") == html_out
+
+
+# ------------------------------------------------------------------ reference pages and the audit fold
+def test_docs_pages_are_rendered_in_a_reference_part_after_the_chapters(built):
+    guide = (built / "docs" / "guide.html").read_text()
+    assert "Fixture guide" in guide and "DOCS-GUIDE-BODY" in guide
+    assert 'href="../15_9_9_fixture.html#key-equation"' in guide
+    assert 'href="../notation.html"' in guide and 'href="other.html"' in guide
+    assert "a data file" in guide and "claims.toml" not in guide      # a repository file: its text only
+    assert (built / "docs" / "other.html").is_file()
+    index = page(built, "index")
+    nav = index[index.index('class="bd-sidebar'):]
+    assert "Reference" in nav and nav.index("15_9_9_fixture.html") < nav.index("docs/guide.html")
+
+
+def test_a_docs_page_needs_a_title_and_gets_even_heading_levels():
+    with pytest.raises(convert.ConversionError, match="docs/x.md.*title"):
+        convert.convert_docs_page("Some text\n", "x.md", [], ["x.md"])
+    out = convert.convert_docs_page("# T\n\n### jump\n\n```\n#### code, not a heading\n```\n", "x.md", [], ["x.md"])
+    assert "\n## jump\n" in out and "#### code, not a heading" in out
+
+
+def test_audit_counts_read_the_stored_verdict_summary():
+    assert convert.audit_counts("15.1.2: 40 claims: 31 consistent, 2 approximation, 3 erratum, 4 unchecked\n") == \
+        "40 numbers checked: 31 \u2713, 2 \u2248 approximations, 3 errata, 4 unchecked"
+    with pytest.raises(convert.ConversionError, match="unknown verdict"):
+        convert.audit_counts("15.1.2: 1 claims: 1 wrong")
+
+
+def test_the_audit_section_is_folded_under_its_counted_heading(built):
+    text = page(built, "15_9_9_fixture")
+    m = re.search(r'<details class="audit"><summary><h2>(.*?)</h2></summary>(.*?)</details>', text, re.S)
+    assert m, "no folded audit section"
+    assert "Checking the book\u2019s numbers: 5 numbers checked: 3 \u2713, 1 errata, 1 unchecked" in \
+        m.group(1).replace("&#8217;", "\u2019").replace("'", "\u2019")
+    assert "AUDIT-TABLE-ROW" in m.group(2) and "Measure it here" in m.group(2)
+    assert "Compute it." not in m.group(2)                  # the exercises stay outside the fold
+    assert 'src="_static/folds.js' in text
+
+
+def test_fold_audit_closes_after_its_nested_sections():
+    import postprocess
+    html_in = ('<section id="a"><h2>A</h2><p>x</p></section>'
+               '<section id="checking-the-book-s-numbers-3"><h2>Check</h2><p>t</p>'
+               '<section id="m"><h3>M</h3><p>live</p></section></section><footer>f</footer>')
+    out = postprocess.fold_audit(html_in)
+    assert out == ('<section id="a"><h2>A</h2><p>x</p></section>'
+                   '<section id="checking-the-book-s-numbers-3"><details class="audit"><summary><h2>Check</h2>'
+                   '</summary><p>t</p><section id="m"><h3>M</h3><p>live</p></section></details>\n</section>'
+                   '<footer>f</footer>')
+    assert postprocess.fold_audit(out) == out
+    assert postprocess.fold_audit("<p>no audit</p>") == "<p>no audit</p>"
