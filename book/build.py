@@ -40,29 +40,51 @@ MATHJAX_SHA512_B64 = "Bt+SSVU8eBG27zChVewOicYs7Xsdt40qm4+UpHyX7k0/O9NliPc+x77k1/
 # menu, accessibility); the other combined bundles of the package are left out.
 MATHJAX_KEEP = ("es5/tex-mml-chtml.js", "es5/input/", "es5/output/chtml", "es5/ui/", "es5/a11y/",
                 "es5/adaptors/", "es5/sre/")
+# plotly.js (basic bundle: scatter, bar; sliders) for the interactive figures, from the npm registry.
+PLOTLY_VERSION = "4.1.1"
+PLOTLY_URL = f"https://registry.npmjs.org/plotly.js-basic-dist-min/-/plotly.js-basic-dist-min-{PLOTLY_VERSION}.tgz"
+# dist.integrity of plotly.js-basic-dist-min@4.1.1 (`npm view plotly.js-basic-dist-min@4.1.1 dist.integrity`)
+PLOTLY_SHA512_B64 = "1oNF8PeQx2hv/y7tqEVWKD3JGwn/MGEMQ8mL9HUwsaqG9FGy/OU5FHUHvzqbqxN4mnwZGI9abTiE775C4kkjMQ=="
+PLOTLY_FILE = "plotly/plotly-basic.min.js"     # under _static/ (conf.py loads it when present)
 BOOK_FILES = ("conf.py", "references.md", "notation.md", "_static")
 EXTRA_PAGES = ("notation", "errata", "references")
 
 
-def mathjax_tarball(cache: Path) -> bytes:
-    """The pinned MathJax tarball, from the cache or downloaded once; checked against its sha512."""
-    path = cache / f"mathjax-{MATHJAX_VERSION}.tgz"
+def npm_tarball(cache: Path, name: str, url: str, sha512_b64: str, what: str) -> bytes:
+    """A pinned npm tarball, from the cache or downloaded once; checked against its sha512."""
+    path = cache / url.rsplit("/", 1)[-1]
     if path.exists():
         data = path.read_bytes()
     else:
         try:
-            with urllib.request.urlopen(MATHJAX_URL, timeout=60) as r:
+            with urllib.request.urlopen(url, timeout=60) as r:
                 data = r.read()
         except OSError as e:
-            sys.exit(f"book: cannot download MathJax from {MATHJAX_URL} ({e}); put the file at {path} "
-                     "by hand, or build with --no-mathjax (equations then show as TeX)")
+            sys.exit(f"book: cannot download {name} from {url} ({e}); put the file at {path} by hand, or "
+                     f"build with --no-{name.lower()} ({what})")
     digest = base64.b64encode(hashlib.sha512(data).digest()).decode()
-    if digest != MATHJAX_SHA512_B64:
+    if digest != sha512_b64:
         path.unlink(missing_ok=True)
-        sys.exit(f"book: {MATHJAX_URL} does not match its pinned sha512 (got {digest[:16]}...)")
+        sys.exit(f"book: {url} does not match its pinned sha512 (got {digest[:16]}...)")
     cache.mkdir(parents=True, exist_ok=True)
     path.write_bytes(data)
     return data
+
+
+def mathjax_tarball(cache: Path) -> bytes:
+    """The pinned MathJax tarball, from the cache or downloaded once; checked against its sha512."""
+    return npm_tarball(cache, "MathJax", MATHJAX_URL, MATHJAX_SHA512_B64, "equations then show as TeX")
+
+
+def unpack_plotly(cache: Path, static: Path) -> int:
+    """plotly.js's minified basic bundle into _static/plotly/ (served with the book: no CDN)."""
+    data = npm_tarball(cache, "Plotly", PLOTLY_URL, PLOTLY_SHA512_B64, "interactive figures then stay static")
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
+        js = tar.extractfile("package/plotly-basic.min.js").read()
+    target = static / PLOTLY_FILE
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_bytes(js)
+    return len(js)
 
 
 def unpack_mathjax(data: bytes, dest: Path) -> int:
@@ -180,6 +202,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=ROOT / "build" / "book")
     ap.add_argument("--cache", type=Path, default=ROOT / "build" / "cache")
     ap.add_argument("--no-mathjax", action="store_true", help="leave the MathJax assets out")
+    ap.add_argument("--no-plotly", action="store_true", help="leave plotly.js out (interactive figures stay static)")
     args = ap.parse_args(argv)
 
     t0 = time.perf_counter()
@@ -187,6 +210,10 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_mathjax:
         n = unpack_mathjax(mathjax_tarball(args.cache), args.src / "_static" / "mathjax")
         print(f"book: MathJax {MATHJAX_VERSION}: {n} files into _static/mathjax/")
+    if not args.no_plotly and any(convert.has_interactive(json.loads(nb.read_text()))
+                                  for nb in args.chapters.glob("*.ipynb")):
+        n = unpack_plotly(args.cache, args.src / "_static")
+        print(f"book: plotly.js {PLOTLY_VERSION} ({n:,} bytes) into _static/{PLOTLY_FILE}")
     if args.out.exists():
         shutil.rmtree(args.out)
     from sphinx.cmd.build import build_main

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import copy
 import html
+import json
 import re
 from pathlib import Path
 
@@ -299,6 +300,25 @@ def figure_alt(image_output: dict, fallback: str) -> str:
     return fallback
 
 
+INTERACTIVE_MIME = "application/vnd.inferlab.plotly+json"   # inferlab.interactive.MIME
+INTERACTIVE_CLASS = "inferlab-interactive"
+
+
+def interactive_output(spec: dict, figure: str) -> dict:
+    """The plotly.js spec of an interactive figure (inferlab.interactive) as an HTML output: a div
+    that book/_static/interactive.js draws with the book's own copy of plotly.js."""
+    data = html.escape(json.dumps(spec, separators=(",", ":")), quote=True)
+    body = (f'<p class="interactive-lead">The same figure to explore: hover for the values, move the slider '
+            f'to change the scenario.</p><div class="{INTERACTIVE_CLASS}" data-figure="{html.escape(figure)}" '
+            f'data-spec="{data}"></div>')
+    return {"output_type": "display_data", "metadata": {},
+            "data": {"text/html": body, "text/plain": f"interactive version of {figure}"}}
+
+
+def has_interactive(nb: dict) -> bool:
+    return any(INTERACTIVE_MIME in o.get("data", {}) for c in nb.get("cells", []) for o in c.get("outputs", []))
+
+
 def convert_code_cell(cell: dict, where: str) -> dict:
     cell = copy.deepcopy(cell)
     meta = cell.setdefault("metadata", {})
@@ -321,11 +341,20 @@ def convert_code_cell(cell: dict, where: str) -> dict:
         cell["outputs"] = [{"output_type": "display_data", "metadata": {},
                             "data": {"text/markdown": exercise_hint(exercise), "text/plain": exercise}}]
         tags.append("exercise-check")
+    specs = {}
+    for k, o in enumerate(cell["outputs"]):
+        spec = o.get("data", {}).pop(INTERACTIVE_MIME, None)
+        if spec is not None:
+            specs[k] = spec
     images = _image_outputs(cell)
     try:
         fig, rest = figure_markup(source)
     except ConversionError as e:
         raise ConversionError(f"{where}: {e}") from None
+    if specs and not fig:
+        raise ConversionError(f"{where}: an interactive figure needs the '# figure:/# caption:/# alt:' lines")
+    for k in sorted(specs, reverse=True):   # each spec right after the output that carried it
+        cell["outputs"].insert(k + 1, interactive_output(specs[k], fig["figure"]))
     if fig:
         if len(images) != 1:
             raise ConversionError(f"{where}: figure {fig['figure']} must produce exactly one image, "

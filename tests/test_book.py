@@ -587,3 +587,24 @@ def test_fold_audit_closes_after_its_nested_sections():
                    '<footer>f</footer>')
     assert postprocess.fold_audit(out) == out
     assert postprocess.fold_audit("<p>no audit</p>") == "<p>no audit</p>"
+
+
+def test_an_interactive_figure_becomes_its_image_then_a_div_with_its_spec():
+    spec = {"data": [{"type": "scatter", "x": [1, 2], "y": [3, 4]}], "layout": {"sliders": []}}
+    out = image()
+    out["data"][convert.INTERACTIVE_MIME] = spec
+    cell = convert.convert_code_cell(code(FIGURE_CELL, [out]), "fixture, cell 1")
+    assert convert.INTERACTIVE_MIME not in cell["outputs"][0]["data"] and "image/png" in cell["outputs"][0]["data"]
+    div = cell["outputs"][1]["data"]["text/html"]
+    m = re.search(r'<div class="inferlab-interactive" data-figure="fig-15-9-9-dot" data-spec="([^"]*)"></div>', div)
+    assert m and json.loads(html_unescape(m.group(1))) == spec
+    assert convert.has_interactive(notebook([code(FIGURE_CELL, [dict(image(), data={**image()["data"],
+                                                                                  convert.INTERACTIVE_MIME: spec})])]))
+    assert not convert.has_interactive(notebook(CHAPTER_CELLS))
+    with pytest.raises(convert.ConversionError, match="interactive figure needs"):
+        convert.convert_code_cell(code("x", [out]), "fixture, cell 2")
+
+
+def html_unescape(text: str) -> str:
+    import html
+    return html.unescape(text)

@@ -289,9 +289,24 @@ class Panel:
         data, meta = self.bundle()
         self._handle = display(data, raw=True, metadata=meta, display_id=True)
         try:
-            display(self.controls())
+            controls = self.controls()
         except ImportError:  # no ipywidgets: the static figure alone
-            pass
+            return
+        display(*controls_bundle(controls, self.tokens_label), raw=True)
+
+
+def controls_bundle(box, tokens_label: str = "tokens") -> tuple[dict, dict]:
+    """The widget's own MIME bundle, its text/plain (what a front end shows before the kernel has
+    run the cell, or without widgets) a sentence naming the controls instead of a `VBox(...)` repr."""
+    data = box._repr_mimebundle_() if hasattr(box, "_repr_mimebundle_") else {}
+    if isinstance(data, tuple):
+        data, meta = data
+    else:
+        meta = {}
+    data = dict(data)
+    data["text/plain"] = (f"Controls (model, GPU, weights, KV cache, batch, {tokens_label}): run the cell to use "
+                          "them; the figure above shows the default state.")
+    return data, meta
 
 
 def _md_to_html(text: str) -> str:
