@@ -38,6 +38,9 @@ import os  # noqa: E402
 if os.path.exists(os.path.join(os.path.dirname(os.path.abspath(__file__)), "_static", "plotly", "plotly-basic.min.js")):
     html_js_files += ["plotly/plotly-basic.min.js", "interactive.js"]
 html_copy_source = False
+# Search from file://: the index is a script (searchindex.js), and no result fetches its page for a
+# summary (a fetch of a file:// URL is refused), so a search logs no error; section titles are found.
+html_show_search_summary = False
 html_show_sourcelink = False
 html_theme_options = {
     "home_page_in_toc": True,

@@ -159,6 +159,51 @@ def convert_markdown(text: str) -> str:
     return text
 
 
+# A display equation whose TeX is longer than this (characters, a rough proxy for its width) is
+# broken into lines: about 676 CSS px of column hold some 90 characters of a substituted equation.
+EQUATION_CHARS = 90
+_DISPLAY_MATH = re.compile(r"\$\$\n?(?P<tex>.+?)\n?\$\$", re.S)
+
+
+def _top_level_split(tex: str, token: str) -> list[str]:
+    """`tex` split at each `token` outside braces and \\left...\\right pairs."""
+    parts, depth, start, i = [], 0, 0, 0
+    while i < len(tex):
+        if tex.startswith("\\left", i) or tex[i] == "{":
+            depth += 1
+        elif tex.startswith("\\right", i) or tex[i] == "}":
+            depth -= 1
+        elif depth == 0 and tex.startswith(token, i) and not (token == "=" and tex[i - 1:i] in "<>!\\"):
+            parts.append(tex[start:i])
+            start = i + len(token)
+            i = start
+            continue
+        i += 1
+    parts.append(tex[start:])
+    return [p.strip().rstrip(",").strip() for p in parts if p.strip()]
+
+
+def reflow_equation(tex: str, limit: int = EQUATION_CHARS) -> str:
+    """A long display equation (more than `limit` characters of TeX) as lines that fit a column:
+    the equations it joins with \\qquad one under the other, and each long chain A = B = C one
+    step per line (an aligned block). A short one comes back unchanged."""
+    if len(tex) <= limit:
+        return tex
+    rows = []
+    for piece in _top_level_split(tex, "\\qquad"):
+        steps = _top_level_split(piece, "=")
+        if len(piece) > limit and len(steps) > 1:
+            rows.append(steps[0] + " &= " + " \\\\\n &= ".join(steps[1:]))
+        else:
+            rows.append(piece.replace("=", "&=", 1) if "=" in piece else "&" + piece)
+    return "\\begin{aligned}\n" + " \\\\[4pt]\n".join(rows) + "\n\\end{aligned}"
+
+
+def reflow_display_math(text: str, limit: int = EQUATION_CHARS) -> str:
+    """Every `$$...$$` of a Markdown output reflowed (reflow_equation)."""
+    return _DISPLAY_MATH.sub(lambda m: f"$$\n{reflow_equation(m.group('tex').strip(), limit)}\n$$", text)
+
+
 # --------------------------------------------------------------------------- code cells
 def figure_markup(source: str) -> tuple[dict[str, str], str]:
     """The `# figure:/# caption:/# alt:` lines at the top of a code cell, and the rest of it.
@@ -330,7 +375,7 @@ def convert_code_cell(cell: dict, where: str) -> dict:
     for o in cell["outputs"]:
         md = o.get("data", {}).get("text/markdown")
         if md is not None:
-            o["data"]["text/markdown"] = convert_markdown("".join(md) if isinstance(md, list) else md)
+            o["data"]["text/markdown"] = reflow_display_math(convert_markdown("".join(md) if isinstance(md, list) else md))
         table = o.get("data", {}).get("text/html")
         if table is not None:
             o["data"]["text/html"] = label_table_cells("".join(table) if isinstance(table, list) else table)

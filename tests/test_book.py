@@ -608,3 +608,18 @@ def test_an_interactive_figure_becomes_its_image_then_a_div_with_its_spec():
 def html_unescape(text: str) -> str:
     import html
     return html.unescape(text)
+
+
+def test_a_long_substituted_equation_is_broken_into_aligned_lines():
+    long = (r"t = \frac{M + B \cdot C}{\text{BW}} = \frac{26.03\ \text{GB} + 16 \cdot 0.8192\ \text{GB}}"
+            r"{3.35\ \text{TB/s}} = 11.68\ \text{ms},\qquad \text{throughput} = \frac{16}{11.68\ \text{ms}} = 1370")
+    out = convert.reflow_equation(long)
+    assert out.startswith("\\begin{aligned}") and out.endswith("\\end{aligned}")
+    lines = out.split("\n")[1:-1]
+    assert lines[0] == r"t &= \frac{M + B \cdot C}{\text{BW}} \\"
+    assert lines[2] == r" &= 11.68\ \text{ms} \\[4pt]"          # the \qquad's neighbour starts a new row
+    assert lines[3].startswith(r"\text{throughput} &= \frac{16}")
+    assert all(len(line) <= convert.EQUATION_CHARS for line in lines)
+    assert convert.reflow_equation("a = b") == "a = b"          # short: unchanged
+    md = "Text\n\n$$\n" + long + "\n$$"
+    assert convert.reflow_display_math(md).startswith("Text\n\n$$\n\\begin{aligned}")
