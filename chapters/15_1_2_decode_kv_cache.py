@@ -109,6 +109,12 @@ print(f"C_kv = 2 · {L} · {n_kv} · {H} · {b_cache:g} = {kv_per_token:,.0f} by
 print(f"one sequence of {CONTEXT:,} tokens: {kv_per_token * CONTEXT / GB:.3f} GB")
 
 # %%
+# Eq. (kv-per-token) with this scenario's numbers
+worked.equation(r"C_\text{kv} = 2 \cdot L \cdot N_\text{kv} \cdot H \cdot b_\text{kv} = 2 \cdot <L> \cdot <Nkv> \cdot <H>"
+                r" \cdot <b>\ \text{B} = <C>\ \text{bytes per token}",
+                L=L, Nkv=n_kv, H=H, b=f"{b_cache:g}", C=kv_per_token)
+
+# %%
 worked.takeaway(f"The cache stores, for each token, a key and a value vector per KV head in each of {L} layers: "
                 f"{kv_per_token / 1e6:.2f} MB per token for {MODEL.name} ({PREC.kv}), "
                 f"{kv_per_token * CONTEXT / GB:.2f} GB for {CONTEXT:,} tokens. It grows by one token per decode "
