@@ -562,6 +562,49 @@ def _insert_after_title(cells: list[dict], extra: dict) -> list[dict]:
     return [extra] + cells
 
 
+_BOLD = re.compile(r"\*\*(?P<term>[^*\n]{1,60}?)\*\*")
+_ACRONYM = re.compile(r"^(?P<long>[^()]+?)\s*\((?P<short>[A-Za-z][A-Za-z0-9/ -]*)\)$")
+
+
+def defined_terms(text: str) -> list[str]:
+    """The terms a lecture cell defines: its **bold** phrases of one to five words that are not a
+    sentence's label ("**The question.**", "**What you will take away**": a capitalised first word
+    that is not an acronym, or a trailing stop or colon) nor a number; "long name (SHORT)" gives both."""
+    terms = []
+    for m in _BOLD.finditer(text):
+        term = m.group("term").strip()
+        first = term.split()[0]
+        if (len(term.split()) > 5 or term[-1] in ".:;!?," or not re.search(r"[A-Za-z]", term) or term[0] in "\"'\u201c"
+                or (first[0].isupper() and not first.isupper())):
+            continue
+        a = _ACRONYM.match(term)
+        for t in ((a.group("long"), a.group("short")) if a else (term,)):
+            t = t.replace(",", " ").strip()
+            if t and t not in terms:
+                terms.append(t)
+    return terms
+
+
+def index_terms(cells: list[dict]) -> list[dict]:
+    """Each lecture cell (before the exercises) that defines terms starts with an {index} entry for
+    them: the book's search finds an index entry and links to where it is defined (a section's long
+    title is found only by a query of half its length)."""
+    out = []
+    for cell in cells:
+        text = _source(cell)
+        if cell.get("cell_type") == "markdown" and text.lstrip().startswith("## Exercises"):
+            out += cells[len(out):]
+            break
+        if cell.get("cell_type") == "markdown":
+            terms = defined_terms(text)
+            if terms:   # after the cell's title line, if it starts with one (a page's title stays first)
+                entry = "```{index} " + ", ".join(terms) + "\n```\n\n"
+                head, sep, rest = text.partition("\n") if text.startswith("#") else ("", "", text)
+                cell = dict(cell, source=(head + sep + "\n" if sep else "") + entry + rest)
+        out.append(cell)
+    return out
+
+
 AUDIT_HEADING = "## Checking the book's numbers"   # a chapter page's closing section (folded in the book)
 _VERDICT_SUMMARY_CELL = re.compile(r'^print\(verdict_summary\("(?P<section>15\.\d\.\d)"\)\)\s*$')
 _SUMMARY_LINE = re.compile(r"^(?P<section>15\.\d\.\d): (?P<n>\d+) claims: (?P<counts>.*)$", re.M)
@@ -619,7 +662,7 @@ def convert_notebook(nb: dict, name: str, toc: list[str] | None = None,
             cells += split_figure_cell(convert_code_cell(cell, where))
             continue
         cells.append(cell)
-    cells = count_audit_heading(cells)
+    cells = index_terms(count_audit_heading(cells))
     if downloads:
         cells = _insert_after_title(cells, reader_note(name, downloads))
     if toc:

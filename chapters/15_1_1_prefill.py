@@ -72,7 +72,7 @@ Markdown(f"**Scenario:** {MODEL.name} ({MODEL.n_params / 1e9:.2f} B parameters, 
 # %% [markdown]
 # ## 1. Intensity and the ridge point
 #
-# A kernel that performs $F$ FLOPs while moving $Q$ bytes between HBM (high-bandwidth memory, the
+# A kernel that performs $F$ FLOPs while moving $Q$ bytes between **HBM** (high-bandwidth memory, the
 # accelerator's device memory that holds the weights) and the chip's arithmetic units has
 # **arithmetic intensity** $I = F/Q$, in FLOP per byte. The roofline model
 # ([Williams et al. 2009](../book/references.md#williams2009)) bounds what it can attain by the

@@ -96,20 +96,20 @@ diagrams.kv_cache_diagram(MODEL, PREC, prompt_len=CONTEXT, decode_steps=3)
 # %% [markdown]
 # Counting the cells of the figure gives the cache's size per token (the 2 is for K and V),
 #
-# <!-- equation: eq-kv-per-token -->
+# <!-- equation: eq-kv-cache-per-token -->
 # $$C_\text{kv} = 2 \cdot L \cdot N_\text{kv} \cdot H \cdot b_\text{kv}\ \text{bytes per token},$$
 #
 # and a sequence of $S$ tokens holds $S \cdot C_\text{kv}$ bytes.
 
 # %%
 L, n_kv, H, b_cache = MODEL.n_layers, MODEL.n_kv_heads, MODEL.head_dim, bytes_per_element(PREC.kv)
-kv_per_token = 2 * L * n_kv * H * b_cache                                      # Eq. (kv-per-token)
+kv_per_token = 2 * L * n_kv * H * b_cache                                      # Eq. (kv-cache-per-token)
 print(f"C_kv = 2 · {L} · {n_kv} · {H} · {b_cache:g} = {kv_per_token:,.0f} bytes per token   "
       f"(library: {memory.kv_cache_bytes_per_token(MODEL, PREC):,.0f})")
 print(f"one sequence of {CONTEXT:,} tokens: {kv_per_token * CONTEXT / GB:.3f} GB")
 
 # %%
-# Eq. (kv-per-token) with this scenario's numbers
+# Eq. (kv-cache-per-token) with this scenario's numbers
 worked.equation(r"C_\text{kv} = 2 \cdot L \cdot N_\text{kv} \cdot H \cdot b_\text{kv} = 2 \cdot <L> \cdot <Nkv> \cdot <H>"
                 r" \cdot <b>\ \text{B} = <C>\ \text{bytes per token}",
                 L=L, Nkv=n_kv, H=H, b=f"{b_cache:g}", C=kv_per_token)
@@ -137,7 +137,7 @@ worked.takeaway(f"The cache stores, for each token, a key and a value vector per
 # %% [markdown]
 # ## 2. Why one token at a time is memory-bound
 #
-# For one decode step every weight matrix $W \in \mathbb{R}^{d \times f}$ is read from HBM (the
+# For one decode step every weight matrix $W \in \mathbb{R}^{d \times f}$ is read from **HBM** (the
 # accelerator's high-bandwidth memory, where weights and cache live) and
 # multiplied by $B$ activation vectors. [Eq. (matmul-intensity)](15_1_1_prefill.ipynb#the-mlp-intensity-grows-with-the-tokens-in-flight)
 # of 15.1.1 with $T = B$:

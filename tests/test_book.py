@@ -72,7 +72,7 @@ def notebook(cells: list[dict]) -> dict:
 FIGURE_CELL = ("# figure: fig-15-9-9-dot\n# caption: The dot shows where the fixture's roofline would be.\n"
                f"# alt: {ALT}\nfig = draw()\nfig")
 CHAPTER_CELLS = [
-    md("# 15.9.9 Fixture chapter\n\nIntro with inline math $I = F/Q$."),
+    md("# 15.9.9 Fixture chapter\n\nIntro with inline math $I = F/Q$ and the **fixture term** it defines."),
     md("## Key equation\n\n<!-- equation: eq-roofline -->\n$$\n\\min(\\text{peak}, I \\cdot \\text{BW})\n$$\n\n"
        "As [Eq. (roofline)](#eq-roofline) says, and [Figure](#fig-15-9-9-dot) shows; see "
        "[Williams et al. 2009](../book/references.md#williams2009), the "
@@ -623,3 +623,18 @@ def test_a_long_substituted_equation_is_broken_into_aligned_lines():
     assert convert.reflow_equation("a = b") == "a = b"          # short: unchanged
     md = "Text\n\n$$\n" + long + "\n$$"
     assert convert.reflow_display_math(md).startswith("Text\n\n$$\n\\begin{aligned}")
+
+
+def test_defined_terms_are_the_bold_names_not_the_bold_labels():
+    text = ("**The question.** Why? **What you will take away** ... the **KV cache** holds, with "
+            "**grouped-query attention (GQA)** fewer; the factor **6**; **\"What if?\"**; **MFU** and **MBU**.")
+    assert convert.defined_terms(text) == ["KV cache", "grouped-query attention", "GQA", "MFU", "MBU"]
+    cells = [md("# T\n\nThe **ridge point** is..."), md("## Exercises\n\nThe **answer** is"), md("**later term**")]
+    out = convert.index_terms(cells)
+    assert out[0]["source"] == "# T\n\n```{index} ridge point\n```\n\n\nThe **ridge point** is..."
+    assert out[1:] == cells[1:]                      # nothing indexed from the exercises on
+
+
+def test_the_index_entry_of_a_defined_term_reaches_the_page(built):
+    text = page(built, "15_9_9_fixture")
+    assert re.search(r'<span id="index-\d+"></span>', text) or 'id="index-0"' in text

@@ -82,3 +82,19 @@ def test_the_reference_part_lists_the_docs_pages(offline):
     for d in docs:
         assert f"docs/{d.stem}.html" in links, f"docs/{d.name} is not in the book's navigation"
         assert (BOOK / "docs" / f"{d.stem}.html").is_file()
+
+
+def test_search_from_file_finds_sections_without_errors(offline):
+    import time
+    offline.get_log("browser")                                   # discard earlier pages' messages
+    offline.get((BOOK / "search.html").as_uri() + "?q=KV+cache")
+    for _ in range(80):                  # the index script loads, then the results render one by one
+        if "Search finished" in offline.execute_script("return document.body.innerText"):
+            break
+        time.sleep(0.25)
+    links = offline.execute_script(
+        "return [...document.querySelectorAll('#search-results a, ul.search a')].map(a => a.getAttribute('href'))")
+    assert links, "the search for 'KV cache' from file:// found nothing"
+    assert any("15_1_2_decode_kv_cache.html#" in h for h in links), f"no section of 15.1.2 among {links[:8]}"
+    errors = [e["message"] for e in offline.get_log("browser") if e["level"] == "SEVERE"]
+    assert not errors, errors[:3]
