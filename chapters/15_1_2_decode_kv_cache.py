@@ -323,9 +323,10 @@ worked.takeaway(f"At a context of {CONTEXT:,} tokens the {GPU.name} holds at mos
 # alt: Stacked plot of device memory in GB against batch: a flat weights band, a KV cache band growing linearly on top, a horizontal capacity line and a vertical line at the largest batch that fits.
 from inferlab import interactive
 
-interactive.explore(reader.draw_if_fits(FIT, plots.memory_budget_plot, MODEL, GPU, CONTEXT, PREC,
-                                        book_points=reader.book_points_if(BOOK, "15.1.2", "memory")),
-                    interactive.memory_grid(MODEL, GPU, PREC, active_context=CONTEXT))
+interactive.explore(
+    reader.draw_if_fits(FIT, plots.memory_budget_plot, MODEL, GPU, CONTEXT, PREC,
+                        book_points=reader.book_points_if(BOOK, "15.1.2", "memory")),
+    interactive.memory_grid(MODEL, GPU, PREC, active_context=CONTEXT))
 
 # %% [markdown]
 # ### MHA vs GQA vs an int8 KV cache

@@ -175,9 +175,10 @@ Markdown(f"At 100k tokens the linear rule gives {ttft_100k_rule:.1f} s and the f
 # alt: Plot of ITL in milliseconds against context length for batches 1, 8, 32 and 64; the batch-one line is nearly flat, larger batches rise earlier; dotted segments mark batches that do not fit in memory.
 from inferlab import interactive
 
-interactive.explore(reader.draw_if_fits(FIT, plots.itl_plot, MODEL, GPU, PREC, batches=(1, 8, 32, 64),
-                                        book_points=reader.book_points_if(BOOK, "15.2.1", "itl")),
-                    interactive.itl_grid(MODEL, GPU, PREC, active_batch=BATCH))
+interactive.explore(
+    reader.draw_if_fits(FIT, plots.itl_plot, MODEL, GPU, PREC, batches=(1, 8, 32, 64),
+                        book_points=reader.book_points_if(BOOK, "15.2.1", "itl")),
+    interactive.itl_grid(MODEL, GPU, PREC, active_batch=BATCH))
 
 # %%
 from inferlab.wording import size_of_change, thresholds_text

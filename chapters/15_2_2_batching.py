@@ -119,9 +119,10 @@ worked.takeaway(f"Below B* = {b_star:.0f} sequences a step reads more weights th
 # alt: Two panels against batch size on linear axes: the step time grows linearly from the weight-read time; the throughput curve rises and flattens under a dashed horizontal ceiling, with vertical lines at B* (where it is half the ceiling) and at the memory limit.
 from inferlab import interactive
 
-interactive.explore(reader.draw_if_fits(FIT, plots.throughput_plot, MODEL, GPU, CONTEXT, PREC,
-                                        book_throughput=reader.book_points_if(BOOK, "15.2.2", "throughput")),
-                    interactive.throughput_grid(MODEL, GPU, PREC, active_context=CONTEXT))
+interactive.explore(
+    reader.draw_if_fits(FIT, plots.throughput_plot, MODEL, GPU, CONTEXT, PREC,
+                        book_throughput=reader.book_points_if(BOOK, "15.2.2", "throughput")),
+    interactive.throughput_grid(MODEL, GPU, PREC, active_context=CONTEXT))
 
 # %%
 b_max = memory.max_batch(MODEL, GPU, CONTEXT, PREC) if not FIT else 0

@@ -57,16 +57,19 @@ class Grid:
                 owner.append(i)
         steps = [{"label": str(label), "method": "restyle",
                   "args": [{"visible": [o == i for o in owner]}]} for i, (label, _) in enumerate(self.frames)]
+        # text at 13 px or more (the book's smallest is 11 px); a log axis labels its decades only
+        log_axis = {"type": "log", "dtick": 1}
         layout = {
-            "title": {"text": self.title, "font": {"size": 14}},
-            "xaxis": {"title": {"text": self.x_title}, "type": "log" if self.log_x else "linear"},
-            "yaxis": {"title": {"text": self.y_title}, "type": "log" if self.log_y else "linear",
+            "font": {"size": 13},
+            "title": {"text": self.title, "font": {"size": 15}},
+            "xaxis": {"title": {"text": self.x_title}, **(log_axis if self.log_x else {"type": "linear"})},
+            "yaxis": {"title": {"text": self.y_title}, **(log_axis if self.log_y else {"type": "linear"}),
                       "rangemode": "tozero"},
             "legend": {"orientation": "h", "y": -0.5},
             "margin": {"l": 60, "r": 10, "t": 40, "b": 10},
             "height": 460,
             "sliders": [{"active": self.active, "currentvalue": {"prefix": f"{self.slider_label}: "},
-                         "pad": {"t": 50}, "steps": steps}],
+                         "pad": {"t": 50}, "steps": steps, "font": {"size": 13}}],
         }
         return {"data": data, "layout": layout}
 

@@ -61,7 +61,7 @@ class ClaimsTable:
         wraps, between words only."""
         head = "".join(f'<th style="{_CELL.format(align=a, extra=_NOWRAP)}">{h}</th>'
                        for h, a in (("claim", "left"), ("", "left"), ("book", "right"), ("ours", "right"),
-                                    ("verdict (band)", "left")))
+                                    ("verdict", "left")))
         body = []
         for c in self.claims:
             verdict = (f'<span style="{_NOWRAP}">{VERDICT_MARK[c.verdict]} {VERDICT_WORD[c.verdict]}</span><br>'

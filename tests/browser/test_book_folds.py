@@ -98,3 +98,33 @@ def test_search_from_file_finds_sections_without_errors(offline):
     assert any("15_1_2_decode_kv_cache.html#" in h for h in links), f"no section of 15.1.2 among {links[:8]}"
     errors = [e["message"] for e in offline.get_log("browser") if e["level"] == "SEVERE"]
     assert not errors, errors[:3]
+
+
+FIRST = """
+const figs = [...document.querySelectorAll('figure')];
+const first = figs.length ? figs[0].getBoundingClientRect().top + window.scrollY : null;
+const article = document.querySelector('article.bd-article');
+const wide = [...article.querySelectorAll('table, div.math, mjx-container[display="true"]')]
+  .filter(e => !e.closest('details:not([open])'))
+  .filter(e => e.scrollWidth > e.clientWidth + 1 || e.getBoundingClientRect().right > article.getBoundingClientRect().right + 1)
+  .map(e => [e.tagName, e.scrollWidth, e.clientWidth, e.textContent.slice(0, 40)]);
+const table = document.querySelector('article table');
+return {first: first, first_id: figs.length ? figs[0].id : null, wide: wide,
+        table_top: table && !table.closest('details:not([open])') ? table.getBoundingClientRect().top + window.scrollY : null};
+"""
+
+
+@pytest.mark.parametrize("page", CHAPTERS)
+def test_at_1280_px_the_first_figure_is_within_two_screens_and_nothing_scrolls_sideways(offline, page):
+    offline.set_window_size(1280, 900)
+    offline.get((BOOK / page).as_uri())
+    offline.execute_script("return MathJax && MathJax.startup ? MathJax.startup.promise : null")
+    import time
+    time.sleep(1.0)                       # MathJax typesets the equations asynchronously
+    s = offline.execute_script(FIRST)
+    height = offline.execute_script("return window.innerHeight")
+    assert s["first"] is not None and s["first"] < 2 * height, f"{page}: first figure at {s['first']:.0f} px"
+    assert not s["wide"], f"{page}: {len(s['wide'])} blocks wider than the column, e.g. {s['wide'][:3]}"
+    if page.startswith("15_1_2"):
+        assert s["first_id"] == "fig-15-1-2-kv-cache"
+        assert s["table_top"] is None or s["table_top"] > s["first"], "a table before the KV-cache diagram"
