@@ -364,6 +364,21 @@ def has_interactive(nb: dict) -> bool:
     return any(INTERACTIVE_MIME in o.get("data", {}) for c in nb.get("cells", []) for o in c.get("outputs", []))
 
 
+_IMPORT_LINE = re.compile(r"^\s*(#.*|%.*|(from\s+\S+\s+)?import\s+.+|)$")
+
+
+def setup_cell(source: str) -> bool:
+    """A cell the book folds to its output (code under "Show code cell source"): the What-if cell
+    (first line `# What if?`), whose scenario line is what a reader of the page needs, and a cell of
+    imports only. The figure cells and the computations stay open."""
+    lines = source.strip().splitlines()
+    if not lines:
+        return False
+    if lines[0].startswith("# What if?"):
+        return True
+    return all(_IMPORT_LINE.match(line) for line in lines) and any("import" in line for line in lines)
+
+
 def convert_code_cell(cell: dict, where: str) -> dict:
     cell = copy.deepcopy(cell)
     meta = cell.setdefault("metadata", {})
@@ -380,6 +395,10 @@ def convert_code_cell(cell: dict, where: str) -> dict:
         if table is not None:
             o["data"]["text/html"] = label_table_cells("".join(table) if isinstance(table, list) else table)
     if WORKED_CALL.search(source):   # a substituted equation or a takeaway: it reads as prose, code folded
+        tags.append("hide-input")
+    elif setup_cell(source) or "diagrams." in source:
+        # imports and the What-if cell (a static page cannot run them), and a mechanism diagram (the
+        # picture is the lesson; its one library call sits under "Show code cell source")
         tags.append("hide-input")
     exercise = exercise_check_id(source)
     if exercise:   # the static page cannot run the check: a folded hint instead of a stored PASS

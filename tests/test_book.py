@@ -638,3 +638,14 @@ def test_defined_terms_are_the_bold_names_not_the_bold_labels():
 def test_the_index_entry_of_a_defined_term_reaches_the_page(built):
     text = page(built, "15_9_9_fixture")
     assert re.search(r'<span id="index-\d+"></span>', text) or 'id="index-0"' in text
+
+
+@pytest.mark.parametrize("source, folded", [
+    ("# %matplotlib inline\nfrom IPython.display import Markdown\n\nfrom inferlab import plots, reader", True),
+    ("# What if? ----\nMODEL, GPU, PREC = reader.what_if('llama-2-13b', 'h100-sxm')\nBATCH = 16", True),
+    ("from inferlab import diagrams\n\ndiagrams.kv_cache_diagram(MODEL, PREC)", False),
+    ("x = 1", False),
+])
+def test_imports_and_the_what_if_cell_fold_their_code_in_the_book(source, folded):
+    cell = convert.convert_code_cell(code(source, [stream("Scenario\n")]), "fixture, cell 1")
+    assert ("hide-input" in cell["metadata"]["tags"]) is folded
