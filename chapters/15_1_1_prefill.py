@@ -30,11 +30,8 @@
 # 4. What prefill leaves behind is the KV cache, which the generation phase
 #    ([15.1.2](15_1_2_decode_kv_cache.ipynb)) reads at every step.
 #
-# Each formula appears twice: once in Markdown, once in the code that turns it into a number,
-# followed by one line where the `inferlab` library agrees. Symbols are defined where they first
-# appear and collected on the [notation page](../book/notation.md). The book's own numbers (section
-# 15.1.1) are checked after the lesson and the exercises, in the closing section "Checking the
-# book's numbers"; `inferlab verify --section 15.1.1` prints every detail.
+# Each formula is computed in the open, the library agreeing in one line; symbols are on the
+# [notation page](../book/notation.md). The book's numbers are checked at the end of the page.
 
 # %%
 # %matplotlib inline
@@ -76,17 +73,9 @@ Markdown(f"**Scenario:** {MODEL.name} ({MODEL.n_params / 1e9:.2f} B parameters, 
 # accelerator's device memory that holds the weights) and the chip's arithmetic units has
 # **arithmetic intensity** $I = F/Q$, in FLOP per byte. The roofline model
 # ([Williams et al. 2009](../book/references.md#williams2009)) bounds what it can attain by the
-# slower of two ceilings:
-#
-# <!-- equation: eq-roofline -->
-# $$\text{attainable FLOP/s} = \min\left(\text{peak},\; I \cdot \text{BW}\right),
-# \qquad I_\text{ridge} = \frac{\text{peak}}{\text{BW}}.$$
-#
-# The **ridge point** $I_\text{ridge}$ is where the two ceilings meet: left of it a kernel waits on
-# memory (memory-bound), right of it on the arithmetic units (compute-bound).
-# [Figure](#fig-15-1-1-roofline-diagram) draws the two ceilings of this accelerator and places two
-# operators on them: the MLP of this prefill and the MLP of one decode step (one token), whose
-# intensities the next sections derive.
+# slower of two ceilings, the memory's and the arithmetic's. [Figure](#fig-15-1-1-roofline-diagram)
+# draws them for this accelerator and places two operators on them: the MLP of this prefill and the
+# MLP of one decode step (one token), whose intensities the next sections derive.
 
 # %%
 # figure: fig-15-1-1-roofline-diagram
@@ -99,6 +88,14 @@ diagrams.roofline_diagram(GPU, PREC, [
     ("decode MLP, one token", float(costs.decode_costs(MODEL, 1, PROMPT, PREC).mlp.intensity))])
 
 # %% [markdown]
+# In formulas:
+#
+# <!-- equation: eq-roofline -->
+# $$\text{attainable FLOP/s} = \min\left(\text{peak},\; I \cdot \text{BW}\right),
+# \qquad I_\text{ridge} = \frac{\text{peak}}{\text{BW}}.$$
+#
+# The **ridge point** $I_\text{ridge}$ is where the two ceilings meet: left of it a kernel waits on
+# memory (memory-bound), right of it on the arithmetic units (compute-bound).
 # [Eq. (roofline)](#eq-roofline) in numbers, from the accelerator's datasheet
 # ([datasheets](../book/references.md#datasheets)):
 

@@ -70,20 +70,9 @@ Markdown(f"**Scenario:** {MODEL.name} on one {GPU.name} ({GPU.hbm_bytes_per_s / 
 # %% [markdown]
 # ## 1. What the KV cache holds, and why decode needs it
 #
-# In every layer, attention turns each token into a *query*, a *key* and a *value* vector per head:
-# the new token's query is compared with the keys of all earlier tokens, and their values are
-# averaged with those weights. A decode step adds one token, but its attention needs the keys and
-# values of *every* token before it. Recomputing them would run the whole prefix through all
-# layers again at each step; instead they are kept in device memory, the **KV cache**: per layer,
-# per KV head and per token, one key vector and one value vector of $H$ numbers ($H$, the head
-# dimension). The model has $L$ layers and $N_\text{kv}$ KV heads. With multi-head attention (MHA)
-# $N_\text{kv}$ equals the number of query heads $N$; with **grouped-query attention (GQA)**
-# several query heads share one KV head, so $N_\text{kv} < N$. Each number takes $b_\text{kv}$
-# bytes (2 for bf16, 1 for int8).
-#
-# The cache grows in two ways: prefill writes the keys and values of all $S$ prompt tokens in one
-# pass, then each decode step appends one token's worth. [Figure](#fig-15-1-2-kv-cache) draws it
-# for the scenario's model.
+# A decode step adds one token, but attention needs the keys and values of every token before it.
+# The **KV cache** keeps them in device memory; [Figure](#fig-15-1-2-kv-cache) draws it for the
+# scenario's model, and the paragraphs under it name each part.
 
 # %%
 # figure: fig-15-1-2-kv-cache
@@ -92,6 +81,18 @@ Markdown(f"**Scenario:** {MODEL.name} on one {GPU.name} ({GPU.hbm_bytes_per_s / 
 from inferlab import diagrams
 
 diagrams.kv_cache_diagram(MODEL, PREC, prompt_len=CONTEXT, decode_steps=3)
+
+# %% [markdown]
+# In every layer, attention turns each token into a *query*, a *key* and a *value* vector per head:
+# the new token's query is compared with the keys of all earlier tokens, and their values are
+# averaged with those weights. Recomputing the earlier keys and values at each step would run the
+# whole prefix through all layers again; the cache holds them instead: per layer, per KV head and
+# per token, one key vector and one value vector of $H$ numbers ($H$, the head dimension). The
+# model has $L$ layers and $N_\text{kv}$ KV heads. With multi-head attention (MHA) $N_\text{kv}$
+# equals the number of query heads $N$; with **grouped-query attention (GQA)** several query heads
+# share one KV head, so $N_\text{kv} < N$. Each number takes $b_\text{kv}$ bytes (2 for bf16, 1 for
+# int8). The cache grows in two ways: prefill writes the keys and values of all $S$ prompt tokens
+# in one pass, then each decode step appends one token's worth.
 
 # %% [markdown]
 # Counting the cells of the figure gives the cache's size per token (the 2 is for K and V),

@@ -67,8 +67,21 @@ Markdown(f"**Scenario:** {MODEL.name} on one {GPU.name}, context {CONTEXT:,}; we
 # From the step time of [15.1.2](15_1_2_decode_kv_cache.ipynb#the-cost-of-a-step)
 # ($M_\text{weights}$ the weight bytes, $C_\text{kv}$ one sequence's KV cache, BW the memory bandwidth),
 # throughput, the tokens per second of $B$ sequences decoded together, and the **crossover batch** $B^*$,
-# where a step reads as many bytes of KV cache as of weights:
-#
+# where a step reads as many bytes of KV cache as of weights. [Figure](#fig-15-2-2-throughput-vs-batch)
+# draws the step time and the throughput against the batch; the formulas follow it.
+
+# %%
+# figure: fig-15-2-2-throughput-vs-batch
+# caption: Decode throughput rises fastest at batch one and bends steadily towards its ceiling BW/C_kv, reaching half of it at the crossover batch B*, until memory stops the batch.
+# alt: Two panels against batch size on linear axes: the step time grows linearly from the weight-read time; the throughput curve rises and flattens under a dashed horizontal ceiling, with vertical lines at B* (where it is half the ceiling) and at the memory limit.
+from inferlab import interactive
+
+interactive.explore(
+    reader.draw_if_fits(FIT, plots.throughput_plot, MODEL, GPU, CONTEXT, PREC,
+                        book_throughput=reader.book_points_if(BOOK, "15.2.2", "throughput")),
+    interactive.throughput_grid(MODEL, GPU, PREC, active_context=CONTEXT))
+
+# %% [markdown]
 # <!-- equation: eq-throughput -->
 # $$\text{throughput}(B) = \frac{B\cdot\text{BW}}{M_\text{weights} + B\,C_\text{kv}}
 # \;\xrightarrow{B\to\infty}\; \frac{\text{BW}}{C_\text{kv}},\qquad
@@ -109,20 +122,9 @@ worked.takeaway(f"Below B* = {b_star:.0f} sequences a step reads more weights th
 
 # %% [markdown]
 # ### Throughput against batch
-# [Figure](#fig-15-2-2-throughput-vs-batch): left, the step time; right, the throughput, both on
+# [Figure](#fig-15-2-2-throughput-vs-batch), above: the step time and the throughput, both on
 # linear axes so that the shape of [Eq. (throughput)](#eq-throughput) is visible: no kink at
 # $B^*$, a curve that bends all the way towards its ceiling.
-
-# %%
-# figure: fig-15-2-2-throughput-vs-batch
-# caption: Decode throughput rises fastest at batch one and bends steadily towards its ceiling BW/C_kv, reaching half of it at the crossover batch B*, until memory stops the batch.
-# alt: Two panels against batch size on linear axes: the step time grows linearly from the weight-read time; the throughput curve rises and flattens under a dashed horizontal ceiling, with vertical lines at B* (where it is half the ceiling) and at the memory limit.
-from inferlab import interactive
-
-interactive.explore(
-    reader.draw_if_fits(FIT, plots.throughput_plot, MODEL, GPU, CONTEXT, PREC,
-                        book_throughput=reader.book_points_if(BOOK, "15.2.2", "throughput")),
-    interactive.throughput_grid(MODEL, GPU, PREC, active_context=CONTEXT))
 
 # %%
 b_max = memory.max_batch(MODEL, GPU, CONTEXT, PREC) if not FIT else 0
