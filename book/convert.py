@@ -65,7 +65,7 @@ def _escape_role_text(text: str) -> str:
 def convert_equations(text: str) -> str:
     """`<!-- equation: eq-x -->` followed by `$$ TeX $$` -> a {math} block labelled eq-x."""
     def repl(m: re.Match) -> str:
-        tex = m.group("tex").strip()
+        tex = reflow_equation(m.group("tex").strip())   # a long one as lines that fit the column
         after = m.group("after").strip()
         block = f"```{{math}}\n:label: {m.group('label')}\n\n{tex}\n```"
         return block + (f"\n\n{after}" if after else "")
@@ -191,9 +191,19 @@ def reflow_equation(tex: str, limit: int = EQUATION_CHARS) -> str:
         return tex
     rows = []
     for piece in _top_level_split(tex, "\\qquad"):
-        steps = _top_level_split(piece, "=")
-        if len(piece) > limit and len(steps) > 1:
-            rows.append(steps[0] + " &= " + " \\\\\n &= ".join(steps[1:]))
+        relation = "=" if len(_top_level_split(piece, "=")) > 1 else "\\approx"
+        steps = _top_level_split(piece, relation)
+        chunks = [steps[0]] + [f"{relation} " + step for step in steps[1:]]
+        if len(piece) > limit and any(len(c) > limit for c in chunks):
+            # a step still too long breaks at its top-level sums: every row left-aligned, each
+            # continuation of a sum indented under the step it continues
+            out = []
+            for c in chunks:
+                terms = _top_level_split(c, " + ") if len(c) > limit else [c]
+                out += ["&" + terms[0]] + ["&\\quad + " + t for t in terms[1:]]
+            rows.append(" \\\\\n".join(out))
+        elif len(piece) > limit and len(steps) > 1:
+            rows.append(steps[0] + f" &{relation} " + f" \\\\\n &{relation} ".join(steps[1:]))
         else:
             rows.append(piece.replace("=", "&=", 1) if "=" in piece else "&" + piece)
     return "\\begin{aligned}\n" + " \\\\[4pt]\n".join(rows) + "\n\\end{aligned}"

@@ -621,6 +621,12 @@ def test_a_long_substituted_equation_is_broken_into_aligned_lines():
     assert lines[3].startswith(r"\text{throughput} &= \frac{16}")
     assert all(len(line) <= convert.EQUATION_CHARS for line in lines)
     assert convert.reflow_equation("a = b") == "a = b"          # short: unchanged
+    # no '=' to break at: a long sum breaks at its top-level '+' (not inside \\left( ... \\right))
+    tp = (r"t(K) \approx \frac{t(1)}{K} + 2L\left(\frac{\text{message bytes}}{\text{link BW}} + t_\text{latency}\right)"
+          r" + t_\text{other overhead of the step}")
+    rows = convert.reflow_equation(tp, 60).split("\n")[1:-1]
+    assert rows[:2] == [r"&t(K) \\", r"&\approx \frac{t(1)}{K} \\"]
+    assert rows[2].startswith(r"&\quad + 2L\left(") and rows[2].endswith(r"\right) \\")
     md = "Text\n\n$$\n" + long + "\n$$"
     assert convert.reflow_display_math(md).startswith("Text\n\n$$\n\\begin{aligned}")
 
@@ -643,7 +649,8 @@ def test_the_index_entry_of_a_defined_term_reaches_the_page(built):
 @pytest.mark.parametrize("source, folded", [
     ("# %matplotlib inline\nfrom IPython.display import Markdown\n\nfrom inferlab import plots, reader", True),
     ("# What if? ----\nMODEL, GPU, PREC = reader.what_if('llama-2-13b', 'h100-sxm')\nBATCH = 16", True),
-    ("from inferlab import diagrams\n\ndiagrams.kv_cache_diagram(MODEL, PREC)", False),
+    ("from inferlab import diagrams\n\ndiagrams.kv_cache_diagram(MODEL, PREC)", True),   # the picture is the lesson
+    ("reader.draw(plots.ttft_plot, MODEL, GPU, PREC)", False),
     ("x = 1", False),
 ])
 def test_imports_and_the_what_if_cell_fold_their_code_in_the_book(source, folded):
