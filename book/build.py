@@ -40,29 +40,51 @@ MATHJAX_SHA512_B64 = "Bt+SSVU8eBG27zChVewOicYs7Xsdt40qm4+UpHyX7k0/O9NliPc+x77k1/
 # menu, accessibility); the other combined bundles of the package are left out.
 MATHJAX_KEEP = ("es5/tex-mml-chtml.js", "es5/input/", "es5/output/chtml", "es5/ui/", "es5/a11y/",
                 "es5/adaptors/", "es5/sre/")
+# plotly.js (basic bundle: scatter, bar; sliders) for the interactive figures, from the npm registry.
+PLOTLY_VERSION = "4.1.1"
+PLOTLY_URL = f"https://registry.npmjs.org/plotly.js-basic-dist-min/-/plotly.js-basic-dist-min-{PLOTLY_VERSION}.tgz"
+# dist.integrity of plotly.js-basic-dist-min@4.1.1 (`npm view plotly.js-basic-dist-min@4.1.1 dist.integrity`)
+PLOTLY_SHA512_B64 = "1oNF8PeQx2hv/y7tqEVWKD3JGwn/MGEMQ8mL9HUwsaqG9FGy/OU5FHUHvzqbqxN4mnwZGI9abTiE775C4kkjMQ=="
+PLOTLY_FILE = "plotly/plotly-basic.min.js"     # under _static/ (conf.py loads it when present)
 BOOK_FILES = ("conf.py", "references.md", "notation.md", "_static")
 EXTRA_PAGES = ("notation", "errata", "references")
 
 
-def mathjax_tarball(cache: Path) -> bytes:
-    """The pinned MathJax tarball, from the cache or downloaded once; checked against its sha512."""
-    path = cache / f"mathjax-{MATHJAX_VERSION}.tgz"
+def npm_tarball(cache: Path, name: str, url: str, sha512_b64: str, what: str) -> bytes:
+    """A pinned npm tarball, from the cache or downloaded once; checked against its sha512."""
+    path = cache / url.rsplit("/", 1)[-1]
     if path.exists():
         data = path.read_bytes()
     else:
         try:
-            with urllib.request.urlopen(MATHJAX_URL, timeout=60) as r:
+            with urllib.request.urlopen(url, timeout=60) as r:
                 data = r.read()
         except OSError as e:
-            sys.exit(f"book: cannot download MathJax from {MATHJAX_URL} ({e}); put the file at {path} "
-                     "by hand, or build with --no-mathjax (equations then show as TeX)")
+            sys.exit(f"book: cannot download {name} from {url} ({e}); put the file at {path} by hand, or "
+                     f"build with --no-{name.lower()} ({what})")
     digest = base64.b64encode(hashlib.sha512(data).digest()).decode()
-    if digest != MATHJAX_SHA512_B64:
+    if digest != sha512_b64:
         path.unlink(missing_ok=True)
-        sys.exit(f"book: {MATHJAX_URL} does not match its pinned sha512 (got {digest[:16]}...)")
+        sys.exit(f"book: {url} does not match its pinned sha512 (got {digest[:16]}...)")
     cache.mkdir(parents=True, exist_ok=True)
     path.write_bytes(data)
     return data
+
+
+def mathjax_tarball(cache: Path) -> bytes:
+    """The pinned MathJax tarball, from the cache or downloaded once; checked against its sha512."""
+    return npm_tarball(cache, "MathJax", MATHJAX_URL, MATHJAX_SHA512_B64, "equations then show as TeX")
+
+
+def unpack_plotly(cache: Path, static: Path) -> int:
+    """plotly.js's minified basic bundle into _static/plotly/ (served with the book: no CDN)."""
+    data = npm_tarball(cache, "Plotly", PLOTLY_URL, PLOTLY_SHA512_B64, "interactive figures then stay static")
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
+        js = tar.extractfile("package/plotly-basic.min.js").read()
+    target = static / PLOTLY_FILE
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_bytes(js)
+    return len(js)
 
 
 def unpack_mathjax(data: bytes, dest: Path) -> int:
@@ -115,8 +137,26 @@ def text_width_css() -> str:
     return "\n".join(rules) + "\n"
 
 
-def stage(chapters: Path, errata: Path, src: Path) -> list[str]:
-    """Fill the staging folder; returns the page names in reading order."""
+def stage_docs(docs: Path, src: Path, notebooks: list[str]) -> list[str]:
+    """Every docs/*.md page of the repository, converted (convert.convert_docs_page) into
+    <src>/docs/; returns their page names ("docs/<stem>"), sorted by file name."""
+    pages = sorted(docs.glob("*.md")) if docs.is_dir() else []
+    if not pages:
+        return []
+    (src / convert.DOCS_DIR).mkdir()
+    names = [p.name for p in pages]
+    for page in pages:
+        try:
+            text = convert.convert_docs_page(page.read_text(), page.name, notebooks, names)
+        except convert.ConversionError as e:
+            sys.exit(f"book: {e}")
+        (src / convert.DOCS_DIR / page.name).write_text(text)
+    return [f"{convert.DOCS_DIR}/{p.stem}" for p in pages]
+
+
+def stage(chapters: Path, errata: Path, src: Path, docs: Path | None = None) -> list[str]:
+    """Fill the staging folder; returns the page names in reading order (the reference pages of
+    `docs`, default ROOT/docs, last)."""
     if src.exists():
         shutil.rmtree(src)
     src.mkdir(parents=True)
@@ -128,16 +168,18 @@ def stage(chapters: Path, errata: Path, src: Path) -> list[str]:
     if convert.INDEX_SOURCE not in names:
         sys.exit(f"book: {chapters}/{convert.INDEX_SOURCE} is missing (it becomes index.html)")
     chapter_pages = [convert.stage_name(n) for n in names if n != convert.INDEX_SOURCE]
+    reference = stage_docs(ROOT / convert.DOCS_DIR if docs is None else docs, src, names)
     (src / convert.DOWNLOADS).mkdir()
     for nb_path in notebooks:
         page = convert.stage_name(nb_path.name)
         nb = json.loads(nb_path.read_text())
         toc = chapter_pages + list(EXTRA_PAGES) if page == convert.INDEX_PAGE else None
+        ref = reference if page == convert.INDEX_PAGE else None
         downloads = [p.name for p in (nb_path, nb_path.with_suffix(".py")) if p.is_file()]
         for name in downloads:
             shutil.copy2(nb_path.parent / name, src / convert.DOWNLOADS / name)
         try:
-            out = convert.convert_notebook(nb, nb_path.name, toc=toc, downloads=downloads)
+            out = convert.convert_notebook(nb, nb_path.name, toc=toc, downloads=downloads, reference=ref)
         except convert.ConversionError as e:
             sys.exit(f"book: {e}")
         postprocess.extract_narrow_images(out, src / "_static" / postprocess.NARROW_DIR)
@@ -148,24 +190,30 @@ def stage(chapters: Path, errata: Path, src: Path) -> list[str]:
     (src / "_static" / "text-widths.css").write_text(text_width_css())
     refs = src / "references.md"
     refs.write_text(refs.read_text().replace(DATASHEETS_MARKER, datasheets_list()))
-    return [convert.INDEX_PAGE, *chapter_pages, *EXTRA_PAGES]
+    return [convert.INDEX_PAGE, *chapter_pages, *EXTRA_PAGES, *reference]
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--chapters", type=Path, default=ROOT / "chapters")
     ap.add_argument("--errata", type=Path, default=ROOT / "ERRATA.md")
+    ap.add_argument("--docs", type=Path, default=ROOT / "docs", help="reference pages (*.md)")
     ap.add_argument("--src", type=Path, default=ROOT / "build" / "book-src", help="staging folder")
     ap.add_argument("--out", type=Path, default=ROOT / "build" / "book")
     ap.add_argument("--cache", type=Path, default=ROOT / "build" / "cache")
     ap.add_argument("--no-mathjax", action="store_true", help="leave the MathJax assets out")
+    ap.add_argument("--no-plotly", action="store_true", help="leave plotly.js out (interactive figures stay static)")
     args = ap.parse_args(argv)
 
     t0 = time.perf_counter()
-    pages = stage(args.chapters, args.errata, args.src)
+    pages = stage(args.chapters, args.errata, args.src, args.docs)
     if not args.no_mathjax:
         n = unpack_mathjax(mathjax_tarball(args.cache), args.src / "_static" / "mathjax")
         print(f"book: MathJax {MATHJAX_VERSION}: {n} files into _static/mathjax/")
+    if not args.no_plotly and any(convert.has_interactive(json.loads(nb.read_text()))
+                                  for nb in args.chapters.glob("*.ipynb")):
+        n = unpack_plotly(args.cache, args.src / "_static")
+        print(f"book: plotly.js {PLOTLY_VERSION} ({n:,} bytes) into _static/{PLOTLY_FILE}")
     if args.out.exists():
         shutil.rmtree(args.out)
     from sphinx.cmd.build import build_main

@@ -30,7 +30,17 @@ mathjax_path = "mathjax/tex-mml-chtml.js"
 html_theme = "sphinx_book_theme"
 html_static_path = ["_static"]
 html_css_files = ["custom.css", "text-widths.css"]
+# Folds open for printing and when a link points inside one (no network, no framework).
+html_js_files = ["folds.js"]
+# plotly.js, when the build unpacked it (book/build.py: only if a page has an interactive figure),
+# and the script that draws each interactive figure from its spec.
+import os  # noqa: E402
+if os.path.exists(os.path.join(os.path.dirname(os.path.abspath(__file__)), "_static", "plotly", "plotly-basic.min.js")):
+    html_js_files += ["plotly/plotly-basic.min.js", "interactive.js"]
 html_copy_source = False
+# Search from file://: the index is a script (searchindex.js), and no result fetches its page for a
+# summary (a fetch of a file:// URL is refused), so a search logs no error; section titles are found.
+html_show_search_summary = False
 html_show_sourcelink = False
 html_theme_options = {
     "home_page_in_toc": True,

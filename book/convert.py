@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import copy
 import html
+import json
 import re
 from pathlib import Path
 
@@ -64,7 +65,7 @@ def _escape_role_text(text: str) -> str:
 def convert_equations(text: str) -> str:
     """`<!-- equation: eq-x -->` followed by `$$ TeX $$` -> a {math} block labelled eq-x."""
     def repl(m: re.Match) -> str:
-        tex = m.group("tex").strip()
+        tex = reflow_equation(m.group("tex").strip())   # a long one as lines that fit the column
         after = m.group("after").strip()
         block = f"```{{math}}\n:label: {m.group('label')}\n\n{tex}\n```"
         return block + (f"\n\n{after}" if after else "")
@@ -82,6 +83,9 @@ def convert_link(text: str, target: str) -> str | None:
     m = re.fullmatch(r"(?:\.\./)?(?:book/)?references\.md#(?P<key>[A-Za-z0-9_-]+)", target)
     if m:
         return f"{{ref}}`{_escape_role_text(text)} <{m.group('key')}>`"
+    m = re.fullmatch(r"(?:\.\./)?book/notation\.md(?P<anchor>#.*)?", target)
+    if m:
+        return f"[{text}](notation.md{m.group('anchor') or ''})"
     m = re.fullmatch(r"\.\./ERRATA\.md(?P<anchor>#.*)?", target)
     if m:
         return f"[{text}](errata.md{m.group('anchor') or ''})"
@@ -153,6 +157,61 @@ def convert_markdown(text: str) -> str:
         body = text.lstrip().removeprefix("<!-- SOLUTION -->").strip()
         text = f'<details class="solution">\n<summary>Show solution</summary>\n\n{body}\n\n</details>'
     return text
+
+
+# A display equation whose TeX is longer than this (characters, a rough proxy for its width) is
+# broken into lines: about 676 CSS px of column hold some 90 characters of a substituted equation.
+EQUATION_CHARS = 90
+_DISPLAY_MATH = re.compile(r"\$\$\n?(?P<tex>.+?)\n?\$\$", re.S)
+
+
+def _top_level_split(tex: str, token: str) -> list[str]:
+    """`tex` split at each `token` outside braces and \\left...\\right pairs."""
+    parts, depth, start, i = [], 0, 0, 0
+    while i < len(tex):
+        if tex.startswith("\\left", i) or tex[i] == "{":
+            depth += 1
+        elif tex.startswith("\\right", i) or tex[i] == "}":
+            depth -= 1
+        elif depth == 0 and tex.startswith(token, i) and not (token == "=" and tex[i - 1:i] in "<>!\\"):
+            parts.append(tex[start:i])
+            start = i + len(token)
+            i = start
+            continue
+        i += 1
+    parts.append(tex[start:])
+    return [p.strip().rstrip(",").strip() for p in parts if p.strip()]
+
+
+def reflow_equation(tex: str, limit: int = EQUATION_CHARS) -> str:
+    """A long display equation (more than `limit` characters of TeX) as lines that fit a column:
+    the equations it joins with \\qquad one under the other, and each long chain A = B = C one
+    step per line (an aligned block). A short one comes back unchanged."""
+    if len(tex) <= limit:
+        return tex
+    rows = []
+    for piece in _top_level_split(tex, "\\qquad"):
+        relation = "=" if len(_top_level_split(piece, "=")) > 1 else "\\approx"
+        steps = _top_level_split(piece, relation)
+        chunks = [steps[0]] + [f"{relation} " + step for step in steps[1:]]
+        if len(piece) > limit and any(len(c) > limit for c in chunks):
+            # a step still too long breaks at its top-level sums: every row left-aligned, each
+            # continuation of a sum indented under the step it continues
+            out = []
+            for c in chunks:
+                terms = _top_level_split(c, " + ") if len(c) > limit else [c]
+                out += ["&" + terms[0]] + ["&\\quad + " + t for t in terms[1:]]
+            rows.append(" \\\\\n".join(out))
+        elif len(piece) > limit and len(steps) > 1:
+            rows.append(steps[0] + f" &{relation} " + f" \\\\\n &{relation} ".join(steps[1:]))
+        else:
+            rows.append(piece.replace("=", "&=", 1) if "=" in piece else "&" + piece)
+    return "\\begin{aligned}\n" + " \\\\[4pt]\n".join(rows) + "\n\\end{aligned}"
+
+
+def reflow_display_math(text: str, limit: int = EQUATION_CHARS) -> str:
+    """Every `$$...$$` of a Markdown output reflowed (reflow_equation)."""
+    return _DISPLAY_MATH.sub(lambda m: f"$$\n{reflow_equation(m.group('tex').strip(), limit)}\n$$", text)
 
 
 # --------------------------------------------------------------------------- code cells
@@ -296,6 +355,40 @@ def figure_alt(image_output: dict, fallback: str) -> str:
     return fallback
 
 
+INTERACTIVE_MIME = "application/vnd.inferlab.plotly+json"   # inferlab.interactive.MIME
+INTERACTIVE_CLASS = "inferlab-interactive"
+
+
+def interactive_output(spec: dict, figure: str) -> dict:
+    """The plotly.js spec of an interactive figure (inferlab.interactive) as an HTML output: a div
+    that book/_static/interactive.js draws with the book's own copy of plotly.js."""
+    data = html.escape(json.dumps(spec, separators=(",", ":")), quote=True)
+    body = (f'<p class="interactive-lead">The same figure to explore: hover for the values, move the slider '
+            f'to change the scenario.</p><div class="{INTERACTIVE_CLASS}" data-figure="{html.escape(figure)}" '
+            f'data-spec="{data}"></div>')
+    return {"output_type": "display_data", "metadata": {},
+            "data": {"text/html": body, "text/plain": f"interactive version of {figure}"}}
+
+
+def has_interactive(nb: dict) -> bool:
+    return any(INTERACTIVE_MIME in o.get("data", {}) for c in nb.get("cells", []) for o in c.get("outputs", []))
+
+
+_IMPORT_LINE = re.compile(r"^\s*(#.*|%.*|(from\s+\S+\s+)?import\s+.+|)$")
+
+
+def setup_cell(source: str) -> bool:
+    """A cell the book folds to its output (code under "Show code cell source"): the What-if cell
+    (first line `# What if?`), whose scenario line is what a reader of the page needs, and a cell of
+    imports only. The figure cells and the computations stay open."""
+    lines = source.strip().splitlines()
+    if not lines:
+        return False
+    if lines[0].startswith("# What if?"):
+        return True
+    return all(_IMPORT_LINE.match(line) for line in lines) and any("import" in line for line in lines)
+
+
 def convert_code_cell(cell: dict, where: str) -> dict:
     cell = copy.deepcopy(cell)
     meta = cell.setdefault("metadata", {})
@@ -307,22 +400,35 @@ def convert_code_cell(cell: dict, where: str) -> dict:
     for o in cell["outputs"]:
         md = o.get("data", {}).get("text/markdown")
         if md is not None:
-            o["data"]["text/markdown"] = convert_markdown("".join(md) if isinstance(md, list) else md)
+            o["data"]["text/markdown"] = reflow_display_math(convert_markdown("".join(md) if isinstance(md, list) else md))
         table = o.get("data", {}).get("text/html")
         if table is not None:
             o["data"]["text/html"] = label_table_cells("".join(table) if isinstance(table, list) else table)
     if WORKED_CALL.search(source):   # a substituted equation or a takeaway: it reads as prose, code folded
+        tags.append("hide-input")
+    elif setup_cell(source) or "diagrams." in source:
+        # imports and the What-if cell (a static page cannot run them), and a mechanism diagram (the
+        # picture is the lesson; its one library call sits under "Show code cell source")
         tags.append("hide-input")
     exercise = exercise_check_id(source)
     if exercise:   # the static page cannot run the check: a folded hint instead of a stored PASS
         cell["outputs"] = [{"output_type": "display_data", "metadata": {},
                             "data": {"text/markdown": exercise_hint(exercise), "text/plain": exercise}}]
         tags.append("exercise-check")
+    specs = {}
+    for k, o in enumerate(cell["outputs"]):
+        spec = o.get("data", {}).pop(INTERACTIVE_MIME, None)
+        if spec is not None:
+            specs[k] = spec
     images = _image_outputs(cell)
     try:
         fig, rest = figure_markup(source)
     except ConversionError as e:
         raise ConversionError(f"{where}: {e}") from None
+    if specs and not fig:
+        raise ConversionError(f"{where}: an interactive figure needs the '# figure:/# caption:/# alt:' lines")
+    for k in sorted(specs, reverse=True):   # each spec right after the output that carried it
+        cell["outputs"].insert(k + 1, interactive_output(specs[k], fig["figure"]))
     if fig:
         if len(images) != 1:
             raise ConversionError(f"{where}: figure {fig['figure']} must produce exactly one image, "
@@ -392,10 +498,60 @@ def split_figure_cell(cell: dict) -> list[dict]:
 
 
 # --------------------------------------------------------------------------- notebooks
-def toctree_cell(pages: list[str]) -> dict:
+def toctree_cell(pages: list[str], caption: str | None = None, cell_id: str = "book-toctree") -> dict:
     body = "\n".join(pages)
-    return {"cell_type": "markdown", "id": "book-toctree", "metadata": {},
-            "source": f"```{{toctree}}\n:hidden:\n:maxdepth: 2\n\n{body}\n```"}
+    head = f":caption: {caption}\n" if caption else ""
+    return {"cell_type": "markdown", "id": cell_id, "metadata": {},
+            "source": f"```{{toctree}}\n:hidden:\n{head}:maxdepth: 2\n\n{body}\n```"}
+
+
+# --------------------------------------------------------------------------- reference pages
+DOCS_DIR = "docs"              # docs/*.md of the repository -> the book's "Reference" part, staged here
+REFERENCE_CAPTION = "Reference"
+_HEADING = re.compile(r"^(?P<hashes>#{1,6})(?P<rest>\s.*)$")
+_FENCE = re.compile(r"^\s*(```|~~~)")
+
+
+def _even_headings(text: str) -> str:
+    """Each heading at most one level below the one before it (outside code fences): Sphinx, run
+    with warnings as errors, refuses a jump from # to ###."""
+    out, level, fenced = [], 0, False
+    for line in text.split("\n"):
+        if _FENCE.match(line):
+            fenced = not fenced
+        m = None if fenced else _HEADING.match(line)
+        if m:
+            n = min(len(m.group("hashes")), level + 1)
+            line, level = "#" * n + m.group("rest"), n
+        out.append(line)
+    return "\n".join(out)
+
+
+def convert_docs_page(text: str, name: str, notebooks: list[str], docs: list[str]) -> str:
+    """One docs/*.md page as a book page under docs/: links to the chapters, the notation and
+    errata pages and the other docs pages made to work there; links to other repository files
+    become their text (the book has no copy of them). A page must start with a `# ` title."""
+    first = next((line for line in text.splitlines() if line.strip()), "")
+    if not first.startswith("# "):
+        raise ConversionError(f"docs/{name}: a reference page must start with a '# ' title line (got {first[:40]!r})")
+
+    def repl(m: re.Match) -> str:
+        label, target = m.group("text"), m.group("target")
+        if target.startswith(("#", "http://", "https://", "mailto:")):
+            return m.group(0)
+        path, _, anchor = target.partition("#")
+        anchor = f"#{anchor}" if anchor else ""
+        base = path.rsplit("/", 1)[-1]
+        if base.endswith(".ipynb") and base in notebooks:
+            return f"[{label}](../{stage_name(base)}.ipynb{anchor})"
+        if path in (f"../book/{NOTATION_PAGE}.md", f"book/{NOTATION_PAGE}.md"):
+            return f"[{label}](../{NOTATION_PAGE}.md{anchor})"
+        if path in ("../ERRATA.md", "ERRATA.md"):
+            return f"[{label}](../errata.md{anchor})"
+        if base in docs and path in (base, f"./{base}", f"../{DOCS_DIR}/{base}", f"{DOCS_DIR}/{base}"):
+            return f"[{label}]({base}{anchor})"
+        return label
+    return _LINK.sub(repl, _even_headings(text))
 
 
 DOWNLOADS = "_downloads_src"   # staging folder of the files a page offers for download
@@ -435,9 +591,93 @@ def _insert_after_title(cells: list[dict], extra: dict) -> list[dict]:
     return [extra] + cells
 
 
+_BOLD = re.compile(r"\*\*(?P<term>[^*\n]{1,60}?)\*\*")
+_ACRONYM = re.compile(r"^(?P<long>[^()]+?)\s*\((?P<short>[A-Za-z][A-Za-z0-9/ -]*)\)$")
+
+
+def defined_terms(text: str) -> list[str]:
+    """The terms a lecture cell defines: its **bold** phrases of one to five words that are not a
+    sentence's label ("**The question.**", "**What you will take away**": a capitalised first word
+    that is not an acronym, or a trailing stop or colon) nor a number; "long name (SHORT)" gives both."""
+    terms = []
+    for m in _BOLD.finditer(text):
+        term = m.group("term").strip()
+        first = term.split()[0]
+        if (len(term.split()) > 5 or term[-1] in ".:;!?," or not re.search(r"[A-Za-z]", term) or term[0] in "\"'\u201c"
+                or (first[0].isupper() and not first.isupper())):
+            continue
+        a = _ACRONYM.match(term)
+        for t in ((a.group("long"), a.group("short")) if a else (term,)):
+            t = t.replace(",", " ").strip()
+            if t and t not in terms:
+                terms.append(t)
+    return terms
+
+
+def index_terms(cells: list[dict]) -> list[dict]:
+    """Each lecture cell (before the exercises) that defines terms starts with an {index} entry for
+    them: the book's search finds an index entry and links to where it is defined (a section's long
+    title is found only by a query of half its length)."""
+    out = []
+    for cell in cells:
+        text = _source(cell)
+        if cell.get("cell_type") == "markdown" and text.lstrip().startswith("## Exercises"):
+            out += cells[len(out):]
+            break
+        if cell.get("cell_type") == "markdown":
+            terms = defined_terms(text)
+            if terms:   # after the cell's title line, if it starts with one (a page's title stays first)
+                entry = "```{index} " + ", ".join(terms) + "\n```\n\n"
+                head, sep, rest = text.partition("\n") if text.startswith("#") else ("", "", text)
+                cell = dict(cell, source=(head + sep + "\n" if sep else "") + entry + rest)
+        out.append(cell)
+    return out
+
+
+AUDIT_HEADING = "## Checking the book's numbers"   # a chapter page's closing section (folded in the book)
+_VERDICT_SUMMARY_CELL = re.compile(r'^print\(verdict_summary\("(?P<section>15\.\d\.\d)"\)\)\s*$')
+_SUMMARY_LINE = re.compile(r"^(?P<section>15\.\d\.\d): (?P<n>\d+) claims: (?P<counts>.*)$", re.M)
+_VERDICT_WORDS = {"consistent": "\u2713", "approximation": "\u2248 approximations", "erratum": "errata",
+                  "unchecked": "unchecked"}
+
+
+def audit_counts(summary: str) -> str:
+    """'15.1.2: 40 claims: 31 consistent, 2 approximation, 3 erratum, 4 unchecked' (the stored
+    output of `print(verdict_summary(...))`) -> '40 numbers checked: 31 ✓, 2 ≈ approximations,
+    3 errata, 4 unchecked'."""
+    m = _SUMMARY_LINE.search(summary)
+    if not m:
+        raise ConversionError(f"no verdict summary line in {summary[:80]!r}")
+    parts = []
+    for item in m.group("counts").split(", "):
+        n, _, verdict = item.partition(" ")
+        if verdict not in _VERDICT_WORDS:
+            raise ConversionError(f"unknown verdict {verdict!r} in the summary {summary[:80]!r}")
+        parts.append(f"{n} {_VERDICT_WORDS[verdict]}")
+    return f"{m.group('n')} numbers checked: " + ", ".join(parts)
+
+
+def count_audit_heading(cells: list[dict]) -> list[dict]:
+    """The closing section's heading with its counts: the `## Checking the book's numbers` cell
+    gets the verdict counts that the next `print(verdict_summary("15.x.y"))` cell stored."""
+    for i, cell in enumerate(cells):
+        text = _source(cell)
+        if cell.get("cell_type") != "markdown" or not text.startswith(AUDIT_HEADING):
+            continue
+        for later in cells[i + 1:]:
+            if later.get("cell_type") == "code" and _VERDICT_SUMMARY_CELL.match(_source(later).strip()):
+                stored = "".join(o.get("text", "") if isinstance(o.get("text", ""), str) else "".join(o["text"])
+                                 for o in later.get("outputs", []) if o.get("output_type") == "stream")
+                head, _, rest = text.partition("\n")
+                cells[i] = dict(cell, source=f"{AUDIT_HEADING}: {audit_counts(stored)}\n{rest}")
+                break
+    return cells
+
+
 def convert_notebook(nb: dict, name: str, toc: list[str] | None = None,
-                     downloads: list[str] | None = None) -> dict:
-    """A converted copy of one notebook; `toc` (page names) adds a hidden toctree (index page);
+                     downloads: list[str] | None = None, reference: list[str] | None = None) -> dict:
+    """A converted copy of one notebook; `toc` (page names) adds a hidden toctree (index page),
+    `reference` (page names) a second one captioned "Reference" after it;
     `downloads` (file names staged in DOWNLOADS) adds the reader note under the title."""
     nb = copy.deepcopy(nb)
     nb.get("metadata", {}).pop("widgets", None)   # live widget state: nothing to show in a static page
@@ -451,10 +691,13 @@ def convert_notebook(nb: dict, name: str, toc: list[str] | None = None,
             cells += split_figure_cell(convert_code_cell(cell, where))
             continue
         cells.append(cell)
+    cells = index_terms(count_audit_heading(cells))
     if downloads:
         cells = _insert_after_title(cells, reader_note(name, downloads))
     if toc:
         cells.append(toctree_cell(toc))
+    if reference:
+        cells.append(toctree_cell(reference, REFERENCE_CAPTION, "book-toctree-reference"))
     nb["cells"] = cells
     return nb
 

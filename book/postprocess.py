@@ -128,10 +128,35 @@ def picture_figures(page: str, out: Path) -> str:
 def postprocess_dir(out: Path) -> int:
     """Apply the rewrites to every .html page in `out` (the built book); returns pages changed."""
     n = 0
-    for page in sorted(out.glob("*.html")):
+    for page in sorted(out.glob("*.html")) + sorted(out.glob("docs/*.html")):
         text = page.read_text(encoding="utf-8")
-        new = picture_figures(hang_code_lines(text), out)
+        new = fold_audit(picture_figures(hang_code_lines(text), out))
         if new != text:
             page.write_text(new, encoding="utf-8")
             n += 1
     return n
+
+
+# The closing "Checking the book's numbers" section of a chapter page (convert.AUDIT_HEADING): folded
+# under its heading, which carries the counts. book/_static/folds.js opens every fold for printing.
+_AUDIT_SECTION = re.compile(r'<section id="checking-the-book-s-numbers[^"]*">\s*(?:<span id="[^"]*"></span>\s*)*'
+                            r'(<h2>.*?</h2>)', re.S)
+_SECTION_TAG = re.compile(r"<section\b|</section>")
+
+
+def fold_audit(page: str) -> str:
+    """The audit section's content inside <details class="audit">, its <h2> as the <summary>.
+    A page without it, or already folded, comes back unchanged."""
+    m = _AUDIT_SECTION.search(page)
+    if not m or 'class="audit"' in page:
+        return page
+    depth, end = 1, None
+    for t in _SECTION_TAG.finditer(page, m.end()):
+        depth += 1 if t.group(0) == "<section" else -1
+        if depth == 0:
+            end = t.start()
+            break
+    if end is None:
+        raise ValueError("the audit section has no closing </section>")
+    head = page[:m.start(1)] + '<details class="audit"><summary>' + m.group(1) + "</summary>"
+    return head + page[m.end():end] + "</details>\n" + page[end:]

@@ -18,25 +18,26 @@
 # # Chapter 15, The Inference Workload: the executable companion
 #
 # Four notebooks, one per subsection of the chapter, in reading order. Each asks one question,
-# derives the formula that answers it, computes the numbers with the `inferlab` library, draws the
-# figure, and sets every number the book prints beside ours with a verdict. A fifth, the serving
+# draws the mechanism, derives the formula that answers it, computes the numbers with the `inferlab`
+# library and draws the figure; a closing section (folded in the web book) then sets every number the
+# book prints beside ours with a verdict. A fifth, the serving
 # lab, goes beyond the chapter: it runs request streams through a serving simulator and checks the
 # chapter's statements about schedulers, tails and caches against them.
 #
 # | # | notebook | what it teaches | figures |
 # |---|---|---|---|
-# | 1 | [15.1.1 Compute-bound prefill](15_1_1_prefill.ipynb) | Arithmetic intensity and the roofline; why a prompt's forward pass is limited by FLOP/s; $2PS$ (not $6PS$) FLOPs; the KV cache it leaves behind | roofline with prefill and decode operators; TTFT against prompt length |
-# | 2 | [15.1.2 Memory-bound generation and the KV cache](15_1_2_decode_kv_cache.ipynb) | Why a decode step is bound by bandwidth; MLP intensity $\approx B$ but attention pinned at 1; the memory wall on the batch; GQA and int8 KV | decode intensity against batch; memory budget against batch; MHA vs GQA vs int8 KV |
-# | 3 | [15.2.1 TTFT and ITL](15_2_1_ttft_itl.ipynb) | Two latencies, two resources: TTFT from compute, ITL from bandwidth; which optimisation moves which | TTFT against prompt length; ITL against context and batch; weight dtype against TTFT and ITL |
-# | 4 | [15.2.2 Throughput under batching](15_2_2_batching.ipynb) | Throughput against batch; the KV-crossover $B^*$; the memory limit; cost per token; the latency-throughput trade-off | step time and throughput against batch; latency-throughput curve; cost per 1k tokens; MHA vs GQA vs int8 KV throughput |
+# | 1 | [15.1.1 Compute-bound prefill](15_1_1_prefill.ipynb) | Arithmetic intensity and the roofline; why a prompt's forward pass is limited by FLOP/s; $2PS$ (not $6PS$) FLOPs; the KV cache it leaves behind | the roofline with its ridge point; roofline with prefill and decode operators; TTFT against prompt length |
+# | 2 | [15.1.2 Memory-bound generation and the KV cache](15_1_2_decode_kv_cache.ipynb) | What the KV cache stores and why decode needs it; why a decode step is bound by bandwidth; MLP intensity $\approx B$ but attention pinned at 1; the memory wall on the batch; grouped-query attention (KV heads shared among query heads) and an int8 cache | the KV cache of one sequence; decode intensity against batch; memory budget against batch; MHA vs GQA vs int8 KV |
+# | 3 | [15.2.1 TTFT and ITL](15_2_1_ttft_itl.ipynb) | The life of a request; two latencies, two resources: time-to-first-token (TTFT) from compute, inter-token latency (ITL) from bandwidth; which optimisation moves which | a request's timeline; TTFT against prompt length; ITL against context and batch; weight dtype against TTFT and ITL |
+# | 4 | [15.2.2 Throughput under batching](15_2_2_batching.ipynb) | Throughput against batch; the KV-crossover $B^*$; the memory limit; cost per token; the latency-throughput trade-off; static vs continuous batching | step time and throughput against batch; latency-throughput curve; cost per 1k tokens; MHA vs GQA vs int8 KV throughput; static vs continuous batching over time |
 # | 5 | [15.2.3 Serving lab](15_2_3_serving_lab.ipynb) *(beyond the chapter)* | A stream of requests through the `inferlab.serving` simulator: static vs continuous batching; a long prompt with and without chunked prefill; tail latency against the request rate; SLO goodput per dollar for replicas, batching and tensor parallelism; prefix caching of a shared system prompt | throughput and latency against rate per policy; ITL stall against chunk size; p99 TTFT and ITL against rate; requests per dollar per deployment; TTFT and SLO attainment with and without prefix caching |
 #
 # **How to use them.** Open a notebook and *Run → Run All Cells*. Near the top of each is a
 # **"What if?"** cell: change the model, the accelerator, the number formats, the lengths or the
 # batch there and run all again; every derived number, figure and written conclusion follows, and
-# the book's markers appear on a figure only when the scenario is the book's. The book-vs-ours
-# tables are the exception: they always check the book's own configuration. Each subsection's notebook also has
-# a **"Try it"** panel (live controls for model, accelerator, number formats, batch and length). Near the end of each,
+# the book's markers appear on a figure only when the scenario is the book's. The closing check of
+# the book's numbers is the exception: it always uses the book's own configuration. Each subsection's notebook also has
+# a **"Try it"** panel (live controls for model, accelerator, number formats, batch and length). In the closing section,
 # **"Measure it here"** times the same effect live on your machine with a tiny model (a few
 # seconds; its output varies, so the tests check only the qualitative result).
 #
@@ -47,13 +48,13 @@
 # opens this reader version, whose answer cells are empty; `make lab-instructor` opens the
 # versions with solutions. Instructors: see the README for student versions and grading.
 #
-# **Verdicts.** Each number the book prints is an entry of the claims registry
-# (`data/claims.toml`), evaluated by `inferlab.claims`:
+# **Verdicts.** Each number the book prints is recorded in `data/claims.toml` and compared with
+# ours by `inferlab.claims`:
 # *consistent* (ours agrees within the book's rounding), *approximation* (the book's own stated
 # simplification reproduces it and keeps the conclusion, or stays within a factor 1.5), *erratum* (it
 # follows from no stated method, or from arithmetic that is wrong), *unchecked* (a claim the model
 # cannot test, with the reason). All four follow [one rule](../ERRATA.md#the-verdict-rule), and every
-# table shows beside each verdict the band that decided it. Errata are explained where they occur
+# table shows beside each verdict the tolerance that decided it. Errata are explained where they occur
 # and collected in [ERRATA.md](../ERRATA.md).
 #
 # **Conventions.** GB = $10^9$ bytes and TB/s = $10^{12}$ bytes/s, as on datasheets and in the book.

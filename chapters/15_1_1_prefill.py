@@ -30,11 +30,8 @@
 # 4. What prefill leaves behind is the KV cache, which the generation phase
 #    ([15.1.2](15_1_2_decode_kv_cache.ipynb)) reads at every step.
 #
-# Each formula appears twice: once in Markdown, once in the code that turns it into a number,
-# followed by one line where the `inferlab` library agrees. Where the book (section 15.1.1) prints
-# a number, a compact table sets it beside ours with a verdict (✓ consistent, ≈ approximation,
-# ✗ erratum, – unchecked), always on the book's own configuration; each erratum is explained in a
-# box below its table. `inferlab verify --section 15.1.1` prints every detail.
+# Each formula is computed in the open, the library agreeing in one line; symbols are on the
+# [notation page](../book/notation.md). The book's numbers are checked at the end of the page.
 
 # %%
 # %matplotlib inline
@@ -47,9 +44,9 @@ from inferlab.units import GB, MS, TFLOP, bytes_per_element
 # %% [markdown]
 # ## What if?
 # Change the model, the accelerator, the number formats, the prompt length or the batch here,
-# then *Run → Run All Cells*: every number, figure and conclusion below follows. (The book-vs-ours
-# tables do not: they always check the book's own setup. The book's markers appear on the figures
-# only when the scenario is the book's.)
+# then *Run → Run All Cells*: every number, figure and conclusion below follows. (The closing check
+# of the book's numbers does not: it always checks the book's own setup. The book's markers appear
+# on the figures only when the scenario is the book's.)
 
 # %%
 # What if? ------------------------------------------------------------------------------------
@@ -70,30 +67,35 @@ Markdown(f"**Scenario:** {MODEL.name} ({MODEL.n_params / 1e9:.2f} B parameters, 
             "figures carry no book markers."))
 
 # %% [markdown]
-# The book's worked example runs Llama-2 13B on one H100 SXM. It describes the model with a
-# simplified MLP ($f = 4d$, two matrices, as in GPT) where the real Llama-2 has a gated MLP of
-# three $d \times 13{,}824$ matrices; the two hold almost the same number of parameters, so the
-# registry checks the book against the real architecture. The book's inputs:
-#
-# Each table of the book's numbers shows the book's value, ours, the verdict and the band that
-# decided it; all verdicts follow [one rule](../ERRATA.md#the-verdict-rule).
-
-# %%
-reader.claims("15.1.1", "c..h", "l")
-
-# %% [markdown]
 # ## 1. Intensity and the ridge point
 #
-# A kernel that performs $F$ FLOPs while moving $Q$ bytes between HBM and the chip has
-# arithmetic intensity $I = F/Q$. The roofline model
+# A kernel that performs $F$ FLOPs while moving $Q$ bytes between **HBM** (high-bandwidth memory, the
+# accelerator's device memory that holds the weights) and the chip's arithmetic units has
+# **arithmetic intensity** $I = F/Q$, in FLOP per byte. The roofline model
 # ([Williams et al. 2009](../book/references.md#williams2009)) bounds what it can attain by the
-# slower of two ceilings:
+# slower of two ceilings, the memory's and the arithmetic's. [Figure](#fig-15-1-1-roofline-diagram)
+# draws them for this accelerator and places two operators on them: the MLP of this prefill and the
+# MLP of one decode step (one token), whose intensities the next sections derive.
+
+# %%
+# figure: fig-15-1-1-roofline-diagram
+# caption: The roofline of the scenario's accelerator: a sloped memory ceiling meets the flat compute ceiling at the ridge point; the prefill MLP sits right of it, a one-token decode step far left.
+# alt: Log-log roofline of attainable TFLOP/s against arithmetic intensity, the ridge point marked in red, with the prefill MLP on the flat compute ceiling and a one-token decode MLP on the sloped memory ceiling.
+from inferlab import diagrams
+
+diagrams.roofline_diagram(GPU, PREC, [
+    (f"prefill MLP, S = {PROMPT:,}", float(costs.prefill_costs(MODEL, BATCH, PROMPT, PREC).mlp.intensity)),
+    ("decode MLP, one token", float(costs.decode_costs(MODEL, 1, PROMPT, PREC).mlp.intensity))])
+
+# %% [markdown]
+# In formulas:
 #
 # <!-- equation: eq-roofline -->
 # $$\text{attainable FLOP/s} = \min\left(\text{peak},\; I \cdot \text{BW}\right),
 # \qquad I_\text{ridge} = \frac{\text{peak}}{\text{BW}}.$$
 #
-# Left of the ridge point a kernel waits on memory; right of it, on the arithmetic units.
+# The **ridge point** $I_\text{ridge}$ is where the two ceilings meet: left of it a kernel waits on
+# memory (memory-bound), right of it on the arithmetic units (compute-bound).
 # [Eq. (roofline)](#eq-roofline) in numbers, from the accelerator's datasheet
 # ([datasheets](../book/references.md#datasheets)):
 
@@ -117,18 +119,6 @@ worked.equation(r"I_\text{ridge} = \frac{\text{peak}}{\text{BW}} = \frac{<peak>\
 worked.takeaway(f"On the {GPU.name} in {PREC.compute_dtype} an operator needs more than {ridge:.0f} FLOPs per byte "
                 f"it moves to be limited by the compute peak of {peak_flops_per_s / TFLOP:,.0f} TFLOP/s; "
                 f"below that, the {hbm_bytes_per_s / 1e12:.2f} TB/s of memory bandwidth limits it.")
-
-# %%
-reader.claims("15.1.1", "a")
-
-# %% [markdown]
-# ### The formulas the extraction lost
-# The book's worked example states the intensities of the MLP and of attention, the prefill
-# FLOP count and the KV cache size, but the equations themselves did not survive the PDF
-# extraction. Here they are, reconstructed (the registry keeps them with the claims they support):
-
-# %%
-show_formulas("15.1.1")
 
 # %% [markdown]
 # ### The MLP: intensity grows with the tokens in flight
@@ -195,9 +185,6 @@ worked.equation(r"I_\text{attn} \approx \frac{4H \cdot S(S+1)/2}{b_a \cdot 4SH} 
                 flops=attn_flops, nbytes=attn_bytes, I=attn_flops / attn_bytes)
 
 # %%
-reader.claims("15.1.1", "b", "i", "j")
-
-# %%
 Markdown(f"Both groups sit right of the ridge ({ridge:.0f} FLOP/byte) at $S$ = {PROMPT:,}: the MLP at "
          f"{float(prefill.mlp.intensity):,.0f}, attention at {float(prefill.attention.intensity):,.0f} FLOP/byte, "
          f"so the whole pass is **{roofline.time_weighted_regime(prefill, GPU, PREC.compute_dtype)}-bound** "
@@ -236,6 +223,19 @@ Markdown(f"At $S$ = 128 the MLP sits at {float(short.mlp.intensity):.0f} FLOP/by
          "hundred tokens and more.")
 
 # %% [markdown]
+# **Check yourself.**
+# 1. An accelerator doubles its bandwidth and keeps its peak. Where does the ridge point move?
+# 2. Why does the MLP's intensity grow with the number of tokens in flight, and why does it stop growing?
+#
+# <details class="self-check"><summary>Answers</summary>
+#
+# 1. To half its intensity: $I_\text{ridge} = \text{peak}/\text{BW}$, so more kernels become compute-bound.
+# 2. Each weight byte read is used once per token row, so the FLOPs grow with $T$ while the weight bytes
+#    do not; for large $T$ the activations, which also grow with $T$, dominate the bytes.
+#
+# </details>
+
+# %% [markdown]
 # ## 2. From FLOPs to time-to-first-token
 #
 # A forward pass multiplies every matrix parameter by every token once, two FLOPs per
@@ -246,7 +246,9 @@ Markdown(f"At $S$ = 128 the MLP sits at {float(short.mlp.intensity):.0f} FLOP/by
 #
 # plus attention's score and value products, which grow as $S^2$. The factor **6** that appears
 # in the book's worked example belongs to *training* (forward plus backward, $2 + 4$); an
-# inference pass has no backward.
+# inference pass has no backward. A real pass reaches only a fraction of the peak: that fraction is its
+# **MFU** (model FLOPs utilisation, achieved FLOP/s over peak), and for a memory-bound pass the fraction of
+# the bandwidth it reaches is its **MBU** (model bandwidth utilisation). The formulas here take MFU = 1.
 
 # %%
 P = MODEL.n_matmul_params                            # parameters in matrix products: this page's P
@@ -276,9 +278,6 @@ worked.takeaway(f"A prompt of {PROMPT:,} tokens (batch {BATCH}) costs {prefill_f
                 f"products: {ttft_linear_s / MS:.1f} ms at 100% of peak; with attention and every operator at "
                 f"its own roofline, the library's TTFT is {ttft_s / MS:.1f} ms. Forward only: 2·P·S, not 6·P·S.")
 
-# %%
-reader.claims("15.1.1", "k", "m", "n")
-
 # %% [markdown]
 # ### TTFT against prompt length
 # [Figure](#fig-15-1-1-ttft-vs-prompt) draws TTFT at 100% of peak for prompts from a few tokens
@@ -292,8 +291,12 @@ reader.claims("15.1.1", "k", "m", "n")
 # figure: fig-15-1-1-ttft-vs-prompt
 # caption: TTFT grows linearly with the prompt from a few hundred tokens on; below that the weight-read floor holds it up, above tens of thousands of tokens attention bends it upwards.
 # alt: Log-log plot of TTFT in milliseconds against prompt length in tokens: a dashed line for the linear 2PS/peak model, a solid line with causal attention that leaves it at long prompts, and a horizontal floor at short prompts; the region beyond the context window is shaded.
-reader.draw(plots.ttft_plot, MODEL, GPU, PREC, batch=BATCH,
-            book_points=reader.book_points_if(BOOK, "15.1.1", "ttft"))
+from inferlab import interactive
+
+interactive.explore(
+    reader.draw(plots.ttft_plot, MODEL, GPU, PREC, batch=BATCH,
+                book_points=reader.book_points_if(BOOK, "15.1.1", "ttft")),
+    interactive.ttft_grid(MODEL, GPU, PREC, active_batch=BATCH))
 
 # %%
 floor_s = memory.weight_bytes(MODEL, PREC) / hbm_bytes_per_s      # every weight read once
@@ -310,8 +313,24 @@ Markdown(f"The floor: reading {memory.weight_bytes(MODEL, PREC) / GB:.1f} GB of 
             if BOOK else ""))
 
 # %% [markdown]
+# **Check yourself.**
+# 1. Why $2PS$ FLOPs for a prefill, and not $6PS$?
+# 2. Below what prompt length does prefill stop getting faster, and why?
+#
+# <details class="self-check"><summary>Answers</summary>
+#
+# 1. Each parameter is used in one multiply and one add per token in the forward pass; $6PS$ counts a
+#    training step, with its backward pass.
+# 2. Below the length at which $2PS$/peak equals the time to read every weight once: the pass cannot
+#    be shorter than that read (the weight-read floor).
+#
+# </details>
+
+# %% [markdown]
 # ## 3. What prefill leaves behind: the KV cache
-# Every layer stores a key and a value vector per KV head for every prompt token:
+# Every layer stores a key and a value vector per KV head for every prompt token: with $L$ layers,
+# $N_\text{kv}$ KV heads, head dimension $H$ (the length of each vector) and $b_\text{kv}$ bytes per
+# stored number, the cache of $S$ tokens is
 #
 # <!-- equation: eq-kv-per-token -->
 # $$C_\text{kv}(S) = 2 \cdot L \cdot N_\text{kv} \cdot H \cdot b_\text{kv} \cdot S.$$
@@ -338,113 +357,18 @@ worked.equation(r"C_\text{kv}(S) = 2 \cdot L \cdot N_\text{kv} \cdot H \cdot b_\
 worked.takeaway(f"Prefill leaves {kv_bytes / GB:.2f} GB of keys and values behind for {BATCH} × {PROMPT:,} tokens "
                 f"({kv_bytes_per_token / 1e6:.2f} MB per token); every decode step that follows reads all of it.")
 
-# %%
-reader.claims("15.1.1", "o")
-
 # %% [markdown]
-# ## 4. The numbers in the practice, interview and takeaway paragraphs
-# Longer prompts, how many prompts fit a TTFT budget, the "four times the prompt, four times the
-# wait" rule, and a few outside facts (chunk size, FlashAttention's speed-up,
-# [Dao 2023](../book/references.md#dao2023)) that the registry lists as unchecked. The long-prompt
-# rows include attention, which is why TTFT grows faster than the prompt. (Tensor parallelism,
-# also mentioned here, is computed in [15.2.1](15_2_1_ttft_itl.ipynb).)
-
-# %%
-reader.claims("15.1.1", "p..v")
-
-# %%
-book_model = reader.get_model("llama-2-13b")
-Markdown(f"The book's 8,192- and 32,768-token prompts (15.1.1-q, -r, -v) are beyond {book_model.name}'s "
-         f"context window of {book_model.max_context_tokens:,} tokens: yardsticks for the arithmetic, not "
-         "runs the model can serve.")
-
-# %% [markdown]
-# ## The subsection's verdicts
-# Every number of 15.1.1 appeared in one of the tables above; the [errata](../ERRATA.md) page
-# collects the errata of the whole chapter.
-
-# %%
-print(verdict_summary("15.1.1"))
-
-# %% [markdown]
-# ## Measure it here
-# The same effect, timed on the machine running this notebook: a tiny Llama-style model
-# (`inferlab.model`, random weights) through `inferlab.measure`'s quick suite, a few seconds on
-# one CPU core, faster on a GPU. Times vary from machine to machine and run to run, so nbval
-# ignores this cell's output; the `assert` checks only the qualitative result, which should
-# hold on any device and under any load: the points are timed in turns and, on a CPU, by the
-# CPU time of the one thread that runs them, so other work on the machine neither skews one
-# point against another nor inflates them (a run spoilt anyway is measured again, up to three
-# times). Dashed lines are the library's prediction from the ceilings (copy bandwidth,
-# matmul FLOP/s) measured in the same run; the sentence under the figure says how far the
-# measurement strays from it, and why when it is more than 25%.
-
-# %%
-# NBVAL_IGNORE_OUTPUT
-# figure: fig-15-1-1-live-ttft
-# caption: TTFT measured live on this machine against prompt length, beside the library's prediction from the ceilings measured in the same run.
-# alt: Line plot of measured time to first token in milliseconds against prompt length in tokens for a small random-weight model, with a dashed predicted line.
-from inferlab import measure
-from inferlab.notebook import measure_it
-
-run, check = measure_it("decode_slower_than_prefill", min_prompt=512, factor=5.0)
-assert check, check.text  # a decode token costs many prefill tokens
-display(measure.plots.ttft_plot(run).fig)
-Markdown(f"{run.label}: {check}. {reader.gap_sentence(run, 'ttft')}")
-
-# %% [markdown]
-# ### Where the time goes (per operator)
-# The same live run, one pass split by operator: measured with `torch.profiler`, beside the
-# library's roofline (each operator at the ceilings measured in the run) and the calibrated
-# prediction (the roofline divided by each operator's efficiency from the run's operator
-# profile, plus the norms, rotary, activation, residual adds and cache writes the library does
-# not count, and a fixed per-step overhead, all measured on shapes the run's points do not use).
-# The error table covers every TTFT, ITL and batch point of the run.
-
-# %%
-# NBVAL_IGNORE_OUTPUT
-# figure: fig-15-1-1-live-breakdown
-# caption: Where one live prefill's time goes, operator by operator: measured with torch.profiler beside the roofline and the calibrated prediction.
-# alt: Stacked bars of time per operator class (projections, attention, MLP, LM head, uncounted operations) for one prefill pass: measured, roofline and calibrated.
-from inferlab.measure import breakdown
-
-display(reader.details("Prediction error of the roofline and the calibrated model; time per operator",
-                     breakdown.prediction_error_table(run) + "\n\n"
-                     + breakdown.breakdown_table(run, which=[0])))
-breakdown.breakdown_plot(run, which=[0])
-
-# %% [markdown]
-# ### Recorded runs
-# The runs kept in `data/measurements/`, labelled as recorded: a larger CPU model (weights well
-# beyond the last-level cache) in bf16 and in fp32 and, once one is recorded with
-# `benchmarks/gpu_suite.sh`, a GPU run at the book's 13B shapes. They come from files, so their
-# numbers are compared by nbval. The figure puts them beside this machine's live run.
-
-# %%
-recorded = measure.recorded_runs()
-reader.details(f"{len(recorded)} recorded runs: ceilings, TTFT and ITL measured against predicted, MBU, MFU",
-               measure.recorded_summary(recorded))
-
-# %%
-# NBVAL_IGNORE_OUTPUT
-# figure: fig-15-1-1-recorded-ttft
-# caption: TTFT against prompt length for the recorded runs and this machine's live run, each beside its own prediction.
-# alt: Line plot of measured and predicted time to first token against prompt length, one colour per run (recorded CPU runs and the live run).
-measure.plots.ttft_plot([run] + recorded).fig
-
-# %% [markdown]
-# ### The measured roofline
-# The first recorded run also timed matrix products with M = 1 to 4096 rows against one weight
-# matrix: achieved FLOP/s against arithmetic intensity, over the roofline drawn from the ceilings
-# measured in that same run. Small M (a decode step) climbs the bandwidth slope; large M (a
-# prefill) reaches the flat roof: the [roofline figure](#fig-15-1-1-roofline) of this notebook,
-# on a real machine.
-
-# %%
-# figure: fig-15-1-1-measured-roofline
-# caption: On a recorded CPU run, matrix products with few rows sit on the measured bandwidth slope and those with many rows reach the measured compute roof.
-# alt: Log-log plot of achieved FLOP per second against arithmetic intensity for matrix products with 1 to 4096 rows, with the roofline drawn from the same run's measured copy bandwidth and matmul rate.
-measure.plots.roofline_plot(recorded[0])
+# **Check yourself.**
+# 1. What does prefill write into the KV cache, and who reads it?
+# 2. How does the cache of one prompt change with grouped-query attention, where several query heads
+#    share one KV head?
+#
+# <details class="self-check"><summary>Answers</summary>
+#
+# 1. A key and a value vector per layer, per KV head and per prompt token; every decode step reads all of it.
+# 2. It shrinks in proportion to $N_\text{kv}$, the number of KV heads.
+#
+# </details>
 
 # %% [markdown]
 # ## Try it
@@ -656,3 +580,162 @@ ex4
 
 # %%
 check("15.1.1-ex4", ex4);
+
+# %% [markdown]
+# ## Checking the book's numbers
+# The lesson above is built from the library's formulas. This closing section compares each
+# number of the book's section 15.1.1 with them: every table shows the book's value, ours, the
+# verdict (✓ consistent, ≈ approximation, ✗ erratum, – unchecked) and the tolerance that decided
+# it; all verdicts follow [one rule](../ERRATA.md#the-verdict-rule), and errata are explained in
+# boxes. Then the same effects are timed live on this machine.
+
+# %%
+print(verdict_summary("15.1.1"))
+
+# %% [markdown]
+# ### The book's worked example
+# The book's worked example runs Llama-2 13B on one H100 SXM. It describes the model with a
+# simplified MLP ($f = 4d$, two matrices, as in GPT) where the real Llama-2 has a gated MLP of
+# three $d \times 13{,}824$ matrices; the two hold almost the same number of parameters, so the
+# registry checks the book against the real architecture. The book's inputs:
+
+# %%
+reader.claims("15.1.1", "c..h", "l")
+
+# %% [markdown]
+# ### The book on intensity and the ridge point
+
+# %%
+reader.claims("15.1.1", "a")
+
+# %% [markdown]
+# ### The formulas the extraction lost
+# The book's worked example states the intensities of the MLP and of attention, the prefill
+# FLOP count and the KV cache size, but the equations themselves did not survive the PDF
+# extraction. Here they are, reconstructed (the registry keeps them with the claims they support):
+
+# %%
+show_formulas("15.1.1")
+
+# %% [markdown]
+# ### The book on the intensities of prefill
+
+# %%
+reader.claims("15.1.1", "b", "i", "j")
+
+# %% [markdown]
+# ### The book on FLOPs and time-to-first-token
+
+# %%
+reader.claims("15.1.1", "k", "m", "n")
+
+# %% [markdown]
+# ### The book on the KV cache prefill leaves
+
+# %%
+reader.claims("15.1.1", "o")
+
+# %% [markdown]
+# ### The practice, interview and takeaway paragraphs
+# Longer prompts, how many prompts fit a TTFT budget, the "four times the prompt, four times the
+# wait" rule, and a few outside facts (chunk size, FlashAttention's speed-up,
+# [Dao 2023](../book/references.md#dao2023)) that the registry lists as unchecked. The long-prompt
+# rows include attention, which is why TTFT grows faster than the prompt. (Tensor parallelism,
+# also mentioned here, is computed in [15.2.1](15_2_1_ttft_itl.ipynb).)
+
+# %%
+reader.claims("15.1.1", "p..v")
+
+# %%
+book_model = reader.get_model("llama-2-13b")
+Markdown(f"The book's 8,192- and 32,768-token prompts (15.1.1-q, -r, -v) are beyond {book_model.name}'s "
+         f"context window of {book_model.max_context_tokens:,} tokens: yardsticks for the arithmetic, not "
+         "runs the model can serve.")
+
+# %% [markdown]
+# ### All verdicts
+# Every number of 15.1.1 appeared in one of the tables above; the [errata](../ERRATA.md) page
+# collects the errata of the whole chapter.
+
+# %%
+print(verdict_summary())
+
+# %% [markdown]
+# ### Measure it here
+# The same effect, timed on the machine running this notebook: a tiny Llama-style model
+# (`inferlab.model`, random weights) through `inferlab.measure`'s quick suite, a few seconds on
+# one CPU core, faster on a GPU. Times vary from machine to machine and run to run, so nbval
+# ignores this cell's output; the `assert` checks only the qualitative result, which should
+# hold on any device and under any load: the points are timed in turns and, on a CPU, by the
+# CPU time of the one thread that runs them, so other work on the machine neither skews one
+# point against another nor inflates them (a run spoilt anyway is measured again, up to three
+# times). Dashed lines are the library's prediction from the ceilings (copy bandwidth,
+# matmul FLOP/s) measured in the same run; the sentence under the figure says how far the
+# measurement strays from it, and why when it is more than 25%.
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+# figure: fig-15-1-1-live-ttft
+# caption: TTFT measured live on this machine against prompt length, beside the library's prediction from the ceilings measured in the same run.
+# alt: Line plot of measured time to first token in milliseconds against prompt length in tokens for a small random-weight model, with a dashed predicted line.
+from inferlab import measure
+from inferlab.notebook import measure_it
+
+run, check = measure_it("decode_slower_than_prefill", min_prompt=512, factor=5.0)
+assert check, check.text  # a decode token costs many prefill tokens
+display(measure.plots.ttft_plot(run).fig)
+Markdown(f"{run.label}: {check}. {reader.gap_sentence(run, 'ttft')}")
+
+# %% [markdown]
+# #### Where the time goes (per operator)
+# The same live run, one pass split by operator: measured with `torch.profiler`, beside the
+# library's roofline (each operator at the ceilings measured in the run) and the calibrated
+# prediction (the roofline divided by each operator's efficiency from the run's operator
+# profile, plus the norms, rotary, activation, residual adds and cache writes the library does
+# not count, and a fixed per-step overhead, all measured on shapes the run's points do not use).
+# The error table covers every TTFT, ITL and batch point of the run.
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+# figure: fig-15-1-1-live-breakdown
+# caption: Where one live prefill's time goes, operator by operator: measured with torch.profiler beside the roofline and the calibrated prediction.
+# alt: Stacked bars of time per operator class (projections, attention, MLP, LM head, uncounted operations) for one prefill pass: measured, roofline and calibrated.
+from inferlab.measure import breakdown
+
+display(reader.details("Prediction error of the roofline and the calibrated model; time per operator",
+                     breakdown.prediction_error_table(run) + "\n\n"
+                     + breakdown.breakdown_table(run, which=[0])))
+breakdown.breakdown_plot(run, which=[0])
+
+# %% [markdown]
+# #### Recorded runs
+# The runs kept in `data/measurements/`, labelled as recorded: a larger CPU model (weights well
+# beyond the last-level cache) in bf16 and in fp32 and, once one is recorded with
+# `benchmarks/gpu_suite.sh`, a GPU run at the book's 13B shapes. They come from files, so their
+# numbers are compared by nbval. The figure puts them beside this machine's live run.
+
+# %%
+recorded = measure.recorded_runs()
+reader.details(f"{len(recorded)} recorded runs: ceilings, TTFT and ITL measured against predicted, MBU, MFU",
+               measure.recorded_summary(recorded))
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+# figure: fig-15-1-1-recorded-ttft
+# caption: TTFT against prompt length for the recorded runs and this machine's live run, each beside its own prediction.
+# alt: Line plot of measured and predicted time to first token against prompt length, one colour per run (recorded CPU runs and the live run).
+measure.plots.ttft_plot([run] + recorded).fig
+
+# %% [markdown]
+# #### The measured roofline
+# The first recorded run also timed matrix products with M = 1 to 4096 rows against one weight
+# matrix: achieved FLOP/s against arithmetic intensity, over the roofline drawn from the ceilings
+# measured in that same run. Small M (a decode step) climbs the bandwidth slope; large M (a
+# prefill) reaches the flat roof: the [roofline figure](#fig-15-1-1-roofline) of this notebook,
+# on a real machine.
+
+# %%
+# figure: fig-15-1-1-measured-roofline
+# caption: On a recorded CPU run, matrix products with few rows sit on the measured bandwidth slope and those with many rows reach the measured compute roof.
+# alt: Log-log plot of achieved FLOP per second against arithmetic intensity for matrix products with 1 to 4096 rows, with the roofline drawn from the same run's measured copy bandwidth and matmul rate.
+measure.plots.roofline_plot(recorded[0])

@@ -32,23 +32,24 @@
 # 4. Device memory, not compute, caps the batch; grouped-query attention
 #    ([Ainslie et al. 2023](../book/references.md#ainslie2023)) and an int8 KV cache move that wall.
 #
-# As in every notebook of this chapter, each formula is computed in the open and the library
-# agrees in one line; the book's numbers (section 15.1.2) sit beside ours in compact tables
-# (✓ consistent, ≈ approximation, ✗ erratum, – unchecked), errata explained in boxes.
+# Each formula is computed in the open and the library agrees in one line. Symbols are defined
+# where they first appear and collected on the [notation page](../book/notation.md). The check of
+# the book's own numbers (section 15.1.2) comes after the lesson and the exercises, in the closing
+# section "Checking the book's numbers".
 
 # %%
 # %matplotlib inline
 from IPython.display import Markdown
 
-from inferlab import Precision, costs, latency, memory, plots, reader, roofline, tables
+from inferlab import Precision, costs, latency, memory, plots, reader, roofline, tables, worked
 from inferlab.notebook import show_formulas, verdict_summary
 from inferlab.units import GB, MS, bytes_per_element
 
 # %% [markdown]
 # ## What if?
-# One place to change the scenario; then *Run → Run All Cells*. The book-vs-ours tables keep
-# checking the book's setup (Llama-2 13B, one H100, context 1,000); the book's markers appear on
-# the figures only when the scenario is the book's.
+# One place to change the scenario; then *Run → Run All Cells*. The closing check of the book's
+# numbers keeps the book's setup (Llama-2 13B, one H100, context 1,000); the book's markers appear
+# on the figures only when the scenario is the book's.
 
 # %%
 # What if? ------------------------------------------------------------------------------------
@@ -67,20 +68,78 @@ Markdown(f"**Scenario:** {MODEL.name} on one {GPU.name} ({GPU.hbm_bytes_per_s / 
          + ("" if BOOK else " Not the book's setup: no book markers on the figures."))
 
 # %% [markdown]
-# The subsection opens with a scene: an H100 with 3.3 TB/s of bandwidth, 5% busy, producing a
-# token every 80 ms. Those are anecdote, not derivation, so the registry records them as
-# unchecked; the roofline says what a memory-bound step actually leaves for compute.
+# ## 1. What the KV cache holds, and why decode needs it
 #
-# Each table of the book's numbers shows the book's value, ours, the verdict and the band that
-# decided it; all verdicts follow [one rule](../ERRATA.md#the-verdict-rule).
+# A decode step adds one token, but attention needs the keys and values of every token before it.
+# The **KV cache** keeps them in device memory; [Figure](#fig-15-1-2-kv-cache) draws it for the
+# scenario's model, and the paragraphs under it name each part.
 
 # %%
-reader.claims("15.1.2", "a..c")
+# figure: fig-15-1-2-kv-cache
+# caption: The KV cache of one sequence: in every layer a key and a value vector per KV head and per token; prefill fills the first S columns, each decode step appends one.
+# alt: Diagram of K and V grids, a row per KV head and a column per token, prefill columns in blue and one appended decode column per step in orange, with the bytes per token written out.
+from inferlab import diagrams
+
+diagrams.kv_cache_diagram(MODEL, PREC, prompt_len=CONTEXT, decode_steps=3)
 
 # %% [markdown]
-# ## 1. Why one token at a time is memory-bound
+# In every layer, attention turns each token into a *query*, a *key* and a *value* vector per head:
+# the new token's query is compared with the keys of all earlier tokens, and their values are
+# averaged with those weights. Recomputing the earlier keys and values at each step would run the
+# whole prefix through all layers again; the cache holds them instead: per layer, per KV head and
+# per token, one key vector and one value vector of $H$ numbers ($H$, the head dimension). The
+# model has $L$ layers and $N_\text{kv}$ KV heads. With multi-head attention (MHA) $N_\text{kv}$
+# equals the number of query heads $N$; with **grouped-query attention (GQA)** several query heads
+# share one KV head, so $N_\text{kv} < N$. Each number takes $b_\text{kv}$ bytes (2 for bf16, 1 for
+# int8). The cache grows in two ways: prefill writes the keys and values of all $S$ prompt tokens
+# in one pass, then each decode step appends one token's worth.
+
+# %% [markdown]
+# Counting the cells of the figure gives the cache's size per token (the 2 is for K and V),
 #
-# For one decode step every weight matrix $W \in \mathbb{R}^{d \times f}$ is read from HBM and
+# <!-- equation: eq-kv-cache-per-token -->
+# $$C_\text{kv} = 2 \cdot L \cdot N_\text{kv} \cdot H \cdot b_\text{kv}\ \text{bytes per token},$$
+#
+# and a sequence of $S$ tokens holds $S \cdot C_\text{kv}$ bytes.
+
+# %%
+L, n_kv, H, b_cache = MODEL.n_layers, MODEL.n_kv_heads, MODEL.head_dim, bytes_per_element(PREC.kv)
+kv_per_token = 2 * L * n_kv * H * b_cache                                      # Eq. (kv-cache-per-token)
+print(f"C_kv = 2 · {L} · {n_kv} · {H} · {b_cache:g} = {kv_per_token:,.0f} bytes per token   "
+      f"(library: {memory.kv_cache_bytes_per_token(MODEL, PREC):,.0f})")
+print(f"one sequence of {CONTEXT:,} tokens: {kv_per_token * CONTEXT / GB:.3f} GB")
+
+# %%
+# Eq. (kv-cache-per-token) with this scenario's numbers
+worked.equation(r"C_\text{kv} = 2 \cdot L \cdot N_\text{kv} \cdot H \cdot b_\text{kv} = 2 \cdot <L> \cdot <Nkv> \cdot <H>"
+                r" \cdot <b>\ \text{B} = <C>\ \text{bytes per token}",
+                L=L, Nkv=n_kv, H=H, b=f"{b_cache:g}", C=kv_per_token)
+
+# %%
+worked.takeaway(f"The cache stores, for each token, a key and a value vector per KV head in each of {L} layers: "
+                f"{kv_per_token / 1e6:.2f} MB per token for {MODEL.name} ({PREC.kv}), "
+                f"{kv_per_token * CONTEXT / GB:.2f} GB for {CONTEXT:,} tokens. It grows by one token per decode "
+                "step, and every step reads all of it.")
+
+# %% [markdown]
+# **Check yourself.**
+# 1. Why does a decode step not simply recompute the keys and values of the prompt?
+# 2. A model has the same layers, heads and head dimension as another but shares each KV head among
+#    four query heads. How does its cache per token compare?
+#
+# <details class="self-check"><summary>Answers</summary>
+#
+# 1. Recomputing them would run every earlier token through every layer again at each step: the
+#    work of a prefill per generated token. Keeping them costs memory instead of compute.
+# 2. A quarter: the cache scales with the KV heads $N_\text{kv}$, not with the query heads.
+#
+# </details>
+
+# %% [markdown]
+# ## 2. Why one token at a time is memory-bound
+#
+# For one decode step every weight matrix $W \in \mathbb{R}^{d \times f}$ is read from **HBM** (the
+# accelerator's high-bandwidth memory, where weights and cache live) and
 # multiplied by $B$ activation vectors. [Eq. (matmul-intensity)](15_1_1_prefill.ipynb#the-mlp-intensity-grows-with-the-tokens-in-flight)
 # of 15.1.1 with $T = B$:
 #
@@ -110,8 +169,6 @@ print(f"I_attn = 2/{b_kv:g} · {MODEL.n_heads}/{MODEL.n_kv_heads} = {attn_intens
 
 # %%
 # Eq. (decode-mlp-intensity) and Eq. (decode-attention-intensity) with this scenario's numbers
-from inferlab import worked
-
 worked.equation(r"I_\text{MLP} = \frac{2Bdf}{b_w\,df + b_a B(d+f)} = \frac{2 \cdot <B> \cdot <d> \cdot <f>}"
                 r"{<bw> \cdot <d> \cdot <f> + <ba> \cdot <B> \cdot (<d> + <f>)} = <I>\ \text{FLOP/byte},\qquad "
                 r"I_\text{attn} = \frac{2}{b_\text{kv}} \cdot \frac{N}{N_\text{kv}} = \frac{2}{<bkv>} \cdot "
@@ -119,19 +176,10 @@ worked.equation(r"I_\text{MLP} = \frac{2Bdf}{b_w\,df + b_a B(d+f)} = \frac{2 \cd
                 B=BATCH, d=d, f=f, bw=f"{b_w:g}", ba=f"{b_a:g}", I=mlp_intensity, bkv=f"{b_kv:g}",
                 N=MODEL.n_heads, Nkv=MODEL.n_kv_heads, Iattn=attn_intensity)
 
-# %% [markdown]
-# The extraction dropped the book's formulas for these two intensities and for the cache size;
-# reconstructed:
-
-# %%
-show_formulas("15.1.2")
-
-# %%
-reader.claims("15.1.2", "d..j", "aa")
-
 # %%
 ridge = roofline.ridge_point(GPU, PREC.compute_dtype)
-Markdown(f"Against the {GPU.name}'s ridge of {ridge:.0f} FLOP/byte, the MLP at $B$ = {BATCH} uses "
+Markdown(f"The ridge point (peak FLOP/s over bandwidth: the intensity above which a kernel is limited by "
+         f"compute, not memory) of the {GPU.name} is {ridge:.0f} FLOP/byte; against it the MLP at $B$ = {BATCH} uses "
          f"{mlp_intensity / ridge:.1%} of the peak and attention {attn_intensity / ridge:.2%}. The book's \"attention "
          "stays at about 1 FLOP/byte whatever the batch\" holds for multi-head attention with a 16-bit cache; "
          f"for {MODEL.name} ({MODEL.attention_kind}, {PREC.kv} cache) it is {attn_intensity:.2g}, and still "
@@ -167,7 +215,19 @@ Markdown(f"The MLP would meet the ridge near $B \\approx$ {mlp_ridge_b:,.0f}"
          f"$B$ = {max(b_fit, 1)}, {whole_intensity / ridge:.0%} of the ridge.")
 
 # %% [markdown]
-# ## 2. The cost of a step
+# **Check yourself.**
+# 1. Doubling the batch of a decode step: what happens to the MLP's intensity, and to attention's?
+# 2. Why can batching not lift attention's intensity?
+#
+# <details class="self-check"><summary>Answers</summary>
+#
+# 1. The MLP's roughly doubles (about $2B/b_w$ FLOP/byte); attention's does not change.
+# 2. Each sequence reads its own cache: its bytes grow with the batch exactly as its FLOPs do.
+#
+# </details>
+
+# %% [markdown]
+# ## 3. The cost of a step
 # While every operator is left of the ridge (the line above says how far the whole step is from it
 # at the largest batch that fits), a step's time is the bytes it moves divided by the bandwidth:
 # every weight once, plus every sequence's cache.
@@ -201,11 +261,20 @@ worked.takeaway(f"{BATCH} sequences share one read of the {weight_bytes / GB:.1f
                 f"{step_b_s / MS:.1f} ms against {step_1_s / MS:.1f} ms for one sequence, so throughput grows "
                 f"{(BATCH / step_b_s) / (1 / step_1_s):.1f}-fold for a {step_b_s / step_1_s:.2f}-fold longer step.")
 
-# %%
-reader.claims("15.1.2", "k..v")
+# %% [markdown]
+# **Check yourself.**
+# 1. Which two byte counts make up a decode step's time, and which of them grows with the batch?
+# 2. Why does throughput grow almost in proportion to the batch while the weights dominate the bytes?
+#
+# <details class="self-check"><summary>Answers</summary>
+#
+# 1. The weights, read once per step, and every sequence's KV cache; only the cache grows with $B$.
+# 2. The step time barely changes (the weights are shared) while each step produces $B$ tokens.
+#
+# </details>
 
 # %% [markdown]
-# ## 3. The memory wall
+# ## 4. The memory wall
 # The weights are loaded once per step however many sequences share it, but each sequence brings
 # its own cache. The device's memory, $M_\text{device}$ bytes, therefore bounds the batch:
 #
@@ -244,9 +313,6 @@ worked.takeaway(f"At a context of {CONTEXT:,} tokens the {GPU.name} holds at mos
                 "caps the batch." if b_max_dec else
                 f"Not one sequence of {CONTEXT:,} tokens fits beside the weights on the {GPU.name}.")
 
-# %%
-reader.claims("15.1.2", "w..z")
-
 # %% [markdown]
 # ### Where the memory goes
 # [Figure](#fig-15-1-2-memory-budget): device memory against batch at the chosen context. The
@@ -256,8 +322,12 @@ reader.claims("15.1.2", "w..z")
 # figure: fig-15-1-2-memory-budget
 # caption: The weights take a fixed share of device memory and the KV cache grows linearly with the batch until it fills the rest: that crossing is the largest batch.
 # alt: Stacked plot of device memory in GB against batch: a flat weights band, a KV cache band growing linearly on top, a horizontal capacity line and a vertical line at the largest batch that fits.
-reader.draw_if_fits(FIT, plots.memory_budget_plot, MODEL, GPU, CONTEXT, PREC,
-                    book_points=reader.book_points_if(BOOK, "15.1.2", "memory"))
+from inferlab import interactive
+
+interactive.explore(
+    reader.draw_if_fits(FIT, plots.memory_budget_plot, MODEL, GPU, CONTEXT, PREC,
+                        book_points=reader.book_points_if(BOOK, "15.1.2", "memory")),
+    interactive.memory_grid(MODEL, GPU, PREC, active_context=CONTEXT))
 
 # %% [markdown]
 # ### MHA vs GQA vs an int8 KV cache
@@ -275,95 +345,18 @@ reader.draw_if_fits(FIT, plots.kv_variants_plot, MODEL, GPU, CONTEXT, PREC,
                     book_points=reader.book_points_if(BOOK, "15.1.2", "kv-variants"))
 
 # %% [markdown]
-# ## 4. The numbers in the practice, interview and takeaway paragraphs
-
-# %%
-reader.claims("15.1.2", "ab..an")
-
-# %% [markdown]
-# ## The subsection's verdicts
-# The [errata](../ERRATA.md) page collects the errata of the whole chapter.
-
-# %%
-print(verdict_summary("15.1.2"))
-
-# %% [markdown]
-# ## Measure it here
-# The same effect, timed on the machine running this notebook: a tiny Llama-style model
-# (`inferlab.model`, random weights) through `inferlab.measure`'s quick suite, a few seconds on
-# one CPU core, faster on a GPU. Times vary from machine to machine and run to run, so nbval
-# ignores this cell's output; the `assert` checks only the qualitative result, which should
-# hold on any device and under any load: the points are timed in turns and, on a CPU, by the
-# CPU time of the one thread that runs them, so other work on the machine neither skews one
-# point against another nor inflates them (a run spoilt anyway is measured again, up to three
-# times). Dashed lines are the library's prediction from the ceilings (copy bandwidth,
-# matmul FLOP/s) measured in the same run; the sentence under the figure says how far the
-# measurement strays from it, and why when it is more than 25%.
-
-# %%
-# NBVAL_IGNORE_OUTPUT
-# figure: fig-15-1-2-live-step-time
-# caption: Decode step time measured live on this machine against batch size, beside the library's prediction from the same run's ceilings.
-# alt: Line plot of measured decode step time in milliseconds against batch size for a small random-weight model, with a dashed predicted line.
-from inferlab import measure
-from inferlab.notebook import measure_it
-
-run, check = measure_it("decode_slower_than_prefill", min_prompt=512, factor=5.0)
-assert check, check.text  # one token per step: far more time per token than prefill
-display(measure.plots.step_time_plot(run))
-Markdown(f"{run.label}: {check}. {reader.gap_sentence(run, 'batch')}")
-
-# %% [markdown]
-# ### Where the time goes (per operator)
-# The same live run, one pass split by operator: measured with `torch.profiler`, beside the
-# library's roofline (each operator at the ceilings measured in the run) and the calibrated
-# prediction (the roofline divided by each operator's efficiency from the run's operator
-# profile, plus the norms, rotary, activation, residual adds and cache writes the library does
-# not count, and a fixed per-step overhead, all measured on shapes the run's points do not use).
-# The error table covers every TTFT, ITL and batch point of the run.
-
-# %%
-# NBVAL_IGNORE_OUTPUT
-# figure: fig-15-1-2-live-breakdown
-# caption: Where one live decode step's time goes, operator by operator: measured with torch.profiler beside the roofline and the calibrated prediction.
-# alt: Stacked bars of time per operator class for one decode step at batch 1: measured, roofline and calibrated.
-from inferlab.measure import breakdown
-
-display(reader.details("Prediction error of the roofline and the calibrated model; time per operator",
-                     breakdown.prediction_error_table(run) + "\n\n"
-                     + breakdown.breakdown_table(run, which=[1])))
-breakdown.breakdown_plot(run, which=[1])
-
-# %% [markdown]
-# ### Recorded runs
-# The runs kept in `data/measurements/`, labelled as recorded, beside this machine's live run.
-# They come from files, so their numbers are compared by nbval.
-
-# %%
-recorded = measure.recorded_runs()
-reader.details(f"{len(recorded)} recorded runs: ceilings, TTFT and ITL measured against predicted, MBU, MFU",
-               measure.recorded_summary(recorded))
-
-# %%
-# NBVAL_IGNORE_OUTPUT
-# figure: fig-15-1-2-recorded-step-time
-# caption: Decode step time against batch size for the recorded runs and this machine's live run, each beside its own prediction.
-# alt: Line plot of measured and predicted decode step time against batch size, one colour per run.
-measure.plots.step_time_plot([run] + recorded)
-
-# %% [markdown]
-# ### How much bandwidth a decode step gets (recorded)
-# The roofline's memory ceiling is measured with a copy, which reads and writes. A decode step
-# only reads: the weights and the KV cache. Each recorded run also times a read-only stream (the
-# fastest of a sum, a dot product and a matrix-vector product over a buffer several times the
-# last-level cache; runs recorded before these three, a sum alone), and its operator profile
-# times the largest linear layer alone at
-# one row, the matrix-vector product that dominates a $B$ = 1 step. The sentences below are
-# computed from the recorded files.
-
-# %%
-Markdown("\n\n".join(f"**{r.label}.** {breakdown.bandwidth_sentence(r)}"
-                      for r in breakdown.runs_with_regimes(recorded)))
+# **Check yourself.**
+# 1. What limits the batch here: the compute, the bandwidth, or the memory? Why?
+# 2. Name two ways to fit more sequences beside the same weights.
+#
+# <details class="self-check"><summary>Answers</summary>
+#
+# 1. The memory: each sequence's cache must stay resident, so the memory left beside the weights,
+#    divided by one sequence's cache, is the largest batch.
+# 2. Fewer KV heads (grouped-query attention) and fewer bytes per cached number (an int8 cache);
+#    a shorter context does it too.
+#
+# </details>
 
 # %% [markdown]
 # ## Try it
@@ -603,3 +596,138 @@ ex5
 
 # %%
 check("15.1.2-ex5", ex5);
+
+# %% [markdown]
+# ## Checking the book's numbers
+# The lesson above is built from the library's formulas. This closing section compares each
+# number of the book's section 15.1.2 with them: every table shows the book's value, ours, the
+# verdict (✓ consistent, ≈ approximation, ✗ erratum, – unchecked) and the tolerance that decided
+# it; all verdicts follow [one rule](../ERRATA.md#the-verdict-rule), and errata are explained in
+# boxes. Then the same effects are timed live on this machine.
+
+# %%
+print(verdict_summary("15.1.2"))
+
+# %% [markdown]
+# ### The opening scene
+# The subsection opens with a scene: an H100 with 3.3 TB/s of bandwidth, 5% busy, producing a
+# token every 80 ms. Those are anecdote, not derivation, so they are left unchecked.
+
+# %%
+reader.claims("15.1.2", "a..c")
+
+# %% [markdown]
+# ### The book on the intensities of a decode step
+
+# %% [markdown]
+# The extraction dropped the book's formulas for these two intensities and for the cache size;
+# reconstructed:
+
+# %%
+show_formulas("15.1.2")
+
+# %%
+reader.claims("15.1.2", "d..j", "aa")
+
+# %% [markdown]
+# ### The book on the cost of a step
+
+# %%
+reader.claims("15.1.2", "k..v")
+
+# %% [markdown]
+# ### The book on the memory wall
+
+# %%
+reader.claims("15.1.2", "w..z")
+
+# %% [markdown]
+# ### The practice, interview and takeaway paragraphs
+
+# %%
+reader.claims("15.1.2", "ab..an")
+
+# %% [markdown]
+# ### All verdicts
+# The [errata](../ERRATA.md) page collects the errata of the whole chapter.
+
+# %%
+print(verdict_summary())
+
+# %% [markdown]
+# ### Measure it here
+# The same effect, timed on the machine running this notebook: a tiny Llama-style model
+# (`inferlab.model`, random weights) through `inferlab.measure`'s quick suite, a few seconds on
+# one CPU core, faster on a GPU. Times vary from machine to machine and run to run, so nbval
+# ignores this cell's output; the `assert` checks only the qualitative result, which should
+# hold on any device and under any load: the points are timed in turns and, on a CPU, by the
+# CPU time of the one thread that runs them, so other work on the machine neither skews one
+# point against another nor inflates them (a run spoilt anyway is measured again, up to three
+# times). Dashed lines are the library's prediction from the ceilings (copy bandwidth,
+# matmul FLOP/s) measured in the same run; the sentence under the figure says how far the
+# measurement strays from it, and why when it is more than 25%.
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+# figure: fig-15-1-2-live-step-time
+# caption: Decode step time measured live on this machine against batch size, beside the library's prediction from the same run's ceilings.
+# alt: Line plot of measured decode step time in milliseconds against batch size for a small random-weight model, with a dashed predicted line.
+from inferlab import measure
+from inferlab.notebook import measure_it
+
+run, check = measure_it("decode_slower_than_prefill", min_prompt=512, factor=5.0)
+assert check, check.text  # one token per step: far more time per token than prefill
+display(measure.plots.step_time_plot(run))
+Markdown(f"{run.label}: {check}. {reader.gap_sentence(run, 'batch')}")
+
+# %% [markdown]
+# #### Where the time goes (per operator)
+# The same live run, one pass split by operator: measured with `torch.profiler`, beside the
+# library's roofline (each operator at the ceilings measured in the run) and the calibrated
+# prediction (the roofline divided by each operator's efficiency from the run's operator
+# profile, plus the norms, rotary, activation, residual adds and cache writes the library does
+# not count, and a fixed per-step overhead, all measured on shapes the run's points do not use).
+# The error table covers every TTFT, ITL and batch point of the run.
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+# figure: fig-15-1-2-live-breakdown
+# caption: Where one live decode step's time goes, operator by operator: measured with torch.profiler beside the roofline and the calibrated prediction.
+# alt: Stacked bars of time per operator class for one decode step at batch 1: measured, roofline and calibrated.
+from inferlab.measure import breakdown
+
+display(reader.details("Prediction error of the roofline and the calibrated model; time per operator",
+                     breakdown.prediction_error_table(run) + "\n\n"
+                     + breakdown.breakdown_table(run, which=[1])))
+breakdown.breakdown_plot(run, which=[1])
+
+# %% [markdown]
+# #### Recorded runs
+# The runs kept in `data/measurements/`, labelled as recorded, beside this machine's live run.
+# They come from files, so their numbers are compared by nbval.
+
+# %%
+recorded = measure.recorded_runs()
+reader.details(f"{len(recorded)} recorded runs: ceilings, TTFT and ITL measured against predicted, MBU, MFU",
+               measure.recorded_summary(recorded))
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+# figure: fig-15-1-2-recorded-step-time
+# caption: Decode step time against batch size for the recorded runs and this machine's live run, each beside its own prediction.
+# alt: Line plot of measured and predicted decode step time against batch size, one colour per run.
+measure.plots.step_time_plot([run] + recorded)
+
+# %% [markdown]
+# #### How much bandwidth a decode step gets (recorded)
+# The roofline's memory ceiling is measured with a copy, which reads and writes. A decode step
+# only reads: the weights and the KV cache. Each recorded run also times a read-only stream (the
+# fastest of a sum, a dot product and a matrix-vector product over a buffer several times the
+# last-level cache; runs recorded before these three, a sum alone), and its operator profile
+# times the largest linear layer alone at
+# one row, the matrix-vector product that dominates a $B$ = 1 step. The sentences below are
+# computed from the recorded files.
+
+# %%
+Markdown("\n\n".join(f"**{r.label}.** {breakdown.bandwidth_sentence(r)}"
+                      for r in breakdown.runs_with_regimes(recorded)))

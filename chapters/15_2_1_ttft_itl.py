@@ -29,8 +29,9 @@
 # 3. So the levers differ: quantising weights cuts ITL and leaves TTFT; shortening prompts cuts
 #    TTFT and leaves ITL. Set a target for each.
 #
-# The book's numbers (section 15.2.1) sit beside ours in compact tables (✓ consistent,
-# ≈ approximation, ✗ erratum, – unchecked); everything else follows the "What if?" cell.
+# Everything follows the "What if?" cell. Symbols are defined where they first appear and collected
+# on the [notation page](../book/notation.md); the book's own numbers (section 15.2.1) are checked
+# after the lesson and the exercises, in the closing section "Checking the book's numbers".
 
 # %%
 # %matplotlib inline
@@ -61,28 +62,51 @@ Markdown(f"**Scenario:** {MODEL.name} on one {GPU.name}, prompt {PROMPT:,}, batc
          + ("" if BOOK else " Not the book's setup: no book markers on the figures."))
 
 # %% [markdown]
-# ## 1. Two formulas, two resources
-# The subsection's governing equations did not survive extraction; reconstructed:
+# ## 1. The life of a request
+# A request arrives and may first wait in a **queue** while the server is busy with others. Then
+# **prefill** runs the whole prompt through the model in one pass and produces the first output
+# token: the time from arrival to that token is the **time-to-first-token (TTFT)**. After it,
+# each **decode step** produces one more token per sequence; the gap between two consecutive
+# tokens is the **inter-token latency (ITL)**, one step's time. [Figure](#fig-15-2-1-request-timeline)
+# draws one request of the scenario with an assumed wait in the queue.
 
 # %%
-show_formulas("15.2.1")
+# figure: fig-15-2-1-request-timeline
+# caption: One request on a time axis: a wait in the queue, prefill up to the first token (TTFT), then one decode step per further token (each step one ITL).
+# alt: Timeline bar of one request: a grey queue segment, a blue prefill segment ending at the first token, then orange decode steps each ending in a token, with TTFT and ITL marked by arrows.
+from inferlab import diagrams
+
+QUEUE_S = 0.020   # assumed wait behind earlier requests, s (queueing is 15.2.2's subject)
+diagrams.request_timeline(MODEL, GPU, PREC, prompt_len=PROMPT, output_tokens=6, queue_s=QUEUE_S, batch=BATCH)
 
 # %% [markdown]
-# In short, with $P$ the parameters in matrix products:
+# With an empty queue, TTFT is the prefill time alone; the rest of this page computes it and the
+# ITL for the scenario. End-to-end latency is TTFT plus one ITL per further token, so a long
+# answer is dominated by ITL and a long prompt by TTFT.
+#
+# **Check yourself.**
+# 1. A request waits 50 ms in the queue. Which of TTFT and ITL does that wait change?
+# 2. An answer has $n$ tokens. How many ITLs does its end-to-end latency contain?
+#
+# <details class="self-check"><summary>Answers</summary>
+#
+# 1. TTFT only: the wait comes before the first token; the steps after it are unchanged.
+# 2. $n - 1$: the first token arrives with TTFT, each of the others one decode step later.
+#
+# </details>
+
+# %% [markdown]
+# ## 2. Two formulas, two resources
+# With $P$ the parameters in matrix products, $B$ the sequences served together, $S$ the
+# prompt length, peak the accelerator's FLOP/s and BW its memory bandwidth:
 #
 # <!-- equation: eq-ttft-itl -->
 # $$\text{TTFT} \approx \frac{2PBS}{\text{peak}}, \qquad
 # \text{ITL} \approx \frac{M_\text{weights} + B\,C_\text{kv}(S)}{\text{BW}}.$$
 #
-# The subsection's opening paragraphs restate the intensities of
-# [15.1.1](15_1_1_prefill.ipynb) and [15.1.2](15_1_2_decode_kv_cache.ipynb) and the H100's two
-# ceilings:
-#
-# Each table of the book's numbers shows the book's value, ours, the verdict and the band that
-# decided it; all verdicts follow [one rule](../ERRATA.md#the-verdict-rule).
-
-# %%
-reader.claims("15.2.1", "a..h")
+# The first is a prefill at the compute peak ([15.1.1](15_1_1_prefill.ipynb)); the second one decode step,
+# reading the weights $M_\text{weights}$ and every sequence's KV cache $C_\text{kv}(S)$ at the bandwidth
+# ([15.1.2](15_1_2_decode_kv_cache.ipynb)).
 
 # %% [markdown]
 # [Eq. (ttft-itl)](#eq-ttft-itl) in numbers for the scenario, then the library's full operator count:
@@ -119,14 +143,6 @@ worked.takeaway(f"Two formulas, two resources: the first token waits {ttft_rule 
                 f"token {itl_rule / MS:.1f} ms on the memory bandwidth ({itl_s / MS:.1f} ms). A lever that adds "
                 "FLOP/s moves TTFT; one that removes bytes moves ITL.")
 
-# %%
-reader.claims("15.2.1", "i..q")
-
-# %%
-book_model = reader.get_model("llama-2-13b")
-Markdown(f"The book's 100k-token prompt (15.2.1-q) is beyond {book_model.name}'s context window of "
-         f"{book_model.max_context_tokens:,} tokens: a yardstick for the arithmetic, not a deployable run.")
-
 # %% [markdown]
 # ### TTFT against prompt length
 # [Figure](#fig-15-2-1-ttft-vs-prompt): the dashed line is the linear model of
@@ -157,8 +173,12 @@ Markdown(f"At 100k tokens the linear rule gives {ttft_100k_rule:.1f} s and the f
 # figure: fig-15-2-1-itl-vs-context
 # caption: ITL against context length at batches 1, 8, 32 and 64: the cache bytes a step reads grow with context times batch, beside the fixed weight bytes.
 # alt: Plot of ITL in milliseconds against context length for batches 1, 8, 32 and 64; the batch-one line is nearly flat, larger batches rise earlier; dotted segments mark batches that do not fit in memory.
-reader.draw_if_fits(FIT, plots.itl_plot, MODEL, GPU, PREC, batches=(1, 8, 32, 64),
-                    book_points=reader.book_points_if(BOOK, "15.2.1", "itl"))
+from inferlab import interactive
+
+interactive.explore(
+    reader.draw_if_fits(FIT, plots.itl_plot, MODEL, GPU, PREC, batches=(1, 8, 32, 64),
+                        book_points=reader.book_points_if(BOOK, "15.2.1", "itl")),
+    interactive.itl_grid(MODEL, GPU, PREC, active_batch=BATCH))
 
 # %%
 from inferlab.wording import size_of_change, thresholds_text
@@ -174,7 +194,20 @@ Markdown(f"At $B$ = 1, from {ctx_short:,} to {ctx_long:,} tokens of context, ITL
          f"{weights_share:.0%} of the bytes a step reads. " + reader.context_note(MODEL, ctx_long))
 
 # %% [markdown]
-# ## 2. Which lever moves which latency
+# **Check yourself.**
+# 1. The prompt doubles, at batch 1. What happens to TTFT, and to ITL?
+# 2. Which of the two latencies does a faster memory (more bandwidth, same peak) shorten?
+#
+# <details class="self-check"><summary>Answers</summary>
+#
+# 1. TTFT roughly doubles (more FLOPs); ITL barely moves, since at batch 1 the weights dominate the
+#    bytes a step reads and the cache grows only a little.
+# 2. ITL: a decode step is memory-bound. TTFT, compute-bound, stays.
+#
+# </details>
+
+# %% [markdown]
+# ## 3. Which lever moves which latency
 # Weight-only quantisation stores the weights in int8 or int4 and dequantises them to bf16 on
 # the fly, so the arithmetic (and hence TTFT) is unchanged while the bytes a step reads shrink.
 # ITL falls less than the weight bytes because the KV cache read stays; by how much is under the figure.
@@ -258,102 +291,19 @@ Markdown(
        "shorter decode step."))
 
 # %% [markdown]
-# ## 3. The numbers in the practice, interview and takeaway paragraphs
-# Quantisation, prompt pruning, the 70B model with a 50k-token prompt, tensor parallelism and
-# chunked prefill ([Agrawal et al. 2024](../book/references.md#agrawal2024)):
-
-# %%
-reader.claims("15.2.1", "r..ad")
-
-# %%
-llama70 = reader.get_model("llama-2-70b")
-Markdown(f"The 50k-token prompt of 15.2.1-ab is beyond {llama70.name}'s context window of "
-         f"{llama70.max_context_tokens:,} tokens: the book uses it as a yardstick for the compute, not a run "
-         "the model can serve.")
-
-# %% [markdown]
-# ## The subsection's verdicts
-# The [errata](../ERRATA.md) page collects the errata of the whole chapter.
-
-# %%
-print(verdict_summary("15.2.1"))
-
-# %% [markdown]
-# ## Measure it here
-# The same effect, timed on the machine running this notebook: a tiny Llama-style model
-# (`inferlab.model`, random weights) through `inferlab.measure`'s quick suite, a few seconds on
-# one CPU core, faster on a GPU. Times vary from machine to machine and run to run, so nbval
-# ignores this cell's output; the `assert` checks only the qualitative result, which should
-# hold on any device and under any load: the points are timed in turns and, on a CPU, by the
-# CPU time of the one thread that runs them, so other work on the machine neither skews one
-# point against another nor inflates them (a run spoilt anyway is measured again, up to three
-# times). Dashed lines are the library's prediction from the ceilings (copy bandwidth,
-# matmul FLOP/s) measured in the same run; the sentence under the figure says how far the
-# measurement strays from it, and why when it is more than 25%.
-
-# %%
-# NBVAL_IGNORE_OUTPUT
-# figure: fig-15-2-1-live-itl
-# caption: ITL measured live on this machine against context length at batch 1, beside the library's prediction from the same run's ceilings.
-# alt: Line plot of measured inter-token latency in milliseconds against context length for a small random-weight model, with a dashed predicted line.
-from inferlab import measure
-from inferlab.notebook import measure_it
-
-run, check = measure_it("itl_flat_with_context", max_growth=1.0)
-assert check, check.text  # at B = 1 ITL barely moves while the prompt grows 8-fold
-display(measure.plots.itl_plot(run))
-Markdown(f"{run.label}: {check}. {reader.gap_sentence(run, 'itl')}")
-
-# %% [markdown]
-# ### Where the time goes (per operator)
-# The same live run, one pass split by operator: measured with `torch.profiler`, beside the
-# library's roofline (each operator at the ceilings measured in the run) and the calibrated
-# prediction (the roofline divided by each operator's efficiency from the run's operator
-# profile, plus the norms, rotary, activation, residual adds and cache writes the library does
-# not count, and a fixed per-step overhead, all measured on shapes the run's points do not use).
-# The error table covers every TTFT, ITL and batch point of the run.
-
-# %%
-# NBVAL_IGNORE_OUTPUT
-# figure: fig-15-2-1-live-breakdown
-# caption: Where one live prefill's and one decode step's time go, operator by operator: measured beside the roofline and the calibrated prediction.
-# alt: Two groups of stacked bars of time per operator class, one for a prefill pass and one for a decode step: measured, roofline and calibrated.
-from inferlab.measure import breakdown
-
-display(reader.details("Prediction error of the roofline and the calibrated model; time per operator",
-                     breakdown.prediction_error_table(run) + "\n\n"
-                     + breakdown.breakdown_table(run, which=[0, 1])))
-breakdown.breakdown_plot(run, which=[0, 1])
-
-# %% [markdown]
-# ### Tensor parallelism, measured
-# A recorded run of `inferlab measure --tp 2`: the decoder split over two processes with
-# `torch.distributed` (gloo), the all-reduce's latency and bandwidth fitted from a message-size
-# sweep, and TTFT and ITL at K = 1 and 2 beside the library's TP prediction with that fit. On
-# a CPU the ranks share the cores and the memory bus: the prediction uses the ceilings each rank
-# reached while both ran. The last line says whether TP helps TTFT more than ITL here.
-
-# %%
-from inferlab.measure import tp
-
-print(tp.recorded_tp_summary())
-
-# %% [markdown]
-# ### Recorded runs
-# The runs kept in `data/measurements/`, labelled as recorded, beside this machine's live run.
-# They come from files, so their numbers are compared by nbval.
-
-# %%
-recorded = measure.recorded_runs()
-reader.details(f"{len(recorded)} recorded runs: ceilings, TTFT and ITL measured against predicted, MBU, MFU",
-               measure.recorded_summary(recorded))
-
-# %%
-# NBVAL_IGNORE_OUTPUT
-# figure: fig-15-2-1-recorded-itl
-# caption: ITL against context length for the recorded runs and this machine's live run, each beside its own prediction.
-# alt: Line plot of measured and predicted inter-token latency against context length, one colour per run.
-measure.plots.itl_plot([run] + recorded)
+# **Check yourself.**
+# 1. Why do int8 weights shorten ITL but not TTFT?
+# 2. Tensor parallelism over $K$ devices divides both FLOPs and weight bytes per device. What keeps
+#    the speed-up below $K$?
+#
+# <details class="self-check"><summary>Answers</summary>
+#
+# 1. They halve the bytes each decode step reads; prefill is limited by the arithmetic, which still
+#    runs in bf16.
+# 2. The all-reduces between the devices after each layer's matrix products: their transfer time
+#    and their start-up latency.
+#
+# </details>
 
 # %% [markdown]
 # ## Try it
@@ -552,3 +502,139 @@ ex4
 
 # %%
 check("15.2.1-ex4", ex4);
+
+# %% [markdown]
+# ## Checking the book's numbers
+# The lesson above is built from the library's formulas. This closing section compares each
+# number of the book's section 15.2.1 with them: every table shows the book's value, ours, the
+# verdict (✓ consistent, ≈ approximation, ✗ erratum, – unchecked) and the tolerance that decided
+# it; all verdicts follow [one rule](../ERRATA.md#the-verdict-rule), and errata are explained in
+# boxes. Then the same effects are timed live on this machine.
+
+# %%
+print(verdict_summary("15.2.1"))
+
+# %% [markdown]
+# ### The formulas the extraction lost
+# The subsection's governing equations did not survive extraction; reconstructed:
+
+# %%
+show_formulas("15.2.1")
+
+# %% [markdown]
+# ### The opening paragraphs
+# The subsection's opening paragraphs restate the intensities of
+# [15.1.1](15_1_1_prefill.ipynb) and [15.1.2](15_1_2_decode_kv_cache.ipynb) and the H100's two
+# ceilings:
+
+# %%
+reader.claims("15.2.1", "a..h")
+
+# %% [markdown]
+# ### The book on two formulas, two resources
+
+# %%
+reader.claims("15.2.1", "i..q")
+
+# %%
+book_model = reader.get_model("llama-2-13b")
+Markdown(f"The book's 100k-token prompt (15.2.1-q) is beyond {book_model.name}'s context window of "
+         f"{book_model.max_context_tokens:,} tokens: a yardstick for the arithmetic, not a deployable run.")
+
+# %% [markdown]
+# ### The practice, interview and takeaway paragraphs
+# Quantisation, prompt pruning, the 70B model with a 50k-token prompt, tensor parallelism and
+# chunked prefill ([Agrawal et al. 2024](../book/references.md#agrawal2024)):
+
+# %%
+reader.claims("15.2.1", "r..ad")
+
+# %%
+llama70 = reader.get_model("llama-2-70b")
+Markdown(f"The 50k-token prompt of 15.2.1-ab is beyond {llama70.name}'s context window of "
+         f"{llama70.max_context_tokens:,} tokens: the book uses it as a yardstick for the compute, not a run "
+         "the model can serve.")
+
+# %% [markdown]
+# ### All verdicts
+# The [errata](../ERRATA.md) page collects the errata of the whole chapter.
+
+# %%
+print(verdict_summary())
+
+# %% [markdown]
+# ### Measure it here
+# The same effect, timed on the machine running this notebook: a tiny Llama-style model
+# (`inferlab.model`, random weights) through `inferlab.measure`'s quick suite, a few seconds on
+# one CPU core, faster on a GPU. Times vary from machine to machine and run to run, so nbval
+# ignores this cell's output; the `assert` checks only the qualitative result, which should
+# hold on any device and under any load: the points are timed in turns and, on a CPU, by the
+# CPU time of the one thread that runs them, so other work on the machine neither skews one
+# point against another nor inflates them (a run spoilt anyway is measured again, up to three
+# times). Dashed lines are the library's prediction from the ceilings (copy bandwidth,
+# matmul FLOP/s) measured in the same run; the sentence under the figure says how far the
+# measurement strays from it, and why when it is more than 25%.
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+# figure: fig-15-2-1-live-itl
+# caption: ITL measured live on this machine against context length at batch 1, beside the library's prediction from the same run's ceilings.
+# alt: Line plot of measured inter-token latency in milliseconds against context length for a small random-weight model, with a dashed predicted line.
+from inferlab import measure
+from inferlab.notebook import measure_it
+
+run, check = measure_it("itl_flat_with_context", max_growth=1.0)
+assert check, check.text  # at B = 1 ITL barely moves while the prompt grows 8-fold
+display(measure.plots.itl_plot(run))
+Markdown(f"{run.label}: {check}. {reader.gap_sentence(run, 'itl')}")
+
+# %% [markdown]
+# #### Where the time goes (per operator)
+# The same live run, one pass split by operator: measured with `torch.profiler`, beside the
+# library's roofline (each operator at the ceilings measured in the run) and the calibrated
+# prediction (the roofline divided by each operator's efficiency from the run's operator
+# profile, plus the norms, rotary, activation, residual adds and cache writes the library does
+# not count, and a fixed per-step overhead, all measured on shapes the run's points do not use).
+# The error table covers every TTFT, ITL and batch point of the run.
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+# figure: fig-15-2-1-live-breakdown
+# caption: Where one live prefill's and one decode step's time go, operator by operator: measured beside the roofline and the calibrated prediction.
+# alt: Two groups of stacked bars of time per operator class, one for a prefill pass and one for a decode step: measured, roofline and calibrated.
+from inferlab.measure import breakdown
+
+display(reader.details("Prediction error of the roofline and the calibrated model; time per operator",
+                     breakdown.prediction_error_table(run) + "\n\n"
+                     + breakdown.breakdown_table(run, which=[0, 1])))
+breakdown.breakdown_plot(run, which=[0, 1])
+
+# %% [markdown]
+# #### Tensor parallelism, measured
+# A recorded run of `inferlab measure --tp 2`: the decoder split over two processes with
+# `torch.distributed` (gloo), the all-reduce's latency and bandwidth fitted from a message-size
+# sweep, and TTFT and ITL at K = 1 and 2 beside the library's TP prediction with that fit. On
+# a CPU the ranks share the cores and the memory bus: the prediction uses the ceilings each rank
+# reached while both ran. The last line says whether TP helps TTFT more than ITL here.
+
+# %%
+from inferlab.measure import tp
+
+print(tp.recorded_tp_summary())
+
+# %% [markdown]
+# #### Recorded runs
+# The runs kept in `data/measurements/`, labelled as recorded, beside this machine's live run.
+# They come from files, so their numbers are compared by nbval.
+
+# %%
+recorded = measure.recorded_runs()
+reader.details(f"{len(recorded)} recorded runs: ceilings, TTFT and ITL measured against predicted, MBU, MFU",
+               measure.recorded_summary(recorded))
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+# figure: fig-15-2-1-recorded-itl
+# caption: ITL against context length for the recorded runs and this machine's live run, each beside its own prediction.
+# alt: Line plot of measured and predicted inter-token latency against context length, one colour per run.
+measure.plots.itl_plot([run] + recorded)

@@ -31,8 +31,9 @@
 # 3. Cost per token falls with throughput; latency per token rises with the batch. Fewer KV
 #    bytes per sequence (GQA, int8) move both $B^*$ and the limit.
 #
-# The book's numbers (section 15.2.2) sit beside ours in compact tables (✓ consistent,
-# ≈ approximation, ✗ erratum, – unchecked); everything else follows the "What if?" cell.
+# Everything follows the "What if?" cell. Symbols are defined where they first appear and collected
+# on the [notation page](../book/notation.md); the book's own numbers (section 15.2.2) are checked
+# after the lesson and the exercises, in the closing section "Checking the book's numbers".
 
 # %%
 # %matplotlib inline
@@ -63,14 +64,24 @@ Markdown(f"**Scenario:** {MODEL.name} on one {GPU.name}, context {CONTEXT:,}; we
 
 # %% [markdown]
 # ## 1. Step time, throughput and the crossover batch
-# The subsection's equations, lost in extraction, reconstructed:
+# From the step time of [15.1.2](15_1_2_decode_kv_cache.ipynb#the-cost-of-a-step)
+# ($M_\text{weights}$ the weight bytes, $C_\text{kv}$ one sequence's KV cache, BW the memory bandwidth),
+# throughput, the tokens per second of $B$ sequences decoded together, and the **crossover batch** $B^*$,
+# where a step reads as many bytes of KV cache as of weights. [Figure](#fig-15-2-2-throughput-vs-batch)
+# draws the step time and the throughput against the batch; the formulas follow it.
 
 # %%
-show_formulas("15.2.2")
+# figure: fig-15-2-2-throughput-vs-batch
+# caption: Decode throughput rises fastest at batch one and bends steadily towards its ceiling BW/C_kv, reaching half of it at the crossover batch B*, until memory stops the batch.
+# alt: Two panels against batch size on linear axes: the step time grows linearly from the weight-read time; the throughput curve rises and flattens under a dashed horizontal ceiling, with vertical lines at B* (where it is half the ceiling) and at the memory limit.
+from inferlab import interactive
+
+interactive.explore(
+    reader.draw_if_fits(FIT, plots.throughput_plot, MODEL, GPU, CONTEXT, PREC,
+                        book_throughput=reader.book_points_if(BOOK, "15.2.2", "throughput")),
+    interactive.throughput_grid(MODEL, GPU, PREC, active_context=CONTEXT))
 
 # %% [markdown]
-# From the step time of [15.1.2](15_1_2_decode_kv_cache.ipynb#the-cost-of-a-step):
-#
 # <!-- equation: eq-throughput -->
 # $$\text{throughput}(B) = \frac{B\cdot\text{BW}}{M_\text{weights} + B\,C_\text{kv}}
 # \;\xrightarrow{B\to\infty}\; \frac{\text{BW}}{C_\text{kv}},\qquad
@@ -110,34 +121,10 @@ worked.takeaway(f"Below B* = {b_star:.0f} sequences a step reads more weights th
                 f"{ratio:.1f} × B* sequences." if not FIT else f"Nothing to batch: {FIT}")
 
 # %% [markdown]
-# The subsection's opening: a team at 30% utilization, and the 26 GB of weights that one step
-# reads whether it serves one sequence or thirty-two.
-#
-# Each table of the book's numbers shows the book's value, ours, the verdict and the band that
-# decided it; all verdicts follow [one rule](../ERRATA.md#the-verdict-rule).
-
-# %%
-reader.claims("15.2.2", "a..d")
-
-# %% [markdown]
-# The book's worked example (Llama-2 13B, one H100, $S=1024$): $B^*$, the throughput table whose
-# numbers the extraction lost, and the ratios read from it.
-
-# %%
-reader.claims("15.2.2", "e..m")
-
-# %% [markdown]
 # ### Throughput against batch
-# [Figure](#fig-15-2-2-throughput-vs-batch): left, the step time; right, the throughput, both on
+# [Figure](#fig-15-2-2-throughput-vs-batch), above: the step time and the throughput, both on
 # linear axes so that the shape of [Eq. (throughput)](#eq-throughput) is visible: no kink at
 # $B^*$, a curve that bends all the way towards its ceiling.
-
-# %%
-# figure: fig-15-2-2-throughput-vs-batch
-# caption: Decode throughput rises fastest at batch one and bends steadily towards its ceiling BW/C_kv, reaching half of it at the crossover batch B*, until memory stops the batch.
-# alt: Two panels against batch size on linear axes: the step time grows linearly from the weight-read time; the throughput curve rises and flattens under a dashed horizontal ceiling, with vertical lines at B* (where it is half the ceiling) and at the memory limit.
-reader.draw_if_fits(FIT, plots.throughput_plot, MODEL, GPU, CONTEXT, PREC,
-                    book_throughput=reader.book_points_if(BOOK, "15.2.2", "throughput"))
 
 # %%
 b_max = memory.max_batch(MODEL, GPU, CONTEXT, PREC) if not FIT else 0
@@ -169,6 +156,19 @@ reader.draw_if_fits(FIT, plots.latency_throughput_plot, MODEL, GPU, CONTEXT, PRE
                     book_points=reader.book_points_if(BOOK, "15.2.2", "latency-throughput"))
 
 # %% [markdown]
+# **Check yourself.**
+# 1. Why does throughput grow almost linearly with $B$ below $B^*$ and level off above it?
+# 2. What fraction of the ceiling $\text{BW}/C_\text{kv}$ does throughput reach at $B = B^*$?
+#
+# <details class="self-check"><summary>Answers</summary>
+#
+# 1. Below $B^*$ the shared weight read dominates the step, which barely lengthens as sequences join;
+#    above it each sequence's own cache dominates, and the step grows in proportion to $B$.
+# 2. Half: at $B^*$ the step reads twice the weight bytes' worth, for $B^*$ tokens.
+#
+# </details>
+
+# %% [markdown]
 # ## 2. What a token costs
 # A GPU-hour costs the same whether it emits a hundred tokens per second or thousands, so
 #
@@ -196,9 +196,6 @@ worked.takeaway(f"At B = 1 a thousand tokens cost US\\${cost_1:.4f}; at the larg
                 if tput_top else f"Nothing to batch: {FIT}")
 
 # %%
-reader.claims("15.2.2", "z..ad")
-
-# %%
 # figure: fig-15-2-2-cost-vs-batch
 # caption: The cost of a thousand tokens falls as the batch grows, fastest at small batches, and stops falling where memory ends the batch.
 # alt: Plot of dollars per thousand tokens against batch size, falling steeply from batch one and levelling off towards the memory limit.
@@ -206,13 +203,22 @@ reader.draw_if_fits(FIT, plots.cost_plot, MODEL, GPU, CONTEXT, USD_PER_GPU_HOUR,
                     book_points=reader.book_points_if(BOOK, "15.2.2", "cost"))
 
 # %% [markdown]
+# **Check yourself.**
+# 1. Doubling the batch below $B^*$: what happens to the cost of a thousand tokens?
+# 2. Why does the cost stop falling at the largest batch that fits?
+#
+# <details class="self-check"><summary>Answers</summary>
+#
+# 1. It nearly halves: the GPU-hour costs the same and produces almost twice the tokens.
+# 2. No more sequences fit beside the weights, so the throughput, and with it the cost, cannot improve further.
+#
+# </details>
+
+# %% [markdown]
 # ## 3. Grouped-query attention and an int8 cache
 # Fewer KV heads shrink the cache per sequence by $N_\text{kv}/8$ (the book's example: 8 instead of
 # Llama-2 13B's 40, five-fold); an int8 cache halves it. Both raise $B^*$ and the memory limit, and
 # with them the throughput a single GPU can reach.
-
-# %%
-reader.claims("15.2.2", "n..q", "v..y")
 
 # %%
 # figure: fig-15-2-2-kv-variants-throughput
@@ -234,129 +240,43 @@ Markdown(
         "stops the batch before the compute roof does.")) if not FIT else f"**Does not fit:** {FIT}")
 
 # %% [markdown]
-# ## 4. The numbers in the practice, interview and takeaway paragraphs
-# Including the senior question: Llama-2 70B at $B=32$, $S=2048$ on two H100s with tensor
-# parallelism ([Pope et al. 2022](../book/references.md#pope2022) discuss the layouts).
+# ## 4. Keeping the batch full: static and continuous batching
+# The throughput above assumes every one of the $B$ slots of the batch holds a sequence at every
+# step. Real answers have different lengths. With **static batching** a batch is formed, runs until
+# its longest answer is finished, and only then does the next batch start: a slot whose answer
+# ended early idles. With **continuous batching** (iteration-level scheduling,
+# [Yu et al. 2022](../book/references.md#yu2022)) the scheduler refills a freed slot at the next
+# step. [Figure](#fig-15-2-2-batching-timeline) serves the same eight answers both ways, with the
+# scenario's step time.
 
 # %%
-fit70 = headroom_fit(reader.get_model("llama-2-70b"), reader.get_accelerator("h100-sxm"), batch=32, seq_len=2048,
-                     precision=PREC, tp=2)
-free_ds, free_rep = fit70.free_bytes("datasheet"), fit70.free_bytes("reported")
-vllm_batch = fit70.max_batch_at_utilisation(VLLM_DEFAULT_UTILISATION)
-Markdown(
-    f"Llama-2 70B, $B$ = 32, $S$ = 2,048, TP = 2, per H100: weights {fit70.weight_bytes / GB:.2f} GB, KV cache "
-    f"{fit70.kv_bytes / GB:.2f} GB, together {fit70.used_bytes / GB:.2f} GB. On paper it "
-    + ("fits" if free_ds >= 0 else "does not fit")
-    + f": {free_ds / GB:.2f} GB left at the datasheet's {fit70.datasheet_bytes / GB:.0f} GB (the book's convention), "
-    f"{free_rep / GB:.2f} GB at the {fit70.reported_bytes / 2**20:,.0f} MiB the device reports. Whether a server "
-    "starts it depends on one number, the headroom it keeps for activations, the CUDA context and the "
-    f"allocator: **it starts the batch of 32 when that headroom is at most {free_rep / GB:.2f} GB per GPU**, "
-    f"and not otherwise. vLLM's default (`gpu_memory_utilization` = {VLLM_DEFAULT_UTILISATION:g}) keeps "
-    f"{(1 - VLLM_DEFAULT_UTILISATION) * fit70.reported_bytes / GB:.2f} GB, more than that, so there the "
-    f"largest batch is {vllm_batch}; the erratum boxes below (15.2.2-ah, -ai) give the same two numbers.")
+# figure: fig-15-2-2-batching-timeline
+# caption: The same eight answers in four slots: static batching waits for the longest answer of each batch while finished slots idle; continuous batching refills a slot as soon as it frees.
+# alt: Two timelines of four batch slots each, static on top and continuous below, coloured bars for requests R1 to R8 and hatched idle time; the continuous timeline ends earlier.
+from inferlab import diagrams
+
+ANSWER_TOKENS = [5, 2, 8, 3, 6, 2, 4, 7]   # tokens of eight answers, in arrival order (all waiting at t = 0)
+batching = diagrams.batching_timeline(MODEL, GPU, ANSWER_TOKENS, slots=4, context_len=CONTEXT, precision=PREC)
+batching
 
 # %%
-reader.claims("15.2.2", "r..u", "ae..an")
-
-# %%
-b_replicas = 8
-step_1 = latency.decode_step_time_s(MODEL, GPU, CONTEXT, 1, PREC)
-step_b = latency.decode_step_time_s(MODEL, GPU, CONTEXT, b_replicas, PREC)
-Markdown(
-    f"**Replicas or batching?** {b_replicas} replicas at $B$ = 1 give {b_replicas} × {tput_1:,.0f} = "
-    f"{b_replicas * tput_1:,.0f} tokens/s at {step_1 / MS:.1f} ms per token, but on {b_replicas} GPUs; one GPU at "
-    f"$B$ = {b_replicas} gives {b_replicas / step_b:,.0f} tokens/s at {step_b / MS:.1f} ms per token "
-    f"({step_b / step_1 - 1:.0%} slower) for 1/{b_replicas} of the hardware. Replicas multiply throughput without "
-    "touching latency only because they multiply the GPUs (and the cost) in proportion. "
-    "**Verdict on \"exhaust replicas before batching\":** backwards for cost; batch up to the latency target "
-    "first (below $B^*$ each added sequence is nearly free), then add replicas for more traffic.")
+n_static = diagrams.schedule_steps(batching.data["static"])
+n_cont = diagrams.schedule_steps(batching.data["continuous"])
+worked.takeaway(f"Static batching needs {n_static} steps for these {len(ANSWER_TOKENS)} answers, continuous batching "
+                f"{n_cont}: {n_static / n_cont - 1:.0%} more throughput from the same slots, because no slot idles "
+                "while an answer is waiting.")
 
 # %% [markdown]
-# ## The subsection's verdicts
-# The [errata](../ERRATA.md) page collects the errata of the whole chapter.
-
-# %%
-print(verdict_summary("15.2.2"))
-
-# %% [markdown]
-# ## Measure it here
-# The same effect, timed on the machine running this notebook: a tiny Llama-style model
-# (`inferlab.model`, random weights) through `inferlab.measure`'s quick suite, a few seconds on
-# one CPU core, faster on a GPU. Times vary from machine to machine and run to run, so nbval
-# ignores this cell's output; the `assert` checks only the qualitative result, which should
-# hold on any device and under any load: the points are timed in turns and, on a CPU, by the
-# CPU time of the one thread that runs them, so other work on the machine neither skews one
-# point against another nor inflates them (a run spoilt anyway is measured again, up to three
-# times). Dashed lines are the library's prediction from the ceilings (copy bandwidth,
-# matmul FLOP/s) measured in the same run; the sentence under the figure says how far the
-# measurement strays from it, and why when it is more than 25%.
-
-# %%
-# NBVAL_IGNORE_OUTPUT
-# figure: fig-15-2-2-live-throughput
-# caption: Decode throughput measured live on this machine against batch size, beside the library's prediction from the same run's ceilings.
-# alt: Line plot of measured tokens per second against batch size for a small random-weight model, with a dashed predicted line.
-from inferlab import measure
-from inferlab.notebook import measure_it
-
-run, check = measure_it("throughput_grows_with_batch", min_gain=2.0)
-assert check, check.text  # more sequences per step, more tokens per second
-display(measure.plots.throughput_plot(run))
-Markdown(f"{run.label}: {check}. {reader.gap_sentence(run, 'batch')}")
-
-# %% [markdown]
-# ### Where the time goes (per operator)
-# The same live run, one pass split by operator: measured with `torch.profiler`, beside the
-# library's roofline (each operator at the ceilings measured in the run) and the calibrated
-# prediction (the roofline divided by each operator's efficiency from the run's operator
-# profile, plus the norms, rotary, activation, residual adds and cache writes the library does
-# not count, and a fixed per-step overhead, all measured on shapes the run's points do not use).
-# The error table covers every TTFT, ITL and batch point of the run.
-
-# %%
-# NBVAL_IGNORE_OUTPUT
-# figure: fig-15-2-2-live-breakdown
-# caption: Where a live decode step's time goes at each batch size, operator by operator: measured beside the roofline and the calibrated prediction.
-# alt: Stacked bars of time per operator class for decode steps at increasing batch sizes: measured, roofline and calibrated.
-from inferlab.measure import breakdown
-
-display(reader.details("Prediction error of the roofline and the calibrated model; time per operator",
-                     breakdown.prediction_error_table(run) + "\n\n"
-                     + breakdown.breakdown_table(run, which=list(range(1, len(run.data['breakdown']))))))
-breakdown.breakdown_plot(run, which=list(range(1, len(run.data['breakdown']))))
-
-# %% [markdown]
-# ### Recorded runs
-# The runs kept in `data/measurements/`, labelled as recorded, beside this machine's live run.
-# They come from files, so their numbers are compared by nbval.
-
-# %%
-recorded = measure.recorded_runs()
-reader.details(f"{len(recorded)} recorded runs: ceilings, TTFT and ITL measured against predicted, MBU, MFU",
-               measure.recorded_summary(recorded))
-
-# %%
-# NBVAL_IGNORE_OUTPUT
-# figure: fig-15-2-2-recorded-throughput
-# caption: Decode throughput against batch size for the recorded runs and this machine's live run, each beside its own prediction.
-# alt: Line plot of measured and predicted tokens per second against batch size, one colour per run.
-measure.plots.throughput_plot([run] + recorded)
-
-# %% [markdown]
-# ### Why a CPU decode step can jump with the batch (recorded)
-# The roofline reads the weights once per step whatever the batch, so from $B$ = 1 to 8 a decode
-# step should barely change. Each recorded run's operator profile times the model's largest
-# linear layer alone at every row count from 1 to 8, which is the batch size of a decode step.
-# The figure puts that time beside two lines: the roofline's (flat) and the cost of reading the
-# weights once per row. The sentences under it are computed from the profiles.
-
-# %%
-# figure: fig-15-2-2-kernel-regimes
-# caption: Time of the largest linear layer against its rows (the decode batch), relative to one row, for each recorded run with an operator profile: flat is the roofline, the diagonal is one weight read per row.
-# alt: Line plot of relative time against rows 1 to 8: one fp32 run rises along the diagonal up to 3 rows and then drops; bf16 stays near flat.
-regime_runs = breakdown.runs_with_regimes(recorded)
-display(breakdown.regime_plot(regime_runs))
-Markdown("\n\n".join(f"**{r.label}.** {breakdown.regime_sentence(r)}" for r in regime_runs))
+# **Check yourself.**
+# 1. When do static and continuous batching take the same number of steps?
+# 2. Which requests gain most from continuous batching?
+#
+# <details class="self-check"><summary>Answers</summary>
+#
+# 1. When all answers in each static batch have the same length: no slot ever idles.
+# 2. Those waiting behind a batch with one long answer: they start as soon as any slot frees.
+#
+# </details>
 
 # %% [markdown]
 # ## Try it
@@ -571,3 +491,173 @@ ex4
 
 # %%
 check("15.2.2-ex4", ex4);
+
+# %% [markdown]
+# ## Checking the book's numbers
+# The lesson above is built from the library's formulas. This closing section compares each
+# number of the book's section 15.2.2 with them: every table shows the book's value, ours, the
+# verdict (✓ consistent, ≈ approximation, ✗ erratum, – unchecked) and the tolerance that decided
+# it; all verdicts follow [one rule](../ERRATA.md#the-verdict-rule), and errata are explained in
+# boxes. Then the same effects are timed live on this machine.
+
+# %%
+print(verdict_summary("15.2.2"))
+
+# %% [markdown]
+# ### The formulas the extraction lost
+# The subsection's equations, lost in extraction, reconstructed:
+
+# %%
+show_formulas("15.2.2")
+
+# %% [markdown]
+# ### The book on throughput and the crossover batch
+# The subsection's opening: a team at 30% utilization, and the 26 GB of weights that one step
+# reads whether it serves one sequence or thirty-two.
+
+# %%
+reader.claims("15.2.2", "a..d")
+
+# %% [markdown]
+# The book's worked example (Llama-2 13B, one H100, $S=1024$): $B^*$, the throughput table whose
+# numbers the extraction lost, and the ratios read from it.
+
+# %%
+reader.claims("15.2.2", "e..m")
+
+# %% [markdown]
+# ### The book on the cost of a token
+
+# %%
+reader.claims("15.2.2", "z..ad")
+
+# %% [markdown]
+# ### The book on grouped-query attention and an int8 cache
+
+# %%
+reader.claims("15.2.2", "n..q", "v..y")
+
+# %% [markdown]
+# ### The practice, interview and takeaway paragraphs
+# Including the senior question: Llama-2 70B at $B=32$, $S=2048$ on two H100s with tensor
+# parallelism ([Pope et al. 2022](../book/references.md#pope2022) discuss the layouts).
+
+# %%
+fit70 = headroom_fit(reader.get_model("llama-2-70b"), reader.get_accelerator("h100-sxm"), batch=32, seq_len=2048,
+                     precision=PREC, tp=2)
+free_ds, free_rep = fit70.free_bytes("datasheet"), fit70.free_bytes("reported")
+vllm_batch = fit70.max_batch_at_utilisation(VLLM_DEFAULT_UTILISATION)
+Markdown(
+    f"Llama-2 70B, $B$ = 32, $S$ = 2,048, TP = 2, per H100: weights {fit70.weight_bytes / GB:.2f} GB, KV cache "
+    f"{fit70.kv_bytes / GB:.2f} GB, together {fit70.used_bytes / GB:.2f} GB. On paper it "
+    + ("fits" if free_ds >= 0 else "does not fit")
+    + f": {free_ds / GB:.2f} GB left at the datasheet's {fit70.datasheet_bytes / GB:.0f} GB (the book's convention), "
+    f"{free_rep / GB:.2f} GB at the {fit70.reported_bytes / 2**20:,.0f} MiB the device reports. Whether a server "
+    "starts it depends on one number, the headroom it keeps for activations, the CUDA context and the "
+    f"allocator: **it starts the batch of 32 when that headroom is at most {free_rep / GB:.2f} GB per GPU**, "
+    f"and not otherwise. vLLM's default (`gpu_memory_utilization` = {VLLM_DEFAULT_UTILISATION:g}) keeps "
+    f"{(1 - VLLM_DEFAULT_UTILISATION) * fit70.reported_bytes / GB:.2f} GB, more than that, so there the "
+    f"largest batch is {vllm_batch}; the erratum boxes below (15.2.2-ah, -ai) give the same two numbers.")
+
+# %%
+reader.claims("15.2.2", "r..u", "ae..an")
+
+# %%
+b_replicas = 8
+step_1 = latency.decode_step_time_s(MODEL, GPU, CONTEXT, 1, PREC)
+step_b = latency.decode_step_time_s(MODEL, GPU, CONTEXT, b_replicas, PREC)
+Markdown(
+    f"**Replicas or batching?** {b_replicas} replicas at $B$ = 1 give {b_replicas} × {tput_1:,.0f} = "
+    f"{b_replicas * tput_1:,.0f} tokens/s at {step_1 / MS:.1f} ms per token, but on {b_replicas} GPUs; one GPU at "
+    f"$B$ = {b_replicas} gives {b_replicas / step_b:,.0f} tokens/s at {step_b / MS:.1f} ms per token "
+    f"({step_b / step_1 - 1:.0%} slower) for 1/{b_replicas} of the hardware. Replicas multiply throughput without "
+    "touching latency only because they multiply the GPUs (and the cost) in proportion. "
+    "**Verdict on \"exhaust replicas before batching\":** backwards for cost; batch up to the latency target "
+    "first (below $B^*$ each added sequence is nearly free), then add replicas for more traffic.")
+
+# %% [markdown]
+# ### All verdicts
+# The [errata](../ERRATA.md) page collects the errata of the whole chapter.
+
+# %%
+print(verdict_summary())
+
+# %% [markdown]
+# ### Measure it here
+# The same effect, timed on the machine running this notebook: a tiny Llama-style model
+# (`inferlab.model`, random weights) through `inferlab.measure`'s quick suite, a few seconds on
+# one CPU core, faster on a GPU. Times vary from machine to machine and run to run, so nbval
+# ignores this cell's output; the `assert` checks only the qualitative result, which should
+# hold on any device and under any load: the points are timed in turns and, on a CPU, by the
+# CPU time of the one thread that runs them, so other work on the machine neither skews one
+# point against another nor inflates them (a run spoilt anyway is measured again, up to three
+# times). Dashed lines are the library's prediction from the ceilings (copy bandwidth,
+# matmul FLOP/s) measured in the same run; the sentence under the figure says how far the
+# measurement strays from it, and why when it is more than 25%.
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+# figure: fig-15-2-2-live-throughput
+# caption: Decode throughput measured live on this machine against batch size, beside the library's prediction from the same run's ceilings.
+# alt: Line plot of measured tokens per second against batch size for a small random-weight model, with a dashed predicted line.
+from inferlab import measure
+from inferlab.notebook import measure_it
+
+run, check = measure_it("throughput_grows_with_batch", min_gain=2.0)
+assert check, check.text  # more sequences per step, more tokens per second
+display(measure.plots.throughput_plot(run))
+Markdown(f"{run.label}: {check}. {reader.gap_sentence(run, 'batch')}")
+
+# %% [markdown]
+# #### Where the time goes (per operator)
+# The same live run, one pass split by operator: measured with `torch.profiler`, beside the
+# library's roofline (each operator at the ceilings measured in the run) and the calibrated
+# prediction (the roofline divided by each operator's efficiency from the run's operator
+# profile, plus the norms, rotary, activation, residual adds and cache writes the library does
+# not count, and a fixed per-step overhead, all measured on shapes the run's points do not use).
+# The error table covers every TTFT, ITL and batch point of the run.
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+# figure: fig-15-2-2-live-breakdown
+# caption: Where a live decode step's time goes at each batch size, operator by operator: measured beside the roofline and the calibrated prediction.
+# alt: Stacked bars of time per operator class for decode steps at increasing batch sizes: measured, roofline and calibrated.
+from inferlab.measure import breakdown
+
+display(reader.details("Prediction error of the roofline and the calibrated model; time per operator",
+                     breakdown.prediction_error_table(run) + "\n\n"
+                     + breakdown.breakdown_table(run, which=list(range(1, len(run.data['breakdown']))))))
+breakdown.breakdown_plot(run, which=list(range(1, len(run.data['breakdown']))))
+
+# %% [markdown]
+# #### Recorded runs
+# The runs kept in `data/measurements/`, labelled as recorded, beside this machine's live run.
+# They come from files, so their numbers are compared by nbval.
+
+# %%
+recorded = measure.recorded_runs()
+reader.details(f"{len(recorded)} recorded runs: ceilings, TTFT and ITL measured against predicted, MBU, MFU",
+               measure.recorded_summary(recorded))
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+# figure: fig-15-2-2-recorded-throughput
+# caption: Decode throughput against batch size for the recorded runs and this machine's live run, each beside its own prediction.
+# alt: Line plot of measured and predicted tokens per second against batch size, one colour per run.
+measure.plots.throughput_plot([run] + recorded)
+
+# %% [markdown]
+# #### Why a CPU decode step can jump with the batch (recorded)
+# The roofline reads the weights once per step whatever the batch, so from $B$ = 1 to 8 a decode
+# step should barely change. Each recorded run's operator profile times the model's largest
+# linear layer alone at every row count from 1 to 8, which is the batch size of a decode step.
+# The figure puts that time beside two lines: the roofline's (flat) and the cost of reading the
+# weights once per row. The sentences under it are computed from the profiles.
+
+# %%
+# figure: fig-15-2-2-kernel-regimes
+# caption: Time of the largest linear layer against its rows (the decode batch), relative to one row, for each recorded run with an operator profile: flat is the roofline, the diagonal is one weight read per row.
+# alt: Line plot of relative time against rows 1 to 8: one fp32 run rises along the diagonal up to 3 rows and then drops; bf16 stays near flat.
+regime_runs = breakdown.runs_with_regimes(recorded)
+display(breakdown.regime_plot(regime_runs))
+Markdown("\n\n".join(f"**{r.label}.** {breakdown.regime_sentence(r)}" for r in regime_runs))

@@ -72,7 +72,7 @@ def notebook(cells: list[dict]) -> dict:
 FIGURE_CELL = ("# figure: fig-15-9-9-dot\n# caption: The dot shows where the fixture's roofline would be.\n"
                f"# alt: {ALT}\nfig = draw()\nfig")
 CHAPTER_CELLS = [
-    md("# 15.9.9 Fixture chapter\n\nIntro with inline math $I = F/Q$."),
+    md("# 15.9.9 Fixture chapter\n\nIntro with inline math $I = F/Q$ and the **fixture term** it defines."),
     md("## Key equation\n\n<!-- equation: eq-roofline -->\n$$\n\\min(\\text{peak}, I \\cdot \\text{BW})\n$$\n\n"
        "As [Eq. (roofline)](#eq-roofline) says, and [Figure](#fig-15-9-9-dot) shows; see "
        "[Williams et al. 2009](../book/references.md#williams2009), the "
@@ -89,6 +89,11 @@ CHAPTER_CELLS = [
     code("# SOLUTION\nex1 = 42", []),
     md("<!-- SOLUTION -->\nThe answer is **42** because $6 \\times 7 = 42$."),
     code('check("15.1.1-ex1", ex1);', [stream("15.1.1-ex1 PASS  1/1 point\n")]),
+    md(convert.AUDIT_HEADING + "\nThe book's numbers beside ours."),
+    code('print(verdict_summary("15.9.9"))',
+         [stream("15.9.9: 5 claims: 3 consistent, 1 erratum, 1 unchecked\n")]),
+    md("### Measure it here\n\nTimed live."),
+    code("print(audit)", [stream("AUDIT-TABLE-ROW 15.9.9-b\n")]),
 ]
 SECOND_CELLS = [
     md("# 15.9.8 Second\n\n## Time to first token\n\nBack to the [first](15_9_9_fixture.ipynb).\n\n"
@@ -103,6 +108,12 @@ ERRATA = "# Errata\n\n## Errata\n\n| id |\n|---|\n| [15.9.9-a](#1599-a) |\n\n###
 FIXTURE_PY = "# %% [markdown]\n# # 15.9.9 Fixture chapter\n"
 
 
+DOCS_PAGE = ("# Fixture guide\n\nRead the [first chapter](../chapters/15_9_9_fixture.ipynb#key-equation), the "
+             "[notation](../book/notation.md), the [other page](other.md) and [a data file](../data/claims.toml).\n\n"
+             "### A heading two levels down\n\nDOCS-GUIDE-BODY\n")
+OTHER_DOCS_PAGE = "# Another reference page\n\nBack to the [guide](guide.md).\n"
+
+
 def write_fixture(base: Path, extra_chapter_cells=()) -> Path:
     chapters = base / "chapters"
     chapters.mkdir(parents=True)
@@ -111,6 +122,9 @@ def write_fixture(base: Path, extra_chapter_cells=()) -> Path:
         (chapters / f"{name}.ipynb").write_text(json.dumps(notebook(cells)))
     (chapters / "15_9_9_fixture.py").write_text(FIXTURE_PY)
     (base / "ERRATA.md").write_text(ERRATA)
+    (base / "docs").mkdir()
+    (base / "docs" / "guide.md").write_text(DOCS_PAGE)
+    (base / "docs" / "other.md").write_text(OTHER_DOCS_PAGE)
     return base
 
 
@@ -214,6 +228,7 @@ def built(tmp_path_factory):
     base = write_fixture(tmp_path_factory.mktemp("book"))
     chapters_before = {p.name: p.read_bytes() for p in (base / "chapters").iterdir()}
     rc = build.main(["--chapters", str(base / "chapters"), "--errata", str(base / "ERRATA.md"),
+                     "--docs", str(base / "docs"),
                      "--src", str(base / "src"), "--out", str(base / "out"), "--no-mathjax"])
     assert rc == 0
     assert {p.name: p.read_bytes() for p in (base / "chapters").iterdir()} == chapters_before, \
@@ -520,3 +535,124 @@ def test_a_figure_phone_variant_leaves_the_notebook_and_becomes_a_picture_source
         '<img alt="a" src="_images/abc.png" width="672" data-text-px="12.0" data-narrow-width="345"></picture></figure>'
         '<figure><img alt="b" src="_images/other.png" width="100" /></figure>')
     assert postprocess.picture_figures(html_out, tmp_path / "book") == html_out
+
+
+# ------------------------------------------------------------------ reference pages and the audit fold
+def test_docs_pages_are_rendered_in_a_reference_part_after_the_chapters(built):
+    guide = (built / "docs" / "guide.html").read_text()
+    assert "Fixture guide" in guide and "DOCS-GUIDE-BODY" in guide
+    assert 'href="../15_9_9_fixture.html#key-equation"' in guide
+    assert 'href="../notation.html"' in guide and 'href="other.html"' in guide
+    assert "a data file" in guide and "claims.toml" not in guide      # a repository file: its text only
+    assert (built / "docs" / "other.html").is_file()
+    index = page(built, "index")
+    nav = index[index.index('class="bd-sidebar'):]
+    assert "Reference" in nav and nav.index("15_9_9_fixture.html") < nav.index("docs/guide.html")
+
+
+def test_a_docs_page_needs_a_title_and_gets_even_heading_levels():
+    with pytest.raises(convert.ConversionError, match="docs/x.md.*title"):
+        convert.convert_docs_page("Some text\n", "x.md", [], ["x.md"])
+    out = convert.convert_docs_page("# T\n\n### jump\n\n```\n#### code, not a heading\n```\n", "x.md", [], ["x.md"])
+    assert "\n## jump\n" in out and "#### code, not a heading" in out
+
+
+def test_audit_counts_read_the_stored_verdict_summary():
+    assert convert.audit_counts("15.1.2: 40 claims: 31 consistent, 2 approximation, 3 erratum, 4 unchecked\n") == \
+        "40 numbers checked: 31 \u2713, 2 \u2248 approximations, 3 errata, 4 unchecked"
+    with pytest.raises(convert.ConversionError, match="unknown verdict"):
+        convert.audit_counts("15.1.2: 1 claims: 1 wrong")
+
+
+def test_the_audit_section_is_folded_under_its_counted_heading(built):
+    text = page(built, "15_9_9_fixture")
+    m = re.search(r'<details class="audit"><summary><h2>(.*?)</h2></summary>(.*?)</details>', text, re.S)
+    assert m, "no folded audit section"
+    assert "Checking the book\u2019s numbers: 5 numbers checked: 3 \u2713, 1 errata, 1 unchecked" in \
+        m.group(1).replace("&#8217;", "\u2019").replace("'", "\u2019")
+    assert "AUDIT-TABLE-ROW" in m.group(2) and "Measure it here" in m.group(2)
+    assert "Compute it." not in m.group(2)                  # the exercises stay outside the fold
+    assert 'src="_static/folds.js' in text
+
+
+def test_fold_audit_closes_after_its_nested_sections():
+    import postprocess
+    html_in = ('<section id="a"><h2>A</h2><p>x</p></section>'
+               '<section id="checking-the-book-s-numbers-3"><h2>Check</h2><p>t</p>'
+               '<section id="m"><h3>M</h3><p>live</p></section></section><footer>f</footer>')
+    out = postprocess.fold_audit(html_in)
+    assert out == ('<section id="a"><h2>A</h2><p>x</p></section>'
+                   '<section id="checking-the-book-s-numbers-3"><details class="audit"><summary><h2>Check</h2>'
+                   '</summary><p>t</p><section id="m"><h3>M</h3><p>live</p></section></details>\n</section>'
+                   '<footer>f</footer>')
+    assert postprocess.fold_audit(out) == out
+    assert postprocess.fold_audit("<p>no audit</p>") == "<p>no audit</p>"
+
+
+def test_an_interactive_figure_becomes_its_image_then_a_div_with_its_spec():
+    spec = {"data": [{"type": "scatter", "x": [1, 2], "y": [3, 4]}], "layout": {"sliders": []}}
+    out = image()
+    out["data"][convert.INTERACTIVE_MIME] = spec
+    cell = convert.convert_code_cell(code(FIGURE_CELL, [out]), "fixture, cell 1")
+    assert convert.INTERACTIVE_MIME not in cell["outputs"][0]["data"] and "image/png" in cell["outputs"][0]["data"]
+    div = cell["outputs"][1]["data"]["text/html"]
+    m = re.search(r'<div class="inferlab-interactive" data-figure="fig-15-9-9-dot" data-spec="([^"]*)"></div>', div)
+    assert m and json.loads(html_unescape(m.group(1))) == spec
+    assert convert.has_interactive(notebook([code(FIGURE_CELL, [dict(image(), data={**image()["data"],
+                                                                                  convert.INTERACTIVE_MIME: spec})])]))
+    assert not convert.has_interactive(notebook(CHAPTER_CELLS))
+    with pytest.raises(convert.ConversionError, match="interactive figure needs"):
+        convert.convert_code_cell(code("x", [out]), "fixture, cell 2")
+
+
+def html_unescape(text: str) -> str:
+    import html
+    return html.unescape(text)
+
+
+def test_a_long_substituted_equation_is_broken_into_aligned_lines():
+    long = (r"t = \frac{M + B \cdot C}{\text{BW}} = \frac{26.03\ \text{GB} + 16 \cdot 0.8192\ \text{GB}}"
+            r"{3.35\ \text{TB/s}} = 11.68\ \text{ms},\qquad \text{throughput} = \frac{16}{11.68\ \text{ms}} = 1370")
+    out = convert.reflow_equation(long)
+    assert out.startswith("\\begin{aligned}") and out.endswith("\\end{aligned}")
+    lines = out.split("\n")[1:-1]
+    assert lines[0] == r"t &= \frac{M + B \cdot C}{\text{BW}} \\"
+    assert lines[2] == r" &= 11.68\ \text{ms} \\[4pt]"          # the \qquad's neighbour starts a new row
+    assert lines[3].startswith(r"\text{throughput} &= \frac{16}")
+    assert all(len(line) <= convert.EQUATION_CHARS for line in lines)
+    assert convert.reflow_equation("a = b") == "a = b"          # short: unchanged
+    # no '=' to break at: a long sum breaks at its top-level '+' (not inside \\left( ... \\right))
+    tp = (r"t(K) \approx \frac{t(1)}{K} + 2L\left(\frac{\text{message bytes}}{\text{link BW}} + t_\text{latency}\right)"
+          r" + t_\text{other overhead of the step}")
+    rows = convert.reflow_equation(tp, 60).split("\n")[1:-1]
+    assert rows[:2] == [r"&t(K) \\", r"&\approx \frac{t(1)}{K} \\"]
+    assert rows[2].startswith(r"&\quad + 2L\left(") and rows[2].endswith(r"\right) \\")
+    md = "Text\n\n$$\n" + long + "\n$$"
+    assert convert.reflow_display_math(md).startswith("Text\n\n$$\n\\begin{aligned}")
+
+
+def test_defined_terms_are_the_bold_names_not_the_bold_labels():
+    text = ("**The question.** Why? **What you will take away** ... the **KV cache** holds, with "
+            "**grouped-query attention (GQA)** fewer; the factor **6**; **\"What if?\"**; **MFU** and **MBU**.")
+    assert convert.defined_terms(text) == ["KV cache", "grouped-query attention", "GQA", "MFU", "MBU"]
+    cells = [md("# T\n\nThe **ridge point** is..."), md("## Exercises\n\nThe **answer** is"), md("**later term**")]
+    out = convert.index_terms(cells)
+    assert out[0]["source"] == "# T\n\n```{index} ridge point\n```\n\n\nThe **ridge point** is..."
+    assert out[1:] == cells[1:]                      # nothing indexed from the exercises on
+
+
+def test_the_index_entry_of_a_defined_term_reaches_the_page(built):
+    text = page(built, "15_9_9_fixture")
+    assert re.search(r'<span id="index-\d+"></span>', text) or 'id="index-0"' in text
+
+
+@pytest.mark.parametrize("source, folded", [
+    ("# %matplotlib inline\nfrom IPython.display import Markdown\n\nfrom inferlab import plots, reader", True),
+    ("# What if? ----\nMODEL, GPU, PREC = reader.what_if('llama-2-13b', 'h100-sxm')\nBATCH = 16", True),
+    ("from inferlab import diagrams\n\ndiagrams.kv_cache_diagram(MODEL, PREC)", True),   # the picture is the lesson
+    ("reader.draw(plots.ttft_plot, MODEL, GPU, PREC)", False),
+    ("x = 1", False),
+])
+def test_imports_and_the_what_if_cell_fold_their_code_in_the_book(source, folded):
+    cell = convert.convert_code_cell(code(source, [stream("Scenario\n")]), "fixture, cell 1")
+    assert ("hide-input" in cell["metadata"]["tags"]) is folded

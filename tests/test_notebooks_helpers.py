@@ -57,3 +57,15 @@ def test_measure_it_names_the_checks_it_knows():
     from inferlab.notebook import measure_it
     with pytest.raises(ValueError, match="unknown check 'fastest'; allowed: decode_slower_than_prefill"):
         measure_it("fastest")
+
+
+def test_panel_controls_say_what_they_are_before_the_kernel_runs():
+    """Before Run All a front end shows a widget's text/plain: a sentence, not a VBox(...) repr."""
+    pytest.importorskip("ipywidgets")
+    from inferlab import panel
+    from inferlab.specs import BF16, get_accelerator, get_model
+    p = panel.decode_panel(get_model("llama-2-13b"), get_accelerator("h100-sxm"), BF16, context=1000, batch=16)
+    data, _ = panel.controls_bundle(p.controls(), p.tokens_label)
+    assert "application/vnd.jupyter.widget-view+json" in data
+    assert data["text/plain"].startswith("Controls (model, GPU, weights, KV cache, batch, context)")
+    assert "VBox" not in data["text/plain"]

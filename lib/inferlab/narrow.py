@@ -211,11 +211,13 @@ def png(fig: Figure, dpi: int = 2 * DISPLAY_DPI, tight: bool = False) -> bytes:
     return buf.getvalue()
 
 
-def image_metadata(fig: Figure, tight: bool = False) -> dict:
+def image_metadata(fig: Figure, tight: bool = False, narrow_fig: Figure | None = None) -> dict:
     """{"text_px", "narrow": {"png", "width"}} for a figure output's image/png metadata (module
-    docstring); the narrow PNG at twice DISPLAY_DPI, its width in CSS px from its header."""
+    docstring); the narrow PNG at twice DISPLAY_DPI, its width in CSS px from its header.
+    `narrow_fig`: the figure's own phone layout (a diagram drawn again at NARROW_WIDTH_IN), used
+    instead of a narrow_copy."""
     try:
-        data = png(narrow_copy(fig), tight=tight)
+        data = png(narrow_fig if narrow_fig is not None else narrow_copy(fig), tight=tight)
     except (pickle.PicklingError, TypeError, AttributeError):
         # a figure that cannot be copied (a lambda formatter in a reader's own figure) is shown
         # as it is; the book's browser test fails on a chapter figure without a variant

@@ -71,6 +71,7 @@ class View:
     yscale: str = "linear"
     message: str = ""  # "does not fit: ..." replaces the curves
     extra: dict = field(default_factory=dict)
+    point_label: str = "this scenario"  # a scenario that does not fit says so at its marker
 
 
 def _precision(state: State, base: Precision) -> Precision:
@@ -113,7 +114,7 @@ def decode_view(state: State, base: Precision) -> View:
     if w >= a.memory_bytes:
         return _weights_do_not_fit(m, a, w, "GB")
     b_max = memory.max_batch(m, a, state.tokens, p, allow_zero=True)
-    b = np.arange(1, max(2 * b_max, 8) + 1)
+    b = np.arange(1, max(2 * b_max, 8, state.batch) + 1)   # the scenario's batch always on the curve
     step = float(latency.decode_step_time_s(m, a, state.tokens, state.batch, p)) * 1e3
     tput = state.batch / step * 1e3
     numbers = (f"**Largest batch** at context {state.tokens:,}: **{b_max}**; "
@@ -122,7 +123,8 @@ def decode_view(state: State, base: Precision) -> View:
     return View(b, {"weights": np.full(b.shape, w / 1e9), "weights + KV cache": (w + b * kv) / 1e9,
                     "capacity": np.full(b.shape, a.memory_bytes / 1e9)}, "batch B (sequences)",
                 "device memory (GB)", numbers, point=(state.batch, (w + state.batch * kv) / 1e9),
-                vline=(b_max, f"B_max = {b_max}"))
+                vline=(b_max, f"B_max = {b_max}"),
+                point_label="this scenario" if state.batch <= b_max else f"B = {state.batch}: does not fit")
 
 
 def latency_view(state: State, base: Precision) -> View:
@@ -138,12 +140,16 @@ def latency_view(state: State, base: Precision) -> View:
         return View(ctx, {}, "context (tokens)", "ITL (ms)", f"**Does not fit:** {m.name} with batch "
                     f"{state.batch} needs more than the {a.name}'s {a.memory_bytes / 1e9:.0f} GB at any context.",
                     message=f"{m.name}, B = {state.batch} on one {a.name}")
+    point_fits = bool(memory.weight_bytes(m, p) + memory.kv_cache_bytes(m, state.tokens, state.batch, p)
+                      <= a.memory_bytes)
     numbers = (f"At S = {state.tokens:,}, B = {state.batch}: **TTFT {ttft:.1f} ms** (compute), "
-               f"**ITL {one:.2f} ms** (bandwidth)"
-               + ("" if fits[np.searchsorted(ctx, state.tokens, side="right") - 1] else "; this batch does not fit")
-               + ".")
+               f"**ITL {one:.2f} ms** (bandwidth)" + ("" if point_fits else "; this batch does not fit") + ".")
+    # a scenario that does not fit has no curve under it: its marker sits at the last point that fits
+    last = int(np.flatnonzero(fits)[-1])
+    point = (state.tokens, one) if point_fits else (float(ctx[last]), float(itl[last]))
     return View(ctx, {"ITL": itl}, "context length (tokens)", "ITL (ms)", numbers,
-                point=(state.tokens, one), shade_from=m.max_context_tokens, xscale="log")
+                point=point, shade_from=m.max_context_tokens, xscale="log",
+                point_label="this scenario" if point_fits else f"S = {state.tokens:,}: does not fit (last fit shown)")
 
 
 def batching_view(state: State, base: Precision) -> View:
@@ -164,7 +170,8 @@ def batching_view(state: State, base: Precision) -> View:
     return View(b, {"throughput": tput, "ceiling BW/C_kv": np.full(b.shape, ceiling)},
                 "batch B (sequences)", "decode throughput (tokens/s)", numbers,
                 point=(min(state.batch, b_max), float(tput[min(state.batch, b_max) - 1])),
-                vline=(b_star, "B*"))
+                vline=(b_star, "B*"),
+                point_label="this scenario" if state.batch <= b_max else f"B = {state.batch}: does not fit (B_max shown)")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -206,7 +213,9 @@ class Panel:
             for label, y in v.ys.items():
                 ax.plot(v.x, y, label=label, lw=1.8, **STYLE.get(label, {}))
             if v.point is not None:
-                ax.plot(*v.point, "o", color="black", ms=6, zorder=5, label="this scenario")
+                fits = v.point_label == "this scenario"
+                ax.plot(*v.point, "o" if fits else "X", color="black" if fits else "tab:red", ms=6 if fits else 8,
+                        zorder=5, label=v.point_label)
             if v.vline is not None:
                 ax.axvline(v.vline[0], color="tab:green", ls="-.", lw=1.2, label=v.vline[1])
             if v.shade_from and len(v.x) and v.shade_from < v.x[-1]:
@@ -289,9 +298,24 @@ class Panel:
         data, meta = self.bundle()
         self._handle = display(data, raw=True, metadata=meta, display_id=True)
         try:
-            display(self.controls())
+            controls = self.controls()
         except ImportError:  # no ipywidgets: the static figure alone
-            pass
+            return
+        display(*controls_bundle(controls, self.tokens_label), raw=True)
+
+
+def controls_bundle(box, tokens_label: str = "tokens") -> tuple[dict, dict]:
+    """The widget's own MIME bundle, its text/plain (what a front end shows before the kernel has
+    run the cell, or without widgets) a sentence naming the controls instead of a `VBox(...)` repr."""
+    data = box._repr_mimebundle_() if hasattr(box, "_repr_mimebundle_") else {}
+    if isinstance(data, tuple):
+        data, meta = data
+    else:
+        meta = {}
+    data = dict(data)
+    data["text/plain"] = (f"Controls (model, GPU, weights, KV cache, batch, {tokens_label}): run the cell to use "
+                          "them; the figure above shows the default state.")
+    return data, meta
 
 
 def _md_to_html(text: str) -> str:

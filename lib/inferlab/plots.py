@@ -65,11 +65,15 @@ def legend_below(fig, ncols: int | None = None):
 
 @dataclass
 class Plot:
-    """A figure, its plotted points as text, and the points as arrays (`data`)."""
+    """A figure, its plotted points as text, and the points as arrays (`data`). `alt`, when given,
+    replaces the alt text read from the figure's artists (a diagram says what it shows in words);
+    `narrow`, when given, is the figure's own phone layout (else narrow.narrow_copy lays one out)."""
 
     fig: Figure
     table: str
     data: dict = field(default_factory=dict)
+    alt: str | None = None
+    narrow: Figure | None = None
 
     def __iter__(self):
         return iter((self.fig, self.table))
@@ -90,8 +94,8 @@ class Plot:
         w, _ = self.fig.get_size_inches()
         data = {"image/png": base64.b64encode(self.png()).decode("ascii"), "text/plain": self.table}
         from inferlab.narrow import image_metadata
-        return data, {"image/png": {"width": int(round(w * DISPLAY_DPI)), "alt": describe(self.fig),
-                                    **image_metadata(self.fig)}}
+        return data, {"image/png": {"width": int(round(w * DISPLAY_DPI)), "alt": self.alt or describe(self.fig),
+                                    **image_metadata(self.fig, narrow_fig=self.narrow)}}
 
 
 def _plain_tick(v, _pos):

@@ -56,18 +56,22 @@ class ClaimsTable:
         return "\n".join(lines + [f"  * {o}" for o in self.overrides()])
 
     def _repr_html_(self) -> str:
+        """Five columns (claim, description, book, ours, verdict with the band that decided it under
+        it), so that a table fits a 676 px text column: every cell but the id and the verdict word
+        wraps, between words only."""
         head = "".join(f'<th style="{_CELL.format(align=a, extra=_NOWRAP)}">{h}</th>'
                        for h, a in (("claim", "left"), ("", "left"), ("book", "right"), ("ours", "right"),
-                                    ("verdict", "left"), ("band that decided it", "left")))
+                                    ("verdict", "left")))
         body = []
         for c in self.claims:
-            cells = [(c.id, "left", _NOWRAP + "font-family:monospace;font-size:0.85em;"),
-                     (c.description, "left", _WRAP + "min-width:14em;"),
-                     (c.book_text, "right", _NOWRAP), (c.ours_text, "right", _NOWRAP),
-                     (f"{VERDICT_MARK[c.verdict]} {VERDICT_WORD[c.verdict]}", "left", _NOWRAP),
-                     (c.band + (" *" if c.override else ""), "left", _WRAP + "font-size:0.85em;")]
-            tds = "".join(f'<td style="{_CELL.format(align=a, extra=x)}">{html.escape(str(t))}</td>'
-                          for t, a, x in cells)
+            verdict = (f'<span style="{_NOWRAP}">{VERDICT_MARK[c.verdict]} {VERDICT_WORD[c.verdict]}</span><br>'
+                       f'<span style="font-size:0.8em;color:#555">{html.escape(c.band + (" *" if c.override else ""))}</span>')
+            cells = [(html.escape(c.id), "left", _NOWRAP + "font-family:monospace;font-size:0.8em;"),
+                     (html.escape(c.description), "left", _WRAP + "min-width:10em;"),
+                     (html.escape(c.book_text), "right", _WRAP + "min-width:5em;"),
+                     (html.escape(c.ours_text), "right", _WRAP + "min-width:5em;"),
+                     (verdict, "left", _WRAP + "min-width:6em;")]
+            tds = "".join(f'<td style="{_CELL.format(align=a, extra=x)}">{t}</td>' for t, a, x in cells)
             body.append(f'<tr id="claim-{c.id}" title="{html.escape(c.explanation or c.verdict)}">{tds}</tr>')
         table = (f'<table class="inferlab-claims" style="table-layout:auto;border-collapse:collapse;'
                  f'font-size:0.9em;max-width:100%"><thead><tr>{head}</tr></thead>'
@@ -262,10 +266,12 @@ def book_ratios(section: str, figure: str, model, accelerator, precision: Precis
 GAP_LIMIT = 0.25  # a measured time further than this from the roofline prediction gets explained
 
 
-def gap_sentence(run, kind: str) -> str:
+def gap_sentence(run, kind: str, host_load=None) -> str:
     """One sentence on how far the measured times of `run`'s `kind` series ("ttft", "itl", ...)
     fall from the roofline prediction drawn from the same run's ceilings, and why when the gap
-    exceeds GAP_LIMIT (25 %): small-matrix kernel efficiency, fixed per-step overhead, contention."""
+    exceeds GAP_LIMIT (25 %): small-matrix kernel efficiency, fixed per-step overhead, contention.
+    Beyond FAR_LIMIT (2x either way) it adds what the host measured and how loaded it was
+    (host_sentence; `host_load` as there)."""
     pts = [p for p in run.points(kind) if p.get("predicted_s") and p.get("timing")]
     if not pts:
         return ""
@@ -281,8 +287,42 @@ def gap_sentence(run, kind: str) -> str:
            "take cores" if worst > 1 else
            "faster than predicted: the working set partly fits in the caches, which the roofline, "
            "drawn from the HBM/DRAM copy bandwidth, does not credit")
-    return (f"Measured {what} is up to {worst:.2f}\u00d7 the roofline prediction, more than "
+    text = (f"Measured {what} is up to {worst:.2f}\u00d7 the roofline prediction, more than "
             f"{GAP_LIMIT:.0%} off: {why}.")
+    if max(worst, 1 / worst) > FAR_LIMIT:
+        text += " " + host_sentence(run, host_load)
+    return text
+
+
+FAR_LIMIT = 2.0  # a gap beyond this factor also says how fast this host was while it ran
+
+
+def host_sentence(run, host_load=None) -> str:
+    """What this host measured while the run ran (its copy bandwidth and matmul rate, the ceilings the
+    prediction is drawn from) and how loaded it was (`host_load`: (1-minute load average, cores);
+    None: read now with os.getloadavg, right after the run), and what that means for the gap."""
+    parts = []
+    ceilings = getattr(run, "ceilings", None)
+    if callable(ceilings):
+        try:
+            c = ceilings()
+            rates = ", ".join(f"{dtype} {v / 1e9:,.1f} GFLOP/s" for dtype, v in sorted(c.matmul_flops_per_s.items()))
+            parts.append(f"copy bandwidth {c.copy_bytes_per_s / 1e9:,.1f} GB/s, matmul {rates}")
+        except (KeyError, TypeError, AttributeError):
+            pass
+    if host_load is None and hasattr(os, "getloadavg"):
+        host_load = (os.getloadavg()[0], os.cpu_count() or 1)
+    busy = ""
+    if host_load is not None:
+        load, cores = host_load
+        parts.append(f"load average {load:.1f} on {cores} cores")
+        if load > cores:
+            busy = (" More runnable processes than cores: the run shared the CPU, so its small kernels waited "
+                    "between launches while the ceilings, timed as long loops, were less affected.")
+    measured = "; ".join(parts) if parts else "no ceilings recorded"
+    return (f"This host at the time of the run: {measured}. The prediction uses those measured ceilings, so "
+            f"the gap is not a slower machine but time the roofline does not count (dispatch and launch "
+            f"overheads of small kernels, and other work on the host).{busy}")
 
 
 # Sweeps past a model's context window on purpose (the figures shade that region; the book's own

@@ -105,6 +105,8 @@ def measured(driver, book_dir):
                                    {"width": w, "height": h, "deviceScaleFactor": dpr, "mobile": mobile})
             for page in PAGES:
                 driver.get((book_dir / page).as_uri())
+                # every fold open, as when printing or when a reader unfolds it: folded text must fit too
+                driver.execute_script("document.querySelectorAll('details').forEach(d => { d.open = true; })")
                 assert driver.execute_async_script(WAIT_FOR_PAGE) == "ready"
                 results[size, page] = driver.execute_script(PROBE)
                 shot = driver.execute_cdp_cmd("Page.captureScreenshot", {"format": "jpeg", "quality": 60})
