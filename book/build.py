@@ -151,6 +151,9 @@ def stage_docs(docs: Path, src: Path, notebooks: list[str]) -> list[str]:
         except convert.ConversionError as e:
             sys.exit(f"book: {e}")
         (src / convert.DOCS_DIR / page.name).write_text(text)
+    for sub in sorted(docs.iterdir()):  # the pages' images (docs/img/, docs/figures/), at the same relative paths
+        if sub.is_dir() and not sub.name.startswith("."):
+            shutil.copytree(sub, src / convert.DOCS_DIR / sub.name)
     return [f"{convert.DOCS_DIR}/{p.stem}" for p in pages]
 
 

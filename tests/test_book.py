@@ -111,7 +111,17 @@ FIXTURE_PY = "# %% [markdown]\n# # 15.9.9 Fixture chapter\n"
 DOCS_PAGE = ("# Fixture guide\n\nRead the [first chapter](../chapters/15_9_9_fixture.ipynb#key-equation), the "
              "[notation](../book/notation.md), the [other page](other.md) and [a data file](../data/claims.toml).\n\n"
              "### A heading two levels down\n\nDOCS-GUIDE-BODY\n")
-OTHER_DOCS_PAGE = "# Another reference page\n\nBack to the [guide](guide.md).\n"
+OTHER_DOCS_PAGE = "# Another reference page\n\nBack to the [guide](guide.md).\n\n![a one-pixel figure](img/dot.png)\n"
+
+
+def one_pixel_png() -> bytes:
+    import struct
+    import zlib
+
+    def chunk(kind, data):
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 1, 1, 8, 0, 0, 0, 0))
+            + chunk(b"IDAT", zlib.compress(b"\x00\x80")) + chunk(b"IEND", b""))
 
 
 def write_fixture(base: Path, extra_chapter_cells=()) -> Path:
@@ -125,6 +135,8 @@ def write_fixture(base: Path, extra_chapter_cells=()) -> Path:
     (base / "docs").mkdir()
     (base / "docs" / "guide.md").write_text(DOCS_PAGE)
     (base / "docs" / "other.md").write_text(OTHER_DOCS_PAGE)
+    (base / "docs" / "img").mkdir()
+    (base / "docs" / "img" / "dot.png").write_bytes(one_pixel_png())
     return base
 
 
@@ -545,6 +557,10 @@ def test_docs_pages_are_rendered_in_a_reference_part_after_the_chapters(built):
     assert 'href="../notation.html"' in guide and 'href="other.html"' in guide
     assert "a data file" in guide and "claims.toml" not in guide      # a repository file: its text only
     assert (built / "docs" / "other.html").is_file()
+    # a page's image (docs/img/) is staged beside it: Sphinx, warnings as errors, would fail the build without it
+    other = (built / "docs" / "other.html").read_text()
+    img = re.search(r'<img alt="a one-pixel figure" src="([^"]+)"', other)
+    assert img and (built / "docs" / img.group(1)).is_file(), other[-600:]
     index = page(built, "index")
     nav = index[index.index('class="bd-sidebar'):]
     assert "Reference" in nav and nav.index("15_9_9_fixture.html") < nav.index("docs/guide.html")
