@@ -129,3 +129,21 @@ def test_the_readme_table_of_the_paired_runs_is_what_their_stored_files_print():
     readme = [line.rstrip() for line in (ROOT / "docs" / "lab-notes.md").read_text().splitlines()]
     start = readme.index(printed[0], readme.index("Then MBU at B = 1 was paired with the read stream of its own rounds (`inferlab.measure.paired`,"))
     assert readme[start:start + len(printed)] == printed
+
+
+def test_the_measuring_page_table_of_the_avx2_emulated_runs_is_what_their_stored_files_print():
+    # docs/measuring.md's AVX2 (emulated) table is the benchmark's own table of the five stored runs, not typed
+    folder = ROOT / "data" / "measurements" / "repeatability" / "2026-12-04-avx2-emulated"
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "repeatability.py"), "--from", str(folder)],
+                          capture_output=True, text=True, timeout=HANG_S, env={**os.environ, "PYTHONPATH": str(ROOT / "lib")})
+    assert proc.returncode == 0, proc.stderr
+    printed = [line.rstrip() for line in proc.stdout.strip().splitlines()]
+    assert len(printed) == 8 and "MBU in 0, MFU in 5, error in 4 of 5 runs" in printed[-1]
+    docs = [line.rstrip() for line in (ROOT / "docs" / "measuring.md").read_text().splitlines()]
+    start = docs.index(printed[0], docs.index("### On an AVX2 CPU (emulated): five quick runs"))
+    assert docs[start:start + len(printed)] == printed
+    # every run says why bf16 was not measured
+    for run in sorted(folder.glob("run*.json")):
+        doc = json.loads(run.read_text())
+        assert "bf16" in doc["dtype_probe"]["excluded"], run.name
+        assert doc["config"]["dtype"] == "fp32"
