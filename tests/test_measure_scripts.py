@@ -118,13 +118,18 @@ def test_repeatability_refuses_bad_input_in_one_line(tmp_path):
         assert proc.returncode == 2 and words in proc.stderr and "Traceback" not in proc.stderr
 
 
-def test_the_readme_table_of_the_paired_runs_is_what_their_stored_files_print():
-    # the lab notes' (docs/lab-notes.md) third repeatability table is not typed: it is the benchmark's table of the five stored runs
-    folder = ROOT / "data" / "measurements" / "repeatability" / "2026-12-02-paired"
+def _printed_table(folder):
+    """The lines `benchmarks/repeatability.py --from FOLDER` prints (it must exit 0)."""
     proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "repeatability.py"), "--from", str(folder)],
                           capture_output=True, text=True, timeout=HANG_S, env={**os.environ, "PYTHONPATH": str(ROOT / "lib")})
     assert proc.returncode == 0, proc.stderr
-    printed = [line.rstrip() for line in proc.stdout.strip().splitlines()]
+    return [line.rstrip() for line in proc.stdout.strip().splitlines()]
+
+
+def test_the_readme_table_of_the_paired_runs_is_what_their_stored_files_print():
+    # the lab notes' (docs/lab-notes.md) third repeatability table is not typed: it is the benchmark's table of the five stored runs
+    folder = ROOT / "data" / "measurements" / "repeatability" / "2026-12-02-paired"
+    printed = _printed_table(folder)
     assert len(printed) == 8 and "MBU in 5, MFU in 5, error in 4 of 5 runs" in printed[-1]
     readme = [line.rstrip() for line in (ROOT / "docs" / "lab-notes.md").read_text().splitlines()]
     start = readme.index(printed[0], readme.index("Then MBU at B = 1 was paired with the read stream of its own rounds (`inferlab.measure.paired`,"))
@@ -134,10 +139,7 @@ def test_the_readme_table_of_the_paired_runs_is_what_their_stored_files_print():
 def test_the_measuring_page_table_of_the_avx2_emulated_runs_is_what_their_stored_files_print():
     # docs/measuring.md's AVX2 (emulated) table is the benchmark's own table of the five stored runs, not typed
     folder = ROOT / "data" / "measurements" / "repeatability" / "2026-12-04-avx2-emulated"
-    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "repeatability.py"), "--from", str(folder)],
-                          capture_output=True, text=True, timeout=HANG_S, env={**os.environ, "PYTHONPATH": str(ROOT / "lib")})
-    assert proc.returncode == 0, proc.stderr
-    printed = [line.rstrip() for line in proc.stdout.strip().splitlines()]
+    printed = _printed_table(folder)
     assert len(printed) == 8 and "MBU in 0, MFU in 5, error in 4 of 5 runs" in printed[-1]
     docs = [line.rstrip() for line in (ROOT / "docs" / "measuring.md").read_text().splitlines()]
     start = docs.index(printed[0], docs.index("### On an AVX2 CPU (emulated): five quick runs"))
