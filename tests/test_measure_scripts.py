@@ -71,6 +71,33 @@ def test_drift_benchmark_runs_with_the_tiny_model_and_refuses_a_bad_duration():
     assert bad.returncode == 2 and "--seconds must be > 0; got 0.0" in bad.stderr
 
 
+def test_gemv_benchmark_prints_each_kernel_share_of_the_fastest():
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import gemv_read
+    finally:
+        sys.path.pop(0)
+    # 20 GB/s against 32 and 30: the shares are 20/32 = 0.62, 1.00 and 30/32 = 0.94
+    table = gemv_read.report({"torch F.linear (M = 1)": 20e9, "torch.sum": 32e9, "numpy W @ x": 30e9})
+    rows = {line[:24].strip(): line[24:].split() for line in table.splitlines()[1:]}
+    assert rows == {"torch F.linear (M = 1)": ["20.0", "0.62"], "torch.sum": ["32.0", "1.00"],
+                    "numpy W @ x": ["30.0", "0.94"]}
+
+
+def test_gemv_benchmark_runs_small_and_holds_torch_to_avx2():
+    script = str(ROOT / "benchmarks" / "gemv_read.py")
+    proc = subprocess.run([sys.executable, script, "--mib", "1", "--rounds", "1", "--threads", "1", "--hold", "avx2"],
+                          capture_output=True, text=True, timeout=HANG_S)
+    assert proc.returncode == 0, proc.stderr
+    head, *rows = proc.stdout.strip().splitlines()
+    # the re-run under the hold: torch reports AVX2 whatever this CPU has (or DEFAULT on a CPU without it)
+    assert "CPU capability AVX2" in head or "CPU capability DEFAULT" in head, head
+    shares = [float(r.split()[-1]) for r in rows[1:]]
+    assert len(shares) == 3 and max(shares) == 1.0 and all(0 < s <= 1 for s in shares)
+    bad = subprocess.run([sys.executable, script, "--rounds", "0"], capture_output=True, text=True, timeout=HANG_S)
+    assert bad.returncode == 2 and "--rounds must be in [1, 100]; got 0" in bad.stderr
+
+
 def _run_doc(mbu, mfu, median, p90, drifting, created):
     """The fields of one run's JSON that benchmarks/repeatability.py reads."""
     timing = {"contention": 0.02}
