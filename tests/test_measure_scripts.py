@@ -71,6 +71,26 @@ def test_drift_benchmark_runs_with_the_tiny_model_and_refuses_a_bad_duration():
     assert bad.returncode == 2 and "--seconds must be > 0; got 0.0" in bad.stderr
 
 
+def test_the_measuring_page_s_sgemv_figures_are_those_of_the_stored_avx2_runs():
+    # docs/measuring.md explains the AVX2 runs' MBU by the read rate of MKL's gemv kernel; the ranges it
+    # states are recomputed here from each run's ceilings.read_by_kernel and its B = 1 batch point
+    gemv, share, step, of_gemv = [], [], [], []
+    for run in sorted((ROOT / "data" / "measurements" / "repeatability" / "2026-12-04-avx2-emulated").glob("run*.json")):
+        d = json.loads(run.read_text())
+        by, read = d["ceilings"]["read_by_kernel"], d["ceilings"]["read_bytes_per_s"]
+        b1 = next(p for p in d["measurements"]["batch"] if p["batch"] == 1)
+        gemv.append(by["gemv"] / 1e9)
+        share.append(by["gemv"] / max(by["sum"], by["dot"]))
+        step.append(b1["mbu"] * read / 1e9)  # the point's bytes / time: its MBU times the stream it was divided by
+        of_gemv.append(b1["mbu"] * read / by["gemv"])
+    assert len(gemv) == 5
+    page = " ".join((ROOT / "docs" / "measuring.md").read_text().split())
+    for values, unit in ((gemv, " GB/s"), (share, " of the sum and dot"), (step, " GB/s)"), (of_gemv, " of that `gemv` rate")):
+        nd = 1 if unit.strip().startswith("GB/s") else 2
+        stated = f"{min(values):.{nd}f}-{max(values):.{nd}f}{unit}"
+        assert stated in page, stated
+
+
 def test_gemv_benchmark_prints_each_kernel_share_of_the_fastest():
     sys.path.insert(0, str(ROOT / "benchmarks"))
     try:
