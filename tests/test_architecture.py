@@ -243,8 +243,8 @@ def test_a_name_given_to_the_core_says_which_function_and_which_resolver():
         costs.prefill_costs("llama-2-13b", 1, 128)
     assert str(err.value) == ("costs.prefill_costs(model=...): expected ModelConfig, got str 'llama-2-13b'; "
                               "resolve names with inferlab.specs.get_model")
-    with pytest.raises(TypeError, match=r"^latency\.decode_step_time_s\(accelerator=\.\.\.\): expected Accelerator, "
-                                        r"got str 'h100-sxm'; resolve names with inferlab\.specs\.get_accelerator$"):
+    with pytest.raises(TypeError, match=r"^latency\.decode_step_time_s\(deployment=\.\.\.\): expected Deployment or "
+                                        r"Accelerator, got str 'h100-sxm'; resolve names with inferlab\.specs\.get_accelerator$"):
         latency.decode_step_time_s(m, "h100-sxm", 1024)
     with pytest.raises(TypeError, match=r"^memory\.weight_bytes\(precision=\.\.\.\): expected Precision, got str 'int8'; "
                                         r"build one with inferlab\.specs\.Precision"):
