@@ -122,7 +122,7 @@ def test_accelerator_checks_every_field(changes, pattern):
     (np.array([1, "x"]), "dtype <U21"), ([[1, 2], [3]], "[[1, 2], [3]]"), (object(), "object object"),
 ])
 def test_the_validator_describes_any_bad_value_without_crashing(value, shown):
-    from inferlab.validation import positive_float, positive_int
+    from inferlab.input_checks import positive_float, positive_int
     for check in (positive_int, positive_float):
         with pytest.raises(ValueError, match="batch must be") as info:
             check("batch", value)

@@ -7,10 +7,10 @@ import re
 import numpy as np
 import pytest
 
-from inferlab import costs, deployment, latency, memory, parallel, roofline, specs, units, validation
+from inferlab import costs, deployment, latency, memory, parallel, roofline, specs, input_checks, units
 from inferlab.deployment import Deployment
 from inferlab.specs import BF16, Precision, get_model
-from inferlab.validation import DoesNotFitError
+from inferlab.input_checks import DoesNotFitError
 from inferlab.specs import get_accelerator
 
 A100_80GB = get_accelerator("a100-80gb")
@@ -108,7 +108,7 @@ EXEMPT = {"as_deployment", "check_model", "check_accelerator", "check_precision"
 
 
 def public_functions():
-    for module in (costs, roofline, memory, parallel, deployment, latency, specs, units, validation):
+    for module in (costs, roofline, memory, parallel, deployment, latency, specs, units, input_checks):
         for name, obj in vars(module).items():
             if (inspect.isfunction(obj) and obj.__module__ == module.__name__
                     and not name.startswith("_") and name not in EXEMPT):
@@ -267,18 +267,18 @@ def test_does_not_fit_is_a_value_error_with_a_way_out():
 
 
 def test_validation_helpers():
-    assert validation.positive_int("n", 3) == 3
-    assert validation.positive_int("n", np.array([1.0, 2.0])) is not None
-    assert validation.nonneg_int("n", 0) == 0
-    assert validation.positive_float("x", 0.0, allow_zero=True) == 0.0
-    assert validation.fraction("mfu", 1.0) == 1.0
-    assert validation.choice("c", "a", ["a", "b"]) == "a"
+    assert input_checks.positive_int("n", 3) == 3
+    assert input_checks.positive_int("n", np.array([1.0, 2.0])) is not None
+    assert input_checks.nonneg_int("n", 0) == 0
+    assert input_checks.positive_float("x", 0.0, allow_zero=True) == 0.0
+    assert input_checks.fraction("mfu", 1.0) == 1.0
+    assert input_checks.choice("c", "a", ["a", "b"]) == "a"
     with pytest.raises(ValueError, match=r"x must be a finite number > 0 and <= 2; got 3"):
-        validation.positive_float("x", 3, maximum=2)
+        input_checks.positive_float("x", 3, maximum=2)
     with pytest.raises(ValueError, match=r"n must be an integer >= 1; got an empty array of shape \(0,\)"):
-        validation.positive_int("n", np.array([], dtype=int))
+        input_checks.positive_int("n", np.array([], dtype=int))
     with pytest.raises(ValueError, match=r"unknown c 'zzz'; allowed: a, b\.$"):
-        validation.choice("c", "zzz", ["a", "b"])
+        input_checks.choice("c", "zzz", ["a", "b"])
 
 
 @pytest.mark.parametrize("typed, first", [("h100", "h100-sxm"), ("llama-2-13", "llama-2-13b"),
@@ -286,4 +286,4 @@ def test_validation_helpers():
                                           ("h100-sxm5", "h100-sxm")])
 def test_first_suggestion_is_the_nearest_name(typed, first):
     with pytest.raises(ValueError, match=rf"Did you mean {re.escape(repr(first))}[,?]"):
-        validation.choice("model", typed, specs.list_models() + specs.list_accelerators())
+        input_checks.choice("model", typed, specs.list_models() + specs.list_accelerators())

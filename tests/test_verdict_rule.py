@@ -16,7 +16,7 @@ from inferlab import reader
 from inferlab.claims.evaluate import evaluate_registry
 from inferlab.claims.registry import RegistryError, half_unit, load_registry
 from inferlab.claims.render import errata_document, table
-from inferlab.claims.reproduce import METHODS
+from inferlab.claims.quantities import METHODS
 
 ROOT = Path(__file__).resolve().parents[1]
 ERRATA = ROOT / "ERRATA.md"

@@ -13,7 +13,7 @@ import numpy as np
 
 from inferlab.specs import Precision, get_accelerator, get_model, list_accelerators, list_models
 from inferlab.units import DTYPES, GB, MS
-from inferlab.validation import MAX_INT, fraction, nonneg_int, positive_float, positive_int
+from inferlab.input_checks import MAX_INT, fraction, nonneg_int, positive_float, positive_int
 
 # Modules that add subcommands (each has register(subparsers)); missing ones are skipped.
 SUBCOMMAND_MODULES = ("inferlab.claims.cli", "inferlab.measure.cli", "inferlab.figures",

@@ -23,7 +23,7 @@ import numpy as np
 from inferlab.parallel import DEFAULT_ALLREDUCE_LATENCY_S
 from inferlab.roofline import OVERLAP_MODES
 from inferlab.specs import BF16, Accelerator, Precision
-from inferlab.validation import choice, fraction, positive_float, positive_int
+from inferlab.input_checks import choice, fraction, positive_float, positive_int
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from inferlab.memory import kv_cache_bytes, weight_bytes
 from inferlab.parallel import tp_communication_time_s, tp_shard
 from inferlab.roofline import pass_time_s
 from inferlab.specs import BF16, Precision, check_accelerator, check_model, check_precision
-from inferlab.validation import finite_result, fraction, positive_float, positive_int
+from inferlab.input_checks import finite_result, fraction, positive_float, positive_int
 
 
 @context_flag

@@ -26,7 +26,7 @@ from inferlab.roofline import attainable_flops_per_s, ridge_point
 from inferlab.specs import BF16, Precision, check_accelerator, check_model, model_variant
 from inferlab.tables import text_table
 from inferlab.units import GB, MS, TFLOP
-from inferlab.validation import DoesNotFitError
+from inferlab.input_checks import DoesNotFitError
 
 # Operator groups placed on the roofline (their per-layer FLOPs and bytes are summed).
 OPERATOR_GROUPS = {

@@ -105,7 +105,7 @@ def _cmd_errata(args) -> int:
     path = Path(args.output) if args.output else _repo_root() / "ERRATA.md"
     # The output is checked before the registry is evaluated: a folder or an unwritable path fails now.
     if not args.check:
-        from inferlab.validation import writable_file
+        from inferlab.input_checks import writable_file
         writable_file("--output", args.output or path)
     elif path.is_dir() or str(args.output).endswith(("/", "\\")):
         raise ValueError(f"--output must be a file, not a directory; got {str(args.output or path)!r}")

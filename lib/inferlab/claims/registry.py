@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from inferlab.claims.chapter import PARTS
-from inferlab.claims.reproduce import METHODS, QUANTITIES
+from inferlab.claims.quantities import METHODS, QUANTITIES
 
 VERDICTS = ("consistent", "approximation", "erratum", "unchecked")
 RELATIONS = ("<", "<=", ">", ">=")
@@ -130,7 +130,7 @@ def _call(entry_id, raw, name_key, inputs_key, table, kind) -> Call | None:
         close = difflib.get_close_matches(str(name), list(table), n=3, cutoff=0.5)
         hint = f"; did you mean {', '.join(close)}?" if close else ""
         raise _fail(entry_id, f"unknown {kind} {name!r} in '{name_key}' (a {kind} must be defined "
-                              f"in inferlab/claims/reproduce.py{hint})")
+                              f"in inferlab/claims/quantities.py{hint})")
     inputs = raw.get(inputs_key, {})
     if not isinstance(inputs, dict):
         raise _fail(entry_id, f"'{inputs_key}' must be a table of keyword arguments; got {inputs!r}")

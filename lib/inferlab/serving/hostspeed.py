@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from inferlab.validation import positive_float, positive_int
+from inferlab.input_checks import positive_float, positive_int
 
 SPEED_WINDOW_S = 4.0      # the running median's window: ~25 probes at ~6 steps per second
 SPEED_MIN_SAMPLES = 8     # fewer in the window: the nearest this many

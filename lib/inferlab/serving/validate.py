@@ -220,7 +220,7 @@ def validate(*, model: ModelConfig | None = None, dtype: str = "auto", device: s
     from inferlab.serving.engines import check_engine, engine_version
     from inferlab.serving.simulate import simulate
     from inferlab.specs import Precision
-    from inferlab.validation import positive_float, positive_int
+    from inferlab.input_checks import positive_float, positive_int
 
     t_start = time.perf_counter()
     log = log or (lambda message: None)  # log=None: quiet
@@ -459,7 +459,7 @@ def step_sensitivity(workload, step_time, cfg, acc, pol, prec, kv_blocks, block_
     boundaries fall against the arrivals decides that percentile. Simulation only (no live run)."""
     from inferlab.serving.simulate import simulate
     from inferlab.serving.steptime import ScaledStepTime
-    from inferlab.validation import positive_float
+    from inferlab.input_checks import positive_float
     positive_float("scale", scale, maximum=0.5)
 
     def summary(factor):
@@ -623,7 +623,7 @@ def calibration_workload(prompt: LengthDist, output: LengthDist, seed: int, burs
     each meant to be served alone (its chunks with no other request beside them), then
     CALIBRATION_BURST requests of the run's length distributions (seeded apart from the predicted
     workloads) arriving together `gap_s` / 4 after the last lone prompt's slot ends."""
-    from inferlab.validation import positive_float
+    from inferlab.input_checks import positive_float
     positive_float("gap_s", gap_s, maximum=600.0)
     rng = np.random.default_rng(seed + 7)
     burst = CALIBRATION_BURST if burst is None else burst
@@ -1289,7 +1289,7 @@ def validate_vllm(*, settings=None, rates=None, fractions=LOAD_FACTORS, requests
     from inferlab.serving.engines import vllm as V
     from inferlab.serving.simulate import simulate
     from inferlab.specs import Precision
-    from inferlab.validation import positive_int
+    from inferlab.input_checks import positive_int
 
     t_start = time.perf_counter()
     log = log or (lambda message: None)

@@ -50,7 +50,7 @@ from inferlab.serving.live import STEP_FIELDS, LiveResult
 from inferlab.serving.metrics import ReplicaTrace, SimResult
 from inferlab.serving.workload import Workload
 from inferlab.specs import check_model
-from inferlab.validation import choice, nonneg_int, positive_int
+from inferlab.input_checks import choice, nonneg_int, positive_int
 
 DTYPES = ("fp32", "bf16")
 PINNED = "5.24.0"
