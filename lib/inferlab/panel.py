@@ -26,7 +26,7 @@ from matplotlib.ticker import NullLocator
 
 from inferlab import latency, memory
 from inferlab.specs import DTYPES, Precision, get_accelerator, get_model, list_accelerators, list_models
-from inferlab.validation import DoesNotFitError
+from inferlab.input_checks import DoesNotFitError
 
 # Stable colour and line style per curve label, whatever the scenario.
 STYLE = {

@@ -205,7 +205,7 @@ def draw(plot_function, *args, **kwargs):
     """`plot_function(*args, **kwargs)`, or, when the configuration does not fit on the device
     (`DoesNotFitError`), a figure that says so in words: never an empty plot, never a stopped Run All."""
     from inferlab.plots import does_not_fit_plot
-    from inferlab.validation import DoesNotFitError
+    from inferlab.input_checks import DoesNotFitError
     try:
         return plot_function(*args, **kwargs)
     except DoesNotFitError as e:
@@ -216,7 +216,7 @@ def fit_message(model, accelerator, seq_len: int, precision: Precision = BF16) -
     """'' when at least one sequence of `seq_len` tokens fits beside the weights on one device,
     else the reason in one sentence (from `memory.max_batch`)."""
     from inferlab.memory import max_batch
-    from inferlab.validation import DoesNotFitError
+    from inferlab.input_checks import DoesNotFitError
     try:
         max_batch(get_model(model), get_accelerator(accelerator), seq_len, precision)
     except DoesNotFitError as e:

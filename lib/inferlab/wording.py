@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from inferlab.validation import positive_float
+from inferlab.input_checks import positive_float
 
 SMALL_CHANGE = 0.10
 LARGE_CHANGE = 0.30

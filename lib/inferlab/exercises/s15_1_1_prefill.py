@@ -5,6 +5,7 @@ keep its imports inside, and end it with one `return`.
 """
 import math
 
+from inferlab.deployment import Deployment
 from inferlab.exercises.core import LOW_WEIGHT, Exercise, Mistake, integer, letters, number, one_of, register, sci, vary
 from inferlab.latency import prefill_time_s, ttft_rule_s
 from inferlab.roofline import ridge_point
@@ -205,12 +206,13 @@ def solve_prefill_pool(model, accelerator, prompt_len, mfu, arrival_rate, ttft_s
                        tp_options):
     import math
 
+    from inferlab.deployment import Deployment
     from inferlab.latency import prefill_time_s
     from inferlab.specs import get_accelerator, get_model
     model = get_model(model)
     accelerator = get_accelerator(accelerator)
 
-    ttft_s = {tp: prefill_time_s(model, accelerator, prompt_len, mfu=mfu, tp=tp) for tp in tp_options}
+    ttft_s = {tp: prefill_time_s(model, Deployment(accelerator, mfu=mfu, tp=tp), prompt_len) for tp in tp_options}
     # A replica is busy one TTFT per prompt: enough replicas to keep each below the utilisation cap,
     # for the TP degrees that meet the TTFT target.
     n_gpus = {tp: tp * math.ceil(arrival_rate * t / max_utilisation)
@@ -224,7 +226,7 @@ def mistakes_prefill_pool(model, accelerator, prompt_len, mfu, arrival_rate, ttf
     model = get_model(model)
     accelerator = get_accelerator(accelerator)
     def t(tp, mfu=mfu):
-        return prefill_time_s(model, accelerator, prompt_len, mfu=mfu, tp=tp)
+        return prefill_time_s(model, Deployment(accelerator, mfu=mfu, tp=tp), prompt_len)
 
     best = solve_prefill_pool(model, accelerator, prompt_len, mfu, arrival_rate, ttft_slo_ms, max_utilisation,
                               tp_options)
@@ -263,7 +265,7 @@ You run prefill on its own pool of `{accelerator}` GPUs (disaggregated serving).
 tokens for `{model}` (bf16) arrive at {arrival_rate} per second. The product needs TTFT ≤ {ttft_slo_ms} ms on an
 idle replica, and each replica must stay below {max_utilisation:.0%} busy, to leave headroom for queueing.
 A replica is a group of tp GPUs, tp ∈ {tp_options}. Take the time one replica spends on one prompt from
-`inferlab.latency.prefill_time_s(..., mfu={mfu}, tp=tp)` (it counts attention and the all-reduces).
+`inferlab.latency.prefill_time_s(model, Deployment(accelerator, mfu={mfu}, tp=tp), prompt_len)` (it counts attention and the all-reduces).
 
 Choose tp and the number of replicas so that the pool needs the fewest GPUs (on a tie, the smaller tp).""",
     solve=solve_prefill_pool, mistakes=mistakes_prefill_pool,

@@ -30,7 +30,7 @@ from inferlab.serving.policies import ChunkedPrefill, ContinuousBatching, Prefil
 from inferlab.serving.simulate import simulate
 from inferlab.serving.workload import LengthDist, Workload, synthetic, with_shared_prefix
 from inferlab.specs import BF16, Precision, check_model, get_accelerator, get_model
-from inferlab.validation import DoesNotFitError, fraction, positive_float, positive_int
+from inferlab.input_checks import DoesNotFitError, fraction, positive_float, positive_int
 
 # ShareGPT-like lengths (lognormal, cv 1), clipped to fit Llama-2's 4,096-token context.
 LAB_PROMPT = LengthDist("lognormal", 512, cv=1.0, low=16, high=3000)

