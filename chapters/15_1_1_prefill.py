@@ -38,7 +38,7 @@
 from IPython.display import Markdown
 
 from inferlab import Precision, costs, latency, memory, plots, reader, roofline, tables
-from inferlab.notebook import select, show_formulas, verdict_summary
+from inferlab.reader import select, show_formulas, verdict_summary
 from inferlab.units import GB, MS, TFLOP, bytes_per_element
 
 # %% [markdown]
@@ -109,14 +109,14 @@ assert abs(ridge / roofline.ridge_point(GPU, PREC.compute_dtype) - 1) < 1e-9
 
 # %%
 # Eq. (roofline) with this scenario's numbers
-from inferlab import worked
+from inferlab import worked_examples
 
-worked.equation(r"I_\text{ridge} = \frac{\text{peak}}{\text{BW}} = \frac{<peak>\ \text{TFLOP/s}}{<bw>\ \text{TB/s}}"
+worked_examples.equation(r"I_\text{ridge} = \frac{\text{peak}}{\text{BW}} = \frac{<peak>\ \text{TFLOP/s}}{<bw>\ \text{TB/s}}"
                 r" = <ridge>\ \text{FLOP/byte}",
                 peak=peak_flops_per_s / TFLOP, bw=hbm_bytes_per_s / 1e12, ridge=ridge)
 
 # %%
-worked.takeaway(f"On the {GPU.name} in {PREC.compute_dtype} an operator needs more than {ridge:.0f} FLOPs per byte "
+worked_examples.takeaway(f"On the {GPU.name} in {PREC.compute_dtype} an operator needs more than {ridge:.0f} FLOPs per byte "
                 f"it moves to be limited by the compute peak of {peak_flops_per_s / TFLOP:,.0f} TFLOP/s; "
                 f"below that, the {hbm_bytes_per_s / 1e12:.2f} TB/s of memory bandwidth limits it.")
 
@@ -146,13 +146,13 @@ assert abs(mlp_intensity / float(prefill.mlp.intensity) - 1) < 1e-6  # every MLP
 
 # %%
 # Eq. (matmul-intensity) with this scenario's numbers
-worked.equation(r"I_\text{MLP} = \frac{2Tdf}{b_w\,df + b_a\,T(d+f)} = \frac{2 \cdot <T> \cdot <d> \cdot <f>}"
+worked_examples.equation(r"I_\text{MLP} = \frac{2Tdf}{b_w\,df + b_a\,T(d+f)} = \frac{2 \cdot <T> \cdot <d> \cdot <f>}"
                 r"{<bw> \cdot <d> \cdot <f> + <ba> \cdot <T> \cdot (<d> + <f>)} = <I>\ \text{FLOP/byte}",
                 T=T, d=d, f=f, bw=f"{b_w:g}", ba=f"{b_a:g}", I=mlp_intensity)
 
 # %%
 mlp_ceiling = 2 * d * f / (b_a * (d + f))            # Eq. (matmul-intensity) as T grows without bound
-worked.takeaway(f"{T:,} tokens in flight give the MLP {mlp_intensity:.0f} FLOP/byte, "
+worked_examples.takeaway(f"{T:,} tokens in flight give the MLP {mlp_intensity:.0f} FLOP/byte, "
                 f"{'above' if mlp_intensity > ridge else 'below'} the ridge point of {ridge:.0f}: "
                 f"{'compute' if mlp_intensity > ridge else 'memory'}-bound. No prompt takes it past "
                 f"2df/(b_a(d+f)) = {mlp_ceiling:,.0f} FLOP/byte.")
@@ -180,7 +180,7 @@ print(f"I_attn = {attn_flops:.3e} FLOP / {attn_bytes:.3e} B = {attn_flops / attn
 
 # %%
 # Eq. (prefill-attention-intensity) with this scenario's numbers (one head, the fused-kernel count)
-worked.equation(r"I_\text{attn} \approx \frac{4H \cdot S(S+1)/2}{b_a \cdot 4SH} = \frac{<flops>\ \text{FLOP}}"
+worked_examples.equation(r"I_\text{attn} \approx \frac{4H \cdot S(S+1)/2}{b_a \cdot 4SH} = \frac{<flops>\ \text{FLOP}}"
                 r"{<nbytes>\ \text{B}} = <I>\ \text{FLOP/byte}",
                 flops=attn_flops, nbytes=attn_bytes, I=attn_flops / attn_bytes)
 
@@ -195,7 +195,7 @@ Markdown(f"Both groups sit right of the ridge ({ridge:.0f} FLOP/byte) at $S$ = {
 
 # %%
 regime = roofline.time_weighted_regime(prefill, GPU, PREC.compute_dtype)
-worked.takeaway(f"At S = {PROMPT:,} tokens prefill is {regime}-bound: the MLP runs at "
+worked_examples.takeaway(f"At S = {PROMPT:,} tokens prefill is {regime}-bound: the MLP runs at "
                 f"{float(prefill.mlp.intensity):,.0f} and attention at {float(prefill.attention.intensity):,.0f} "
                 f"FLOP/byte, against a ridge of {ridge:.0f} FLOP/byte on the {GPU.name}.")
 
@@ -261,7 +261,7 @@ print(f"library, every operator on its roofline: {float(prefill.total.flops):.3e
 
 # %%
 # Eq. (prefill-flops) with this scenario's numbers
-worked.equation(r"F_\text{prefill} \approx 2PBS = 2 \cdot <P> \cdot <B> \cdot <S> = <F>\ \text{FLOP},\qquad "
+worked_examples.equation(r"F_\text{prefill} \approx 2PBS = 2 \cdot <P> \cdot <B> \cdot <S> = <F>\ \text{FLOP},\qquad "
                 r"\text{TTFT} \approx \frac{<F>\ \text{FLOP}}{<peak>\ \text{TFLOP/s}} = <t>\ \text{ms}",
                 P=P, B=BATCH, S=PROMPT, F=prefill_flops, peak=peak_flops_per_s / TFLOP, t=ttft_linear_s / MS)
 
@@ -274,7 +274,7 @@ Markdown(f"This page's $P$ is the model's {P / 1e9:.2f}e9 matrix parameters, at 
          f"{abs(book_2ps.own_value / (ttft_linear_s / MS) - 1):.1%}." if BOOK else ""))
 
 # %%
-worked.takeaway(f"A prompt of {PROMPT:,} tokens (batch {BATCH}) costs {prefill_flops:.2e} FLOPs in the matrix "
+worked_examples.takeaway(f"A prompt of {PROMPT:,} tokens (batch {BATCH}) costs {prefill_flops:.2e} FLOPs in the matrix "
                 f"products: {ttft_linear_s / MS:.1f} ms at 100% of peak; with attention and every operator at "
                 f"its own roofline, the library's TTFT is {ttft_s / MS:.1f} ms. Forward only: 2·P·S, not 6·P·S.")
 
@@ -348,13 +348,13 @@ print(f"C_kv = 2·{MODEL.n_layers}·{MODEL.n_kv_heads}·{MODEL.head_dim}·{bytes
 
 # %%
 # Eq. (kv-per-token) with this scenario's numbers, one sequence
-worked.equation(r"C_\text{kv}(S) = 2 \cdot L \cdot N_\text{kv} \cdot H \cdot b_\text{kv} \cdot S"
+worked_examples.equation(r"C_\text{kv}(S) = 2 \cdot L \cdot N_\text{kv} \cdot H \cdot b_\text{kv} \cdot S"
                 r" = 2 \cdot <L> \cdot <Nkv> \cdot <H> \cdot <bkv> \cdot <S>\ \text{B} = <gb>\ \text{GB}",
                 L=MODEL.n_layers, Nkv=MODEL.n_kv_heads, H=MODEL.head_dim, bkv=f"{bytes_per_element(PREC.kv):g}",
                 S=PROMPT, gb=kv_bytes_per_token * PROMPT / GB)
 
 # %%
-worked.takeaway(f"Prefill leaves {kv_bytes / GB:.2f} GB of keys and values behind for {BATCH} × {PROMPT:,} tokens "
+worked_examples.takeaway(f"Prefill leaves {kv_bytes / GB:.2f} GB of keys and values behind for {BATCH} × {PROMPT:,} tokens "
                 f"({kv_bytes_per_token / 1e6:.2f} MB per token); every decode step that follows reads all of it.")
 
 # %% [markdown]
@@ -679,7 +679,7 @@ print(verdict_summary())
 # caption: TTFT measured live on this machine against prompt length, beside the library's prediction from the ceilings measured in the same run.
 # alt: Line plot of measured time to first token in milliseconds against prompt length in tokens for a small random-weight model, with a dashed predicted line.
 from inferlab import measure
-from inferlab.notebook import measure_it
+from inferlab.reader import measure_it
 
 run, check = measure_it("decode_slower_than_prefill", min_prompt=512, factor=5.0)
 assert check, check.text  # a decode token costs many prefill tokens

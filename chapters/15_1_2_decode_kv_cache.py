@@ -41,8 +41,8 @@
 # %matplotlib inline
 from IPython.display import Markdown
 
-from inferlab import Precision, costs, latency, memory, plots, reader, roofline, tables, worked
-from inferlab.notebook import show_formulas, verdict_summary
+from inferlab import Precision, costs, latency, memory, plots, reader, roofline, tables, worked_examples
+from inferlab.reader import show_formulas, verdict_summary
 from inferlab.units import GB, MS, bytes_per_element
 
 # %% [markdown]
@@ -111,12 +111,12 @@ print(f"one sequence of {CONTEXT:,} tokens: {kv_per_token * CONTEXT / GB:.3f} GB
 
 # %%
 # Eq. (kv-cache-per-token) with this scenario's numbers
-worked.equation(r"C_\text{kv} = 2 \cdot L \cdot N_\text{kv} \cdot H \cdot b_\text{kv} = 2 \cdot <L> \cdot <Nkv> \cdot <H>"
+worked_examples.equation(r"C_\text{kv} = 2 \cdot L \cdot N_\text{kv} \cdot H \cdot b_\text{kv} = 2 \cdot <L> \cdot <Nkv> \cdot <H>"
                 r" \cdot <b>\ \text{B} = <C>\ \text{bytes per token}",
                 L=L, Nkv=n_kv, H=H, b=f"{b_cache:g}", C=kv_per_token)
 
 # %%
-worked.takeaway(f"The cache stores, for each token, a key and a value vector per KV head in each of {L} layers: "
+worked_examples.takeaway(f"The cache stores, for each token, a key and a value vector per KV head in each of {L} layers: "
                 f"{kv_per_token / 1e6:.2f} MB per token for {MODEL.name} ({PREC.kv}), "
                 f"{kv_per_token * CONTEXT / GB:.2f} GB for {CONTEXT:,} tokens. It grows by one token per decode "
                 "step, and every step reads all of it.")
@@ -169,7 +169,7 @@ print(f"I_attn = 2/{b_kv:g} · {MODEL.n_heads}/{MODEL.n_kv_heads} = {attn_intens
 
 # %%
 # Eq. (decode-mlp-intensity) and Eq. (decode-attention-intensity) with this scenario's numbers
-worked.equation(r"I_\text{MLP} = \frac{2Bdf}{b_w\,df + b_a B(d+f)} = \frac{2 \cdot <B> \cdot <d> \cdot <f>}"
+worked_examples.equation(r"I_\text{MLP} = \frac{2Bdf}{b_w\,df + b_a B(d+f)} = \frac{2 \cdot <B> \cdot <d> \cdot <f>}"
                 r"{<bw> \cdot <d> \cdot <f> + <ba> \cdot <B> \cdot (<d> + <f>)} = <I>\ \text{FLOP/byte},\qquad "
                 r"I_\text{attn} = \frac{2}{b_\text{kv}} \cdot \frac{N}{N_\text{kv}} = \frac{2}{<bkv>} \cdot "
                 r"\frac{<N>}{<Nkv>} = <Iattn>\ \text{FLOP/byte}",
@@ -186,7 +186,7 @@ Markdown(f"The ridge point (peak FLOP/s over bandwidth: the intensity above whic
          "independent of the batch. Every operator of the step:")
 
 # %%
-worked.takeaway(f"A decode step of {BATCH} sequences is memory-bound: its MLP runs at {mlp_intensity:.1f} FLOP/byte "
+worked_examples.takeaway(f"A decode step of {BATCH} sequences is memory-bound: its MLP runs at {mlp_intensity:.1f} FLOP/byte "
                 f"and attention at {attn_intensity:.2g}, against a ridge of {ridge:.0f} on the {GPU.name}. "
                 "Batching raises the MLP's intensity in proportion to B; attention's stays where it is.")
 
@@ -250,14 +250,14 @@ print(f"library (every operator on its roofline): t(1) = {latency.decode_step_ti
 
 # %%
 # Eq. (step-time) with this scenario's numbers
-worked.equation(r"t_\text{step}(B) \approx \frac{M_\text{weights} + B \cdot C_\text{kv}(S)}{\text{BW}} = "
+worked_examples.equation(r"t_\text{step}(B) \approx \frac{M_\text{weights} + B \cdot C_\text{kv}(S)}{\text{BW}} = "
                 r"\frac{<M>\ \text{GB} + <B> \cdot <C>\ \text{GB}}{<bw>\ \text{TB/s}} = <t>\ \text{ms},\qquad "
                 r"\text{throughput}(B) = \frac{<B>}{<t>\ \text{ms}} = <thr>\ \text{tokens/s}",
                 M=weight_bytes / GB, B=BATCH, C=kv_bytes_per_seq / GB, bw=GPU.hbm_bytes_per_s / 1e12,
                 t=step_b_s / MS, thr=BATCH / step_b_s)
 
 # %%
-worked.takeaway(f"{BATCH} sequences share one read of the {weight_bytes / GB:.1f} GB of weights: a step takes "
+worked_examples.takeaway(f"{BATCH} sequences share one read of the {weight_bytes / GB:.1f} GB of weights: a step takes "
                 f"{step_b_s / MS:.1f} ms against {step_1_s / MS:.1f} ms for one sequence, so throughput grows "
                 f"{(BATCH / step_b_s) / (1 / step_1_s):.1f}-fold for a {step_b_s / step_1_s:.2f}-fold longer step.")
 
@@ -300,7 +300,7 @@ assert FIT or b_max_dec == memory.max_batch(MODEL, GPU, CONTEXT, PREC)  # the fo
 
 # %%
 # Eq. (max-batch) with this scenario's numbers
-(worked.equation(r"B_\text{max} = \left\lfloor \frac{M_\text{device} - M_\text{weights}}{C_\text{kv}(S)} \right\rfloor"
+(worked_examples.equation(r"B_\text{max} = \left\lfloor \frac{M_\text{device} - M_\text{weights}}{C_\text{kv}(S)} \right\rfloor"
                  r" = \left\lfloor \frac{<cap>\ \text{GB} - <M>\ \text{GB}}{<C>\ \text{GB}} \right\rfloor = <bmax>",
                  cap=capacity / GB, M=weight_bytes / GB, C=kv_bytes_per_seq / GB, bmax=b_max_dec)
  if capacity > weight_bytes else
@@ -308,7 +308,7 @@ assert FIT or b_max_dec == memory.max_batch(MODEL, GPU, CONTEXT, PREC)  # the fo
           "no batch fits."))
 
 # %%
-worked.takeaway(f"At a context of {CONTEXT:,} tokens the {GPU.name} holds at most {b_max_dec} sequences beside the "
+worked_examples.takeaway(f"At a context of {CONTEXT:,} tokens the {GPU.name} holds at most {b_max_dec} sequences beside the "
                 f"weights: each brings {kv_bytes_per_seq / GB:.2f} GB of KV cache, so the cache, not compute, "
                 "caps the batch." if b_max_dec else
                 f"Not one sequence of {CONTEXT:,} tokens fits beside the weights on the {GPU.name}.")
@@ -673,7 +673,7 @@ print(verdict_summary())
 # caption: Decode step time measured live on this machine against batch size, beside the library's prediction from the same run's ceilings.
 # alt: Line plot of measured decode step time in milliseconds against batch size for a small random-weight model, with a dashed predicted line.
 from inferlab import measure
-from inferlab.notebook import measure_it
+from inferlab.reader import measure_it
 
 run, check = measure_it("decode_slower_than_prefill", min_prompt=512, factor=5.0)
 assert check, check.text  # one token per step: far more time per token than prefill

@@ -38,7 +38,7 @@
 from IPython.display import Markdown
 
 from inferlab import Precision, latency, memory, plots, reader, roofline
-from inferlab.notebook import show_formulas, verdict_summary
+from inferlab.reader import show_formulas, verdict_summary
 from inferlab.parallel import DEFAULT_ALLREDUCE_LATENCY_S
 from inferlab.units import GB, MS, TFLOP, bytes_per_element
 
@@ -128,9 +128,9 @@ print(f"ITL  = ({weight_bytes / GB:.2f} GB + {BATCH}·{kv_bytes_per_seq / GB:.3f
 
 # %%
 # Eq. (ttft-itl) with this scenario's numbers
-from inferlab import worked
+from inferlab import worked_examples
 
-worked.equation(r"\text{TTFT} \approx \frac{2PBS}{\text{peak}} = \frac{2 \cdot <P> \cdot <B> \cdot <S>}"
+worked_examples.equation(r"\text{TTFT} \approx \frac{2PBS}{\text{peak}} = \frac{2 \cdot <P> \cdot <B> \cdot <S>}"
                 r"{<peak>\ \text{TFLOP/s}} = <ttft>\ \text{ms},\qquad \text{ITL} \approx "
                 r"\frac{M_\text{weights} + B\,C_\text{kv}(S)}{\text{BW}} = \frac{<M>\ \text{GB} + <B> \cdot <C>\ \text{GB}}"
                 r"{<bw>\ \text{TB/s}} = <itl>\ \text{ms}",
@@ -138,7 +138,7 @@ worked.equation(r"\text{TTFT} \approx \frac{2PBS}{\text{peak}} = \frac{2 \cdot <
                 C=kv_bytes_per_seq / GB, bw=hbm_bytes_per_s / 1e12, itl=itl_rule / MS)
 
 # %%
-worked.takeaway(f"Two formulas, two resources: the first token waits {ttft_rule / MS:.0f} ms on the compute peak "
+worked_examples.takeaway(f"Two formulas, two resources: the first token waits {ttft_rule / MS:.0f} ms on the compute peak "
                 f"(the library, with attention and each operator's roofline: {ttft_s / MS:.0f} ms), every later "
                 f"token {itl_rule / MS:.1f} ms on the memory bandwidth ({itl_s / MS:.1f} ms). A lever that adds "
                 "FLOP/s moves TTFT; one that removes bytes moves ITL.")
@@ -181,7 +181,7 @@ interactive.explore(
     interactive.itl_grid(MODEL, GPU, PREC, active_batch=BATCH))
 
 # %%
-from inferlab.wording import size_of_change, thresholds_text
+from inferlab.qualitative_words import size_of_change, thresholds_text
 
 ctx_short, ctx_long = 1024, 32_768     # the table's contexts: 1k and 32k tokens
 itl_short, itl_long = (latency.decode_step_time_s(MODEL, GPU, c, 1, PREC, beyond_context=True)
@@ -258,14 +258,14 @@ K = tps[-1]
 message_bytes = BATCH * MODEL.d_model * bytes_per_element(PREC.activations)
 itl_tp_rule = (itl_k[0] / K + 2 * MODEL.n_layers
                * (message_bytes / GPU.interconnect_bytes_per_s + ALLREDUCE_LATENCY_S))
-worked.equation(r"t(K) \approx \frac{t(1)}{K} + 2L\left(\frac{\text{message bytes}}{\text{link BW}} + t_\text{latency}\right)"
+worked_examples.equation(r"t(K) \approx \frac{t(1)}{K} + 2L\left(\frac{\text{message bytes}}{\text{link BW}} + t_\text{latency}\right)"
                 r" = \frac{<t1>\ \text{ms}}{<K>} + 2 \cdot <L> \left(\frac{<msg>\ \text{B}}{<link>\ \text{GB/s}} + "
                 r"<lat>\ \mu\text{s}\right) = <tk>\ \text{ms}\quad (\text{library, ring all-reduce: } <lib>\ \text{ms})",
                 t1=itl_k[0] / MS, K=K, L=MODEL.n_layers, msg=message_bytes, link=GPU.interconnect_bytes_per_s / 1e9,
                 lat=ALLREDUCE_LATENCY_S * 1e6, tk=itl_tp_rule / MS, lib=itl_k[-1] / MS)
 
 # %%
-worked.takeaway(f"Tensor parallelism over {tps[-1]} GPUs takes TTFT from {ttft_k[0] / MS:.0f} to "
+worked_examples.takeaway(f"Tensor parallelism over {tps[-1]} GPUs takes TTFT from {ttft_k[0] / MS:.0f} to "
                 f"{ttft_k[-1] / MS:.0f} ms and ITL from {itl_k[0] / MS:.1f} to {itl_k[-1] / MS:.1f} ms: ITL "
                 f"{itl_k[0] / itl_k[-1]:.1f} times faster where {tps[-1]} GPUs would ideally give {tps[-1]}; the "
                 "all-reduces, which do not shrink with K, take the rest.")
@@ -581,7 +581,7 @@ print(verdict_summary())
 # caption: ITL measured live on this machine against context length at batch 1, beside the library's prediction from the same run's ceilings.
 # alt: Line plot of measured inter-token latency in milliseconds against context length for a small random-weight model, with a dashed predicted line.
 from inferlab import measure
-from inferlab.notebook import measure_it
+from inferlab.reader import measure_it
 
 run, check = measure_it("itl_flat_with_context", max_growth=1.0)
 assert check, check.text  # at B = 1 ITL barely moves while the prompt grows 8-fold

@@ -40,7 +40,7 @@
 from IPython.display import Markdown
 
 from inferlab import Precision, figures, latency, memory, plots, reader
-from inferlab.notebook import show_formulas, verdict_summary
+from inferlab.reader import show_formulas, verdict_summary
 from inferlab.headroom import VLLM_DEFAULT_UTILISATION, headroom_fit
 from inferlab.units import GB, MS, bytes_per_element
 
@@ -107,16 +107,16 @@ assert FIT or memory.max_batch(MODEL, GPU, CONTEXT, PREC) == int(ratio * b_star 
 
 # %%
 # Eq. (throughput) and Eq. (bmax-over-bstar) with this scenario's numbers
-from inferlab import worked
+from inferlab import worked_examples
 
-worked.equation(r"B^* = \frac{M_\text{weights}}{C_\text{kv}} = \frac{<M>\ \text{GB}}{<C>\ \text{GB}} = <bstar>,\qquad "
+worked_examples.equation(r"B^* = \frac{M_\text{weights}}{C_\text{kv}} = \frac{<M>\ \text{GB}}{<C>\ \text{GB}} = <bstar>,\qquad "
                 r"\frac{\text{BW}}{C_\text{kv}} = \frac{<bw>\ \text{TB/s}}{<C>\ \text{GB}} = <ceil>\ \text{tokens/s},\qquad "
                 r"\frac{B_\text{max}}{B^*} = \frac{<cap>\ \text{GB}}{<M>\ \text{GB}} - 1 = <ratio>",
                 M=weight_bytes / GB, C=kv_bytes_per_seq / GB, bstar=b_star, bw=GPU.hbm_bytes_per_s / 1e12,
                 ceil=ceiling, cap=GPU.memory_bytes / GB, ratio=ratio)
 
 # %%
-worked.takeaway(f"Below B* = {b_star:.0f} sequences a step reads more weights than KV cache, above it more KV "
+worked_examples.takeaway(f"Below B* = {b_star:.0f} sequences a step reads more weights than KV cache, above it more KV "
                 f"cache; throughput is half its ceiling of {ceiling:,.0f} tokens/s at B*, and memory holds at most "
                 f"{ratio:.1f} × B* sequences." if not FIT else f"Nothing to batch: {FIT}")
 
@@ -138,7 +138,7 @@ Markdown(
      f"{tput_max / ceiling:.0%} of the ceiling.") if not FIT else f"**Does not fit:** {FIT}")
 
 # %%
-worked.takeaway(f"Batching pays most below B* = {b_star:.0f}, where the weights dominate every step's reads; "
+worked_examples.takeaway(f"Batching pays most below B* = {b_star:.0f}, where the weights dominate every step's reads; "
                 f"memory stops it at B = {b_max}, with throughput at {tput_max / ceiling:.0%} of its ceiling "
                 f"of {ceiling:,.0f} tokens/s." if not FIT else f"Nothing to batch: {FIT}")
 
@@ -184,14 +184,14 @@ print(f"B=1: ${USD_PER_GPU_HOUR:g} / (3600 s · {tput_1:,.1f} tokens/s) · 1000 
 # %%
 # Eq. (cost-per-token) with this scenario's numbers, at B = 1 and at the largest batch that fits
 tput_top = latency.throughput_tokens_per_s(MODEL, GPU, CONTEXT, b_max, PREC) if b_max else 0.0
-worked.equation(r"\text{cost per 1k tokens} = \frac{\text{price per GPU-hour}}{3600\ \text{s} \cdot \text{throughput}}"
+worked_examples.equation(r"\text{cost per 1k tokens} = \frac{\text{price per GPU-hour}}{3600\ \text{s} \cdot \text{throughput}}"
                 r" \times 1000 = \frac{\$<usd>}{3600\ \text{s} \cdot <tput>\ \text{tokens/s}} \times 1000"
                 r" = \$<cost>",
                 usd=USD_PER_GPU_HOUR, tput=tput_1, cost=cost_1)
 
 # %%
 cost_top = latency.cost_per_1k_tokens_usd(tput_top, USD_PER_GPU_HOUR) if tput_top else float("nan")
-worked.takeaway(f"At B = 1 a thousand tokens cost US\\${cost_1:.4f}; at the largest batch that fits "
+worked_examples.takeaway(f"At B = 1 a thousand tokens cost US\\${cost_1:.4f}; at the largest batch that fits "
                 f"(B = {b_max}) US\\${cost_top:.5f}, {cost_1 / cost_top:.0f} times less: batching is the cost lever."
                 if tput_top else f"Nothing to batch: {FIT}")
 
@@ -262,7 +262,7 @@ batching
 # %%
 n_static = diagrams.schedule_steps(batching.data["static"])
 n_cont = diagrams.schedule_steps(batching.data["continuous"])
-worked.takeaway(f"Static batching needs {n_static} steps for these {len(ANSWER_TOKENS)} answers, continuous batching "
+worked_examples.takeaway(f"Static batching needs {n_static} steps for these {len(ANSWER_TOKENS)} answers, continuous batching "
                 f"{n_cont}: {n_static / n_cont - 1:.0%} more throughput from the same slots, because no slot idles "
                 "while an answer is waiting.")
 
@@ -601,7 +601,7 @@ print(verdict_summary())
 # caption: Decode throughput measured live on this machine against batch size, beside the library's prediction from the same run's ceilings.
 # alt: Line plot of measured tokens per second against batch size for a small random-weight model, with a dashed predicted line.
 from inferlab import measure
-from inferlab.notebook import measure_it
+from inferlab.reader import measure_it
 
 run, check = measure_it("throughput_grows_with_batch", min_gain=2.0)
 assert check, check.text  # more sequences per step, more tokens per second
