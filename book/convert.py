@@ -19,7 +19,7 @@ The conventions, and what each becomes:
   `# SOLUTION` code cell           -> collapsed ("Show solution") cell
   `<!-- SOLUTION -->` markdown     -> collapsed <details> block
   `check("<id>", ...)` code cell   -> its stored PASS replaced by a folded hint (exercise_hint)
-  `worked_examples.equation/takeaway` cell  -> code folded ("hide-input"): the output reads as prose
+  `equations.X.worked`, `worked_examples.equation/takeaway` cell -> code folded ("hide-input"): the output reads as prose
   HTML table in an output          -> every cell labelled with its column (stacked on phones)
   figure cell with other outputs   -> split, keeping the outputs' order (split_figure_cell)
 """

@@ -489,6 +489,9 @@ def test_worked_cells_fold_their_code():
     cell = convert.convert_code_cell(code("worked_examples.equation(r'x = <x>', x=1.0)", [markdown_out("$$x = 1$$")]), "nb")
     assert "hide-input" in cell["metadata"]["tags"]
     assert "hide-input" not in convert.convert_code_cell(code("print(1)", [stream("1\n")]), "nb")["metadata"]["tags"]
+    # a library equation worked out (inferlab.equations) and the serving lab's older name fold too
+    for source in ("ridge = equations.ROOFLINE.worked(peak=1e15, bw=3e12)", "worked.takeaway('x')"):
+        assert "hide-input" in convert.convert_code_cell(code(source, [markdown_out("$$x$$")]), "nb")["metadata"]["tags"]
 
 
 def test_takeaway_blockquote_becomes_a_callout(built):

@@ -64,3 +64,31 @@ def test_gqa_batch_limit_says_which_wall_comes_first():
 
 def test_fits_on_paper_at_zero_and_below():
     assert conclusions.fits_on_paper(0.0) == "fits" and conclusions.fits_on_paper(-1.0) == "does not fit"
+
+
+def test_book_convention_only_on_the_books_setup():
+    assert conclusions.book_convention(False, 13e9, 989, 53.9, 52.9) == ""
+    # 53.9 / 52.9 - 1 = 1.89 %
+    text = conclusions.book_convention(True, 13e9, 989, 53.9, 52.9)
+    assert "$P$ = 13.0e9" in text and "at 989 TFLOP/s" in text and "differ by 1.9%" in text
+
+
+def test_book_crosses_only_with_ratios():
+    assert conclusions.book_crosses("") == ""
+    assert conclusions.book_crosses("2.9× at 2,048 tokens").startswith("The book's crosses sit above our curve by 2.9×")
+
+
+def test_memory_wall_bullet_names_each_lever_or_why_nothing_fits():
+    text = conclusions.memory_wall_bullet("llama-2-13b", "h100-sxm", 1000, 80, 66, 132, 330, 40)
+    assert text == ("- At 1,000 tokens of context, 80 GB hold 66 sequences beside the weights; an int8 cache "
+                    "allows 132, eight KV heads instead of 40 allow 330.")
+    assert conclusions.memory_wall_bullet("llama-3-8b", "h100-sxm", 1000, 80, 400, 800, None, 8).endswith("allows 800.")
+    assert conclusions.memory_wall_bullet("llama-2-70b", "l4", 1000, 24, 0, 0, None, 8,
+                                          fit="the weights need 140 GB") == \
+        "- llama-2-70b does not fit on one l4: the weights need 140 GB."
+
+
+def test_or_not_fitting_replaces_the_sentence_by_the_reason():
+    assert conclusions.or_not_fitting("", "B* = 31.") == "B* = 31."
+    assert conclusions.or_not_fitting("weights exceed 24 GB", "B* = 31.") == "Nothing to batch: weights exceed 24 GB"
+    assert conclusions.or_not_fitting("x", "t", prefix="- ", suffix="\n") == "- x\n"

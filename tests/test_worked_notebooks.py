@@ -98,3 +98,34 @@ def test_a_worked_example_whose_takeaway_is_removed_is_named():
     nb.cells.insert(heading + 1, moved)
     assert eq in worked_examples_without_takeaway(nb)
 
+
+LIBRARY_NOTEBOOKS = ["15_1_1_prefill", "15_1_2_decode_kv_cache", "15_2_1_ttft_itl", "15_2_2_batching"]
+
+
+def stated_equations_off_the_library(source: str) -> list[str]:
+    """Labels of the equations a Markdown text states otherwise than inferlab.equations defines them
+    (whitespace, and a closing '.' or ',', aside)."""
+    from inferlab import equations
+
+    def norm(tex: str) -> str:
+        return re.sub(r"\s+", "", tex).rstrip(".,")
+    return [m["label"] for m in STATED.finditer(source)
+            if norm(m["tex"]) != norm(equations.get(m["label"]).tex())]
+
+
+@pytest.mark.parametrize("name", LIBRARY_NOTEBOOKS)
+def test_every_stated_equation_is_the_librarys_definition(name):
+    nb = nbformat.read(CHAPTERS / f"{name}.ipynb", as_version=4)
+    text = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
+    assert STATED.search(text), f"{name}: no labelled equation"
+    assert stated_equations_off_the_library(text) == []
+    # each worked cell of these notebooks is the library's equation, not a hand-kept TeX template
+    assert not any("worked_examples.equation(" in c.source for c in nb.cells if c.cell_type == "code")
+
+
+def test_an_equation_edited_in_the_notebook_alone_is_named():
+    """Planted defect: a Markdown cell that states the ridge point with the bandwidth doubled."""
+    from inferlab import equations
+    good = equations.ROOFLINE.markdown() + "."
+    assert stated_equations_off_the_library(good) == []
+    assert stated_equations_off_the_library(good.replace(r"{\text{BW}}", r"{2\,\text{BW}}")) == ["roofline"]

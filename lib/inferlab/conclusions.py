@@ -111,3 +111,41 @@ def gqa_batch_limit(gqa_already: bool, gqa_max_batch: int, mlp_ridge_batch: floa
 def fits_on_paper(free_bytes: float) -> str:
     """'fits' when the datasheet's memory leaves `free_bytes` >= 0 beside weights and cache, else 'does not fit'."""
     return "fits" if free_bytes >= 0 else "does not fit"
+
+
+def book_convention(book: bool, book_params: float, book_peak_tflops: float, book_ms: float, ours_ms: float) -> str:
+    """15.1.1: on the book's setup, the book's own P (the nominal size) and peak for 2PS/peak, the ms
+    they give (erratum 15.1.1-m) and how far that is from this page's `ours_ms`; '' otherwise."""
+    if not book:
+        return ""
+    return (f"The book counts $P$ = {book_params / 1e9:.1f}e9 (the nominal size in the name) at "
+            f"{book_peak_tflops:g} TFLOP/s; with those inputs $2PS$/peak is {book_ms:.1f} ms, the value erratum "
+            f"15.1.1-m quotes. The two conventions differ by {abs(book_ms / ours_ms - 1):.1%}.")
+
+
+def book_crosses(ratios: str) -> str:
+    """15.1.1: how far the book's TTFT crosses sit above our curve (`ratios` from reader.book_ratios;
+    '' off the book's setup, and then no sentence)."""
+    if not ratios:
+        return ""
+    return (f"The book's crosses sit above our curve by {ratios}: the factor 6 against 2 of "
+            "[Eq. (prefill-flops)](#eq-prefill-flops), and at long prompts attention partly closes the gap.")
+
+
+def memory_wall_bullet(model_name: str, accelerator_name: str, context_len: int, memory_gb: float,
+                       max_batch: int, int8_max_batch: int, gqa_max_batch: int | None, n_kv_heads: int,
+                       fit: str = "") -> str:
+    """15.1.2's takeaway on the memory wall: the sequences that fit beside the weights, with an int8
+    cache and (`gqa_max_batch`, None when the model has at most 8 KV heads) with eight KV heads; or,
+    when `fit` says why, that the model does not fit."""
+    if fit:
+        return f"- {model_name} does not fit on one {accelerator_name}: {fit}."
+    gqa = (f", eight KV heads instead of {n_kv_heads} allow {gqa_max_batch}" if gqa_max_batch is not None else "")
+    return (f"- At {context_len:,} tokens of context, {memory_gb:.0f} GB hold {max_batch} sequences beside the "
+            f"weights; an int8 cache allows {int8_max_batch}{gqa}.")
+
+
+def or_not_fitting(fit: str, text: str, prefix: str = "Nothing to batch: ", suffix: str = "") -> str:
+    """`text` when the scenario fits (`fit` == '', from reader.fit_message), else `prefix`, the reason
+    and `suffix`: a page whose model does not fit says why instead of numbers about a batch of none."""
+    return f"{prefix}{fit}{suffix}" if fit else text
