@@ -68,7 +68,7 @@ def legend_below(fig, ncols: int | None = None):
 class Plot:
     """A figure, its plotted points as text, and the points as arrays (`data`). `alt`, when given,
     replaces the alt text read from the figure's artists (a diagram says what it shows in words);
-    `narrow`, when given, is the figure's own phone layout (else narrow.narrow_copy lays one out)."""
+    `narrow`, when given, is the figure's own phone layout (else phone_figures.narrow_copy lays one out)."""
 
     fig: Figure
     table: str
@@ -88,13 +88,13 @@ class Plot:
 
     def _repr_mimebundle_(self, include=None, exclude=None):
         """In a notebook: one retina PNG (shown at DISPLAY_DPI, its "alt" metadata what the figure
-        draws: alttext.describe; its phone variant and smallest text: narrow.image_metadata) and, as text/plain, the plotted points (what nbval compares; a
+        draws: alttext.describe; its phone variant and smallest text: phone_figures.image_metadata) and, as text/plain, the plotted points (what nbval compares; a
         reader sees the image)."""
         import base64
         from inferlab.alttext import describe
         w, _ = self.fig.get_size_inches()
         data = {"image/png": base64.b64encode(self.png()).decode("ascii"), "text/plain": self.table}
-        from inferlab.narrow import image_metadata
+        from inferlab.phone_figures import image_metadata
         return data, {"image/png": {"width": int(round(w * DISPLAY_DPI)), "alt": self.alt or describe(self.fig),
                                     **image_metadata(self.fig, narrow_fig=self.narrow)}}
 
@@ -103,7 +103,7 @@ def _plain_tick(v, _pos):
     return f"{v:g}"
 
 
-def _usd_tick(v, _pos):      # module-level, not a lambda: a figure stays picklable (narrow.narrow_copy)
+def _usd_tick(v, _pos):      # module-level, not a lambda: a figure stays picklable (phone_figures.narrow_copy)
     return f"${v:g}"
 
 

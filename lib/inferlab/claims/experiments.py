@@ -980,9 +980,9 @@ def gqa_still_open(model: str = "llama-2-70b", target_kv_heads: int = 8, context
 def chunked_cost_size(chunks=(512, 2048), words=("small",), long_prompts=(4_000, 16_000), rate: float = 4.0,
                       n: int = 200):
     """Holds at each long-prompt length S and chunk size C where the long request's own TTFT rises
-    by an amount that inferlab.wording.size_of_change calls one of `words` (small <= 10 %,
+    by an amount that inferlab.qualitative_words.size_of_change calls one of `words` (small <= 10 %,
     moderate <= 30 %, large beyond), chunked against unchunked (the run of chunked_long_prompt)."""
-    from inferlab.wording import size_of_change
+    from inferlab.qualitative_words import size_of_change
     cases = []
     for s in long_prompts:
         res, idx = _long_prompt(("prefill-first",), s, rate, n)

@@ -16,14 +16,15 @@ from inferlab.specs import Precision, get_accelerator, get_model
 # ex1: recompute -----------------------------------------------------------------------------------
 
 def solve_itl_rule(model, accelerator, context_len, batch):
+    from inferlab import memory
     from inferlab.latency import decode_step_rule_s
-    from inferlab.memory import kv_cache_bytes, weight_bytes
     from inferlab.specs import get_accelerator, get_model
     model = get_model(model)
     accelerator = get_accelerator(accelerator)
 
     # ITL ~ (M_weights + B * C_kv) / BW: every weight and every cached K/V byte is read once per token.
-    step_s = decode_step_rule_s(weight_bytes(model), kv_cache_bytes(model, context_len), batch, accelerator)
+    weights, cache = memory.weight_bytes(model), memory.kv_cache_bytes(model, context_len)
+    step_s = decode_step_rule_s(weights, cache, batch, accelerator)
     return step_s * 1e3
 
 

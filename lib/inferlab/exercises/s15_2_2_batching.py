@@ -92,13 +92,13 @@ and cache, sequences of S = {seq_len} tokens, nothing else in memory. GB = 10⁹
 def solve_doubling(model, accelerator, seq_len, batch):
     import numpy as np
 
+    from inferlab import memory
     from inferlab.latency import decode_step_rule_s
-    from inferlab.memory import kv_cache_bytes, weight_bytes
     from inferlab.specs import get_accelerator, get_model
     model = get_model(model)
     accelerator = get_accelerator(accelerator)
 
-    w, kv = weight_bytes(model), kv_cache_bytes(model, seq_len)
+    w, kv = memory.weight_bytes(model), memory.kv_cache_bytes(model, seq_len)
     dominant = "kv" if batch * kv > w else "weights"
     # B tokens per step of (weights + B caches) / bandwidth, at B and at 2B
     B = np.array([batch, 2 * batch])

@@ -380,7 +380,7 @@ def capacity_note(capacity: Capacity, scenario: Scenario) -> str:
     if capacity.all_fit or len(out) == len(capacity.fits):
         return text + "No deployment tried fits." if len(out) == len(capacity.fits) else text
     # Listed by requests per dollar, without a superlative: whether the first beats the second is for
-    # the caller to say against the capacities' uncertainty (inferlab.wording.ranking).
+    # the caller to say against the capacities' uncertainty (inferlab.qualitative_words.ranking).
     fit = sorted((i for i, f in enumerate(capacity.fits) if f), key=lambda i: -capacity.requests_per_usd[i])
     return (text + "Those that fit, in SLO-meeting requests per dollar: "
             + "; ".join(f"**{capacity.deployments[i].label}** {capacity.requests_per_usd[i]:,.0f} "
