@@ -499,7 +499,7 @@ check("15.1.1-ex3", ex3);
 # tokens for `llama-3-8b` (bf16) arrive at 60 per second. The product needs TTFT ≤ 100 ms on an
 # idle replica, and each replica must stay below 70% busy, to leave headroom for queueing.
 # A replica is a group of tp GPUs, tp ∈ (1, 2, 4, 8). Take the time one replica spends on one prompt from
-# `inferlab.latency.prefill_time_s(..., mfu=0.5, tp=tp)` (it counts attention and the all-reduces).
+# `inferlab.latency.prefill_time_s(model, Deployment(accelerator, mfu=0.5, tp=tp), prompt_len)` (it counts attention and the all-reduces).
 #
 # Choose tp and the number of replicas so that the pool needs the fewest GPUs (on a tie, the smaller tp).
 #
@@ -522,12 +522,13 @@ tp_options = (1, 2, 4, 8)
 
 import math
 
+from inferlab.deployment import Deployment
 from inferlab.latency import prefill_time_s
 from inferlab.specs import get_accelerator, get_model
 model = get_model(model)
 accelerator = get_accelerator(accelerator)
 
-ttft_by_tp = {tp: prefill_time_s(model, accelerator, prompt_len, mfu=mfu, tp=tp) for tp in tp_options}
+ttft_by_tp = {tp: prefill_time_s(model, Deployment(accelerator, mfu=mfu, tp=tp), prompt_len) for tp in tp_options}
 # A replica is busy one TTFT per prompt: enough replicas to keep each below the utilisation cap,
 # for the TP degrees that meet the TTFT target.
 n_gpus = {tp: tp * math.ceil(arrival_rate * t / max_utilisation)
