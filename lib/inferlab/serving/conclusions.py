@@ -226,8 +226,8 @@ def takeaways(scenario: Scenario, *, slot_use: float, policies: Sweep, long_run:
         f"An unchunked {long_run.long_tokens:,}-token prefill put a {long_run.others_max_itl_s['unchunked'] / MS:.0f} ms "
         f"gap into every running stream; chunks of {best_c:,} tokens bring it to "
         f"{long_run.others_max_itl_s[f'C={best_c}'] / MS:.0f} ms.",
-        f"Within both p99 targets {where} served {tails.max_rate_within(t_cont):g} requests/s ({t_cont}) and "
-        f"{tails.max_rate_within(t_chunk):g} requests/s ({t_chunk}) among the rates tried; at {tails.rates[-1]:g}/s "
+        f"Within both p99 targets {where} served {tails.max_rate_within(t_cont):g} requests/s with {t_cont} batching "
+        f"and {tails.max_rate_within(t_chunk):g} requests/s with {t_chunk} among the rates tried; at {tails.rates[-1]:g}/s "
         f"the p99 TTFT is {ttft_c[-1] / MS:,.0f} ms."]
     if any(capacity.fits):
         best = capacity.best()
