@@ -678,9 +678,11 @@ check("15.2.3-ex4", ex4);
 # trusted is the [appendix](15_2_3a_validation.ipynb).
 
 # %%
-STATEMENTS = statements.statement_verdicts("15.2.2-s14", "15.2.1-s23", "15.1.1-s13", "15.1.1-s14", "15.2.1-s15",
-                                           "15.2.2-s19", "15.2.2-s21", "15.2.2-s10", "15.2.2-s9", "15.1.1-s21",
-                                           "15.1.1-s29")
+STATEMENTS = statements.statement_verdicts(
+    "15.2.2-s14",                                            # section 1: static batching saturates
+    "15.2.1-s23", "15.1.1-s13", "15.1.1-s14", "15.2.1-s15",  # section 2: chunked prefill
+    "15.2.2-s19", "15.2.2-s21", "15.2.2-s10", "15.2.2-s9",   # sections 3 and 4: tails, scaling
+    "15.1.1-s21", "15.1.1-s29")                              # section 5: prompt caching
 print("15.2.3: " + statements.summary_line(list(STATEMENTS.values())))
 
 # %% [markdown]

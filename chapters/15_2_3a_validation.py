@@ -33,6 +33,8 @@
 # %matplotlib inline
 from IPython.display import Markdown
 
+from inferlab import reader  # noqa: F401 (figures then carry alt text and a phone variant)
+
 # %% [markdown]
 # ## 1. Measured on this machine: the simulator against a real server
 # Everything in the lab is simulated. Is the simulator right? `inferlab serve --live` runs the same

@@ -112,7 +112,7 @@ def test_each_subsection_has_a_what_if_cell_and_its_errata(name):
     if name in LABS:
         text = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
         assert "**Beyond the chapter.**" in text, f"{name}: not marked as going beyond the chapter"
-        assert re.search(r'statement_verdicts\("15\.\d\.\d-s\d+', code), f"{name}: cites no statement verdict"
+        assert re.search(r'statement_verdicts\(\s*"15\.\d\.\d-s\d+', code), f"{name}: cites no statement verdict"
         return
     assert f'"{SECTIONS[name]}"' in code, f"{name}: no claims of section {SECTIONS[name]} shown"
 
