@@ -17,32 +17,15 @@
 # %% [markdown]
 # # 15.2.3 Serving lab: schedulers, tails and caches
 #
-# > **Beyond the chapter.** The chapter reasons about one step at a time: a prefill, a decode step,
-# > a batch of a given size. A server sees a stream of requests of different lengths arriving at
-# > random times, and its scheduler decides, step by step, which of them share the GPU. This lab
-# > runs that stream through `inferlab.serving`, an iteration-level simulator on the library's
-# > roofline step time (paged KV cache, preemption, replicas, tensor parallelism), and checks
-# > what the chapter's advice becomes under load. Its numbers are simulations, not measurements.
+# > **Beyond the chapter.** The chapter reasons about one step at a time; a server sees requests
+# > of different lengths arriving at random. This lab runs such a stream through `inferlab.serving`,
+# > a simulator on the library's step times: its numbers are simulations, not measurements (how
+# > close they come to a real server is the appendix [15.2.3a](15_2_3a_validation.ipynb)).
 #
-# **The question.** Under a stream of requests and the chapter's targets (TTFT under 500 ms, ITL
-# under 50 ms), what do the scheduler, the chunk size, the request rate, the way GPUs are combined
-# and a cached system prompt each change?
-#
-# **What you will take away**
-# 1. Continuous batching refills a finished sequence's slot at the next step; a static batch keeps
-#    it empty until its longest request ends, so its throughput stops growing with the load.
-# 2. A long prompt prefilled in one step stalls every running sequence for that step; chunked
-#    prefill bounds the stall by the chunk size, at a cost to the long request's own TTFT that
-#    section 2 measures.
-# 3. Tails stay flat while the GPU keeps up and then rise steeply: the capacity within an SLO is a
-#    rate, found by sweeping it.
-# 4. Per dollar, what counts is the SLO-meeting rate per GPU: batching first, and the KV memory
-#    each GPU adds.
-# 5. Caching a shared system prompt removes its prefill from TTFT and stores its KV once, but
-#    every decode step still reads it for every sequence.
-#
-# How close the simulator comes to a real server is a study of its own, in the appendix
-# [15.2.3a](15_2_3a_validation.ipynb).
+# **The question.** Under a stream of requests and the chapter's targets (a time to first token,
+# TTFT, under 500 ms; an inter-token latency, ITL, under 50 ms; both defined below), what do the
+# scheduler, the chunk size, the request rate, the way GPUs are combined and a cached system prompt
+# each change?
 
 # %%
 # %matplotlib inline
@@ -59,8 +42,7 @@ from inferlab.units import GB, MS
 
 # %% [markdown]
 # ## What if?
-# The scenario of every experiment below. The lab runs one model that fits on one GPU (the
-# deployments in section 4 also split it over two and four).
+# The scenario of every experiment below (section 4 also splits the model over two and four GPUs).
 
 # %%
 # What if? ------------------------------------------------------------------------------------
@@ -82,6 +64,18 @@ Markdown(f"**Scenario:** {MODEL.name} on {GPU.name}, weights {PREC.weights}, KV 
 
 # %% [markdown]
 # ## How a server meets a stream of requests
+# One request of this scenario's mean length, waiting behind a busy server, with the step times of
+# the library's roofline model (a pass takes the larger of its compute time at peak FLOP/s and
+# its memory time at full bandwidth); the terms are defined under it.
+
+# %%
+# figure: fig-15-2-3-request-timeline
+# caption: One request's life in the server: it waits in the queue, its prefill ends at the first token (TTFT), and each decode step adds one token (each gap one ITL).
+# alt: A horizontal timeline for one request: a grey queue bar, a blue prefill bar ending at the first token with the TTFT span marked, then orange decode steps of equal length, one token mark at the end of each, the first gap labelled ITL.
+diagrams.request_timeline(MODEL, GPU, PREC, prompt_len=int(SCENARIO.prompt.mean), output_tokens=6,
+                          queue_s=0.1, batch=16)
+
+# %% [markdown]
 # A request brings a *prompt* of $S$ tokens and asks for an answer of $N$ tokens. It first waits in
 # the server's *queue* until the *scheduler* (the part of the server that decides, before every
 # forward pass, which requests take part in it) admits it. Its *prefill* then runs the whole prompt
@@ -94,18 +88,6 @@ Markdown(f"**Scenario:** {MODEL.name} on {GPU.name}, weights {PREC.weights}, KV 
 # reads) in the GPU's memory, in blocks of 16 tokens; a request is admitted only when its blocks
 # fit.
 #
-# [Figure](#fig-15-2-3-request-timeline) draws one request of this scenario's mean length that
-# waits behind a busy server, with the step times of the library's roofline model (the time of a
-# pass is the larger of its compute time at peak FLOP/s and its memory time at full bandwidth).
-
-# %%
-# figure: fig-15-2-3-request-timeline
-# caption: One request's life in the server: it waits in the queue, its prefill ends at the first token (TTFT), and each decode step adds one token (each gap one ITL).
-# alt: A horizontal timeline for one request: a grey queue bar, a blue prefill bar ending at the first token with the TTFT span marked, then orange decode steps of equal length, one token mark at the end of each, the first gap labelled ITL.
-diagrams.request_timeline(MODEL, GPU, PREC, prompt_len=int(SCENARIO.prompt.mean), output_tokens=6,
-                          queue_s=0.1, batch=16)
-
-# %% [markdown]
 # A *service-level objective* (SLO) is the target each request must meet, here TTFT ≤ 500 ms and
 # a mean ITL ≤ 50 ms; *goodput* is the rate of requests that meet it. The lab asks how many
 # requests per second a server can take before its TTFT or its ITL misses the target.
@@ -249,8 +231,9 @@ compute_s = 2 * MODEL.n_matmul_params * C / GPU.peak(PREC.compute_dtype)
 memory_s = (MODEL.n_params * bytes_per_element(PREC.weights)
             + B_run * ctx * kv_cache_bytes_per_token(MODEL, PREC)) / GPU.hbm_bytes_per_s
 chunk_steps = math.ceil(LONG / (C - B_run))
-worked.equation(r"t_\text{step}(C) \approx \max\!\left(\frac{2 \cdot <P> \cdot <C>}{<peak>\ \text{TFLOP/s}},\ "
-                r"\frac{<M>\ \text{GB} + <B> \cdot <Ckv>\ \text{GB}}{<bw>\ \text{TB/s}}\right) = \max(<tc>, <tm>)\ \text{ms},"
+worked.equation(r"t_\text{step}(C) \approx \max(\text{compute}, \text{memory}) = \max(<tc>, <tm>)\ \text{ms},"
+                r"\qquad \text{compute} = \frac{2 \cdot <P> \cdot <C>}{<peak>\ \text{TFLOP/s}},"
+                r"\qquad \text{memory} = \frac{<M>\ \text{GB} + <B> \cdot <Ckv>\ \text{GB}}{<bw>\ \text{TB/s}},"
                 r"\qquad \left\lceil \frac{<S>}{<C> - <B>} \right\rceil = <steps>\ \text{steps}",
                 P=MODEL.n_matmul_params, C=C, peak=GPU.peak(PREC.compute_dtype) / TFLOP,
                 M=MODEL.n_params * bytes_per_element(PREC.weights) / GB, B=B_run,

@@ -114,7 +114,7 @@ return {first: first, first_id: figs.length ? figs[0].id : null, wide: wide,
 """
 
 
-@pytest.mark.parametrize("page", CHAPTERS)
+@pytest.mark.parametrize("page", CHAPTERS + ["15_2_3_serving_lab.html"])
 def test_at_1280_px_the_first_figure_is_within_two_screens_and_nothing_scrolls_sideways(offline, page):
     offline.set_window_size(1280, 900)
     offline.get((BOOK / page).as_uri())
