@@ -258,12 +258,12 @@ worked_examples.takeaway(f"A prompt of {PROMPT:,} tokens (batch {BATCH}) costs {
 # figure: fig-15-1-1-ttft-vs-prompt
 # caption: TTFT grows linearly with the prompt from a few hundred tokens on; below that the weight-read floor holds it up, above tens of thousands of tokens attention bends it upwards.
 # alt: Log-log plot of TTFT in milliseconds against prompt length in tokens: a dashed line for the linear 2PS/peak model, a solid line with causal attention that leaves it at long prompts, and a horizontal floor at short prompts; the region beyond the context window is shaded.
-from inferlab import interactive
+from inferlab import figures, interactive
 
 interactive.explore(
     reader.draw(plots.ttft_plot, MODEL, GPU, PREC, batch=BATCH,
                 book_points=reader.book_points_if(BOOK, "15.1.1", "ttft")),
-    interactive.ttft_grid(MODEL, GPU, PREC, active_batch=BATCH))
+    interactive.ttft_grid(MODEL, GPU, PREC, active_batch=BATCH, **figures.interactive_menus()))
 
 # %%
 floor_s = memory.weight_bytes(MODEL, PREC) / hbm_bytes_per_s      # every weight read once

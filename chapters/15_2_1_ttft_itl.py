@@ -161,12 +161,12 @@ Markdown(f"At 100k tokens the linear rule gives {ttft_100k_rule:.1f} s and the f
 # figure: fig-15-2-1-itl-vs-context
 # caption: ITL against context length at batches 1, 8, 32 and 64: the cache bytes a step reads grow with context times batch, beside the fixed weight bytes.
 # alt: Plot of ITL in milliseconds against context length for batches 1, 8, 32 and 64; the batch-one line is nearly flat, larger batches rise earlier; dotted segments mark batches that do not fit in memory.
-from inferlab import interactive
+from inferlab import figures, interactive
 
 interactive.explore(
     reader.draw_if_fits(FIT, plots.itl_plot, MODEL, GPU, PREC, batches=(1, 8, 32, 64),
                         book_points=reader.book_points_if(BOOK, "15.2.1", "itl")),
-    interactive.itl_grid(MODEL, GPU, PREC, active_batch=BATCH))
+    interactive.itl_grid(MODEL, GPU, PREC, active_batch=BATCH, **figures.interactive_menus()))
 
 # %%
 from inferlab.qualitative_words import size_of_change, thresholds_text

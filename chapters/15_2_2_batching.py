@@ -77,7 +77,7 @@ from inferlab import interactive
 interactive.explore(
     reader.draw_if_fits(FIT, plots.throughput_plot, MODEL, GPU, CONTEXT, PREC,
                         book_throughput=reader.book_points_if(BOOK, "15.2.2", "throughput")),
-    interactive.throughput_grid(MODEL, GPU, PREC, active_context=CONTEXT))
+    interactive.throughput_grid(MODEL, GPU, PREC, active_context=CONTEXT, **figures.interactive_menus()))
 
 # %% [markdown]
 # <!-- equation: eq-throughput -->

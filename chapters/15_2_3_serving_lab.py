@@ -125,7 +125,7 @@ print(inspect.getsource(serve))
 # %% [markdown]
 # ### What the lab measures
 # Every metric and setting below, defined once with the values in use. A word such as "small" or
-# "best" in this notebook is chosen from the numbers by a stated threshold (`inferlab.wording`):
+# "best" in this notebook is chosen from the numbers by a stated threshold (`inferlab.qualitative_words`):
 # a relative change is small, moderate or large by the thresholds printed beside it, and one
 # deployment is "best" only when its margin beats the uncertainty of the capacities compared.
 
@@ -156,16 +156,16 @@ Markdown(f"For this scenario's output lengths in consecutive batches of 16, the 
 
 # %%
 # Eq. (slot-use) with this scenario's numbers: the first batch of 16, then the mean over all batches
-from inferlab import worked
+from inferlab import worked_examples
 
 first = outputs16[0]
-worked.equation(r"\text{slot use} = \frac{\sum_i N_i}{B \cdot \max_i N_i} = \frac{<total>}{16 \cdot <longest>}"
+worked_examples.equation(r"\text{slot use} = \frac{\sum_i N_i}{B \cdot \max_i N_i} = \frac{<total>}{16 \cdot <longest>}"
                 r" = <use>;\qquad \text{mean over the } <n> \text{ batches: } <mean>",
                 total=int(first.sum()), longest=int(first.max()), use=float(first.sum() / (16 * first.max())),
                 n=len(outputs16), mean=slot_use)
 
 # %%
-worked.takeaway(f"A static batch of 16 lasts as long as its longest request: with this scenario's output lengths "
+worked_examples.takeaway(f"A static batch of 16 lasts as long as its longest request: with this scenario's output lengths "
                 f"{1 - slot_use:.0%} of its decode slots carry padding, slots that continuous batching gives to "
                 f"waiting requests.")
 
@@ -231,7 +231,7 @@ compute_s = 2 * MODEL.n_matmul_params * C / GPU.peak(PREC.compute_dtype)
 memory_s = (MODEL.n_params * bytes_per_element(PREC.weights)
             + B_run * ctx * kv_cache_bytes_per_token(MODEL, PREC)) / GPU.hbm_bytes_per_s
 chunk_steps = math.ceil(LONG / (C - B_run))
-worked.equation(r"t_\text{step}(C) \approx \max(\text{compute}, \text{memory}) = \max(<tc>, <tm>)\ \text{ms},"
+worked_examples.equation(r"t_\text{step}(C) \approx \max(\text{compute}, \text{memory}) = \max(<tc>, <tm>)\ \text{ms},"
                 r"\qquad \text{compute} = \frac{2 \cdot <P> \cdot <C>}{<peak>\ \text{TFLOP/s}},"
                 r"\qquad \text{memory} = \frac{<M>\ \text{GB} + <B> \cdot <Ckv>\ \text{GB}}{<bw>\ \text{TB/s}},"
                 r"\qquad \left\lceil \frac{<S>}{<C> - <B>} \right\rceil = <steps>\ \text{steps}",
@@ -241,7 +241,7 @@ worked.equation(r"t_\text{step}(C) \approx \max(\text{compute}, \text{memory}) =
                 tc=compute_s / MS, tm=memory_s / MS, S=LONG, steps=chunk_steps)
 
 # %%
-worked.takeaway(f"Chunked at C = {C}, the long prompt is spread over {chunk_steps} steps of at most about "
+worked_examples.takeaway(f"Chunked at C = {C}, the long prompt is spread over {chunk_steps} steps of at most about "
                 f"{max(compute_s, memory_s) / MS:.0f} ms each, instead of one {alone_s / MS:.0f} ms step that every "
                 "running stream waits through.")
 
@@ -344,14 +344,14 @@ Markdown(conclusions.capacity_conclusion(capacity, SCENARIO, CAPACITY_REL_TOL))
 
 # %%
 # Eq. (goodput-per-dollar) with this scenario's numbers, for the best deployment
-worked.equation(r"\text{requests per dollar} = \frac{\lambda_\text{SLO} \times 3600\ \text{s}}{\text{GPUs} \times "
+worked_examples.equation(r"\text{requests per dollar} = \frac{\lambda_\text{SLO} \times 3600\ \text{s}}{\text{GPUs} \times "
                 r"\text{price per GPU-hour}} = \frac{<rate>\ \text{/s} \times 3600\ \text{s}}{<gpus> \times \$<usd>}"
                 r" = <per_usd>",
                 rate=capacity.rate_per_s[best], gpus=DEPLOYMENTS[best].gpus, usd=USD_PER_GPU_HOUR,
                 per_usd=capacity.requests_per_usd[best])
 
 # %%
-worked.takeaway(conclusions.capacity_takeaway(capacity))
+worked_examples.takeaway(conclusions.capacity_takeaway(capacity))
 
 # %% [markdown]
 # **Check yourself.**
@@ -404,13 +404,13 @@ Markdown(reader.context_note(MODEL, SYSTEM_PROMPT + own) + " "
 q, c, L_, d_ = own, SYSTEM_PROMPT, MODEL.n_layers, MODEL.d_model
 flops_cached = 2 * MODEL.n_matmul_params * q + 4 * L_ * d_ * (q * c + q**2 / 2)
 flops_uncached = 2 * MODEL.n_matmul_params * (c + q) + 4 * L_ * d_ * (c + q) ** 2 / 2
-worked.equation(r"\text{FLOPs}_\text{cached} \approx 2 \cdot <P> \cdot <q> + 4 \cdot <L> \cdot <d> \left(<q> \cdot <c>"
+worked_examples.equation(r"\text{FLOPs}_\text{cached} \approx 2 \cdot <P> \cdot <q> + 4 \cdot <L> \cdot <d> \left(<q> \cdot <c>"
                 r" + \tfrac{<q>^2}{2}\right) = <fc>\ \text{instead of}\ <fu>\ \ (<ratio>\times\ \text{fewer})",
                 P=MODEL.n_matmul_params, q=q, L=L_, d=d_, c=c, fc=flops_cached, fu=flops_uncached,
                 ratio=flops_uncached / flops_cached)
 
 # %%
-worked.takeaway(f"Caching the {SYSTEM_PROMPT:,}-token prefix makes a request's prefill "
+worked_examples.takeaway(f"Caching the {SYSTEM_PROMPT:,}-token prefix makes a request's prefill "
                 f"{flops_uncached / flops_cached:.0f} times cheaper in FLOPs, but not its decode: 16 such sequences "
                 f"still take {decode_long_s / MS:.1f} ms a step against {decode_short_s / MS:.1f} ms without the "
                 "prefix, since each reads its cached tokens.")

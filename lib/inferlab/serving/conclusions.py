@@ -2,7 +2,7 @@
 function takes an experiment's result (`serving.lab`) and returns Markdown whose every number and
 every qualitative word comes from it, so the notebook's What-if cell never leaves the prose behind.
 
-A word such as "small" or "saturated" is chosen by `inferlab.wording`'s stated thresholds; a
+A word such as "small" or "saturated" is chosen by `inferlab.qualitative_words`'s stated thresholds; a
 sentence that depends on the scenario (does the unchunked gap miss the target? does every
 deployment fit?) is decided here, not in a notebook cell.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 from inferlab.serving.kv import kv_capacity_blocks
 from inferlab.serving.lab import LAB_BLOCK_TOKENS, Capacity, LongPrompt, PrefixSweep, Scenario, Sweep, capacity_note
 from inferlab.units import MS
-from inferlab.wording import Ranking, ranking, size_of_change, thresholds_text
+from inferlab.qualitative_words import Ranking, ranking, size_of_change, thresholds_text
 
 
 def policy_conclusion(sweep: Sweep, static: str, continuous: str) -> str:
@@ -111,7 +111,7 @@ def _index(capacity: Capacity, *, replicas: int, tp: int, batching: bool) -> int
 
 
 def capacity_ranking(capacity: Capacity, rel_uncertainty: float) -> Ranking | None:
-    """The deployments that fit, ranked by SLO-meeting requests per dollar (`wording.ranking`: the
+    """The deployments that fit, ranked by SLO-meeting requests per dollar (`qualitative_words.ranking`: the
     leader is named only when its margin beats `rel_uncertainty`); None when none fits."""
     fitting = {d.label: float(x) for d, x, f in zip(capacity.deployments, capacity.requests_per_usd, capacity.fits)
                if f}
