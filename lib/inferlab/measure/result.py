@@ -206,7 +206,8 @@ def format_result(r: SuiteResult) -> str:
              f"model     {m['name']}: d={m['d_model']} L={m['n_layers']} heads={m['n_heads']}/{m['n_kv_heads']} "
              f"d_ff={m['d_ff']} vocab={m['vocab_size']}; {cfg.n_params / 1e9:.3f} B params, "
              f"{wb / GB:.2f} GB of weights" + (f" ({wb / cache:.1f}x the cache)" if cache else ""),
-             f"dtype     {c['dtype']} ({c['dtype_reason']}); decode step: {c['decode_mode']}"]
+             f"dtype     {c['dtype']} ({c['dtype_reason']}); decode step: "
+             + ((c.get("decode_step") or {}).get("timed") or c['decode_mode'])]
     rates = ", ".join(f"{k} {v / 1e12:.3g} TFLOP/s" for k, v in ce["matmul_flops_per_s"].items())
     bw = ce["copy_bytes_per_s"]
     peak = ce["matmul_flops_per_s"][c["dtype"]]

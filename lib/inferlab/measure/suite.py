@@ -32,7 +32,7 @@ from inferlab.measure.fastpath import check_fast_path, device_probe
 from inferlab.measure.drift import PROBE_NOISE, LinearProbes, correction, dominant_linear, drift_summary
 from inferlab.measure.paired import PairedRead
 from inferlab.measure.profile import RESIDUAL_PROBES, measure_profile, pass_residual, time_probes
-from inferlab.measure.runner import (decode_runner, drop_kv_cache, fill_kv_cache_, random_model,
+from inferlab.measure.runner import (decode_runner, decode_step, drop_kv_cache, fill_kv_cache_, random_model,
                                      token_pool)
 from inferlab.measure.result import TARGETS, SCHEMA, SuiteResult
 from inferlab.measure.timing import current_clock, time_fn, time_interleaved, using_clock
@@ -455,6 +455,7 @@ def _measure(plan, kind, info, free, candidates, dtype, seed, bar, notes, clock=
     else:
         notes.append("no batch fits beside the weights at the batch context")
     around("batch", "after")
+    step = decode_step(model)  # which decode step was timed (a compiled one only if it matched eager's logits)
     del model
     probes.release()
     if paired is not None:
@@ -489,6 +490,7 @@ def _measure(plan, kind, info, free, candidates, dtype, seed, bar, notes, clock=
                                                  best.read_bytes_per_s)
     data = _assemble(plan, kind, info, best, after, acc, reason, roof, ttft, ttft_pred, itl,
                      itl_pred, generation, batch, batch_pred, need, used_modes, mode, notes, clock)
+    data["config"]["decode_step"] = step
     data["ceilings_start"] = ceil.to_dict()
     data["ceilings_max"] = {k: bound_ceiling(v) for k, v in est.items()}
     data["summary"]["ceilings"] = {k: ceiling_spread(v) for k, v in est.items()}
