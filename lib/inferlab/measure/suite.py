@@ -175,12 +175,12 @@ class SuiteConfig:
     drift_correction: bool = False
 
     def __post_init__(self):
-        if self.clock not in ("wall", "thread-cpu"):
-            raise ValueError(f"clock must be 'wall' or 'thread-cpu'; got {self.clock!r}")
+        if self.config.clock not in ("wall", "thread-cpu"):
+            raise ValueError(f"clock must be 'wall' or 'thread-cpu'; got {self.config.clock!r}")
         if self.threads is not None:
             positive_int("threads", self.threads)
-        if self.dtype != "auto":
-            torch_dtype(self.dtype)
+        if self.config.dtype != "auto":
+            torch_dtype(self.config.dtype)
 
 
 def run_suite(config: SuiteConfig | None = None, /, **options) -> SuiteResult:
@@ -280,29 +280,17 @@ class _Run:
         return self.bar.budget
 
     @property
-    def dtype(self) -> str:
-        return self.config.dtype
-
-    @property
-    def seed(self) -> int:
-        return self.config.seed
-
-    @property
-    def clock(self) -> str:
-        return self.config.clock
-
-    @property
     def interleave(self) -> bool:
         """How each sweep's points are timed. By a thread's CPU time (the notebooks' live checks, on a machine
         that may be busy): round-robin over the sweep, so a change in the host's load falls on every point
         alike. By the wall clock (`inferlab measure`): each point round-robin with a probe of its dominant
         operator (drift.py), whose ratio to the profile rescales that point's calibrated prediction."""
-        return self.clock == "thread-cpu"
+        return self.config.clock == "thread-cpu"
 
     def around(self, phase: str, when: str) -> None:
         """The ceilings re-measured before or after a phase (PHASE_CEILING_S each)."""
         c = measure_ceilings(self.kind, [self.chosen], copy_bytes=self.copy_bytes, matmul_n=self.plan.matmul_n,
-                             memory_bytes=self.free, seed=self.seed + 5 + len(self.phases), max_time_s=PHASE_CEILING_S)
+                             memory_bytes=self.free, seed=self.config.seed + 5 + len(self.phases), max_time_s=PHASE_CEILING_S)
         self.phases.append({"phase": phase, "when": when, "copy_bytes_per_s": c.copy_bytes_per_s,
                             "read_bytes_per_s": c.read_bytes_per_s,
                             "matmul_flops_per_s": c.matmul_flops_per_s[self.chosen],
@@ -348,15 +336,15 @@ def _ceilings_stage(run: _Run) -> None:
         mm_dtypes = run.probe.usable(mm_dtypes)
     run.copy_bytes = min(plan.copy_bytes, STREAM_FREE_SHARE * run.free)
     run.ceil = ceil = measure_ceilings(kind, mm_dtypes, copy_bytes=run.copy_bytes, matmul_n=plan.matmul_n,
-                                       memory_bytes=run.free, seed=run.seed)
+                                       memory_bytes=run.free, seed=run.config.seed)
     run.notes.extend(s["reason"] for s in ceil.matmul_shrunk.values())
     run.bar.update(1)
-    if run.dtype == "auto":
+    if run.config.dtype == "auto":
         run.chosen, run.reason = choose_dtype(kind, ceil.matmul_flops_per_s)
         if run.probe is not None and run.probe.excluded:  # the excluded dtypes were never timed at the planned size
             run.reason = f"{run.chosen}: " + "; ".join(run.probe.excluded.values())
     else:
-        run.chosen, run.reason = run.dtype, "requested"
+        run.chosen, run.reason = run.config.dtype, "requested"
     run.plan = plan = replace(plan, dtype=run.chosen)
     run.free_now = _device.free_memory_bytes(kind)
     run.need = _plan.check_fits(plan, run.free_now, f"{kind} ({run.info.name})")
@@ -371,13 +359,13 @@ def _roofline_stage(run: _Run) -> None:
     run.bar.stage("roofline")
     run.roof = roofline_sweep(run.kind, run.chosen, run.plan.roofline_shape, run.plan.roofline_ms, run.acc,
                               cache_bytes=run.info.cache_bytes, max_pool_bytes=min(2e9, 0.2 * run.free_now),
-                              seed=run.seed, max_time_s=run.plan.point_time_s / 2, budget=run.budget)
+                              seed=run.config.seed, max_time_s=run.plan.point_time_s / 2, budget=run.budget)
 
 
 def _build_stage(run: _Run) -> None:
     plan = run.plan
     run.bar.stage("building", f"building {plan.model.name}")
-    run.model = random_model(plan.model, run.kind, run.chosen, run.seed)
+    run.model = random_model(plan.model, run.kind, run.chosen, run.config.seed)
     run.mode = _plan.resolve_decode_mode(plan.decode_mode, run.kind)
     # A compiled step recompiles for every new KV-cache shape (a minute each on two cores): one
     # cache with room for the residual probes' batches and the B = 1 phase serves both.
@@ -389,7 +377,7 @@ def _build_stage(run: _Run) -> None:
 def _profile_stage(run: _Run) -> None:
     """The operator profile (profile.measure_profile: as many rounds as its budget allows, at least one), with
     the pass residual probed after each round, then the drift probes and the paired read stream."""
-    plan, kind, cfg, seed = run.plan, run.kind, run.plan.model, run.seed
+    plan, kind, cfg, seed = run.plan, run.kind, run.plan.model, run.config.seed
     run.bar.stage("operator profile")
     fitted = _plan.fit_batches(plan, run.free_now).batches
     e2e_sizes = set(plan.prompt_lens) | {1} | set(plan.contexts) | set(fitted) | {b * plan.batch_context
@@ -420,7 +408,7 @@ def _profile_stage(run: _Run) -> None:
                               pool_bytes=min(1e9, 0.1 * run.free_now), seed=seed + 9)
     # Decode MBU at B = 1 against the read-only stream timed in the same rounds as the step (paired.py),
     # with the stream's kernel that read fastest at the start and the ceilings' buffer size.
-    if run.clock != "thread-cpu":
+    if run.config.clock != "thread-cpu":
         rk = run.ceil.read_by_kernel
         run.paired = PairedRead(kind, run.copy_bytes, max(rk, key=rk.get) if rk else "sum", seed=seed + 11)
     run.bar.update(1)
@@ -437,7 +425,7 @@ def _sweep(run: _Run, label: str, sizes, runs, *, prediction, pair=None, **timin
     later one only while the budget lasts, each point's time limit shrunk to share what is left). A generator:
     a point's paired read stream (`pair(size)`) is recorded by the caller before the next point is timed."""
     if run.interleave:  # round-robin over the sweep: a change in the host's load falls on every point alike
-        ts = timed_interleaved([(fn, pool) for fn, pool, _ in runs], run.kind, clock=run.clock, **timing)
+        ts = timed_interleaved([(fn, pool) for fn, pool, _ in runs], run.kind, clock=run.config.clock, **timing)
         yield from ((s, t, None) for s, t in zip(sizes, ts))
         return
     point_time_s = timing.pop("max_time_s")
@@ -588,7 +576,7 @@ def _final_stage(run: _Run) -> SuiteResult:
     kind, chosen, ceil, notes, pts = run.kind, run.chosen, run.ceil, run.notes, run.points
     run.bar.stage("ceilings again")
     after = measure_ceilings(kind, [chosen], copy_bytes=run.copy_bytes, matmul_n=run.plan.matmul_n,
-                             memory_bytes=run.free, seed=run.seed + 2, max_time_s=1.0)
+                             memory_bytes=run.free, seed=run.config.seed + 2, max_time_s=1.0)
     run.bar.update(1)
     for what, a, b in (("copy bandwidth", ceil.copy_bytes_per_s, after.copy_bytes_per_s),
                        (f"{chosen} matmul rate", ceil.matmul_flops_per_s[chosen],
@@ -597,7 +585,7 @@ def _final_stage(run: _Run) -> SuiteResult:
             notes.append(f"{what} changed {b / a - 1:+.0%} between the start and the end of the run: "
                          "the machine's speed varied (shared host?); ratios carry that uncertainty")
     if kind == "cpu":
-        _contention_note(notes, ceil, after, run.roof, pts["ttft"], pts["itl"], pts["batch"], clock=run.clock)
+        _contention_note(notes, ceil, after, run.roof, pts["ttft"], pts["itl"], pts["batch"], clock=run.config.clock)
     # The ceilings every ratio and prediction uses: the median of the estimates taken in the run
     # (start, before and after each phase, end), so one taken during a burst of the host does not
     # move them; the highest of each serves only the validity check (MBU, MFU <= 1 against it).
@@ -859,7 +847,7 @@ def _assemble(run: _Run) -> dict:
     config = {"model": asdict(plan.model), "dtype": plan.dtype, "dtype_reason": run.reason,
               "decode_mode": decode_used, "decode_step": run.step, "drift_correction": run.config.drift_correction,
               "threads": torch.get_num_threads(),
-              "clock": run.clock, "plan": plan.to_dict(), "memory_needed": run.need}
+              "clock": run.config.clock, "plan": plan.to_dict(), "memory_needed": run.need}
     return {
         "schema": SCHEMA,
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
