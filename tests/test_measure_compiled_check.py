@@ -44,41 +44,40 @@ def tiny_model():
     return model, pool
 
 
-def test_a_frozen_step_with_nan_logits_is_recompiled_without_freezing(monkeypatch):
-    fake = stand_in_compile(frozen="nan", unfrozen="right")
+def first_step(monkeypatch, frozen, unfrozen):
+    """(stand-in compile, model, pool, decode_runner's fn, mode used, note) at position 20 of a tiny model."""
+    fake = stand_in_compile(frozen=frozen, unfrozen=unfrozen)
     monkeypatch.setattr(torch, "compile", fake)
     model, pool = tiny_model()
     with torch.inference_mode():
-        fn, used, note = runner.decode_runner(model, pool, 20, "compile", "cpu")
-        assert used == "compile" and fake.calls == [True, False]
-        assert "frozen" in note and "not finite" in note
-        assert runner.decode_step(model)["timed"] == "compile (not frozen)"
-        assert "not finite" in runner.decode_step(model)["why"]
+        return (fake, model, pool, *runner.decode_runner(model, pool, 20, "compile", "cpu"))
+
+
+def test_a_frozen_step_with_nan_logits_is_recompiled_without_freezing(monkeypatch):
+    fake, model, pool, fn, used, note = first_step(monkeypatch, "nan", "right")
+    assert used == "compile" and fake.calls == [True, False]
+    assert "frozen" in note and "not finite" in note
+    assert runner.decode_step(model)["timed"] == "compile (not frozen)"
+    assert "not finite" in runner.decode_step(model)["why"]
+    with torch.inference_mode():
         assert torch.isfinite(fn(pool[1])).all()
         # the next point does not try the frozen step again
         fn, used, _ = runner.decode_runner(model, pool, 21, "compile", "cpu")
-        assert used == "compile" and fake.calls == [True, False]
+    assert used == "compile" and fake.calls == [True, False]
 
 
 def test_a_step_with_wrong_logits_both_ways_falls_back_to_eager(monkeypatch):
-    fake = stand_in_compile(frozen="wrong", unfrozen="wrong")
-    monkeypatch.setattr(torch, "compile", fake)
-    model, pool = tiny_model()
+    fake, model, pool, fn, used, note = first_step(monkeypatch, "wrong", "wrong")
+    assert used == "eager" and fake.calls == [True, False]
+    assert note.count("differ from the eager step's") == 2 and "without freezing" in note
+    step = runner.decode_step(model)
+    assert step["timed"] == "eager" and "differ" in step["why"]
     with torch.inference_mode():
-        fn, used, note = runner.decode_runner(model, pool, 20, "compile", "cpu")
-        assert used == "eager" and fake.calls == [True, False]
-        assert note.count("differ from the eager step's") == 2 and "without freezing" in note
-        step = runner.decode_step(model)
-        assert step["timed"] == "eager" and "differ" in step["why"]
         assert torch.equal(fn(pool[1]), model(pool[1], 20, all_logits=False))
 
 
 def test_a_step_that_passes_its_check_is_the_frozen_one(monkeypatch):
-    fake = stand_in_compile(frozen="right", unfrozen="nan")
-    monkeypatch.setattr(torch, "compile", fake)
-    model, pool = tiny_model()
-    with torch.inference_mode():
-        fn, used, note = runner.decode_runner(model, pool, 20, "compile", "cpu")
+    fake, model, _, _, used, note = first_step(monkeypatch, "right", "nan")
     assert used == "compile" and note is None and fake.calls == [True]
     assert runner.decode_step(model) == {"timed": "compile (frozen)", "why": None}
 

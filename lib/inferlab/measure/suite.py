@@ -175,12 +175,12 @@ class SuiteConfig:
     drift_correction: bool = False
 
     def __post_init__(self):
-        if self.config.clock not in ("wall", "thread-cpu"):
-            raise ValueError(f"clock must be 'wall' or 'thread-cpu'; got {self.config.clock!r}")
+        if self.clock not in ("wall", "thread-cpu"):
+            raise ValueError(f"clock must be 'wall' or 'thread-cpu'; got {self.clock!r}")
         if self.threads is not None:
             positive_int("threads", self.threads)
-        if self.config.dtype != "auto":
-            torch_dtype(self.config.dtype)
+        if self.dtype != "auto":
+            torch_dtype(self.dtype)
 
 
 def run_suite(config: SuiteConfig | None = None, /, **options) -> SuiteResult:
