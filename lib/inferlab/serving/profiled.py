@@ -26,7 +26,7 @@ from inferlab.measure.calibrate import _efficiency, attention_time_s, interp_log
 from inferlab.roofline import roofline_time_s
 from inferlab.costs import linear_cost
 from inferlab.specs import ModelConfig, Precision
-from inferlab.validation import positive_float
+from inferlab.input_checks import positive_float
 
 
 class ProfileStepTime:

@@ -63,10 +63,10 @@ STEP_SENSITIVITY = 0.05
 # (each prompt split into chunks of 64: steps of ~0.3-0.5 s), at 9 % less capacity.
 MAX_BATCH_TOKENS = 64
 # The predictions a transformers run makes from its probe (serving.hostspeed), both on the mean of its
-# two brackets' probe-normalized fits (hostspeed.normalized_durations; until stop 24 on their raw
+# two brackets' probe-normalized fits (hostspeed.normalized_durations; the earliest records on their raw
 # fits): every step x the host's speed ('probe-tracked', judged), or only its decode part x the speed
-# and its prompt-chunk part x speed ** 0.5 ('split'). On the development records (stop 23's three,
-# stop 24's pilot and first held-out repeat: 15 bounded pairs) re-simulated (validate.repredict),
+# and its prompt-chunk part x speed ** 0.5 ('split'). On the development records (three runs,
+# a pilot and the first held-out repeat: 15 bounded pairs) re-simulated (validate.repredict),
 # 9 of 15 pairs were within both bounds probe-tracked on raw fits, 11 probe-tracked on normalized
 # fits, 11 split on normalized fits; the simpler is judged. PREDICTION is the one judged against the
 # bounds (the run's `comparison` and summary.rates); the other is kept beside it under
@@ -81,7 +81,7 @@ PREDICTION_KEYS = {"probe-tracked": "tracked", "split": "split"}
 # its fit predicted its own steps within a median 7 % (p90 17-18 %), as the burst of 32 did (8 %,
 # 17 %), and the 32-burst run's steps within a median 8-10 % (the 32-burst fit predicted the
 # 8-burst runs' within 10 %). Runs a minute apart moved 12-15 % against each other: drift, not fit.
-# Until stop 24 the lone prompts (16, 48, 96, 200 tokens, 16 output tokens each) came 0.75 s apart,
+# In the earliest records the lone prompts (16, 48, 96, 200 tokens, 16 output tokens each) came 0.75 s apart,
 # so each one's prefill ran beside the previous one's decodes: no calibration step was a prompt chunk
 # alone. At a 64-token budget the live runs at 0.3x are full of such steps (23 of the 47 prefill
 # steps of the first run at 64 tokens), and the fits, extrapolating, over-predicted them: measured /
@@ -220,7 +220,7 @@ def validate(*, model: ModelConfig | None = None, dtype: str = "auto", device: s
     from inferlab.serving.engines import check_engine, engine_version
     from inferlab.serving.simulate import simulate
     from inferlab.specs import Precision
-    from inferlab.validation import positive_float, positive_int
+    from inferlab.input_checks import positive_float, positive_int
 
     t_start = time.perf_counter()
     log = log or (lambda message: None)  # log=None: quiet
@@ -289,11 +289,11 @@ def validate(*, model: ModelConfig | None = None, dtype: str = "auto", device: s
         else:
             from inferlab.serving.engines.transformers_cb import build_model
             from inferlab.serving.policies import TransformersFIFO
-            from inferlab.serving.hostspeed import HostProbe
+            from inferlab.measure.probe import LinearProbe
             pol = TransformersFIFO(token_budget=max_batch_tokens, max_num_seqs=max_num_seqs, page_size=page_size)
             log(f"transformers: {cfg.name} ({dtype}) as LlamaForCausalLM")
             model_obj = build_model(cfg, dtype, seed)
-            probe = HostProbe.for_model(cfg, dtype, info.cache_bytes, seed + 5)
+            probe = LinearProbe.for_model(cfg, dtype, info.cache_bytes, seed + 5)
             log(f"host-speed probe: one row through a {cfg.d_ff} x {cfg.d_model} {dtype} linear, "
                 f"{len(probe.weights)} copies ({probe.weight_bytes / 1e6:.0f} MB), at every step")
 
@@ -459,7 +459,7 @@ def step_sensitivity(workload, step_time, cfg, acc, pol, prec, kv_blocks, block_
     boundaries fall against the arrivals decides that percentile. Simulation only (no live run)."""
     from inferlab.serving.simulate import simulate
     from inferlab.serving.steptime import ScaledStepTime
-    from inferlab.validation import positive_float
+    from inferlab.input_checks import positive_float
     positive_float("scale", scale, maximum=0.5)
 
     def summary(factor):
@@ -623,7 +623,7 @@ def calibration_workload(prompt: LengthDist, output: LengthDist, seed: int, burs
     each meant to be served alone (its chunks with no other request beside them), then
     CALIBRATION_BURST requests of the run's length distributions (seeded apart from the predicted
     workloads) arriving together `gap_s` / 4 after the last lone prompt's slot ends."""
-    from inferlab.validation import positive_float
+    from inferlab.input_checks import positive_float
     positive_float("gap_s", gap_s, maximum=600.0)
     rng = np.random.default_rng(seed + 7)
     burst = CALIBRATION_BURST if burst is None else burst
@@ -1289,7 +1289,7 @@ def validate_vllm(*, settings=None, rates=None, fractions=LOAD_FACTORS, requests
     from inferlab.serving.engines import vllm as V
     from inferlab.serving.simulate import simulate
     from inferlab.specs import Precision
-    from inferlab.validation import positive_int
+    from inferlab.input_checks import positive_int
 
     t_start = time.perf_counter()
     log = log or (lambda message: None)

@@ -1,6 +1,6 @@
 """Does a configuration fit once a server keeps headroom? One answer, with the condition that flips it.
 
-    from inferlab.headroom import headroom_fit
+    from inferlab.memory_headroom import headroom_fit
     fit = headroom_fit("llama-2-70b", "h100-sxm", batch=32, seq_len=2048, tp=2)
     fit.free_bytes("datasheet"), fit.free_bytes("reported")   # 0.28 GB and 5.80 GB
     fit.max_batch_at_utilisation()                            # 23 with vLLM's default 0.9
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from inferlab.memory import kv_cache_bytes, weight_bytes
 from inferlab.specs import BF16, Precision, check_accelerator, check_model, check_precision
-from inferlab.validation import positive_float, positive_int
+from inferlab.input_checks import positive_float, positive_int
 
 # vLLM's default `gpu_memory_utilization` (vllm.config.CacheConfig): the share of the device's
 # reported memory the engine may use for weights, activations and the KV pool.
