@@ -103,6 +103,9 @@ def _cmd_grade(args) -> int:
         _readable_file("--roster", args.roster, "CSV file with a student_id column")
     _writable_dir("--out", args.out)
     _check_grade_limits(args)
+    if args.all_cells:
+        from inferlab.exercises import grade as grading
+        grading.SKIP_LECTURE = False
     limits = Limits(memory_bytes=int(args.memory_gb * 1e9), cpu_s=args.time_limit + GRACE_S, processes=args.max_processes,
                     output_bytes=int(args.max_output_mb * 1e6), disk_bytes=int(args.max_disk_mb * 1e6))
     key = None
@@ -395,6 +398,8 @@ def _add_commands(sub) -> None:
     p.add_argument("--no-sandbox", action="store_true",
                    help="run the notebooks with your own rights (trusted notebooks only; prints a warning)")
     p.add_argument("--quiet", action="store_true", help="print nothing but errors")
+    p.add_argument("--all-cells", action="store_true", help="run every cell, not only those the graded answers "
+                   "depend on (the lecture's figures included)")
     p.set_defaults(func=_cmd_grade)
 
 
