@@ -1,8 +1,9 @@
 """Grade a class of N submissions of one chapter in the sandbox and time it: seconds per submission.
 
 Each submission is the chapter's instructor notebook (the whole lecture and every answer), copied N times
-under the ids s01 ... sNN: the cost a real class pays per notebook (every lecture cell runs). Graded with the
-grader's defaults (parallel: `grade.default_jobs`, one job per core, memory-checked). Writes
+under the ids s01 ... sNN. Graded with the grader's defaults: parallel (`grade.default_jobs`, one job per core,
+memory-checked), and only the cells the answers depend on (`exercises.depends`; `--all-cells` runs every lecture
+cell, as before issue 37). Writes
 build/bench/grade_class.json (wall seconds, per submission, jobs, CPU cores, the host's load before) and a
 figure: each submission's finishing time against its rank, so the slope is the class's rate.
 
@@ -28,12 +29,15 @@ def main(argv=None) -> int:
     parser.add_argument("--jobs", type=int, default=None, help="default: the grader's (one per core)")
     parser.add_argument("--out", default="build/bench/grade_class.json")
     parser.add_argument("--figure", default=None, help="write the figure here (.png)")
+    parser.add_argument("--all-cells", action="store_true", help="run every lecture cell (no dependency analysis)")
     args = parser.parse_args(argv)
     if args.n < 1:
         parser.error(f"--n must be >= 1; got {args.n}")
 
+    from inferlab.exercises import grade as grading
     from inferlab.exercises import sandbox as sb
     from inferlab.exercises.grade import default_jobs, grade
+    grading.SKIP_LECTURE = not args.all_cells
     limits = sb.Limits()
     jobs = args.jobs or default_jobs(limits)
     work = Path(tempfile.mkdtemp(prefix="grade-class-"))
@@ -62,9 +66,11 @@ def main(argv=None) -> int:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     result = {"submissions": args.n, "chapter": args.chapter, "jobs": jobs, "cores": os.cpu_count(),
+              "lecture_cells": "all" if args.all_cells else "those the answers depend on",
               "wall_s": round(wall_s, 1), "s_per_submission": round(wall_s / args.n, 2),
               "failed": grades.failed, "not_ok": sum(r["status"] != "ok" for r in grades.rows),
-              "load_before": [round(x, 2) for x in load_before], "finished_s": [round(t, 1) for t in finished]}
+              "load_before": [round(x, 2) for x in load_before], "load_after": [round(x, 2) for x in os.getloadavg()],
+              "finished_s": [round(t, 1) for t in finished]}
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=1) + "\n")

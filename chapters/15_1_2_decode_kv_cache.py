@@ -435,14 +435,15 @@ check("15.1.2-ex2", ex2);
 #
 # One decode step of `llama-3-8b` on an `h100-sxm`, B = 512 sequences, each attending over 4096
 # positions, bf16. **Predict first:** is the MLP up-projection compute- or memory-bound at this batch, and
-# is attention? Then compute attention's arithmetic intensity (its FLOPs over its HBM bytes, all layers,
-# `inferlab.costs.decode_costs(...).attention`). The chapter says it "stays pinned near 1" — does that hold
-# for this model?
+# is attention? Then compute attention's HBM bytes in this step and its arithmetic intensity (its FLOPs over
+# those bytes, all layers, `inferlab.costs.decode_costs(...).attention`). The chapter says the intensity "stays
+# pinned near 1" — does that hold for this model? GB = 10⁹ bytes.
 #
 # **Answer** `ex3`: a dict with the keys
 # - `'mlp'`: the regime of the MLP up-projection: one of 'compute', 'memory'
 # - `'attention'`: the regime of attention (QK^T and PV together): one of 'compute', 'memory'
 # - `'attention_intensity'`: attention's arithmetic intensity in FLOP/byte, a number (tolerance ±2 %)
+# - `'attention_gb'`: the bytes attention reads and writes in this step, all layers in GB, a number (tolerance ±2 %)
 
 # %%
 # SOLUTION
@@ -465,6 +466,7 @@ ex3 = {
     "mlp": bound(mlp_up.intensity, accelerator),
     "attention": bound(attention.intensity, accelerator),
     "attention_intensity": float(attention.intensity),
+    "attention_gb": float(attention.bytes) / 1e9,  # every sequence's own K and V, plus Q and the output
 }
 ex3
 

@@ -332,12 +332,13 @@ check("15.2.2-ex1", ex1);
 #
 # Same model and GPU as exercise 1 (`llama-3-8b`, `h200`, S = 4096). The server runs at B = 64
 # and could double it. **Predict first:** at B = 64, do the weights or the KV caches dominate the bytes read
-# per decode step? Then compute the throughput gain from doubling B with the chapter's rule
+# per decode step? Then compute the throughput at 2 × 64 and its gain over B = 64 with the chapter's rule
 # throughput(B) = B · BW / (M_weights + B·C_kv) (`inferlab.latency.decode_step_rule_s`).
 #
 # **Answer** `ex2`: a dict with the keys
 # - `'dominant'`: what dominates the bytes read per step at B = 64: one of 'weights', 'kv'
 # - `'gain'`: throughput at B = 2 × 64 divided by throughput at B = 64 (dimensionless), a number (tolerance ±1 %)
+# - `'tokens_per_s'`: the throughput at B = 2 × 64 in tokens/s, a number (tolerance ±1 %)
 
 # %%
 # SOLUTION
@@ -360,7 +361,7 @@ dominant = "kv" if batch * kv > w else "weights"
 # B tokens per step of (weights + B caches) / bandwidth, at B and at 2B
 B = np.array([batch, 2 * batch])
 throughput = B / decode_step_rule_s(w, kv, B, accelerator)
-ex2 = {"dominant": dominant, "gain": throughput[1] / throughput[0]}
+ex2 = {"dominant": dominant, "gain": throughput[1] / throughput[0], "tokens_per_s": throughput[1]}
 ex2
 
 # %%

@@ -560,6 +560,9 @@ HAND = [
     # intensity 17,179,869,184 / 4,311,744,512 = 3.99610 (4 = h/kv: each K/V head serves 4 query heads).
     ("15.1.2-ex3", "mlp", "compute"), ("15.1.2-ex3", "attention", "memory"),
     ("15.1.2-ex3", "attention_intensity", 3.99609756),
+    # Its bytes: per layer 2 * (B*h*hd*2 = 512*32*128*2 = 4,194,304 of Q or P, plus B*S*kv*hd*2 = 4,294,967,296 of
+    # K or V) = 8,598,323,200; * 32 layers = 275,146,342,400 bytes.
+    ("15.1.2-ex3", "attention_gb", 275.1463424),
     # Llama 2 7B, A100 80GB: weights 6,738,415,616 * 2 = 13,476,831,232 B; KV at S = 2048:
     # 2 * 32 * 32 * 128 * 2048 * 2 = 1,073,741,824 B; step (13,476,831,232 + 48 * 1,073,741,824) / 2.039e12
     # = 31.88643 ms; 48 / 0.03188643 s = 1505.342 tokens/s.
@@ -574,6 +577,12 @@ HAND = [
     # memory-bound operators gain: TTFT ratio 1.003651 -> only ITL improves by more than 5 %.
     ("15.2.1-ex2", "improves", "itl"), ("15.2.1-ex2", "itl_speedup", 1.43283582),
     ("15.2.1-ex2", "ttft_speedup", 1.00365095),
+    # ITL on the H200: every operator memory-bound at B = 1, so the bytes over 4.8e12 B/s. Per layer (d = 5120,
+    # f = 13824, bf16): weights 4 * 5120^2 * 2 + 3 * 5120 * 13824 * 2 = 634,388,480; activations 195,584 (q and o
+    # 20,480 each, k, v, scores and values 10,240 each, the three MLP matrices (5120 + 13824) * 2 each); KV written
+    # 2 * 10,240 and read 2 * 1024 * 5120 * 2: 20,992,000. * 40 layers = 26,223,042,560; the embedding row 20,480
+    # and the LM head 5120 * 32000 * 2 + (5120 + 32000) * 2 = 327,754,240: 26,550,817,280 B -> 5.5314203 ms.
+    ("15.2.1-ex2", "itl_ms", 5.53142027),
     # Llama 3 8B, S = 131,072, causal: pairs S(S+1)/2 = 8,590,000,128; QK^T and PV each 2*h*hd*pairs
     # = 70,369,281,048,576 FLOPs per layer; * 2 * 32 layers = 4,503,633,987,108,864 FLOPs of
     # 6,333,222,386,401,280 in total (projections 2*S*(d*(q+2kv)+q*d+3*d*f) per layer, the LM head for one
@@ -592,6 +601,8 @@ HAND = [
     # Same, B = 64 > B*: throughput(B) = B * BW / (W + B*KV); gain = 2 * (W + 64 KV) / (W + 128 KV)
     # = 2 * 50,420,260,864 / 84,779,999,232 = 1.189438.
     ("15.2.2-ex2", "dominant", "kv"), ("15.2.2-ex2", "gain", 1.18943763),
+    # Throughput at 2B = 128: 128 * 4.8e12 / 84,779,999,232 = 7,246.9923 tokens/s.
+    ("15.2.2-ex2", "tokens_per_s", 7246.99228),
     # Llama 3 70B, tp = 4, B = 48, S = 4096: KV per GPU 2 * 80 * (8/4) * 128 * 4096 * 2 * 48 = 16,106,127,360 B
     # = 16.1061 GB. Weights per GPU: 17,639,415,808 params (q/o/k/v/MLP and both vocab tables split 4 ways,
     # norms whole) * 2 = 35,278,831,616 B; KV per sequence per GPU 335,544,320 B;

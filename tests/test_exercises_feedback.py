@@ -135,7 +135,10 @@ def notebook(*cells):
     return nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
 
 
-LECTURE = tuple(f"print('lecture figure {i}: ' + 'x' * 400_000)" for i in range(6))  # 2.4 MB, 0.4 MB a cell
+# 2.4 MB, 0.4 MB a cell; each sets a name the honest answer reads, so that the grader runs them (it skips the
+# lecture cells no answer depends on, `exercises.depends`)
+LECTURE = tuple(f"lecture_{i} = {i}\nprint('lecture figure {i}: ' + 'x' * 400_000)" for i in range(6))
+USES_LECTURE = " + 0 * (" + " + ".join(f"lecture_{i}" for i in range(6)) + ")"
 IMPORT = "from inferlab.exercises import check"
 EX1 = ('check("15.1.2-ex1", ex1)',)
 
@@ -148,7 +151,7 @@ def graded(tmp_path_factory):
     subs, out = base / "subs", base / "out"
     subs.mkdir()
     cases = {
-        "honest": notebook(IMPORT, *LECTURE, f"ex1 = {RIGHT!r}", *EX1),
+        "honest": notebook(IMPORT, *LECTURE, f"ex1 = {RIGHT!r}{USES_LECTURE}", *EX1),
         "syntax": notebook(IMPORT, *LECTURE, "x = 1\nex1 = (2.68\n", *EX1),
         "runtime": notebook(IMPORT, "def f():\n    return undefined\n", "y = 2\nex1 = f()", *EX1),
         "timeout": notebook(IMPORT, "while True:\n    pass\nex1 = 2.68", *EX1),

@@ -32,7 +32,12 @@ JUPYTEXT_HEADER = """\
 
 
 def solution_source(exercise: Exercise) -> str:
-    """The solution cell's code: parameters, then `solve`'s body with `return X` turned into `exN = X`."""
+    """The solution cell's code: parameters, then `solve`'s body with `return X` turned into `exN = X` (an
+    exercise written as data gives its own code: `data.DataSolution.source`)."""
+    if callable(getattr(exercise.solve, "source", None)):
+        params = [f"{k} = {_literal(v)}" for k, v in exercise.params.items()]
+        return "\n".join([SOLUTION_MARK, f"# parameters of {exercise.id}", *params, "",
+                          exercise.solve.source(exercise.answer_name), exercise.answer_name])
     src = textwrap.dedent(inspect.getsource(exercise.solve))
     fn = ast.parse(src).body[0]
     body = fn.body

@@ -1,4 +1,4 @@
-"""Command line of the exercises: list, cells, sample, build-student, collisions, gradescope, grade (`python -m inferlab.exercises ...`,
+"""Command line of the exercises: list, cells, sample, build-student, collisions, gradescope, grade, check-exercises (`python -m inferlab.exercises ...`,
 or `inferlab classroom ...` once inferlab.cli lists this module).
 
     python -m inferlab.exercises build-student chapters/*.ipynb --out build/student
@@ -103,6 +103,9 @@ def _cmd_grade(args) -> int:
         _readable_file("--roster", args.roster, "CSV file with a student_id column")
     _writable_dir("--out", args.out)
     _check_grade_limits(args)
+    if args.all_cells:
+        from inferlab.exercises import grade as grading
+        grading.SKIP_LECTURE = False
     limits = Limits(memory_bytes=int(args.memory_gb * 1e9), cpu_s=args.time_limit + GRACE_S, processes=args.max_processes,
                     output_bytes=int(args.max_output_mb * 1e6), disk_bytes=int(args.max_disk_mb * 1e6))
     key = None
@@ -259,7 +262,63 @@ def _positive(kind, name: str, maximum=None):
     return parse
 
 
+def _cmd_check_exercises(args) -> int:
+    """Check exercise files (TOML): every entry parses, its answers are allowed expressions of known quantities,
+    sampled variants solve, slips differ from the answer, and every part worth more than a choice varies."""
+    from inferlab.exercises.collisions import DEMO_ASSIGNMENT, DEMO_KEY, DEMO_ROSTER, report
+    from inferlab.exercises.core import _REGISTRY
+    from inferlab.exercises.data import check_entry, load, sample_params
+    bad = 0
+    for path in args.files:
+        _readable_file("exercises file", path, "TOML file of [[exercise]] entries")
+        for ex in load(path):
+            problems = check_entry(ex)
+            if ex.id in _REGISTRY and _REGISTRY[ex.id].solve.__class__ is not ex.solve.__class__:
+                problems.append(f"{ex.id}: the id of an exercise of the library; pick another number")
+            if problems:
+                bad += 1
+                print(f"{ex.id}: REFUSED\n" + "\n".join(f"  {p}" for p in problems))
+                continue
+            combos = len(ex.vary.combinations()) if ex.vary else 1
+            line = f"{ex.id}: ok, {combos} variant(s), {len(sample_params(ex))} solved"
+            if ex.vary is not None:
+                _REGISTRY.setdefault(ex.id, ex)
+                shares = report([ex.id], list(DEMO_ROSTER), DEMO_ASSIGNMENT, DEMO_KEY)["parts"]
+                line += "; share of 40 students' pairs agreeing: " + ", ".join(
+                    f"{p['part']} {p['share']:.0%}" for p in shares)
+            print(line)
+    return 1 if bad else 0
+
+
+def _with_exercises(command):
+    """Run `command` with the exercise files of --exercises registered (and named in the environment, so that the
+    notebooks a command runs see them too)."""
+    def run(args):
+        files = getattr(args, "exercises", None) or []
+        if files:
+            from inferlab.exercises.data import ENV_VAR, register_file
+            for path in files:
+                _readable_file("--exercises", path, "TOML file of [[exercise]] entries")
+                register_file(path, replace=True)
+            known = [p for p in os.environ.get(ENV_VAR, "").split(os.pathsep) if p]
+            os.environ[ENV_VAR] = os.pathsep.join(known + [str(Path(p).resolve()) for p in files])
+        return command(args)
+    return run
+
+
 def add_commands(sub) -> None:
+    p = sub.add_parser("check-exercises", help="check exercise files written as data (TOML)")
+    p.add_argument("files", nargs="+", help="TOML files of [[exercise]] entries (format: docs/exercises.md)")
+    p.set_defaults(func=_cmd_check_exercises)
+    _add_commands(sub)
+    for name, parser in sub.choices.items():
+        if name != "check-exercises":
+            parser.add_argument("--exercises", nargs="+", metavar="TOML",
+                                help="also the exercises of these files (written as data, see check-exercises)")
+            parser.set_defaults(func=_with_exercises(parser.get_default("func")))
+
+
+def _add_commands(sub) -> None:
     p = sub.add_parser("list", help="the exercises, one line each")
     p.add_argument("--section", help="e.g. 15.1.2")
     p.set_defaults(func=_cmd_list)
@@ -339,6 +398,8 @@ def add_commands(sub) -> None:
     p.add_argument("--no-sandbox", action="store_true",
                    help="run the notebooks with your own rights (trusted notebooks only; prints a warning)")
     p.add_argument("--quiet", action="store_true", help="print nothing but errors")
+    p.add_argument("--all-cells", action="store_true", help="run every cell, not only those the graded answers "
+                   "depend on (the lecture's figures included)")
     p.set_defaults(func=_cmd_grade)
 
 

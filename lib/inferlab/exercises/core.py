@@ -584,10 +584,15 @@ def set_student(student_id: str, assignment: str, params: Mapping | None = None)
     if not isinstance(assignment, str) or not assignment.strip():
         raise ValueError(f"assignment={assignment!r} must be a non-empty string")
     params = dict(params or {})
+    for ex_id in [i for i in params if i not in _REGISTRY]:
+        # A notebook built against a newer exercise set than this library: one line, not a traceback.
+        print(f"{ex_id}: unknown exercise id, not in your copy of inferlab (the notebook is newer); update it (git "
+              "pull, then make setup) to check that exercise")
+        del params[ex_id]
     for ex_id, values in params.items():
         if not isinstance(values, Mapping):
             raise ValueError(f"params[{ex_id!r}]={values!r} must be a dict of parameter values")
-        get(ex_id).with_params(**values)  # names an exercise and its parameters, or says which does not
+        get(ex_id).with_params(**values)  # names the parameters, or says which is not the exercise's
     _STUDENT.clear()
     _STUDENT.update(student_id=student_id, assignment=assignment, params=params)
 
@@ -608,8 +613,8 @@ def check(exercise_id: str, answer) -> CheckResult:
     is the submitted answer's, scored by the grader; a fresh kernel restarts the count.)"""
     if not isinstance(exercise_id, str) or exercise_id not in _REGISTRY:
         # A notebook built against a newer exercise set than this library: one line, not a traceback.
-        print(f"{exercise_id}: this exercise is not in your copy of inferlab; update it (git pull, then make "
-              "setup) to check your answer")
+        print(f"{exercise_id}: unknown exercise id, not in your copy of inferlab (the notebook is newer); update "
+              "it (git pull, then make setup) to check your answer")
         return None
     exercise = _current(exercise_id)
     payload = _to_jsonable(answer)

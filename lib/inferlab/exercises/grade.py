@@ -44,7 +44,7 @@ from pathlib import Path
 from inferlab.exercises import sandbox as sb
 from inferlab.exercises import cgroup, seccomp
 from inferlab.exercises.failures import exercise_failures
-from inferlab.exercises import signals
+from inferlab.exercises import depends, signals
 from inferlab.exercises.core import SECTIONS, exercises, get, variant
 from inferlab.exercises.key import DEFAULT_KEY_PATH
 from inferlab.exercises.sandbox_runner import POOL_CELLS, Meter
@@ -61,6 +61,9 @@ DISK_FULL = "disk full: a write to /home/student, /tmp or /dev/shm failed (No sp
 MAX_NOTEBOOK_BYTES = 20 * 10**6
 MAX_REPORT_BYTES = 5 * 10**6
 MAX_ANSWER_CHARS = 20_000
+# Run only the cells the graded answers depend on (`skipped_cells`); False (`grade --all-cells`, or the environment
+# variable INFERLAB_GRADE_ALL_CELLS=1): every cell, as before issue 37.
+SKIP_LECTURE = os.environ.get("INFERLAB_GRADE_ALL_CELLS", "") != "1"
 MAX_JSON_DEPTH = 64  # a notebook or a report nested deeper is refused before json.loads sees it
 NO_SANDBOX_WARNING = ("WARNING: grading without a sandbox: each submitted notebook runs with your rights and "
                       "can read, change or delete your files. Use --no-sandbox only for your own notebooks.")
@@ -228,6 +231,21 @@ def exercise_cells(plan) -> list:
     return sorted({int(p["cell"]) for p in plan} | {int(j) for p in plan for j in p.get("answer_cells", [])})
 
 
+def skipped_cells(source_text: str, plan) -> list[int]:
+    """The code cells of a notebook file that no check cell's answer depends on (`depends.cells_to_run`): the
+    lecture's figures and tables, and everything after the last check cell. Nothing without a check cell."""
+    nb = loads_bounded(source_text, max_bytes=MAX_NOTEBOOK_BYTES, max_depth=MAX_JSON_DEPTH)
+    cells = nb.get("cells", []) if isinstance(nb, dict) and isinstance(nb.get("cells"), list) else []
+    sources = []
+    for c in cells:
+        src = c.get("source", "") if isinstance(c, dict) and c.get("cell_type") == "code" else None
+        sources.append(None if src is None else "".join(map(str, src)) if isinstance(src, list) else str(src))
+    if not exercise_cells(plan):
+        return []
+    run = depends.cells_to_run(sources, exercise_cells(plan))
+    return [i for i, s in enumerate(sources) if s is not None and s.strip() and i not in run]
+
+
 def _claimed(source_text: str) -> set:
     """The student ids a notebook file names (see `signals.claimed_ids`)."""
     nb = loads_bounded(source_text, max_bytes=MAX_NOTEBOOK_BYTES, max_depth=MAX_JSON_DEPTH)
@@ -246,9 +264,10 @@ def _known_ids() -> set:
 
 def execute(notebook: Path, *, plan, sandbox: bool, limits: sb.Limits, cell_timeout: float, time_limit: float,
             kernel_name: str = "python3", slot: int = 0, executed_path: Path | None = None,
-            tmp_root=None, cgroups: "cgroup.Cgroups | None" = None) -> dict:
+            tmp_root=None, cgroups: "cgroup.Cgroups | None" = None, skip_cells=()) -> dict:
     """Run `notebook` (a copy, in a fresh private folder that is removed afterwards) and return the
-    runner's report, with `problems` added: each failure or limit hit, with its cause."""
+    runner's report, with `problems` added: each failure or limit hit, with its cause. `skip_cells`: code cells
+    not run (`skipped_cells`: lecture cells no graded answer depends on)."""
     problems = []
     cg_path = None
     read_fds, fds = [], []  # pipe ends this call still has to close (on an error before they are handed on)
@@ -276,7 +295,7 @@ def execute(notebook: Path, *, plan, sandbox: bool, limits: sb.Limits, cell_time
             fds.append(w)
         result_write, log_write = fds[0], fds[1]
         args = {"notebook": str(inside / "submission.ipynb"), "result_fd": result_write, "plan": plan,
-                "exercise_cells": exercise_cells(plan),
+                "exercise_cells": exercise_cells(plan), "skip_cells": sorted(int(i) for i in skip_cells),
                 "cell_timeout": cell_timeout, "time_limit": time_limit, "kernel": kernel_name, "uid": uid,
                 "sandboxed": bool(sandbox),
                 "limits": dict(limits.as_dict(), cpu_s=min(limits.cpu_s, time_limit + GRACE_S),
@@ -598,13 +617,15 @@ def run_submission_notebook(student: str, notebook: Path, out_dir: Path, *, cell
         text = _read_submission(Path(notebook)).decode("utf-8", errors="replace")
         plan, run.ids, run.flags = check_plan(text)
         run.claimed = _claimed(text)
+        skip = skipped_cells(text, plan) if SKIP_LECTURE else []
     except (UnsafeFile, OSError, ValueError) as exc:
         why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         run.problems = [f"unreadable notebook ({one_line(why)[:200]}): not run"]
         return run
     report = execute(notebook, plan=plan, sandbox=sandbox, limits=limits, cell_timeout=cell_timeout,
                      time_limit=time_limit, kernel_name=kernel_name, slot=slot,
-                     executed_path=out_dir / "executed" / f"{stem}.ipynb", tmp_root=tmp_root, cgroups=cgroups)
+                     executed_path=out_dir / "executed" / f"{stem}.ipynb", tmp_root=tmp_root, cgroups=cgroups,
+                     skip_cells=skip)
     run.problems = report["problems"]
     stopped = next((p for p in run.problems if "later cells not run" in p), None)
     run.why = exercise_failures(plan, report.get("errors", []) + report.get("timeouts", []), stopped)

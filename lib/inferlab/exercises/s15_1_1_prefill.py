@@ -100,6 +100,13 @@ def mistakes_mlp_regime(model, accelerator, operator, prompt_len, max_len):
     ]
 
 
+def _short_enough(model, accelerator, operator, prompt_len):
+    """The drawn prompt, 128 tokens at most on an H200: its ridge point (the H100's peak over more bandwidth) is
+    crossed below 256 tokens, and the prediction is about a memory-bound prompt."""
+    return dict(model=model, accelerator=accelerator, operator=operator,
+                prompt_len=min(prompt_len, 128) if accelerator == "h200" else prompt_len)
+
+
 register(Exercise(
     id="15.1.1-ex2", kind="predict", points=1,
     title="When does prefill become compute-bound?",
@@ -121,8 +128,9 @@ The chapter says prefill is compute-bound "once S is even modestly long". Take t
     # Variants: dense bf16 models, accelerators with an fp8 peak (a named slip), three weight matmuls, and
     # short prompts: memory-bound at S = prompt_len, compute-bound below max_len (checked for every draw).
     vary=vary(("model", ["llama-2-7b", "llama-2-13b-book", "llama-2-13b", "llama-3-8b", "mistral-7b"]),
-              ("accelerator", ["h100-sxm", "h100-pcie", "mi300x", "b200", "l4"]),
-              ("operator", ["mlp_up", "mlp_down", "o_proj"]), ("prompt_len", [64, 128, 256]))))
+              ("accelerator", ["h100-sxm", "h100-pcie", "h200", "mi300x", "b200", "l4"]),
+              ("operator", ["mlp_up", "mlp_down", "o_proj"]), ("prompt_len", [64, 128, 256]),
+              derive=_short_enough)))
 
 
 # ex3: find the inconsistency ---------------------------------------------------------------------

@@ -6,7 +6,7 @@ import dataclasses
 import math
 
 from inferlab.costs import decode_costs
-from inferlab.exercises.core import Exercise, Mistake, integer, letters, number, one_of, register, vary
+from inferlab.exercises.core import LOW_WEIGHT, Exercise, Mistake, integer, letters, number, one_of, register, vary
 from inferlab.latency import decode_step_rule_s, decode_step_time_s
 from inferlab.memory import kv_cache_bytes, max_batch, memory_budget, weight_bytes
 from inferlab.specs import Precision, get_accelerator, get_model
@@ -155,6 +155,7 @@ def solve_decode_regimes(model, accelerator, batch, context_len):
         "mlp": bound(mlp_up.intensity, accelerator),
         "attention": bound(attention.intensity, accelerator),
         "attention_intensity": float(attention.intensity),
+        "attention_gb": float(attention.bytes) / 1e9,  # every sequence's own K and V, plus Q and the output
     }
 
 
@@ -172,7 +173,32 @@ def mistakes_decode_regimes(model, accelerator, batch, context_len):
                      "QK^T does 2 FLOPs on 2 bytes", "attention_intensity"),
         Mistake(float(batch), "batching does not amortise the KV cache: the intensity does not grow with B",
                 "attention_intensity"),
+        Mistake(float(decode_costs(_mha(model), batch, context_len).attention.bytes) / GB,
+                "you read every query head's K and V; only the n_kv_heads cached heads are stored and read",
+                "attention_gb"),
+        Mistake(float(decode_costs(model, 1, context_len).attention.bytes) / GB,
+                "that is one sequence's attention; each of the {b} sequences reads its own cache".format(b=batch),
+                "attention_gb"),
+        Mistake(float(decode_costs(model, batch, context_len).attention.bytes) / GiB,
+                "GB are 1e9 bytes here, not GiB", "attention_gb"),
     ]
+
+
+# The products B * S at which attention's bytes equal a number the chapter prints (to the 4 digits a leak scan
+# reads), by per-token cache: 8B GQA models (Llama 3 8B, Mistral 7B) and 70B ones. A student notebook showing a
+# variant's answer would be refused by the builder.
+_PRINTED_ATTENTION_BS = {"8b": (2_506_752,), "70b": (4_177_920, 4_194_304, 5_111_808, 6_094_848, 6_176_768)}
+
+
+def _regime_settings() -> list:
+    """(model, B, S) for ex3's variants: B on a 32 grid from 384 to 1,024, S on a 256 grid from 2,048 to
+    8,192, less the products B * S listed in `_PRINTED_ATTENTION_BS`."""
+    out = []
+    for model in ("llama-3-8b", "mistral-7b", "llama-3-70b", "llama-2-70b"):
+        printed = _PRINTED_ATTENTION_BS["70b" if "70b" in model else "8b"]
+        out += [(model, b, s) for b in range(384, 1025, 32) for s in range(2048, 8193, 256)
+                if b * s not in printed]
+    return out
 
 
 register(Exercise(
@@ -181,19 +207,23 @@ register(Exercise(
     params=dict(model="llama-3-8b", accelerator="h100-sxm", batch=512, context_len=4096),
     parts=(one_of("mlp", "the regime of the MLP up-projection", ("compute", "memory")),
            one_of("attention", "the regime of attention (QK^T and PV together)", ("compute", "memory")),
-           number("attention_intensity", "attention's arithmetic intensity", "FLOP/byte", rel_tol=0.02)),
+           # n_heads / n_kv_heads (4 or 8 here) sets it: few values, so it weighs as little as a choice.
+           number("attention_intensity", "attention's arithmetic intensity", "FLOP/byte", rel_tol=0.02,
+                  weight=LOW_WEIGHT),
+           number("attention_gb", "the bytes attention reads and writes in this step, all layers", "GB",
+                  rel_tol=0.02)),
     statement="""\
 One decode step of `{model}` on an `{accelerator}`, B = {batch} sequences, each attending over {context_len}
 positions, bf16. **Predict first:** is the MLP up-projection compute- or memory-bound at this batch, and
-is attention? Then compute attention's arithmetic intensity (its FLOPs over its HBM bytes, all layers,
-`inferlab.costs.decode_costs(...).attention`). The chapter says it "stays pinned near 1" — does that hold
-for this model?""",
+is attention? Then compute attention's HBM bytes in this step and its arithmetic intensity (its FLOPs over
+those bytes, all layers, `inferlab.costs.decode_costs(...).attention`). The chapter says the intensity "stays
+pinned near 1" — does that hold for this model? GB = 10⁹ bytes.""",
     solve=solve_decode_regimes, mistakes=mistakes_decode_regimes,
     # Variants: GQA models (the point of the intensity part), batches of 384-1024 (MLP compute-bound on
-    # these cards, attention memory-bound: checked for every draw).
-    vary=vary(("model", ["llama-3-8b", "mistral-7b", "llama-3-70b", "llama-2-70b"]),
-              ("accelerator", ["h100-sxm", "h200", "a100-80gb", "mi300x"]),
-              ("batch", [384, 512, 768, 1024]), ("context_len", [2048, 4096, 8192]))))
+    # these cards, attention memory-bound: checked for every draw) and contexts on a 256-token grid, so
+    # that attention's bytes (B * S * the model's per-token cache) differ between most pairs of students.
+    vary=vary(("accelerator", ["h100-sxm", "h200", "a100-80gb", "mi300x"]),
+              (("model", "batch", "context_len"), _regime_settings()))))
 
 
 # ex4: find the inconsistency ---------------------------------------------------------------------
@@ -313,6 +343,33 @@ def _batch_beyond_bf16(model, accelerator, context_len, k):
                 batch=math.floor(k * max_batch(m, acc, context_len)) + 1)
 
 
+# (model, accelerator, S, B) whose best ITL is a number the chapter prints (a leak the student build refuses).
+_PRINTED_PLAN_ITL = {("llama-2-13b", "h200", 4096, 67), ("llama-2-7b", "a100-80gb", 3584, 54)}
+
+
+def _precision_settings() -> list:
+    """(model, accelerator, S, k) for ex5's variants: S from 2,048 to 4,096 on a 512 grid, the batch k = 1 to 2
+    times (in steps of 0.04) the bf16 plan's max batch, plus one; less `_PRINTED_PLAN_ITL`, the settings where no
+    plan fits, and those where another plan that fits comes within 3 % of the best one's ITL (the KV cache
+    dominates, and a plan with an int8 cache alone is as fast): "which is fastest" would have no clear answer."""
+    plans = {k: Precision(weights=w, kv=kv) for k, (w, kv) in
+             {"B": ("bf16", "int8"), "C": ("int8", "bf16"), "D": ("int8", "int8")}.items()}
+    out = []
+    for model in ("llama-2-13b", "llama-2-7b"):
+        for accelerator in ("h100-sxm", "a100-80gb", "h200"):
+            m, acc = get_model(model), get_accelerator(accelerator)
+            for context_len in range(2048, 4097, 512):
+                for k in [1 + i / 25 for i in range(26)]:
+                    batch = _batch_beyond_bf16(model, accelerator, context_len, k)["batch"]
+                    if (model, accelerator, context_len, batch) in _PRINTED_PLAN_ITL:
+                        continue
+                    itl = sorted(decode_step_time_s(m, acc, context_len, batch, p) for p in plans.values()
+                                 if memory_budget(m, acc, batch, context_len, p).fits)
+                    if itl and (len(itl) < 2 or itl[1] > 1.03 * itl[0]):
+                        out.append((model, accelerator, context_len, k))
+    return out
+
+
 def statement_precision_choice(model, accelerator, batch, context_len, options):
     listing = "\n".join(f"   - **{k}** {w} weights, {kv} KV cache" for k, (w, kv) in options.items())
     return f"""\
@@ -337,7 +394,6 @@ register(Exercise(
            number("itl_ms", "its ITL", "ms", rel_tol=0.02)),
     statement=statement_precision_choice,
     solve=solve_precision_choice, mistakes=mistakes_precision_choice,
-    # Variants: the batch is 1, 1.25 or 1.5 times the bf16 plan's max batch, plus one: plan A never fits,
-    # plan D always does (checked for every draw), so "which fit" has both answers.
-    vary=vary(("model", ["llama-2-13b", "llama-2-7b"]), ("accelerator", ["h100-sxm", "a100-80gb", "h200"]),
-              ("context_len", [2048, 4096]), ("k", [1.0, 1.25, 1.5]), derive=_batch_beyond_bf16)))
+    # Variants (`_precision_settings`): plan A never fits, plan D always does (checked for every draw), so
+    # "which fit" has both answers.
+    vary=vary((("model", "accelerator", "context_len", "k"), _precision_settings()), derive=_batch_beyond_bf16)))

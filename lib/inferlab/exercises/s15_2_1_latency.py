@@ -9,7 +9,7 @@ from inferlab.costs import prefill_costs
 from inferlab.deployment import Deployment
 from inferlab.exercises.core import LOW_WEIGHT, Exercise, Mistake, integer, number, one_of, register, vary
 from inferlab.latency import decode_step_rule_s, decode_step_time_s, prefill_time_s, ttft_rule_s
-from inferlab.memory import kv_cache_bytes, weight_bytes
+from inferlab.memory import kv_cache_bytes, max_batch, weight_bytes
 from inferlab.specs import Precision, get_accelerator, get_model
 
 
@@ -70,7 +70,8 @@ def solve_gpu_upgrade(model, old, new, prompt_len, batch, threshold):
                    / decode_step_time_s(model, new, prompt_len, batch))
     better = [name for name, s in (("ttft", ttft_speedup), ("itl", itl_speedup)) if s > 1 + threshold]
     improves = "both" if len(better) == 2 else better[0] if better else "neither"
-    return {"improves": improves, "itl_speedup": itl_speedup, "ttft_speedup": ttft_speedup}
+    itl_ms = decode_step_time_s(model, new, prompt_len, batch) * 1e3
+    return {"improves": improves, "itl_speedup": itl_speedup, "ttft_speedup": ttft_speedup, "itl_ms": itl_ms}
 
 
 def mistakes_gpu_upgrade(model, old, new, prompt_len, batch, threshold):
@@ -81,7 +82,27 @@ def mistakes_gpu_upgrade(model, old, new, prompt_len, batch, threshold):
         Mistake("ttft", "prefill is compute-bound; decode is bound by memory bandwidth", "improves"),
         Mistake(1 / itl, "upside down: the speedup is the old time over the new one", "itl_speedup"),
         Mistake(itl, "prefill is compute-bound, and the bf16 peak did not change", "ttft_speedup"),
+        Mistake(decode_step_time_s(model, old, prompt_len, batch) * 1e3,
+                "that is the ITL on the GPU you have; the question asks for the one you could move to", "itl_ms"),
     ]
+
+
+# Settings whose ITL on the new GPU is a number the chapter prints (a leak the student build refuses).
+_PRINTED_ITL = {("mistral-7b", "a100-40gb", "a100-80gb", 1536, 32)}
+
+
+def _upgrade_settings() -> list:
+    """(model, old, new, S, B) for ex2's variants: the two upgrades, S on a 256 grid, B up to 32, less `_PRINTED_ITL`."""
+    return [(model, old, new, s, b) for model in ("llama-2-13b", "llama-2-7b", "llama-3-8b", "mistral-7b")
+            for old, new in (("h100-sxm", "h200"), ("a100-40gb", "a100-80gb"))
+            for s in range(512, 2049, 256) for b in (1, 2, 4, 8, 16, 24, 32)
+            if (model, old, new, s, b) not in _PRINTED_ITL]
+
+
+def _batch_that_fits_old(model, old, new, prompt_len, batch):
+    """The drawn batch, capped at the largest that fits on the old GPU (Llama 2 13B on an A100 40 GB holds few)."""
+    fits = max_batch(get_model(model), get_accelerator(old), prompt_len)  # the params keep the names
+    return dict(model=model, old=old, new=new, prompt_len=prompt_len, batch=max(1, min(batch, fits)))
 
 
 register(Exercise(
@@ -90,20 +111,23 @@ register(Exercise(
     params=dict(model="llama-2-13b", old="h100-sxm", new="h200", prompt_len=1024, batch=1, threshold=0.05),
     parts=(one_of("improves", "which latency improves by more than {threshold:.0%}",
                   ("ttft", "itl", "both", "neither")),
-           number("itl_speedup", "ITL on the {old} divided by ITL on the {new}", "", rel_tol=0.02),
+           # The ratio of the two bandwidths in every variant (decode is memory-bound): few values.
+           number("itl_speedup", "ITL on the {old} divided by ITL on the {new}", "", rel_tol=0.02,
+                  weight=LOW_WEIGHT),
            # 1 in every variant (each upgrade keeps the bf16 peak): weighs as little as a choice.
            number("ttft_speedup", "TTFT on the {old} divided by TTFT on the {new}", "", rel_tol=0.02,
-                  weight=LOW_WEIGHT)),
+                  weight=LOW_WEIGHT),
+           number("itl_ms", "the ITL on the {new}", "ms", rel_tol=0.02)),
     statement="""\
 You serve `{model}` (bf16, B = {batch}, prompts of {prompt_len} tokens) on `{old}` GPUs and could move to `{new}`.
 **Predict before you compute:** which of TTFT and ITL improves by more than {threshold:.0%}? Then compute both
 speedups with the full per-operator model: `inferlab.latency.prefill_time_s` for TTFT and
-`inferlab.latency.decode_step_time_s` for the first decode step (context = the prompt).""",
+`inferlab.latency.decode_step_time_s` for the first decode step (context = the prompt), and the ITL on the
+`{new}`.""",
     solve=solve_gpu_upgrade, mistakes=mistakes_gpu_upgrade,
-    # Variants: upgrades that keep the bf16 peak and raise the bandwidth (so the answer stays "itl").
-    vary=vary(("model", ["llama-2-13b", "llama-2-7b", "llama-3-8b", "mistral-7b"]),
-              (("old", "new"), [("h100-sxm", "h200"), ("a100-40gb", "a100-80gb")]),
-              ("prompt_len", [512, 1024, 2048]), ("batch", [1, 2, 4]))))
+    # Variants: upgrades that keep the bf16 peak and raise the bandwidth (so the answer stays "itl"); prompts
+    # on a 256-token grid and batches up to 32, so that the KV reads spread the ITL between students.
+    vary=vary((("model", "old", "new", "prompt_len", "batch"), _upgrade_settings()), derive=_batch_that_fits_old)))
 
 
 # ex3: find the inconsistency ---------------------------------------------------------------------
@@ -142,6 +166,10 @@ def mistakes_long_prompt(model, accelerator, prompt_len):
     ]
 
 
+# (accelerator, S) whose TTFT is a number the chapter prints (a leak the student build refuses).
+_PRINTED_TTFT = {("h200", 56_320), ("a100-80gb", 21_504), ("a100-80gb", 113_664)}
+
+
 def statement_long_prompt(model, accelerator, prompt_len):
     P = get_model(model).n_matmul_params
     memo = ttft_rule_s(P, prompt_len, get_accelerator(accelerator))
@@ -170,11 +198,13 @@ register(Exercise(
            one_of("cause", "the letter of the cause", "ABCD")),
     statement=statement_long_prompt,
     solve=solve_long_prompt, mistakes=mistakes_long_prompt,
-    # Variants: the accelerator and a long prompt (the model stays the one the statement describes), 16k to
-    # 128k tokens on a 2,048-token grid: attention's share of the FLOPs grows with S, so a fine grid over a
-    # wide range keeps it different between most pairs of students.
-    vary=vary(("accelerator", ["h100-sxm", "h200", "b200", "mi300x", "a100-80gb"]),
-              ("prompt_len", list(range(16_384, 131_073, 2048))))))
+    # Variants: the accelerator and a long prompt (the model stays the one the statement describes), 4k to
+    # 128k tokens on a 1,024-token grid: attention's share of the FLOPs grows with S, so a fine grid over a
+    # wide range keeps it different between most pairs of students. Less S = 31,744 (its attention share is a
+    # number the chapter prints) and `_PRINTED_TTFT`.
+    vary=vary((("accelerator", "prompt_len"), [(acc, s) for acc in ("h100-sxm", "h200", "b200", "mi300x", "a100-80gb")
+                                               for s in range(4096, 131_073, 1024)
+                                               if s != 31_744 and (acc, s) not in _PRINTED_TTFT]))))
 
 
 # ex4: design ---------------------------------------------------------------------------------------

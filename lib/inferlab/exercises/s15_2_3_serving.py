@@ -46,6 +46,10 @@ def mistakes_cached_ttft(model, accelerator, prefix_tokens, suffix_tokens):
     ]
 
 
+# Settings whose cached TTFT is a number the lab prints (a leak the student build refuses).
+_PRINTED_TTFT = {("llama-3-8b", "h100-sxm", 8000, 900), ("llama-3-8b", "a100-80gb", 3500, 1200)}
+
+
 register(Exercise(
     id="15.2.3-ex1", kind="recompute", points=1,
     title="The TTFT of a request whose system prompt is cached",
@@ -62,8 +66,10 @@ no queue) with the library's step time `inferlab.serving.RooflineStepTime(model,
 query-key pairs scored and the keys read. Then the speed-up over prefilling the whole prompt
 (`st.prefill_s(tokens)`).""",
     solve=solve_cached_ttft, mistakes=mistakes_cached_ttft,
-    vary=vary(("model", ["llama-3-8b", "mistral-7b"]), ("accelerator", ["h100-sxm", "h200", "a100-80gb", "mi300x"]),
-              ("prefix_tokens", [4000, 6000]), ("suffix_tokens", [500, 1000]))))
+    # Variants: prefixes of 3,000 to 8,000 tokens and suffixes of 400 to 1,200, less `_PRINTED_TTFT`.
+    vary=vary((("model", "accelerator", "prefix_tokens", "suffix_tokens"),
+               [(m, a, c, q) for m in ("llama-3-8b", "mistral-7b") for a in ("h100-sxm", "h200", "a100-80gb", "mi300x")
+                for c in range(3000, 8001, 500) for q in range(400, 1201, 100) if (m, a, c, q) not in _PRINTED_TTFT]))))
 
 
 # ex2: predict --------------------------------------------------------------------------------------
@@ -184,6 +190,14 @@ free. Its KV is stored once, so a decode step of {batch} conversations costs wha
    - **E** Prefix caching halves the FLOPs of the projections of the request's own tokens."""
 
 
+# Settings whose decode step (model, accelerator, prefix, own tokens, batch) or ratio (the same less the
+# accelerator) is a number the lab prints (a leak the student build refuses).
+_PRINTED_DECODE = {("llama-3-8b", "h100-sxm", 6500, 800, 24), ("llama-3-8b", "h100-sxm", 8000, 1000, 32),
+                   ("llama-3-8b", "mi300x", 6500, 1000, 48)}
+_PRINTED_RATIO = {("llama-3-8b", 7000, 1200, 32), ("mistral-7b", 3000, 1000, 16), ("mistral-7b", 4500, 400, 48),
+                  ("mistral-7b", 5500, 1000, 48)}
+
+
 register(Exercise(
     id="15.2.3-ex3", kind="inconsistency", points=2,
     title="Is a cached system prompt free?",
@@ -194,8 +208,12 @@ register(Exercise(
                    hint="test each statement against the numbers of part 1 and section 5 of the lab")),
     statement=statement_cached_decode,
     solve=solve_cached_decode, mistakes=mistakes_cached_decode,
-    vary=vary(("model", ["llama-3-8b", "mistral-7b"]), ("accelerator", ["h100-sxm", "h200", "mi300x"]),
-              ("prefix_tokens", [4000, 6000]), ("own_tokens", [500, 1000]), ("batch", [16, 32]))))
+    # Variants: prefixes of 3,000 to 8,000 tokens, 400 to 1,200 of a conversation's own, 16 to 48 sequences, less
+    # the settings whose step or ratio the lab prints (`_PRINTED_DECODE`, `_PRINTED_RATIO`).
+    vary=vary((("model", "accelerator", "prefix_tokens", "own_tokens", "batch"),
+               [(m, a, c, q, b) for m in ("llama-3-8b", "mistral-7b") for a in ("h100-sxm", "h200", "mi300x")
+                for c in range(3000, 8001, 500) for q in range(400, 1201, 200) for b in (16, 24, 32, 48)
+                if (m, a, c, q, b) not in _PRINTED_DECODE and (m, c, q, b) not in _PRINTED_RATIO]))))
 
 
 # ex4: design ---------------------------------------------------------------------------------------
@@ -243,6 +261,12 @@ def mistakes_shared_pool(model, accelerator, prefix_tokens, own_tokens, users, b
     return out
 
 
+# (model, accelerator, prefix, own tokens) whose sequences per pool are a number the lab prints.
+_PRINTED_POOL = {("llama-3-8b", "h200", 4500, 750), ("mistral-7b", "h200", 4000, 1500), ("mistral-7b", "h200", 4500, 1000),
+                 ("mistral-7b", "h200", 5000, 500), ("mistral-7b", "h200", 5500, 500), ("mistral-7b", "h200", 6000, 1500),
+                 ("mistral-7b", "h200", 6500, 1000), ("mistral-7b", "h200", 7000, 500)}
+
+
 register(Exercise(
     id="15.2.3-ex4", kind="design", points=3,
     title="How many users fit when they share a system prompt?",
@@ -265,5 +289,9 @@ How many sequences at their longest fit in one GPU's pool without and with prefi
 hold {users:,} concurrent conversations with caching? (`inferlab.serving.blocks_for(tokens, block_tokens)` is
 ceil(tokens / block_tokens).)""",
     solve=solve_shared_pool, mistakes=mistakes_shared_pool,
-    vary=vary(("model", ["llama-3-8b", "mistral-7b"]), ("accelerator", ["h100-sxm", "h200", "a100-80gb"]),
-              ("prefix_tokens", [4000, 6000]), ("own_tokens", [500, 1000]), ("users", [1000, 3000]))))
+    # Variants: prefixes of 3,000 to 8,000 tokens and 500 to 1,500 of a conversation's own, less the settings
+    # whose pool sizes the lab prints (`_PRINTED_POOL`).
+    vary=vary((("model", "accelerator", "prefix_tokens", "own_tokens"),
+               [(m, a, c, q) for m in ("llama-3-8b", "mistral-7b") for a in ("h100-sxm", "h200", "a100-80gb")
+                for c in range(3000, 8001, 500) for q in range(500, 1501, 250) if (m, a, c, q) not in _PRINTED_POOL]),
+              ("users", [1000, 3000]))))
