@@ -9,6 +9,7 @@ from inferlab.measure.plan import TINY_MODEL
 from inferlab.serving import validate
 from inferlab.serving.engines import ENGINES, check_engine
 from inferlab.serving.fitted import FEATURES, FittedStepTime, step_features
+from inferlab.serving.steptime import StepShape
 from inferlab.serving.policies import ChunkedPrefill, TransformersFIFO
 from inferlab.serving.workload import LengthDist, Workload
 
@@ -46,7 +47,7 @@ def test_validate_cli_refuses_bad_engine_options_in_one_line(argv, match, capsys
 class OneSecond:
     """Every step takes 1 s: the schedule alone decides the times."""
 
-    def __call__(self, tokens, logits, attn_pairs, attn_kv_tokens):
+    def step_time_s(self, step, t_s):
         return 1.0
 
 
@@ -124,16 +125,18 @@ def test_a_burst_that_arrives_during_a_step_joins_the_very_next_step():
     assert got == [(0, ((5, 0),)), (1, ((3, 0), (3, 0))), (1, ()), (1, ())]
 
 
-def test_scaled_step_time_keeps_the_call_form_of_its_base():
+def test_scaled_step_time_passes_the_step_and_its_start_to_its_base():
     from inferlab.serving.hostspeed import ProbeLog, SpeedTrack, SpeedTrackedStepTime
     from inferlab.serving.steptime import ScaledStepTime
     fit = FittedStepTime(np.eye(len(FEATURES))[0] * 0.1)  # every step 0.1 s
-    tracked = SpeedTrackedStepTime(fit, SpeedTrack(ProbeLog([0.0] * 8, [2e-3] * 8), 1e-3))  # host twice as slow
+    # the host at speed 1 until t = 1 s, then twice as slow (probe 2 ms over a 1 ms reference)
+    log = ProbeLog([0.0, 0.5, 1.5, 2.0], [1e-3, 1e-3, 2e-3, 2e-3])
+    tracked = SpeedTrackedStepTime(fit, SpeedTrack(log, 1e-3, window_s=0.2, min_samples=1))
     s = ScaledStepTime(tracked, 1.05)
-    assert (s.detailed, s.time_aware) == (True, True)
-    assert s.step(1, 10.0, [], 1, t_s=0.5) == pytest.approx(0.1 * 2 * 1.05)
-    assert ScaledStepTime(OneSecond(), 0.95)(8, 2, 0.0, 0.0) == pytest.approx(0.95)
-    assert not ScaledStepTime(OneSecond(), 0.95).detailed
+    one = StepShape(1, 10.0, (), 1)
+    assert s.step_time_s(one, 0.5) == pytest.approx(0.1 * 1.05)
+    assert s.step_time_s(one, 2.0) == pytest.approx(0.1 * 2 * 1.05)
+    assert ScaledStepTime(OneSecond(), 0.95).step_time_s(one, 0.0) == pytest.approx(0.95)
     for bad, match in ((0.0, "factor"), (float("nan"), "factor"), (-1.0, "factor")):
         with pytest.raises(ValueError, match=match):
             ScaledStepTime(OneSecond(), bad)
@@ -231,15 +234,16 @@ def test_split_speed_scales_the_decode_part_by_the_speed_and_the_chunk_part_by_i
     coef[0], coef[1] = 0.1, 0.01
     track = SpeedTrack(ProbeLog([0.0] * 8, [2e-3] * 8), 1e-3)
     m = SplitSpeedStepTime(FittedStepTime(coef), track)
-    assert CHUNK_SPEED_EXPONENT == 0.5 and m.time_aware and m.detailed
-    assert m.parts(2, 20.0, [(30, 0)], 3) == pytest.approx((0.12, 0.30))
-    assert m.step(2, 20.0, [(30, 0)], 3, t_s=1.0) == pytest.approx(0.24 + 0.30 * 2 ** 0.5)
-    assert m.step(2, 20.0, [], 2, t_s=1.0) == pytest.approx(0.24)
-    assert m.step(0, 0.0, [(30, 0)], 1, t_s=1.0) == pytest.approx(0.4 * 2 ** 0.5)
-    assert SplitSpeedStepTime(FittedStepTime(coef), track, 1.0).step(2, 20.0, [(30, 0)], 3, t_s=1.0) == \
+    mixed = StepShape(2, 20.0, ((30, 0),), 3)
+    assert CHUNK_SPEED_EXPONENT == 0.5
+    assert m.parts(mixed, 1.0) == pytest.approx((0.12, 0.30))
+    assert m.step_time_s(mixed, 1.0) == pytest.approx(0.24 + 0.30 * 2 ** 0.5)
+    assert m.step_time_s(StepShape(2, 20.0, (), 2), 1.0) == pytest.approx(0.24)
+    assert m.step_time_s(StepShape(0, 0.0, ((30, 0),), 1), 1.0) == pytest.approx(0.4 * 2 ** 0.5)
+    assert SplitSpeedStepTime(FittedStepTime(coef), track, 1.0).step_time_s(mixed, 1.0) == \
         pytest.approx(0.84)  # exponent 1: every part x speed, as SpeedTrackedStepTime
     with pytest.raises(ValueError, match="t_s"):
-        m.step(2, 20.0, [], 2)
+        m.step_time_s(mixed, None)
     for bad in (-0.1, 1.5, float("nan"), True, "0.5"):
         with pytest.raises(ValueError, match="chunk_exponent"):
             SplitSpeedStepTime(FittedStepTime(coef), track, bad)
@@ -313,22 +317,30 @@ def test_readme_counts_of_the_development_records_are_recomputed_from_them():
 
 
 # -- the fitted step time ---------------------------------------------------------------------------
+def test_step_shape_totals_by_hand():
+    # two decodes over 12 keys in all, a chunk of 4 new tokens after 3 cached: 6 tokens fed by 3 sequences;
+    # pairs: 12 (one query per decode key) + 4 x 3 + 4 x 5 / 2 = 34; keys read: 12 + 3 + 4 = 19
+    s = StepShape(2, 12.0, ((4, 3),), 3)
+    assert (s.tokens, s.sequences, s.attn_pairs, s.attn_kv_tokens) == (6, 3, 34.0, 19.0)
+    assert StepShape(0, 0.0, ((5, 0), (5, 0)), 2).attn_pairs == 30.0  # two prompts of 5: 15 pairs each
+
+
 def test_step_features_by_hand():
     # two decodes after 5 cached keys each (decode_kv_tokens = 6 + 6), a chunk of 4 after 3 cached:
     # T = 6 tokens, K = 5 + 5 + 3 = 13 keys read, 3 requests, 6 (6 + 13) = 114 query-key pairs
-    f = step_features(2, 12.0, [(4, 3)], 3)
+    f = step_features(StepShape(2, 12.0, ((4, 3),), 3))
     assert dict(zip(FEATURES, f.tolist())) == {"step": 1, "tokens": 6, "tokens_over_16": 0, "tokens_over_64": 0,
                                                "requests": 3, "cached_keys_read": 13, "attention_pairs": 114,
                                                "sampled": 3}
-    assert step_features(0, 0.0, [(100, 0)], 1)[2:4].tolist() == [84, 36]
+    assert step_features(StepShape(0, 0.0, ((100, 0),), 1))[2:4].tolist() == [84, 36]
 
 
 def _steps(rng, n=60):
     out = []
     for _ in range(n):
         b = int(rng.integers(0, 8))
-        ch = [(int(rng.integers(1, 200)), int(rng.integers(0, 100)))] if b == 0 or rng.random() < 0.5 else []
-        out.append((b, float(b * int(rng.integers(1, 300))), ch, b + len(ch) - int(rng.random() < 0.3)))
+        ch = ((int(rng.integers(1, 200)), int(rng.integers(0, 100))),) if b == 0 or rng.random() < 0.5 else ()
+        out.append(StepShape(b, float(b * int(rng.integers(1, 300))), ch, b + len(ch) - int(rng.random() < 0.3)))
     return out
 
 
@@ -336,15 +348,15 @@ def test_fit_recovers_known_costs_and_drops_a_negative_one():
     rng = np.random.default_rng(3)
     steps = _steps(rng)
     true = np.array([0.1, 4e-3, 2e-3, -1e-3, 1e-2, 1e-4, 2e-7, 3e-3])
-    y = np.array([true @ step_features(*s) for s in steps])
+    y = np.array([true @ step_features(s) for s in steps])
     m = FittedStepTime.fit(steps, y)
     np.testing.assert_allclose(m.coefficients, true, rtol=1e-6, atol=1e-12)
     assert m.fit_stats["median_abs"] < 1e-9
     # a per-request saving cannot be a cost: data made with requests at -5 ms fit it at 0, not below
-    y_neg = np.array([(true + np.eye(8)[4] * -0.015) @ step_features(*s) for s in steps])
+    y_neg = np.array([(true + np.eye(8)[4] * -0.015) @ step_features(s) for s in steps])
     assert FittedStepTime.fit(steps, y_neg).coefficients[4] == 0.0
     back = FittedStepTime.from_dict(json.loads(json.dumps(m.to_dict())))
-    assert back.step(*steps[0]) == pytest.approx(m.step(*steps[0]))
+    assert back.step_time_s(steps[0], 0.0) == pytest.approx(m.step_time_s(steps[0], 0.0))
 
 
 def test_fit_refuses_bad_input():
@@ -359,7 +371,7 @@ def test_fit_refuses_bad_input():
         FittedStepTime.fit(steps, np.r_[np.ones(29), np.nan])
     with pytest.raises(ValueError, match="8 finite numbers"):
         FittedStepTime([1.0, 2.0])
-    assert FittedStepTime(np.zeros(8), floor_s=0.05).step(1, 10.0, [], 1) == 0.05  # never below the floor
+    assert FittedStepTime(np.zeros(8), floor_s=0.05).step_time_s(StepShape(1, 10.0, (), 1), 0.0) == 0.05  # never below the floor
 
 
 # -- the record's summary and the engines side by side -------------------------------------------------
@@ -546,9 +558,7 @@ class _FakeLive:
 
 
 class _Fallback:
-    detailed = True
-
-    def step(self, *a):
+    def step_time_s(self, step, t_s):
         return 1.0
 
 
@@ -584,12 +594,12 @@ def test_two_brackets_combine_as_the_mean_of_their_fits_not_a_pooled_fit():
     from inferlab.serving.bracketing import mean_fit
     steps = _steps(np.random.default_rng(5), 40)
     true = np.array([0.1, 4e-3, 2e-3, -1e-3, 1e-2, 1e-4, 2e-7, 3e-3])
-    y = np.array([true @ step_features(*s) for s in steps])
+    y = np.array([true @ step_features(s) for s in steps])
     before, after = FittedStepTime.fit(steps, y), FittedStepTime.fit(steps, 2 * y)  # the host halves its speed
     m = mean_fit([before, after])
     np.testing.assert_allclose(m.coefficients, 1.5 * true, rtol=1e-6, atol=1e-12)
     assert m.floor_s == pytest.approx(1.5 * y.min()) and m.fit_stats["mean_of"] == 2
-    assert m.step(*steps[0]) == pytest.approx(1.5 * y[0])
+    assert m.step_time_s(steps[0], 0.0) == pytest.approx(1.5 * y[0])
     # why not pooled: weighing each step by 1 / its duration, one fit over both minimises
     # (a - 1)^2 + (a / 2 - 1)^2 per step, at a = 1.2: pulled toward the faster bracket
     pooled = FittedStepTime.fit(steps + steps, np.r_[y, 2 * y])
@@ -599,7 +609,7 @@ def test_two_brackets_combine_as_the_mean_of_their_fits_not_a_pooled_fit():
 def test_speed_and_drift_by_hand():
     from inferlab.serving.bracketing import drift, speed
     ref = FittedStepTime([0.0, 0.01, 0, 0, 0, 0, 0, 0])  # 10 ms per token
-    steps = [(1, 10.0, [], 1), (2, 20.0, [], 2), (0, 0.0, [(10, 0)], 1)]  # 1, 2 and 10 tokens: 10, 20, 100 ms
+    steps = [StepShape(1, 10.0, (), 1), StepShape(2, 20.0, (), 2), StepShape(0, 0.0, ((10, 0),), 1)]  # 1, 2 and 10 tokens: 10, 20, 100 ms
     # measured 1.0x, 1.1x and 1.5x the reference: the median ratio is 1.1
     assert speed(ref, steps, [0.010, 0.022, 0.150]) == pytest.approx(1.1)
     # speeds 1.0, 1.3, 0.8: the slowest calibration ran 1.3 / 0.8 - 1 = 62.5 % longer than the fastest
@@ -616,9 +626,9 @@ def test_speed_and_drift_by_hand():
     (lambda b: b.brackets_of(True, 3), "rate_index must be an integer"),
     (lambda b: b.mean_fit([]), "fits must be one or more FittedStepTime"),
     (lambda b: b.mean_fit([0.1]), "fits must be one or more FittedStepTime"),
-    (lambda b: b.speed(FittedStepTime(np.ones(8)), [(1, 1.0, [], 1)], [0.1, 0.2]), "as long"),
-    (lambda b: b.speed(FittedStepTime(np.ones(8)), [(1, 1.0, [], 1)], [0.0]), "positive finite"),
-    (lambda b: b.speed(FittedStepTime(np.zeros(8)), [(1, 1.0, [], 1)], [0.1]), "predicts a step of no time"),
+    (lambda b: b.speed(FittedStepTime(np.ones(8)), [StepShape(1, 1.0, (), 1)], [0.1, 0.2]), "as long"),
+    (lambda b: b.speed(FittedStepTime(np.ones(8)), [StepShape(1, 1.0, (), 1)], [0.0]), "positive finite"),
+    (lambda b: b.speed(FittedStepTime(np.zeros(8)), [StepShape(1, 1.0, (), 1)], [0.1]), "predicts a step of no time"),
     (lambda b: b.drift([]), "speeds must be one or more positive finite"),
     (lambda b: b.drift([1.0, 0.0]), "speeds must be one or more positive finite"),
     (lambda b: b.drift([1.0, float("nan")]), "speeds must be one or more positive finite"),
@@ -674,14 +684,14 @@ def test_reference_of_two_calibrations_is_the_mean_of_their_probe_medians():
 
 
 class _Const:
-    """Every step 0.1 s (a step-time model that is not time-aware)."""
+    """Every step 0.1 s, whenever it runs."""
 
-    def __call__(self, tokens, logits, attn_pairs, attn_kv_tokens):
+    def step_time_s(self, step, t_s):
         return 0.1
 
 
-@pytest.mark.parametrize("detailed", [False, True])
-def test_the_simulator_steps_a_time_aware_model_at_its_own_clock(detailed):
+@pytest.mark.parametrize("fitted", [False, True])
+def test_the_simulator_steps_a_speed_tracked_model_at_its_own_clock(fitted):
     """One request (10 prompt, 20 output tokens) at t = 0; every step 0.1 s at the reference speed, and
     the host twice as slow from t = 1.05 s. Steps starting at 0, 0.1, ..., 1.0 take 0.1 s (the prefill and
     10 decodes: tokens at 0.1 ... 1.1); the 9 decodes after start at 1.1 or later and take 0.2 s."""
@@ -690,9 +700,8 @@ def test_the_simulator_steps_a_time_aware_model_at_its_own_clock(detailed):
     from inferlab.serving.simulate import simulate
     t = np.arange(0.0, 5.0, 0.01)
     track = SpeedTrack(_log(t, np.where(t < 1.05, 1e-3, 2e-3)), 1e-3, window_s=0.015, min_samples=1)
-    base = FittedStepTime([0.1] + [0.0] * (len(FEATURES) - 1)) if detailed else _Const()
+    base = FittedStepTime([0.1] + [0.0] * (len(FEATURES) - 1)) if fitted else _Const()
     model = SpeedTrackedStepTime(base, track)
-    assert model.detailed is detailed and model.time_aware
     w = Workload(np.zeros(1), np.array([10]), np.array([20]))
     from inferlab.specs import get_accelerator
     r = simulate(w, TINY_MODEL, get_accelerator("h100-sxm"), ContinuousBatching(max_num_seqs=4), kv_blocks=64,
@@ -700,8 +709,8 @@ def test_the_simulator_steps_a_time_aware_model_at_its_own_clock(detailed):
     assert r.first_token_s[0] == pytest.approx(0.1)
     np.testing.assert_allclose(r.itls_s[0], [0.1] * 10 + [0.2] * 9)
     assert r.finish_s[0] == pytest.approx(1.1 + 9 * 0.2)
-    with pytest.raises(ValueError, match="needs each step's start time t_s"):
-        model(1, 1, 1.0, 1.0)  # a caller that is not time-aware is refused, never read at speed 1
+    with pytest.raises(ValueError, match="t_s"):
+        model.step_time_s(StepShape(1, 1.0, (), 1), None)  # no start time is refused, never read at speed 1
 
 
 def test_probe_runs_once_per_step_inside_the_logged_step_window():

@@ -175,8 +175,8 @@ class Recorder:
     def __init__(self):
         self.calls = []
 
-    def __call__(self, tokens, logits, pairs, kv):
-        self.calls.append((int(tokens), int(logits), float(pairs), float(kv)))
+    def step_time_s(self, step, t_s):
+        self.calls.append((int(step.tokens), int(step.sampled), float(step.attn_pairs), float(step.attn_kv_tokens)))
         return 1e-3
 
 

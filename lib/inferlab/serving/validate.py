@@ -36,6 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from inferlab.serving.metrics import SLO
+from inferlab.serving.steptime import StepShape
 from inferlab.serving.workload import LengthDist, Workload, synthetic
 from inferlab.specs import ModelConfig, check_model
 
@@ -174,15 +175,11 @@ def quantile_plot(record: dict):
 
 
 def step_errors(live, step_time) -> dict:
-    """Each live step's measured duration against the profile's prediction of the same work:
-    the median and p90 of |predicted / measured - 1| and the median signed ratio. A time-aware
-    step time (serving.hostspeed) predicts each step at the live step's start."""
-    st = live.steps
-    at = ([{"t_s": float(t)} for t in st["start_s"]] if getattr(step_time, "time_aware", False) else
-          [{}] * len(st["step_s"]))  # a time-aware model is read at each live step's start
-    pred = np.array([step_time.step(int(n), float(kv), chunks, int(lg), **a) for n, kv, chunks, lg, a in
-                     zip(st["n_decode"], st["decode_kv_tokens"], live.chunks, st["logits"], at)])
-    meas = np.asarray(st["step_s"], dtype=float)
+    """Each live step's measured duration against the step time's prediction of the same work at the
+    live step's start: the median and p90 of |predicted / measured - 1| and the median signed ratio."""
+    from inferlab.serving.fitted import live_steps
+    steps, meas = live_steps(live)
+    pred = np.array([step_time.step_time_s(s, float(t)) for s, t in zip(steps, live.steps["start_s"])])
     r = pred / meas
     return {"n": int(len(r)), "median_abs": float(np.median(np.abs(r - 1))),
             "p90_abs": float(np.percentile(np.abs(r - 1), 90)), "median_ratio": float(np.median(r))}
@@ -543,7 +540,7 @@ def normalized_fits(record: dict) -> list:
     fits = []
     for c in record["calibrations"]:
         sl = c["step_log"]
-        steps = [(n, kv, [tuple(x) for x in ch], s) for n, kv, ch, s in
+        steps = [StepShape(n, kv, tuple(tuple(x) for x in ch), s) for n, kv, ch, s in
                  zip(sl["n_decode"], sl["decode_kv_tokens"], sl["chunks"], sl["sampled"])]
         log = ProbeLog(c["probe"]["times_s"], c["probe"]["probe_s"])
         fits.append(FittedStepTime.fit(steps, normalized_durations(sl["step_s"], log)))
@@ -703,8 +700,8 @@ def _probe_overall(probe, cals: list, runs: list) -> dict:
 
 def step_log(steps: list, durations_s) -> dict:
     """Timed steps as JSON columns: {n_decode, decode_kv_tokens, chunks [[q, p], ...], sampled, step_s}."""
-    return {"n_decode": [int(s[0]) for s in steps], "decode_kv_tokens": [float(s[1]) for s in steps],
-            "chunks": [[[int(q), int(p)] for q, p in s[2]] for s in steps], "sampled": [int(s[3]) for s in steps],
+    return {"n_decode": [int(s.decode_seqs) for s in steps], "decode_kv_tokens": [float(s.decode_kv_tokens) for s in steps],
+            "chunks": [[[int(q), int(p)] for q, p in s.chunks] for s in steps], "sampled": [int(s.sampled) for s in steps],
             "step_s": [float(x) for x in durations_s]}
 
 
@@ -1210,11 +1207,11 @@ def vllm_calibration_workload(settings) -> tuple:
 
 
 def vllm_calibration_steps(result, groups) -> tuple:
-    """([(decode_seqs, decode_kv_tokens, chunks, sampled)], durations_s) from a calibration's vLLM
+    """([StepShape], durations_s) from a calibration's vLLM
     result (a SimResult, serving.engines.vllm.result_of, requests in the workload's order): a lone
-    prompt of L tokens is the step (0, 0, [(L, 0)], 1) lasting its TTFT; a burst of b prompts of P
+    prompt of L tokens is the step StepShape(0, 0, ((L, 0),), 1) lasting its TTFT; a burst of b prompts of P
     tokens and N output tokens is one prefill of b P tokens, then N - 1 decode steps (j = 1 .. N - 1,
-    each sequence reading its P + j keys), so its mean decode step is (b, b (P + N / 2), [], b), lasting
+    each sequence reading its P + j keys), so its mean decode step is StepShape(b, b (P + N / 2), (), b), lasting
 
         (median over the burst of its last token's time - median TTFT of the lone b P-token prompts) / (N - 1)
 
@@ -1224,7 +1221,7 @@ def vllm_calibration_steps(result, groups) -> tuple:
     ttft, e2e = result.ttft_s, result.e2e_s
     for i, g in enumerate(groups):
         if g[0] == "lone":
-            steps.append((0, 0.0, [(int(g[1]), 0)], 1))
+            steps.append(StepShape(0, 0.0, ((int(g[1]), 0),), 1))
             durations.append(float(ttft[i]))
             lone.setdefault(int(g[1]), []).append(float(ttft[i]))
         else:
@@ -1236,7 +1233,7 @@ def vllm_calibration_steps(result, groups) -> tuple:
             continue
         d = (float(np.median(e2e[members])) - float(np.median(lone[b * p]))) / (n - 1)
         if d > 0:
-            steps.append((b, float(b * (p + n / 2)), [], b))
+            steps.append(StepShape(b, float(b * (p + n / 2)), (), b))
             durations.append(d)
     return steps, np.asarray(durations)
 
@@ -1257,7 +1254,7 @@ def _vllm_calibrate(python, server, model_dir, settings, work, name, log) -> dic
 
 def _fit_error(fit, steps, durations_s) -> dict:
     """|predicted / measured - 1| of `fit` over timed steps: n, median, p90, and the median ratio."""
-    r = np.array([fit.step(*s) for s in steps]) / np.asarray(durations_s)
+    r = np.array([fit.step_time_s(s, 0.0) for s in steps]) / np.asarray(durations_s)
     return {"n": int(len(r)), "median_abs": float(np.median(np.abs(r - 1))),
             "p90_abs": float(np.percentile(np.abs(r - 1), 90)), "median_ratio": float(np.median(r))}
 
