@@ -6,10 +6,11 @@ import numpy as np
 import pytest
 
 from inferlab.measure.plan import TINY_MODEL
-from inferlab.serving import validate
-from inferlab.serving.engines import ENGINES, check_engine
-from inferlab.serving.fitted import FEATURES, FittedStepTime, step_features
+from inferlab.serving.study import validate
+from inferlab.serving.study.engines import ENGINES, check_engine
+from inferlab.serving.study.fitted import FEATURES, FittedStepTime, step_features
 from inferlab.serving.steptime import StepShape
+from inferlab.serving.study.checks import SimSetup
 from inferlab.serving.policies import ChunkedPrefill, TransformersFIFO
 from inferlab.serving.workload import LengthDist, Workload
 
@@ -85,7 +86,7 @@ def test_transformers_fifo_refuses_bad_settings():
 def test_the_engine_itself_schedules_the_hand_burst_as_the_policy_does():
     """transformers' own scheduler, live, on the burst above: the same steps (decodes and chunks),
     and greedy decoding of every requested token (never stopped early)."""
-    from inferlab.serving.engines.transformers_cb import run_transformers
+    from inferlab.serving.study.engines.transformers_cb import run_transformers
     live = run_transformers(BURST, TINY_MODEL, max_batch_tokens=8, max_requests_per_batch=2, page_size=16,
                             dtype="fp32", warmup=0)
     got = [(int(n), tuple(ch)) for n, ch in zip(live.steps["n_decode"], live.chunks)]
@@ -117,7 +118,7 @@ def test_a_burst_that_arrives_during_a_step_joins_the_very_next_step():
     that starts after their arrival, so by hand: step 1 A whole; step 2 A decodes, B and C whole;
     steps 3 and 4 A decodes. (Submitted inside manager.pause(), stop 23's adapter, they reached the
     scheduler one step later: step 2 was A's decode alone.)"""
-    from inferlab.serving.engines.transformers_cb import run_transformers
+    from inferlab.serving.study.engines.transformers_cb import run_transformers
     w = Workload(np.array([0.0, 0.1, 0.1]), np.array([5, 3, 3]), np.array([4, 1, 1]))
     live = run_transformers(w, TINY_MODEL, max_batch_tokens=16, max_requests_per_batch=4, page_size=16,
                             dtype="fp32", warmup=0, probe=_SlowProbe(1.0))
@@ -126,7 +127,7 @@ def test_a_burst_that_arrives_during_a_step_joins_the_very_next_step():
 
 
 def test_scaled_step_time_passes_the_step_and_its_start_to_its_base():
-    from inferlab.serving.hostspeed import ProbeLog, SpeedTrack, SpeedTrackedStepTime
+    from inferlab.serving.study.hostspeed import ProbeLog, SpeedTrack, SpeedTrackedStepTime
     from inferlab.serving.steptime import ScaledStepTime
     fit = FittedStepTime(np.eye(len(FEATURES))[0] * 0.1)  # every step 0.1 s
     # the host at speed 1 until t = 1 s, then twice as slow (probe 2 ms over a 1 ms reference)
@@ -154,8 +155,8 @@ def test_step_sensitivity_by_hand_finds_the_knife_edge():
     from inferlab.specs import Precision, get_accelerator
     w = Workload(np.array([0.0, 1.02]), np.array([5, 3]), np.array([3, 1]))
     pol = TransformersFIFO(token_budget=8, max_num_seqs=2, page_size=16)
-    s = validate.step_sensitivity(w, OneSecond(), TINY_MODEL, get_accelerator("h100-sxm"), pol,
-                                  Precision("fp32", "fp32", "fp32"), 64, 16, SLO())
+    setup = SimSetup(TINY_MODEL, get_accelerator("h100-sxm"), pol, Precision("fp32", "fp32", "fp32"), 64, 16, SLO())
+    s = validate.step_sensitivity(setup, w, OneSecond())
     assert s["scale"] == 0.05
     np.testing.assert_allclose(s["ttft_s"]["p50"], [1.39 / 1.49 - 1, 1.065 / 1.49 - 1])
     np.testing.assert_allclose(s["ttft_s"]["p99"], [1.8212 / 1.9702 - 1, 1.0797 / 1.9702 - 1])
@@ -164,8 +165,7 @@ def test_step_sensitivity_by_hand_finds_the_knife_edge():
     np.testing.assert_allclose(s["itl_s"]["p50"], [-0.05, 0.05])
     assert s["knife_edge"]["itl_s"] == {"p50": False, "p99": False}
     with pytest.raises(ValueError, match="scale"):
-        validate.step_sensitivity(w, OneSecond(), TINY_MODEL, get_accelerator("h100-sxm"), pol,
-                                  Precision("fp32", "fp32", "fp32"), 64, 16, SLO(), scale=0.9)
+        validate.step_sensitivity(setup, w, OneSecond(), scale=0.9)
 
 
 def _cmp(errors):
@@ -177,9 +177,9 @@ def test_repeats_markdown_by_hand():
     edge = {"ttft_s": {"p50": False, "p99": True}, "itl_s": {"p50": False, "p99": False}}
     rec = {"bounds": {"p50": 0.15, "p99": 0.25}, "runs": [
         {"fraction": 0.3, "bounded": True, "comparison": _cmp([-0.07, 0.26, 0.0, -0.16]),
-         "sensitivity": {"knife_edge": edge}, "bracketed": {"comparison": _cmp([0.05, 0.07, 0.01, -0.05])}},
+         "sensitivity": {"knife_edge": edge}, "bracketed": {"comparison": _cmp([0.05, 0.07, 0.01, -0.05])}, "probe": {}},
         {"fraction": 1.3, "bounded": False, "comparison": _cmp([-0.64, 0.1, 0.0, 0.0]),
-         "bracketed": {"comparison": _cmp([0.0, 0.0, 0.0, 0.0])}}]}
+         "bracketed": {"comparison": _cmp([0.0, 0.0, 0.0, 0.0])}, "probe": {}}]}
     assert validate.repeats_markdown([rec]).splitlines() == [
         "| run | 0.3x | 1.3x (not bounded) |",
         "|---|---|---|",
@@ -191,6 +191,10 @@ def test_repeats_markdown_by_hand():
         "| 1, split (judged) | \u22127 / **+26\u2020** / +0 / \u221216 % | \u221264 / +10 / +0 / +0 % |",
         "| 1, probe-tracked | **+30** / +0 / +0 / +0 % | +30 / +0 / +0 / +0 % |",
         "| 1, bracketed | +5 / +7 / +1 / \u22125 % \u2713 | +0 / +0 / +0 / +0 % |"]
+    for r in rec["runs"]:  # a record made since a run computes only the judged prediction: its row alone
+        del r["bracketed"], r["tracked"]
+    assert validate.repeats_markdown([rec]).splitlines()[2:] == [
+        "| 1, split (judged) | \u22127 / **+26\u2020** / +0 / \u221216 % | \u221264 / +10 / +0 / +0 % |"]
     assert validate.repeats_markdown([]) == "No probe-tracked record."
 
 
@@ -229,7 +233,7 @@ def test_split_speed_scales_the_decode_part_by_the_speed_and_the_chunk_part_by_i
     of 2 decodes and a chunk of 30: full 0.1 + 0.32 = 0.42 s, its decodes alone 0.1 + 0.02 = 0.12 s,
     the chunk's part 0.30 s. On a host twice as slow (probe 2 ms over a 1 ms reference):
     0.12 x 2 + 0.30 x 2 ** 0.5 = 0.6643 s; a decode-only step 0.12 x 2; a chunk alone (0.4 s) 0.4 x 2 ** 0.5."""
-    from inferlab.serving.hostspeed import CHUNK_SPEED_EXPONENT, ProbeLog, SpeedTrack, SplitSpeedStepTime
+    from inferlab.serving.study.hostspeed import CHUNK_SPEED_EXPONENT, ProbeLog, SpeedTrack, SplitSpeedStepTime
     coef = np.zeros(len(FEATURES))
     coef[0], coef[1] = 0.1, 0.01
     track = SpeedTrack(ProbeLog([0.0] * 8, [2e-3] * 8), 1e-3)
@@ -258,7 +262,7 @@ def test_repredict_reproduces_the_recorded_predictions_from_the_record_alone():
     from pathlib import Path
 
     from inferlab.measure.plan import CPU_MODEL
-    from inferlab.serving.hostspeed import SpeedTrackedStepTime, SplitSpeedStepTime
+    from inferlab.serving.study.hostspeed import SpeedTrackedStepTime, SplitSpeedStepTime
     dev = Path(__file__).resolve().parents[1] / "data" / "measurements" / "serving" / "development"
     old = validate.recorded(dev, engine="transformers")[0]  # stop 23: probe-tracked on the raw fits
     new = validate.recorded(engine="transformers")[-1]      # since: on the probe-normalized fits, split beside
@@ -286,11 +290,39 @@ def test_repredict_reproduces_the_recorded_predictions_from_the_record_alone():
         validate.repredict(new, TINY_MODEL, lambda f, t: f)
 
 
+def test_the_predictions_a_run_no_longer_makes_are_recomputed_from_its_record():
+    """A run computes only the judged prediction; the three recorded repeats, made when a run computed all of
+    them, hold split, bracketed and first-calibration-only beside it. validate.alternatives re-simulates each
+    from what every record keeps and gets the recorded errors exactly, and the counts docs/serving-validation.md
+    gives for them (benchmarks/serving_alternatives.py prints them) are the recomputed ones."""
+    from pathlib import Path
+
+    from inferlab.measure.plan import CPU_MODEL
+    recs = validate.recorded(engine="transformers")[-3:]
+    recorded_as = {"probe-tracked": lambda r: r["comparison"], "split": lambda r: r["split"]["comparison"],
+                   "bracketed": lambda r: r["bracketed"]["comparison"],
+                   "first-calibration-only": lambda r: r["first_calibration_only"]}
+    for rec in recs:
+        got = validate.alternatives(rec, CPU_MODEL)
+        assert set(got) == set(recorded_as) == {"probe-tracked", *validate.ALTERNATIVES}
+        for name, runs in got.items():
+            assert len(runs) == len(rec["runs"]) == 4
+            for r, g in zip(rec["runs"], runs):
+                want = recorded_as[name](r)
+                for m, p, _ in validate.ERROR_KEYS:
+                    assert g["comparison"][m][p]["error"] == pytest.approx(want[m][p]["error"], abs=1e-12)
+    c = validate.alternative_counts(recs, CPU_MODEL)
+    page = " ".join((Path(__file__).resolve().parents[1] / "docs" / "serving-validation.md").read_text(
+        encoding="utf-8").split())
+    assert f"met**: {c['probe-tracked']} of {c['pairs']} (repeat, rate) pairs" in page
+    assert f"`split` {c['split']} of {c['pairs']}, `bracketed` {c['bracketed']} of {c['pairs']}" in page
+
+
 def test_normalized_durations_refer_each_step_to_the_calibrations_median_probe_by_hand():
     """8 steps probed at 1 ms (t = 0-0.7 s), 8 at 3 ms (t = 100-100.7 s): the median probe is 2 ms, the
     running median (4 s window) 1 ms in the first group and 3 ms in the second, so the host ran at
     speed 0.5 then 1.5 of the median: 1 s steps become 2 s and 2/3 s."""
-    from inferlab.serving.hostspeed import ProbeLog, normalized_durations
+    from inferlab.serving.study.hostspeed import ProbeLog, normalized_durations
     t = [0.1 * i for i in range(8)] + [100 + 0.1 * i for i in range(8)]
     log = ProbeLog(t, [1e-3] * 8 + [3e-3] * 8)
     np.testing.assert_allclose(normalized_durations([1.0] * 16, log), [2.0] * 8 + [2 / 3] * 8)
@@ -492,10 +524,9 @@ def test_bracketed_validation_end_to_end_on_the_tiny_model(engine):
     assert validate.all_served(rec)
     assert rec["summary"]["engine"] == engine
     keys = ["fraction", "bounded", "requests", "ttft_p50_error", "ttft_p99_error", "itl_p50_error", "itl_p99_error"]
-    if engine == "transformers":  # the judged probe prediction, with the others' errors beside
-        keys += ["prediction", "bracketed", "split"]
-        assert rec["summary"]["rates"][0]["bracketed"]["itl_p99_error"] == \
-            run["bracketed"]["comparison"]["itl_s"]["p99"]["error"]
+    if engine == "transformers":  # the judged probe prediction, and no other (validate.alternatives recomputes them)
+        keys += ["prediction"]
+    assert not {"bracketed", "split", "tracked", "first_calibration_only"} & set(run)
     assert [sorted(r) for r in rec["summary"]["rates"]] == [sorted(keys)]
     assert rec["summary"]["rates"][0]["ttft_p50_error"] == run["comparison"]["ttft_s"]["p50"]["error"]
     assert rec["profile"]["kind"] == f"{engine}-fitted" and validate.record_step_model(rec) == "fitted"
@@ -516,14 +547,16 @@ def test_bracketed_validation_end_to_end_on_the_tiny_model(engine):
     assert len(cals[1]["step_log"]["step_s"]) == cals[1]["fit"]["n"]
     speeds = rec["summary"]["calibration"]["speeds"]
     assert rec["summary"]["calibration"]["drift"] == pytest.approx(max(speeds) / min(speeds) - 1)
-    assert "first_calibration_only" in run and run["live_speed"] > 0
+    assert run["live_speed"] > 0
     assert "one before and one after each rate" in validate.conclusion(rec)
     if engine == "transformers":  # the probe: once per step, its cost the sum of its samples over the steps'
         pr = run["probe"]
         assert run["prediction"] == "probe-tracked" and len(pr["probe_s"]) == len(run["step_log"]["step_s"])
-        assert run["chunk_exponent"] == 0.5 and "within_bounds" in run["split"]["comparison"]
-        assert rec["summary"]["rates"][0]["split"]["ttft_p99_error"] == \
-            run["split"]["comparison"]["ttft_s"]["p99"]["error"]
+        # what the run judged, re-simulated from the record alone, comes out exactly; the alternatives beside it
+        again = validate.alternatives(rec, TINY_MODEL)
+        assert set(again) == {"probe-tracked", *validate.ALTERNATIVES}
+        for m, p, _ in validate.ERROR_KEYS:
+            assert again["probe-tracked"][0]["comparison"][m][p]["error"] == run["comparison"][m][p]["error"]
         # the probe predictions step on the mean of the brackets' probe-normalized fits
         np.testing.assert_allclose(run["step_model_normalized"]["coefficients"], (
             np.array(cals[0]["fit_normalized"]["coefficients"]) + np.array(cals[1]["fit_normalized"]["coefficients"])) / 2)
@@ -563,7 +596,7 @@ class _Fallback:
 
 
 def test_replay_times_each_simulated_step_as_the_live_step_of_the_same_work():
-    from inferlab.serving.fitted import ReplayStepTime
+    from inferlab.serving.study.fitted import ReplayStepTime
     from inferlab.serving.simulate import simulate
     from inferlab.specs import get_accelerator
     pol = TransformersFIFO(token_budget=8, max_num_seqs=2)
@@ -582,7 +615,7 @@ def test_replay_times_each_simulated_step_as_the_live_step_of_the_same_work():
 
 # -- calibrations bracketing each rate (serving.bracketing) ----------------------------------------------
 def test_each_rate_is_bracketed_by_the_calibrations_just_before_and_after_it():
-    from inferlab.serving.bracketing import brackets_of, plan
+    from inferlab.serving.study.bracketing import brackets_of, plan
     # three rates: C0 R0 C1 R1 C2 R2 C3; rate 1 sits between C1 and C2, which it shares with rates 0 and 2
     assert plan(3) == [("calibrate", 0), ("serve", 0), ("calibrate", 1), ("serve", 1), ("calibrate", 2),
                        ("serve", 2), ("calibrate", 3)]
@@ -591,7 +624,7 @@ def test_each_rate_is_bracketed_by_the_calibrations_just_before_and_after_it():
 
 
 def test_two_brackets_combine_as_the_mean_of_their_fits_not_a_pooled_fit():
-    from inferlab.serving.bracketing import mean_fit
+    from inferlab.serving.study.bracketing import mean_fit
     steps = _steps(np.random.default_rng(5), 40)
     true = np.array([0.1, 4e-3, 2e-3, -1e-3, 1e-2, 1e-4, 2e-7, 3e-3])
     y = np.array([true @ step_features(s) for s in steps])
@@ -607,7 +640,7 @@ def test_two_brackets_combine_as_the_mean_of_their_fits_not_a_pooled_fit():
 
 
 def test_speed_and_drift_by_hand():
-    from inferlab.serving.bracketing import drift, speed
+    from inferlab.serving.study.bracketing import drift, speed
     ref = FittedStepTime([0.0, 0.01, 0, 0, 0, 0, 0, 0])  # 10 ms per token
     steps = [StepShape(1, 10.0, (), 1), StepShape(2, 20.0, (), 2), StepShape(0, 0.0, ((10, 0),), 1)]  # 1, 2 and 10 tokens: 10, 20, 100 ms
     # measured 1.0x, 1.1x and 1.5x the reference: the median ratio is 1.1
@@ -634,7 +667,7 @@ def test_speed_and_drift_by_hand():
     (lambda b: b.drift([1.0, float("nan")]), "speeds must be one or more positive finite"),
 ])
 def test_bracketing_refuses_bad_input(call, match):
-    from inferlab.serving import bracketing
+    from inferlab.serving.study import bracketing
     with pytest.raises(ValueError, match=match):
         call(bracketing)
 
@@ -648,14 +681,14 @@ def test_validate_takes_a_request_count_or_a_duration_not_both():
 
 # -- the in-run host-speed probe (serving.hostspeed) ------------------------------------------------------
 def _log(times, probes):
-    from inferlab.serving.hostspeed import ProbeLog
+    from inferlab.serving.study.hostspeed import ProbeLog
     return ProbeLog(np.asarray(times, dtype=float), np.asarray(probes, dtype=float))
 
 
 def test_speed_track_is_a_centred_running_median_over_the_reference_by_hand():
     """Probes 1 s apart: 1 ms up to t = 4, 2 ms from t = 5, a 10 ms outlier at t = 2; reference 1 ms,
     window 2 s (t - 1 .. t + 1), at least 3 samples."""
-    from inferlab.serving.hostspeed import SpeedTrack
+    from inferlab.serving.study.hostspeed import SpeedTrack
     probes = [1e-3, 1e-3, 10e-3, 1e-3, 1e-3, 2e-3, 2e-3, 2e-3, 2e-3, 2e-3]
     tr = SpeedTrack(_log(np.arange(10.0), probes), reference_s=1e-3, window_s=2.0, min_samples=3)
     assert tr.speed_at(2.0) == 1.0   # {1, 10, 1} ms: the median, not the mean (4 ms)
@@ -676,7 +709,7 @@ def test_speed_track_is_a_centred_running_median_over_the_reference_by_hand():
 
 
 def test_reference_of_two_calibrations_is_the_mean_of_their_probe_medians():
-    from inferlab.serving.hostspeed import reference_probe_s
+    from inferlab.serving.study.hostspeed import reference_probe_s
     a = _log([0, 1, 2], [1e-3, 5e-3, 1e-3])      # median 1 ms
     b = _log([0, 1, 2, 3], [2e-3, 4e-3, 4e-3, 9e-3])  # median 4 ms
     assert reference_probe_s([a, b]) == pytest.approx(2.5e-3)
@@ -695,7 +728,7 @@ def test_the_simulator_steps_a_speed_tracked_model_at_its_own_clock(fitted):
     """One request (10 prompt, 20 output tokens) at t = 0; every step 0.1 s at the reference speed, and
     the host twice as slow from t = 1.05 s. Steps starting at 0, 0.1, ..., 1.0 take 0.1 s (the prefill and
     10 decodes: tokens at 0.1 ... 1.1); the 9 decodes after start at 1.1 or later and take 0.2 s."""
-    from inferlab.serving.hostspeed import SpeedTrack, SpeedTrackedStepTime
+    from inferlab.serving.study.hostspeed import SpeedTrack, SpeedTrackedStepTime
     from inferlab.serving.policies import ContinuousBatching
     from inferlab.serving.simulate import simulate
     t = np.arange(0.0, 5.0, 0.01)
@@ -719,7 +752,7 @@ def test_probe_runs_once_per_step_inside_the_logged_step_window():
     seconds are logged beside the step."""
     from types import SimpleNamespace
 
-    from inferlab.serving.engines.transformers_cb import _instrument, _Steps
+    from inferlab.serving.study.engines.transformers_cb import _instrument, _Steps
     order, polls = [], iter([True, False, True])
     fs = SimpleNamespace(state=SimpleNamespace(position_offset=5, initial_tokens=[0] * 5), query_length=5,
                          has_new_token=True)
@@ -744,7 +777,7 @@ def test_probe_runs_once_per_step_inside_the_logged_step_window():
 
 
 def test_probe_share_by_hand():
-    from inferlab.serving.hostspeed import probe_share, probe_summary
+    from inferlab.serving.study.hostspeed import probe_share, probe_summary
     # 9 ms of probes in 400 ms of steps (a median or mean of per-step ratios would read 2 %)
     assert probe_share([0.001, 0.002, 0.006], [0.1, 0.1, 0.2]) == pytest.approx(0.0225)
     s = probe_summary(_log([0, 1, 2, 3, 4], [1e-3, 2e-3, 3e-3, 4e-3, 5e-3]))
@@ -774,14 +807,14 @@ def test_probe_share_by_hand():
     (lambda h: h.HostProbe(8, 8, copies=0), "copies"),
 ])
 def test_hostspeed_refuses_bad_input_in_one_line(call, match):
-    from inferlab.serving import hostspeed
+    from inferlab.serving.study import hostspeed
     with pytest.raises(ValueError, match=match) as e:
         call(hostspeed)
     assert "\n" not in str(e.value)
 
 
 def test_host_probe_warms_every_copy_then_rotates():
-    from inferlab.serving.hostspeed import HostProbe
+    from inferlab.serving.study.hostspeed import HostProbe
     p = HostProbe.for_model(TINY_MODEL, "fp32", cache_bytes=0.0)
     assert len(p.weights) == 2 and p.weights[0].shape == (TINY_MODEL.d_ff, TINY_MODEL.d_model)
     big = HostProbe.for_model(TINY_MODEL, "fp32", cache_bytes=1e12)

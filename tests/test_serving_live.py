@@ -11,7 +11,7 @@ from inferlab.cli import main
 from inferlab.measure.plan import TINY_MODEL
 from inferlab.model import build_model
 from inferlab.serving import Workload, simulate
-from inferlab.serving.live import Segment, SlottedKVCache, ragged_forward, run_live
+from inferlab.serving.study.live import Segment, SlottedKVCache, ragged_forward, run_live
 from inferlab.serving.policies import ChunkedPrefill, ContinuousBatching, PrefillFirst
 from inferlab.specs import get_accelerator
 from inferlab.validation import DoesNotFitError

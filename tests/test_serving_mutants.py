@@ -5,8 +5,10 @@ of exactly 1 s per step (whatever the step holds), so every time below is a coun
 import numpy as np
 import pytest
 
-from inferlab.serving import ChunkedPrefill, ContinuousBatching, StaticBatching, Workload, lab, simulate, validate
+from inferlab.serving import ChunkedPrefill, ContinuousBatching, StaticBatching, Workload, lab, simulate
+from inferlab.serving.study import validate
 from inferlab.serving.metrics import SLO
+from inferlab.serving.study.checks import SimSetup
 from inferlab.specs import get_accelerator, get_model
 
 M, G = get_model("llama-2-13b-book"), get_accelerator("h100-sxm")
@@ -214,8 +216,8 @@ def test_capacity_is_requests_over_the_last_finish():
     # Capacity 64 / 6 s, not 64 / the mean finish (4.5 s).
     from inferlab.serving.workload import LengthDist
     from inferlab.specs import BF16
-    cap = validate.capacity_requests_per_s(OneSecond(), M, G, ContinuousBatching(max_num_seqs=32), BF16,
-                                           LengthDist("fixed", 4), LengthDist("fixed", 3), 10_000, 16)
+    setup = SimSetup(M, G, ContinuousBatching(max_num_seqs=32), BF16, 10_000, 16)
+    cap = validate.capacity_requests_per_s(setup, OneSecond(), LengthDist("fixed", 4), LengthDist("fixed", 3))
     assert cap == pytest.approx(64 / 6)
 
 

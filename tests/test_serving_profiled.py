@@ -7,7 +7,7 @@ from inferlab.measure import calibrate
 from inferlab.measure.calibrate import linear_shapes, shape_key
 from inferlab.roofline import roofline_time_s
 from inferlab.serving import PrefillFirst, Workload, simulate
-from inferlab.serving.profiled import ProfileStepTime
+from inferlab.serving.study.profiled import ProfileStepTime
 from inferlab.serving.steptime import StepShape
 from inferlab.specs import Accelerator, ModelConfig, Precision
 

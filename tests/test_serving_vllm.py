@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from inferlab.serving.engines import vllm as V
+from inferlab.serving.study.engines import vllm as V
 from inferlab.serving.policies import VllmV1
 from inferlab.serving.steptime import StepShape
 from inferlab.serving.workload import Workload
@@ -148,7 +148,7 @@ def test_serving_compare_simulates_a_real_result_at_its_own_arrivals(capsys):
 
 # -- the calibration ------------------------------------------------------------------------------------------
 def test_calibration_workload_and_its_steps_by_hand():
-    from inferlab.serving import validate as v
+    from inferlab.serving.study import validate as v
     s = V.VllmSettings(max_num_seqs=2, max_num_batched_tokens=16)
     w, groups = v.vllm_calibration_workload(s)
     lone = [n for n in v.VLLM_CAL_LONE if n <= 16]                      # 8 and 16 tokens
@@ -312,7 +312,7 @@ DEV = ROOT / "data" / "measurements" / "serving" / "vllm" / "development"
 
 @pytest.mark.parametrize("name", ["vllm-tiny-dev.json", "vllm-tiny-dev-2.json"])
 def test_the_development_record_is_in_the_validation_schema_with_vllms_settings(name):
-    from inferlab.serving import validate as v
+    from inferlab.serving.study import validate as v
     rec = json.loads((DEV / name).read_text())
     assert rec["schema"] == "inferlab.serving.validate/1" and v.record_engine(rec) == "vllm"
     assert rec["summary"]["engine_version"] == V.VLLM_VERSION == rec["versions"]["vllm"]

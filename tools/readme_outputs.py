@@ -81,7 +81,7 @@ def verdict_counts() -> str:
 
 def simulator_vs_transformers() -> str:
     """The judged prediction's rows of the recorded transformers repeats (validate.repeats_markdown)."""
-    from inferlab.serving import validate
+    from inferlab.serving.study import validate
     lines = validate.repeats_markdown(validate.recorded(engine="transformers")).splitlines()
     return "\n".join(lines[:2] + [line for line in lines[2:] if "(judged)" in line]) + "\n"
 

@@ -32,7 +32,9 @@ def simulate(workload: Workload, model: ModelConfig | None = None, accelerator: 
     weights (`kv.kv_capacity_blocks`). watermark: fraction of blocks kept free at admission
     (vLLM's 1 %). step_time: a StepTimeModel (`step_time_s(step, t_s)`); default the roofline (`RooflineStepTime`).
     prefix_caching: reuse the KV blocks of shared prefixes (`Workload.prefix_id`; see engine.py);
-    off, the prefixes are computed in every prefill like any other prompt tokens."""
+    off, the prefixes are computed in every prefill like any other prompt tokens.
+    Reason: the simulator's one entry point, called by keyword from the notebooks, the lab and the CLI;
+    its options are a server's launch flags (vLLM's), each with a working default."""
     if not isinstance(workload, Workload):
         raise ValueError(f"workload must be a serving.Workload; got {type(workload).__name__}")
     if not hasattr(policy, "name"):

@@ -20,7 +20,7 @@ One interface (`StepTimeModel`): the engine describes each step as a `StepShape`
 sequences and the keys they read, its prefill chunks, the sequences sampling) and asks
 `step_time_s(step, t_s)`, t_s the step's start on the simulated clock. Every step-time model
 implements that one method: this roofline, `ScaledStepTime` (a what-if), and the measured ones of
-the validation study (`serving.profiled`, `serving.fitted`, `serving.hostspeed`). A model whose
+the validation study (`serving.study.profiled`, `serving.study.fitted`, `serving.study.hostspeed`). A model whose
 step time does not depend on when the step runs ignores t_s.
 """
 from __future__ import annotations

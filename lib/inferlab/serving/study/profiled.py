@@ -2,7 +2,7 @@
 
 A serving step feeds T tokens (one per decoding sequence plus each prefill chunk's tokens) through
 every linear layer as one flat [T, d] matrix, and runs attention once per sequence against its own
-cache (as the live loop, `serving.live`, and paged-attention engines do). From the operator
+cache (as the live loop, `serving.study.live`, and paged-attention engines do). From the operator
 profile of a run (`inferlab.measure.profile`: each operator timed alone on this device):
 
     step_s = sum over linear layers of L * t_linear(op, M = T)          (LM head: M = sequences sampled)

@@ -1,6 +1,6 @@
 """Step time of an engine fitted to its own timed steps: the simulator stepping on what a real
 engine's forward costs, for an engine whose operators we did not write (transformers' continuous
-batching, `serving.engines.transformers_cb`).
+batching, `serving.study.engines.transformers_cb`).
 
 A step of T tokens from n requests (decoding ones: one query after c cached keys; prefill chunks:
 q queries after p cached keys), K keys read from the paged cache in all (the c's and p's), s

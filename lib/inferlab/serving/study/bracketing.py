@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from inferlab.serving.fitted import FittedStepTime
+from inferlab.serving.study.fitted import FittedStepTime
 from inferlab.validation import positive_int
 
 

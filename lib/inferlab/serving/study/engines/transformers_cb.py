@@ -34,7 +34,7 @@ when update_batch appends the token), minus t0. Each step is logged by wrapping 
 processor's prepare_next_batch and update_batch: start before scheduling, end after the tokens are
 appended, and its requests' (query tokens, cached tokens) from the scheduled FutureRequestStates.
 
-The host-speed probe (`probe=`, a serving.hostspeed.HostProbe; optional): run in the engine's own
+The host-speed probe (`probe=`, a serving.study.hostspeed.HostProbe; optional): run in the engine's own
 thread at every step, serially, INSIDE the logged step window (after prepare_next_batch has picked
 the batch, before the forward), so its cost lands alike in calibrations and live runs and the fitted
 step time absorbs it; each call's (start since t0, seconds) is logged beside the step
@@ -46,7 +46,7 @@ import time
 
 import numpy as np
 
-from inferlab.serving.live import STEP_FIELDS, LiveResult
+from inferlab.serving.study.live import STEP_FIELDS, LiveResult
 from inferlab.serving.metrics import ReplicaTrace, SimResult
 from inferlab.serving.workload import Workload
 from inferlab.specs import check_model
@@ -174,7 +174,7 @@ def run_transformers(workload: Workload, model_or_cfg=None, *, max_batch_tokens:
     a request may have (default the workload's), which sizes the page pool. warmup: requests
     served before t0 (a longest prompt, then a full batch decoding) so first-call costs stay out.
     The result's trace counts active requests as its 'blocks' column (as live.py counts slots).
-    probe: a serving.hostspeed.HostProbe run at every step (module doc); None: no probe. Its log
+    probe: a serving.study.hostspeed.HostProbe run at every step (module doc); None: no probe. Its log
     (steps after t0) is config["probe"]: {"times_s", "probe_s", "summary", "share"}."""
     import torch
     require_transformers()
@@ -226,7 +226,7 @@ def run_transformers(workload: Workload, model_or_cfg=None, *, max_batch_tokens:
                                   allow_block_sharing=False, use_async_batching=False, use_cuda_graph=False,
                                   auto_switch_to_flash=False, max_blocks_per_request=0, seed=seed)
     if probe is not None and not callable(probe):
-        raise ValueError(f"probe must be a callable returning seconds (a serving.hostspeed.HostProbe); got {probe!r}")
+        raise ValueError(f"probe must be a callable returning seconds (a serving.study.hostspeed.HostProbe); got {probe!r}")
     if probe is not None and hasattr(probe, "warm"):
         probe.warm()
     manager = model.init_continuous_batching(generation_config=gen, continuous_batching_config=cb)
@@ -316,10 +316,10 @@ def run_transformers(workload: Workload, model_or_cfg=None, *, max_batch_tokens:
               "attn_implementation": model.config._attn_implementation,
               "submission_lag_max_s": float(max(submitted_late)) if submitted_late else 0.0}
     if probe is not None and log.probe_s:
-        from inferlab.serving.hostspeed import ProbeLog, probe_share, probe_summary
+        from inferlab.serving.study.hostspeed import ProbeLog, probe_share, probe_summary
         plog = ProbeLog(np.asarray(log.probe_start) - t0, log.probe_s)
         config["probe"] = {**plog.to_dict(), "summary": probe_summary(plog),
                            "share": probe_share(plog.probe_s, steps["step_s"])}
-    from inferlab.serving.live import _device_name
+    from inferlab.serving.study.live import _device_name
     return LiveResult(result, steps, tokens, tuple(tuple(p) for p in prompt_ids), config, _device_name("cpu"),
                       warmup_s, tuple(log.chunks))

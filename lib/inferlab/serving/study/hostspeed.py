@@ -14,7 +14,7 @@ weight from DRAM as the engine's steps do; every copy is read once, untimed, bef
 call (`warm`), since first reads of fresh copies ran slow (measure.drift's docstring). cpu-0.5b in
 bf16: a 5632 x 2048 weight of 23 MB, ~2.1 ms per call standalone on the Xeon VM, 24 copies.
 
-Where it runs (serving.engines.transformers_cb._instrument): in the engine's own thread, serially,
+Where it runs (serving.study.engines.transformers_cb._instrument): in the engine's own thread, serially,
 once per step, INSIDE the logged step window (after the scheduler has picked the step's batch,
 before its forward). So its cost lands the same way in the calibrations and in the live runs: the
 fitted step time absorbs it (a near-constant term, mostly in the fit's b0), the live tokens are
@@ -213,7 +213,7 @@ def normalized_durations(durations_s, log: ProbeLog) -> np.ndarray:
 # within both bounds 5 of 12 bracketed, 7 of 12 probe-tracked (every step x speed), 6 of 12 with the
 # chunk part unscaled (exponent 0), 9 of 12 with 0.5, 6 of 12 with every part x speed^0.5 (all on
 # raw fits). Frozen before any later run was simulated with it; on the probe-normalized fits it is
-# recorded beside the judged prediction (serving.validate.PREDICTION): 7 of 9 pairs of the three
+# recorded beside the judged prediction (serving.study.validate.PREDICTION): 7 of 9 pairs of the three
 # recorded repeats (...-transformers-...T{0625,0634,0645}.json) within both bounds, against 9 of 9 judged.
 CHUNK_SPEED_EXPONENT = 0.5
 
