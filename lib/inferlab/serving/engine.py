@@ -323,7 +323,7 @@ class Replica:
         logits = n_dec + sum(1 for r, q in chunks if r.done + q == r.target)
         step = StepShape(n_dec, float(self.sum_cache + n_dec) if do_decode else 0.0,
                          tuple((q, r.done) for r, q in chunks), logits)
-        tokens = step.tokens
+        tokens = n_dec + sum(q for _, q in chunks)
         dt = self.step_time.step_time_s(step, t0)
         t1 = t0 + dt
         self._log(t0, dt, n_dec + len(chunks), tokens)

@@ -147,6 +147,9 @@ class RooflineStepTime:
 
     def step_time_s(self, step: StepShape, t_s: float) -> float:
         """The roofline time of `step` (the same at any t_s)."""
+        if not step.chunks:  # a decode-only step: its totals are its decodes' (the common step, kept cheap)
+            kv = float(step.decode_kv_tokens)
+            return self(step.decode_seqs, step.sampled, kv, kv)
         return self(step.tokens, step.sampled, step.attn_pairs, step.attn_kv_tokens)
 
     def __call__(self, tokens: int, logits: int, attn_pairs: float, attn_kv_tokens: float) -> float:
