@@ -15,11 +15,11 @@ The conventions, and what each becomes:
   `[t](../ERRATA.md#a)`            -> the errata page
   `[t](../book/references.md#key)` -> {ref} to the bibliography entry `key`
   `> **Erratum <id>.** ...`        -> warning admonition with anchor erratum-<id>
-  `> **Takeaway.** ...`            -> tip admonition titled Takeaway (inferlab.worked.takeaway)
+  `> **Takeaway.** ...`            -> tip admonition titled Takeaway (inferlab.worked_examples.takeaway)
   `# SOLUTION` code cell           -> collapsed ("Show solution") cell
   `<!-- SOLUTION -->` markdown     -> collapsed <details> block
   `check("<id>", ...)` code cell   -> its stored PASS replaced by a folded hint (exercise_hint)
-  `worked.equation/takeaway` cell  -> code folded ("hide-input"): the output reads as prose
+  `equations.X.worked`, `worked_examples.equation/takeaway` cell -> code folded ("hide-input"): the output reads as prose
   HTML table in an output          -> every cell labelled with its column (stacked on phones)
   figure cell with other outputs   -> split, keeping the outputs' order (split_figure_cell)
 """
@@ -128,7 +128,7 @@ _TAKEAWAY_HEAD = re.compile(r"^>\s*\*\*Takeaway\.\*\*\s*(?P<rest>.*)$")
 
 
 def convert_takeaways(text: str) -> str:
-    """A blockquote whose first line is `> **Takeaway.** ...` (inferlab.worked.takeaway) -> a tip
+    """A blockquote whose first line is `> **Takeaway.** ...` (inferlab.worked_examples.takeaway) -> a tip
     callout titled Takeaway."""
     lines = text.split("\n")
     out: list[str] = []
@@ -310,7 +310,7 @@ def label_table_cells(html_text: str) -> str:
     return _TABLE.sub(one_table, html_text)
 
 
-WORKED_CALL = re.compile(r"\bworked\.(equation|takeaway)\(")
+WORKED_CALL = re.compile(r"\b(worked(_examples)?\.(equation|takeaway)|equations\.\w+\.worked)\(")
 _CHECK_CALL = re.compile(r"""^check\(\s*["'](?P<id>[0-9.]+-ex\d+)["']""", re.M)
 
 

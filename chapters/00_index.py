@@ -73,7 +73,7 @@
 
 # %%
 from inferlab import get_accelerator, get_model, list_accelerators, list_models
-from inferlab.notebook import verdict_summary
+from inferlab.reader import verdict_summary
 from inferlab.figures import BOOK_GPU, BOOK_MODEL, FIGURES
 
 book_model, book_gpu = get_model(BOOK_MODEL), get_accelerator(BOOK_GPU)

@@ -37,8 +37,7 @@
 # %matplotlib inline
 from IPython.display import Markdown
 
-from inferlab import Precision, costs, latency, memory, plots, reader, roofline, tables
-from inferlab.notebook import select, show_formulas, verdict_summary
+from inferlab import Precision, conclusions, costs, equations, latency, memory, plots, reader, roofline, tables
 from inferlab.units import GB, MS, TFLOP, bytes_per_element
 
 # %% [markdown]
@@ -62,9 +61,7 @@ Markdown(f"**Scenario:** {MODEL.name} ({MODEL.n_params / 1e9:.2f} B parameters, 
          f"$d$ = {MODEL.d_model:,}, {MODEL.attention_kind} with {MODEL.n_kv_heads} KV heads, context window "
          f"{MODEL.max_context_tokens:,} tokens) on one {GPU.name} ({GPU.peak(PREC.compute_dtype) / TFLOP:.1f} "
          f"TFLOP/s dense {PREC.compute_dtype}, {GPU.hbm_bytes_per_s / 1e12:.2f} TB/s, "
-         f"{GPU.memory_bytes / GB:.0f} GB); prefill of {BATCH} × {PROMPT:,} tokens. "
-         + ("This is the book's worked example." if BOOK else "This is not the book's setup, so the "
-            "figures carry no book markers."))
+         f"{GPU.memory_bytes / GB:.0f} GB); prefill of {BATCH} × {PROMPT:,} tokens. " + conclusions.setup_note(BOOK))
 
 # %% [markdown]
 # ## 1. Intensity and the ridge point
@@ -91,8 +88,7 @@ diagrams.roofline_diagram(GPU, PREC, [
 # In formulas:
 #
 # <!-- equation: eq-roofline -->
-# $$\text{attainable FLOP/s} = \min\left(\text{peak},\; I \cdot \text{BW}\right),
-# \qquad I_\text{ridge} = \frac{\text{peak}}{\text{BW}}.$$
+# $$\text{attainable FLOP/s} = \min\left(\text{peak},\; I \cdot \text{BW}\right),\qquad I_\text{ridge} = \frac{\text{peak}}{\text{BW}}.$$
 #
 # The **ridge point** $I_\text{ridge}$ is where the two ceilings meet: left of it a kernel waits on
 # memory (memory-bound), right of it on the arithmetic units (compute-bound).
@@ -100,62 +96,50 @@ diagrams.roofline_diagram(GPU, PREC, [
 # ([datasheets](../book/references.md#datasheets)):
 
 # %%
+# Eq. (roofline) with this scenario's numbers
+from inferlab import worked_examples
+
 peak_flops_per_s = GPU.peak(PREC.compute_dtype)   # dense, FLOP/s
 hbm_bytes_per_s = GPU.hbm_bytes_per_s             # bytes/s
-ridge = peak_flops_per_s / hbm_bytes_per_s        # FLOP/byte
-print(f"I_ridge = {peak_flops_per_s / TFLOP:.1f} TFLOP/s / {hbm_bytes_per_s / 1e12:.2f} TB/s "
-      f"= {ridge:.1f} FLOP/byte   (library: {roofline.ridge_point(GPU, PREC.compute_dtype):.1f})")
+ridge_worked = equations.ROOFLINE.worked(peak=peak_flops_per_s, bw=hbm_bytes_per_s,
+                                         library=roofline.ridge_point(GPU, PREC.compute_dtype))
+ridge = ridge_worked.value                        # FLOP/byte
 assert abs(ridge / roofline.ridge_point(GPU, PREC.compute_dtype) - 1) < 1e-9
+ridge_worked
 
 # %%
-# Eq. (roofline) with this scenario's numbers
-from inferlab import worked
-
-worked.equation(r"I_\text{ridge} = \frac{\text{peak}}{\text{BW}} = \frac{<peak>\ \text{TFLOP/s}}{<bw>\ \text{TB/s}}"
-                r" = <ridge>\ \text{FLOP/byte}",
-                peak=peak_flops_per_s / TFLOP, bw=hbm_bytes_per_s / 1e12, ridge=ridge)
-
-# %%
-worked.takeaway(f"On the {GPU.name} in {PREC.compute_dtype} an operator needs more than {ridge:.0f} FLOPs per byte "
+worked_examples.takeaway(f"On the {GPU.name} in {PREC.compute_dtype} an operator needs more than {ridge:.0f} FLOPs per byte "
                 f"it moves to be limited by the compute peak of {peak_flops_per_s / TFLOP:,.0f} TFLOP/s; "
                 f"below that, the {hbm_bytes_per_s / 1e12:.2f} TB/s of memory bandwidth limits it.")
 
 # %% [markdown]
 # ### The MLP: intensity grows with the tokens in flight
 # One weight matrix $W \in \mathbb{R}^{d \times f}$ multiplied by the $T = BS$ rows of a prefill
-# costs $2Tdf$ FLOPs and moves the weights once plus the activations in and out, each element
-# $b$ bytes:
+# costs $2Tdf$ FLOPs and moves the weights once ($b_w$ bytes each) plus the activations in and out
+# ($b_a$ bytes each):
 #
 # <!-- equation: eq-matmul-intensity -->
-# $$I_\text{matmul} = \frac{2Tdf}{b\,(df + Td + Tf)} \;\xrightarrow{\;T \ll df/(d+f)\;}\; \frac{2T}{b}.$$
+# $$I_\text{matmul} = \frac{2Tdf}{b_w\,df + b_a\,T(d + f)} \;\xrightarrow{\;T \ll df/(d+f)\;}\; \frac{2T}{b_w}.$$
 #
-# With $b = 2$ (bf16) the shorthand is $I \approx T$; but once $T$ is comparable with
+# With $b_w = b_a = 2$ (bf16) the shorthand is $I \approx T$; but once $T$ is comparable with
 # $df/(d+f)$ the activations cost as much as the weights, and the intensity can never exceed
-# $2df/(b(d+f))$ however long the prompt. One MLP matrix of the scenario:
+# $2df/(b_a(d+f))$ however long the prompt. One MLP matrix of the scenario:
 
 # %%
+# Eq. (matmul-intensity) with this scenario's numbers, one d x f MLP matrix (the library: all of them)
 T = BATCH * PROMPT                                   # tokens through every matrix
 d, f = MODEL.d_model, MODEL.d_ff                     # one d x f MLP matrix
-b_w = bytes_per_element(PREC.weights)          # bytes per weight
-b_a = bytes_per_element(PREC.activations)      # bytes per activation
-mlp_intensity = 2 * T * d * f / (b_w * d * f + b_a * T * (d + f))
+b_w = bytes_per_element(PREC.weights)                # bytes per weight
+b_a = bytes_per_element(PREC.activations)            # bytes per activation
 prefill = costs.prefill_costs(MODEL, BATCH, PROMPT, PREC)
-print(f"I_MLP = 2·{T}·{d}·{f} / ({b_w:g}·{d}·{f} + {b_a:g}·{T}·({d}+{f})) = {mlp_intensity:.1f} FLOP/byte"
-      f"   (library, all MLP matrices: {float(prefill.mlp.intensity):.1f})")
+mlp_worked = equations.MATMUL_INTENSITY.worked(T=T, d=d, f=f, bw=b_w, ba=b_a, library=float(prefill.mlp.intensity))
+mlp_intensity = mlp_worked.value
 assert abs(mlp_intensity / float(prefill.mlp.intensity) - 1) < 1e-6  # every MLP matrix has the same d, f
-
-# %%
-# Eq. (matmul-intensity) with this scenario's numbers
-worked.equation(r"I_\text{MLP} = \frac{2Tdf}{b_w\,df + b_a\,T(d+f)} = \frac{2 \cdot <T> \cdot <d> \cdot <f>}"
-                r"{<bw> \cdot <d> \cdot <f> + <ba> \cdot <T> \cdot (<d> + <f>)} = <I>\ \text{FLOP/byte}",
-                T=T, d=d, f=f, bw=f"{b_w:g}", ba=f"{b_a:g}", I=mlp_intensity)
+mlp_worked
 
 # %%
 mlp_ceiling = 2 * d * f / (b_a * (d + f))            # Eq. (matmul-intensity) as T grows without bound
-worked.takeaway(f"{T:,} tokens in flight give the MLP {mlp_intensity:.0f} FLOP/byte, "
-                f"{'above' if mlp_intensity > ridge else 'below'} the ridge point of {ridge:.0f}: "
-                f"{'compute' if mlp_intensity > ridge else 'memory'}-bound. No prompt takes it past "
-                f"2df/(b_a(d+f)) = {mlp_ceiling:,.0f} FLOP/byte.")
+worked_examples.takeaway(conclusions.mlp_regime_takeaway(T, mlp_intensity, ridge, mlp_ceiling))
 
 # %% [markdown]
 # ### Attention: intensity grows with the prompt too
@@ -172,17 +156,10 @@ worked.takeaway(f"{T:,} tokens in flight give the MLP {mlp_intensity:.0f} FLOP/b
 # $S/4$ is far right of the ridge for long prompts.
 
 # %%
-attn_pairs = PROMPT * (PROMPT + 1) / 2               # causal query-key pairs per head
-attn_flops = 2 * 2 * MODEL.head_dim * attn_pairs     # QK^T and PV, 2 FLOPs per multiply-add
-attn_bytes = bytes_per_element(PREC.activations) * 4 * PROMPT * MODEL.head_dim  # Q, K, V in; O out
-print(f"I_attn = {attn_flops:.3e} FLOP / {attn_bytes:.3e} B = {attn_flops / attn_bytes:.1f} FLOP/byte"
-      f"   (library, S={PROMPT} with GQA and the cache dtype: {float(prefill.attention.intensity):.1f})")
-
-# %%
 # Eq. (prefill-attention-intensity) with this scenario's numbers (one head, the fused-kernel count)
-worked.equation(r"I_\text{attn} \approx \frac{4H \cdot S(S+1)/2}{b_a \cdot 4SH} = \frac{<flops>\ \text{FLOP}}"
-                r"{<nbytes>\ \text{B}} = <I>\ \text{FLOP/byte}",
-                flops=attn_flops, nbytes=attn_bytes, I=attn_flops / attn_bytes)
+print(f"library, S = {PROMPT} with {MODEL.n_kv_heads} KV heads and the cache dtype: "
+      f"{float(prefill.attention.intensity):.1f} FLOP/byte")
+equations.PREFILL_ATTENTION_INTENSITY.worked(H=MODEL.head_dim, S=PROMPT, b=bytes_per_element(PREC.activations))
 
 # %%
 Markdown(f"Both groups sit right of the ridge ({ridge:.0f} FLOP/byte) at $S$ = {PROMPT:,}: the MLP at "
@@ -195,7 +172,7 @@ Markdown(f"Both groups sit right of the ridge ({ridge:.0f} FLOP/byte) at $S$ = {
 
 # %%
 regime = roofline.time_weighted_regime(prefill, GPU, PREC.compute_dtype)
-worked.takeaway(f"At S = {PROMPT:,} tokens prefill is {regime}-bound: the MLP runs at "
+worked_examples.takeaway(f"At S = {PROMPT:,} tokens prefill is {regime}-bound: the MLP runs at "
                 f"{float(prefill.mlp.intensity):,.0f} and attention at {float(prefill.attention.intensity):,.0f} "
                 f"FLOP/byte, against a ridge of {ridge:.0f} FLOP/byte on the {GPU.name}.")
 
@@ -217,10 +194,7 @@ reader.draw(plots.roofline_plot, MODEL, GPU, PREC, prompt_lens=(128, 512, 2048, 
 
 # %%
 short = costs.prefill_costs(MODEL, 1, 128, PREC)
-Markdown(f"At $S$ = 128 the MLP sits at {float(short.mlp.intensity):.0f} FLOP/byte, "
-         + ("left" if float(short.mlp.intensity) < ridge else "right")
-         + f" of the ridge ({ridge:.0f}): \"compute-bound prefill\" is a statement about prompts of several "
-         "hundred tokens and more.")
+Markdown(conclusions.side_of_ridge(128, float(short.mlp.intensity), ridge))
 
 # %% [markdown]
 # **Check yourself.**
@@ -242,7 +216,7 @@ Markdown(f"At $S$ = 128 the MLP sits at {float(short.mlp.intensity):.0f} FLOP/by
 # multiply-add, so with $P$ the parameters in matrix products:
 #
 # <!-- equation: eq-prefill-flops -->
-# $$F_\text{prefill} \approx 2PBS, \qquad \text{TTFT} \approx \frac{2PBS}{\text{peak}},$$
+# $$F_\text{prefill} \approx 2PBS,\qquad \text{TTFT} \approx \frac{2PBS}{\text{peak}},$$
 #
 # plus attention's score and value products, which grow as $S^2$. The factor **6** that appears
 # in the book's worked example belongs to *training* (forward plus backward, $2 + 4$); an
@@ -251,30 +225,23 @@ Markdown(f"At $S$ = 128 the MLP sits at {float(short.mlp.intensity):.0f} FLOP/by
 # the bandwidth it reaches is its **MBU** (model bandwidth utilisation). The formulas here take MFU = 1.
 
 # %%
-P = MODEL.n_matmul_params                            # parameters in matrix products: this page's P
-prefill_flops = 2 * P * BATCH * PROMPT               # Eq. (prefill-flops)
-ttft_linear_s = prefill_flops / peak_flops_per_s
-ttft_s = latency.prefill_time_s(MODEL, GPU, PROMPT, BATCH, PREC)
-print(f"F = 2 · {P / 1e9:.2f}e9 · {BATCH} · {PROMPT} = {prefill_flops:.3e} FLOP; "
-      f"/ {peak_flops_per_s / TFLOP:.1f} TFLOP/s = {ttft_linear_s / MS:.1f} ms")
-print(f"library, every operator on its roofline: {float(prefill.total.flops):.3e} FLOP, {ttft_s / MS:.1f} ms")
-
-# %%
 # Eq. (prefill-flops) with this scenario's numbers
-worked.equation(r"F_\text{prefill} \approx 2PBS = 2 \cdot <P> \cdot <B> \cdot <S> = <F>\ \text{FLOP},\qquad "
-                r"\text{TTFT} \approx \frac{<F>\ \text{FLOP}}{<peak>\ \text{TFLOP/s}} = <t>\ \text{ms}",
-                P=P, B=BATCH, S=PROMPT, F=prefill_flops, peak=peak_flops_per_s / TFLOP, t=ttft_linear_s / MS)
+P = MODEL.n_matmul_params                            # parameters in matrix products: this page's P
+flops_worked = equations.PREFILL_FLOPS.worked(P=P, B=BATCH, S=PROMPT, peak=peak_flops_per_s)
+prefill_flops, ttft_linear_s = flops_worked.values["F"], flops_worked.value
+ttft_s = latency.prefill_time_s(MODEL, GPU, PROMPT, BATCH, PREC)
+print(f"library, every operator on its roofline: {float(prefill.total.flops):.3e} FLOP, {ttft_s / MS:.1f} ms")
+flops_worked
 
 # %%
-book_2ps = select("15.1.1", "m")[0]                  # the erratum box's 2·P·S, from the registry
+book_2ps = reader.select("15.1.1", "m")[0]                  # the erratum box's 2·P·S, from the registry
 Markdown(f"This page's $P$ is the model's {P / 1e9:.2f}e9 matrix parameters, at {peak_flops_per_s / TFLOP:.1f} "
-         "TFLOP/s. " + (f"The book counts $P$ = {reader.book_input('15.1.1-m', 'params') / 1e9:.1f}e9 (the nominal size "
-         f"in the name) at {reader.book_input('15.1.1-m', 'peak_tflops'):g} TFLOP/s; with those inputs $2PS$/peak "
-         f"is {book_2ps.own_value:.1f} ms, the value erratum 15.1.1-m quotes. The two conventions differ by "
-         f"{abs(book_2ps.own_value / (ttft_linear_s / MS) - 1):.1%}." if BOOK else ""))
+         "TFLOP/s. " + conclusions.book_convention(BOOK, reader.book_input("15.1.1-m", "params"),
+                                                   reader.book_input("15.1.1-m", "peak_tflops"),
+                                                   book_2ps.own_value, ttft_linear_s / MS))
 
 # %%
-worked.takeaway(f"A prompt of {PROMPT:,} tokens (batch {BATCH}) costs {prefill_flops:.2e} FLOPs in the matrix "
+worked_examples.takeaway(f"A prompt of {PROMPT:,} tokens (batch {BATCH}) costs {prefill_flops:.2e} FLOPs in the matrix "
                 f"products: {ttft_linear_s / MS:.1f} ms at 100% of peak; with attention and every operator at "
                 f"its own roofline, the library's TTFT is {ttft_s / MS:.1f} ms. Forward only: 2·P·S, not 6·P·S.")
 
@@ -306,11 +273,8 @@ book_ratios = reader.book_ratios("15.1.1", "ttft", MODEL, GPU, PREC, BATCH) if B
 Markdown(f"The floor: reading {memory.weight_bytes(MODEL, PREC) / GB:.1f} GB of weights at "
          f"{hbm_bytes_per_s / 1e12:.2f} TB/s takes {floor_s / MS:.1f} ms, so a prompt shorter than about "
          f"{floor_s * peak_flops_per_s / (2 * P):.0f} tokens costs the same as one of that length. "
-         f"At 16k tokens attention takes {attn_share_16k:.0%} of the pass"
-         + (f" ({reader.context_note(MODEL, 16384)}) " if reader.context_note(MODEL, 16384) else ". ")
-         + (f"The book's crosses sit above our curve by {book_ratios}: the factor 6 against 2 of "
-            "[Eq. (prefill-flops)](#eq-prefill-flops), and at long prompts attention partly closes the gap."
-            if BOOK else ""))
+         f"At 16k tokens attention takes {attn_share_16k:.0%} of the pass. {reader.context_note(MODEL, 16384)} "
+         + conclusions.book_crosses(book_ratios))
 
 # %% [markdown]
 # **Check yourself.**
@@ -338,23 +302,17 @@ Markdown(f"The floor: reading {memory.weight_bytes(MODEL, PREC) / GB:.1f} GB of 
 # It is written once here and read by every generation step that follows.
 
 # %%
-kv_bytes_per_token = (2 * MODEL.n_layers * MODEL.n_kv_heads * MODEL.head_dim
-                      * bytes_per_element(PREC.kv))          # K and V, every layer
-kv_bytes = kv_bytes_per_token * PROMPT * BATCH
-assert kv_bytes == memory.kv_cache_bytes(MODEL, PROMPT, BATCH, PREC)
-print(f"C_kv = 2·{MODEL.n_layers}·{MODEL.n_kv_heads}·{MODEL.head_dim}·{bytes_per_element(PREC.kv):g} B "
-      f"= {kv_bytes_per_token / 1e6:.3f} MB/token; × {PROMPT * BATCH} tokens = {kv_bytes / GB:.3f} GB"
-      f"   (library: {memory.kv_cache_bytes(MODEL, PROMPT, BATCH, PREC) / GB:.3f} GB)")
-
-# %%
 # Eq. (kv-per-token) with this scenario's numbers, one sequence
-worked.equation(r"C_\text{kv}(S) = 2 \cdot L \cdot N_\text{kv} \cdot H \cdot b_\text{kv} \cdot S"
-                r" = 2 \cdot <L> \cdot <Nkv> \cdot <H> \cdot <bkv> \cdot <S>\ \text{B} = <gb>\ \text{GB}",
-                L=MODEL.n_layers, Nkv=MODEL.n_kv_heads, H=MODEL.head_dim, bkv=f"{bytes_per_element(PREC.kv):g}",
-                S=PROMPT, gb=kv_bytes_per_token * PROMPT / GB)
+kv_worked = equations.KV_PER_TOKEN.worked(L=MODEL.n_layers, Nkv=MODEL.n_kv_heads, H=MODEL.head_dim,
+                                          bkv=bytes_per_element(PREC.kv), S=PROMPT,
+                                          library=memory.kv_cache_bytes(MODEL, PROMPT, 1, PREC))
+kv_bytes_per_token = kv_worked.value / PROMPT         # K and V, every layer
+kv_bytes = kv_worked.value * BATCH
+assert abs(kv_bytes / memory.kv_cache_bytes(MODEL, PROMPT, BATCH, PREC) - 1) < 1e-12
+kv_worked
 
 # %%
-worked.takeaway(f"Prefill leaves {kv_bytes / GB:.2f} GB of keys and values behind for {BATCH} × {PROMPT:,} tokens "
+worked_examples.takeaway(f"Prefill leaves {kv_bytes / GB:.2f} GB of keys and values behind for {BATCH} × {PROMPT:,} tokens "
                 f"({kv_bytes_per_token / 1e6:.2f} MB per token); every decode step that follows reads all of it.")
 
 # %% [markdown]
@@ -436,8 +394,8 @@ model = get_model(model)
 accelerator = get_accelerator(accelerator)
 
 # P of the 2*P*S rule: the parameters that take part in a matrix product (not the embedding lookup).
-P = model.n_matmul_params
-ex1 = ttft_rule_s(P, prompt_len, accelerator) * 1e3
+n_matmul = model.n_matmul_params
+ex1 = ttft_rule_s(n_matmul, prompt_len, accelerator) * 1e3
 ex1
 
 # %%
@@ -477,12 +435,12 @@ model = get_model(model)
 accelerator = get_accelerator(accelerator)
 
 op = prefill_costs(model, batch=1, prompt_len=prompt_len).operators()[operator]
-regime = bound(op.intensity, accelerator)
+short_regime = bound(op.intensity, accelerator)
 # Every prompt length at once: the costs broadcast over an array of S.
 S = np.arange(1, max_len + 1)
 sweep = prefill_costs(model, batch=1, prompt_len=S).operators()[operator]
 s_min = int(S[bound(sweep.intensity, accelerator) == "compute"][0])
-ex2 = {"regime": regime, "s_min": s_min}
+ex2 = {"regime": short_regime, "s_min": s_min}
 ex2
 
 # %%
@@ -525,8 +483,8 @@ accelerator = get_accelerator(accelerator)
 
 # One forward pass: 2 FLOPs (a multiply-add) per matmul parameter per token, at the DENSE bf16 peak,
 # split over the tp GPUs (the linear rule: no attention term, no communication).
-P = model.n_matmul_params
-ttft_ms = ttft_rule_s(P, prompt_len, accelerator) / tp * 1e3
+n_matmul = model.n_matmul_params
+ttft_ms = ttft_rule_s(n_matmul, prompt_len, accelerator) / tp * 1e3
 ex3 = {"ttft_ms": ttft_ms, "true": {"A", "B"}}
 ex3
 
@@ -569,13 +527,13 @@ from inferlab.specs import get_accelerator, get_model
 model = get_model(model)
 accelerator = get_accelerator(accelerator)
 
-ttft_s = {tp: prefill_time_s(model, accelerator, prompt_len, mfu=mfu, tp=tp) for tp in tp_options}
+ttft_by_tp = {tp: prefill_time_s(model, accelerator, prompt_len, mfu=mfu, tp=tp) for tp in tp_options}
 # A replica is busy one TTFT per prompt: enough replicas to keep each below the utilisation cap,
 # for the TP degrees that meet the TTFT target.
 n_gpus = {tp: tp * math.ceil(arrival_rate * t / max_utilisation)
-          for tp, t in ttft_s.items() if t * 1e3 <= ttft_slo_ms}
+          for tp, t in ttft_by_tp.items() if t * 1e3 <= ttft_slo_ms}
 tp = min(n_gpus, key=n_gpus.get)  # the first of equals is the smaller tp
-ex4 = {"tp": tp, "n_gpus": n_gpus[tp], "ttft_ms": ttft_s[tp] * 1e3}
+ex4 = {"tp": tp, "n_gpus": n_gpus[tp], "ttft_ms": ttft_by_tp[tp] * 1e3}
 ex4
 
 # %%
@@ -590,7 +548,7 @@ check("15.1.1-ex4", ex4);
 # boxes. Then the same effects are timed live on this machine.
 
 # %%
-print(verdict_summary("15.1.1"))
+print(reader.verdict_summary("15.1.1"))
 
 # %% [markdown]
 # ### The book's worked example
@@ -600,13 +558,13 @@ print(verdict_summary("15.1.1"))
 # registry checks the book against the real architecture. The book's inputs:
 
 # %%
-reader.claims("15.1.1", "c..h", "l")
+reader.claims("15.1.1", topic="worked-example")
 
 # %% [markdown]
 # ### The book on intensity and the ridge point
 
 # %%
-reader.claims("15.1.1", "a")
+reader.claims("15.1.1", topic="ridge-point")
 
 # %% [markdown]
 # ### The formulas the extraction lost
@@ -615,25 +573,25 @@ reader.claims("15.1.1", "a")
 # extraction. Here they are, reconstructed (the registry keeps them with the claims they support):
 
 # %%
-show_formulas("15.1.1")
+reader.show_formulas("15.1.1")
 
 # %% [markdown]
 # ### The book on the intensities of prefill
 
 # %%
-reader.claims("15.1.1", "b", "i", "j")
+reader.claims("15.1.1", topic="prefill-intensities")
 
 # %% [markdown]
 # ### The book on FLOPs and time-to-first-token
 
 # %%
-reader.claims("15.1.1", "k", "m", "n")
+reader.claims("15.1.1", topic="flops-and-ttft")
 
 # %% [markdown]
 # ### The book on the KV cache prefill leaves
 
 # %%
-reader.claims("15.1.1", "o")
+reader.claims("15.1.1", topic="kv-cache")
 
 # %% [markdown]
 # ### The practice, interview and takeaway paragraphs
@@ -644,7 +602,7 @@ reader.claims("15.1.1", "o")
 # also mentioned here, is computed in [15.2.1](15_2_1_ttft_itl.ipynb).)
 
 # %%
-reader.claims("15.1.1", "p..v")
+reader.claims("15.1.1", topic="practice-and-takeaways")
 
 # %%
 book_model = reader.get_model("llama-2-13b")
@@ -658,7 +616,7 @@ Markdown(f"The book's 8,192- and 32,768-token prompts (15.1.1-q, -r, -v) are bey
 # collects the errata of the whole chapter.
 
 # %%
-print(verdict_summary())
+print(reader.verdict_summary())
 
 # %% [markdown]
 # ### Measure it here
@@ -679,12 +637,11 @@ print(verdict_summary())
 # caption: TTFT measured live on this machine against prompt length, beside the library's prediction from the ceilings measured in the same run.
 # alt: Line plot of measured time to first token in milliseconds against prompt length in tokens for a small random-weight model, with a dashed predicted line.
 from inferlab import measure
-from inferlab.notebook import measure_it
 
-run, check = measure_it("decode_slower_than_prefill", min_prompt=512, factor=5.0)
-assert check, check.text  # a decode token costs many prefill tokens
+run, live_check = reader.measure_it("decode_slower_than_prefill", min_prompt=512, factor=5.0)
+assert live_check, live_check.text  # a decode token costs many prefill tokens
 display(measure.plots.ttft_plot(run).fig)
-Markdown(f"{run.label}: {check}. {reader.gap_sentence(run, 'ttft')}")
+Markdown(f"{run.label}: {live_check}. {reader.gap_sentence(run, 'ttft')}")
 
 # %% [markdown]
 # #### Where the time goes (per operator)

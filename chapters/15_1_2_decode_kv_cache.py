@@ -41,8 +41,8 @@
 # %matplotlib inline
 from IPython.display import Markdown
 
-from inferlab import Precision, costs, latency, memory, plots, reader, roofline, tables, worked
-from inferlab.notebook import show_formulas, verdict_summary
+from inferlab import (Precision, conclusions, costs, equations, latency, memory, plots, reader, roofline, tables,
+                      worked_examples)
 from inferlab.units import GB, MS, bytes_per_element
 
 # %% [markdown]
@@ -64,8 +64,7 @@ BOOK = reader.is_book_setup(MODEL, GPU, PREC) and CONTEXT == 1000
 FIT = reader.fit_message(MODEL, GPU, CONTEXT, PREC)  # '' when at least one sequence fits
 Markdown(f"**Scenario:** {MODEL.name} on one {GPU.name} ({GPU.hbm_bytes_per_s / 1e12:.2f} TB/s, "
          f"{GPU.memory_bytes / GB:.0f} GB), context {CONTEXT:,}, batch {BATCH}; weights {PREC.weights}, "
-         f"KV cache {PREC.kv}. " + (f"**Does not fit:** {FIT}" if FIT else "")
-         + ("" if BOOK else " Not the book's setup: no book markers on the figures."))
+         f"KV cache {PREC.kv}. " + conclusions.setup_note(BOOK, FIT))
 
 # %% [markdown]
 # ## 1. What the KV cache holds, and why decode needs it
@@ -103,20 +102,16 @@ diagrams.kv_cache_diagram(MODEL, PREC, prompt_len=CONTEXT, decode_steps=3)
 # and a sequence of $S$ tokens holds $S \cdot C_\text{kv}$ bytes.
 
 # %%
-L, n_kv, H, b_cache = MODEL.n_layers, MODEL.n_kv_heads, MODEL.head_dim, bytes_per_element(PREC.kv)
-kv_per_token = 2 * L * n_kv * H * b_cache                                      # Eq. (kv-cache-per-token)
-print(f"C_kv = 2 · {L} · {n_kv} · {H} · {b_cache:g} = {kv_per_token:,.0f} bytes per token   "
-      f"(library: {memory.kv_cache_bytes_per_token(MODEL, PREC):,.0f})")
-print(f"one sequence of {CONTEXT:,} tokens: {kv_per_token * CONTEXT / GB:.3f} GB")
-
-# %%
 # Eq. (kv-cache-per-token) with this scenario's numbers
-worked.equation(r"C_\text{kv} = 2 \cdot L \cdot N_\text{kv} \cdot H \cdot b_\text{kv} = 2 \cdot <L> \cdot <Nkv> \cdot <H>"
-                r" \cdot <b>\ \text{B} = <C>\ \text{bytes per token}",
-                L=L, Nkv=n_kv, H=H, b=f"{b_cache:g}", C=kv_per_token)
+L, n_kv, H, b_cache = MODEL.n_layers, MODEL.n_kv_heads, MODEL.head_dim, bytes_per_element(PREC.kv)
+kv_worked = equations.KV_CACHE_PER_TOKEN.worked(L=L, Nkv=n_kv, H=H, bkv=b_cache,
+                                                library=memory.kv_cache_bytes_per_token(MODEL, PREC))
+kv_per_token = kv_worked.value                       # bytes per token
+print(f"one sequence of {CONTEXT:,} tokens: {kv_per_token * CONTEXT / GB:.3f} GB")
+kv_worked
 
 # %%
-worked.takeaway(f"The cache stores, for each token, a key and a value vector per KV head in each of {L} layers: "
+worked_examples.takeaway(f"The cache stores, for each token, a key and a value vector per KV head in each of {L} layers: "
                 f"{kv_per_token / 1e6:.2f} MB per token for {MODEL.name} ({PREC.kv}), "
                 f"{kv_per_token * CONTEXT / GB:.2f} GB for {CONTEXT:,} tokens. It grows by one token per decode "
                 "step, and every step reads all of it.")
@@ -144,7 +139,7 @@ worked.takeaway(f"The cache stores, for each token, a key and a value vector per
 # of 15.1.1 with $T = B$:
 #
 # <!-- equation: eq-decode-mlp-intensity -->
-# $$I_\text{MLP} = \frac{2Bdf}{b_w\,df + b_a B(d+f)} \approx \frac{2B}{b_w} = B \quad\text{(bf16)}.$$
+# $$I_\text{MLP} = \frac{2Bdf}{b_w\,df + b_a\,B(d + f)} \approx \frac{2B}{b_w} = B \quad\text{(bf16)}.$$
 #
 # Attention is different in kind: each sequence reads its *own* cached keys and values. Per
 # sequence and step, the $N$ query heads do $2 \cdot 2H$ FLOPs per cached token each, while the
@@ -157,24 +152,19 @@ worked.takeaway(f"The cache stores, for each token, a key and a value vector per
 # cache; grouped-query attention and an 8-bit cache raise it.
 
 # %%
+# Eq. (decode-mlp-intensity) and Eq. (decode-attention-intensity) with this scenario's numbers (the library: all
+# MLP matrices, and attention as counted per operator)
 d, f = MODEL.d_model, MODEL.d_ff
 b_w, b_a, b_kv = (bytes_per_element(PREC.weights), bytes_per_element(PREC.activations),
                   bytes_per_element(PREC.kv))
-mlp_intensity = 2 * BATCH * d * f / (b_w * d * f + b_a * BATCH * (d + f))            # Eq. (decode-mlp-intensity)
-attn_intensity = 2 / b_kv * MODEL.n_heads / MODEL.n_kv_heads                         # Eq. (decode-attention-intensity)
 step = costs.decode_costs(MODEL, BATCH, CONTEXT, PREC)
-print(f"I_MLP(B={BATCH}) = {mlp_intensity:.2f} FLOP/byte   (library, all MLP matrices: {float(step.mlp.intensity):.2f})")
-print(f"I_attn = 2/{b_kv:g} · {MODEL.n_heads}/{MODEL.n_kv_heads} = {attn_intensity:.2f} FLOP/byte   "
-      f"(library: {float(step.attention.intensity):.2f})")
-
-# %%
-# Eq. (decode-mlp-intensity) and Eq. (decode-attention-intensity) with this scenario's numbers
-worked.equation(r"I_\text{MLP} = \frac{2Bdf}{b_w\,df + b_a B(d+f)} = \frac{2 \cdot <B> \cdot <d> \cdot <f>}"
-                r"{<bw> \cdot <d> \cdot <f> + <ba> \cdot <B> \cdot (<d> + <f>)} = <I>\ \text{FLOP/byte},\qquad "
-                r"I_\text{attn} = \frac{2}{b_\text{kv}} \cdot \frac{N}{N_\text{kv}} = \frac{2}{<bkv>} \cdot "
-                r"\frac{<N>}{<Nkv>} = <Iattn>\ \text{FLOP/byte}",
-                B=BATCH, d=d, f=f, bw=f"{b_w:g}", ba=f"{b_a:g}", I=mlp_intensity, bkv=f"{b_kv:g}",
-                N=MODEL.n_heads, Nkv=MODEL.n_kv_heads, Iattn=attn_intensity)
+mlp_worked = equations.DECODE_MLP_INTENSITY.worked(B=BATCH, d=d, f=f, bw=b_w, ba=b_a,
+                                                   library=float(step.mlp.intensity))
+attn_worked = equations.DECODE_ATTENTION_INTENSITY.worked(bkv=b_kv, N=MODEL.n_heads, Nkv=MODEL.n_kv_heads,
+                                                          library=float(step.attention.intensity))
+mlp_intensity, attn_intensity = mlp_worked.value, attn_worked.value
+display(mlp_worked)
+attn_worked
 
 # %%
 ridge = roofline.ridge_point(GPU, PREC.compute_dtype)
@@ -186,7 +176,7 @@ Markdown(f"The ridge point (peak FLOP/s over bandwidth: the intensity above whic
          "independent of the batch. Every operator of the step:")
 
 # %%
-worked.takeaway(f"A decode step of {BATCH} sequences is memory-bound: its MLP runs at {mlp_intensity:.1f} FLOP/byte "
+worked_examples.takeaway(f"A decode step of {BATCH} sequences is memory-bound: its MLP runs at {mlp_intensity:.1f} FLOP/byte "
                 f"and attention at {attn_intensity:.2g}, against a ridge of {ridge:.0f} on the {GPU.name}. "
                 "Batching raises the MLP's intensity in proportion to B; attention's stays where it is.")
 
@@ -208,11 +198,7 @@ mlp_ridge_b = plots.mlp_ridge_batch(MODEL, GPU, PREC, context_len=CONTEXT)
 b_fit = memory.max_batch(MODEL, GPU, CONTEXT, PREC) if not FIT else 0
 layer_at_fit = costs.decode_costs(MODEL, max(b_fit, 1), CONTEXT, PREC).layer
 whole_intensity = layer_at_fit.flops / layer_at_fit.bytes
-Markdown(f"The MLP would meet the ridge near $B \\approx$ {mlp_ridge_b:,.0f}"
-         + ((f", {mlp_ridge_b / b_fit:.1f}× the {b_fit} sequences that fit" if mlp_ridge_b > b_fit else
-             f", within the {b_fit} sequences that fit") if b_fit else "")
-         + f"; the whole layer, whose attention bytes grow with $B$ too, runs at {whole_intensity:.0f} FLOP/byte at "
-         f"$B$ = {max(b_fit, 1)}, {whole_intensity / ridge:.0%} of the ridge.")
+Markdown(conclusions.batch_to_ridge(mlp_ridge_b, b_fit, whole_intensity, ridge))
 
 # %% [markdown]
 # **Check yourself.**
@@ -233,31 +219,21 @@ Markdown(f"The MLP would meet the ridge near $B \\approx$ {mlp_ridge_b:,.0f}"
 # every weight once, plus every sequence's cache.
 #
 # <!-- equation: eq-step-time -->
-# $$t_\text{step}(B) \approx \frac{M_\text{weights} + B \cdot C_\text{kv}(S)}{\text{BW}},
-# \qquad \text{throughput}(B) = \frac{B}{t_\text{step}(B)}.$$
+# $$t_\text{step}(B) \approx \frac{M_\text{weights} + B \cdot C_\text{kv}(S)}{\text{BW}},\qquad \text{throughput}(B) = \frac{B}{t_\text{step}(B)}.$$
 
 # %%
-weight_bytes = MODEL.n_params * b_w                                     # every parameter, once
-kv_bytes_per_seq = 2 * MODEL.n_layers * MODEL.n_kv_heads * MODEL.head_dim * b_kv * CONTEXT
-step_1_s = (weight_bytes + 1 * kv_bytes_per_seq) / GPU.hbm_bytes_per_s  # Eq. (step-time)
-step_b_s = (weight_bytes + BATCH * kv_bytes_per_seq) / GPU.hbm_bytes_per_s
-print(f"M = {MODEL.n_params / 1e9:.2f}e9 · {b_w:g} B = {weight_bytes / GB:.2f} GB; "
-      f"C_kv = 2·{MODEL.n_layers}·{MODEL.n_kv_heads}·{MODEL.head_dim}·{b_kv:g}·{CONTEXT} = {kv_bytes_per_seq / GB:.3f} GB")
-print(f"t(1) = {step_1_s / MS:.2f} ms -> {1 / step_1_s:,.0f} tokens/s;  t({BATCH}) = {step_b_s / MS:.2f} ms "
-      f"-> {BATCH / step_b_s:,.0f} tokens/s")
-print(f"library (every operator on its roofline): t(1) = {latency.decode_step_time_s(MODEL, GPU, CONTEXT, 1, PREC) / MS:.2f} ms, "
-      f"t({BATCH}) = {latency.decode_step_time_s(MODEL, GPU, CONTEXT, BATCH, PREC) / MS:.2f} ms")
+# Eq. (step-time) with this scenario's numbers (the library counts every operator on its roofline)
+weight_bytes = MODEL.n_params * b_w                  # every parameter, once
+kv_bytes_per_seq = kv_per_token * CONTEXT            # Eq. (kv-cache-per-token) times the context
+step_values = dict(M=weight_bytes, C=kv_bytes_per_seq, bw=GPU.hbm_bytes_per_s)
+step_1_s = equations.STEP_TIME.worked(B=1, **step_values).values["t"]
+step_worked = equations.STEP_TIME.worked(B=BATCH, **step_values,
+                                         library=BATCH / latency.decode_step_time_s(MODEL, GPU, CONTEXT, BATCH, PREC))
+step_b_s = step_worked.values["t"]
+step_worked
 
 # %%
-# Eq. (step-time) with this scenario's numbers
-worked.equation(r"t_\text{step}(B) \approx \frac{M_\text{weights} + B \cdot C_\text{kv}(S)}{\text{BW}} = "
-                r"\frac{<M>\ \text{GB} + <B> \cdot <C>\ \text{GB}}{<bw>\ \text{TB/s}} = <t>\ \text{ms},\qquad "
-                r"\text{throughput}(B) = \frac{<B>}{<t>\ \text{ms}} = <thr>\ \text{tokens/s}",
-                M=weight_bytes / GB, B=BATCH, C=kv_bytes_per_seq / GB, bw=GPU.hbm_bytes_per_s / 1e12,
-                t=step_b_s / MS, thr=BATCH / step_b_s)
-
-# %%
-worked.takeaway(f"{BATCH} sequences share one read of the {weight_bytes / GB:.1f} GB of weights: a step takes "
+worked_examples.takeaway(f"{BATCH} sequences share one read of the {weight_bytes / GB:.1f} GB of weights: a step takes "
                 f"{step_b_s / MS:.1f} ms against {step_1_s / MS:.1f} ms for one sequence, so throughput grows "
                 f"{(BATCH / step_b_s) / (1 / step_1_s):.1f}-fold for a {step_b_s / step_1_s:.2f}-fold longer step.")
 
@@ -287,31 +263,22 @@ worked.takeaway(f"{BATCH} sequences share one read of the {weight_bytes / GB:.1f
 # The cell computes $B_\text{max}$ with both, each under its own label.
 
 # %%
+# Eq. (max-batch) with this scenario's numbers: the datasheet's memory shown, the reported one printed
 capacity = GPU.memory_bytes                 # datasheet, 10^9-byte GB: the book's and the library's
 reported = GPU.reported_memory_bytes        # what the device reports to CUDA (None where not recorded)
-b_max_dec = int((capacity - weight_bytes) // kv_bytes_per_seq) if capacity > weight_bytes else 0   # Eq. (max-batch)
-print(f"B_max(datasheet) = ({capacity / GB:.0f} GB - {weight_bytes / GB:.2f} GB) / {kv_bytes_per_seq / GB:.3f} GB "
-      f"= {b_max_dec}   (library: {memory.max_batch(MODEL, GPU, CONTEXT, PREC) if not FIT else 'does not fit'})")
+max_batch_worked = equations.MAX_BATCH.worked(Mdev=capacity, M=weight_bytes, C=kv_bytes_per_seq)
+b_max_dec = max_batch_worked.value
+library_max = memory.max_batch(MODEL, GPU, CONTEXT, PREC) if not FIT else 0
+assert b_max_dec == library_max             # the formula is the library's
+print(f"B_max(datasheet) = {b_max_dec}   (library: {library_max})")
 if reported:
-    b_max_rep = int((reported - weight_bytes) // kv_bytes_per_seq) if reported > weight_bytes else 0
+    b_max_rep = equations.MAX_BATCH.worked(Mdev=reported, M=weight_bytes, C=kv_bytes_per_seq).value
     print(f"B_max(reported) = ({reported / 2**20:,.0f} MiB = {reported / GB:.2f} GB - {weight_bytes / GB:.2f} GB) "
           f"/ {kv_bytes_per_seq / GB:.3f} GB = {b_max_rep}")
-assert FIT or b_max_dec == memory.max_batch(MODEL, GPU, CONTEXT, PREC)  # the formula is the library's
+max_batch_worked
 
 # %%
-# Eq. (max-batch) with this scenario's numbers
-(worked.equation(r"B_\text{max} = \left\lfloor \frac{M_\text{device} - M_\text{weights}}{C_\text{kv}(S)} \right\rfloor"
-                 r" = \left\lfloor \frac{<cap>\ \text{GB} - <M>\ \text{GB}}{<C>\ \text{GB}} \right\rfloor = <bmax>",
-                 cap=capacity / GB, M=weight_bytes / GB, C=kv_bytes_per_seq / GB, bmax=b_max_dec)
- if capacity > weight_bytes else
- Markdown(f"The weights alone ({weight_bytes / GB:.1f} GB) exceed the {GPU.name}'s {capacity / GB:.0f} GB: "
-          "no batch fits."))
-
-# %%
-worked.takeaway(f"At a context of {CONTEXT:,} tokens the {GPU.name} holds at most {b_max_dec} sequences beside the "
-                f"weights: each brings {kv_bytes_per_seq / GB:.2f} GB of KV cache, so the cache, not compute, "
-                "caps the batch." if b_max_dec else
-                f"Not one sequence of {CONTEXT:,} tokens fits beside the weights on the {GPU.name}.")
+worked_examples.takeaway(conclusions.max_batch_takeaway(CONTEXT, GPU.name, b_max_dec, kv_bytes_per_seq))
 
 # %% [markdown]
 # ### Where the memory goes
@@ -375,19 +342,18 @@ panel.decode_panel(MODEL, GPU, PREC, context=CONTEXT, batch=BATCH)
 # ## Takeaways
 
 # %%
-gqa = MODEL.gqa_variant(8) if MODEL.n_kv_heads > 8 else MODEL
+gqa = MODEL.gqa_variant(8) if MODEL.n_kv_heads > 8 else None
 int8_prec = reader.with_precision(PREC, kv="int8")
+int8_max = memory.max_batch(MODEL, GPU, CONTEXT, int8_prec) if not FIT else 0
+gqa_max = memory.max_batch(gqa, GPU, CONTEXT, PREC) if gqa and not FIT else None
 Markdown(
     f"- A decode step reads every weight to produce one token per sequence: at $B$ = 1 its intensity is about "
     f"{2 / b_w:.0f} FLOP/byte, some {ridge * b_w / 2:.0f} times below the {GPU.name}'s ridge, so ITL is bytes over bandwidth: "
     f"{step_1_s / MS:.1f} ms for {MODEL.name}.\n"
     f"- Batching raises the intensity of the weight matrices in proportion to $B$, but not attention's, "
     f"which stays at {attn_intensity:.2g} FLOP/byte because every sequence owns its cache.\n"
-    + (f"- At {CONTEXT:,} tokens of context, {GPU.memory_bytes / GB:.0f} GB hold {b_max_dec} sequences beside the weights"
-       + (f"; an int8 cache allows {memory.max_batch(MODEL, GPU, CONTEXT, int8_prec)}"
-          + (f", eight KV heads instead of {MODEL.n_kv_heads} allow {memory.max_batch(gqa, GPU, CONTEXT, PREC)}"
-             if gqa is not MODEL else "") + "." if not FIT else ".")
-       if not FIT else f"- {MODEL.name} does not fit on one {GPU.name}: {FIT}.")
+    + conclusions.memory_wall_bullet(MODEL.name, GPU.name, CONTEXT, GPU.memory_bytes / GB, b_max_dec, int8_max,
+                                     gqa_max, MODEL.n_kv_heads, FIT)
     + "\n\nPrevious: [15.1.1 Compute-bound prefill](15_1_1_prefill.ipynb) · "
     "Next: [15.2.1 TTFT and ITL](15_2_1_ttft_itl.ipynb)")
 # %% [markdown]
@@ -492,9 +458,9 @@ from inferlab.specs import get_accelerator, get_model
 model = get_model(model)
 accelerator = get_accelerator(accelerator)
 
-costs = decode_costs(model, batch, context_len)
-mlp_up = costs.operators()["mlp_up"]
-attention = costs.attention  # QK^T and PV over all layers
+step_costs = decode_costs(model, batch, context_len)
+mlp_up = step_costs.operators()["mlp_up"]
+attention = step_costs.attention  # QK^T and PV over all layers
 ex3 = {
     "mlp": bound(mlp_up.intensity, accelerator),
     "attention": bound(attention.intensity, accelerator),
@@ -535,14 +501,15 @@ accelerator = "a100-80gb"
 context_len = 2048
 batch = 48
 
+from inferlab import memory
 from inferlab.latency import decode_step_rule_s
-from inferlab.memory import kv_cache_bytes, weight_bytes
 from inferlab.specs import get_accelerator, get_model
 model = get_model(model)
 accelerator = get_accelerator(accelerator)
 
 # The chapter's rule: every weight byte once per step, and every sequence's own cache.
-step_s = decode_step_rule_s(weight_bytes(model), kv_cache_bytes(model, context_len), batch, accelerator)
+weights, cache = memory.weight_bytes(model), memory.kv_cache_bytes(model, context_len)
+step_s = decode_step_rule_s(weights, cache, batch, accelerator)
 ex4 = {"step_ms": step_s * 1e3, "tokens_per_s": batch / step_s, "cause": "A"}
 ex4
 
@@ -606,7 +573,7 @@ check("15.1.2-ex5", ex5);
 # boxes. Then the same effects are timed live on this machine.
 
 # %%
-print(verdict_summary("15.1.2"))
+print(reader.verdict_summary("15.1.2"))
 
 # %% [markdown]
 # ### The opening scene
@@ -614,7 +581,7 @@ print(verdict_summary("15.1.2"))
 # token every 80 ms. Those are anecdote, not derivation, so they are left unchecked.
 
 # %%
-reader.claims("15.1.2", "a..c")
+reader.claims("15.1.2", topic="opening-scene")
 
 # %% [markdown]
 # ### The book on the intensities of a decode step
@@ -624,35 +591,35 @@ reader.claims("15.1.2", "a..c")
 # reconstructed:
 
 # %%
-show_formulas("15.1.2")
+reader.show_formulas("15.1.2")
 
 # %%
-reader.claims("15.1.2", "d..j", "aa")
+reader.claims("15.1.2", topic="decode-intensities")
 
 # %% [markdown]
 # ### The book on the cost of a step
 
 # %%
-reader.claims("15.1.2", "k..v")
+reader.claims("15.1.2", topic="step-cost")
 
 # %% [markdown]
 # ### The book on the memory wall
 
 # %%
-reader.claims("15.1.2", "w..z")
+reader.claims("15.1.2", topic="memory-wall")
 
 # %% [markdown]
 # ### The practice, interview and takeaway paragraphs
 
 # %%
-reader.claims("15.1.2", "ab..an")
+reader.claims("15.1.2", topic="practice-and-takeaways")
 
 # %% [markdown]
 # ### All verdicts
 # The [errata](../ERRATA.md) page collects the errata of the whole chapter.
 
 # %%
-print(verdict_summary())
+print(reader.verdict_summary())
 
 # %% [markdown]
 # ### Measure it here
@@ -673,12 +640,11 @@ print(verdict_summary())
 # caption: Decode step time measured live on this machine against batch size, beside the library's prediction from the same run's ceilings.
 # alt: Line plot of measured decode step time in milliseconds against batch size for a small random-weight model, with a dashed predicted line.
 from inferlab import measure
-from inferlab.notebook import measure_it
 
-run, check = measure_it("decode_slower_than_prefill", min_prompt=512, factor=5.0)
-assert check, check.text  # one token per step: far more time per token than prefill
+run, live_check = reader.measure_it("decode_slower_than_prefill", min_prompt=512, factor=5.0)
+assert live_check, live_check.text  # one token per step: far more time per token than prefill
 display(measure.plots.step_time_plot(run))
-Markdown(f"{run.label}: {check}. {reader.gap_sentence(run, 'batch')}")
+Markdown(f"{run.label}: {live_check}. {reader.gap_sentence(run, 'batch')}")
 
 # %% [markdown]
 # #### Where the time goes (per operator)

@@ -37,10 +37,9 @@
 # %matplotlib inline
 from IPython.display import Markdown
 
-from inferlab import Precision, latency, memory, plots, reader, roofline
-from inferlab.notebook import show_formulas, verdict_summary
+from inferlab import Precision, conclusions, equations, latency, memory, plots, reader, roofline
 from inferlab.parallel import DEFAULT_ALLREDUCE_LATENCY_S
-from inferlab.units import GB, MS, TFLOP, bytes_per_element
+from inferlab.units import MS, bytes_per_element
 
 # %% [markdown]
 # ## What if?
@@ -58,8 +57,7 @@ ALLREDUCE_LATENCY_S = DEFAULT_ALLREDUCE_LATENCY_S  # per all-reduce under TP (8 
 BOOK = reader.is_book_setup(MODEL, GPU, PREC) and PROMPT == 1024 and BATCH == 1
 FIT = reader.fit_message(MODEL, GPU, PROMPT, PREC)
 Markdown(f"**Scenario:** {MODEL.name} on one {GPU.name}, prompt {PROMPT:,}, batch {BATCH}; weights "
-         f"{PREC.weights}, KV cache {PREC.kv}. " + (f"**Does not fit:** {FIT}" if FIT else "")
-         + ("" if BOOK else " Not the book's setup: no book markers on the figures."))
+         f"{PREC.weights}, KV cache {PREC.kv}. " + conclusions.setup_note(BOOK, FIT))
 
 # %% [markdown]
 # ## 1. The life of a request
@@ -101,8 +99,7 @@ diagrams.request_timeline(MODEL, GPU, PREC, prompt_len=PROMPT, output_tokens=6, 
 # prompt length, peak the accelerator's FLOP/s and BW its memory bandwidth:
 #
 # <!-- equation: eq-ttft-itl -->
-# $$\text{TTFT} \approx \frac{2PBS}{\text{peak}}, \qquad
-# \text{ITL} \approx \frac{M_\text{weights} + B\,C_\text{kv}(S)}{\text{BW}}.$$
+# $$\text{TTFT} \approx \frac{2PBS}{\text{peak}},\qquad \text{ITL} \approx \frac{M_\text{weights} + B\,C_\text{kv}(S)}{\text{BW}}.$$
 #
 # The first is a prefill at the compute peak ([15.1.1](15_1_1_prefill.ipynb)); the second one decode step,
 # reading the weights $M_\text{weights}$ and every sequence's KV cache $C_\text{kv}(S)$ at the bandwidth
@@ -112,33 +109,23 @@ diagrams.request_timeline(MODEL, GPU, PREC, prompt_len=PROMPT, output_tokens=6, 
 # [Eq. (ttft-itl)](#eq-ttft-itl) in numbers for the scenario, then the library's full operator count:
 
 # %%
+# Eq. (ttft-itl) with this scenario's numbers (the library, every operator on its roofline: the last line)
+from inferlab import worked_examples
+
 P = MODEL.n_matmul_params
 peak_flops_per_s, hbm_bytes_per_s = GPU.peak(PREC.compute_dtype), GPU.hbm_bytes_per_s
 weight_bytes = MODEL.n_params * bytes_per_element(PREC.weights)
-kv_bytes_per_seq = (2 * MODEL.n_layers * MODEL.n_kv_heads * MODEL.head_dim
-                    * bytes_per_element(PREC.kv) * PROMPT)
-ttft_rule = 2 * P * BATCH * PROMPT / peak_flops_per_s
-itl_rule = (weight_bytes + BATCH * kv_bytes_per_seq) / hbm_bytes_per_s
+kv_bytes_per_seq = memory.kv_cache_bytes(MODEL, PROMPT, 1, PREC)     # Eq. (kv-cache-per-token) of 15.1.2, times S
 ttft_s = latency.ttft_s(MODEL, GPU, PROMPT, BATCH, PREC)
 itl_s = latency.itl_s(MODEL, GPU, PROMPT, BATCH, PREC)
-print(f"TTFT = 2·{P / 1e9:.2f}e9·{BATCH}·{PROMPT} / {peak_flops_per_s / TFLOP:.1f} TFLOP/s = {ttft_rule / MS:.2f} ms"
-      f"   (library: {ttft_s / MS:.2f} ms)")
-print(f"ITL  = ({weight_bytes / GB:.2f} GB + {BATCH}·{kv_bytes_per_seq / GB:.3f} GB) / {hbm_bytes_per_s / 1e12:.2f} TB/s"
-      f" = {itl_rule / MS:.2f} ms   (library: {itl_s / MS:.2f} ms)")
+rule = equations.TTFT_ITL.worked(P=P, B=BATCH, S=PROMPT, peak=peak_flops_per_s, M=weight_bytes,
+                                 C=kv_bytes_per_seq, bw=hbm_bytes_per_s)
+ttft_rule, itl_rule = rule.values["ttft"], rule.values["itl"]
+print(f"library: TTFT {ttft_s / MS:.2f} ms, ITL {itl_s / MS:.2f} ms")
+rule
 
 # %%
-# Eq. (ttft-itl) with this scenario's numbers
-from inferlab import worked
-
-worked.equation(r"\text{TTFT} \approx \frac{2PBS}{\text{peak}} = \frac{2 \cdot <P> \cdot <B> \cdot <S>}"
-                r"{<peak>\ \text{TFLOP/s}} = <ttft>\ \text{ms},\qquad \text{ITL} \approx "
-                r"\frac{M_\text{weights} + B\,C_\text{kv}(S)}{\text{BW}} = \frac{<M>\ \text{GB} + <B> \cdot <C>\ \text{GB}}"
-                r"{<bw>\ \text{TB/s}} = <itl>\ \text{ms}",
-                P=P, B=BATCH, S=PROMPT, peak=peak_flops_per_s / TFLOP, ttft=ttft_rule / MS, M=weight_bytes / GB,
-                C=kv_bytes_per_seq / GB, bw=hbm_bytes_per_s / 1e12, itl=itl_rule / MS)
-
-# %%
-worked.takeaway(f"Two formulas, two resources: the first token waits {ttft_rule / MS:.0f} ms on the compute peak "
+worked_examples.takeaway(f"Two formulas, two resources: the first token waits {ttft_rule / MS:.0f} ms on the compute peak "
                 f"(the library, with attention and each operator's roofline: {ttft_s / MS:.0f} ms), every later "
                 f"token {itl_rule / MS:.1f} ms on the memory bandwidth ({itl_s / MS:.1f} ms). A lever that adds "
                 "FLOP/s moves TTFT; one that removes bytes moves ITL.")
@@ -181,7 +168,7 @@ interactive.explore(
     interactive.itl_grid(MODEL, GPU, PREC, active_batch=BATCH))
 
 # %%
-from inferlab.wording import size_of_change, thresholds_text
+from inferlab.qualitative_words import size_of_change, thresholds_text
 
 ctx_short, ctx_long = 1024, 32_768     # the table's contexts: 1k and 32k tokens
 itl_short, itl_long = (latency.decode_step_time_s(MODEL, GPU, c, 1, PREC, beyond_context=True)
@@ -254,41 +241,19 @@ print("ITL speedup:" + "".join(f"{itl_k[0] / t:9.2f}" for t in itl_k))
 # %%
 # Eq. (tp-time) with this scenario's numbers: one decode step (ITL) at the largest K; a message is
 # the batch's activations, B * d elements
-K = tps[-1]
 message_bytes = BATCH * MODEL.d_model * bytes_per_element(PREC.activations)
-itl_tp_rule = (itl_k[0] / K + 2 * MODEL.n_layers
-               * (message_bytes / GPU.interconnect_bytes_per_s + ALLREDUCE_LATENCY_S))
-worked.equation(r"t(K) \approx \frac{t(1)}{K} + 2L\left(\frac{\text{message bytes}}{\text{link BW}} + t_\text{latency}\right)"
-                r" = \frac{<t1>\ \text{ms}}{<K>} + 2 \cdot <L> \left(\frac{<msg>\ \text{B}}{<link>\ \text{GB/s}} + "
-                r"<lat>\ \mu\text{s}\right) = <tk>\ \text{ms}\quad (\text{library, ring all-reduce: } <lib>\ \text{ms})",
-                t1=itl_k[0] / MS, K=K, L=MODEL.n_layers, msg=message_bytes, link=GPU.interconnect_bytes_per_s / 1e9,
-                lat=ALLREDUCE_LATENCY_S * 1e6, tk=itl_tp_rule / MS, lib=itl_k[-1] / MS)
+equations.TP_TIME.worked(t1=itl_k[0], K=tps[-1], L=MODEL.n_layers, msg=message_bytes,
+                         link=GPU.interconnect_bytes_per_s, lat=ALLREDUCE_LATENCY_S, library=itl_k[-1])
 
 # %%
-worked.takeaway(f"Tensor parallelism over {tps[-1]} GPUs takes TTFT from {ttft_k[0] / MS:.0f} to "
+worked_examples.takeaway(f"Tensor parallelism over {tps[-1]} GPUs takes TTFT from {ttft_k[0] / MS:.0f} to "
                 f"{ttft_k[-1] / MS:.0f} ms and ITL from {itl_k[0] / MS:.1f} to {itl_k[-1] / MS:.1f} ms: ITL "
                 f"{itl_k[0] / itl_k[-1]:.1f} times faster where {tps[-1]} GPUs would ideally give {tps[-1]}; the "
                 "all-reduces, which do not shrink with K, take the rest.")
 
 # %%
-best_ttft, best_itl = tps[ttft_k.index(min(ttft_k))], tps[itl_k.index(min(itl_k))]
-eff_itl = [itl_k[0] / t / k for k, t in zip(tps, itl_k)]
-Markdown(
-    f"Here the lowest TTFT is at $K$ = {best_ttft} and the lowest ITL at $K$ = {best_itl}"
-    + (": the largest $K$ is fastest on both counts. " if best_ttft == best_itl == tps[-1] else ". ")
-    + f"What falls with $K$ is the speed-up per GPU: ITL's is {eff_itl[1]:.0%} of ideal at $K$ = 2 and "
-    f"{eff_itl[-1]:.0%} at $K$ = {tps[-1]}. So the argument for a small $K$ is efficiency (GPU-seconds per "
-    "token), not latency.\n\n"
-    f"> **Note on the book's tensor-parallel claim.** The book says tensor parallelism reduces TTFT but not "
-    f"ITL proportionally. By the bandwidth model ITL speeds up {itl_k[0] / itl_k[1]:.2f}× at $K$ = 2 and "
-    f"{itl_k[0] / itl_k[-1]:.2f}× at $K$ = {tps[-1]} (TTFT: {ttft_k[0] / ttft_k[1]:.2f}× and "
-    f"{ttft_k[0] / ttft_k[-1]:.2f}×): each device reads $1/K$ of the weights, so at $K$ = {tps[-1]} decode's "
-    f"speed-up is {(itl_k[0] / itl_k[-1]) / (ttft_k[0] / ttft_k[-1]):.0%} of prefill's, a "
-    f"**{size_of_change((itl_k[0] / itl_k[-1]) / (ttft_k[0] / ttft_k[-1]) - 1)}** difference ({thresholds_text()})"
-    + (": prefill's all-reduces carry the activations of all its tokens over the link, decode's those of one "
-       "token per sequence." if itl_k[0] / itl_k[-1] > ttft_k[0] / ttft_k[-1] else
-       f": the all-reduces' start-up latency ({ALLREDUCE_LATENCY_S * 1e6:g} µs each here) weighs more on the "
-       "shorter decode step."))
+eff_itl = [itl_k[0] / t / k for k, t in zip(tps, itl_k)]     # ITL's speed-up per GPU, of the ideal K
+Markdown(conclusions.tp_speedups(tps, ttft_k, itl_k, ALLREDUCE_LATENCY_S))
 
 # %% [markdown]
 # **Check yourself.**
@@ -364,14 +329,15 @@ accelerator = "h200"
 context_len = 4096
 batch = 1
 
+from inferlab import memory
 from inferlab.latency import decode_step_rule_s
-from inferlab.memory import kv_cache_bytes, weight_bytes
 from inferlab.specs import get_accelerator, get_model
 model = get_model(model)
 accelerator = get_accelerator(accelerator)
 
 # ITL ~ (M_weights + B * C_kv) / BW: every weight and every cached K/V byte is read once per token.
-step_s = decode_step_rule_s(weight_bytes(model), kv_cache_bytes(model, context_len), batch, accelerator)
+weights, cache = memory.weight_bytes(model), memory.kv_cache_bytes(model, context_len)
+step_s = decode_step_rule_s(weights, cache, batch, accelerator)
 ex1 = step_s * 1e3
 ex1
 
@@ -512,14 +478,14 @@ check("15.2.1-ex4", ex4);
 # boxes. Then the same effects are timed live on this machine.
 
 # %%
-print(verdict_summary("15.2.1"))
+print(reader.verdict_summary("15.2.1"))
 
 # %% [markdown]
 # ### The formulas the extraction lost
 # The subsection's governing equations did not survive extraction; reconstructed:
 
 # %%
-show_formulas("15.2.1")
+reader.show_formulas("15.2.1")
 
 # %% [markdown]
 # ### The opening paragraphs
@@ -528,13 +494,13 @@ show_formulas("15.2.1")
 # ceilings:
 
 # %%
-reader.claims("15.2.1", "a..h")
+reader.claims("15.2.1", topic="opening")
 
 # %% [markdown]
 # ### The book on two formulas, two resources
 
 # %%
-reader.claims("15.2.1", "i..q")
+reader.claims("15.2.1", topic="two-formulas")
 
 # %%
 book_model = reader.get_model("llama-2-13b")
@@ -547,7 +513,7 @@ Markdown(f"The book's 100k-token prompt (15.2.1-q) is beyond {book_model.name}'s
 # chunked prefill ([Agrawal et al. 2024](../book/references.md#agrawal2024)):
 
 # %%
-reader.claims("15.2.1", "r..ad")
+reader.claims("15.2.1", topic="practice-and-takeaways")
 
 # %%
 llama70 = reader.get_model("llama-2-70b")
@@ -560,7 +526,7 @@ Markdown(f"The 50k-token prompt of 15.2.1-ab is beyond {llama70.name}'s context 
 # The [errata](../ERRATA.md) page collects the errata of the whole chapter.
 
 # %%
-print(verdict_summary())
+print(reader.verdict_summary())
 
 # %% [markdown]
 # ### Measure it here
@@ -581,12 +547,11 @@ print(verdict_summary())
 # caption: ITL measured live on this machine against context length at batch 1, beside the library's prediction from the same run's ceilings.
 # alt: Line plot of measured inter-token latency in milliseconds against context length for a small random-weight model, with a dashed predicted line.
 from inferlab import measure
-from inferlab.notebook import measure_it
 
-run, check = measure_it("itl_flat_with_context", max_growth=1.0)
-assert check, check.text  # at B = 1 ITL barely moves while the prompt grows 8-fold
+run, live_check = reader.measure_it("itl_flat_with_context", max_growth=1.0)
+assert live_check, live_check.text  # at B = 1 ITL barely moves while the prompt grows 8-fold
 display(measure.plots.itl_plot(run))
-Markdown(f"{run.label}: {check}. {reader.gap_sentence(run, 'itl')}")
+Markdown(f"{run.label}: {live_check}. {reader.gap_sentence(run, 'itl')}")
 
 # %% [markdown]
 # #### Where the time goes (per operator)

@@ -39,8 +39,7 @@
 # %matplotlib inline
 from IPython.display import Markdown
 
-from inferlab import Precision, figures, latency, memory, plots, reader
-from inferlab.notebook import show_formulas, verdict_summary
+from inferlab import Precision, conclusions, equations, figures, latency, memory, plots, reader
 from inferlab.headroom import VLLM_DEFAULT_UTILISATION, headroom_fit
 from inferlab.units import GB, MS, bytes_per_element
 
@@ -59,8 +58,7 @@ USD_PER_GPU_HOUR = figures.BOOK_USD_PER_GPU_HOUR  # the book's price; put your o
 BOOK = reader.is_book_setup(MODEL, GPU, PREC) and CONTEXT == 1024
 FIT = reader.fit_message(MODEL, GPU, CONTEXT, PREC)
 Markdown(f"**Scenario:** {MODEL.name} on one {GPU.name}, context {CONTEXT:,}; weights {PREC.weights}, "
-         f"KV cache {PREC.kv}; ${USD_PER_GPU_HOUR:g} per GPU-hour. " + (f"**Does not fit:** {FIT}" if FIT else "")
-         + ("" if BOOK else " Not the book's setup: no book markers on the figures."))
+         f"KV cache {PREC.kv}; ${USD_PER_GPU_HOUR:g} per GPU-hour. " + conclusions.setup_note(BOOK, FIT))
 
 # %% [markdown]
 # ## 1. Step time, throughput and the crossover batch
@@ -83,42 +81,31 @@ interactive.explore(
 
 # %% [markdown]
 # <!-- equation: eq-throughput -->
-# $$\text{throughput}(B) = \frac{B\cdot\text{BW}}{M_\text{weights} + B\,C_\text{kv}}
-# \;\xrightarrow{B\to\infty}\; \frac{\text{BW}}{C_\text{kv}},\qquad
-# B^* = \frac{M_\text{weights}}{C_\text{kv}},\qquad \text{throughput}(B^*) = \frac{1}{2}\,\frac{\text{BW}}{C_\text{kv}}.$$
+# $$\text{throughput}(B) = \frac{B\cdot\text{BW}}{M_\text{weights} + B\,C_\text{kv}}\;\xrightarrow{B\to\infty}\; \frac{\text{BW}}{C_\text{kv}},\qquad B^* = \frac{M_\text{weights}}{C_\text{kv}},\qquad \text{throughput}(B^*) = \frac{1}{2}\,\frac{\text{BW}}{C_\text{kv}}.$$
 #
 # <!-- equation: eq-bmax-over-bstar -->
-# $$\frac{B_\text{max}}{B^*} = \frac{(M_\text{device} - M_\text{weights})/C_\text{kv}}{M_\text{weights}/C_\text{kv}}
-# = \frac{M_\text{device}}{M_\text{weights}} - 1 \quad\text{(before rounding down).}$$
-
-# %%
-weight_bytes = MODEL.n_params * bytes_per_element(PREC.weights)
-kv_bytes_per_seq = (2 * MODEL.n_layers * MODEL.n_kv_heads * MODEL.head_dim
-                    * bytes_per_element(PREC.kv) * CONTEXT)
-b_star = weight_bytes / kv_bytes_per_seq                           # Eq. (throughput)
-ceiling = GPU.hbm_bytes_per_s / kv_bytes_per_seq                   # tokens/s as B grows without bound
-ratio = GPU.memory_bytes / weight_bytes - 1                         # Eq. (bmax-over-bstar)
-print(f"B* = {weight_bytes / GB:.2f} GB / {kv_bytes_per_seq / GB:.4f} GB = {b_star:.1f}   "
-      f"(library: {latency.kv_crossover_batch(MODEL, CONTEXT, PREC):.1f})")
-print(f"ceiling BW/C_kv = {ceiling:,.0f} tokens/s; B_max/B* = {GPU.memory_bytes / GB:.0f}/{weight_bytes / GB:.2f} - 1 "
-      f"= {ratio:.2f}   (library B_max: {memory.max_batch(MODEL, GPU, CONTEXT, PREC) if not FIT else 'does not fit'})")
-# Eq. (bmax-over-bstar) against the library: B_max is the floor of ratio * B*.
-assert FIT or memory.max_batch(MODEL, GPU, CONTEXT, PREC) == int(ratio * b_star + 1e-9)
+# $$\frac{B_\text{max}}{B^*} = \frac{(M_\text{device} - M_\text{weights})/C_\text{kv}}{M_\text{weights}/C_\text{kv}} = \frac{M_\text{device}}{M_\text{weights}} - 1 \quad\text{(before rounding down)}$$
 
 # %%
 # Eq. (throughput) and Eq. (bmax-over-bstar) with this scenario's numbers
-from inferlab import worked
+from inferlab import worked_examples
 
-worked.equation(r"B^* = \frac{M_\text{weights}}{C_\text{kv}} = \frac{<M>\ \text{GB}}{<C>\ \text{GB}} = <bstar>,\qquad "
-                r"\frac{\text{BW}}{C_\text{kv}} = \frac{<bw>\ \text{TB/s}}{<C>\ \text{GB}} = <ceil>\ \text{tokens/s},\qquad "
-                r"\frac{B_\text{max}}{B^*} = \frac{<cap>\ \text{GB}}{<M>\ \text{GB}} - 1 = <ratio>",
-                M=weight_bytes / GB, C=kv_bytes_per_seq / GB, bstar=b_star, bw=GPU.hbm_bytes_per_s / 1e12,
-                ceil=ceiling, cap=GPU.memory_bytes / GB, ratio=ratio)
+weight_bytes = MODEL.n_params * bytes_per_element(PREC.weights)
+kv_bytes_per_seq = memory.kv_cache_bytes(MODEL, CONTEXT, 1, PREC)   # C_kv of one sequence of CONTEXT tokens
+throughput_worked = equations.THROUGHPUT.worked(M=weight_bytes, C=kv_bytes_per_seq, bw=GPU.hbm_bytes_per_s)
+ratio_worked = equations.BMAX_OVER_BSTAR.worked(Mdev=GPU.memory_bytes, M=weight_bytes)
+b_star, ratio = throughput_worked.values["bstar"], ratio_worked.value
+ceiling = 2 * throughput_worked.value                               # BW / C_kv: throughput(B*) is half of it
+print(f"library: B* = {latency.kv_crossover_batch(MODEL, CONTEXT, PREC):.1f}")
+# Eq. (bmax-over-bstar) against the library: B_max is the floor of ratio * B*.
+assert FIT or memory.max_batch(MODEL, GPU, CONTEXT, PREC) == int(ratio * b_star + 1e-9)
+display(throughput_worked)
+ratio_worked
 
 # %%
-worked.takeaway(f"Below B* = {b_star:.0f} sequences a step reads more weights than KV cache, above it more KV "
-                f"cache; throughput is half its ceiling of {ceiling:,.0f} tokens/s at B*, and memory holds at most "
-                f"{ratio:.1f} × B* sequences." if not FIT else f"Nothing to batch: {FIT}")
+worked_examples.takeaway(conclusions.or_not_fitting(FIT,
+    f"Below B* = {b_star:.0f} sequences a step reads more weights than KV cache, above it more KV cache; throughput "
+    f"is half its ceiling of {ceiling:,.0f} tokens/s at B*, and memory holds at most {ratio:.1f} × B* sequences."))
 
 # %% [markdown]
 # ### Throughput against batch
@@ -129,18 +116,19 @@ worked.takeaway(f"Below B* = {b_star:.0f} sequences a step reads more weights th
 # %%
 b_max = memory.max_batch(MODEL, GPU, CONTEXT, PREC) if not FIT else 0
 tput_max = latency.throughput_tokens_per_s(MODEL, GPU, CONTEXT, b_max, PREC) if b_max else 0.0
-Markdown(
-    (f"Throughput never grows faster than the batch: each doubling below $B^*$ multiplies it by less than 2 "
-     f"(from $B$ = 1 to 2: {latency.throughput_tokens_per_s(MODEL, GPU, CONTEXT, 2, PREC) / latency.throughput_tokens_per_s(MODEL, GPU, CONTEXT, 1, PREC):.2f}×), "
-     f"and at $B^*$ = {b_star:.0f} it is half the ceiling of {ceiling:,.0f} tokens/s. Memory stops the batch at "
-     f"$B_\\text{{max}}$ = {b_max}, {ratio:.1f} times $B^*$ ({GPU.memory_bytes / GB:.0f} GB over "
-     f"{weight_bytes / GB:.1f} GB of weights, minus one), where throughput is {tput_max:,.0f} tokens/s, "
-     f"{tput_max / ceiling:.0%} of the ceiling.") if not FIT else f"**Does not fit:** {FIT}")
+gain_1_to_2 = (latency.throughput_tokens_per_s(MODEL, GPU, CONTEXT, 2, PREC)
+               / latency.throughput_tokens_per_s(MODEL, GPU, CONTEXT, 1, PREC))
+Markdown(conclusions.or_not_fitting(FIT,
+    f"Throughput never grows faster than the batch: each doubling below $B^*$ multiplies it by less than 2 "
+    f"(from $B$ = 1 to 2: {gain_1_to_2:.2f}×), and at $B^*$ = {b_star:.0f} it is half the ceiling of {ceiling:,.0f} "
+    f"tokens/s. Memory stops the batch at $B_\\text{{max}}$ = {b_max}, {ratio:.1f} times $B^*$ "
+    f"({GPU.memory_bytes / GB:.0f} GB over {weight_bytes / GB:.1f} GB of weights, minus one), where throughput is "
+    f"{tput_max:,.0f} tokens/s, {tput_max / ceiling:.0%} of the ceiling.", prefix="**Does not fit:** "))
 
 # %%
-worked.takeaway(f"Batching pays most below B* = {b_star:.0f}, where the weights dominate every step's reads; "
-                f"memory stops it at B = {b_max}, with throughput at {tput_max / ceiling:.0%} of its ceiling "
-                f"of {ceiling:,.0f} tokens/s." if not FIT else f"Nothing to batch: {FIT}")
+worked_examples.takeaway(conclusions.or_not_fitting(FIT,
+    f"Batching pays most below B* = {b_star:.0f}, where the weights dominate every step's reads; memory stops it "
+    f"at B = {b_max}, with throughput at {tput_max / ceiling:.0%} of its ceiling of {ceiling:,.0f} tokens/s."))
 
 # %% [markdown]
 # ### The latency-throughput trade-off
@@ -176,24 +164,18 @@ reader.draw_if_fits(FIT, plots.latency_throughput_plot, MODEL, GPU, CONTEXT, PRE
 # $$\text{cost per 1k tokens} = \frac{\text{price per GPU-hour}}{3600\ \text{s} \cdot \text{throughput}} \times 1000.$$
 
 # %%
+# Eq. (cost-per-token) with this scenario's numbers, at B = 1 (the largest batch that fits: in the takeaway)
 tput_1 = latency.throughput_tokens_per_s(MODEL, GPU, CONTEXT, 1, PREC)
-cost_1 = USD_PER_GPU_HOUR / (3600 * tput_1) * 1000                  # Eq. (cost-per-token)
-print(f"B=1: ${USD_PER_GPU_HOUR:g} / (3600 s · {tput_1:,.1f} tokens/s) · 1000 = ${cost_1:.5f} per 1k tokens"
-      f"   (library: ${latency.cost_per_1k_tokens_usd(tput_1, USD_PER_GPU_HOUR):.5f})")
+cost_worked = equations.COST_PER_TOKEN.worked(usd=USD_PER_GPU_HOUR, thr=tput_1,
+                                              library=latency.cost_per_1k_tokens_usd(tput_1, USD_PER_GPU_HOUR))
+cost_1 = cost_worked.value
+cost_worked
 
 # %%
-# Eq. (cost-per-token) with this scenario's numbers, at B = 1 and at the largest batch that fits
-tput_top = latency.throughput_tokens_per_s(MODEL, GPU, CONTEXT, b_max, PREC) if b_max else 0.0
-worked.equation(r"\text{cost per 1k tokens} = \frac{\text{price per GPU-hour}}{3600\ \text{s} \cdot \text{throughput}}"
-                r" \times 1000 = \frac{\$<usd>}{3600\ \text{s} \cdot <tput>\ \text{tokens/s}} \times 1000"
-                r" = \$<cost>",
-                usd=USD_PER_GPU_HOUR, tput=tput_1, cost=cost_1)
-
-# %%
-cost_top = latency.cost_per_1k_tokens_usd(tput_top, USD_PER_GPU_HOUR) if tput_top else float("nan")
-worked.takeaway(f"At B = 1 a thousand tokens cost US\\${cost_1:.4f}; at the largest batch that fits "
-                f"(B = {b_max}) US\\${cost_top:.5f}, {cost_1 / cost_top:.0f} times less: batching is the cost lever."
-                if tput_top else f"Nothing to batch: {FIT}")
+cost_top = latency.cost_per_1k_tokens_usd(tput_max, USD_PER_GPU_HOUR) if tput_max else float("nan")
+worked_examples.takeaway(conclusions.or_not_fitting(FIT,
+    f"At B = 1 a thousand tokens cost US\\${cost_1:.4f}; at the largest batch that fits (B = {b_max}) "
+    f"US\\${cost_top:.5f}, {cost_1 / cost_top:.0f} times less: batching is the cost lever."))
 
 # %%
 # figure: fig-15-2-2-cost-vs-batch
@@ -230,14 +212,8 @@ reader.draw_if_fits(FIT, plots.kv_variants_throughput_plot, MODEL, GPU, CONTEXT,
 gqa = MODEL.gqa_variant(8) if MODEL.n_kv_heads > 8 else MODEL
 gqa_max = memory.max_batch(gqa, GPU, CONTEXT, PREC) if not FIT else 0
 mlp_ridge = plots.mlp_ridge_batch(gqa, GPU, PREC, context_len=CONTEXT)
-Markdown(
-    (f"The GQA curve{'' if gqa is not MODEL else ' (this model already has at most 8 KV heads)'} runs to "
-     f"$B$ = {gqa_max}"
-     + (f" and flattens at the end for a second reason: near $B \\approx$ {mlp_ridge:,.0f} the MLP's "
-        "weight matrices cross the ridge and become compute-bound, so the step time grows with $B$ even without "
-        "more cache: throughput meets the compute roof." if gqa_max >= round(mlp_ridge) else
-        f", short of $B \\approx$ {mlp_ridge:,.0f} where the MLP's weight matrices would cross the ridge: memory "
-        "stops the batch before the compute roof does.")) if not FIT else f"**Does not fit:** {FIT}")
+Markdown(conclusions.or_not_fitting(FIT, conclusions.gqa_batch_limit(gqa is MODEL, gqa_max, mlp_ridge),
+                                    prefix="**Does not fit:** "))
 
 # %% [markdown]
 # ## 4. Keeping the batch full: static and continuous batching
@@ -262,7 +238,7 @@ batching
 # %%
 n_static = diagrams.schedule_steps(batching.data["static"])
 n_cont = diagrams.schedule_steps(batching.data["continuous"])
-worked.takeaway(f"Static batching needs {n_static} steps for these {len(ANSWER_TOKENS)} answers, continuous batching "
+worked_examples.takeaway(f"Static batching needs {n_static} steps for these {len(ANSWER_TOKENS)} answers, continuous batching "
                 f"{n_cont}: {n_static / n_cont - 1:.0%} more throughput from the same slots, because no slot idles "
                 "while an answer is waiting.")
 
@@ -297,11 +273,12 @@ panel.batching_panel(MODEL, GPU, PREC, context=CONTEXT, batch=16)
 # %%
 cost_max = latency.cost_per_1k_tokens_usd(tput_max, USD_PER_GPU_HOUR) if b_max else float("nan")
 Markdown(
-    (f"- Throughput is concave in $B$: for {MODEL.name} at {CONTEXT:,} tokens of context it reaches half its "
-     f"ceiling at $B^*$ = {b_star:.0f}, and memory stops the batch at {b_max} ({ratio:.1f} × $B^*$, from "
-     "capacity over weights minus one).\n"
-     f"- Cost per token is the hourly price over the throughput: batching from 1 to the memory limit makes tokens "
-     f"{cost_1 / cost_max:.0f} times cheaper.\n" if b_max else f"- {FIT}\n")
+    conclusions.or_not_fitting(FIT,
+        f"- Throughput is concave in $B$: for {MODEL.name} at {CONTEXT:,} tokens of context it reaches half its "
+        f"ceiling at $B^*$ = {b_star:.0f}, and memory stops the batch at {b_max} ({ratio:.1f} × $B^*$, from "
+        "capacity over weights minus one).\n"
+        f"- Cost per token is the hourly price over the throughput: batching from 1 to the memory limit makes "
+        f"tokens {cost_1 / cost_max:.0f} times cheaper.\n", prefix="- ", suffix="\n")
     + "- Fewer KV bytes per sequence (GQA, int8) raise both $B^*$ and the limit, and so the ceiling on "
     "throughput per GPU.\n"
     "- Replicas multiply throughput without touching latency, and multiply the GPUs with it; batching trades "
@@ -372,13 +349,13 @@ batch = 64
 
 import numpy as np
 
+from inferlab import memory
 from inferlab.latency import decode_step_rule_s
-from inferlab.memory import kv_cache_bytes, weight_bytes
 from inferlab.specs import get_accelerator, get_model
 model = get_model(model)
 accelerator = get_accelerator(accelerator)
 
-w, kv = weight_bytes(model), kv_cache_bytes(model, seq_len)
+w, kv = memory.weight_bytes(model), memory.kv_cache_bytes(model, seq_len)
 dominant = "kv" if batch * kv > w else "weights"
 # B tokens per step of (weights + B caches) / bandwidth, at B and at 2B
 B = np.array([batch, 2 * batch])
@@ -501,14 +478,14 @@ check("15.2.2-ex4", ex4);
 # boxes. Then the same effects are timed live on this machine.
 
 # %%
-print(verdict_summary("15.2.2"))
+print(reader.verdict_summary("15.2.2"))
 
 # %% [markdown]
 # ### The formulas the extraction lost
 # The subsection's equations, lost in extraction, reconstructed:
 
 # %%
-show_formulas("15.2.2")
+reader.show_formulas("15.2.2")
 
 # %% [markdown]
 # ### The book on throughput and the crossover batch
@@ -516,26 +493,26 @@ show_formulas("15.2.2")
 # reads whether it serves one sequence or thirty-two.
 
 # %%
-reader.claims("15.2.2", "a..d")
+reader.claims("15.2.2", topic="throughput-and-crossover")
 
 # %% [markdown]
 # The book's worked example (Llama-2 13B, one H100, $S=1024$): $B^*$, the throughput table whose
 # numbers the extraction lost, and the ratios read from it.
 
 # %%
-reader.claims("15.2.2", "e..m")
+reader.claims("15.2.2", topic="worked-example")
 
 # %% [markdown]
 # ### The book on the cost of a token
 
 # %%
-reader.claims("15.2.2", "z..ad")
+reader.claims("15.2.2", topic="cost-per-token")
 
 # %% [markdown]
 # ### The book on grouped-query attention and an int8 cache
 
 # %%
-reader.claims("15.2.2", "n..q", "v..y")
+reader.claims("15.2.2", topic="gqa-and-int8")
 
 # %% [markdown]
 # ### The practice, interview and takeaway paragraphs
@@ -550,7 +527,7 @@ vllm_batch = fit70.max_batch_at_utilisation(VLLM_DEFAULT_UTILISATION)
 Markdown(
     f"Llama-2 70B, $B$ = 32, $S$ = 2,048, TP = 2, per H100: weights {fit70.weight_bytes / GB:.2f} GB, KV cache "
     f"{fit70.kv_bytes / GB:.2f} GB, together {fit70.used_bytes / GB:.2f} GB. On paper it "
-    + ("fits" if free_ds >= 0 else "does not fit")
+    + conclusions.fits_on_paper(free_ds)
     + f": {free_ds / GB:.2f} GB left at the datasheet's {fit70.datasheet_bytes / GB:.0f} GB (the book's convention), "
     f"{free_rep / GB:.2f} GB at the {fit70.reported_bytes / 2**20:,.0f} MiB the device reports. Whether a server "
     "starts it depends on one number, the headroom it keeps for activations, the CUDA context and the "
@@ -560,7 +537,7 @@ Markdown(
     f"largest batch is {vllm_batch}; the erratum boxes below (15.2.2-ah, -ai) give the same two numbers.")
 
 # %%
-reader.claims("15.2.2", "r..u", "ae..an")
+reader.claims("15.2.2", topic="practice-and-takeaways")
 
 # %%
 b_replicas = 8
@@ -580,7 +557,7 @@ Markdown(
 # The [errata](../ERRATA.md) page collects the errata of the whole chapter.
 
 # %%
-print(verdict_summary())
+print(reader.verdict_summary())
 
 # %% [markdown]
 # ### Measure it here
@@ -601,12 +578,11 @@ print(verdict_summary())
 # caption: Decode throughput measured live on this machine against batch size, beside the library's prediction from the same run's ceilings.
 # alt: Line plot of measured tokens per second against batch size for a small random-weight model, with a dashed predicted line.
 from inferlab import measure
-from inferlab.notebook import measure_it
 
-run, check = measure_it("throughput_grows_with_batch", min_gain=2.0)
-assert check, check.text  # more sequences per step, more tokens per second
+run, live_check = reader.measure_it("throughput_grows_with_batch", min_gain=2.0)
+assert live_check, live_check.text  # more sequences per step, more tokens per second
 display(measure.plots.throughput_plot(run))
-Markdown(f"{run.label}: {check}. {reader.gap_sentence(run, 'batch')}")
+Markdown(f"{run.label}: {live_check}. {reader.gap_sentence(run, 'batch')}")
 
 # %% [markdown]
 # #### Where the time goes (per operator)

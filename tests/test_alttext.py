@@ -112,7 +112,7 @@ def test_in_ipython_a_figure_shows_at_96_px_per_inch_with_its_alt_text():
         width_px = int.from_bytes(png[16:20], "big")
         assert meta["image/png"]["width"] == width_px // 2 and 440 <= width_px // 2 <= 500   # 5 in x 96, tight
         assert meta["image/png"]["alt"] == alttext.describe(fig)
-        # and its phone variant (inferlab.narrow), 3.6 in at 96 px per inch with a tight box: under
+        # and its phone variant (inferlab.phone_figures), 3.6 in at 96 px per inch with a tight box: under
         # a 390 px phone's 358 px column; its smallest text: the tick labels' 10 pt (matplotlib's
         # default), 13.33 px
         assert 300 <= meta["image/png"]["narrow"]["width"] <= 358

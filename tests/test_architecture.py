@@ -174,7 +174,7 @@ def resolver_calls(source: str) -> list[tuple[int, str]]:
 # -- the rules can fail ---------------------------------------------------------------------------------
 
 def test_the_checks_catch_what_they_name():
-    floors = {"units": 0, "specs": 1, "costs": 2, "claims.reproduce": 5, "plots": 6,
+    floors = {"units": 0, "specs": 1, "costs": 2, "claims.quantities": 5, "plots": 6,
               "exercises.grade": 7, "exercises.student": 7}
     assert upward_imports({"plots": {"costs"}, "costs": {"specs"}}, floors) == []
     assert upward_imports({"costs": {"plots"}}, floors) == ["costs (floor 2) imports plots (floor 6)"]
@@ -183,9 +183,9 @@ def test_the_checks_catch_what_they_name():
         ["exercises.grade", "exercises.student", "exercises.grade"]]
     assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c", "a"]]
     assert imports_of("from inferlab.measure import device as d\nfrom inferlab.serving import simulate\n"
-                      "def f():\n    from inferlab.claims.reproduce import model_variant\n",
-                      {"measure", "measure.device", "serving", "serving.simulate", "claims.reproduce"}) \
-        == {"measure.device", "serving.simulate", "claims.reproduce"}
+                      "def f():\n    from inferlab.claims.quantities import model_variant\n",
+                      {"measure", "measure.device", "serving", "serving.simulate", "claims.quantities"}) \
+        == {"measure.device", "serving.simulate", "claims.quantities"}
     assert imports_of("from inferlab import get_model, plots\nimport inferlab.costs\n", {"inferlab", "plots", "costs"}) \
         == {"inferlab", "plots", "costs"}
     assert resolver_calls("m = get_model(name)\na = specs.get_accelerator(x)\np = Precision()\n") == [
@@ -243,8 +243,8 @@ def test_a_name_given_to_the_core_says_which_function_and_which_resolver():
         costs.prefill_costs("llama-2-13b", 1, 128)
     assert str(err.value) == ("costs.prefill_costs(model=...): expected ModelConfig, got str 'llama-2-13b'; "
                               "resolve names with inferlab.specs.get_model")
-    with pytest.raises(TypeError, match=r"^latency\.decode_step_time_s\(accelerator=\.\.\.\): expected Accelerator, "
-                                        r"got str 'h100-sxm'; resolve names with inferlab\.specs\.get_accelerator$"):
+    with pytest.raises(TypeError, match=r"^latency\.decode_step_time_s\(deployment=\.\.\.\): expected Deployment or "
+                                        r"Accelerator, got str 'h100-sxm'; resolve names with inferlab\.specs\.get_accelerator$"):
         latency.decode_step_time_s(m, "h100-sxm", 1024)
     with pytest.raises(TypeError, match=r"^memory\.weight_bytes\(precision=\.\.\.\): expected Precision, got str 'int8'; "
                                         r"build one with inferlab\.specs\.Precision"):

@@ -8,6 +8,7 @@ import math
 import numpy as np
 import pytest
 
+from inferlab.deployment import Deployment
 from inferlab import cli
 from inferlab.specs import Accelerator, ModelConfig, get_model
 from tests.test_validation import GOOD
@@ -19,7 +20,7 @@ LLAMA_2_13B = get_model("llama-2-13b")
 HOSTILE = [math.nan, math.inf, -math.inf, 0, -1, 2**64, 10**30, 1e300, 1e-320, True, "3", None,
            object(), np.array([]), np.array([1, "a"]), np.array(["a", "b"]),
            np.array([1, None], dtype=object), np.int64(-5), [4, 0]]
-SKIP_PARAMS = {"model", "accelerator", "precision", "costs", "dtype", "overlap", "name"}  # test_validation
+SKIP_PARAMS = {"model", "accelerator", "deployment", "precision", "costs", "dtype", "overlap", "name"}  # test_validation
 
 
 def _finite(value) -> bool:
@@ -58,8 +59,8 @@ def test_efficiencies_too_small_to_give_a_finite_time_are_refused():
     from inferlab.latency import decode_step_time_s
     # 1e-320 is subnormal: 1 / (1e-320 * 3.35e12) overflows to inf. The floor is 1e-9.
     with pytest.raises(ValueError, match=r"mbu must be a finite number >= 1e-09 and <= 1; got 1e-320"):
-        decode_step_time_s(LLAMA_2_13B, H100_SXM, 1024, mbu=1e-320)
-    assert math.isfinite(decode_step_time_s(LLAMA_2_13B, H100_SXM, 1024, mbu=1e-9))
+        decode_step_time_s(LLAMA_2_13B, Deployment(H100_SXM, mbu=1e-320), 1024)
+    assert math.isfinite(decode_step_time_s(LLAMA_2_13B, Deployment(H100_SXM, mbu=1e-9), 1024))
 
 
 def test_huge_counts_are_refused_not_wrapped_around():
@@ -69,7 +70,7 @@ def test_huge_counts_are_refused_not_wrapped_around():
         with pytest.raises(ValueError, match=r"batch must be an integer >= 1 and <= 2\*\*63 - 1"):
             prefill_costs(LLAMA_2_13B, batch=value, prompt_len=16)
     # 2**40 x 2**30 tokens overflow int64 (2**70) but not floats: the TTFT is positive and finite.
-    t = prefill_time_s(LLAMA_2_13B, H100_SXM, 2**12, batch=2**40, tp=2, beyond_context=True)
+    t = prefill_time_s(LLAMA_2_13B, Deployment(H100_SXM, tp=2), 2**12, batch=2**40, beyond_context=True)
     assert math.isfinite(t) and t > 0
 
 
@@ -121,7 +122,7 @@ def test_accelerator_checks_every_field(changes, pattern):
     (np.array([1, "x"]), "dtype <U21"), ([[1, 2], [3]], "[[1, 2], [3]]"), (object(), "object object"),
 ])
 def test_the_validator_describes_any_bad_value_without_crashing(value, shown):
-    from inferlab.validation import positive_float, positive_int
+    from inferlab.input_checks import positive_float, positive_int
     for check in (positive_int, positive_float):
         with pytest.raises(ValueError, match="batch must be") as info:
             check("batch", value)

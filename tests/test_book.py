@@ -84,7 +84,7 @@ CHAPTER_CELLS = [
         "text/html": '<table><tr id="claim-15.9.9-a"><td>15.9.9-a</td><td>erratum</td></tr></table>',
         "text/plain": "15.9.9-a erratum"}}]),
     code("print(wide)", [stream(WIDE_LINE + "\n")]),
-    code("worked.takeaway(...)", [markdown_out("> **Takeaway.** Prefill of the fixture is compute-bound.")]),
+    code("worked_examples.takeaway(...)", [markdown_out("> **Takeaway.** Prefill of the fixture is compute-bound.")]),
     md("## Exercises\n\nCompute it."),
     code("# SOLUTION\nex1 = 42", []),
     md("<!-- SOLUTION -->\nThe answer is **42** because $6 \\times 7 = 42$."),
@@ -486,9 +486,12 @@ def test_figure_alt_text_is_what_the_figure_draws_when_the_image_says_so():
 
 
 def test_worked_cells_fold_their_code():
-    cell = convert.convert_code_cell(code("worked.equation(r'x = <x>', x=1.0)", [markdown_out("$$x = 1$$")]), "nb")
+    cell = convert.convert_code_cell(code("worked_examples.equation(r'x = <x>', x=1.0)", [markdown_out("$$x = 1$$")]), "nb")
     assert "hide-input" in cell["metadata"]["tags"]
     assert "hide-input" not in convert.convert_code_cell(code("print(1)", [stream("1\n")]), "nb")["metadata"]["tags"]
+    # a library equation worked out (inferlab.equations) and the serving lab's older name fold too
+    for source in ("ridge = equations.ROOFLINE.worked(peak=1e15, bw=3e12)", "worked.takeaway('x')"):
+        assert "hide-input" in convert.convert_code_cell(code(source, [markdown_out("$$x$$")]), "nb")["metadata"]["tags"]
 
 
 def test_takeaway_blockquote_becomes_a_callout(built):

@@ -316,7 +316,7 @@ def test_serve_timeseries_interrupted_mid_write_leaves_no_file(tmp_path, capsys,
 
 def test_a_kv_block_too_large_is_blamed_on_the_block_not_the_weights():
     from inferlab.serving.kv import kv_capacity_blocks
-    from inferlab.validation import DoesNotFitError
+    from inferlab.input_checks import DoesNotFitError
     # Llama-2 13B: 13,015,864,320 x 2 bytes of weights; 72e9 - 26,031,728,640 = 45,968,271,360 bytes free;
     # / 819,200 bytes per token = 56,113.6: blocks of up to 56,113 tokens fit.
     with pytest.raises(DoesNotFitError, match=r"block_tokens=1000000000: .* allowed: block_tokens <= 56113$"):

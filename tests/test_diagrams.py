@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from inferlab import diagrams
-from inferlab.narrow import min_text_px
+from inferlab.phone_figures import min_text_px
 from inferlab.specs import BF16, Precision, get_accelerator, get_model
 
 L13 = get_model("llama-2-13b")

@@ -3,7 +3,7 @@ from pathlib import Path
 
 from inferlab.claims.evaluate import evaluate_registry
 from inferlab.claims.registry import load_registry
-from inferlab.claims.render import errata_markdown
+from inferlab.claims.render import errata_document
 from inferlab.cli import main
 
 ERRATA = Path(__file__).resolve().parents[1] / "ERRATA.md"
@@ -11,7 +11,7 @@ ERRATA = Path(__file__).resolve().parents[1] / "ERRATA.md"
 
 def test_errata_file_is_up_to_date():
     registry = load_registry()
-    expected = errata_markdown(evaluate_registry(registry), registry.defaults)
+    expected = errata_document(evaluate_registry(registry), registry.defaults)
     assert ERRATA.exists(), "ERRATA.md is missing: run `inferlab errata` and commit it"
     assert ERRATA.read_text(encoding="utf-8") == expected, (
         "ERRATA.md is stale: run `inferlab errata` and commit the result")

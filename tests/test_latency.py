@@ -6,6 +6,7 @@ test states the correct value and why (each such case is marked ERRATUM).
 import numpy as np
 import pytest
 
+from inferlab.deployment import Deployment
 from inferlab import Precision
 from inferlab.costs import decode_costs
 from inferlab.latency import (cost_per_1k_tokens_usd, decode_step_rule_s, decode_step_time_s,
@@ -43,7 +44,7 @@ def test_itl_at_batch_one_is_bytes_over_bandwidth():
     # Every operator is memory-bound at B = 1, so the roofline time is total bytes / BW.
     assert decode_step_time_s(BOOK, H100_SXM, 1000) == pytest.approx(
         decode_costs(BOOK, 1, 1000).total.bytes / BW, rel=1e-12)
-    assert decode_step_time_s(BOOK, H100_SXM, 1000, mbu=0.5) == pytest.approx(
+    assert decode_step_time_s(BOOK, Deployment(H100_SXM, mbu=0.5), 1000) == pytest.approx(
         2 * decode_costs(BOOK, 1, 1000).total.bytes / BW, rel=1e-12)
 
 
@@ -156,7 +157,7 @@ def test_ttft_at_100k_tokens_is_dominated_by_attention():
 
 def test_mfu_scales_compute_bound_prefill():
     full = prefill_time_s(BOOK, H100_SXM, 4096, include_attention=False)
-    half = prefill_time_s(BOOK, H100_SXM, 4096, include_attention=False, mfu=0.5)
+    half = prefill_time_s(BOOK, Deployment(H100_SXM, mfu=0.5), 4096, include_attention=False)
     assert half == pytest.approx(2 * full, rel=0.01)
 
 

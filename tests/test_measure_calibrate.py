@@ -126,7 +126,7 @@ def test_profile_rounds_keep_each_points_median_round():
 
 def test_profile_reads_every_new_copy_before_timing_it(monkeypatch):
     """Every weight copy and attention KV copy is read once, untimed, before the first timed call
-    on it (profile.warm_rotation): a first read is slow on a VM, and the 1-row linear, timed first on
+    on it (probe.warm_rotation): a first read is slow on a VM, and the 1-row linear, timed first on
     fresh copies, then served as the drift probe's reference at 1.4x its true time. Fails when the
     warm rotation is removed (the fake timer finds a copy never read before)."""
     import torch
@@ -166,7 +166,7 @@ def test_profile_reads_every_new_copy_before_timing_it(monkeypatch):
 
 
 def test_warm_rotation_calls_each_entry_once_in_order():
-    from inferlab.measure.profile import warm_rotation
+    from inferlab.measure.probe import warm_rotation
 
     calls = []
     assert warm_rotation(lambda a, b: calls.append((a, b)), [(1, 2), (3, 4), (5, 6)]) == 3

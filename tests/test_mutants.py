@@ -4,6 +4,7 @@ suite against a hand list of mutants."""
 import numpy as np
 import pytest
 
+from inferlab.deployment import Deployment
 from inferlab.latency import kv_crossover_batch
 from inferlab.parallel import check_tp
 from inferlab.specs import get_model
@@ -112,8 +113,8 @@ def test_default_allreduce_latency_is_8_us_and_zero_is_the_books_idealisation():
     from inferlab.parallel import DEFAULT_ALLREDUCE_LATENCY_S
     assert DEFAULT_ALLREDUCE_LATENCY_S == 8e-6
     # Decode at B=1, tp=2: 40 layers x 2 all-reduces x 8 us = 0.64 ms over the idealised value.
-    real = decode_step_time_s(L2_13B, H100_SXM, 1024, tp=2)
-    ideal = decode_step_time_s(L2_13B, H100_SXM, 1024, tp=2, allreduce_latency_s=0)
+    real = decode_step_time_s(L2_13B, Deployment(H100_SXM, tp=2), 1024)
+    ideal = decode_step_time_s(L2_13B, Deployment(H100_SXM, tp=2, allreduce_latency_s=0), 1024)
     assert real - ideal == pytest.approx(80 * 8e-6, rel=1e-9)
 
 
@@ -124,7 +125,7 @@ def test_decode_under_tp_runs_one_devices_shard():
     # 819,200 B = 0.84 GB): 26.54 GB / 3.35 TB/s = 7.92 ms. Each of two devices (communication left
     # out) reads half of each: 13.27 GB -> 3.96 ms.
     one = decode_step_time_s(L2_13B, H100_SXM, 1024)
-    two = decode_step_time_s(L2_13B, H100_SXM, 1024, tp=2, allreduce=False)
+    two = decode_step_time_s(L2_13B, Deployment(H100_SXM, tp=2, allreduce=False), 1024)
     assert one * 1e3 == pytest.approx(7.92, rel=0.01) and two * 1e3 == pytest.approx(3.96, rel=0.01)
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from inferlab.claims.registry import half_unit, load_registry
-from inferlab.headroom import VLLM_DEFAULT_UTILISATION, headroom_fit
+from inferlab.memory_headroom import VLLM_DEFAULT_UTILISATION, headroom_fit
 from inferlab.specs import get_accelerator, get_model
 
 H100_SXM = get_accelerator("h100-sxm")

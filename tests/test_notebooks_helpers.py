@@ -1,8 +1,8 @@
-"""inferlab.notebook: what the chapter notebooks show from the claims registry."""
+"""inferlab.reader: what the chapter notebooks show from the claims registry."""
 import pytest
 
 from inferlab.claims import evaluate_claims, lost_formulas
-from inferlab.notebook import claims_text, select, show_formulas, verdict_summary
+from inferlab.reader import select, show_formulas, verdict_summary
 
 
 def ids(claims):
@@ -25,17 +25,6 @@ def test_select_names_what_is_wrong(spans, message):
         select("15.1.2", *spans)
 
 
-def test_claims_text_shows_book_ours_verdict_and_explains_every_disagreement():
-    text = claims_text("15.1.1", "k..o")
-    header = text.splitlines()[0].split()
-    assert header == ["id", "description", "book", "ours", "verdict", "band"]
-    for c in select("15.1.1", "k..o"):
-        assert c.id in text and c.verdict in text and c.band and c.band in text  # the band that decided it
-        if c.verdict != "consistent":
-            assert f"{c.id} [{c.verdict}]" in text
-    assert "Why:" not in claims_text("15.1.1", "o")  # a consistent claim needs no explanation
-
-
 def test_verdict_summary_counts_every_claim():
     lines = verdict_summary().splitlines()
     assert [line.split(":")[0] for line in lines] == ["15.1.1", "15.1.2", "15.2.1", "15.2.2", "chapter"]
@@ -54,7 +43,7 @@ def test_formulas_render_as_latex_and_as_plain_text(section):
 
 
 def test_measure_it_names_the_checks_it_knows():
-    from inferlab.notebook import measure_it
+    from inferlab.reader import measure_it
     with pytest.raises(ValueError, match="unknown check 'fastest'; allowed: decode_slower_than_prefill"):
         measure_it("fastest")
 
@@ -69,3 +58,21 @@ def test_panel_controls_say_what_they_are_before_the_kernel_runs():
     assert "application/vnd.jupyter.widget-view+json" in data
     assert data["text/plain"].startswith("Controls (model, GPU, weights, KV cache, batch, context)")
     assert "VBox" not in data["text/plain"]
+
+
+@pytest.mark.parametrize("section", ["15.1.1", "15.1.2", "15.2.1", "15.2.2"])
+def test_claim_groups_put_every_claim_of_a_section_in_exactly_one_topic(section):
+    """data/claim_groups.toml: the notebooks' tables, by topic, show each claim once and miss none."""
+    from inferlab.reader import claim_groups
+    grouped = [letter for _, letters in claim_groups(section).values() for letter in letters]
+    every = [c.id.split("-", 1)[1] for c in evaluate_claims(section)]
+    assert sorted(grouped) == sorted(every)
+
+
+def test_select_by_topic_keeps_the_groups_rows_and_names_a_wrong_topic():
+    assert ids(select("15.1.2", topic="memory-wall")) == ["15.1.2-w", "15.1.2-x", "15.1.2-y", "15.1.2-z"]
+    assert ids(select("15.1.1", topic="worked-example")) == [f"15.1.1-{x}" for x in "cdefghl"]
+    with pytest.raises(ValueError, match="no topic 'kv' for section 15.1.2.*memory-wall"):
+        select("15.1.2", topic="kv")
+    with pytest.raises(ValueError, match="a topic or letters, not both"):
+        select("15.1.2", "a", topic="memory-wall")

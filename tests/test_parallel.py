@@ -1,6 +1,7 @@
 """Tensor parallelism (inferlab.parallel): shards, per-device memory and all-reduce time."""
 import pytest
 
+from inferlab.deployment import Deployment
 from inferlab import get_model
 from inferlab.latency import decode_step_time_s, prefill_time_s
 from inferlab.memory import kv_cache_bytes, kv_cache_bytes_per_token, memory_budget, weight_bytes
@@ -80,18 +81,18 @@ def test_tp_communication_is_two_allreduces_per_layer():
 
 
 def test_allreduce_term_is_zero_when_off_and_positive_otherwise():
-    on = decode_step_time_s(BOOK, H100_SXM, 1024, 8, tp=4)
-    off = decode_step_time_s(BOOK, H100_SXM, 1024, 8, tp=4, allreduce=False)
+    on = decode_step_time_s(BOOK, Deployment(H100_SXM, tp=4), 1024, 8)
+    off = decode_step_time_s(BOOK, Deployment(H100_SXM, tp=4, allreduce=False), 1024, 8)
     assert on - off == pytest.approx(tp_communication_time_s(BOOK, 8, 4, H100_SXM), rel=1e-9)
     assert on > off
     assert decode_step_time_s(BOOK, H100_SXM, 1024, 8) == decode_step_time_s(
-        BOOK, H100_SXM, 1024, 8, allreduce=False)
+        BOOK, Deployment(H100_SXM, allreduce=False), 1024, 8)
 
 
 def test_tp_cuts_compute_bound_prefill_about_K_fold():
     one = prefill_time_s(BOOK, H100_SXM, 4096)
     for K in (2, 4):
-        assert prefill_time_s(BOOK, H100_SXM, 4096, tp=K, allreduce=False) == pytest.approx(
+        assert prefill_time_s(BOOK, Deployment(H100_SXM, tp=K, allreduce=False), 4096) == pytest.approx(
             one / K, rel=0.02)
 
 
@@ -116,6 +117,6 @@ def test_prefill_allreduce_moves_every_prompt_token():
     # Prefill of B = 2 prompts of S = 512 on two GPUs: 40 layers x 2 all-reduces of B*S x d bf16.
     B, S = 2, 512
     expected = L * 2 * (2 * (1 / 2) * B * S * d * 2 / LINK)
-    on = prefill_time_s(BOOK, H100_SXM, S, B, tp=2, allreduce_latency_s=0)
-    off = prefill_time_s(BOOK, H100_SXM, S, B, tp=2, allreduce=False)
+    on = prefill_time_s(BOOK, Deployment(H100_SXM, tp=2, allreduce_latency_s=0), S, B)
+    off = prefill_time_s(BOOK, Deployment(H100_SXM, tp=2, allreduce=False), S, B)
     assert on - off == pytest.approx(expected, rel=1e-9)

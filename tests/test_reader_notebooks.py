@@ -15,6 +15,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from inferlab.deployment import Deployment
 from inferlab import latency, memory
 from inferlab.specs import get_accelerator, get_model
 from hang_guard import HANG_S
@@ -161,7 +162,7 @@ def test_rerun_renders_conclusions_that_match_the_numbers(rerun):
 
     # 15.2.1: the fastest tensor-parallel degree named is the argmin of the computed ITL.
     md = markdown_out(nbs["15_2_1_ttft_itl"])
-    itl = {k: latency.decode_step_time_s(m, g, 1024, 1, tp=k, allreduce_latency_s=10e-6) for k in (1, 2, 4, 8)}
+    itl = {k: latency.decode_step_time_s(m, Deployment(g, tp=k, allreduce_latency_s=10e-6), 1024, 1) for k in (1, 2, 4, 8)}
     said = int(re.search(r"lowest ITL at \$K\$ = (\d+)", md).group(1))
     assert said == min(itl, key=itl.get)
 

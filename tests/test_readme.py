@@ -34,13 +34,15 @@ def test_the_front_page_is_at_most_250_lines():
 
 def test_the_generated_pages_are_the_front_page_and_the_cli_reference():
     readme = tool()
-    assert readme.PAGES == (README, DOCS / "cli.md")
+    assert readme.PAGES == (README, DOCS / "cli.md", DOCS / "vllm.md")
     text = README.read_text(encoding="utf-8")
     assert text.count("```console") >= 4 and text.count("<!-- generated: ") == 2
     assert (DOCS / "cli.md").read_text(encoding="utf-8").count("<!-- generated: subcommands -->") == 1
+    vllm = (DOCS / "vllm.md").read_text(encoding="utf-8")
+    assert vllm.count("<!-- generated: vllm-development -->") == vllm.count("<!-- generated: vllm-shared-host -->") == 1
 
 
-@pytest.mark.parametrize("page", [README, DOCS / "cli.md"], ids=lambda p: p.name)
+@pytest.mark.parametrize("page", [README, DOCS / "cli.md", DOCS / "vllm.md"], ids=lambda p: p.name)
 def test_every_output_on_the_page_is_what_the_commands_print_now(page):
     text = page.read_text(encoding="utf-8")
     regenerated = tool().render(text)

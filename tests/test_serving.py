@@ -4,6 +4,7 @@ import math
 import numpy as np
 import pytest
 
+from inferlab.deployment import Deployment
 from inferlab.costs import chunked_prefill_costs
 from inferlab.latency import decode_step_time_s, prefill_time_s
 from inferlab.roofline import pass_time_s
@@ -29,11 +30,11 @@ def test_step_time_is_the_library_prefill_and_decode(tp, batch):
     s = 700
     # B prompts of S tokens in one step: T = B*S tokens, B*S(S+1)/2 causal pairs, B*S keys, B logits.
     assert st(batch * s, batch, batch * s * (s + 1) / 2, batch * s) == pytest.approx(
-        prefill_time_s(M, G, s, batch, tp=tp), rel=1e-12)
+        prefill_time_s(M, Deployment(G, tp=tp), s, batch), rel=1e-12)
     # A decode step at context c: B tokens, each scoring and reading c keys, B logits.
     c = 1500
     assert st(batch, batch, batch * c, batch * c) == pytest.approx(
-        decode_step_time_s(M, G, c, batch, tp=tp), rel=1e-12)
+        decode_step_time_s(M, Deployment(G, tp=tp), c, batch), rel=1e-12)
 
 
 def test_mixed_step_costs_more_than_either_part_and_less_than_both():

@@ -5,7 +5,7 @@ import pytest
 
 from inferlab.serving import lab
 from inferlab.serving.kv import kv_capacity_blocks
-from inferlab.validation import DoesNotFitError
+from inferlab.input_checks import DoesNotFitError
 from inferlab.specs import get_accelerator, get_model
 
 H200 = get_accelerator("h200")

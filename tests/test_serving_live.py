@@ -14,7 +14,7 @@ from inferlab.serving import Workload, simulate
 from inferlab.serving.study.live import Segment, SlottedKVCache, ragged_forward, run_live
 from inferlab.serving.policies import ChunkedPrefill, ContinuousBatching, PrefillFirst
 from inferlab.specs import get_accelerator
-from inferlab.validation import DoesNotFitError
+from inferlab.input_checks import DoesNotFitError
 
 H100_SXM = get_accelerator("h100-sxm")
 

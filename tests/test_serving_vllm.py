@@ -346,3 +346,40 @@ def test_emitted_tokens_count_as_vllms_histogram_does_by_hand():
     r = simulate(ab, TINY_MODEL, get_accelerator("h100-sxm"), VllmV1(token_budget=8, max_num_seqs=4),
                  kv_blocks=64, block_tokens=16, watermark=0.0, step_time=_OneSecond())
     assert V.emitted_tokens(r).tolist() == [0, 17, 2, 1]
+
+
+def _record(created, runs, bounds=None):
+    return {"created": created, "summary": {"engine": "vllm"}, "bounds": bounds or {"p50": 0.15, "p99": 0.25},
+            "runs": runs}
+
+
+def _run(errors, bounded=True, live_s=0.01, steps=None, bunched=0.0):
+    keys = (("ttft_s", "p50"), ("ttft_s", "p99"), ("itl_s", "p50"), ("itl_s", "p99"))
+    cmp = {m: {} for m, _ in keys}
+    for (m, p), e in zip(keys, errors):
+        cmp[m][p] = {"error": e, "live_s": live_s}
+    cmp["within_bounds"] = all(abs(e) <= (0.15 if p == "p50" else 0.25) for (_, p), e in zip(keys, errors))
+    return {"rate_per_s": 2.0, "load": "light", "bounded": bounded, "comparison": cmp,
+            "bunched_fraction": bunched, "steps_by_tokens": steps}
+
+
+def test_the_vllm_runs_table_marks_and_counts_the_bounds_by_hand():
+    rec = _record("2026-12-04T00:00:00", [
+        _run([0.10, -0.20, -0.16, 0.30], steps={"live": [3, 4], "simulated": [5, 6]}),  # TTFT ok; ITL p50 and p99 out
+        _run([0.05, 0.05, 0.05, 0.05], bunched=0.25),                                   # all within
+        _run([0.50, 0.50, 0.50, 0.50], bounded=False)])                                 # overloaded: never bold
+    lines = V.runs_markdown([rec]).splitlines()
+    assert lines[2] == "| 1 | light | 2.00 | +10% | \u221220% | **\u221216%** | **+30%** | 0% | 7 / 11 |"
+    assert lines[3] == "| 1 | light | 2.00 | +5% | +5% | +5% | +5% | 25% | n/a |"
+    assert lines[4] == "| 1 | light (not bounded) | 2.00 | +50% | +50% | +50% | +50% | 0% | n/a |"
+    assert lines[-1] == ("Bounded (run, rate) pairs within all four bounds: 1 of 2. Within each bound: "
+                         "TTFT p50 2 of 2, TTFT p99 2 of 2, ITL p50 1 of 2, ITL p99 1 of 2.")
+
+
+def test_the_vllm_runs_table_reads_a_live_percentile_shorter_than_any_step_as_zero_and_refuses_other_engines():
+    lines = V.runs_markdown([_record("t", [_run([0.0, 0.0, 1153.0, 0.0], live_s=1e-5)])]).splitlines()
+    assert "**(live \u2248 0)**" in lines[2] and "+115300%" not in lines[2]
+    with pytest.raises(ValueError, match="not a vLLM validation"):
+        V.runs_markdown([{"summary": {"engine": "transformers"}, "runs": []}])
+    with pytest.raises(ValueError, match="at least one"):
+        V.runs_markdown([])

@@ -227,12 +227,12 @@ def test_fits_on_device_by_hand():
 
 
 def test_chunked_cost_size_follows_the_wording_thresholds(monkeypatch):
-    from inferlab import wording
+    from inferlab import qualitative_words
     out = E.chunked_cost_size(chunks=(512,), long_prompts=(3968,), rate=8.0)
     rel = float(re.search(r"\(([+-]\d+)%", out.cases[0].detail).group(1)) / 100
-    assert out.cases[0].holds == (abs(rel) <= wording.SMALL_CHANGE)
+    assert out.cases[0].holds == (abs(rel) <= qualitative_words.SMALL_CHANGE)
     # a stricter threshold (planted) turns the same run into "not slight"
-    monkeypatch.setattr(wording, "SMALL_CHANGE", abs(rel) / 2)
+    monkeypatch.setattr(qualitative_words, "SMALL_CHANGE", abs(rel) / 2)
     assert not E.chunked_cost_size(chunks=(512,), long_prompts=(3968,), rate=8.0).cases[0].holds
 
 

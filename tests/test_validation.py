@@ -7,9 +7,10 @@ import re
 import numpy as np
 import pytest
 
-from inferlab import costs, latency, memory, parallel, roofline, specs, units, validation
+from inferlab import costs, deployment, latency, memory, parallel, roofline, specs, input_checks, units
+from inferlab.deployment import Deployment
 from inferlab.specs import BF16, Precision, get_model
-from inferlab.validation import DoesNotFitError
+from inferlab.input_checks import DoesNotFitError
 from inferlab.specs import get_accelerator
 
 A100_80GB = get_accelerator("a100-80gb")
@@ -49,12 +50,11 @@ GOOD = {
     parallel.allreduce_time_s: dict(message_bytes=1e6, tp=2, accelerator=H100_SXM, latency_s=0.0),
     parallel.tp_communication_time_s: dict(model=BOOK, tokens=4, tp=2, accelerator=H100_SXM,
                                            precision=BF16, latency_s=0.0),
-    latency.prefill_time_s: dict(model=BOOK, accelerator=H100_SXM, prompt_len=16, batch=1, precision=BF16,
-                                 mfu=1.0, mbu=1.0, tp=2, allreduce_latency_s=0.0, overlap="per_operator"),
-    latency.decode_step_time_s: dict(model=BOOK, accelerator=H100_SXM, context_len=16, batch=1,
-                                     precision=BF16, mfu=1.0, mbu=1.0, tp=2, allreduce_latency_s=0.0,
-                                     overlap="per_operator"),
-    latency.throughput_tokens_per_s: dict(model=BOOK, accelerator=H100_SXM, context_len=16, batch=1,
+    Deployment: dict(accelerator=H100_SXM, precision=BF16, tp=2, mfu=1.0, mbu=1.0, overlap="per_operator",
+                     allreduce=True, allreduce_latency_s=0.0),
+    latency.prefill_time_s: dict(model=BOOK, deployment=H100_SXM, prompt_len=16, batch=1, precision=BF16),
+    latency.decode_step_time_s: dict(model=BOOK, deployment=H100_SXM, context_len=16, batch=1, precision=BF16),
+    latency.throughput_tokens_per_s: dict(model=BOOK, deployment=H100_SXM, context_len=16, batch=1,
                                           precision=BF16),
     latency.kv_crossover_batch: dict(model=BOOK, context_len=16, precision=BF16, tp=1),
     latency.cost_per_1k_tokens_usd: dict(tokens_per_s=100.0, usd_per_gpu_hour=4.0, n_gpus=1),
@@ -88,6 +88,7 @@ BAD = {
     "mfu": FRACTION, "mbu": FRACTION,
     "model": ["llama-2-13", "lama-3-8b", "gpt-4", None],
     "accelerator": ["h100", "h100-sxm5", "tpu-v5", None],
+    "deployment": ["h100-sxm", None, 2],
     "dtype": ["bf17", "float16", None],
     "precision": ["bf16", None, 2],
     "costs": ["decode", None],
@@ -98,14 +99,16 @@ FLAGS = {"causal", "all_logits", "include_attention", "allreduce", "allow_zero",
 # Parameters whose message uses another word for the same thing.
 WORD = {("get_model", "name"): "model", ("get_accelerator", "name"): "accelerator"}
 BAD_NAME = {("get_model", "name"): BAD["model"], ("get_accelerator", "name"): BAD["accelerator"],
-            ("roofline_time_s", "overlap"): ["max", True, False]}  # one vocabulary with pass_time_s
+            ("roofline_time_s", "overlap"): ["max", True, False],  # one vocabulary with pass_time_s
+            # None is the deployment's own precision (BF16 beside a bare Accelerator)
+            **{(f, "precision"): ["bf16", 2] for f in ("prefill_time_s", "decode_step_time_s", "throughput_tokens_per_s")}}
 # Helpers outside the contract: display conversions, listings, aggregation and the checkers themselves.
-EXEMPT = {"check_model", "check_accelerator", "check_precision", "data_dir", "list_models", "list_accelerators", "book_scenario", "to_gb", "to_ms", "total_cost", "as_precision",
+EXEMPT = {"as_deployment", "check_model", "check_accelerator", "check_precision", "data_dir", "list_models", "list_accelerators", "book_scenario", "to_gb", "to_ms", "total_cost", "as_precision",
           "positive_int", "nonneg_int", "positive_float", "fraction", "choice", "writable_file", "writable_dir", "finite_result", "scalar"}
 
 
 def public_functions():
-    for module in (costs, roofline, memory, parallel, latency, specs, units, validation):
+    for module in (costs, roofline, memory, parallel, deployment, latency, specs, units, input_checks):
         for name, obj in vars(module).items():
             if (inspect.isfunction(obj) and obj.__module__ == module.__name__
                     and not name.startswith("_") and name not in EXEMPT):
@@ -140,17 +143,18 @@ def test_the_valid_calls_succeed(func, good):
         out = [out.flops, out.bytes]
     if hasattr(out, "free_bytes"):  # a MemoryBudget
         out = [out.free_bytes, out.used_bytes]
-    if isinstance(out, (str, dict)) or hasattr(out, "name"):
-        return  # a regime, a table of regimes, a model or accelerator: checked by their own tests
+    if isinstance(out, (str, dict)) or hasattr(out, "name") or isinstance(out, Deployment):
+        return  # a regime, a table of regimes, a model, accelerator or deployment: checked by their own tests
     assert np.all(np.isfinite(np.asarray(out, dtype=float))), out
 
 
 # The core takes objects: anything else given for these is a wrong type (TypeError), named with the
 # function, the parameter, the value and the resolver to call. Only specs.get_model/get_accelerator
 # take names (and reject unknown ones with a ValueError, above).
-OBJECTS = {"model": "ModelConfig", "accelerator": "Accelerator", "precision": "Precision"}
+OBJECTS = {"model": "ModelConfig", "accelerator": "Accelerator", "precision": "Precision",
+           "deployment": "Deployment or Accelerator"}
 RESOLVER = {"model": "inferlab.specs.get_model", "accelerator": "inferlab.specs.get_accelerator",
-            "precision": "inferlab.specs.Precision("}
+            "precision": "inferlab.specs.Precision(", "deployment": "inferlab.specs.get_accelerator"}
 
 
 @pytest.mark.parametrize("func, good, param, value", list(cases()))
@@ -225,10 +229,16 @@ def test_dtype_without_a_peak_on_that_accelerator():
 
 
 @pytest.mark.parametrize("func", [parallel.tp_shard, parallel.check_tp, memory.weight_bytes,
-                                  latency.decode_step_time_s, latency.kv_crossover_batch])
+                                  latency.kv_crossover_batch])
 def test_tp_that_does_not_divide_the_heads(func):
     with pytest.raises(ValueError, match=r"tp must divide n_heads=40 and d_ff=20480 .*got tp=3"):
         func(**{**GOOD[func], "tp": 3})
+
+
+def test_a_deployments_tp_that_does_not_divide_the_heads():
+    # a Deployment does not know the model: its tp meets the model's heads in the time functions
+    with pytest.raises(ValueError, match=r"tp must divide n_heads=40 and d_ff=20480 .*got tp=3"):
+        latency.decode_step_time_s(BOOK, Deployment(H100_SXM, tp=3), 16)
 
 
 def test_accelerator_without_a_link_cannot_run_tp():
@@ -257,18 +267,18 @@ def test_does_not_fit_is_a_value_error_with_a_way_out():
 
 
 def test_validation_helpers():
-    assert validation.positive_int("n", 3) == 3
-    assert validation.positive_int("n", np.array([1.0, 2.0])) is not None
-    assert validation.nonneg_int("n", 0) == 0
-    assert validation.positive_float("x", 0.0, allow_zero=True) == 0.0
-    assert validation.fraction("mfu", 1.0) == 1.0
-    assert validation.choice("c", "a", ["a", "b"]) == "a"
+    assert input_checks.positive_int("n", 3) == 3
+    assert input_checks.positive_int("n", np.array([1.0, 2.0])) is not None
+    assert input_checks.nonneg_int("n", 0) == 0
+    assert input_checks.positive_float("x", 0.0, allow_zero=True) == 0.0
+    assert input_checks.fraction("mfu", 1.0) == 1.0
+    assert input_checks.choice("c", "a", ["a", "b"]) == "a"
     with pytest.raises(ValueError, match=r"x must be a finite number > 0 and <= 2; got 3"):
-        validation.positive_float("x", 3, maximum=2)
+        input_checks.positive_float("x", 3, maximum=2)
     with pytest.raises(ValueError, match=r"n must be an integer >= 1; got an empty array of shape \(0,\)"):
-        validation.positive_int("n", np.array([], dtype=int))
+        input_checks.positive_int("n", np.array([], dtype=int))
     with pytest.raises(ValueError, match=r"unknown c 'zzz'; allowed: a, b\.$"):
-        validation.choice("c", "zzz", ["a", "b"])
+        input_checks.choice("c", "zzz", ["a", "b"])
 
 
 @pytest.mark.parametrize("typed, first", [("h100", "h100-sxm"), ("llama-2-13", "llama-2-13b"),
@@ -276,4 +286,4 @@ def test_validation_helpers():
                                           ("h100-sxm5", "h100-sxm")])
 def test_first_suggestion_is_the_nearest_name(typed, first):
     with pytest.raises(ValueError, match=rf"Did you mean {re.escape(repr(first))}[,?]"):
-        validation.choice("model", typed, specs.list_models() + specs.list_accelerators())
+        input_checks.choice("model", typed, specs.list_models() + specs.list_accelerators())

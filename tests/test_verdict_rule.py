@@ -15,8 +15,8 @@ import pytest
 from inferlab import reader
 from inferlab.claims.evaluate import evaluate_registry
 from inferlab.claims.registry import RegistryError, half_unit, load_registry
-from inferlab.claims.render import errata_markdown, table
-from inferlab.claims.reproduce import METHODS
+from inferlab.claims.render import errata_document, table
+from inferlab.claims.quantities import METHODS
 
 ROOT = Path(__file__).resolve().parents[1]
 ERRATA = ROOT / "ERRATA.md"
@@ -147,14 +147,14 @@ def test_a_widened_band_carries_its_reason_into_every_table():
     assert c.verdict == "consistent" and c.band == "|Δ| 0.0808 ≤ 0.1 (stated rounding)"
     assert "rounded inputs, planted" in c.override
     assert f"15.1.2-zz: {c.override}" in repr(reader.ClaimsTable([c]))
-    assert c.override in table([c]) and c.override in errata_markdown([c])
+    assert c.override in table([c]) and c.override in errata_document([c])
 
 
 def test_an_override_changes_the_verdict_only_with_a_reason_that_every_table_shows():
     c = _one(KV.format(book="0.8", extra='override = { verdict = "erratum", reason = "planted: a test" }'))
     assert (c.verdict, c.rule_verdict) == ("erratum", "consistent")
     assert c.band.startswith("override (rule: consistent, |Δ| 0.0192")
-    for shown in (repr(reader.ClaimsTable([c])), table([c]), errata_markdown([c])):
+    for shown in (repr(reader.ClaimsTable([c])), table([c]), errata_document([c])):
         assert "planted: a test" in shown
     with pytest.raises(RegistryError, match="override must be a table"):
         _registry(KV.format(book="0.8", extra='override = { verdict = "erratum" }'))

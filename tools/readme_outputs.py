@@ -24,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 # The pages whose outputs are generated: the front page and the command-line reference.
-PAGES = (README, ROOT / "docs" / "cli.md")
+PAGES = (README, ROOT / "docs" / "cli.md", ROOT / "docs" / "vllm.md")
 PROMPT = "$ "
 REGION = re.compile(r"(<!-- generated: (?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- end generated -->)", re.S)
 CONSOLE = re.compile(r"(```console\n)(?P<body>.*?)(```)", re.S)
@@ -86,6 +86,25 @@ def simulator_vs_transformers() -> str:
     return "\n".join(lines[:2] + [line for line in lines[2:] if "(judged)" in line]) + "\n"
 
 
+VLLM_RECORDS = ROOT / "data" / "measurements" / "serving" / "vllm"
+
+
+def _vllm_table(folder) -> str:
+    from inferlab.serving.study.engines.vllm import runs_markdown
+    records = [json.loads(p.read_text(encoding="utf-8")) for p in Path(folder).glob("*.json")]
+    return runs_markdown(sorted(records, key=lambda r: r["created"])) + "\n"
+
+
+def vllm_development() -> str:
+    """The two development runs against vLLM (engines.vllm.runs_markdown), in the order they were made."""
+    return _vllm_table(VLLM_RECORDS / "development")
+
+
+def vllm_shared_host() -> str:
+    """The three repeats of 2026-12-04 against vLLM, on a host shared with niced jobs."""
+    return _vllm_table(VLLM_RECORDS / "shared-host-2026-12-04")
+
+
 def subcommands() -> str:
     """Every subcommand of `inferlab` (and of its groups) with its one-line help, from the parser itself."""
     import argparse
@@ -105,7 +124,7 @@ def subcommands() -> str:
 
 
 REGIONS = {"verdict-counts": verdict_counts, "simulator-vs-transformers": simulator_vs_transformers,
-           "subcommands": subcommands}
+           "subcommands": subcommands, "vllm-development": vllm_development, "vllm-shared-host": vllm_shared_host}
 
 
 def render(text: str) -> str:

@@ -7,6 +7,6 @@ from inferlab.specs import (
     list_accelerators, list_models,
 )
 from inferlab.units import bytes_per_element, DTYPES
-from inferlab.validation import DoesNotFitError
+from inferlab.input_checks import DoesNotFitError
 
 __version__ = "0.1.0"

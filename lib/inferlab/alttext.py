@@ -157,7 +157,7 @@ def register_ipython() -> bool:
         if not data:
             return data
         width_px = int.from_bytes(data[16:20], "big")      # the PNG header's width
-        from inferlab.narrow import image_metadata
+        from inferlab.phone_figures import image_metadata
         return data, {"alt": describe(fig), "width": width_px // 2, **image_metadata(fig, tight=True)}
 
     ip.display_formatter.formatters["image/png"].for_type(Figure, png)

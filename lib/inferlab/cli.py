@@ -13,7 +13,7 @@ import numpy as np
 
 from inferlab.specs import Precision, get_accelerator, get_model, list_accelerators, list_models
 from inferlab.units import DTYPES, GB, MS
-from inferlab.validation import MAX_INT, fraction, nonneg_int, positive_float, positive_int
+from inferlab.input_checks import MAX_INT, fraction, nonneg_int, positive_float, positive_int
 
 # Modules that add subcommands (each has register(subparsers)); missing ones are skipped.
 SUBCOMMAND_MODULES = ("inferlab.claims.cli", "inferlab.measure.cli", "inferlab.figures",
@@ -41,6 +41,7 @@ def _cmd_list(args) -> int:
 
 def _cmd_estimate(args) -> int:
     from inferlab.costs import decode_costs, prefill_costs
+    from inferlab.deployment import Deployment
     from inferlab.latency import (cost_per_1k_tokens_usd, decode_step_time_s, kv_crossover_batch,
                                   prefill_time_s)
     from inferlab.memory import kv_cache_bytes, max_batch, memory_budget
@@ -73,13 +74,13 @@ def _cmd_estimate(args) -> int:
                          f"with --beyond-context: <= {YARDSTICK_MAX_CONTEXTS * model.max_context_tokens:,} "
                          f"({YARDSTICK_MAX_CONTEXTS} x its maximum context of {model.max_context_tokens:,} tokens)")
     shard = tp_shard(model, args.tp)
-    kw = dict(tp=args.tp, allreduce=not args.no_allreduce,
-              allreduce_latency_s=args.allreduce_latency_us * 1e-6, beyond_context=args.beyond_context)
+    dep = Deployment(acc, prec, tp=args.tp, mfu=args.mfu, mbu=args.mbu, allreduce=not args.no_allreduce,
+                     allreduce_latency_s=args.allreduce_latency_us * 1e-6)
     yard = dict(beyond_context=args.beyond_context)
     budget = memory_budget(model, acc, args.batch, context, prec, tp=args.tp,
                            reserved_bytes=args.reserved_gb * GB, **yard)
-    ttft = prefill_time_s(model, acc, args.prompt, args.batch, prec, mfu=args.mfu, mbu=args.mbu, **kw)
-    itl = decode_step_time_s(model, acc, context, args.batch, prec, mfu=args.mfu, mbu=args.mbu, **kw)
+    ttft = prefill_time_s(model, dep, args.prompt, args.batch, **yard)
+    itl = decode_step_time_s(model, dep, context, args.batch, **yard)
     dtype = prec.compute_dtype
     pre_regime = time_weighted_regime(prefill_costs(shard, args.batch, args.prompt, prec, **yard), acc, dtype)
     dec_regime = time_weighted_regime(decode_costs(shard, args.batch, context, prec, **yard), acc, dtype)
@@ -104,7 +105,7 @@ def _cmd_estimate(args) -> int:
           f"{'fits' if budget.fits else 'DOES NOT FIT'}; max batch at this context: {bmax_text}")
     print(f"prefill / TTFT   {ttft / MS:9.2f} ms   ({pre_regime}-bound)")
     if args.batch > 1:
-        alone = prefill_time_s(model, acc, args.prompt, 1, prec, mfu=args.mfu, mbu=args.mbu, **kw)
+        alone = prefill_time_s(model, dep, args.prompt, 1, **yard)
         print(f"  ({args.batch} prompts in one pass; one prompt alone: {alone / MS:.2f} ms)")
     print(f"decode step/ITL  {itl / MS:9.2f} ms   ({dec_regime}-bound, at context {context})")
     thr = args.batch / itl

@@ -21,7 +21,7 @@ import numpy as np
 from inferlab.context import check_context, context_flag
 from inferlab.specs import BF16, ModelConfig, Precision, check_precision, check_model
 from inferlab.units import bytes_per_element
-from inferlab.validation import nonneg_int, positive_int
+from inferlab.input_checks import nonneg_int, positive_int
 
 ATTENTION_OPS = ("attn_scores", "attn_values")
 

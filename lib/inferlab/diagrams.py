@@ -25,10 +25,10 @@ from inferlab.plots import FIGSIZE, Plot
 from inferlab.roofline import ridge_point
 from inferlab.specs import BF16, Precision, check_accelerator, check_model, check_precision
 from inferlab.units import GB, MS, TFLOP, bytes_per_element
-from inferlab.validation import positive_float, positive_int
+from inferlab.input_checks import positive_float, positive_int
 
 WIDE_IN = FIGSIZE[0]      # the notebooks' figure width (7 in: 672 CSS px)
-NARROW_IN = 3.6           # narrow.NARROW_WIDTH_IN: a 390 px phone's column
+NARROW_IN = 3.6           # phone_figures.NARROW_WIDTH_IN: a 390 px phone's column
 FONT = 9                  # pt: 12 CSS px at 96 px per inch, the book's body text
 PREFILL_COLOR, DECODE_COLOR, NEXT_COLOR = "tab:blue", "tab:orange", "0.6"
 QUEUE_COLOR = "0.75"

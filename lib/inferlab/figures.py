@@ -135,7 +135,7 @@ def export_all(out_dir, formats=FORMATS, names=None) -> list[Path]:
 
 
 def _cmd_figures(args) -> int:
-    from inferlab.validation import writable_dir
+    from inferlab.input_checks import writable_dir
     writable_dir("--out", args.out)
     paths = export_all(args.out, tuple(args.format), args.only)
     for p in paths:

@@ -23,7 +23,7 @@ from inferlab.latency import decode_step_time_s, prefill_time_s, throughput_toke
 from inferlab.memory import kv_cache_bytes, max_batch, weight_bytes
 from inferlab.specs import BF16, Precision, check_accelerator, check_model, check_precision
 from inferlab.units import GB, MS
-from inferlab.validation import DoesNotFitError, positive_int
+from inferlab.input_checks import DoesNotFitError, positive_int
 
 MIME = "application/vnd.inferlab.plotly+json"
 COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd")

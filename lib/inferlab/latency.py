@@ -1,7 +1,8 @@
 """Serving-level predictions: TTFT, ITL, throughput, the KV-crossover batch and cost per token.
 
 All times come from the per-operator roofline (`roofline.pass_time_s`) applied to the exact
-operator costs (`costs`), on one of `tp` devices, plus the tensor-parallel all-reduces.
+operator costs (`costs`), on one of a deployment's `tp` devices (`deployment.Deployment`), plus the
+tensor-parallel all-reduces.
 The closed forms the chapter uses (2*P*S/peak, (M + B*C_kv)/BW) are here too, named `*_rule`,
 so a reader can set the book's shortcut beside the full count.
 """
@@ -11,35 +12,33 @@ import numpy as np
 
 from inferlab.context import context_flag
 from inferlab.costs import ATTENTION_OPS, decode_costs, prefill_costs
+from inferlab.deployment import as_deployment
 from inferlab.memory import kv_cache_bytes, weight_bytes
-from inferlab.parallel import DEFAULT_ALLREDUCE_LATENCY_S, tp_communication_time_s, tp_shard
+from inferlab.parallel import tp_communication_time_s, tp_shard
 from inferlab.roofline import pass_time_s
 from inferlab.specs import BF16, Precision, check_accelerator, check_model, check_precision
-from inferlab.validation import finite_result, fraction, positive_float, positive_int
+from inferlab.input_checks import finite_result, fraction, positive_float, positive_int
 
 
 @context_flag
-def prefill_time_s(model, accelerator, prompt_len, batch=1, precision: Precision = BF16, *,
-                   mfu: float = 1.0, mbu: float = 1.0, include_attention: bool = True,
-                   causal: bool = True, tp: int = 1, allreduce: bool = True,
-                   allreduce_latency_s: float = DEFAULT_ALLREDUCE_LATENCY_S, overlap: str = "per_operator"):
-    """Time of one prefill pass of `batch` prompts of `prompt_len` tokens (= TTFT with no queueing).
+def prefill_time_s(model, deployment, prompt_len, batch=1, precision: Precision | None = None, *,
+                   include_attention: bool = True, causal: bool = True):
+    """Time of one prefill pass of `batch` prompts of `prompt_len` tokens (= TTFT with no queueing)
+    on `deployment` (a Deployment; an Accelerator means Deployment(accelerator, precision or BF16)).
     include_attention=False drops the quadratic QK^T and PV terms: the linear model TTFT ~ 2*P*S/peak.
-    Under tensor parallelism each of the 2*L all-reduces costs its bandwidth term plus
-    allreduce_latency_s (default 8 us, see parallel.DEFAULT_ALLREDUCE_LATENCY_S; 0 is the book's
-    idealisation)."""
-    check_accelerator(accelerator)
-    check_precision(precision)
+    Under tensor parallelism each of the 2*L all-reduces costs its bandwidth term plus the
+    deployment's allreduce_latency_s (default 8 us, see parallel.DEFAULT_ALLREDUCE_LATENCY_S; 0 is
+    the book's idealisation)."""
+    d = as_deployment(deployment, precision)
     model = check_model(model)
-    positive_float("allreduce_latency_s", allreduce_latency_s, allow_zero=True)
-    shard = tp_shard(model, tp)
-    costs = prefill_costs(shard, batch, prompt_len, precision, causal=causal)
+    shard = tp_shard(model, d.tp)
+    costs = prefill_costs(shard, batch, prompt_len, d.precision, causal=causal)
     if not include_attention:
         costs = costs.without(*ATTENTION_OPS)
-    t = pass_time_s(costs, accelerator, precision.compute_dtype, mfu, mbu, overlap)
-    if allreduce:
+    t = pass_time_s(costs, d.accelerator, d.precision.compute_dtype, d.mfu, d.mbu, d.overlap)
+    if d.allreduce:
         tokens = np.asarray(batch, dtype=float) * np.asarray(prompt_len, dtype=float)  # no int64 wrap-around
-        t = t + tp_communication_time_s(model, tokens, tp, accelerator, precision, allreduce_latency_s)
+        t = t + tp_communication_time_s(model, tokens, d.tp, d.accelerator, d.precision, d.allreduce_latency_s)
     return t if np.ndim(t) else float(t)
 
 
@@ -47,34 +46,31 @@ ttft_s = prefill_time_s
 
 
 @context_flag
-def decode_step_time_s(model, accelerator, context_len, batch=1, precision: Precision = BF16, *,
-                       mfu: float = 1.0, mbu: float = 1.0, tp: int = 1, allreduce: bool = True,
-                       allreduce_latency_s: float = DEFAULT_ALLREDUCE_LATENCY_S, overlap: str = "per_operator"):
-    """Time of one decode step producing `batch` tokens, each attending over `context_len` positions.
+def decode_step_time_s(model, deployment, context_len, batch=1, precision: Precision | None = None):
+    """Time of one decode step producing `batch` tokens, each attending over `context_len` positions,
+    on `deployment` (a Deployment; an Accelerator means Deployment(accelerator, precision or BF16)).
     At small batch this is ~ (weight bytes + batch * KV bytes) / bandwidth. Tensor parallelism adds
-    2*L all-reduces, each with allreduce_latency_s (default 8 us; 0 is the book's idealisation)."""
-    check_accelerator(accelerator)
-    check_precision(precision)
+    2*L all-reduces, each with the deployment's allreduce_latency_s (default 8 us; 0 is the book's
+    idealisation)."""
+    d = as_deployment(deployment, precision)
     model = check_model(model)
-    positive_float("allreduce_latency_s", allreduce_latency_s, allow_zero=True)
-    shard = tp_shard(model, tp)
-    costs = decode_costs(shard, batch, context_len, precision)
-    t = pass_time_s(costs, accelerator, precision.compute_dtype, mfu, mbu, overlap)
-    if allreduce:
-        t = t + tp_communication_time_s(model, batch, tp, accelerator, precision, allreduce_latency_s)
+    shard = tp_shard(model, d.tp)
+    costs = decode_costs(shard, batch, context_len, d.precision)
+    t = pass_time_s(costs, d.accelerator, d.precision.compute_dtype, d.mfu, d.mbu, d.overlap)
+    if d.allreduce:
+        t = t + tp_communication_time_s(model, batch, d.tp, d.accelerator, d.precision, d.allreduce_latency_s)
     return t if np.ndim(t) else float(t)
 
 
 itl_s = decode_step_time_s
 
 
-def throughput_tokens_per_s(model, accelerator, context_len, batch=1, precision: Precision = BF16,
-                            **kwargs):
-    """Decode throughput of one model instance: batch / decode step time (tokens/s)."""
+def throughput_tokens_per_s(model, deployment, context_len, batch=1, precision: Precision | None = None):
+    """Decode throughput of one model instance: batch / decode step time (tokens/s), on `deployment`
+    (a Deployment, or an Accelerator as in decode_step_time_s)."""
     check_model(model)
-    check_accelerator(accelerator)
-    check_precision(precision)
-    t = decode_step_time_s(model, accelerator, context_len, batch, precision, **kwargs)
+    d = as_deployment(deployment, precision)
+    t = decode_step_time_s(model, d, context_len, batch)
     out = np.asarray(batch, dtype=float) / t
     return out if out.ndim else float(out)
 

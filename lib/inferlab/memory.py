@@ -12,7 +12,7 @@ from inferlab.context import check_context, context_flag
 from inferlab.parallel import tp_shard
 from inferlab.specs import BF16, Precision, check_precision, check_accelerator, check_model
 from inferlab.units import GB, bytes_per_element
-from inferlab.validation import DoesNotFitError, positive_float, positive_int, scalar
+from inferlab.input_checks import DoesNotFitError, positive_float, positive_int, scalar
 
 
 def weight_bytes(model, precision: Precision = BF16, tp: int = 1) -> float:

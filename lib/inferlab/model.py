@@ -148,7 +148,7 @@ class Transformer(nn.Module):
 
     def setup_cache(self, max_batch: int, max_seq_len: int, dtype=None, device=None):
         """Allocate a static KV cache per layer (model dtype/device by default) and rotary tables."""
-        from inferlab.validation import positive_int
+        from inferlab.input_checks import positive_int
         positive_int("max_batch", max_batch, maximum=2**31 - 1)
         positive_int("max_seq_len", max_seq_len, maximum=2**31 - 1)
         max_batch, max_seq_len = int(max_batch), int(max_seq_len)
@@ -162,7 +162,7 @@ class Transformer(nn.Module):
     def forward(self, tokens, start_pos: int = 0, all_logits: bool = True):
         """Logits [B, T, V] for tokens [B, T] at positions start_pos..start_pos+T-1, or [B, 1, V]
         for the last position only if not all_logits (the LM head then runs on one position)."""
-        from inferlab.validation import nonneg_int
+        from inferlab.input_checks import nonneg_int
         if not isinstance(tokens, torch.Tensor) or tokens.ndim != 2 or tokens.dtype not in (
                 torch.int64, torch.int32, torch.int16, torch.uint8, torch.int8) or tokens.numel() == 0:
             raise ValueError(f"tokens must be a non-empty integer tensor of shape [batch, seq]; got "
@@ -200,7 +200,7 @@ class Transformer(nn.Module):
 def build_model(cfg: ModelConfig, device="cpu", dtype=torch.float32, seed: int = 0) -> Transformer:
     """A Transformer with weights ~ N(0, 0.02^2) and norms at 1, made on `device`.
     On the meta device nothing is allocated (shapes only: enough to count a 70B model's parameters)."""
-    from inferlab.validation import nonneg_int
+    from inferlab.input_checks import nonneg_int
     nonneg_int("seed", seed)
     with torch.device(device):
         model = Transformer(cfg).to(dtype)

@@ -26,7 +26,7 @@ from matplotlib.ticker import NullLocator
 
 from inferlab import latency, memory
 from inferlab.specs import DTYPES, Precision, get_accelerator, get_model, list_accelerators, list_models
-from inferlab.validation import DoesNotFitError
+from inferlab.input_checks import DoesNotFitError
 
 # Stable colour and line style per curve label, whatever the scenario.
 STYLE = {
@@ -252,7 +252,7 @@ class Panel:
         text (what it draws: alttext.describe) and its key numbers as text/plain."""
         from inferlab.alttext import describe
         data = {"image/png": base64.b64encode(self.png(dpi=dpi)).decode("ascii"), "text/plain": self.numbers}
-        from inferlab.narrow import image_metadata
+        from inferlab.phone_figures import image_metadata
         return data, {"image/png": {"width": int(SIZE[0] * width_dpi), "alt": describe(self.fig),
                                     **image_metadata(self.fig)}}
 

@@ -11,7 +11,7 @@ import numpy as np
 
 from inferlab.specs import ModelConfig, Precision, BF16, check_precision, check_accelerator, check_model
 from inferlab.units import bytes_per_element
-from inferlab.validation import positive_float, positive_int
+from inferlab.input_checks import positive_float, positive_int
 
 ALLREDUCES_PER_LAYER = 2
 

@@ -18,6 +18,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from inferlab.costs import ATTENTION_OPS, decode_costs, prefill_costs
+from inferlab.deployment import Deployment
 from inferlab.latency import (cost_per_1k_tokens_usd, decode_step_time_s, kv_crossover_batch,
                               prefill_time_s, throughput_tokens_per_s)
 from inferlab.memory import kv_cache_bytes, max_batch, weight_bytes
@@ -25,7 +26,7 @@ from inferlab.roofline import attainable_flops_per_s, ridge_point
 from inferlab.specs import BF16, Precision, check_accelerator, check_model, model_variant
 from inferlab.tables import text_table
 from inferlab.units import GB, MS, TFLOP
-from inferlab.validation import DoesNotFitError
+from inferlab.input_checks import DoesNotFitError
 
 # Operator groups placed on the roofline (their per-layer FLOPs and bytes are summed).
 OPERATOR_GROUPS = {
@@ -67,7 +68,7 @@ def legend_below(fig, ncols: int | None = None):
 class Plot:
     """A figure, its plotted points as text, and the points as arrays (`data`). `alt`, when given,
     replaces the alt text read from the figure's artists (a diagram says what it shows in words);
-    `narrow`, when given, is the figure's own phone layout (else narrow.narrow_copy lays one out)."""
+    `narrow`, when given, is the figure's own phone layout (else phone_figures.narrow_copy lays one out)."""
 
     fig: Figure
     table: str
@@ -87,13 +88,13 @@ class Plot:
 
     def _repr_mimebundle_(self, include=None, exclude=None):
         """In a notebook: one retina PNG (shown at DISPLAY_DPI, its "alt" metadata what the figure
-        draws: alttext.describe; its phone variant and smallest text: narrow.image_metadata) and, as text/plain, the plotted points (what nbval compares; a
+        draws: alttext.describe; its phone variant and smallest text: phone_figures.image_metadata) and, as text/plain, the plotted points (what nbval compares; a
         reader sees the image)."""
         import base64
         from inferlab.alttext import describe
         w, _ = self.fig.get_size_inches()
         data = {"image/png": base64.b64encode(self.png()).decode("ascii"), "text/plain": self.table}
-        from inferlab.narrow import image_metadata
+        from inferlab.phone_figures import image_metadata
         return data, {"image/png": {"width": int(round(w * DISPLAY_DPI)), "alt": self.alt or describe(self.fig),
                                     **image_metadata(self.fig, narrow_fig=self.narrow)}}
 
@@ -102,7 +103,7 @@ def _plain_tick(v, _pos):
     return f"{v:g}"
 
 
-def _usd_tick(v, _pos):      # module-level, not a lambda: a figure stays picklable (narrow.narrow_copy)
+def _usd_tick(v, _pos):      # module-level, not a lambda: a figure stays picklable (phone_figures.narrow_copy)
     return f"${v:g}"
 
 
@@ -312,9 +313,9 @@ def ttft_plot(model, accelerator, precision: Precision = BF16, *, batch=1,
                                      np.asarray(table_lens, dtype=np.int64)]))
     if prompt_lens is not None:
         lens = np.asarray(prompt_lens, dtype=np.int64)
-    kw = dict(batch=batch, precision=precision, mfu=mfu)
-    linear = prefill_time_s(model, acc, lens, include_attention=False, **kw)
-    full = prefill_time_s(model, acc, lens, **kw)
+    dep = Deployment(acc, precision, mfu=mfu)
+    linear = prefill_time_s(model, dep, lens, batch, include_attention=False)
+    full = prefill_time_s(model, dep, lens, batch)
     fig, ax = _figure()
     floor_ms = weight_bytes(model, precision) / acc.hbm_bytes_per_s / MS
     ax.plot(lens, linear / MS, ls="--", color="tab:blue", label="TTFT without attention (≈ 2·P·S / peak)")
@@ -327,8 +328,8 @@ def ttft_plot(model, accelerator, precision: Precision = BF16, *, batch=1,
            title=title or f"{model.name} on {acc.name}, B={batch}\nTTFT ∝ S until attention takes over")
     legend_below(fig)
     ax.grid(True, which="major", alpha=0.3)
-    t_lin = prefill_time_s(model, acc, np.asarray(table_lens), include_attention=False, **kw)
-    t_full = prefill_time_s(model, acc, np.asarray(table_lens), **kw)
+    t_lin = prefill_time_s(model, dep, np.asarray(table_lens), batch, include_attention=False)
+    t_full = prefill_time_s(model, dep, np.asarray(table_lens), batch)
     rows = [(s, a / MS, f / MS, 100 * (f - a) / f) for s, a, f in zip(table_lens, t_lin, t_full)]
     table = text_table(("S", "linear ms", "with attention ms", "attention share %"), rows,
                        ("d", ",.1f", ",.1f", ".1f"))

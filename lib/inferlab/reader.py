@@ -1,5 +1,6 @@
-"""What a reader sees in a chapter notebook: compact claims tables, erratum boxes, the "What if?"
-scenario (with its override for tests) and the does-not-fit fallback of a figure.
+"""What a reader sees in a chapter notebook: compact claims tables, erratum boxes, verdict counts,
+the lost formulas, the live checks ("Measure it here"), the "What if?" scenario (with its override
+for tests) and the does-not-fit fallback of a figure.
 
     from inferlab import reader
     reader.claims("15.1.1", "k", "m")       # one compact table (HTML + plain text) and the errata boxes
@@ -14,11 +15,14 @@ claims follows as a Markdown blockquote `> **Erratum <id>.** ...` (the book-mark
 """
 from __future__ import annotations
 
+import functools
 import html
 import os
+import textwrap
 from dataclasses import replace
 
-from inferlab.notebook import select
+from inferlab.claims import evaluate_claims, lost_formulas
+from inferlab.claims.render import summary_line
 from inferlab.specs import BF16, Precision, get_accelerator, get_model
 
 VERDICT_MARK = {"consistent": "\u2713", "approximation": "\u2248", "erratum": "\u2717", "unchecked": "\u2013"}
@@ -116,12 +120,13 @@ class Errata:
         return "errata: " + ", ".join(c.id for c in self.claims)
 
 
-def claims(section: str, *spans: str) -> None:
-    """Display the compact table of the selected claims (see `notebook.select`) and, below it, an
-    erratum box for each erratum among them."""
+def claims(section: str, *spans: str, topic: str | None = None) -> None:
+    """Display the compact table of the selected claims (see `select`: a topic of
+    data/claim_groups.toml, e.g. `claims("15.1.2", topic="memory-wall")`) and, below it, an erratum
+    box for each erratum among them."""
     from IPython.display import display
 
-    chosen = select(section, *spans)
+    chosen = select(section, *spans, topic=topic)
     display(ClaimsTable(chosen))
     if any(c.verdict == "erratum" for c in chosen):
         display(Errata(chosen))
@@ -147,8 +152,141 @@ def book_input(claim_id: str, name: str):
     raise ValueError(f"no claim {claim_id!r} in the registry")
 
 
-def claims_table(section: str, *spans: str) -> ClaimsTable:
-    return ClaimsTable(select(section, *spans))
+def claims_table(section: str, *spans: str, topic: str | None = None) -> ClaimsTable:
+    return ClaimsTable(select(section, *spans, topic=topic))
+
+
+# ---------------------------------------------------------------------------------------------
+# Claims of a section, their verdict counts and the formulas the extraction lost
+# ---------------------------------------------------------------------------------------------
+
+WIDTH = 100
+
+
+@functools.cache
+def _section(section: str) -> tuple:
+    return tuple(evaluate_claims(section))
+
+
+def claim_groups(section: str) -> dict:
+    """{topic: (title, [letters])} of `section` in data/claim_groups.toml, in the file's order."""
+    import tomllib
+
+    from inferlab.specs import data_dir
+    with open(data_dir() / "claim_groups.toml", "rb") as fh:
+        entries = tomllib.load(fh).get(section, [])
+    return {e["topic"]: (e["title"], list(e["claims"])) for e in entries}
+
+
+def select(section: str, *spans: str, topic: str | None = None) -> list:
+    """The evaluated claims of `section`: those of a `topic` (data/claim_groups.toml), or those
+    named by letters ("k") or inclusive spans in registry order ("k..v"); neither means the whole
+    section."""
+    claims = list(_section(section))
+    letters = [c.id.split("-", 1)[1] for c in claims]
+    if topic is not None:
+        if spans:
+            raise ValueError("select: give a topic or letters, not both")
+        groups = claim_groups(section)
+        if topic not in groups:
+            raise ValueError(f"no topic {topic!r} for section {section} in data/claim_groups.toml; "
+                             f"topics: {', '.join(groups) or 'none'}")
+        spans = tuple(groups[topic][1])
+    if not spans:
+        return claims
+    picked = []
+    for span in spans:
+        first, _, last = span.partition("..")
+        last = last or first
+        for name in (first, last):
+            if name not in letters:
+                raise ValueError(f"no claim {section}-{name} in the registry; section {section} has "
+                                 f"{letters[0]}..{letters[-1]}")
+        i, j = letters.index(first), letters.index(last)
+        if j < i:
+            raise ValueError(f"span {span!r} runs backwards ({section}-{first} comes after {section}-{last})")
+        picked += [c for c in claims[i:j + 1] if c not in picked]
+    return picked
+
+
+def verdict_summary(section: str | None = None) -> str:
+    """One line per section (or for one section): number of claims and count per verdict."""
+    sections = [section] if section else ["15.1.1", "15.1.2", "15.2.1", "15.2.2"]
+    lines = [f"{s}: {summary_line(list(_section(s)))}" for s in sections]
+    if not section:
+        lines.append(f"chapter: {summary_line([c for s in sections for c in _section(s)])}")
+    return "\n".join(lines)
+
+
+class Formulas:
+    """The lost formulas of a section: LaTeX in JupyterLab, the same content as plain text."""
+
+    def __init__(self, section: str):
+        self.section = section
+        self.items = lost_formulas(section)
+
+    def _repr_markdown_(self) -> str:
+        parts = []
+        for f in self.items:
+            parts.append(f"**{f.id}: {f.title}** (after *{f.after}*)\n\n$$\n{f.latex}\n$$")
+            if f.remark:
+                parts.append(f.remark)
+            t = f.table()
+            if t:
+                parts.append("```text\n" + t + "\n```")
+        return "\n\n".join(parts)
+
+    def __repr__(self) -> str:
+        parts = []
+        for f in self.items:
+            block = [f"{f.id}: {f.title} (after '{f.after}')", textwrap.indent(f.latex, "    ")]
+            if f.remark:
+                block.append(textwrap.fill(f.remark, WIDTH))
+            t = f.table()
+            if t:
+                block.append(t)
+            parts.append("\n".join(block))
+        return "\n\n".join(parts)
+
+
+def show_formulas(section: str) -> Formulas:
+    """The section's lost formulas, reconstructed (display it as a cell's last expression)."""
+    return Formulas(section)
+
+
+def measure_it(check: str, *, attempts: int = 3, model: str = "tiny", threads: int | None = 1, **thresholds):
+    """Time the chapter's effects live (`measure.quick_suite` on a tiny model, a few seconds on a
+    CPU core) and evaluate one of `measure`'s checks, e.g. "itl_flat_with_context".
+
+    Robust to a busy machine: the points a check compares are timed round-robin (`time_interleaved`), so a
+    change in load falls on all of them alike, and the checks compare ratios, which a uniform slowdown leaves
+    alone. One CPU thread by default (`threads`), since a busy neighbour stalls every OpenMP barrier of a
+    multi-threaded op of a tiny model for a whole time slice; on a CPU that one thread's CPU time is then what
+    each point is timed by (clock "thread-cpu"), which the time the host keeps it waiting does not inflate.
+    A burst can still catch one run; so a failed check is measured again, up to `attempts` runs in all (a
+    real regression fails every one). Returns (run, check) of the last run; `check.text` says how many runs
+    it took when more than one."""
+    from dataclasses import replace
+
+    from inferlab import measure
+
+    fn = getattr(measure, check, None)
+    if fn is None or check not in {c.__name__ for c in measure.checks.CHECKS}:
+        names = ", ".join(c.__name__ for c in measure.checks.CHECKS)
+        raise ValueError(f"unknown check {check!r}; allowed: {names}")
+    # One thread on a CPU: time each point by its thread's CPU time, which the host's load does not inflate.
+    from inferlab.measure.device import resolve_kind
+    clock = "thread-cpu" if threads == 1 and resolve_kind("auto") == "cpu" else "wall"
+    for attempt in range(1, attempts + 1):
+        # Eager decode: the tiny model sits in the cache, and compiling it (the CPU's default
+        # decode mode) would take longer than the whole measurement it serves.
+        run = measure.quick_suite(model=model, progress=False, threads=threads, clock=clock, decode_mode="eager")
+        result = fn(run, **thresholds)
+        if result:
+            break
+    if attempt > 1:
+        result = replace(result, text=f"{result.text} [run {attempt} of {attempts}]")
+    return run, result
 
 
 # ---------------------------------------------------------------------------------------------
@@ -205,7 +343,7 @@ def draw(plot_function, *args, **kwargs):
     """`plot_function(*args, **kwargs)`, or, when the configuration does not fit on the device
     (`DoesNotFitError`), a figure that says so in words: never an empty plot, never a stopped Run All."""
     from inferlab.plots import does_not_fit_plot
-    from inferlab.validation import DoesNotFitError
+    from inferlab.input_checks import DoesNotFitError
     try:
         return plot_function(*args, **kwargs)
     except DoesNotFitError as e:
@@ -216,7 +354,7 @@ def fit_message(model, accelerator, seq_len: int, precision: Precision = BF16) -
     """'' when at least one sequence of `seq_len` tokens fits beside the weights on one device,
     else the reason in one sentence (from `memory.max_batch`)."""
     from inferlab.memory import max_batch
-    from inferlab.validation import DoesNotFitError
+    from inferlab.input_checks import DoesNotFitError
     try:
         max_batch(get_model(model), get_accelerator(accelerator), seq_len, precision)
     except DoesNotFitError as e:

@@ -9,7 +9,7 @@ import numpy as np
 
 from inferlab.costs import ForwardCosts
 from inferlab.specs import Accelerator, check_accelerator
-from inferlab.validation import choice, finite_result, fraction, positive_float
+from inferlab.input_checks import choice, finite_result, fraction, positive_float
 
 OVERLAP_MODES = ("per_operator", "whole_model", "none")
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from inferlab.units import DTYPES
-from inferlab.validation import _short, choice, positive_float, positive_int
+from inferlab.input_checks import _short, choice, positive_float, positive_int
 
 
 def _set(obj, name, value):
@@ -266,7 +266,7 @@ def as_precision(precision) -> Precision:
 
 
 # -- the core takes objects: one clear error at the edge ------------------------------------------
-# The library's core (costs, memory, roofline, latency, parallel, context, headroom, serving's engine
+# The library's core (costs, memory, roofline, latency, parallel, context, memory_headroom, serving's engine
 # and step times, measure's internals) computes with ModelConfig / Accelerator / Precision objects
 # only; names are resolved once, at the edges (the CLIs, reader.what_if, the panels, the claims
 # registry, the exercises' variant builders) with get_model / get_accelerator / Precision(...).

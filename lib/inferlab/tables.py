@@ -69,6 +69,7 @@ def tensor_parallel_table(model, accelerator, prompt_len, context_len, batch=1, 
     check_accelerator(accelerator)
     if precision is not None:
         check_precision(precision)
+    from inferlab.deployment import Deployment
     from inferlab.latency import decode_step_time_s, prefill_time_s
     from inferlab.parallel import DEFAULT_ALLREDUCE_LATENCY_S
 
@@ -79,9 +80,9 @@ def tensor_parallel_table(model, accelerator, prompt_len, context_len, batch=1, 
     precision = precision or BF16
     rows, base = [], None
     for tp in tps:
-        kw = dict(tp=tp, allreduce_latency_s=allreduce_latency_s)
-        ttft = prefill_time_s(model, accelerator, prompt_len, batch, precision, **kw)
-        itl = decode_step_time_s(model, accelerator, context_len, batch, precision, **kw)
+        dep = Deployment(accelerator, precision, tp=tp, allreduce_latency_s=allreduce_latency_s)
+        ttft = prefill_time_s(model, dep, prompt_len, batch)
+        itl = decode_step_time_s(model, dep, context_len, batch)
         base = base or (ttft, itl)
         rows.append((tp, ttft * 1e3, base[0] / ttft, itl * 1e3, base[1] / itl))
     return text_table(("devices", "TTFT ms", "TTFT speed-up", "ITL ms", "ITL speed-up"), rows,

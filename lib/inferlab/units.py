@@ -5,7 +5,7 @@ The book writes GB for 1e9 bytes and TB/s for 1e12 bytes/s; so does this library
 """
 from __future__ import annotations
 
-from inferlab.validation import choice
+from inferlab.input_checks import choice
 
 # Bytes per stored element. int4 packs two values per byte.
 DTYPES: dict[str, float] = {

@@ -20,7 +20,7 @@ def claims_table(section: str | None = None, verdict: str | None = None, *, path
 
 def lost_formulas(section: str | None = None, *, path=None):
     """The formulas and tables the chapter's text announces but does not show."""
-    from inferlab.claims.lost import load_lost_formulas
+    from inferlab.claims.reconstructed_formulas import load_lost_formulas
     return load_lost_formulas(section, path=path)
 
 

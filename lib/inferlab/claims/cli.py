@@ -99,13 +99,13 @@ def _cmd_verify(args) -> int:
 
 
 def _cmd_errata(args) -> int:
-    from inferlab.claims.render import errata_markdown
+    from inferlab.claims.render import errata_document
     if args.book is not None and args.output is None:
         raise ValueError("--book needs --output (ERRATA.md at the repository root is the registered text's)")
     path = Path(args.output) if args.output else _repo_root() / "ERRATA.md"
     # The output is checked before the registry is evaluated: a folder or an unwritable path fails now.
     if not args.check:
-        from inferlab.validation import writable_file
+        from inferlab.input_checks import writable_file
         writable_file("--output", args.output or path)
     elif path.is_dir() or str(args.output).endswith(("/", "\\")):
         raise ValueError(f"--output must be a file, not a directory; got {str(args.output or path)!r}")
@@ -116,13 +116,13 @@ def _cmd_errata(args) -> int:
             from inferlab.claims.statements import load_statements
             registry = load_registry(args.registry)
             report = verify_text(args.book, registry=registry, statements=load_statements(args.statements))
-            text = errata_markdown([c.evaluated for c in report.claims if c.change != "removed"], registry.defaults,
+            text = errata_document([c.evaluated for c in report.claims if c.change != "removed"], registry.defaults,
                                    statements=[s.evaluated for s in report.statements if s.change != "removed"],
                                    source=report.path.name, contradictions=report.contradictions)
         else:
             registry, claims = _evaluate(args)
             from inferlab.claims.statements import evaluate_statements, load_statements
-            text = errata_markdown(claims, registry.defaults,
+            text = errata_document(claims, registry.defaults,
                                    statements=evaluate_statements(load_statements(args.statements)))
     except RegistryError as err:
         print(f"inferlab errata: error: {err}", file=sys.stderr)

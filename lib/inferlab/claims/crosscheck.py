@@ -85,7 +85,7 @@ def _conditions(inputs: dict, defaults: dict, params) -> str:
 def number_contradictions(registry: Registry, lines: dict | None = None, verdicts: dict | None = None) -> list:
     """Pairs of checked claims of the same quantity and inputs whose printed values exclude each other.
     `lines` maps claim ids to their lines in the text read (optional); `verdicts` ids to verdicts."""
-    from inferlab.claims.reproduce import QUANTITIES
+    from inferlab.claims.quantities import QUANTITIES
     lines, verdicts = lines or {}, verdicts or {}
     groups: dict = {}
     for c in registry.claims:

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from inferlab.claims.registry import (SECTIONS, VERDICTS, Claim, Registry, RegistryError, half_unit,
                                       load_registry)
-from inferlab.claims.reproduce import METHODS, QUANTITIES
+from inferlab.claims.quantities import METHODS, QUANTITIES
 
 # A stated simplification that moves a number by more than half (x 1.5) changes what a reader
 # decides from it (GPUs to buy, batch to cap, whether an SLO is met): then it is an erratum.

@@ -16,6 +16,7 @@ from functools import lru_cache
 import numpy as np
 
 from inferlab.costs import ATTENTION_OPS, chunked_prefill_costs, decode_costs, forward_costs, prefill_costs
+from inferlab.deployment import Deployment
 from inferlab.latency import decode_step_time_s, kv_crossover_batch, prefill_time_s, throughput_tokens_per_s
 from inferlab.memory import kv_cache_bytes, max_batch, memory_budget, weight_bytes
 from inferlab.roofline import ridge_point, roofline_time_s, time_weighted_regime
@@ -327,9 +328,10 @@ def tp_speedup(phase: str = "prefill", tps=(2, 4), rel: float = 0.2, allreduce_l
     model = get_model(model)
     accelerator = get_accelerator(accelerator)
     def t(k):
+        on = Deployment(accelerator, tp=k, allreduce_latency_s=allreduce_latency_s)
         if phase == "prefill":
-            return prefill_time_s(model, accelerator, prompt_len, tp=k, allreduce_latency_s=allreduce_latency_s)
-        return decode_step_time_s(model, accelerator, context_len, tp=k, allreduce_latency_s=allreduce_latency_s)
+            return prefill_time_s(model, on, prompt_len)
+        return decode_step_time_s(model, on, context_len)
     cases = [Case(f"K={k}", abs(t(1) / t(k) / k - 1) <= rel, f"{phase} x{_f(t(1) / t(k))} faster")
              for k in tps]
     return Outcome(tuple(cases), "tensor-parallel degree")
@@ -342,10 +344,9 @@ def tp_decode_vs_prefill(tp: int = 2, latencies_s=(0.0, 1e-5, 3e-5), prompt_len:
     accelerator = get_accelerator(accelerator)
     cases = []
     for lat in latencies_s:
-        p = (prefill_time_s(model, accelerator, prompt_len)
-             / prefill_time_s(model, accelerator, prompt_len, tp=tp, allreduce_latency_s=lat))
-        d = (decode_step_time_s(model, accelerator, context_len)
-             / decode_step_time_s(model, accelerator, context_len, tp=tp, allreduce_latency_s=lat))
+        on = Deployment(accelerator, tp=tp, allreduce_latency_s=lat)
+        p = prefill_time_s(model, accelerator, prompt_len) / prefill_time_s(model, on, prompt_len)
+        d = decode_step_time_s(model, accelerator, context_len) / decode_step_time_s(model, on, context_len)
         cases.append(Case(f"all-reduce latency {lat * 1e6:g} us", d <= 0.95 * p,
                           f"prefill x{_f(p)}, decode x{_f(d)} at K={tp}"))
     return Outcome(tuple(cases), "all-reduce latency (the roofline alone splits both phases K ways)")
@@ -362,7 +363,7 @@ def tp_comm_dominates(tps=(4, 8), latencies_s=(0.0, 1e-5, 2e-5, 3e-5), context_l
     for lat in latencies_s:
         shares = []
         for k in tps:
-            step = decode_step_time_s(model, accelerator, context_len, tp=k, allreduce_latency_s=lat)
+            step = decode_step_time_s(model, Deployment(accelerator, tp=k, allreduce_latency_s=lat), context_len)
             comm = float(tp_communication_time_s(model, 1, k, accelerator, latency_s=lat))
             shares.append(comm / step)
         cases.append(Case(f"all-reduce latency {lat * 1e6:g} us", shares[0] <= 0.5 < shares[-1],
@@ -591,12 +592,15 @@ def replicas_vs_batch_latency(replicas: int = 3, context_len: int = 1024, model:
 
 @lru_cache(maxsize=None)
 def _sim(rate: float, n: int, prompt: int, output: int, policy: tuple, replicas: int = 1,
-         out_cv: float = 0.0, seed: int = 0, model: str = MODEL, accelerator: str = ACC, cv: float = 1.0):
-    model = get_model(model)
-    accelerator = get_accelerator(accelerator)
+         out_cv: float = 0.0, cv: float = 1.0):
+    """`n` requests of `prompt` + `output` tokens (output lognormal with `out_cv`, or fixed) arriving
+    at `rate` per second (inter-arrival CV `cv`), simulated for the registry's model and accelerator
+    on `replicas` replicas under `policy` (name, then (keyword, value) pairs); seed 0."""
+    model = get_model(MODEL)
+    accelerator = get_accelerator(ACC)
     from inferlab.serving import LengthDist, make_policy, simulate, synthetic
     out = LengthDist("lognormal", output, out_cv, 1, 8 * output) if out_cv else LengthDist("fixed", output)
-    w = synthetic(rate, n_requests=n, prompt=LengthDist("fixed", prompt), output=out, cv=cv, seed=seed)
+    w = synthetic(rate, n_requests=n, prompt=LengthDist("fixed", prompt), output=out, cv=cv, seed=0)
     name, kw = policy[0], dict(policy[1:])
     pol = make_policy(name, **kw)
     return simulate(w, model, accelerator, pol, replicas=replicas, router="least-loaded")
@@ -822,9 +826,10 @@ def _tp_step_time(phase, model, accelerator, prompt_len, context_len, allreduce_
     lat = DEFAULT_ALLREDUCE_LATENCY_S if allreduce_latency_s is None else allreduce_latency_s
 
     def t(k):
+        on = Deployment(accelerator, tp=k, allreduce_latency_s=lat)
         if phase == "prefill":
-            return prefill_time_s(model, accelerator, prompt_len, tp=k, allreduce_latency_s=lat)
-        return decode_step_time_s(model, accelerator, context_len, tp=k, allreduce_latency_s=lat)
+            return prefill_time_s(model, on, prompt_len)
+        return decode_step_time_s(model, on, context_len)
     return t, lat
 
 
@@ -946,7 +951,7 @@ def itl_levers(lever: str = "int8", others=("int4", "tp2"), context_len: int = 1
         if name in ("int8", "int4"):
             return decode_step_time_s(model, accelerator, context_len, batch, _precision(name))
         if name in ("tp2", "tp4"):
-            return decode_step_time_s(model, accelerator, context_len, batch, tp=int(name[2:]))
+            return decode_step_time_s(model, Deployment(accelerator, tp=int(name[2:])), context_len, batch)
         raise ValueError(f"lever must be one of int8, int4, tp2, tp4; got {name!r}")
     base = decode_step_time_s(model, accelerator, context_len, batch)
     factors = {name: itl(name) / base for name in (lever, *others)}
@@ -975,9 +980,9 @@ def gqa_still_open(model: str = "llama-2-70b", target_kv_heads: int = 8, context
 def chunked_cost_size(chunks=(512, 2048), words=("small",), long_prompts=(4_000, 16_000), rate: float = 4.0,
                       n: int = 200):
     """Holds at each long-prompt length S and chunk size C where the long request's own TTFT rises
-    by an amount that inferlab.wording.size_of_change calls one of `words` (small <= 10 %,
+    by an amount that inferlab.qualitative_words.size_of_change calls one of `words` (small <= 10 %,
     moderate <= 30 %, large beyond), chunked against unchunked (the run of chunked_long_prompt)."""
-    from inferlab.wording import size_of_change
+    from inferlab.qualitative_words import size_of_change
     cases = []
     for s in long_prompts:
         res, idx = _long_prompt(("prefill-first",), s, rate, n)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from inferlab.claims.chapter import PARTS
-from inferlab.claims.reproduce import METHODS, QUANTITIES
+from inferlab.claims.quantities import METHODS, QUANTITIES
 
 VERDICTS = ("consistent", "approximation", "erratum", "unchecked")
 RELATIONS = ("<", "<=", ">", ">=")
@@ -130,7 +130,7 @@ def _call(entry_id, raw, name_key, inputs_key, table, kind) -> Call | None:
         close = difflib.get_close_matches(str(name), list(table), n=3, cutoff=0.5)
         hint = f"; did you mean {', '.join(close)}?" if close else ""
         raise _fail(entry_id, f"unknown {kind} {name!r} in '{name_key}' (a {kind} must be defined "
-                              f"in inferlab/claims/reproduce.py{hint})")
+                              f"in inferlab/claims/quantities.py{hint})")
     inputs = raw.get(inputs_key, {})
     if not isinstance(inputs, dict):
         raise _fail(entry_id, f"'{inputs_key}' must be a table of keyword arguments; got {inputs!r}")
@@ -143,11 +143,9 @@ def _call(entry_id, raw, name_key, inputs_key, table, kind) -> Call | None:
     return Call(name, dict(inputs))
 
 
-def parse_claim(raw: dict) -> Claim:
-    """One entry of the registry, checked."""
-    entry_id = raw.get("id", "<no id>")
-    if not isinstance(raw, dict):
-        raise _fail(entry_id, "an entry must be a table")
+def _check_fields(entry_id, raw: dict) -> None:
+    """The entry's fields: the required ones present, none unknown, the text ones non-empty, the id
+    made of its section, a known section and part."""
     missing = [k for k in REQUIRED if k not in raw]
     if missing:
         raise _fail(entry_id, f"missing required field(s): {', '.join(missing)}")
@@ -167,6 +165,9 @@ def parse_claim(raw: dict) -> Claim:
     if raw["part"] not in PARTS:
         raise _fail(entry_id, f"unknown part {raw['part']!r}; allowed: {', '.join(PARTS)}")
 
+
+def _book_range(entry_id, raw: dict) -> tuple[float, float]:
+    """(low, high) of the number the book prints: one number (low = high) or a range."""
     book = raw["book"].replace(",", "").replace(" ", "")
     bm = BOOK_RE.match(book)
     if not bm:
@@ -174,24 +175,10 @@ def parse_claim(raw: dict) -> Claim:
                               f"or a range ('50-70'); got {raw['book']!r}")
     low = float(bm.group("lo"))
     high = float(bm.group("hi")) if bm.group("hi") else low
+    return low, high
 
-    status = raw.get("status", "checked")
-    if status not in ("checked", "unchecked"):
-        raise _fail(entry_id, f"status must be 'checked' or 'unchecked'; got {status!r}")
-    if status == "unchecked" and not str(raw.get("reason", "")).strip():
-        raise _fail(entry_id, "an unchecked claim needs a 'reason'")
-    function = _call(entry_id, raw, "function", "inputs", QUANTITIES, "function")
-    if status == "checked" and function is None:
-        raise _fail(entry_id, "a checked claim needs a 'function' (or status = 'unchecked' with a reason)")
-    method = _call(entry_id, raw, "method", "method_inputs", METHODS, "method")
-    own = _call(entry_id, raw, "own", "own_inputs", METHODS, "method")
 
-    relation = raw.get("relation")
-    if relation is not None and relation not in RELATIONS:
-        raise _fail(entry_id, f"relation must be one of {', '.join(RELATIONS)}; got {relation!r}")
-    if relation and low != high:
-        raise _fail(entry_id, "a claim is either a range or a relation, not both")
-
+def _tolerance(entry_id, raw: dict, low: float) -> Tolerance | None:
     tolerance = None
     if "tolerance" in raw:
         t = raw["tolerance"]
@@ -202,7 +189,10 @@ def parse_claim(raw: dict) -> Claim:
         if not (value > 0 and math.isfinite(value)):
             raise _fail(entry_id, f"tolerance must be positive; got {t!r}")
         tolerance = Tolerance(value, str(t["why"]))
+    return tolerance
 
+
+def _conclusion(entry_id, raw: dict) -> tuple | None:
     conclusion = raw.get("conclusion")
     if conclusion is not None:
         if (not isinstance(conclusion, dict) or conclusion.get("relation") not in RELATIONS
@@ -210,7 +200,10 @@ def parse_claim(raw: dict) -> Claim:
             raise _fail(entry_id, "conclusion must be a table {relation = '>', value = 295}: the "
                                   "comparison the book draws from the number")
         conclusion = (conclusion["relation"], float(conclusion["value"]))
+    return conclusion
 
+
+def _derived(entry_id, raw: dict) -> dict:
     derived = {}
     for name, spec in (raw.get("derived") or {}).items():
         if not isinstance(spec, dict) or ("function" in spec) == ("method" in spec):
@@ -224,7 +217,10 @@ def parse_claim(raw: dict) -> Claim:
         table, key, kind = ((QUANTITIES, "function", "function") if "function" in spec
                             else (METHODS, "method", "method"))
         derived[name] = (kind, _call(f"{entry_id} (derived.{name})", spec, key, "inputs", table, kind))
+    return derived
 
+
+def _override(entry_id, raw: dict, status: str) -> tuple | None:
     override = raw.get("override")
     if override is not None:
         if (not isinstance(override, dict) or set(override) != {"verdict", "reason"}
@@ -236,7 +232,11 @@ def parse_claim(raw: dict) -> Claim:
         if status == "unchecked":
             raise _fail(entry_id, "an unchecked claim has no verdict to override")
         override = (override["verdict"], " ".join(override["reason"].split()))
+    return override
 
+
+def _anchor_and_also(entry_id, raw: dict) -> tuple[tuple, tuple]:
+    """(anchor phrases, also_covers numbers), checked; and the free-text fields are strings."""
     anchor = raw.get("anchor", [])
     if (not isinstance(anchor, list) or not all(isinstance(p, str) and p.strip() for p in anchor)
             or any(len(p.split()) > 3 for p in anchor) or len(anchor) > 3):
@@ -251,6 +251,36 @@ def parse_claim(raw: dict) -> Claim:
     for key in ("reason", "explanation", "consequence", "note"):
         if key in raw and not isinstance(raw[key], str):
             raise _fail(entry_id, f"'{key}' must be a string")
+    return tuple(anchor), tuple(float(x) for x in also)
+
+
+def parse_claim(raw: dict) -> Claim:
+    """One entry of the registry, checked."""
+    if not isinstance(raw, dict):
+        raise _fail("<no id>", f"an entry must be a table; got {type(raw).__name__}")
+    entry_id = raw.get("id", "<no id>")
+    _check_fields(entry_id, raw)
+    low, high = _book_range(entry_id, raw)
+    status = raw.get("status", "checked")
+    if status not in ("checked", "unchecked"):
+        raise _fail(entry_id, f"status must be 'checked' or 'unchecked'; got {status!r}")
+    if status == "unchecked" and not str(raw.get("reason", "")).strip():
+        raise _fail(entry_id, "an unchecked claim needs a 'reason'")
+    function = _call(entry_id, raw, "function", "inputs", QUANTITIES, "function")
+    if status == "checked" and function is None:
+        raise _fail(entry_id, "a checked claim needs a 'function' (or status = 'unchecked' with a reason)")
+    method = _call(entry_id, raw, "method", "method_inputs", METHODS, "method")
+    own = _call(entry_id, raw, "own", "own_inputs", METHODS, "method")
+    relation = raw.get("relation")
+    if relation is not None and relation not in RELATIONS:
+        raise _fail(entry_id, f"relation must be one of {', '.join(RELATIONS)}; got {relation!r}")
+    if relation and low != high:
+        raise _fail(entry_id, "a claim is either a range or a relation, not both")
+    tolerance = _tolerance(entry_id, raw, low)
+    conclusion = _conclusion(entry_id, raw)
+    derived = _derived(entry_id, raw)
+    override = _override(entry_id, raw, status)
+    anchor, also = _anchor_and_also(entry_id, raw)
     return Claim(
         id=raw["id"], section=raw["section"], part=raw["part"], description=raw["description"].strip(),
         book=raw["book"], unit=raw["unit"], low=low, high=high, status=status,
@@ -259,8 +289,7 @@ def parse_claim(raw: dict) -> Claim:
         explanation=" ".join(raw.get("explanation", "").split()),
         consequence=" ".join(raw.get("consequence", "").split()),
         note=" ".join(raw.get("note", "").split()), printed=bool(raw.get("printed", True)),
-        also_covers=tuple(float(x) for x in also), derived=derived, override=override,
-        anchor=tuple(anchor))
+        also_covers=also, derived=derived, override=override, anchor=anchor)
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,7 @@ keep its imports inside, and end it with one `return`.
 """
 import math
 
+from inferlab.deployment import Deployment
 from inferlab.exercises.core import LOW_WEIGHT, Exercise, Mistake, integer, letters, number, one_of, register, sci, vary
 from inferlab.latency import prefill_time_s, ttft_rule_s
 from inferlab.roofline import ridge_point
@@ -21,8 +22,8 @@ def solve_ttft_rule(model, accelerator, prompt_len):
     accelerator = get_accelerator(accelerator)
 
     # P of the 2*P*S rule: the parameters that take part in a matrix product (not the embedding lookup).
-    P = model.n_matmul_params
-    return ttft_rule_s(P, prompt_len, accelerator) * 1e3
+    n_matmul = model.n_matmul_params
+    return ttft_rule_s(n_matmul, prompt_len, accelerator) * 1e3
 
 
 def mistakes_ttft_rule(model, accelerator, prompt_len):
@@ -75,12 +76,12 @@ def solve_mlp_regime(model, accelerator, operator, prompt_len, max_len):
     accelerator = get_accelerator(accelerator)
 
     op = prefill_costs(model, batch=1, prompt_len=prompt_len).operators()[operator]
-    regime = bound(op.intensity, accelerator)
+    short_regime = bound(op.intensity, accelerator)
     # Every prompt length at once: the costs broadcast over an array of S.
     S = np.arange(1, max_len + 1)
     sweep = prefill_costs(model, batch=1, prompt_len=S).operators()[operator]
     s_min = int(S[bound(sweep.intensity, accelerator) == "compute"][0])
-    return {"regime": regime, "s_min": s_min}
+    return {"regime": short_regime, "s_min": s_min}
 
 
 def mistakes_mlp_regime(model, accelerator, operator, prompt_len, max_len):
@@ -145,8 +146,8 @@ def solve_prefill_memo(model, accelerator, prompt_len, tp):
 
     # One forward pass: 2 FLOPs (a multiply-add) per matmul parameter per token, at the DENSE bf16 peak,
     # split over the tp GPUs (the linear rule: no attention term, no communication).
-    P = model.n_matmul_params
-    ttft_ms = ttft_rule_s(P, prompt_len, accelerator) / tp * 1e3
+    n_matmul = model.n_matmul_params
+    ttft_ms = ttft_rule_s(n_matmul, prompt_len, accelerator) / tp * 1e3
     return {"ttft_ms": ttft_ms, "true": {"A", "B"}}
 
 
@@ -205,18 +206,19 @@ def solve_prefill_pool(model, accelerator, prompt_len, mfu, arrival_rate, ttft_s
                        tp_options):
     import math
 
+    from inferlab.deployment import Deployment
     from inferlab.latency import prefill_time_s
     from inferlab.specs import get_accelerator, get_model
     model = get_model(model)
     accelerator = get_accelerator(accelerator)
 
-    ttft_s = {tp: prefill_time_s(model, accelerator, prompt_len, mfu=mfu, tp=tp) for tp in tp_options}
+    ttft_by_tp = {tp: prefill_time_s(model, Deployment(accelerator, mfu=mfu, tp=tp), prompt_len) for tp in tp_options}
     # A replica is busy one TTFT per prompt: enough replicas to keep each below the utilisation cap,
     # for the TP degrees that meet the TTFT target.
     n_gpus = {tp: tp * math.ceil(arrival_rate * t / max_utilisation)
-              for tp, t in ttft_s.items() if t * 1e3 <= ttft_slo_ms}
+              for tp, t in ttft_by_tp.items() if t * 1e3 <= ttft_slo_ms}
     tp = min(n_gpus, key=n_gpus.get)  # the first of equals is the smaller tp
-    return {"tp": tp, "n_gpus": n_gpus[tp], "ttft_ms": ttft_s[tp] * 1e3}
+    return {"tp": tp, "n_gpus": n_gpus[tp], "ttft_ms": ttft_by_tp[tp] * 1e3}
 
 
 def mistakes_prefill_pool(model, accelerator, prompt_len, mfu, arrival_rate, ttft_slo_ms, max_utilisation,
@@ -224,7 +226,7 @@ def mistakes_prefill_pool(model, accelerator, prompt_len, mfu, arrival_rate, ttf
     model = get_model(model)
     accelerator = get_accelerator(accelerator)
     def t(tp, mfu=mfu):
-        return prefill_time_s(model, accelerator, prompt_len, mfu=mfu, tp=tp)
+        return prefill_time_s(model, Deployment(accelerator, mfu=mfu, tp=tp), prompt_len)
 
     best = solve_prefill_pool(model, accelerator, prompt_len, mfu, arrival_rate, ttft_slo_ms, max_utilisation,
                               tp_options)
@@ -263,7 +265,7 @@ You run prefill on its own pool of `{accelerator}` GPUs (disaggregated serving).
 tokens for `{model}` (bf16) arrive at {arrival_rate} per second. The product needs TTFT ≤ {ttft_slo_ms} ms on an
 idle replica, and each replica must stay below {max_utilisation:.0%} busy, to leave headroom for queueing.
 A replica is a group of tp GPUs, tp ∈ {tp_options}. Take the time one replica spends on one prompt from
-`inferlab.latency.prefill_time_s(..., mfu={mfu}, tp=tp)` (it counts attention and the all-reduces).
+`inferlab.latency.prefill_time_s(model, Deployment(accelerator, mfu={mfu}, tp=tp), prompt_len)` (it counts attention and the all-reduces).
 
 Choose tp and the number of replicas so that the pool needs the fewest GPUs (on a tie, the smaller tp).""",
     solve=solve_prefill_pool, mistakes=mistakes_prefill_pool,

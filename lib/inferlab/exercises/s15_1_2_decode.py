@@ -148,9 +148,9 @@ def solve_decode_regimes(model, accelerator, batch, context_len):
     model = get_model(model)
     accelerator = get_accelerator(accelerator)
 
-    costs = decode_costs(model, batch, context_len)
-    mlp_up = costs.operators()["mlp_up"]
-    attention = costs.attention  # QK^T and PV over all layers
+    step_costs = decode_costs(model, batch, context_len)
+    mlp_up = step_costs.operators()["mlp_up"]
+    attention = step_costs.attention  # QK^T and PV over all layers
     return {
         "mlp": bound(mlp_up.intensity, accelerator),
         "attention": bound(attention.intensity, accelerator),
@@ -199,14 +199,15 @@ for this model?""",
 # ex4: find the inconsistency ---------------------------------------------------------------------
 
 def solve_batch_memo(model, accelerator, context_len, batch):
+    from inferlab import memory
     from inferlab.latency import decode_step_rule_s
-    from inferlab.memory import kv_cache_bytes, weight_bytes
     from inferlab.specs import get_accelerator, get_model
     model = get_model(model)
     accelerator = get_accelerator(accelerator)
 
     # The chapter's rule: every weight byte once per step, and every sequence's own cache.
-    step_s = decode_step_rule_s(weight_bytes(model), kv_cache_bytes(model, context_len), batch, accelerator)
+    weights, cache = memory.weight_bytes(model), memory.kv_cache_bytes(model, context_len)
+    step_s = decode_step_rule_s(weights, cache, batch, accelerator)
     return {"step_ms": step_s * 1e3, "tokens_per_s": batch / step_s, "cause": "A"}
 
 

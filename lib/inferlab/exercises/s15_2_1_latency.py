@@ -6,6 +6,7 @@ import numpy as np
 
 from inferlab.context import yardstick
 from inferlab.costs import prefill_costs
+from inferlab.deployment import Deployment
 from inferlab.exercises.core import LOW_WEIGHT, Exercise, Mistake, integer, number, one_of, register, vary
 from inferlab.latency import decode_step_rule_s, decode_step_time_s, prefill_time_s, ttft_rule_s
 from inferlab.memory import kv_cache_bytes, weight_bytes
@@ -15,14 +16,15 @@ from inferlab.specs import Precision, get_accelerator, get_model
 # ex1: recompute -----------------------------------------------------------------------------------
 
 def solve_itl_rule(model, accelerator, context_len, batch):
+    from inferlab import memory
     from inferlab.latency import decode_step_rule_s
-    from inferlab.memory import kv_cache_bytes, weight_bytes
     from inferlab.specs import get_accelerator, get_model
     model = get_model(model)
     accelerator = get_accelerator(accelerator)
 
     # ITL ~ (M_weights + B * C_kv) / BW: every weight and every cached K/V byte is read once per token.
-    step_s = decode_step_rule_s(weight_bytes(model), kv_cache_bytes(model, context_len), batch, accelerator)
+    weights, cache = memory.weight_bytes(model), memory.kv_cache_bytes(model, context_len)
+    step_s = decode_step_rule_s(weights, cache, batch, accelerator)
     return step_s * 1e3
 
 
@@ -180,13 +182,14 @@ register(Exercise(
 def solve_prompt_cap(model, accelerator, ttft_slo_ms, mfu, max_len):
     import numpy as np
 
+    from inferlab.deployment import Deployment
     from inferlab.latency import prefill_time_s
     from inferlab.specs import get_accelerator, get_model
     model = get_model(model)
     accelerator = get_accelerator(accelerator)
 
     S = np.arange(1, max_len + 1)  # every prompt length at once, past the model's context (a yardstick)
-    ttft_ms = {tp: prefill_time_s(model, accelerator, S, mfu=mfu, tp=tp, beyond_context=True) * 1e3
+    ttft_ms = {tp: prefill_time_s(model, Deployment(accelerator, mfu=mfu, tp=tp), S, beyond_context=True) * 1e3
                for tp in (1, 2)}
     return {f"s_max_tp{tp}": int(S[t <= ttft_slo_ms].max()) for tp, t in ttft_ms.items()}
 
@@ -200,12 +203,12 @@ def mistakes_prompt_cap(model, accelerator, ttft_slo_ms, mfu, max_len):
     out = []
     for tp in (1, 2):
         key = f"s_max_tp{tp}"
-        linear = prefill_time_s(model, accelerator, S, mfu=mfu, tp=tp, include_attention=False) * 1e3
+        linear = prefill_time_s(model, Deployment(accelerator, mfu=mfu, tp=tp), S, include_attention=False) * 1e3
         out.append(Mistake(int(S[linear <= ttft_slo_ms].max()),
                            "without attention's S^2 term the cap is too generous", key))
         six = ttft_rule_s(P, S, accelerator, mfu=mfu, flops_per_param_token=6) / tp * 1e3
         out.append(Mistake(int(S[six <= ttft_slo_ms].max()), "6*P*S is the training rule; prefill is 2*P*S", key))
-        full_mfu = prefill_time_s(model, accelerator, S, tp=tp) * 1e3
+        full_mfu = prefill_time_s(model, Deployment(accelerator, tp=tp), S) * 1e3
         out.append(Mistake(int(S[full_mfu <= ttft_slo_ms].max()), "that cap assumes MFU = 1", key))
     cap1 = solve_prompt_cap(model, accelerator, ttft_slo_ms, mfu, max_len)["s_max_tp1"]
     out.append(Mistake(2 * cap1, "two GPUs do not double the cap: attention's S^2 term and the all-reduces grow "
@@ -222,7 +225,7 @@ register(Exercise(
     statement="""\
 Your API promises TTFT ≤ {ttft_slo_ms} ms for `{model}` on `{accelerator}` GPUs (bf16, B = 1, MFU = {mfu}), so it
 must reject longer prompts. What is the longest prompt (in tokens) that meets the target on one GPU, and on a
-tensor-parallel pair? Use `inferlab.latency.prefill_time_s(..., mfu={mfu}, tp=...)`, which counts attention's S²
+tensor-parallel pair? Use `inferlab.latency.prefill_time_s(model, Deployment(accelerator, mfu={mfu}, tp=...), S)`, which counts attention's S²
 term and the all-reduces.""",
     solve=solve_prompt_cap, mistakes=mistakes_prompt_cap,
     # Variants: both caps below max_len and at least 1024 tokens (checked for every draw).

@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 
+from inferlab.deployment import Deployment
 from inferlab.exercises.core import LOW_WEIGHT, Exercise, Mistake, integer, letters, number, one_of, register, vary
 from inferlab.latency import decode_step_rule_s, decode_step_time_s, kv_crossover_batch, prefill_time_s
 from inferlab.memory import kv_cache_bytes, max_batch, weight_bytes
@@ -91,13 +92,13 @@ and cache, sequences of S = {seq_len} tokens, nothing else in memory. GB = 10⁹
 def solve_doubling(model, accelerator, seq_len, batch):
     import numpy as np
 
+    from inferlab import memory
     from inferlab.latency import decode_step_rule_s
-    from inferlab.memory import kv_cache_bytes, weight_bytes
     from inferlab.specs import get_accelerator, get_model
     model = get_model(model)
     accelerator = get_accelerator(accelerator)
 
-    w, kv = weight_bytes(model), kv_cache_bytes(model, seq_len)
+    w, kv = memory.weight_bytes(model), memory.kv_cache_bytes(model, seq_len)
     dominant = "kv" if batch * kv > w else "weights"
     # B tokens per step of (weights + B caches) / bandwidth, at B and at 2B
     B = np.array([batch, 2 * batch])
@@ -222,6 +223,7 @@ def solve_serving_plan(model, accelerator, prompt_len, output_len, ttft_slo_ms, 
 
     import numpy as np
 
+    from inferlab.deployment import Deployment
     from inferlab.latency import decode_step_time_s, prefill_time_s
     from inferlab.memory import max_batch
     from inferlab.specs import get_accelerator, get_model
@@ -230,9 +232,10 @@ def solve_serving_plan(model, accelerator, prompt_len, output_len, ttft_slo_ms, 
 
     context = prompt_len + output_len  # the longest cache a sequence reaches
     # The TP degrees whose TTFT meets the target, and the ITL of every batch that fits at each
-    fast = [tp for tp in tp_options if prefill_time_s(model, accelerator, prompt_len, tp=tp) * 1e3 <= ttft_slo_ms]
+    on = {tp: Deployment(accelerator, tp=tp) for tp in tp_options}
+    fast = [tp for tp in tp_options if prefill_time_s(model, on[tp], prompt_len) * 1e3 <= ttft_slo_ms]
     B = {tp: np.arange(1, max_batch(model, accelerator, context, tp=tp) + 1) for tp in fast}
-    itl_ms = {tp: decode_step_time_s(model, accelerator, context, B[tp], tp=tp) * 1e3 for tp in fast}
+    itl_ms = {tp: decode_step_time_s(model, on[tp], context, B[tp]) * 1e3 for tp in fast}
     # A replica runs the largest batch within the ITL target: batch / ITL tokens per second
     batch = {tp: int(B[tp][itl_ms[tp] <= itl_slo_ms].max()) for tp in fast if itl_ms[tp][0] <= itl_slo_ms}
     n_gpus = {tp: tp * math.ceil(load_tokens_per_s / (b / (itl_ms[tp][b - 1] / 1e3))) for tp, b in batch.items()}
@@ -252,13 +255,13 @@ def mistakes_serving_plan(model, accelerator, prompt_len, output_len, ttft_slo_m
                 "that batch fits in memory, but its ITL breaks the target", "batch"),
     ]
     B = np.arange(1, max_batch(model, accelerator, prompt_len, tp=tp) + 1)
-    itl_ms = decode_step_time_s(model, accelerator, prompt_len, B, tp=tp) * 1e3
+    itl_ms = decode_step_time_s(model, Deployment(accelerator, tp=tp), prompt_len, B) * 1e3
     out.append(Mistake(int(B[itl_ms <= itl_slo_ms].max()),
                        "size the cache for prompt + output: the last token attends over both", "batch"))
     for other in tp_options:
         if other == tp:
             continue
-        if prefill_time_s(model, accelerator, prompt_len, tp=other) * 1e3 > ttft_slo_ms:
+        if prefill_time_s(model, Deployment(accelerator, tp=other), prompt_len) * 1e3 > ttft_slo_ms:
             why = f"tp = {other} misses the TTFT target"
         else:
             why = f"tp = {other} meets both targets but needs more GPUs for this load"
@@ -281,7 +284,7 @@ steady load of {load_tokens_per_s:,} generated tokens per second. Targets: TTFT 
 idle replica) and ITL ≤ {itl_slo_ms} ms at the longest context (prompt + output). A replica is tp GPUs,
 tp ∈ {tp_options}; you pay per GPU.
 
-For each tp: check TTFT with `inferlab.latency.prefill_time_s(..., tp=tp)`; the replica's batch is the largest that
+For each tp: check TTFT with `inferlab.latency.prefill_time_s(model, Deployment(accelerator, tp=tp), prompt_len)`; the replica's batch is the largest that
 both fits (`inferlab.memory.max_batch`) and meets the ITL target (`inferlab.latency.decode_step_time_s`, which
 includes the all-reduces); its throughput is batch / ITL. Pick the tp whose replicas carry the load with the fewest
 GPUs (on a tie, the smaller tp).""",

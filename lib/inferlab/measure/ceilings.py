@@ -18,7 +18,7 @@ from inferlab.measure.timing import Timing, time_fn
 from inferlab.roofline import attainable_flops_per_s
 from inferlab.specs import Accelerator, Precision
 from inferlab.units import bytes_per_element
-from inferlab.validation import positive_int
+from inferlab.input_checks import positive_int
 
 
 def _dtype_table() -> dict:

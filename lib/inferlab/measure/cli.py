@@ -45,7 +45,7 @@ def register(subparsers) -> None:
 
 
 def _cmd_measure(args) -> int:
-    from inferlab.validation import nonneg_int, positive_int, writable_dir, writable_file
+    from inferlab.input_checks import nonneg_int, positive_int, writable_dir, writable_file
 
     # Bad options and unwritable outputs fail now, not after minutes of measuring.
     if args.threads is not None:

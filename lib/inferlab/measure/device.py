@@ -14,7 +14,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from inferlab.validation import choice
+from inferlab.input_checks import choice
 
 DEVICE_KINDS = ("auto", "cuda", "mps", "cpu")
 

@@ -6,7 +6,8 @@ A shared virtual machine changes speed within a run, even with nothing else runn
 memory. The calibrated prediction comes from an operator profile timed minutes before a point; a
 point timed while the host runs at half speed then reads as a prediction error of 100 %. So each
 end-to-end point is timed round-robin with a probe of its dominant operator, the same kernel at the
-same shape the profile timed (one point call, one probe call, per round: `probed`):
+same shape the profile timed (one point call, one probe call, per round: `probed`; the kernel is
+measure.probe.LinearProbe, the profile's own):
 
     probe        the linear layer with the largest calibrated time in the point's pass (summed over
                  its uses: q, k and v share a shape), at the profiled row count nearest (in log) to
@@ -22,7 +23,7 @@ Why interleaved, not a probe before and one after: the host moves within the 1.5
 the same four trials, the point's time over its interleaved probe's varied by 12-19 % (max / min
 - 1 over 12 points), over the geometric mean of a probe before and one after by 14-46 %.
 
-The first point of a phase (stop 22). In a quick run traced call by call (every sample of every
+The first point of a phase. In a quick run traced call by call (every sample of every
 point and probe, warm-up included, in order), the 1-row probe of the first ITL point and of the
 first batch point read 2.3-8.2 ms (most 3-4.5 ms) for their first 11-13 rounds, then 2.0-2.4 ms (the
 profile's 2.2 ms) for the rest, and every later point's probe read 2.0-2.5 ms from its first round.
@@ -45,7 +46,7 @@ When a probe corrects its point (`correction`): its ratio must be trusted (sampl
 most PROBE_MAX_REL_IQR) and depart from 1 by more than PROBE_NOISE (0.19), the difference two probe
 medians show on a host that has not moved; within that band the point keeps the profile's prediction
 (the ratio still counts toward the run's drift). Without the band, a probe reading 1.18-1.22 beside a
-prefill that ran at the profile's speed moved that prediction by +13 % and +20 % (stop 21's recorded run).
+prefill that ran at the profile's speed moved that prediction by +13 % and +20 % (a recorded run).
 
 DRIFT_TOLERANCE: a probe on a host that does not move varies by its own noise only, which is at
 most the point-over-probe spread above (it holds the point's noise too): 12-19 % over 12 points.
@@ -61,6 +62,7 @@ import math
 from fractions import Fraction
 
 from inferlab.measure.calibrate import linear_shapes, pass_breakdown, shape_key
+from inferlab.measure.probe import LinearProbe, warm_rotation
 
 DRIFT_TOLERANCE = 0.25  # a run whose probes moved more than this (max / min - 1) is drifting: see above
 
@@ -130,11 +132,10 @@ def correction(probe: dict | None, noise: float = PROBE_NOISE) -> str:
     samples spread more than PROBE_MAX_REL_IQR: nothing applied) or 'within noise' (max(ratio, 1 / ratio) - 1 <=
     `noise`: nothing applied; the ratio still counts toward the run's drift). 'none' without a probe.
 
-    The rule, fixed before the five-run measurement of stop 22 from the probe's noise measured standalone on the
+    The rule, fixed before the five-run measurement from the probe's noise measured standalone on the
     idle 2-vCPU Xeon VM (the probe kernel alone, no point, nothing else running): the median of a probe over a
     2.5-3 s window moved between windows a few seconds apart by max / min = 1.10, 1.14 and 1.19 in three
-    traces (10, 9 and 12 windows), and the point over its interleaved probe by 12-19 % over 12 points (stop
-    21). The profile's reference is one such median and the probe's another, so a ratio up to 1.19 either
+    traces (10, 9 and 12 windows), and the point over its interleaved probe by 12-19 % over 12 points. The profile's reference is one such median and the probe's another, so a ratio up to 1.19 either
     way is what two medians on an unmoved host differ by; only a ratio beyond that says the host moved."""
     if not probe:
         return "none"
@@ -169,30 +170,21 @@ def probed(fn, pool, probe_fn, probe_pool, timer):
 
 
 class LinearProbes:
-    """Probe kernels built once per (shape, rows): F.linear over weight copies that together
-    exceed twice the last-level cache, as the profile times it (profile._copies)."""
+    """The drift probes of one run: a measure.probe.LinearProbe per linear shape, built once, its
+    weight copies rotating as the profile's (same copy rule, same cache and pool bytes)."""
 
     def __init__(self, profile, cfg, kind: str, dtype: str, *, cache_bytes: float, pool_bytes: float,
                  seed: int = 0):
         self.profile, self.cfg, self.kind, self.dtype = profile, cfg, kind, dtype
         self.cache_bytes, self.pool_bytes, self.seed = cache_bytes, pool_bytes, seed
-        self._weights, self._inputs = {}, {}
+        self._probes = {}
 
     def _pool(self, key: str, m: int):
-        from inferlab.measure.ceilings import generator, random_tensor
-        from inferlab.measure.profile import _copies
-        from inferlab.units import bytes_per_element
-
-        k, n = (int(x) for x in key.split("x"))
-        if key not in self._weights:
-            gen = generator(self.kind, self.seed + 101)
-            n_w = _copies(k * n * bytes_per_element(self.dtype), self.cache_bytes, self.pool_bytes)
-            self._weights[key] = [random_tensor((n, k), self.dtype, self.kind, gen, 0.02) for _ in range(n_w)]
-        if (key, m) not in self._inputs:
-            gen = generator(self.kind, self.seed + 103 + m)
-            self._inputs[(key, m)] = [random_tensor((m, k), self.dtype, self.kind, gen) for _ in range(2)]
-        ws, xs = self._weights[key], self._inputs[(key, m)]
-        return [(xs[i % 2], ws[i % len(ws)]) for i in range(max(len(ws), 2))]
+        if key not in self._probes:
+            k, n = (int(x) for x in key.split("x"))
+            self._probes[key] = LinearProbe(k, n, self.dtype, self.kind, cache_bytes=self.cache_bytes,
+                                            pool_bytes=self.pool_bytes, seed=self.seed + 101)
+        return self._probes[key].pool(m)
 
     def around(self, key: str, m: int, fn, pool, timer, probe_fn=None):
         """(point Timing, {'operator', 'rows', 'probe_s', 'probe_rel_iqr', 'probe_samples_s', 'warm_calls',
@@ -204,8 +196,7 @@ class LinearProbes:
             import torch.nn.functional as F
             probe_fn = F.linear
         probe_pool = self._pool(key, m)
-        for args in probe_pool:  # one full rotation of the weight copies, untimed
-            probe_fn(*args)
+        warm_rotation(probe_fn, probe_pool)  # one full rotation of the weight copies, untimed
         t, probe = probed(fn, pool, probe_fn, probe_pool, timer)
         ref = reference_s(self.profile, key, m)
         return t, {"operator": key, "rows": int(m), "probe_s": probe.median_s, "probe_rel_iqr": probe.rel_iqr,
@@ -213,8 +204,7 @@ class LinearProbes:
                    "reference_s": ref, "ratio": drift_ratio(probe.median_s, ref)}
 
     def release(self):
-        self._weights.clear()
-        self._inputs.clear()
+        self._probes.clear()
 
 
 __all__ = ["DRIFT_TOLERANCE", "PROBE_MAX_REL_IQR", "PROBE_NOISE", "LinearProbes", "correction", "probe_trusted",

@@ -15,7 +15,7 @@ from inferlab.measure.runner import decode_runner, fill_kv_cache_, random_model,
 from inferlab.measure.suite import CONTENTION_CLEAN, _resolve_plan, encroachment
 from inferlab.measure.timing import time_fn
 from inferlab.units import GB
-from inferlab.validation import positive_int
+from inferlab.input_checks import positive_int
 
 
 def ceiling_around(before: float, after: float) -> float:

@@ -18,7 +18,7 @@ fp32 runs M = 1 as a matrix-vector product, M = 2 and 3 as M of them (time ~ M),
 blocked GEMM that reads the weights once but at a lower bandwidth (measured on the 2-core EPYC:
 1.2, 2.4, 3.4 and 1.9 ms for a 2048 x 2048 fp32 layer at M = 1, 2, 3, 4). MKL on the 2-vCPU Xeon
 switches again above 12 rows: a 2048 x 5632 fp32 layer took 6.3-7.2 ms at M = 8, 6.2-8.4 ms at
-12 and 5.3-5.6 ms at 24 (three quick runs, stop 22), so a batch of 16 interpolated between 12 and
+12 and 5.3-5.6 ms at 24 (three quick runs), so a batch of 16 interpolated between 12 and
 24 came out 20-26 % slow in every run; the dense range was 1 ... 8 until then. So end-to-end points
 at batch 1, 2, 4, 8 and 16 share their linear row counts with the profile (`shared_sizes`); every
 other size is disjoint (`disjoint` checks that nothing else is shared). The prediction is still of a
@@ -34,10 +34,10 @@ import math
 from inferlab.costs import Cost, forward_costs, linear_cost
 from inferlab.measure.calibrate import linear_shapes, shape_key
 from inferlab.measure.ceilings import generator, random_tensor, torch_dtype
+from inferlab.measure.probe import LinearProbe, warm_rotation, weight_copies
 from inferlab.measure.timing import time_fn
 from inferlab.specs import ModelConfig, Precision
 
-MAX_COPIES = 32
 KERNEL_SWITCH_ROWS = 16  # linear layers are timed at every row count up to this (see above)
 
 
@@ -61,30 +61,6 @@ def linear_sizes(hi: int) -> list[int]:
     if hi > KERNEL_SWITCH_ROWS:
         rows += [s for s in profile_sizes(KERNEL_SWITCH_ROWS + 1, hi) if s > KERNEL_SWITCH_ROWS]
     return rows
-
-
-def _copies(nbytes: float, cache_bytes: float, pool_bytes: float) -> int:
-    n = max(2, math.ceil(2 * cache_bytes / max(nbytes, 1.0)) + 1)
-    return max(1, min(n, MAX_COPIES, int(pool_bytes // max(nbytes, 1.0))))
-
-
-def warm_rotation(fn, pool) -> int:
-    """Call `fn` once on every entry of `pool`, untimed; returns the number of calls.
-
-    Why: on the 2-vCPU Xeon VM, a buffer's first read after it was written (or after a minute
-    unread) is slow, and fast from the second read on. Traced at stop 22: the 2048 x 2048 fp32
-    linear at one row, the first size timed on 32 freshly filled weight copies, read 1.3-2.6 ms
-    (one call 6.1 ms) through its first pass over the copies and 0.76-0.97 ms after, against
-    0.74-1.02 ms at two rows, timed next on the same copies; its median, 1.33 ms, then served as the
-    1-row drift probe's reference (drift.py), which the probe, warmed the same way, read at
-    0.9-1.0 ms: a ratio of 0.68-0.78 on a host that had not moved. The warm-up of 2 calls reads 2
-    of the copies; one rotation reads them all, so the profile times what the model's steps and the
-    probes see, buffers read before. The mechanism of the slow first read is not established."""
-    n = 0
-    for args in pool:
-        fn(*args) if isinstance(args, tuple) else fn(args)
-        n += 1
-    return n
 
 
 def _point(size, cost: Cost, t) -> dict:
@@ -172,21 +148,16 @@ def _profile_round(cfg: ModelConfig, kind: str, dtype: str, *, max_tokens: int, 
         if key in out["linear"]:
             continue
         hi = max_batch if name == "lm_head" else max_tokens
-        w_bytes = k * n * torch.tensor([], dtype=tdt).element_size()
-        n_w = _copies(w_bytes, cache_bytes, pool_bytes)
-        weights = [random_tensor((n, k), dtype, kind, gen, 0.02) for _ in range(n_w)]
-        x1 = random_tensor((1, k), dtype, kind, gen)
-        warm(F.linear, [(x1, w) for w in weights])  # the copies are new: read each once (one row) first
+        probe = LinearProbe(k, n, dtype, kind, cache_bytes=cache_bytes, pool_bytes=pool_bytes, gen=gen)
+        probe.warm(1)  # the copies are new: read each once (one row) first
         pts = []
         for m in linear_sizes(hi):
-            xs = [random_tensor((m, k), dtype, kind, gen) for _ in range(2)]
-            pool = [(xs[i % 2], weights[i % n_w]) for i in range(max(n_w, 2))]
-            t = timed(F.linear, pool)
+            t = timed(F.linear, probe.pool(m))
             pts.append(_point(m, linear_cost(m, k, n, prec), t))
-            del xs
+            probe.release_inputs()
             tick()
         out["linear"][key] = pts
-        del weights
+        del probe
     # Attention -----------------------------------------------------------------------------------
     h, hk, hd = cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
     gqa = hk != h
@@ -198,7 +169,7 @@ def _profile_round(cfg: ModelConfig, kind: str, dtype: str, *, max_tokens: int, 
     pre = []
     for s in profile_sizes(1, max_tokens):
         blk = (2 * hk + h) * s * hd * torch.tensor([], dtype=tdt).element_size()
-        n_c = _copies(blk, cache_bytes, pool_bytes)
+        n_c = weight_copies(blk, cache_bytes, pool_bytes)
         pool = [(random_tensor((1, h, s, hd), dtype, kind, gen), random_tensor((1, hk, s, hd), dtype, kind, gen),
                  random_tensor((1, hk, s, hd), dtype, kind, gen)) for _ in range(n_c)]
         fn = lambda q, k_, v: F.scaled_dot_product_attention(q, k_, v, is_causal=True, enable_gqa=gqa)  # noqa: E731
@@ -210,7 +181,7 @@ def _profile_round(cfg: ModelConfig, kind: str, dtype: str, *, max_tokens: int, 
     dec = []
     for c in profile_sizes(1, max_kv_positions):
         blk = 2 * hk * c * hd * torch.tensor([], dtype=tdt).element_size()
-        n_c = _copies(blk, cache_bytes, pool_bytes)
+        n_c = weight_copies(blk, cache_bytes, pool_bytes)
         pool = [(random_tensor((1, h, 1, hd), dtype, kind, gen), random_tensor((1, hk, c, hd), dtype, kind, gen),
                  random_tensor((1, hk, c, hd), dtype, kind, gen)) for _ in range(n_c)]
         fn = lambda q, k_, v: F.scaled_dot_product_attention(q, k_, v, enable_gqa=gqa)  # noqa: E731

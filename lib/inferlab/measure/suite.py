@@ -39,7 +39,7 @@ from inferlab.measure.timing import current_clock, time_fn, time_interleaved, us
 from inferlab.memory import weight_bytes
 from inferlab.specs import get_accelerator
 from inferlab.units import bytes_per_element
-from inferlab.validation import positive_int
+from inferlab.input_checks import positive_int
 
 CONTENTION_RETRY = 0.25  # re-measure a CPU point once if others took this much of our CPUs
 CONTENTION_NOTE = 0.10   # list points measured while others took more than this of our CPUs

@@ -330,6 +330,7 @@ def measure_tp(*, tp: int = 2, model: ModelConfig | None = None, dtype: str = "f
     """TTFT and ITL at K = 1 and K = `tp` processes, the all-reduce sweep and its alpha/beta fit,
     each measured time beside inferlab.latency's prediction. Returns the run's JSON document.
     device: 'cpu' (gloo; the ranks share the cores) or 'cuda' (NCCL; one GPU per rank)."""
+    from inferlab.deployment import Deployment
     from inferlab.latency import decode_step_time_s, prefill_time_s
     from inferlab.measure import device as _device
     from inferlab.measure.plan import CPU_MODEL
@@ -365,12 +366,11 @@ def measure_tp(*, tp: int = 2, model: ModelConfig | None = None, dtype: str = "f
                           hbm_bytes_per_s=res["copy_bytes_per_s"],
                           peak_flops_per_s={dtype: res["matmul_flops_per_s"]},
                           interconnect_bytes_per_s=beta or 0.0)
+        on = Deployment(acc, prec, tp=k, allreduce_latency_s=alpha or 0.0)
         for p in res["ttft"]:
-            p["predicted_s"] = float(prefill_time_s(cfg, acc, p["prompt_len"], 1, prec, tp=k,
-                                                    allreduce_latency_s=alpha or 0.0))
+            p["predicted_s"] = float(prefill_time_s(cfg, on, p["prompt_len"], 1))
         for p in res["itl"]:
-            p["predicted_s"] = float(decode_step_time_s(cfg, acc, p["context_len"], 1, prec, tp=k,
-                                                        allreduce_latency_s=alpha or 0.0))
+            p["predicted_s"] = float(decode_step_time_s(cfg, on, p["context_len"], 1))
         runs.append({"tp": k, **res})
     contention = meter.others_share()
     info = _device.describe(device)

@@ -10,7 +10,7 @@ from pathlib import Path
 from inferlab.atomicio import write_text_atomic
 from inferlab.specs import Precision, get_accelerator, get_model
 from inferlab.units import DTYPES, MS
-from inferlab.validation import choice, fraction, positive_float, positive_int
+from inferlab.input_checks import choice, fraction, positive_float, positive_int
 
 from inferlab.serving.policies import POLICY_NAMES
 from inferlab.serving.simulate import ROUTERS
@@ -204,7 +204,7 @@ def _cmd_serve(args) -> int:
     if args.prefix_caching and args.shared_prefix is None:
         raise ValueError("--prefix-caching needs --shared-prefix TOKENS: with no shared prefix there is nothing to cache")
     if args.timeseries:  # an unwritable output fails now, not after the simulation
-        from inferlab.validation import writable_file
+        from inferlab.input_checks import writable_file
         writable_file("--timeseries", args.timeseries)
     workload, source = _workload(args)
     if args.shared_prefix is not None:
@@ -229,7 +229,7 @@ def _cmd_serve(args) -> int:
 def _cmd_serve_live(args) -> int:
     from inferlab.serving.study.live import LIVE_DEVICES, LIVE_DTYPES, LIVE_POLICIES, run_live
     from inferlab.serving.metrics import SLO
-    from inferlab.validation import writable_file
+    from inferlab.input_checks import writable_file
     for name in SIM_ONLY:
         if getattr(args, name) != args.sim_defaults[name]:
             raise ValueError(f"--{name.replace('_', '-')} applies to the simulator only, not to --live "
@@ -307,7 +307,7 @@ def _cmd_compare(args) -> int:
             raise ValueError(f"--{name.replace('_', '-')} has no effect on `serving compare` (it compares "
                              "latency distributions, not goodput); leave it out")
     if args.figure:
-        from inferlab.validation import writable_file
+        from inferlab.input_checks import writable_file
         if Path(args.figure).suffix.lower() not in FIGURE_SUFFIXES:
             raise ValueError(f"--figure must end in {', '.join(FIGURE_SUFFIXES)} (the image format); "
                              f"got {args.figure!r}")
@@ -351,7 +351,7 @@ def _cmd_validate(args) -> int:
     from inferlab.serving.study import validate as v
     from inferlab.serving.study.live import LIVE_DEVICES, LIVE_DTYPES, LIVE_POLICIES
     from inferlab.serving.workload import LengthDist
-    from inferlab.validation import writable_file
+    from inferlab.input_checks import writable_file
     if args.out:
         writable_file("--out", args.out)
     from inferlab.serving.study.engines import ENGINES

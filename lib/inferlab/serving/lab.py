@@ -30,7 +30,7 @@ from inferlab.serving.policies import ChunkedPrefill, ContinuousBatching, Prefil
 from inferlab.serving.simulate import simulate
 from inferlab.serving.workload import LengthDist, Workload, synthetic, with_shared_prefix
 from inferlab.specs import BF16, Precision, check_model, get_accelerator, get_model
-from inferlab.validation import DoesNotFitError, fraction, positive_float, positive_int
+from inferlab.input_checks import DoesNotFitError, fraction, positive_float, positive_int
 
 # ShareGPT-like lengths (lognormal, cv 1), clipped to fit Llama-2's 4,096-token context.
 LAB_PROMPT = LengthDist("lognormal", 512, cv=1.0, low=16, high=3000)
@@ -380,7 +380,7 @@ def capacity_note(capacity: Capacity, scenario: Scenario) -> str:
     if capacity.all_fit or len(out) == len(capacity.fits):
         return text + "No deployment tried fits." if len(out) == len(capacity.fits) else text
     # Listed by requests per dollar, without a superlative: whether the first beats the second is for
-    # the caller to say against the capacities' uncertainty (inferlab.wording.ranking).
+    # the caller to say against the capacities' uncertainty (inferlab.qualitative_words.ranking).
     fit = sorted((i for i, f in enumerate(capacity.fits) if f), key=lambda i: -capacity.requests_per_usd[i])
     return (text + "Those that fit, in SLO-meeting requests per dollar: "
             + "; ".join(f"**{capacity.deployments[i].label}** {capacity.requests_per_usd[i]:,.0f} "

@@ -36,7 +36,7 @@ from inferlab.parallel import DEFAULT_ALLREDUCE_LATENCY_S, tp_communication_time
 from inferlab.roofline import roofline_time_s
 from inferlab.specs import BF16, Precision, check_accelerator, check_model, check_precision
 from inferlab.units import bytes_per_element
-from inferlab.validation import fraction, positive_float
+from inferlab.input_checks import fraction, positive_float
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from inferlab.validation import choice, positive_float, positive_int
+from inferlab.input_checks import choice, positive_float, positive_int
 
 LENGTH_KINDS = ("fixed", "uniform", "lognormal")
 

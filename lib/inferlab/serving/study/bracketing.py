@@ -30,7 +30,7 @@ from __future__ import annotations
 import numpy as np
 
 from inferlab.serving.study.fitted import FittedStepTime
-from inferlab.validation import positive_int
+from inferlab.input_checks import positive_int
 
 
 def plan(n_rates: int) -> list:

@@ -17,7 +17,7 @@ from inferlab.serving.simulate import simulate
 from inferlab.serving.steptime import ScaledStepTime, StepTimeModel
 from inferlab.serving.workload import LengthDist, Workload
 from inferlab.specs import Accelerator, ModelConfig, Precision
-from inferlab.validation import positive_float
+from inferlab.input_checks import positive_float
 
 P50_BOUND, P99_BOUND = 0.15, 0.25
 BOUNDS = {"p50": P50_BOUND, "p99": P99_BOUND}

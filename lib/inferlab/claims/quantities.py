@@ -200,10 +200,10 @@ def memory_headroom_gb(model, accelerator, seq_len, batch, tp=1, capacity_gib=No
 @quantity
 def free_gb_with_capacity(model, accelerator, seq_len, batch, tp=1, capacity="datasheet"):
     """Capacity - weights - KV cache per device, GB, at the datasheet's or the reported capacity
-    (headroom.headroom_fit: the same computation the 15.2.2 notebook's prose renders)."""
+    (memory_headroom.headroom_fit: the same computation the 15.2.2 notebook's prose renders)."""
     model = get_model(model)
     accelerator = get_accelerator(accelerator)
-    from inferlab.headroom import headroom_fit
+    from inferlab.memory_headroom import headroom_fit
     return headroom_fit(model, accelerator, batch, seq_len, _precision(), tp).free_bytes(capacity) / GB
 
 
@@ -212,7 +212,7 @@ def max_batch_at_utilisation(model, accelerator, seq_len, tp=1, utilisation=0.9,
     """Largest batch in utilisation x capacity beside the weights (vLLM's gpu_memory_utilization)."""
     model = get_model(model)
     accelerator = get_accelerator(accelerator)
-    from inferlab.headroom import headroom_fit
+    from inferlab.memory_headroom import headroom_fit
     return float(headroom_fit(model, accelerator, 1, seq_len, _precision(), tp)
                  .max_batch_at_utilisation(utilisation, capacity))
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 
 from inferlab.claims.registry import SECTIONS, RegistryError
-from inferlab.claims.reproduce import METHODS, QUANTITIES
+from inferlab.claims.quantities import METHODS, QUANTITIES
 from inferlab.costs import decode_costs, prefill_costs
 from inferlab.latency import decode_step_rule_s, decode_step_time_s, kv_crossover_batch, prefill_time_s, ttft_rule_s
 from inferlab.memory import kv_cache_bytes, max_batch, memory_budget, weight_bytes
