@@ -347,13 +347,10 @@ VALIDATE_MAX_DURATION_S = 3600.0
 VALIDATE_MAX_REQUESTS = 10_000  # requests per rate (serving.study.validate's own limit)
 
 
-def _cmd_validate(args) -> int:
-    from inferlab.serving.study import validate as v
-    from inferlab.serving.study.live import LIVE_DEVICES, LIVE_DTYPES, LIVE_POLICIES
-    from inferlab.serving.workload import LengthDist
-    from inferlab.input_checks import writable_file
-    if args.out:
-        writable_file("--out", args.out)
+def _validate_engine_options(args, v) -> tuple:
+    """`serving validate`'s engine and what it allows (--policy, --step-model, --dtype, --device, --model,
+    --duration); returns (engine, policy), or a one-line error naming the option."""
+    from inferlab.serving.study.live import LIVE_DTYPES, LIVE_POLICIES
     from inferlab.serving.study.engines import ENGINES
     engine = choice("--engine", args.engine, ENGINES)
     policy = choice("--policy", args.policy, LIVE_POLICIES)
@@ -379,6 +376,17 @@ def _cmd_validate(args) -> int:
         if args.device not in ("cpu", "auto"):
             raise ValueError(f"--engine transformers runs on the cpu only; got --device {args.device!r}")
         args.device = "cpu"
+    return engine, policy
+
+
+def _cmd_validate(args) -> int:
+    from inferlab.serving.study import validate as v
+    from inferlab.serving.study.live import LIVE_DEVICES
+    from inferlab.serving.workload import LengthDist
+    from inferlab.input_checks import writable_file
+    if args.out:
+        writable_file("--out", args.out)
+    engine, policy = _validate_engine_options(args, v)
     if args.max_batch_tokens is None:
         args.max_batch_tokens = v.MAX_BATCH_TOKENS
     positive_int("--max-batch-tokens", args.max_batch_tokens)
