@@ -363,7 +363,8 @@ def interactive_output(spec: dict, figure: str) -> dict:
     """The plotly.js spec of an interactive figure (inferlab.interactive) as an HTML output: a div
     that book/_static/interactive.js draws with the book's own copy of plotly.js."""
     data = html.escape(json.dumps(spec, separators=(",", ":")), quote=True)
-    body = (f'<p class="interactive-lead">The same figure to explore: hover for the values, move the slider '
+    how = "choose from the menus and move the slider" if spec.get("controls") else "move the slider"
+    body = (f'<p class="interactive-lead">The same figure to explore: hover for the values, {how} '
             f'to change the scenario.</p><div class="{INTERACTIVE_CLASS}" data-figure="{html.escape(figure)}" '
             f'data-spec="{data}"></div>')
     return {"output_type": "display_data", "metadata": {},
@@ -636,15 +637,16 @@ def index_terms(cells: list[dict]) -> list[dict]:
 
 AUDIT_HEADING = "## Checking the book's numbers"   # a chapter page's closing section (folded in the book)
 _VERDICT_SUMMARY_CELL = re.compile(r'^print\(verdict_summary\("(?P<section>15\.\d\.\d)"\)\)\s*$')
-_SUMMARY_LINE = re.compile(r"^(?P<section>15\.\d\.\d): (?P<n>\d+) claims: (?P<counts>.*)$", re.M)
+# a chapter page's claims ("15.1.2: 40 claims: ..."), or the statements a lab tests ("15.2.3: 11 statements: ...")
+_SUMMARY_LINE = re.compile(r"^(?P<section>15\.\d\.\d): (?P<n>\d+) (?P<kind>claims|statements): (?P<counts>.*)$", re.M)
 _VERDICT_WORDS = {"consistent": "\u2713", "approximation": "\u2248 approximations", "erratum": "errata",
-                  "unchecked": "unchecked"}
+                  "unchecked": "unchecked", "depends": "depend on the setting"}
 
 
 def audit_counts(summary: str) -> str:
     """'15.1.2: 40 claims: 31 consistent, 2 approximation, 3 erratum, 4 unchecked' (the stored
     output of `print(verdict_summary(...))`) -> '40 numbers checked: 31 ✓, 2 ≈ approximations,
-    3 errata, 4 unchecked'."""
+    3 errata, 4 unchecked'; '15.2.3: 11 statements: ...' -> '11 statements checked: ...'."""
     m = _SUMMARY_LINE.search(summary)
     if not m:
         raise ConversionError(f"no verdict summary line in {summary[:80]!r}")
@@ -654,20 +656,25 @@ def audit_counts(summary: str) -> str:
         if verdict not in _VERDICT_WORDS:
             raise ConversionError(f"unknown verdict {verdict!r} in the summary {summary[:80]!r}")
         parts.append(f"{n} {_VERDICT_WORDS[verdict]}")
-    return f"{m.group('n')} numbers checked: " + ", ".join(parts)
+    what = "numbers" if m.group("kind") == "claims" else "statements"
+    return f"{m.group('n')} {what} checked: " + ", ".join(parts)
 
 
 def count_audit_heading(cells: list[dict]) -> list[dict]:
     """The closing section's heading with its counts: the `## Checking the book's numbers` cell
-    gets the verdict counts that the next `print(verdict_summary("15.x.y"))` cell stored."""
+    gets the verdict counts that the next `print(verdict_summary("15.x.y"))` cell stored, or (a lab
+    without claims of its own) the first later code cell that printed a statements summary line."""
     for i, cell in enumerate(cells):
         text = _source(cell)
         if cell.get("cell_type") != "markdown" or not text.startswith(AUDIT_HEADING):
             continue
         for later in cells[i + 1:]:
-            if later.get("cell_type") == "code" and _VERDICT_SUMMARY_CELL.match(_source(later).strip()):
-                stored = "".join(o.get("text", "") if isinstance(o.get("text", ""), str) else "".join(o["text"])
-                                 for o in later.get("outputs", []) if o.get("output_type") == "stream")
+            if later.get("cell_type") != "code":
+                continue
+            stored = "".join(o.get("text", "") if isinstance(o.get("text", ""), str) else "".join(o["text"])
+                             for o in later.get("outputs", []) if o.get("output_type") == "stream")
+            statements = _SUMMARY_LINE.search(stored)
+            if _VERDICT_SUMMARY_CELL.match(_source(later).strip()) or (statements and statements["kind"] == "statements"):
                 head, _, rest = text.partition("\n")
                 cells[i] = dict(cell, source=f"{AUDIT_HEADING}: {audit_counts(stored)}\n{rest}")
                 break

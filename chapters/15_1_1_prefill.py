@@ -258,12 +258,12 @@ worked_examples.takeaway(f"A prompt of {PROMPT:,} tokens (batch {BATCH}) costs {
 # figure: fig-15-1-1-ttft-vs-prompt
 # caption: TTFT grows linearly with the prompt from a few hundred tokens on; below that the weight-read floor holds it up, above tens of thousands of tokens attention bends it upwards.
 # alt: Log-log plot of TTFT in milliseconds against prompt length in tokens: a dashed line for the linear 2PS/peak model, a solid line with causal attention that leaves it at long prompts, and a horizontal floor at short prompts; the region beyond the context window is shaded.
-from inferlab import interactive
+from inferlab import figures, interactive
 
 interactive.explore(
     reader.draw(plots.ttft_plot, MODEL, GPU, PREC, batch=BATCH,
                 book_points=reader.book_points_if(BOOK, "15.1.1", "ttft")),
-    interactive.ttft_grid(MODEL, GPU, PREC, active_batch=BATCH))
+    interactive.ttft_grid(MODEL, GPU, PREC, active_batch=BATCH, **figures.interactive_menus()))
 
 # %%
 floor_s = memory.weight_bytes(MODEL, PREC) / hbm_bytes_per_s      # every weight read once
@@ -499,7 +499,7 @@ check("15.1.1-ex3", ex3);
 # tokens for `llama-3-8b` (bf16) arrive at 60 per second. The product needs TTFT ≤ 100 ms on an
 # idle replica, and each replica must stay below 70% busy, to leave headroom for queueing.
 # A replica is a group of tp GPUs, tp ∈ (1, 2, 4, 8). Take the time one replica spends on one prompt from
-# `inferlab.latency.prefill_time_s(..., mfu=0.5, tp=tp)` (it counts attention and the all-reduces).
+# `inferlab.latency.prefill_time_s(model, Deployment(accelerator, mfu=0.5, tp=tp), prompt_len)` (it counts attention and the all-reduces).
 #
 # Choose tp and the number of replicas so that the pool needs the fewest GPUs (on a tie, the smaller tp).
 #
@@ -522,12 +522,13 @@ tp_options = (1, 2, 4, 8)
 
 import math
 
+from inferlab.deployment import Deployment
 from inferlab.latency import prefill_time_s
 from inferlab.specs import get_accelerator, get_model
 model = get_model(model)
 accelerator = get_accelerator(accelerator)
 
-ttft_by_tp = {tp: prefill_time_s(model, accelerator, prompt_len, mfu=mfu, tp=tp) for tp in tp_options}
+ttft_by_tp = {tp: prefill_time_s(model, Deployment(accelerator, mfu=mfu, tp=tp), prompt_len) for tp in tp_options}
 # A replica is busy one TTFT per prompt: enough replicas to keep each below the utilisation cap,
 # for the TP degrees that meet the TTFT target.
 n_gpus = {tp: tp * math.ceil(arrival_rate * t / max_utilisation)

@@ -289,12 +289,12 @@ worked_examples.takeaway(conclusions.max_batch_takeaway(CONTEXT, GPU.name, b_max
 # figure: fig-15-1-2-memory-budget
 # caption: The weights take a fixed share of device memory and the KV cache grows linearly with the batch until it fills the rest: that crossing is the largest batch.
 # alt: Stacked plot of device memory in GB against batch: a flat weights band, a KV cache band growing linearly on top, a horizontal capacity line and a vertical line at the largest batch that fits.
-from inferlab import interactive
+from inferlab import figures, interactive
 
 interactive.explore(
     reader.draw_if_fits(FIT, plots.memory_budget_plot, MODEL, GPU, CONTEXT, PREC,
                         book_points=reader.book_points_if(BOOK, "15.1.2", "memory")),
-    interactive.memory_grid(MODEL, GPU, PREC, active_context=CONTEXT))
+    interactive.memory_grid(MODEL, GPU, PREC, active_context=CONTEXT, **figures.interactive_menus()))
 
 # %% [markdown]
 # ### MHA vs GQA vs an int8 KV cache

@@ -38,6 +38,7 @@
 from IPython.display import Markdown
 
 from inferlab import Precision, conclusions, equations, latency, memory, plots, reader, roofline
+from inferlab.deployment import Deployment
 from inferlab.parallel import DEFAULT_ALLREDUCE_LATENCY_S
 from inferlab.units import MS, bytes_per_element
 
@@ -160,12 +161,12 @@ Markdown(f"At 100k tokens the linear rule gives {ttft_100k_rule:.1f} s and the f
 # figure: fig-15-2-1-itl-vs-context
 # caption: ITL against context length at batches 1, 8, 32 and 64: the cache bytes a step reads grow with context times batch, beside the fixed weight bytes.
 # alt: Plot of ITL in milliseconds against context length for batches 1, 8, 32 and 64; the batch-one line is nearly flat, larger batches rise earlier; dotted segments mark batches that do not fit in memory.
-from inferlab import interactive
+from inferlab import figures, interactive
 
 interactive.explore(
     reader.draw_if_fits(FIT, plots.itl_plot, MODEL, GPU, PREC, batches=(1, 8, 32, 64),
                         book_points=reader.book_points_if(BOOK, "15.2.1", "itl")),
-    interactive.itl_grid(MODEL, GPU, PREC, active_batch=BATCH))
+    interactive.itl_grid(MODEL, GPU, PREC, active_batch=BATCH, **figures.interactive_menus()))
 
 # %%
 from inferlab.qualitative_words import size_of_change, thresholds_text
@@ -229,10 +230,9 @@ Markdown(f"From {PREC.weights} to int4 weights the weight bytes fall to {w_int4 
 
 # %%
 tps = (1, 2, 4, 8)
-ttft_k = [latency.prefill_time_s(MODEL, GPU, PROMPT, BATCH, PREC, tp=k, allreduce_latency_s=ALLREDUCE_LATENCY_S)
-          for k in tps]
-itl_k = [latency.decode_step_time_s(MODEL, GPU, PROMPT, BATCH, PREC, tp=k, allreduce_latency_s=ALLREDUCE_LATENCY_S)
-         for k in tps]
+on_k = [Deployment(GPU, PREC, tp=k, allreduce_latency_s=ALLREDUCE_LATENCY_S) for k in tps]
+ttft_k = [latency.prefill_time_s(MODEL, on, PROMPT, BATCH) for on in on_k]
+itl_k = [latency.decode_step_time_s(MODEL, on, PROMPT, BATCH) for on in on_k]
 print("K:          " + "".join(f"{k:>9}" for k in tps))
 print("TTFT ms:    " + "".join(f"{t / MS:9.2f}" for t in ttft_k))
 print("ITL ms:     " + "".join(f"{t / MS:9.3f}" for t in itl_k))
@@ -437,7 +437,7 @@ check("15.2.1-ex3", ex3);
 #
 # Your API promises TTFT ≤ 200 ms for `llama-2-13b` on `h100-sxm` GPUs (bf16, B = 1, MFU = 0.6), so it
 # must reject longer prompts. What is the longest prompt (in tokens) that meets the target on one GPU, and on a
-# tensor-parallel pair? Use `inferlab.latency.prefill_time_s(..., mfu=0.6, tp=...)`, which counts attention's S²
+# tensor-parallel pair? Use `inferlab.latency.prefill_time_s(model, Deployment(accelerator, mfu=0.6, tp=...), S)`, which counts attention's S²
 # term and the all-reduces.
 #
 # **Answer** `ex4`: a dict with the keys
@@ -455,13 +455,14 @@ max_len = 32768
 
 import numpy as np
 
+from inferlab.deployment import Deployment
 from inferlab.latency import prefill_time_s
 from inferlab.specs import get_accelerator, get_model
 model = get_model(model)
 accelerator = get_accelerator(accelerator)
 
 S = np.arange(1, max_len + 1)  # every prompt length at once, past the model's context (a yardstick)
-ttft_ms = {tp: prefill_time_s(model, accelerator, S, mfu=mfu, tp=tp, beyond_context=True) * 1e3
+ttft_ms = {tp: prefill_time_s(model, Deployment(accelerator, mfu=mfu, tp=tp), S, beyond_context=True) * 1e3
            for tp in (1, 2)}
 ex4 = {f"s_max_tp{tp}": int(S[t <= ttft_slo_ms].max()) for tp, t in ttft_ms.items()}
 ex4

@@ -40,7 +40,7 @@
 from IPython.display import Markdown
 
 from inferlab import Precision, conclusions, equations, figures, latency, memory, plots, reader
-from inferlab.headroom import VLLM_DEFAULT_UTILISATION, headroom_fit
+from inferlab.memory_headroom import VLLM_DEFAULT_UTILISATION, headroom_fit
 from inferlab.units import GB, MS, bytes_per_element
 
 # %% [markdown]
@@ -77,7 +77,7 @@ from inferlab import interactive
 interactive.explore(
     reader.draw_if_fits(FIT, plots.throughput_plot, MODEL, GPU, CONTEXT, PREC,
                         book_throughput=reader.book_points_if(BOOK, "15.2.2", "throughput")),
-    interactive.throughput_grid(MODEL, GPU, PREC, active_context=CONTEXT))
+    interactive.throughput_grid(MODEL, GPU, PREC, active_context=CONTEXT, **figures.interactive_menus()))
 
 # %% [markdown]
 # <!-- equation: eq-throughput -->
@@ -422,7 +422,7 @@ check("15.2.2-ex3", ex3);
 # idle replica) and ITL ≤ 25 ms at the longest context (prompt + output). A replica is tp GPUs,
 # tp ∈ (2, 4, 8); you pay per GPU.
 #
-# For each tp: check TTFT with `inferlab.latency.prefill_time_s(..., tp=tp)`; the replica's batch is the largest that
+# For each tp: check TTFT with `inferlab.latency.prefill_time_s(model, Deployment(accelerator, tp=tp), prompt_len)`; the replica's batch is the largest that
 # both fits (`inferlab.memory.max_batch`) and meets the ITL target (`inferlab.latency.decode_step_time_s`, which
 # includes the all-reduces); its throughput is batch / ITL. Pick the tp whose replicas carry the load with the fewest
 # GPUs (on a tie, the smaller tp).
@@ -448,6 +448,7 @@ import math
 
 import numpy as np
 
+from inferlab.deployment import Deployment
 from inferlab.latency import decode_step_time_s, prefill_time_s
 from inferlab.memory import max_batch
 from inferlab.specs import get_accelerator, get_model
@@ -456,9 +457,10 @@ accelerator = get_accelerator(accelerator)
 
 context = prompt_len + output_len  # the longest cache a sequence reaches
 # The TP degrees whose TTFT meets the target, and the ITL of every batch that fits at each
-fast = [tp for tp in tp_options if prefill_time_s(model, accelerator, prompt_len, tp=tp) * 1e3 <= ttft_slo_ms]
+on = {tp: Deployment(accelerator, tp=tp) for tp in tp_options}
+fast = [tp for tp in tp_options if prefill_time_s(model, on[tp], prompt_len) * 1e3 <= ttft_slo_ms]
 B = {tp: np.arange(1, max_batch(model, accelerator, context, tp=tp) + 1) for tp in fast}
-itl_ms = {tp: decode_step_time_s(model, accelerator, context, B[tp], tp=tp) * 1e3 for tp in fast}
+itl_ms = {tp: decode_step_time_s(model, on[tp], context, B[tp]) * 1e3 for tp in fast}
 # A replica runs the largest batch within the ITL target: batch / ITL tokens per second
 batch = {tp: int(B[tp][itl_ms[tp] <= itl_slo_ms].max()) for tp in fast if itl_ms[tp][0] <= itl_slo_ms}
 n_gpus = {tp: tp * math.ceil(load_tokens_per_s / (b / (itl_ms[tp][b - 1] / 1e3))) for tp, b in batch.items()}

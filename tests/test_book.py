@@ -581,6 +581,21 @@ def test_audit_counts_read_the_stored_verdict_summary():
         "40 numbers checked: 31 \u2713, 2 \u2248 approximations, 3 errata, 4 unchecked"
     with pytest.raises(convert.ConversionError, match="unknown verdict"):
         convert.audit_counts("15.1.2: 1 claims: 1 wrong")
+    # a lab without claims of its own counts the chapter's statements it tests (statements.summary_line)
+    assert convert.audit_counts("15.2.3: 11 statements: 5 consistent, 3 erratum, 2 depends, 1 unchecked\n") == \
+        "11 statements checked: 5 \u2713, 3 errata, 2 depend on the setting, 1 unchecked"
+
+
+def test_a_labs_audit_heading_counts_the_statements_its_closing_section_printed():
+    def code(source, text):
+        return {"cell_type": "code", "source": source, "outputs": [{"output_type": "stream", "text": text}]}
+    cells = [{"cell_type": "markdown", "source": "## Checking the book's numbers\nIntro."},
+             code("x = 1", "nothing\n"),
+             code('print("15.2.3: " + statements.summary_line(v))', "15.2.3: 2 statements: 1 consistent, 1 erratum, "
+                  "0 depends, 0 unchecked\n")]
+    out = convert.count_audit_heading(cells)
+    assert out[0]["source"].startswith("## Checking the book's numbers: 2 statements checked: 1 \u2713, 1 errata")
+    assert out[0]["source"].endswith("\nIntro.")
 
 
 def test_the_audit_section_is_folded_under_its_counted_heading(built):

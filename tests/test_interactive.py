@@ -58,3 +58,72 @@ def test_explorable_keeps_the_static_figure_and_its_table():
         interactive.explore(plot, {"data": []})
     with pytest.raises(ValueError, match="contexts"):
         interactive.memory_grid(L13, H100, BF16, contexts=())
+
+
+def _grid(title, ys_by_frame):
+    return interactive.Grid(title, (1, 2), "x", "y", "s", tuple((f"f{i}", {"y": ys}) for i, ys in enumerate(ys_by_frame)),
+                            active=1)
+
+
+def test_menu_grid_shows_the_active_grid_at_its_frame_and_lets_the_page_choose_the_rest():
+    grids = {(i, j): _grid(f"m{i} a{j}", ([i, j], [10 * i, 10 * j])) for i in range(2) for j in range(3)}
+    g = interactive.MenuGrid((("model", ("m0", "m1")), ("accelerator", ("a0", "a1", "a2"))), grids, active=(1, 2))
+    spec = json.loads(json.dumps(g.spec()))
+    assert len(spec["data"]) == 12                        # 6 grids x 2 frames x 1 series
+    visible = [t["y"] for t in spec["data"] if t["visible"]]
+    assert visible == [[10, 20]]                          # grid (1, 2), frame 1
+    c = spec["controls"]
+    assert [m["values"] for m in c["menus"]] == [["m0", "m1"], ["a0", "a1", "a2"]]
+    assert [m["active"] for m in c["menus"]] == [1, 2] and c["frame"] == 1
+    # every trace names its grid and frame: grid (0, 1) at frame 0 is the trace [0, 1]
+    k = c["combos"].index([0, 1])
+    assert [t["y"] for t, o in zip(spec["data"], c["owner"]) if o == [k, 0]] == [[0, 1]]
+    assert c["titles"][k] == "m0 a1"
+    assert all(s["method"] == "skip" for s in spec["layout"]["sliders"][0]["steps"])
+
+
+def test_menu_grid_needs_one_grid_per_combination():
+    grids = {(0,): _grid("a", ([1, 2], [3, 4]))}
+    with pytest.raises(ValueError, match="one Grid per menu combination"):
+        interactive.MenuGrid((("scheduler", ("x", "y")),), grids)
+
+
+def test_tail_grid_plots_the_sweeps_percentiles_in_ms_under_a_scheduler_menu():
+    from inferlab.serving import SLO, lab
+
+    def s(ttft, itl):
+        return {"ttft_s": {"p50": ttft, "p90": 2 * ttft, "p99": 3 * ttft}, "itl_s": {"p50": itl, "p90": itl, "p99": 4 * itl}}
+    sweep = lab.Sweep((4.0, 8.0), ("continuous", "chunked"), {
+        "continuous": [s(0.1, 0.02), s(0.2, 0.03)], "chunked": [s(0.15, 0.01), s(0.3, 0.012)]}, SLO(0.5, 0.05))
+    g = interactive.tail_grid(sweep)
+    assert g.menus == (("scheduler", ("continuous", "chunked")),)
+    chunked = g.grids[(1,)]
+    assert [label for label, _ in chunked.frames] == ["p50", "p90", "p99"] and chunked.active == 2
+    p99 = dict(chunked.frames)["p99"]
+    assert p99["TTFT"] == pytest.approx([450.0, 900.0]) and p99["ITL"] == pytest.approx([40.0, 48.0])
+    assert p99["TTFT target"] == [500.0, 500.0] and p99["ITL target"] == pytest.approx([50.0, 50.0])
+    with pytest.raises(ValueError, match="percentiles"):
+        interactive.tail_grid(sweep, ("p95",))
+
+
+def test_model_and_accelerator_menus_hold_each_combinations_own_grid():
+    L8, H200 = get_model("llama-3-8b"), get_accelerator("h200")
+    g = interactive.itl_grid(L13, H100, BF16, batches=(1, 8), contexts=(1024, 4096),
+                             models=(L8, L13), accelerators=(H200,))
+    # the scenario's own model and accelerator first and active; the repeated 13B is not listed twice
+    assert g.menus == (("model", ("llama-2-13b", "llama-3-8b")), ("accelerator", ("h100-sxm", "h200")))
+    assert g.active == (0, 0)
+    one = dict(g.grids[(1, 1)].frames)[8]["ITL"]
+    assert one[0] == pytest.approx(decode_step_time_s(L8, H200, 1024, 8) * 1e3)
+    assert g.grids[(0, 0)] == interactive.itl_grid(L13, H100, BF16, batches=(1, 8), contexts=(1024, 4096))
+    assert interactive.itl_grid(L13, H100, BF16).__class__ is interactive.Grid    # no menus asked: no menus
+
+
+def test_a_menu_grids_flat_line_is_sent_as_its_two_ends():
+    g = interactive.memory_grid(L13, H100, BF16, contexts=(1000,), batches=(1, 5, 10), accelerators=(H100,),
+                                models=(get_model("llama-3-8b"),))
+    spec = g.spec()
+    capacity = [t for t in spec["data"] if t["name"] == "capacity"][0]
+    assert capacity["x"] == [1, 10] and capacity["y"] == [80.0, 80.0]
+    kv = [t for t in spec["data"] if t["name"] == "weights + KV cache"][0]
+    assert kv["x"] == [1, 5, 10] and len(set(kv["y"])) == 3

@@ -7,7 +7,9 @@ print, PDF) together with a plotly.js figure spec over a precomputed grid of the
 carries MIME, the plotly spec as JSON, which a notebook front end ignores); text/plain is the
 figure's own table (what nbval compares). The book's converter (book/convert.py) turns the spec
 into a `<div class="inferlab-interactive">` drawn by the locally served plotly.js
-(book/_static/interactive.js): hover values, and a slider over the grid's scenario parameter.
+(book/_static/interactive.js): hover values, and a slider over the grid's scenario parameter. With
+`models=` and `accelerators=` a grid function returns a `MenuGrid` instead: the same grid for every
+model x accelerator, chosen from menus above the plot.
 
 A grid is a `Grid`: x values, one frame per slider position ({series: y}), computed here through
 the library (`latency`, `memory`); a point that does not fit (DoesNotFitError) is None, a gap.
@@ -68,10 +70,69 @@ class Grid:
             "legend": {"orientation": "h", "y": -0.5},
             "margin": {"l": 60, "r": 10, "t": 40, "b": 10},
             "height": 460,
-            "sliders": [{"active": self.active, "currentvalue": {"prefix": f"{self.slider_label}: "},
-                         "pad": {"t": 50}, "steps": steps, "font": {"size": 13}}],
         }
+        if len(self.frames) > 1:   # one frame: nothing to slide over
+            layout["sliders"] = [{"active": self.active, "currentvalue": {"prefix": f"{self.slider_label}: "},
+                                  "pad": {"t": 50}, "steps": steps, "font": {"size": 13}}]
         return {"data": data, "layout": layout}
+
+
+def _compact(trace: dict) -> dict:
+    """A flat line (one value at every x, no gap) drawn from its two ends only."""
+    ys = trace["y"]
+    if len(ys) > 2 and None not in ys and len(set(ys)) == 1:
+        return dict(trace, x=[trace["x"][0], trace["x"][-1]], y=[ys[0], ys[-1]])
+    return trace
+
+
+@dataclass(frozen=True)
+class MenuGrid:
+    """Grids of one figure, one per combination of menu choices (model, accelerator, scheduler...):
+    `grids[(i, j, ...)]` is the Grid for the i-th value of the first menu, the j-th of the second.
+    Its spec holds every grid's traces; the page's script (book/_static/interactive.js) draws the
+    menus from `controls` and shows the traces of the chosen grid at the slider's position."""
+
+    menus: tuple              # ((label, (value, ...)), ...)
+    grids: dict = field(hash=False)
+    active: tuple = ()
+
+    def __post_init__(self):
+        if not self.menus:
+            raise ValueError("menus must hold at least one (label, values) menu; got none")
+        shape = tuple(len(values) for _, values in self.menus)
+        want = set(np.ndindex(*shape))
+        if set(self.grids) != want:
+            raise ValueError(f"grids must hold one Grid per menu combination {sorted(want)}; got {sorted(self.grids)}")
+        active = self.active or tuple(0 for _ in shape)
+        if active not in want:
+            raise ValueError(f"active must be one of {sorted(want)}; got {active!r}")
+        object.__setattr__(self, "active", active)
+        sliders = {len(g.frames) for g in self.grids.values()}
+        if len(sliders) != 1:
+            raise ValueError(f"every grid needs the same number of slider positions; got {sorted(sliders)}")
+
+    def spec(self) -> dict:
+        """Every grid's traces (only the active grid's active frame visible), the active grid's layout
+        with a slider that only reports its position (method 'skip'), and `controls`: the menus, the
+        grid and frame each trace belongs to, and each grid's title."""
+        data, owner, titles = [], [], {}
+        combos = sorted(self.grids)
+        for c in combos:
+            g = self.grids[c]
+            for t in g.spec()["data"]:   # 4 significant digits: the page stays small with many grids
+                data.append(_compact(dict(t, visible=t["visible"] and c == self.active,
+                                          y=[None if y is None else float(f"{y:.4g}") for y in t["y"]])))
+            owner += [[combos.index(c), i] for i, (_, series) in enumerate(g.frames) for _ in series]
+            titles[combos.index(c)] = g.title
+        layout = self.grids[self.active].spec()["layout"]
+        for s in layout.get("sliders", []):
+            s["steps"] = [dict(step, method="skip", args=[]) for step in s["steps"]]
+        controls = {"menus": [{"label": label, "values": [str(v) for v in values], "active": a}
+                              for (label, values), a in zip(self.menus, self.active)],
+                    "combos": [list(c) for c in combos], "owner": owner,
+                    "titles": [titles[i] for i in range(len(combos))],
+                    "frame": self.grids[self.active].active}
+        return {"data": data, "layout": layout, "controls": controls}
 
 
 def _values(fn, xs) -> list:
@@ -92,10 +153,30 @@ def _check_choices(name: str, values, active: int) -> tuple:
     return tuple(sorted(set(values) | {positive_int(f"active {name}", active)}))
 
 
+def with_menus(grid, model, accelerator, precision: Precision = BF16, *, models=(), accelerators=(),
+               **kw) -> MenuGrid:
+    """`grid` (ttft_grid, memory_grid, itl_grid or throughput_grid) for every model x accelerator of
+    the menus, each with the same slider (`kw`); the scenario's own model and accelerator come first
+    and are active (a menu entry equal to it is not repeated)."""
+    ms = list({m.name: m for m in map(check_model, (model, *models))}.values())
+    accs = list({a.name: a for a in map(check_accelerator, (accelerator, *accelerators))}.values())
+    grids = {(i, j): grid(m, a, precision, **kw) for i, m in enumerate(ms) for j, a in enumerate(accs)}
+    return MenuGrid((("model", tuple(m.name for m in ms)), ("accelerator", tuple(a.name for a in accs))), grids, (0, 0))
+
+
+def _menus_or(grid, model, accelerator, precision, models, accelerators, kw):
+    return with_menus(grid, model, accelerator, precision, models=models, accelerators=accelerators, **kw) \
+        if (models or accelerators) else None
+
+
 def ttft_grid(model, accelerator, precision: Precision = BF16, *, batches=(1, 2, 4, 8, 16), active_batch: int = 1,
-              prompt_lens=None) -> Grid:
+              prompt_lens=None, models=(), accelerators=()) -> Grid | MenuGrid:
     """TTFT (ms) against prompt length, one frame per batch: `latency.prefill_time_s` with and
     without attention's quadratic term."""
+    menus = _menus_or(ttft_grid, model, accelerator, precision, models, accelerators,
+                      dict(batches=batches, active_batch=active_batch, prompt_lens=prompt_lens))
+    if menus is not None:
+        return menus
     model, accelerator, precision = check_model(model), check_accelerator(accelerator), check_precision(precision)
     batches = _check_choices("batches", batches, active_batch)
     xs = tuple(int(x) for x in (prompt_lens or np.unique(np.logspace(5, 15, 41, base=2).astype(int))))
@@ -112,9 +193,13 @@ def ttft_grid(model, accelerator, precision: Precision = BF16, *, batches=(1, 2,
 
 
 def memory_grid(model, accelerator, precision: Precision = BF16, *, contexts=(512, 1000, 2048, 4096, 8192),
-                active_context: int = 1000, batches=None) -> Grid:
+                active_context: int = 1000, batches=None, models=(), accelerators=()) -> Grid | MenuGrid:
     """Device memory (GB) against batch, one frame per context length: the weights, the weights plus
     every sequence's KV cache (`memory.kv_cache_bytes`), and the capacity."""
+    menus = _menus_or(memory_grid, model, accelerator, precision, models, accelerators,
+                      dict(contexts=contexts, active_context=active_context, batches=batches))
+    if menus is not None:
+        return menus
     model, accelerator, precision = check_model(model), check_accelerator(accelerator), check_precision(precision)
     contexts = _check_choices("contexts", contexts, active_context)
     w = weight_bytes(model, precision)
@@ -134,9 +219,13 @@ def memory_grid(model, accelerator, precision: Precision = BF16, *, contexts=(51
 
 
 def itl_grid(model, accelerator, precision: Precision = BF16, *, batches=(1, 8, 32, 64), active_batch: int = 1,
-             contexts=None) -> Grid:
+             contexts=None, models=(), accelerators=()) -> Grid | MenuGrid:
     """ITL (ms) against context length, one frame per batch (`latency.decode_step_time_s`); a batch
     whose caches do not fit leaves a gap."""
+    menus = _menus_or(itl_grid, model, accelerator, precision, models, accelerators,
+                      dict(batches=batches, active_batch=active_batch, contexts=contexts))
+    if menus is not None:
+        return menus
     model, accelerator, precision = check_model(model), check_accelerator(accelerator), check_precision(precision)
     batches = _check_choices("batches", batches, active_batch)
     xs = tuple(int(x) for x in (contexts or np.unique(np.logspace(7, 15, 33, base=2).astype(int))))
@@ -154,9 +243,13 @@ def itl_grid(model, accelerator, precision: Precision = BF16, *, batches=(1, 8, 
 
 
 def throughput_grid(model, accelerator, precision: Precision = BF16, *, contexts=(512, 1024, 2048, 4096, 8192),
-                    active_context: int = 1024, batches=None) -> Grid:
+                    active_context: int = 1024, batches=None, models=(), accelerators=()) -> Grid | MenuGrid:
     """Decode throughput (tokens/s) against batch, one frame per context length
     (`latency.throughput_tokens_per_s`), up to the largest batch that fits."""
+    menus = _menus_or(throughput_grid, model, accelerator, precision, models, accelerators,
+                      dict(contexts=contexts, active_context=active_context, batches=batches))
+    if menus is not None:
+        return menus
     model, accelerator, precision = check_model(model), check_accelerator(accelerator), check_precision(precision)
     contexts = _check_choices("contexts", contexts, active_context)
     try:
@@ -178,12 +271,33 @@ def throughput_grid(model, accelerator, precision: Precision = BF16, *, contexts
                 contexts.index(active_context), hover_unit="tokens/s")
 
 
+def tail_grid(sweep, percentiles=("p50", "p90", "p99")) -> MenuGrid:
+    """TTFT and ITL (ms) against the request rate from a `serving.lab.Sweep`: a menu over its
+    scheduling policies, a slider over the percentile, the SLO's targets as flat lines. Nothing is
+    simulated here: the sweep's own summaries, as its static figure (`labplots.tail_plot`) shows them."""
+    allowed = ("p50", "p90", "p99")
+    bad = [p for p in percentiles if p not in allowed]
+    if bad or not percentiles:
+        raise ValueError(f"percentiles must be among {allowed}; got {tuple(percentiles)!r}")
+    xs = tuple(float(r) for r in sweep.rates)
+    ttft_ms, itl_ms = sweep.slo.ttft_s / MS, sweep.slo.tpot_s / MS
+    grids = {}
+    for i, label in enumerate(sweep.labels):
+        frames = tuple((p, {"TTFT": [float(v) / MS for v in sweep.column(label, "ttft_s", p)],
+                            "ITL": [float(v) / MS for v in sweep.column(label, "itl_s", p)],
+                            "TTFT target": [ttft_ms] * len(xs), "ITL target": [itl_ms] * len(xs)})
+                       for p in percentiles)
+        grids[(i,)] = Grid(f"Latency against load, {label}", xs, "request rate (requests/s)", "latency (ms)",
+                           "percentile", frames, len(percentiles) - 1, log_y=True, hover_unit="ms")
+    return MenuGrid((("scheduler", tuple(sweep.labels)),), grids)
+
+
 @dataclass
 class Explorable:
     """A matplotlib figure (`plot`, a plots.Plot) and the interactive spec of the same message."""
 
     plot: object
-    grid: Grid
+    grid: Grid | MenuGrid
     extra: dict = field(default_factory=dict)
 
     def _repr_mimebundle_(self, include=None, exclude=None):
@@ -193,10 +307,10 @@ class Explorable:
         return data, meta
 
 
-def explore(plot, grid: Grid) -> Explorable:
+def explore(plot, grid: Grid | MenuGrid) -> Explorable:
     """`plot` for notebooks and print, `grid` for the book's interactive version."""
-    if not isinstance(grid, Grid):
-        raise TypeError(f"explore(grid=...): expected an interactive.Grid, got {type(grid).__name__}")
+    if not isinstance(grid, (Grid, MenuGrid)):
+        raise TypeError(f"explore(grid=...): expected an interactive.Grid or MenuGrid, got {type(grid).__name__}")
     return Explorable(plot, grid)
 
 

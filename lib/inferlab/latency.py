@@ -65,6 +65,7 @@ def decode_step_time_s(model, deployment, context_len, batch=1, precision: Preci
 itl_s = decode_step_time_s
 
 
+@context_flag
 def throughput_tokens_per_s(model, deployment, context_len, batch=1, precision: Precision | None = None):
     """Decode throughput of one model instance: batch / decode step time (tokens/s), on `deployment`
     (a Deployment, or an Accelerator as in decode_step_time_s)."""

@@ -114,7 +114,7 @@ return {first: first, first_id: figs.length ? figs[0].id : null, wide: wide,
 """
 
 
-@pytest.mark.parametrize("page", CHAPTERS)
+@pytest.mark.parametrize("page", CHAPTERS + ["15_2_3_serving_lab.html"])
 def test_at_1280_px_the_first_figure_is_within_two_screens_and_nothing_scrolls_sideways(offline, page):
     offline.set_window_size(1280, 900)
     offline.get((BOOK / page).as_uri())
@@ -128,3 +128,13 @@ def test_at_1280_px_the_first_figure_is_within_two_screens_and_nothing_scrolls_s
     if page.startswith("15_1_2"):
         assert s["first_id"] == "fig-15-1-2-kv-cache"
         assert s["table_top"] is None or s["table_top"] > s["first"], "a table before the KV-cache diagram"
+
+
+def test_the_serving_labs_audit_is_folded_after_the_lesson_with_its_statement_counts(offline):
+    offline.get((BOOK / "15_2_3_serving_lab.html").as_uri())
+    s = offline.execute_script(STATE)
+    assert s["audit"] and not s["audit"]["open"], "the lab's closing section is not folded"
+    m = re.search(r"Checking the book.s numbers: (\d+) statements checked: (\d+) \u2713", s["audit"]["summary"])
+    assert m and int(m.group(1)) >= int(m.group(2)) > 0, s["audit"]["summary"]
+    assert s["audit"]["tables"] > 0
+    assert s["self_checks"] >= 5, f"{s['self_checks']} self-check folds"

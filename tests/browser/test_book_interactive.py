@@ -1,5 +1,7 @@
-"""The book's interactive figures in Chromium, offline from file://: each chapter page has one,
-drawn by the book's own plotly.js; moving its slider changes what the plot shows."""
+"""The book's interactive figures in Chromium, offline from file://: each chapter page and the
+serving lab have one, drawn by the book's own plotly.js; moving its slider, or choosing another
+entry of each of its menus (model, accelerator, scheduler: interactive.MenuGrid), changes what the
+plot shows."""
 from __future__ import annotations
 
 import re
@@ -10,6 +12,10 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 BOOK = ROOT / "build" / "book"
 CHAPTERS = sorted(p.name for p in BOOK.glob("15_[12]_[12]_*.html")) if BOOK.is_dir() else []
+LAB = "15_2_3_serving_lab.html"
+# pages whose interactive figure carries menus (the spec's "controls", HTML-escaped in data-spec)
+MENU_PAGES = sorted(p.name for p in BOOK.glob("15_*.html") if "&quot;controls&quot;:" in p.read_text()) \
+    if BOOK.is_dir() else []
 
 DRAWN = """
 const divs = [...document.querySelectorAll('div.inferlab-interactive')];
@@ -18,6 +24,8 @@ return divs.map(d => ({
   visible: (d.data || []).map(t => t.visible === true),
   paths: [...d.querySelectorAll('.scatterlayer path.js-line')].map(p => p.getAttribute('d')).join('|'),
   slider: !!d.querySelector('.slider-rail-touch-rect'),
+  step: d.layout && d.layout.sliders ? d.layout.sliders[0].active : null,
+  steps: d.layout && d.layout.sliders ? d.layout.sliders[0].steps.length : 0,
 }));
 """
 
@@ -35,7 +43,7 @@ def test_every_chapter_page_is_there():
     assert len(CHAPTERS) == 4, CHAPTERS
 
 
-@pytest.mark.parametrize("page", CHAPTERS)
+@pytest.mark.parametrize("page", CHAPTERS + [LAB])
 def test_the_interactive_figure_responds_to_its_slider(offline, page):
     from selenium.webdriver.common.action_chains import ActionChains
     from selenium.webdriver.common.by import By
@@ -51,8 +59,7 @@ def test_the_interactive_figure_responds_to_its_slider(offline, page):
     rail = div.find_element(By.CSS_SELECTOR, ".slider-rail-touch-rect")
     width = rail.size["width"]
     # the slider's active step is the scenario's; click the end of the rail furthest from it
-    active = fig["visible"].index(True)
-    x = (width / 2 - 3) if active < len(fig["visible"]) / 2 else -(width / 2 - 3)
+    x = (width / 2 - 3) if fig["step"] < fig["steps"] / 2 else -(width / 2 - 3)
     ActionChains(offline).move_to_element_with_offset(rail, int(x), 0).click().perform()
     after = offline.execute_script(DRAWN)[0]
     assert after["visible"] != fig["visible"], f"{page}: the slider did not change the visible series"
@@ -65,3 +72,28 @@ def test_plotly_is_served_with_the_book_not_fetched(offline):
     assert any(s.startswith("_static/plotly/plotly-basic.min.js") for s in scripts), scripts
     assert not [s for s in scripts if s.startswith(("http:", "https:", "//"))], scripts
     assert (BOOK / "_static" / "plotly" / "plotly-basic.min.js").stat().st_size > 500_000
+
+
+def test_the_serving_lab_has_a_scheduler_menu():
+    assert LAB in MENU_PAGES, MENU_PAGES
+
+
+@pytest.mark.parametrize("page", MENU_PAGES)
+def test_each_menu_changes_the_plot(offline, page):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    offline.get((BOOK / page).as_uri())
+    menus = offline.find_elements(By.CSS_SELECTOR, "div.inferlab-menus select")
+    assert menus, f"{page}: the figure's menus were not drawn"
+    for menu in menus:
+        name = menu.get_attribute("data-menu")
+        offline.execute_script("arguments[0].scrollIntoView({block: 'center'})", menu)
+        before = offline.execute_script(DRAWN)[0]
+        choice = Select(menu)
+        now = int(choice.first_selected_option.get_attribute("value"))
+        choice.select_by_value(str(1 if now == 0 else 0))
+        after = offline.execute_script(DRAWN)[0]
+        assert sum(after["visible"]) >= 1, f"{page}: nothing visible after choosing another {name}"
+        assert after["visible"] != before["visible"], f"{page}: the {name} menu did not change the visible series"
+        assert after["paths"] != before["paths"], f"{page}: the {name} menu did not change the plotted lines"

@@ -73,24 +73,26 @@ def simulate(workload: Workload, model: ModelConfig | None = None, accelerator: 
             arrivals, prompts, outputs, workload.prefix_id.tolist(), workload.prefix_tokens.tolist()))]
     else:
         reqs = [Req(i, a, p, o) for i, (a, p, o) in enumerate(zip(arrivals, prompts, outputs))]
-    if len(engines) == 1:
-        e = engines[0]
-        for r in reqs:
-            e.run_until(r.arrival)
-            e.add(r)
-    else:
-        for i, r in enumerate(reqs):
-            if router == "round-robin":
-                e = engines[i % len(engines)]
-                e.run_until(r.arrival)
-            else:
-                for x in engines:
-                    x.run_until(r.arrival)
-                e = min(engines, key=lambda x: x.outstanding())
-            e.add(r)
-    for e in engines:
-        e.run_until(float("inf"), final=True)
+    serve(engines, reqs, router)
     return _result(reqs, engines, f"{model.name} on {replicas} x {tp} x {acc.name}, {policy}")
+
+
+def serve(replicas, requests, router: str = "least-loaded") -> None:
+    """The simulator's loop. Requests arrive in time order; before each arrival every replica runs
+    the steps that start earlier (`Replica.run_until`: admit what fits in the batch and the KV
+    cache, one forward pass, one token for every running request, finished ones leave), then the
+    router hands the request to a replica's queue. After the last arrival every replica runs dry."""
+    for i, request in enumerate(requests):
+        if len(replicas) == 1 or router == "round-robin":
+            replica = replicas[i % len(replicas)]
+            replica.run_until(request.arrival)
+        else:                          # least-loaded: every replica must be up to date to compare
+            for r in replicas:
+                r.run_until(request.arrival)
+            replica = min(replicas, key=lambda r: r.outstanding())
+        replica.add(request)
+    for replica in replicas:
+        replica.run_until(float("inf"), final=True)
 
 
 def _result(reqs, engines, description) -> SimResult:
