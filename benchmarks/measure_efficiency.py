@@ -61,14 +61,14 @@ def main(argv=None) -> int:
     if args.from_:
         return from_file(args.from_)
 
-    from inferlab.measure.efficiency import measure_efficiency
+    from inferlab.measure.efficiency import EfficiencyConfig, measure_efficiency
 
     try:
-        r = measure_efficiency(device=args.device, dtype=args.dtype, model=args.model,
-                               rounds=args.rounds, max_rounds=args.max_rounds,
-                               prompt_len=args.prompt_len,
-                               context_len=args.context_len, threads=args.threads,
-                               decode_mode=args.decode_mode, log=lambda t: print(t, flush=True))
+        r = measure_efficiency(EfficiencyConfig(device=args.device, dtype=args.dtype, model=args.model,
+                                                rounds=args.rounds, max_rounds=args.max_rounds,
+                                                prompt_len=args.prompt_len, context_len=args.context_len,
+                                                threads=args.threads, decode_mode=args.decode_mode,
+                                                log=lambda t: print(t, flush=True)))
     except ValueError as err:
         print(f"measure_efficiency: error: {err}", file=sys.stderr)
         return 2

@@ -75,13 +75,13 @@ def test_a_measure_output_that_is_a_path_is_still_accepted(tmp_path, capsys, mon
     class Reached(Exception):
         pass
 
-    def reached(**kwargs):
-        seen.update(kwargs)
+    def reached(config):
+        seen.update(vars(config))
         raise Reached  # stop here: the checks passed
     monkeypatch.setattr(suite, "run_suite", reached)
     with pytest.raises(Reached):
         cli.main(["measure", "--quick", "--out", str(tmp_path / "runs" / "run.json")])
-    assert seen["quick"] is True and (tmp_path / "runs").is_dir() and not (tmp_path / "runs" / "run.json").exists()
+    assert seen["quick"] is True and seen["drift_correction"] is False and (tmp_path / "runs").is_dir() and not (tmp_path / "runs" / "run.json").exists()
 
 
 def test_an_absurd_prompt_beyond_context_is_one_line(capsys):

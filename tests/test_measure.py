@@ -554,6 +554,7 @@ def test_the_pass_residual_by_hand_takes_the_median_round_then_the_median_probe(
 def test_finish_corrects_each_calibrated_prediction_by_its_probe(tiny_run):
     import copy
     data = copy.deepcopy(tiny_run.data)
+    data["config"]["drift_correction"] = True  # off by default (tests/test_measure_suite_config.py)
     for kind in ("ttft", "itl", "batch"):
         for p in data["measurements"][kind]:
             p["drift"] = dict(p["drift"] or {}, ratio=1.0)  # thread-CPU runs are interleaved, not probed

@@ -26,21 +26,21 @@ from inferlab.measure.result import SCHEMA, TARGETS, SuiteResult, load, recorded
 from inferlab.measure.timing import Timing, time_fn, time_interleaved
 
 
-def run_suite(**kwargs) -> SuiteResult:
-    """See inferlab.measure.suite.run_suite (imports torch on first use)."""
+def run_suite(config=None, /, **kwargs) -> SuiteResult:
+    """See inferlab.measure.suite.run_suite and SuiteConfig (imports torch on first use)."""
     from inferlab.measure.suite import run_suite as _run
-    return _run(**kwargs)
+    return _run(config, **kwargs)
 
 
-def measure_efficiency(**kwargs) -> dict:
-    """See inferlab.measure.efficiency.measure_efficiency: MBU at B = 1, MFU at the largest
+def measure_efficiency(config=None, /, **kwargs) -> dict:
+    """See inferlab.measure.efficiency.measure_efficiency and EfficiencyConfig: MBU at B = 1, MFU at the largest
     prefill, ratios to ceilings measured around each kernel."""
     from inferlab.measure.efficiency import measure_efficiency as _eff
-    return _eff(**kwargs)
+    return _eff(config, **kwargs)
 
 
 def quick_suite(**kwargs) -> SuiteResult:
-    """run_suite(quick=True, ...): fewer points (2-3.5 min on two CPU cores; see README)."""
+    """run_suite(quick=True, ...): fewer points, each stage within its budget (docs/measuring.md)."""
     return run_suite(quick=True, **kwargs)
 
 

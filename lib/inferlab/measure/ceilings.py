@@ -360,15 +360,18 @@ def measure_ceilings(device: str, dtypes, *, copy_bytes: float, matmul_n: int, m
 MAX_WEIGHT_COPIES = 64
 
 
-def roofline_sweep(device: str, dtype: str, d: int, f: int, ms, accelerator: Accelerator, *,
+def roofline_sweep(device: str, dtype: str, shape, ms, accelerator: Accelerator, *,
                    cache_bytes: float = 0.0, max_pool_bytes: float = 2e9, seed: int = 0,
-                   max_time_s: float = 1.0, progress=None) -> list[dict]:
-    """Products of M rows (each of `ms`) against a d x f weight, as nn.Linear computes them
+                   max_time_s: float = 1.0, budget=None) -> list[dict]:
+    """Products of M rows (each of `ms`) against a d x f weight (`shape` = (d, f)), as nn.Linear computes them
     (x @ W^T with W stored f x d). Weight copies rotate so that together they exceed twice
     `cache_bytes` (within `max_pool_bytes`): every call reads its weight from memory.
+    budget (a measure.budget.StageBudgets, its stage started): once it is spent, the remaining M are skipped
+    (the first M is always timed) and recorded there.
     Returns one dict per M: FLOPs, bytes, intensity, Timing, achieved and attainable FLOP/s."""
     import torch
 
+    d, f = (int(x) for x in shape)
     prec = Precision(dtype, dtype, dtype)
     w_bytes = d * f * bytes_per_element(dtype)
     n_w = max(2, math.ceil(2 * cache_bytes / w_bytes) + 1)
@@ -377,8 +380,11 @@ def roofline_sweep(device: str, dtype: str, d: int, f: int, ms, accelerator: Acc
     weights = [random_tensor((f, d), dtype, device, gen, 0.02) for _ in range(n_w)]
     points = []
     with torch.inference_mode():
-        for m in ms:
+        for i, m in enumerate(ms):
             m = int(m)
+            if i and budget is not None and budget.spent():
+                budget.skip(f"M = {m}")
+                continue
             xs = [random_tensor((m, d), dtype, device, gen) for _ in range(2)]
             out = torch.empty((m, f), dtype=torch_dtype(dtype), device=device)
             pool = [(xs[i % 2], weights[i % n_w]) for i in range(max(n_w, 2))]
@@ -394,7 +400,5 @@ def roofline_sweep(device: str, dtype: str, d: int, f: int, ms, accelerator: Acc
                                                                                   accelerator, dtype)),
                            "weight_copies": n_w})
             del xs, out
-            if progress is not None:
-                progress.update(1)
     del weights
     return points

@@ -17,7 +17,8 @@ def register(subparsers) -> None:
                     "MBU and MFU with a Llama-style model sized to the device, each beside the "
                     "library's prediction from the measured ceilings. TTFT, ITL and TPOT as vLLM's "
                     "serving benchmark defines them (see `inferlab.measure`).")
-    p.add_argument("--quick", action="store_true", help="fewer points (2-3.5 min on 2 CPU cores; longer while other processes compete)")
+    p.add_argument("--quick", action="store_true",
+                   help="fewer points, each stage within its budget (under 5 min on 2 CPU cores; see docs/measuring.md)")
     p.add_argument("--out", default=None,  # a str: Path("run/") would drop the slash that says "a folder"
                    help=f"JSON file to write (default: {DEFAULT_DIR}/measure-<device>-<time>.json)")
     p.add_argument("--device", default="auto", choices=("auto", "cuda", "mps", "cpu"),
@@ -40,6 +41,9 @@ def register(subparsers) -> None:
                         "gloo on the CPU, NCCL with one GPU per rank): all-reduce alpha/beta, TTFT and "
                         "ITL at K = 1 and K beside the library's TP prediction (default model cpu-0.5b; "
                         "dtype fp32 on a CPU, bf16 on GPUs; --device auto: cuda if there are K GPUs)")
+    p.add_argument("--drift-correction", action="store_true",
+                   help="rescale each calibrated prediction by its point's drift probe (off by default: it has not "
+                        "helped yet; see docs/measuring.md)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     p.set_defaults(func=_cmd_measure)
 
@@ -55,7 +59,7 @@ def _cmd_measure(args) -> int:
         args.out = writable_file("--out", args.out)
     else:
         writable_dir("the default output folder", DEFAULT_DIR)
-    from inferlab.measure.suite import run_suite
+    from inferlab.measure.suite import SuiteConfig, run_suite
 
     def log(text):
         if args.no_progress:
@@ -63,9 +67,10 @@ def _cmd_measure(args) -> int:
 
     if args.tp is not None:
         return _cmd_tp(args, log)
-    result = run_suite(quick=args.quick, device=args.device, dtype=args.dtype, model=args.model,
-                       decode_mode=args.decode_mode, seed=args.seed, threads=args.threads,
-                       progress=not args.no_progress, log=log)
+    result = run_suite(SuiteConfig(quick=args.quick, device=args.device, dtype=args.dtype, model=args.model,
+                                   decode_mode=args.decode_mode, seed=args.seed, threads=args.threads,
+                                   progress=not args.no_progress, log=log,
+                                   drift_correction=args.drift_correction))
     out = args.out
     if out is None:
         stamp = time.strftime("%Y%m%d-%H%M%S")

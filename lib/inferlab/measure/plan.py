@@ -31,6 +31,27 @@ PRESETS = {m.name: m for m in (CPU_MODEL, TINY_MODEL)}
 # Largest first: the first that fits in free memory is measured.
 GPU_CANDIDATES = ("llama-2-13b", "llama-2-7b", "cpu-0.5b")
 DECODE_MODES = ("auto", "eager", "graph", "compile")
+# The stages of a run, in order, and the seconds each may take (measure.budget). A stage past its budget takes no
+# new size, round, repeat or extra; what cannot be cut (a compile, a sweep's first point) runs anyway.
+STAGES = ("ceilings", "roofline", "building", "operator profile", "TTFT", "ITL", "one request", "batch sweep",
+          "ceilings again")
+
+
+def _budgets(*seconds) -> tuple:
+    return tuple(zip(STAGES, (float(s) for s in seconds)))
+
+
+# cpu-0.5b, quick: 270 s in all, under the 5 minutes a quick run is promised on 2 cores. Set from the stored runs'
+# stage_elapsed_s (2026-12-04, AVX2 hold: profile 129-179 s, TTFT 62-72 s, batch 46-50 s, ITL 24-28 s): the
+# profile keeps the rounds that fit (one round of cpu-0.5b in fp32 is ~25-40 s, the step's compiles ~20-60 s),
+# and TTFT's per-operator breakdown of the longest prefill takes as many profiled calls as fit.
+CPU_QUICK_BUDGETS = _budgets(15, 10, 15, 95, 45, 30, 10, 45, 5)
+CPU_FULL_BUDGETS = _budgets(30, 30, 30, 300, 150, 90, 20, 150, 10)
+GPU_QUICK_BUDGETS = _budgets(60, 30, 120, 180, 60, 60, 30, 120, 30)
+GPU_FULL_BUDGETS = _budgets(60, 60, 120, 600, 300, 300, 60, 300, 30)
+# The tests' and notebooks' model takes seconds a stage, but a compile on a busy machine can take minutes, and
+# their checks need every point: an hour a stage, never cut.
+TINY_BUDGETS = _budgets(*(3600,) * len(STAGES))
 
 
 def resolve_decode_mode(mode: str, kind: str) -> str:
@@ -75,6 +96,11 @@ class Plan:
     margin_bytes: float = 0.5e9   # kept free besides the estimate
     batches: tuple = field(default=())  # filled by fit_batches
     batch_limit: int = 0                # the memory limit fit_batches found
+    stage_budget_s: tuple = CPU_QUICK_BUDGETS  # ((stage, seconds), ...) in STAGES' order
+
+    def budgets_s(self) -> dict:
+        """{stage: seconds} (a new dict)."""
+        return dict(self.stage_budget_s)
 
     @property
     def precision(self) -> Precision:
@@ -148,22 +174,24 @@ def _sweeps(kind: str, quick: bool) -> dict:
         if quick:
             return dict(prompt_lens=(128, 512, 1024), contexts=(128, 512, 2048), batch_context=256,
                         batch_cap=32, generate_prompt=128, generate_tokens=16,
-                        roofline_ms=(1, 4, 16, 64, 256, 1024, 4096), point_time_s=1.5)
+                        roofline_ms=(1, 4, 16, 64, 256, 1024, 4096), point_time_s=1.5,
+                        stage_budget_s=CPU_QUICK_BUDGETS)
         return dict(prompt_lens=(64, 128, 256, 512, 1024), contexts=(64, 256, 512, 1024, 2048),
                     batch_context=256, batch_cap=128, generate_prompt=256, generate_tokens=32,
-                    roofline_ms=tuple(2 ** i for i in range(13)), point_time_s=2.5)
+                    roofline_ms=tuple(2 ** i for i in range(13)), point_time_s=2.5, stage_budget_s=CPU_FULL_BUDGETS)
     if quick:
         return dict(prompt_lens=(512, 2048), contexts=(512, 2048), batch_context=1024, batch_cap=64,
                     generate_prompt=512, generate_tokens=32, roofline_ms=(1, 16, 256, 4096),
-                    point_time_s=1.0)
+                    point_time_s=1.0, stage_budget_s=GPU_QUICK_BUDGETS)
     return dict(prompt_lens=(128, 256, 512, 1024, 2048, 4096, 8192),
                 contexts=(128, 512, 1024, 2048, 4096, 8192), batch_context=1024, batch_cap=256,
                 generate_prompt=1024, generate_tokens=64, roofline_ms=tuple(2 ** i for i in range(13)),
-                point_time_s=2.0)
+                point_time_s=2.0, stage_budget_s=GPU_FULL_BUDGETS)
 
 
 TINY_SWEEPS = dict(prompt_lens=(64, 512), contexts=(64, 512), batch_context=64, batch_cap=16,
-                   generate_prompt=32, generate_tokens=8, roofline_ms=(1, 16, 256), point_time_s=0.2)
+                   generate_prompt=32, generate_tokens=8, roofline_ms=(1, 16, 256), point_time_s=0.2,
+                   stage_budget_s=TINY_BUDGETS)
 
 
 def make_plan(kind: str, dtype: str, *, quick: bool = False, model=None, cache_bytes: float = 0.0,

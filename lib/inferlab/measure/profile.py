@@ -87,7 +87,7 @@ def _median_round(rounds):
 def measure_profile(cfg: ModelConfig, kind: str, dtype: str, *, max_tokens: int, max_batch: int,
                     max_kv_positions: int, e2e_sizes=(), cache_bytes: float = 0.0,
                     pool_bytes: float = 1e9, point_time_s: float = 0.5, seed: int = 0,
-                    progress=None, rounds: int = PROFILE_ROUNDS, after_round=None) -> dict:
+                    budget=None, rounds: int = PROFILE_ROUNDS, after_round=None) -> dict:
     """The profile of `cfg` in `dtype` on `kind`, sized to predict passes of up to `max_tokens`
     tokens, decode batches up to `max_batch` and `max_kv_positions` cached positions per step.
     `e2e_sizes`: the sizes (M, S, B x context) of the end-to-end points, to record disjointness.
@@ -99,27 +99,45 @@ def measure_profile(cfg: ModelConfig, kind: str, dtype: str, *, max_tokens: int,
     unlike the fastest round, the median does not bias the profile towards the machine's best
     moments.
     after_round(r), if given, is called after each round r (e.g. to time the residual's probes
-    under the same drift: time_probes)."""
-    done = []
+    under the same drift: time_probes).
+    budget (a measure.budget.StageBudgets, its stage started): a round after the first is taken only if it fits
+    in what is left, predicted as the last round's time plus the shortest after_round so far, the first one not
+    counted (a compiled step compiles there); the rounds left out are recorded there. `rounds` in the
+    result is the number taken, `rounds_planned` the number asked for.
+    Reason: the profile's sizes, buffers and timing are one call's scenario (14 parameters); kept flat because
+    the suite and the serving validation call it with keywords."""
+    import time
+
+    clock = budget.clock if budget is not None else time.perf_counter
+    done, round_s, after_s = [], [], []
     for r in range(int(rounds)):
+        if r and budget is not None:
+            need_s = round_s[-1] + (min(after_s[1:]) if len(after_s) > 1 else 0.0)
+            if not budget.fits(need_s):
+                budget.skip(f"profile rounds {r + 1}-{int(rounds)} of {int(rounds)} (one takes ~{need_s:.0f} s)")
+                break
+        t0 = clock()
         done.append(_profile_round(cfg, kind, dtype, max_tokens=max_tokens, max_batch=max_batch,
-                                   max_kv_positions=max_kv_positions, e2e_sizes=e2e_sizes,
+                                   max_kv_positions=max_kv_positions,
                                    cache_bytes=cache_bytes, pool_bytes=pool_bytes,
-                                   point_time_s=point_time_s, seed=seed,
-                                   progress=progress if r == 0 else None))
+                                   point_time_s=point_time_s, seed=seed))
+        t1 = clock()
+        round_s.append(t1 - t0)
         if after_round is not None:
             after_round(r)
+            after_s.append(clock() - t1)
     out = _median_round(done)
     mid = sorted(done, key=lambda d: d["overhead_s"])[(len(done) - 1) // 2]
     out["overhead_s"], out["overhead"] = mid["overhead_s"], mid["overhead"]
-    out["rounds"] = int(rounds)
+    out["rounds"] = len(done)
+    out["rounds_planned"] = int(rounds)
+    _disjointness(out, e2e_sizes)
     return out
 
 
 def _profile_round(cfg: ModelConfig, kind: str, dtype: str, *, max_tokens: int, max_batch: int,
-                   max_kv_positions: int, e2e_sizes=(), cache_bytes: float = 0.0,
-                   pool_bytes: float = 1e9, point_time_s: float = 0.5, seed: int = 0,
-                   progress=None) -> dict:
+                   max_kv_positions: int, cache_bytes: float = 0.0,
+                   pool_bytes: float = 1e9, point_time_s: float = 0.5, seed: int = 0) -> dict:
     """One round of measure_profile."""
     import torch
     import torch.nn.functional as F
@@ -136,10 +154,6 @@ def _profile_round(cfg: ModelConfig, kind: str, dtype: str, *, max_tokens: int, 
     def warm(fn, pool):  # every new buffer read once, untimed, before any timed call (see below)
         warm_rotation(fn, pool)
 
-    def tick():
-        if progress is not None:
-            progress()
-
     out = {"method": __doc__.split("\n\n")[0], "dtype": dtype, "linear": {}, "attention": {},
            "elementwise": {}}
     # Linear layers ------------------------------------------------------------------------------
@@ -155,7 +169,6 @@ def _profile_round(cfg: ModelConfig, kind: str, dtype: str, *, max_tokens: int, 
             t = timed(F.linear, probe.pool(m))
             pts.append(_point(m, linear_cost(m, k, n, prec), t))
             probe.release_inputs()
-            tick()
         out["linear"][key] = pts
         del probe
     # Attention -----------------------------------------------------------------------------------
@@ -177,7 +190,6 @@ def _profile_round(cfg: ModelConfig, kind: str, dtype: str, *, max_tokens: int, 
         t = timed(fn, pool)
         pre.append(_point(s, attn_cost(s, 0), t))
         del pool
-        tick()
     dec = []
     for c in profile_sizes(1, max_kv_positions):
         blk = 2 * hk * c * hd * torch.tensor([], dtype=tdt).element_size()
@@ -189,7 +201,6 @@ def _profile_round(cfg: ModelConfig, kind: str, dtype: str, *, max_tokens: int, 
         t = timed(fn, pool)
         dec.append(_point(c, attn_cost(1, c - 1), t))
         del pool
-        tick()
     out["attention"] = {"prefill": pre, "decode": dec}
     # Uncounted elementwise work ------------------------------------------------------------------
     layer_pts, head_pts, sample_pts = [], [], []
@@ -201,7 +212,6 @@ def _profile_round(cfg: ModelConfig, kind: str, dtype: str, *, max_tokens: int, 
         toks = [torch.randint(0, cfg.vocab_size, (1, tokens), generator=gen, device=kind) for _ in range(2)]
         t = timed(lambda tok: norm(emb(tok)[:, -1:]), toks)
         head_pts.append({"tokens": tokens, "time_s": t.median_s, "timing": t.to_dict()})
-        tick()
     for b in profile_sizes(1, max_batch):
         logits = [random_tensor((b, 1, cfg.vocab_size), dtype, kind, gen) for _ in range(2)]
         t = timed(lambda z: z.argmax(-1), logits)
@@ -210,10 +220,15 @@ def _profile_round(cfg: ModelConfig, kind: str, dtype: str, *, max_tokens: int, 
     del emb
     # Fixed per-step overhead ---------------------------------------------------------------------
     out["overhead_s"], out["overhead"] = step_overhead(cfg, kind, dtype, seed=seed, point_time_s=point_time_s)
-    tick()
+    return out
+
+
+def _disjointness(out: dict, e2e_sizes) -> None:
+    """Record in a profile which of its sizes the end-to-end points share (`disjoint` checks the rule)."""
     linear_rows = {p["size"] for pts in out["linear"].values() for p in pts}
-    sizes = sorted(linear_rows | {p["size"] for p in pre} | {p["size"] for p in dec}
-                   | {p["tokens"] for p in layer_pts})
+    att = out["attention"]
+    sizes = sorted(linear_rows | {p["size"] for p in att["prefill"]} | {p["size"] for p in att["decode"]}
+                   | {p["tokens"] for p in out["elementwise"]["layer"]})
     e2e = sorted({int(x) for x in e2e_sizes})
     shared = sorted(set(sizes) & set(e2e))
     out["sizes"] = sizes
@@ -222,7 +237,6 @@ def _profile_round(cfg: ModelConfig, kind: str, dtype: str, *, max_tokens: int, 
     out["disjoint"] = all(s <= KERNEL_SWITCH_ROWS and s in linear_rows for s in shared)
     out["disjoint_rule"] = (f"profile sizes are disjoint from the end-to-end points except linear row "
                             f"counts <= {KERNEL_SWITCH_ROWS}, timed at every count because kernels switch there")
-    return out
 
 
 def elementwise_layer(cfg: ModelConfig, tokens: int, kind: str, dtype: str, gen):

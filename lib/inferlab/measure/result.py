@@ -190,6 +190,12 @@ def _ratio(p):
 
 
 def format_result(r: SuiteResult) -> str:
+    """Everything measured, beside the library's predictions, as plain text (SuiteResult.table)."""
+    return "\n".join(_head_lines(r) + _sweep_lines(r) + _efficiency_lines(r) + _tail_lines(r))
+
+
+def _head_lines(r: SuiteResult) -> list:
+    """The device, software, model, dtype and decode step, the ceilings and the datasheet."""
     d, c, ce, s = r.device, r.data["config"], r.data["ceilings"], r.summary
     m = c["model"]
     cfg = r.model()
@@ -206,7 +212,8 @@ def format_result(r: SuiteResult) -> str:
              f"model     {m['name']}: d={m['d_model']} L={m['n_layers']} heads={m['n_heads']}/{m['n_kv_heads']} "
              f"d_ff={m['d_ff']} vocab={m['vocab_size']}; {cfg.n_params / 1e9:.3f} B params, "
              f"{wb / GB:.2f} GB of weights" + (f" ({wb / cache:.1f}x the cache)" if cache else ""),
-             f"dtype     {c['dtype']} ({c['dtype_reason']}); decode step: {c['decode_mode']}"]
+             f"dtype     {c['dtype']} ({c['dtype_reason']}); decode step: "
+             + ((c.get("decode_step") or {}).get("timed") or c['decode_mode'])]
     rates = ", ".join(f"{k} {v / 1e12:.3g} TFLOP/s" for k, v in ce["matmul_flops_per_s"].items())
     bw = ce["copy_bytes_per_s"]
     peak = ce["matmul_flops_per_s"][c["dtype"]]
@@ -246,7 +253,13 @@ def format_result(r: SuiteResult) -> str:
         lines.insert(0, "INVALID RUN: " + "; ".join(s.get("invalid_reasons") or []))
     if d["kind"] == "cpu":
         lines.append("'others %': share of the CPUs other processes used while a point was timed")
+    return lines
 
+
+def _sweep_lines(r: SuiteResult) -> list:
+    """The measured roofline, TTFT, ITL, the one request and the batch sweep, each as a table."""
+    c = r.data["config"]
+    lines = []
     roof = r.points("roofline")
     if roof:
         lines += ["", f"measured roofline: M rows x ({roof[0]['d']} x {roof[0]['f']}) weight, {c['dtype']}",
@@ -301,6 +314,13 @@ def format_result(r: SuiteResult) -> str:
                                p["median_s"] / p["predicted_s"], _ms(p.get("calibrated_s")), _ratio(p),
                                p["mbu"], p["mfu"], _busy(p)) for p in batch],
                              ("d", ".4g", ",.0f", ".4g", ",.0f", ".2f", ".4g", ".2f", ".2f", ".2f", ".0f"))]
+    return lines
+
+
+def _efficiency_lines(r: SuiteResult) -> list:
+    """MBU, MFU, the drift probes and the prediction errors."""
+    c, s = r.data["config"], r.summary
+    lines = []
     lines += ["", "efficiency (ratios to the ceilings measured in this run)"]
     tgt = s.get("targets") or {}
     if s.get("mbu_b1") is not None:
@@ -341,6 +361,13 @@ def format_result(r: SuiteResult) -> str:
             lines.append(f"  profile shapes disjoint from these points: {prof.get('disjoint')}"
                          + (f" (linear rows {', '.join(map(str, shared))} shared: kernels switch there)"
                             if shared else ""))
+    return lines
+
+
+def _tail_lines(r: SuiteResult) -> list:
+    """Memory capacity, the checks and the run's notes."""
+    s = r.summary
+    lines = []
     mc = s.get("memory_capacity")
     if mc and mc.get("device_total_bytes"):
         lines.append(f"memory capacity: {mc['device_total_bytes'] / GB:.2f} GB ({mc['source']})"
@@ -354,7 +381,7 @@ def format_result(r: SuiteResult) -> str:
     notes = r.data.get("notes") or []
     if notes:
         lines += ["", "notes"] + [f"  - {n}" for n in notes]
-    return "\n".join(lines)
+    return lines
 
 
 def recorded_summary(runs) -> str:
