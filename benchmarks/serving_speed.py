@@ -14,6 +14,7 @@ import time
 
 from inferlab.serving import (ChunkedPrefill, ContinuousBatching, LengthDist, PrefillFirst,
                               StaticBatching, simulate, synthetic)
+from inferlab.specs import get_accelerator, get_model
 
 TARGET_S_PER_10K = 2.0
 
@@ -31,10 +32,11 @@ def main(argv=None) -> int:
                   output=LengthDist("lognormal", 128, cv=1.0, low=1, high=2048), seed=0)
     print(f"{args.requests} requests at {args.rate:g}/s, {args.model} on {args.gpu}; one run per policy")
     print(f"{'policy':34s} {'steps':>8s} {'seconds':>8s} {'requests/s':>11s} {'s per 10k / 2 s':>16s}")
+    model, gpu = get_model(args.model), get_accelerator(args.gpu)  # names resolved here, at the edge
     for policy in (ContinuousBatching(), PrefillFirst(), ChunkedPrefill(token_budget=512),
                    StaticBatching(32, timeout_s=0.05)):
         t0 = time.perf_counter()
-        r = simulate(w, args.model, args.gpu, policy)
+        r = simulate(w, model, gpu, policy)
         s = r.summary()  # percentiles included in the timing: a user always asks for them
         elapsed = time.perf_counter() - t0
         steps = len(r.traces[0].step_s)

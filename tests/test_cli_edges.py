@@ -70,7 +70,7 @@ def test_an_option_beyond_what_the_run_can_hold_is_refused_by_name(argv, words, 
     (["serving", "validate", "--max-len", "100000000000"], ["GB", "--max-len"]),
 ])
 def test_validate_refuses_bad_options_before_its_minute_of_profiling(argv, words, capsys, monkeypatch):
-    from inferlab.serving import validate
+    from inferlab.serving.study import validate
 
     def profiled(**kw):
         raise AssertionError("validate() started (the profile) before every option was checked")

@@ -11,7 +11,7 @@ from inferlab.cli import main
 from inferlab.measure.plan import TINY_MODEL
 from inferlab.model import build_model
 from inferlab.serving import Workload, simulate
-from inferlab.serving.live import Segment, SlottedKVCache, ragged_forward, run_live
+from inferlab.serving.study.live import Segment, SlottedKVCache, ragged_forward, run_live
 from inferlab.serving.policies import ChunkedPrefill, ContinuousBatching, PrefillFirst
 from inferlab.specs import get_accelerator
 from inferlab.input_checks import DoesNotFitError
@@ -175,8 +175,8 @@ class Recorder:
     def __init__(self):
         self.calls = []
 
-    def __call__(self, tokens, logits, pairs, kv):
-        self.calls.append((int(tokens), int(logits), float(pairs), float(kv)))
+    def step_time_s(self, step, t_s):
+        self.calls.append((int(step.tokens), int(step.sampled), float(step.attn_pairs), float(step.attn_kv_tokens)))
         return 1e-3
 
 

@@ -5,8 +5,10 @@ of exactly 1 s per step (whatever the step holds), so every time below is a coun
 import numpy as np
 import pytest
 
-from inferlab.serving import ChunkedPrefill, ContinuousBatching, StaticBatching, Workload, lab, simulate, validate
+from inferlab.serving import ChunkedPrefill, ContinuousBatching, StaticBatching, Workload, lab, simulate
+from inferlab.serving.study import validate
 from inferlab.serving.metrics import SLO
+from inferlab.serving.study.checks import SimSetup
 from inferlab.specs import get_accelerator, get_model
 
 M, G = get_model("llama-2-13b-book"), get_accelerator("h100-sxm")
@@ -18,8 +20,8 @@ class OneSecond:
     def __init__(self):
         self.steps = []
 
-    def __call__(self, tokens, logits, pairs, kv):
-        self.steps.append((tokens, logits, pairs, kv))
+    def step_time_s(self, step, t_s):
+        self.steps.append((step.tokens, step.sampled, step.attn_pairs, step.attn_kv_tokens))
         return 1.0
 
 
@@ -214,8 +216,8 @@ def test_capacity_is_requests_over_the_last_finish():
     # Capacity 64 / 6 s, not 64 / the mean finish (4.5 s).
     from inferlab.serving.workload import LengthDist
     from inferlab.specs import BF16
-    cap = validate.capacity_requests_per_s(OneSecond(), M, G, ContinuousBatching(max_num_seqs=32), BF16,
-                                           LengthDist("fixed", 4), LengthDist("fixed", 3), 10_000, 16)
+    setup = SimSetup(M, G, ContinuousBatching(max_num_seqs=32), BF16, 10_000, 16)
+    cap = validate.capacity_requests_per_s(setup, OneSecond(), LengthDist("fixed", 4), LengthDist("fixed", 3))
     assert cap == pytest.approx(64 / 6)
 
 
@@ -223,16 +225,13 @@ def test_step_errors_median_and_p90():
     # Ten steps measured at 1 s, predicted 1.0, 1.1, ..., 1.9 s: |predicted / measured - 1| = 0 .. 0.9;
     # median 0.45, p90 0.81 (numpy's linear interpolation: 0.8 + 0.1 x 0.1), median ratio 1.45.
     class Live:
-        steps = {"n_decode": [1] * 10, "decode_kv_tokens": [1.0] * 10, "logits": [1] * 10, "step_s": [1.0] * 10}
+        steps = {"n_decode": [1] * 10, "decode_kv_tokens": [1.0] * 10, "logits": [1] * 10, "step_s": [1.0] * 10,
+                 "start_s": [float(i) for i in range(10)]}
         chunks = [[] for _ in range(10)]
 
     class Pred:
-        def __init__(self):
-            self.k = 0
-
-        def step(self, n, kv, chunks, logits):
-            self.k += 1
-            return 1.0 + (self.k - 1) / 10
+        def step_time_s(self, step, t_s):  # step i starts at i s: predicted 1 + i / 10
+            return 1.0 + t_s / 10
     e = validate.step_errors(Live(), Pred())
     assert e["n"] == 10
     assert e["median_abs"] == pytest.approx(0.45) and e["p90_abs"] == pytest.approx(0.81)

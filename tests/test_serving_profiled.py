@@ -7,7 +7,8 @@ from inferlab.measure import calibrate
 from inferlab.measure.calibrate import linear_shapes, shape_key
 from inferlab.roofline import roofline_time_s
 from inferlab.serving import PrefillFirst, Workload, simulate
-from inferlab.serving.profiled import ProfileStepTime
+from inferlab.serving.study.profiled import ProfileStepTime
+from inferlab.serving.steptime import StepShape
 from inferlab.specs import Accelerator, ModelConfig, Precision
 
 FP32 = Precision("fp32", "fp32", "fp32")
@@ -66,7 +67,7 @@ def test_a_mixed_step_by_hand():
                 + 2 * _attn_roof(1, 199, L) / 0.25           # 2 decode attentions at the mean context 200
                 + _attn_roof(10, 0, L) / 0.25                # the chunk's causal attention
                 + 1e-4)
-    assert st.step(2, 400.0, [(10, 0)], 3) == pytest.approx(expected, rel=1e-9)
+    assert st.step_time_s(StepShape(2, 400.0, ((10, 0),), 3), 0.0) == pytest.approx(expected, rel=1e-9)
     # A chunk after a prefix (q = 5 after p = 10) is costed as its own pairs and keys, at the efficiency
     # profiled for prefill (constant here); a one-token chunk is a decode attention.
     assert st.chunk_attention_s(5, 10) == pytest.approx(_attn_roof(5, 10, L) / 0.25, rel=1e-9)
@@ -123,7 +124,8 @@ def test_the_pass_residual_is_a_fixed_cost_of_every_step():
     base = ProfileStepTime(prof, CFG, FP32, ACC)
     prof["residual_s"] = 2e-3
     with_residual = ProfileStepTime(prof, CFG, FP32, ACC)
-    for args in ((2, 400.0, [(10, 0)], 3), (1, 50.0, [], 1), (0, 0.0, [(64, 0)], 1)):
-        assert with_residual.step(*args) - base.step(*args) == pytest.approx(2e-3, rel=1e-9)
+    for args in ((2, 400.0, ((10, 0),), 3), (1, 50.0, (), 1), (0, 0.0, ((64, 0),), 1)):
+        s = StepShape(*args)
+        assert with_residual.step_time_s(s, 0.0) - base.step_time_s(s, 0.0) == pytest.approx(2e-3, rel=1e-9)
     assert calibrate.calibrated_time_s(prof, CFG, FP32, ACC, 1, 1, 9) == pytest.approx(
         calibrate.calibrated_time_s({**prof, "residual_s": 0.0}, CFG, FP32, ACC, 1, 1, 9) + 2e-3, rel=1e-12)

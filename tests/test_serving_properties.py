@@ -61,11 +61,18 @@ def test_every_request_is_served_in_order_of_events_within_the_pool(w, policy, k
         assert r.preemptions.sum() == 0
 
 
-def test_a_custom_step_time_function_is_used():
+class TenMs:
+    def step_time_s(self, step, t_s):
+        return 0.010
+
+
+def test_a_custom_step_time_model_is_used():
     # A flat 10 ms per step: a request of 5 output tokens alone takes 1 prefill step + 4 decode steps.
     w = Workload(np.array([0.0]), np.array([100]), np.array([5]))
-    r = simulate(w, M, G, ContinuousBatching(), step_time=lambda tokens, logits, pairs, kv: 0.010)
+    r = simulate(w, M, G, ContinuousBatching(), step_time=TenMs())
     assert r.ttft_s[0] == pytest.approx(0.010)
     assert r.e2e_s[0] == pytest.approx(0.050)
     with pytest.raises(ValueError, match="step_time"):
         simulate(w, M, G, step_time=0.01)
+    with pytest.raises(ValueError, match="step_time_s"):  # a bare function is not a step-time model
+        simulate(w, M, G, step_time=lambda tokens, logits, pairs, kv: 0.010)

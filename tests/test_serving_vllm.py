@@ -12,9 +12,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from inferlab.serving.engines import vllm as V
+from inferlab.serving.study.engines import vllm as V
 from inferlab.serving.policies import VllmV1
+from inferlab.serving.steptime import StepShape
 from inferlab.serving.workload import Workload
+
+
+class _OneSecond:
+    def step_time_s(self, step, t_s):
+        return 1.0
 
 ROOT = Path(__file__).resolve().parent.parent
 REAL = ROOT / "data" / "measurements" / "serving" / "vllm" / "bench-serve-random-4rps-20.json"
@@ -142,7 +148,7 @@ def test_serving_compare_simulates_a_real_result_at_its_own_arrivals(capsys):
 
 # -- the calibration ------------------------------------------------------------------------------------------
 def test_calibration_workload_and_its_steps_by_hand():
-    from inferlab.serving import validate as v
+    from inferlab.serving.study import validate as v
     s = V.VllmSettings(max_num_seqs=2, max_num_batched_tokens=16)
     w, groups = v.vllm_calibration_workload(s)
     lone = [n for n in v.VLLM_CAL_LONE if n <= 16]                      # 8 and 16 tokens
@@ -172,16 +178,16 @@ def test_calibration_workload_and_its_steps_by_hand():
     res = SimResult(w.arrival_s, w.prompt_tokens, w.output_tokens, np.full(n, np.nan), w.arrival_s + ttft,
                     finish, np.zeros(n, int), np.zeros(n, int), itls, (ReplicaTrace(*(np.zeros(0),) * 5, 1),))
     steps, dur = v.vllm_calibration_steps(res, groups)
-    assert steps[0] == (0, 0.0, [(8, 0)], 1) and dur[0] == pytest.approx(0.01)
-    assert steps[1] == (0, 0.0, [(16, 0)], 1) and dur[1] == pytest.approx(0.02)
-    dec = [(s_, d) for s_, d in zip(steps, dur) if s_[0] > 0]
+    assert steps[0] == StepShape(0, 0.0, ((8, 0),), 1) and dur[0] == pytest.approx(0.01)
+    assert steps[1] == StepShape(0, 0.0, ((16, 0),), 1) and dur[1] == pytest.approx(0.02)
+    dec = [(s_, d) for s_, d in zip(steps, dur) if s_.decode_seqs > 0]
     assert len(dec) == len(bursts) * v.VLLM_CAL_BURST_REPEATS  # one mean step per burst
     # burst of 2 prompts of P: N - 1 decode steps reading P + 1 .. P + N - 1 keys each: mean P + N / 2;
     # its members' last tokens 4 and 5 ms x (N - 1) after the 16-token lone TTFT: median 4.5 ms per step.
     # Alone (b = 1): 2 ms per step.
-    assert [x for x in dec if x[0][0] == 2][0][0] == (2, 2 * (p + out / 2), [], 2)
-    assert [x for x in dec if x[0][0] == 2][0][1] == pytest.approx(4.5e-3)
-    assert [x for x in dec if x[0][0] == 1][0][1] == pytest.approx(2e-3)
+    assert [x for x in dec if x[0].decode_seqs == 2][0][0] == StepShape(2, 2 * (p + out / 2), (), 2)
+    assert [x for x in dec if x[0].decode_seqs == 2][0][1] == pytest.approx(4.5e-3)
+    assert [x for x in dec if x[0].decode_seqs == 1][0][1] == pytest.approx(2e-3)
 
 
 # -- the server's lifecycle, on a stand-in server (no vLLM needed) --------------------------------------------
@@ -306,7 +312,7 @@ DEV = ROOT / "data" / "measurements" / "serving" / "vllm" / "development"
 
 @pytest.mark.parametrize("name", ["vllm-tiny-dev.json", "vllm-tiny-dev-2.json"])
 def test_the_development_record_is_in_the_validation_schema_with_vllms_settings(name):
-    from inferlab.serving import validate as v
+    from inferlab.serving.study import validate as v
     rec = json.loads((DEV / name).read_text())
     assert rec["schema"] == "inferlab.serving.validate/1" and v.record_engine(rec) == "vllm"
     assert rec["summary"]["engine_version"] == V.VLLM_VERSION == rec["versions"]["vllm"]
@@ -338,7 +344,7 @@ def test_emitted_tokens_count_as_vllms_histogram_does_by_hand():
     # decode: 2; step 4 A decodes: 1
     ab = Workload(np.zeros(2), np.array([10, 5]), np.array([3, 2]))
     r = simulate(ab, TINY_MODEL, get_accelerator("h100-sxm"), VllmV1(token_budget=8, max_num_seqs=4),
-                 kv_blocks=64, block_tokens=16, watermark=0.0, step_time=lambda *a: 1.0)
+                 kv_blocks=64, block_tokens=16, watermark=0.0, step_time=_OneSecond())
     assert V.emitted_tokens(r).tolist() == [0, 17, 2, 1]
 
 

@@ -11,7 +11,7 @@ from inferlab.specs import get_accelerator
 
 
 class OneSecond:
-    def __call__(self, tokens, logits, attn_pairs, attn_kv_tokens):
+    def step_time_s(self, step, t_s):
         return 1.0
 
 

@@ -81,7 +81,7 @@ def verdict_counts() -> str:
 
 def simulator_vs_transformers() -> str:
     """The judged prediction's rows of the recorded transformers repeats (validate.repeats_markdown)."""
-    from inferlab.serving import validate
+    from inferlab.serving.study import validate
     lines = validate.repeats_markdown(validate.recorded(engine="transformers")).splitlines()
     return "\n".join(lines[:2] + [line for line in lines[2:] if "(judged)" in line]) + "\n"
 
@@ -90,7 +90,7 @@ VLLM_RECORDS = ROOT / "data" / "measurements" / "serving" / "vllm"
 
 
 def _vllm_table(folder) -> str:
-    from inferlab.serving.engines.vllm import runs_markdown
+    from inferlab.serving.study.engines.vllm import runs_markdown
     records = [json.loads(p.read_text(encoding="utf-8")) for p in Path(folder).glob("*.json")]
     return runs_markdown(sorted(records, key=lambda r: r["created"])) + "\n"
 

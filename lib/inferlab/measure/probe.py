@@ -2,7 +2,7 @@
 
 One kernel serves three timings: the operator profile's linear layers (measure.profile), the drift
 probe beside each end-to-end point (measure.drift) and the host-speed probe at every step of a live
-engine (serving.hostspeed). Each wants what the model's pass sees: a weight read from memory, never
+engine (serving.study.hostspeed). Each wants what the model's pass sees: a weight read from memory, never
 from a cache that a repeated call on one buffer would warm.
 
     copies  = ceil(2 x cache_bytes / weight bytes) + 1, at least 2, at most MAX_COPIES, and at most

@@ -9,7 +9,7 @@ serves a workload for real on the torch decoder with the same scheduling, on the
 Face transformers' continuous batching (`engines.transformers_cb`, imported only when used).
 """
 from inferlab.serving.kv import blocks_for, kv_capacity_blocks
-from inferlab.serving.live import LiveResult, run_live
+from inferlab.serving.study.live import LiveResult, run_live
 from inferlab.serving.metrics import SLO, SimResult
 from inferlab.serving.policies import (ChunkedPrefill, ContinuousBatching, PrefillFirst,
                                        StaticBatching, make_policy)

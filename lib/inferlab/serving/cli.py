@@ -227,7 +227,7 @@ def _cmd_serve(args) -> int:
 
 
 def _cmd_serve_live(args) -> int:
-    from inferlab.serving.live import LIVE_DEVICES, LIVE_DTYPES, LIVE_POLICIES, run_live
+    from inferlab.serving.study.live import LIVE_DEVICES, LIVE_DTYPES, LIVE_POLICIES, run_live
     from inferlab.serving.metrics import SLO
     from inferlab.input_checks import writable_file
     for name in SIM_ONLY:
@@ -341,20 +341,17 @@ def _cmd_compare(args) -> int:
 
 
 # `serving validate` serves each of its rates live, on the wall clock: --requests requests each (default
-# serving.validate.REQUESTS_PER_RATE) or every arrival within --duration seconds. An hour per rate is
+# serving.study.validate.REQUESTS_PER_RATE) or every arrival within --duration seconds. An hour per rate is
 # the longest --duration it accepts.
 VALIDATE_MAX_DURATION_S = 3600.0
-VALIDATE_MAX_REQUESTS = 10_000  # requests per rate (serving.validate's own limit)
+VALIDATE_MAX_REQUESTS = 10_000  # requests per rate (serving.study.validate's own limit)
 
 
-def _cmd_validate(args) -> int:
-    from inferlab.serving import validate as v
-    from inferlab.serving.live import LIVE_DEVICES, LIVE_DTYPES, LIVE_POLICIES
-    from inferlab.serving.workload import LengthDist
-    from inferlab.input_checks import writable_file
-    if args.out:
-        writable_file("--out", args.out)
-    from inferlab.serving.engines import ENGINES
+def _validate_engine_options(args, v) -> tuple:
+    """`serving validate`'s engine and what it allows (--policy, --step-model, --dtype, --device, --model,
+    --duration); returns (engine, policy), or a one-line error naming the option."""
+    from inferlab.serving.study.live import LIVE_DTYPES, LIVE_POLICIES
+    from inferlab.serving.study.engines import ENGINES
     engine = choice("--engine", args.engine, ENGINES)
     policy = choice("--policy", args.policy, LIVE_POLICIES)
     if args.step_model is not None:
@@ -374,11 +371,22 @@ def _cmd_validate(args) -> int:
             raise ValueError("--engine vllm serves --requests requests at each rate; leave out --duration")
         args.device = "cpu"
     if engine == "transformers":
-        from inferlab.serving.engines.transformers_cb import DTYPES
+        from inferlab.serving.study.engines.transformers_cb import DTYPES
         choice("--dtype", args.dtype, ("auto",) + tuple(DTYPES))
         if args.device not in ("cpu", "auto"):
             raise ValueError(f"--engine transformers runs on the cpu only; got --device {args.device!r}")
         args.device = "cpu"
+    return engine, policy
+
+
+def _cmd_validate(args) -> int:
+    from inferlab.serving.study import validate as v
+    from inferlab.serving.study.live import LIVE_DEVICES
+    from inferlab.serving.workload import LengthDist
+    from inferlab.input_checks import writable_file
+    if args.out:
+        writable_file("--out", args.out)
+    engine, policy = _validate_engine_options(args, v)
     if args.max_batch_tokens is None:
         args.max_batch_tokens = v.MAX_BATCH_TOKENS
     positive_int("--max-batch-tokens", args.max_batch_tokens)
@@ -422,7 +430,7 @@ def _cmd_validate(args) -> int:
         raise ValueError(f"--max-len must hold the longest prompt + output (3 x (--prompt + --output) = "
                          f"{3 * (args.prompt + args.output)} tokens); got --max-len={args.max_len}")
     from inferlab.measure.plan import resolve_model
-    from inferlab.serving.live import check_live_memory, resolve_device
+    from inferlab.serving.study.live import check_live_memory, resolve_device
     # Before the minute of profiling: the model's name, and whether its weights and KV slots fit.
     cfg = None
     if engine != "vllm":
@@ -435,7 +443,7 @@ def _cmd_validate(args) -> int:
         check_live_memory(cfg, args.max_num_seqs, args.max_len, dtype, device)
     else:
         import sys
-        from inferlab.serving.engines.vllm import ROOT, require_vllm
+        from inferlab.serving.study.engines.vllm import ROOT, require_vllm
         try:
             require_vllm(ROOT)  # before anything runs: the venv and model of `make vllm`
         except RuntimeError as err:
@@ -546,7 +554,7 @@ def register(sub) -> None:
     val.add_argument("--max-batch-tokens", type=int, default=None,
                      help="--engine transformers or vllm: tokens per step (max_batch_tokens, vLLM's "
                           "max_num_batched_tokens; default 64, "
-                          "serving.validate.MAX_BATCH_TOKENS)")
+                          "serving.study.validate.MAX_BATCH_TOKENS)")
     val.add_argument("--rates", default=None,
                      help="requests per second, comma-separated (default: --fractions of the capacity "
                           "the profile predicts)")

@@ -1,7 +1,8 @@
 """One model instance (a replica, tp devices) stepping through requests, iteration by iteration.
 
 Discrete-event, one event per engine step: the scheduler picks the step's work (policies.py), the
-step time comes from a StepTimeModel (steptime.py), and the clock jumps by it. Per-token work is
+step time comes from a StepTimeModel (steptime.py: `step_time_s(StepShape, t_s)`, told the step's
+work and its start), and the clock jumps by it. Per-token work is
 never done in Python: a decoding sequence takes part in every decode step from the one after its
 prefill until it finishes or is preempted, so its token times are a slice of the decode steps'
 end times, and its finish and its next KV block are scheduled by decode-step index.
@@ -32,6 +33,7 @@ from collections import defaultdict, deque
 
 from inferlab.serving.kv import blocks_for
 from inferlab.serving.policies import StaticBatching
+from inferlab.serving.steptime import StepShape
 
 INF = float("inf")
 
@@ -70,10 +72,6 @@ class Replica:
     def __init__(self, step_time, policy, kv_blocks: int, block_tokens: int,
                  watermark_blocks: int = 0, index: int = 0, prefix_caching: bool = False):
         self.step_time, self.policy = step_time, policy
-        # A step-time model with `detailed = True` (serving.profiled) is told each step's sequences;
-        # one with `time_aware = True` (serving.hostspeed) is also told the step's start, t_s=.
-        self.detailed = bool(getattr(step_time, "detailed", False))
-        self.time_aware = bool(getattr(step_time, "time_aware", False))
         self.static = isinstance(policy, StaticBatching)
         self.kind = policy.name
         # chunked prefill off (policies.VllmV1): a prompt joins a step only when all of it fits the budget left
@@ -166,14 +164,6 @@ class Replica:
         else:
             self.free += r.pblocks  # an entry appeared meanwhile: drop this copy, share that one
         self._ref(r, entry)
-
-    def _dt(self, t0, tokens, logits, pairs, kv, n_dec, dec_kv, chunks) -> float:
-        """The step time of a step starting at t0: detailed (sequences) or aggregate, with t_s=t0
-        for a time-aware model."""
-        at = {"t_s": t0} if self.time_aware else {}
-        if self.detailed:
-            return self.step_time.step(n_dec, dec_kv, chunks, logits, **at)
-        return self.step_time(tokens, logits, pairs, kv, **at)
 
     def _log(self, t0, dt, batch, tokens):
         self.log_start.append(t0)
@@ -330,17 +320,11 @@ class Replica:
             return False
 
         n_dec = self.n_dec if do_decode else 0
-        tokens = logits = n_dec
-        pairs = kv = float(self.sum_cache + n_dec) if do_decode else 0.0
-        for r, q in chunks:
-            p = r.done
-            tokens += q
-            pairs += q * p + q * (q + 1) / 2
-            kv += p + q
-            if p + q == r.target:
-                logits += 1
-        dt = self._dt(t0, tokens, logits, pairs, kv, n_dec, float(self.sum_cache + n_dec) if do_decode else 0.0,
-                      [(q, r.done) for r, q in chunks])
+        logits = n_dec + sum(1 for r, q in chunks if r.done + q == r.target)
+        step = StepShape(n_dec, float(self.sum_cache + n_dec) if do_decode else 0.0,
+                         tuple((q, r.done) for r, q in chunks), logits)
+        tokens = n_dec + sum(q for _, q in chunks)
+        dt = self.step_time.step_time_s(step, t0)
         t1 = t0 + dt
         self._log(t0, dt, n_dec + len(chunks), tokens)
 
@@ -395,7 +379,7 @@ class Replica:
             batch.append(r)
         n = len(batch)
         s = max(r.prompt for r in batch)  # prompts padded to the longest
-        dt = self._dt(t0, n * s, n, n * s * (s + 1) / 2, float(n * s), 0, 0.0, [(s, 0)] * n)
+        dt = self.step_time.step_time_s(StepShape(0, 0.0, ((s, 0),) * n, n), t0)
         t1 = t0 + dt
         self._log(t0, dt, n, n * s)
         self.clock = t1
@@ -428,7 +412,7 @@ class Replica:
     def _static_decode(self) -> None:
         t0, n = self.clock, self.n_dec
         ctx = float(self.sum_cache + n)
-        dt = self._dt(t0, n, n, ctx, ctx, n, ctx, [])
+        dt = self.step_time.step_time_s(StepShape(n, ctx, (), n), t0)
         t1 = t0 + dt
         self._log(t0, dt, n, n)
         d = self.d

@@ -12,7 +12,7 @@ from inferlab.serving.engine import Replica, Req
 from inferlab.serving.kv import kv_capacity_blocks
 from inferlab.serving.metrics import ReplicaTrace, SimResult
 from inferlab.serving.policies import ContinuousBatching
-from inferlab.serving.steptime import RooflineStepTime
+from inferlab.serving.steptime import RooflineStepTime, check_step_time
 from inferlab.serving.workload import Workload
 from inferlab.specs import BF16, Accelerator, ModelConfig, Precision, book_scenario, check_accelerator, check_model
 from inferlab.input_checks import choice, fraction, positive_float, positive_int
@@ -30,9 +30,11 @@ def simulate(workload: Workload, model: ModelConfig | None = None, accelerator: 
     None for either is the chapter's scenario (`specs.book_scenario`: Llama-2 13B as the book counts it,
     one H100 SXM), so `simulate(workload)` runs. KV blocks per replica: `kv_blocks`, or what fits beside the
     weights (`kv.kv_capacity_blocks`). watermark: fraction of blocks kept free at admission
-    (vLLM's 1 %). step_time: a StepTimeModel; default the roofline (`RooflineStepTime`).
+    (vLLM's 1 %). step_time: a StepTimeModel (`step_time_s(step, t_s)`); default the roofline (`RooflineStepTime`).
     prefix_caching: reuse the KV blocks of shared prefixes (`Workload.prefix_id`; see engine.py);
-    off, the prefixes are computed in every prefill like any other prompt tokens."""
+    off, the prefixes are computed in every prefill like any other prompt tokens.
+    Reason: the simulator's one entry point, called by keyword from the notebooks, the lab and the CLI;
+    its options are a server's launch flags (vLLM's), each with a working default."""
     if not isinstance(workload, Workload):
         raise ValueError(f"workload must be a serving.Workload; got {type(workload).__name__}")
     if not hasattr(policy, "name"):
@@ -51,9 +53,8 @@ def simulate(workload: Workload, model: ModelConfig | None = None, accelerator: 
         fraction("memory_utilization", memory_utilization)
     if step_time is None:
         step_time = RooflineStepTime(model, acc, precision, tp=tp, mfu=mfu, mbu=mbu)
-    elif not callable(step_time):
-        raise ValueError(f"step_time must be callable(tokens, logits, attn_pairs, attn_kv_tokens); "
-                         f"got {step_time!r}")
+    else:
+        check_step_time("step_time", step_time)
     if not isinstance(prefix_caching, (bool, np.bool_)):
         raise ValueError(f"prefix_caching must be True or False; got {prefix_caching!r}")
     if prefix_caching and policy.name == "static":

@@ -15,13 +15,18 @@ with `pairs` the query-key pairs scored (q*p + q(q+1)/2 per sequence with q new 
 tokens) and K the keys read (p + q per sequence). For a uniform batch this is exactly
 `latency.prefill_time_s` / `latency.decode_step_time_s` (tests check it); for a mixed batch the
 attention of each sequence adds its own pairs and keys, which the same two kernels process.
-Any callable with the signature of `StepTimeModel.__call__` can replace it (a measured profile).
-A model with `time_aware = True` (serving.hostspeed.SpeedTrackedStepTime) is called with one more
-keyword, t_s=, the simulated step's start in seconds: its step time may follow the host over time.
+
+One interface (`StepTimeModel`): the engine describes each step as a `StepShape` (its decoding
+sequences and the keys they read, its prefill chunks, the sequences sampling) and asks
+`step_time_s(step, t_s)`, t_s the step's start on the simulated clock. Every step-time model
+implements that one method: this roofline, `ScaledStepTime` (a what-if), and the measured ones of
+the validation study (`serving.study.profiled`, `serving.study.fitted`, `serving.study.hostspeed`). A model whose
+step time does not depend on when the step runs ignores t_s.
 """
 from __future__ import annotations
 
-from typing import Protocol
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
@@ -34,10 +39,58 @@ from inferlab.units import bytes_per_element
 from inferlab.input_checks import fraction, positive_float
 
 
+@dataclass(frozen=True, slots=True)
+class StepShape:
+    """The work of one engine step: `decode_seqs` sequences decoding one token each over
+    `decode_kv_tokens` keys in all (each its cached keys plus its own new one), prefill `chunks`
+    ((q new tokens, p already cached), ...), and `sampled` sequences sampling a token (every decode,
+    and each prefill whose last chunk runs). The step's totals are derived from them: `tokens` fed
+    (decode_seqs + the q's), `attn_pairs` query-key pairs scored (decode_kv_tokens + q p + q (q + 1) / 2
+    per chunk) and `attn_kv_tokens` keys read (decode_kv_tokens + p + q per chunk)."""
+
+    decode_seqs: int
+    decode_kv_tokens: float
+    chunks: tuple = ()
+    sampled: int = 0
+
+    @property
+    def tokens(self) -> int:
+        return self.decode_seqs + sum(q for q, _ in self.chunks)
+
+    @property
+    def sequences(self) -> int:
+        return self.decode_seqs + len(self.chunks)
+
+    @property
+    def attn_pairs(self) -> float:
+        pairs = float(self.decode_kv_tokens)
+        for q, p in self.chunks:
+            pairs += q * p + q * (q + 1) / 2
+        return pairs
+
+    @property
+    def attn_kv_tokens(self) -> float:
+        kv = float(self.decode_kv_tokens)
+        for q, p in self.chunks:
+            kv += p + q
+        return kv
+
+
+def prefill_shape(prompt_tokens: int) -> StepShape:
+    """One prompt alone, in one step, with nothing cached."""
+    return StepShape(0, 0.0, ((int(prompt_tokens), 0),), 1)
+
+
+def decode_shape(context_tokens: int, batch: int = 1) -> StepShape:
+    """A decode step of `batch` sequences, each reading `context_tokens` keys."""
+    return StepShape(int(batch), float(batch) * context_tokens, (), int(batch))
+
+
+@runtime_checkable
 class StepTimeModel(Protocol):
-    def __call__(self, tokens: int, logits: int, attn_pairs: float, attn_kv_tokens: float) -> float:
-        """Seconds for one step that feeds `tokens` tokens, samples `logits` tokens, scores
-        `attn_pairs` query-key pairs and reads `attn_kv_tokens` cached keys (and values)."""
+    def step_time_s(self, step: StepShape, t_s: float) -> float:
+        """Seconds for the step `step` starting at `t_s` on the simulated clock (seconds since the
+        workload's t0; ignored by a model that does not follow the host over time)."""
 
 
 class RooflineStepTime:
@@ -92,7 +145,17 @@ class RooflineStepTime:
         return 2.0 * max(self._pair_s * attn_pairs,
                          self._q_byte_s * tokens + self._kv_byte_s * attn_kv_tokens)
 
+    def step_time_s(self, step: StepShape, t_s: float) -> float:
+        """The roofline time of `step` (the same at any t_s)."""
+        if not step.chunks:  # a decode-only step: its totals are its decodes' (the common step, kept cheap)
+            kv = float(step.decode_kv_tokens)
+            return self(step.decode_seqs, step.sampled, kv, kv)
+        return self(step.tokens, step.sampled, step.attn_pairs, step.attn_kv_tokens)
+
     def __call__(self, tokens: int, logits: int, attn_pairs: float, attn_kv_tokens: float) -> float:
+        """The module doc's formula from the step's totals: `tokens` fed, `logits` sampled,
+        `attn_pairs` query-key pairs scored, `attn_kv_tokens` keys read (what `step_time_s` reads
+        off a StepShape; kept for the lab's worked numbers)."""
         if tokens >= len(self._linear):
             self._grow_linear(tokens)
         if logits >= len(self._head):
@@ -103,28 +166,26 @@ class RooflineStepTime:
 
     def prefill_s(self, prompt_tokens: int) -> float:
         """One prompt alone, in one step (= latency.prefill_time_s for batch 1)."""
-        s = float(prompt_tokens)
-        return self(int(prompt_tokens), 1, s * (s + 1) / 2, s)
+        return self.step_time_s(prefill_shape(prompt_tokens), 0.0)
 
     def decode_s(self, context_tokens: int, batch: int = 1) -> float:
         """A decode step of `batch` sequences at context `context_tokens` (= decode_step_time_s)."""
-        return self(int(batch), int(batch), float(batch) * context_tokens, float(batch) * context_tokens)
+        return self.step_time_s(decode_shape(context_tokens, batch), 0.0)
 
 
 class ScaledStepTime:
-    """A what-if step time: `base`'s step time x `factor` at every step (1.05: every step 5 % longer).
-    It keeps `base`'s call form: told each step's sequences if `base` is `detailed`, each step's
-    start t_s= if `base` is `time_aware` (serving.hostspeed), and passes both through."""
+    """A what-if step time: `base`'s step time x `factor` at every step (1.05: every step 5 % longer)."""
 
-    def __init__(self, base, factor: float):
-        if not callable(base):
-            raise ValueError(f"base must be a step-time model; got {base!r}")
-        self.base, self.factor = base, positive_float("factor", factor, maximum=1e3)
-        self.detailed = bool(getattr(base, "detailed", False))
-        self.time_aware = bool(getattr(base, "time_aware", False))
+    def __init__(self, base: StepTimeModel, factor: float):
+        self.base, self.factor = check_step_time("base", base), positive_float("factor", factor, maximum=1e3)
 
-    def step(self, *args, **kwargs) -> float:
-        return self.base.step(*args, **kwargs) * self.factor
+    def step_time_s(self, step: StepShape, t_s: float) -> float:
+        return self.base.step_time_s(step, t_s) * self.factor
 
-    def __call__(self, *args, **kwargs) -> float:
-        return self.base(*args, **kwargs) * self.factor
+
+def check_step_time(name: str, model) -> StepTimeModel:
+    """`model` if it is a StepTimeModel (has step_time_s(step, t_s)), else a one-line error naming `name`."""
+    if not isinstance(model, StepTimeModel):
+        raise ValueError(f"{name} must be a step-time model with step_time_s(step: StepShape, t_s: float) "
+                         f"(serving.steptime.StepTimeModel); got {model!r}")
+    return model

@@ -15,7 +15,7 @@ every copy is read once, untimed, before the first timed call, since first reads
 ran slow (measure.drift's docstring). cpu-0.5b in bf16: a 5632 x 2048 weight of 23 MB, ~2.1 ms per
 call standalone on the Xeon VM, 25 copies (24 under the rule this probe had before it was shared).
 
-Where it runs (serving.engines.transformers_cb._instrument): in the engine's own thread, serially,
+Where it runs (serving.study.engines.transformers_cb._instrument): in the engine's own thread, serially,
 once per step, INSIDE the logged step window (after the scheduler has picked the step's batch,
 before its forward). So its cost lands the same way in the calibrations and in the live runs: the
 fitted step time absorbs it (a near-constant term, mostly in the fit's b0), the live tokens are
@@ -33,9 +33,9 @@ that a host at the speed of both calibrations reads 1.0):
 
 (with fewer than `min_samples` samples in the window, the `min_samples` samples nearest t in time).
 The window is centred: the track is built after the run from its whole log, so it has no lag.
-`SpeedTrackedStepTime` makes any step-time model time-aware, fitted step x speed(t) at the
-simulator's own clock t (the step's start), and the simulator's Replica passes t to a model that
-says `time_aware = True`. The simulated clock and the live run share t0 (the workload's
+`SpeedTrackedStepTime` makes any step-time model follow the host, fitted step x speed(t) at the
+simulator's own clock t (the step's start, which the simulator's Replica passes to every
+step-time model). The simulated clock and the live run share t0 (the workload's
 arrivals), so speed(t) is read at the wall-clock moment the live run was in at that simulated time.
 
 What the probe cannot see: a slowdown of the step's other work (attention over the cache, the
@@ -49,6 +49,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from inferlab.input_checks import positive_float, positive_int
+from inferlab.serving.steptime import StepShape, StepTimeModel, check_step_time
 
 SPEED_WINDOW_S = 4.0      # the running median's window: ~25 probes at ~6 steps per second
 SPEED_MIN_SAMPLES = 8     # fewer in the window: the nearest this many
@@ -170,30 +171,16 @@ class SpeedTrack:
 
 
 class SpeedTrackedStepTime:
-    """A time-aware StepTimeModel: `base`'s step time x track.speed_at(t_s), t_s the simulated
-    step's start. Without t_s (a caller that is not time-aware) it is an error, never speed 1."""
+    """A StepTimeModel that follows the host: `base`'s step time x track.speed_at(t_s), t_s the
+    simulated step's start."""
 
-    time_aware = True
-
-    def __init__(self, base, track: SpeedTrack):
-        if not callable(base):
-            raise ValueError(f"base must be a step-time model; got {base!r}")
+    def __init__(self, base: StepTimeModel, track: SpeedTrack):
         if not isinstance(track, SpeedTrack):
             raise ValueError(f"track must be a SpeedTrack; got {type(track).__name__}")
-        self.base, self.track = base, track
-        self.detailed = bool(getattr(base, "detailed", False))
+        self.base, self.track = check_step_time("base", base), track
 
-    @staticmethod
-    def _need(t_s):
-        if t_s is None:
-            raise ValueError("SpeedTrackedStepTime needs each step's start time t_s (a time-aware caller)")
-        return t_s
-
-    def step(self, decode_seqs, decode_kv_tokens, chunks, sampled, t_s=None) -> float:
-        return self.base.step(decode_seqs, decode_kv_tokens, chunks, sampled) * self.track.speed_at(self._need(t_s))
-
-    def __call__(self, tokens, logits, attn_pairs, attn_kv_tokens, t_s=None) -> float:
-        return self.base(tokens, logits, attn_pairs, attn_kv_tokens) * self.track.speed_at(self._need(t_s))
+    def step_time_s(self, step: StepShape, t_s: float) -> float:
+        return self.base.step_time_s(step, t_s) * self.track.speed_at(t_s)
 
 
 def normalized_durations(durations_s, log: ProbeLog) -> np.ndarray:
@@ -225,7 +212,7 @@ def normalized_durations(durations_s, log: ProbeLog) -> np.ndarray:
 # within both bounds 5 of 12 bracketed, 7 of 12 probe-tracked (every step x speed), 6 of 12 with the
 # chunk part unscaled (exponent 0), 9 of 12 with 0.5, 6 of 12 with every part x speed^0.5 (all on
 # raw fits). Frozen before any later run was simulated with it; on the probe-normalized fits it is
-# recorded beside the judged prediction (serving.validate.PREDICTION): 7 of 9 pairs of the three
+# recorded beside the judged prediction (serving.study.validate.PREDICTION): 7 of 9 pairs of the three
 # recorded repeats (...-transformers-...T{0625,0634,0645}.json) within both bounds, against 9 of 9 judged.
 CHUNK_SPEED_EXPONENT = 0.5
 
@@ -244,31 +231,28 @@ class SplitSpeedStepTime:
     steps with a slope near 1 and prefill steps with slopes of 0.1-0.8 (median ~0.5); the exponent is
     CHUNK_SPEED_EXPONENT (see there how it was chosen)."""
 
-    time_aware = True
-
-    def __init__(self, base, track: SpeedTrack, chunk_exponent: float = CHUNK_SPEED_EXPONENT):
-        if not callable(base) or not hasattr(base, "step"):
-            raise ValueError(f"base must be a detailed step-time model (with .step); got {base!r}")
+    def __init__(self, base: StepTimeModel, track: SpeedTrack, chunk_exponent: float = CHUNK_SPEED_EXPONENT):
+        check_step_time("base", base)
         if not isinstance(track, SpeedTrack):
             raise ValueError(f"track must be a SpeedTrack; got {type(track).__name__}")
         if isinstance(chunk_exponent, bool) or not isinstance(chunk_exponent, (int, float)) \
                 or not 0.0 <= chunk_exponent <= 1.0:
             raise ValueError(f"chunk_exponent must be a number in [0, 1]; got {chunk_exponent!r}")
         self.base, self.track, self.chunk_exponent = base, track, float(chunk_exponent)
-        self.detailed = True
 
-    def parts(self, decode_seqs, decode_kv_tokens, chunks, sampled) -> tuple:
+    def parts(self, step: StepShape, t_s: float) -> tuple:
         """(decode part, chunk part) of `base`'s step time, seconds."""
-        full = self.base.step(decode_seqs, decode_kv_tokens, chunks, sampled)
-        if not chunks:
+        full = self.base.step_time_s(step, t_s)
+        if not step.chunks:
             return full, 0.0
-        dec = min(full, self.base.step(decode_seqs, decode_kv_tokens, [], decode_seqs)) if int(decode_seqs) > 0 else 0.0
+        if int(step.decode_seqs) <= 0:
+            return 0.0, full
+        alone = StepShape(step.decode_seqs, step.decode_kv_tokens, (), step.decode_seqs)
+        dec = min(full, self.base.step_time_s(alone, t_s))
         return dec, full - dec
 
-    def step(self, decode_seqs, decode_kv_tokens, chunks, sampled, t_s=None) -> float:
-        s = self.track.speed_at(SpeedTrackedStepTime._need(t_s))
-        dec, chunk = self.parts(decode_seqs, decode_kv_tokens, chunks, sampled)
+    def step_time_s(self, step: StepShape, t_s: float) -> float:
+        s = self.track.speed_at(t_s)
+        dec, chunk = self.parts(step, t_s)
         return dec * s + chunk * s ** self.chunk_exponent
 
-    def __call__(self, tokens, logits, attn_pairs, attn_kv_tokens, t_s=None):
-        raise TypeError("SplitSpeedStepTime needs each step's sequences: use it with the engine's detailed calls")

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from inferlab.serving.fitted import FittedStepTime
+from inferlab.serving.study.fitted import FittedStepTime
 from inferlab.input_checks import positive_int
 
 
@@ -70,7 +70,7 @@ def speed(reference: FittedStepTime, steps: list, durations_s) -> float:
         raise ValueError(f"steps and durations_s must be as long and not empty; got {len(steps)} and {len(y)}")
     if not np.all(np.isfinite(y)) or np.any(y <= 0):
         raise ValueError("durations_s must be positive finite seconds")
-    pred = np.array([reference.step(*s) for s in steps])
+    pred = np.array([reference.step_time_s(s, 0.0) for s in steps])
     if np.any(pred <= 0):
         raise ValueError("the reference fit predicts a step of no time; it cannot set a speed")
     return float(np.median(y / pred))

@@ -1,6 +1,6 @@
 """Step time of an engine fitted to its own timed steps: the simulator stepping on what a real
 engine's forward costs, for an engine whose operators we did not write (transformers' continuous
-batching, `serving.engines.transformers_cb`).
+batching, `serving.study.engines.transformers_cb`).
 
 A step of T tokens from n requests (decoding ones: one query after c cached keys; prefill chunks:
 q queries after p cached keys), K keys read from the paged cache in all (the c's and p's), s
@@ -28,27 +28,26 @@ from __future__ import annotations
 
 import numpy as np
 
+from inferlab.serving.steptime import StepShape, check_step_time
+
 FEATURES = ("step", "tokens", "tokens_over_16", "tokens_over_64", "requests", "cached_keys_read",
             "attention_pairs", "sampled")
 HINGES = (2, 3)  # indices of the slope changes (either sign)
 
 
-def step_features(decode_seqs: int, decode_kv_tokens: float, chunks, sampled: int) -> np.ndarray:
-    """The FEATURES of one step in the engine's StepTimeModel terms: `decode_seqs` sequences
-    decoding over `decode_kv_tokens` keys in all (each its cached keys plus its own), prefill
-    `chunks` [(q new tokens, p cached)], `sampled` sequences sampling."""
-    T = int(decode_seqs) + sum(int(q) for q, _ in chunks)
-    K = float(decode_kv_tokens) - int(decode_seqs) + sum(float(p) for _, p in chunks)
-    n = int(decode_seqs) + len(chunks)
-    return np.array([1.0, T, max(T - 16, 0), max(T - 64, 0), n, K, T * (T + K), float(sampled)])
+def step_features(step: StepShape) -> np.ndarray:
+    """The FEATURES of one step: its decoding sequences over `decode_kv_tokens` keys in all (each its
+    cached keys plus its own), its prefill chunks (q new tokens, p cached), its sampled sequences."""
+    T = int(step.decode_seqs) + sum(int(q) for q, _ in step.chunks)
+    K = float(step.decode_kv_tokens) - int(step.decode_seqs) + sum(float(p) for _, p in step.chunks)
+    n = int(step.decode_seqs) + len(step.chunks)
+    return np.array([1.0, T, max(T - 16, 0), max(T - 64, 0), n, K, T * (T + K), float(step.sampled)])
 
 
 class FittedStepTime:
     """A StepTimeModel (serving.steptime) from coefficients fitted to an engine's timed steps.
 
     coefficients: one per FEATURES entry (seconds per unit); floor_s: the least a step takes."""
-
-    detailed = True
 
     def __init__(self, coefficients, floor_s: float = 0.0, fit: dict | None = None):
         c = np.asarray(coefficients, dtype=float)
@@ -61,8 +60,7 @@ class FittedStepTime:
 
     @classmethod
     def fit(cls, steps: list, durations_s) -> "FittedStepTime":
-        """Least squares over timed steps: `steps` [(decode_seqs, decode_kv_tokens, chunks, sampled)],
-        `durations_s` their measured times. Needs at least 3 steps per coefficient."""
+        """Least squares over timed steps: `steps` [StepShape], `durations_s` their measured times. Needs at least 3 steps per coefficient."""
         y = np.asarray(durations_s, dtype=float)
         if len(steps) != len(y):
             raise ValueError(f"steps and durations_s must be as long; got {len(steps)} and {len(y)}")
@@ -71,7 +69,7 @@ class FittedStepTime:
                              f"steps; got {len(y)}")
         if not np.all(np.isfinite(y)) or np.any(y <= 0):
             raise ValueError("durations_s must be positive finite seconds")
-        X = np.array([step_features(*s) for s in steps])
+        X = np.array([step_features(s) for s in steps])
         scale = np.abs(X).max(axis=0)
         scale[scale == 0] = 1.0
         # relative error matters: weight each step by 1 / its duration. A cost that comes out
@@ -89,7 +87,7 @@ class FittedStepTime:
                 break
             keep[min(negative, key=lambda i: coef[i] * scale[i])] = False
         model = cls(coef, float(y.min()))
-        pred = np.array([model.step(*s) for s in steps])
+        pred = np.array([model.step_time_s(s, 0.0) for s in steps])
         r = pred / y - 1
         model.fit_stats = {"n": int(len(y)), "median_abs": float(np.median(np.abs(r))),
                            "p90_abs": float(np.percentile(np.abs(r), 90)),
@@ -106,24 +104,17 @@ class FittedStepTime:
             raise ValueError(f"a fitted step time needs features {FEATURES}; got {d.get('features')!r}")
         return cls(d["coefficients"], d["floor_s"], d.get("fit"))
 
-    def step(self, decode_seqs: int, decode_kv_tokens: float, chunks, sampled: int) -> float:
-        if int(decode_seqs) + sum(int(q) for q, _ in chunks) <= 0:
+    def step_time_s(self, step: StepShape, t_s: float) -> float:
+        """The fitted time of `step` (the same at any t_s), never below floor_s."""
+        if step.tokens <= 0:
             return 0.0
-        t = float(self.coefficients @ step_features(decode_seqs, decode_kv_tokens, chunks, sampled))
-        return max(t, self.floor_s)
-
-    def __call__(self, tokens: int, logits: int, attn_pairs: float, attn_kv_tokens: float) -> float:
-        """Without the per-sequence detail: `logits` decoding sequences (tokens == logits) or one
-        prefill of `tokens` tokens."""
-        if tokens == logits:
-            return self.step(tokens, attn_kv_tokens, [], logits)
-        return self.step(0, 0.0, [(tokens, 0)], logits)
+        return max(float(self.coefficients @ step_features(step)), self.floor_s)
 
 
 def live_steps(live) -> tuple:
-    """([(decode_seqs, decode_kv_tokens, chunks, sampled)], durations_s) of a LiveResult's steps."""
+    """([StepShape], durations_s) of a LiveResult's steps."""
     st = live.steps
-    steps = [(int(n), float(kv), list(ch), int(lg)) for n, kv, ch, lg in
+    steps = [StepShape(int(n), float(kv), tuple((int(q), int(p)) for q, p in ch), int(lg)) for n, kv, ch, lg in
              zip(st["n_decode"], st["decode_kv_tokens"], live.chunks, st["logits"])]
     return steps, np.asarray(st["step_s"], dtype=float)
 
@@ -137,28 +128,24 @@ class ReplayStepTime:
     step is matched and the latencies then agree, the simulator's schedule is the engine's and the
     error left is the step-time model's; unmatched steps are a scheduling difference."""
 
-    detailed = True
-
     def __init__(self, live, fallback):
         from collections import defaultdict, deque
         steps, durations = live_steps(live)
         self._times = defaultdict(deque)
-        for (n, kv, chunks, _), t in zip(steps, durations):
-            self._times[self.key(n, kv, chunks)].append(float(t))
-        self.fallback = fallback
+        for s, t in zip(steps, durations):
+            self._times[self.key(s)].append(float(t))
+        self.fallback = check_step_time("fallback", fallback)
         self.matched = self.unmatched = 0
 
     @staticmethod
-    def key(decode_seqs, decode_kv_tokens, chunks) -> tuple:
-        return int(decode_seqs), int(round(float(decode_kv_tokens))), tuple((int(q), int(p)) for q, p in chunks)
+    def key(step: StepShape) -> tuple:
+        return (int(step.decode_seqs), int(round(float(step.decode_kv_tokens))),
+                tuple((int(q), int(p)) for q, p in step.chunks))
 
-    def step(self, decode_seqs: int, decode_kv_tokens: float, chunks, sampled: int) -> float:
-        q = self._times.get(self.key(decode_seqs, decode_kv_tokens, chunks))
+    def step_time_s(self, step: StepShape, t_s: float) -> float:
+        q = self._times.get(self.key(step))
         if q:
             self.matched += 1
             return q.popleft()
         self.unmatched += 1
-        return self.fallback.step(decode_seqs, decode_kv_tokens, chunks, sampled)
-
-    def __call__(self, tokens, logits, attn_pairs, attn_kv_tokens):
-        raise TypeError("ReplayStepTime needs each step's sequences: use it with the engine's detailed calls")
+        return self.fallback.step_time_s(step, t_s)

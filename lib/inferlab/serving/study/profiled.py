@@ -2,7 +2,7 @@
 
 A serving step feeds T tokens (one per decoding sequence plus each prefill chunk's tokens) through
 every linear layer as one flat [T, d] matrix, and runs attention once per sequence against its own
-cache (as the live loop, `serving.live`, and paged-attention engines do). From the operator
+cache (as the live loop, `serving.study.live`, and paged-attention engines do). From the operator
 profile of a run (`inferlab.measure.profile`: each operator timed alone on this device):
 
     step_s = sum over linear layers of L * t_linear(op, M = T)          (LM head: M = sequences sampled)
@@ -25,6 +25,7 @@ from __future__ import annotations
 from inferlab.measure.calibrate import _efficiency, attention_time_s, interp_log, linear_shapes, shape_key
 from inferlab.roofline import roofline_time_s
 from inferlab.costs import linear_cost
+from inferlab.serving.steptime import StepShape, decode_shape, prefill_shape
 from inferlab.specs import ModelConfig, Precision
 from inferlab.input_checks import positive_float
 
@@ -35,8 +36,6 @@ class ProfileStepTime:
     profile: the `profile` dict of a measurement run (or of `inferlab serving validate`);
     cfg, precision: the model and dtype it was measured for; accelerator: the measured ceilings
     (the roofline the efficiencies are relative to)."""
-
-    detailed = True  # the engine passes each step's sequences (decode contexts, prefill chunks)
 
     def __init__(self, profile: dict, cfg: ModelConfig, precision: Precision, accelerator, *,
                  per_sequence_s: float = 0.0):
@@ -116,27 +115,19 @@ class ProfileStepTime:
         return t
 
     # -- the StepTimeModel interface ------------------------------------------------------------
-    def step(self, decode_seqs: int, decode_kv_tokens: float, chunks, sampled: int) -> float:
-        """One step: `decode_seqs` sequences decoding over `decode_kv_tokens` keys in all, prefill
-        `chunks` [(q new tokens, p cached tokens)], `sampled` sequences sampling a token."""
-        tokens = int(decode_seqs) + sum(int(q) for q, _ in chunks)
+    def step_time_s(self, step: StepShape, t_s: float) -> float:
+        """One step (the same at any t_s): its decoding sequences over their keys, its prefill
+        chunks (q new tokens, p cached), its sampled sequences."""
+        tokens = step.tokens
         if tokens <= 0:
             return 0.0
-        seqs = int(decode_seqs) + len(chunks)
-        return (self.body_s(tokens) + self.head_s(int(sampled))
-                + self.decode_attention_s(int(decode_seqs), float(decode_kv_tokens))
-                + sum(self.chunk_attention_s(int(q), int(p)) for q, p in chunks)
-                + self.overhead_s + self.per_sequence_s * seqs)
-
-    def __call__(self, tokens: int, logits: int, attn_pairs: float, attn_kv_tokens: float) -> float:
-        """Without the per-sequence detail: the step read as `logits` decoding sequences (if tokens
-        == logits) or as one prefill of `tokens` tokens (otherwise)."""
-        if tokens == logits:
-            return self.step(tokens, attn_kv_tokens, [], logits)
-        return self.step(0, 0.0, [(tokens, 0)], logits)
+        return (self.body_s(tokens) + self.head_s(int(step.sampled))
+                + self.decode_attention_s(int(step.decode_seqs), float(step.decode_kv_tokens))
+                + sum(self.chunk_attention_s(int(q), int(p)) for q, p in step.chunks)
+                + self.overhead_s + self.per_sequence_s * step.sequences)
 
     def prefill_s(self, prompt_tokens: int) -> float:
-        return self.step(0, 0.0, [(int(prompt_tokens), 0)], 1)
+        return self.step_time_s(prefill_shape(prompt_tokens), 0.0)
 
     def decode_s(self, context_tokens: int, batch: int = 1) -> float:
-        return self.step(int(batch), float(batch) * context_tokens, [], int(batch))
+        return self.step_time_s(decode_shape(context_tokens, batch), 0.0)
