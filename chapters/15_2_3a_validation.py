@@ -43,7 +43,7 @@ from inferlab import reader  # noqa: F401 (figures then carry alt text and a pho
 # runs attention per sequence against its own slot of the KV cache, and reads every token's time
 # off the clock. `inferlab serving validate` first times each operator of the model alone on the
 # device (the operator profile of `inferlab measure`), composes those times into a step time
-# (`serving.profiled.ProfileStepTime`: it never times a whole step), then serves one workload at
+# (`serving.study.profiled.ProfileStepTime`: it never times a whole step), then serves one workload at
 # rates from light to beyond the capacity the profile predicts, live and simulated, and compares
 # the percentiles users see. The simulator must
 # come within a bound at the median (`validate.P50_BOUND`) and a looser one at p99
@@ -113,11 +113,11 @@ print(validate.table(here))
 # calibration workload of its own (lone prompts, each served alone, then a burst), and a step-time model with a cost
 # per step, per token (with the turn from weight-bound to compute-bound), per request, per cached
 # key read and per query-key pair of that whole-step attention is fitted to those steps
-# (`serving.fitted`). The workloads being predicted are never timed for it.
+# (`serving.study.fitted`). The workloads being predicted are never timed for it.
 #
 # This machine's speed moves by tens of percent over minutes, so one calibration at the start
 # would put the host of that moment into every later rate's prediction. The engine is therefore
-# calibrated beside each rate (`serving.bracketing`): once before the first rate and once after
+# calibrated beside each rate (`serving.study.bracketing`): once before the first rate and once after
 # each, and a rate is predicted from the mean of the two fits just before and just after it. The
 # first calibration alone sets the capacity, hence the rates. Each calibration's speed (its steps'
 # median time over what the first calibration's fit predicts) shows how far the host moved during
@@ -126,7 +126,7 @@ print(validate.table(here))
 # token.
 #
 # Calibrations a minute apart still miss the host's moves within a rate, so transformers' engine also
-# carries a probe inside its own loop (`serving.hostspeed`): at every step, in the engine's thread and
+# carries a probe inside its own loop (`serving.study.hostspeed`): at every step, in the engine's thread and
 # inside the step's timed window, one row goes through a copy of the model's MLP weight, the kernel a
 # decode step is made of. The calibrations' probes give the speed at which their fits hold (each
 # calibration step's time is first divided by the host's speed on the probe at that moment, so the fit
