@@ -476,8 +476,10 @@ check("15.2.2-ex4", ex4);
 # The lesson above is built from the library's formulas. This closing section compares each
 # number of the book's section 15.2.2 with them: every table shows the book's value, ours, the
 # verdict (✓ consistent, ≈ approximation, ✗ erratum, – unchecked) and the tolerance that decided
-# it; all verdicts follow [one rule](../ERRATA.md#the-verdict-rule), and errata are explained in
-# boxes. Then the same effects are timed live on this machine.
+# it; all verdicts follow [one rule](../ERRATA.md#the-verdict-rule). Each erratum gets a box with
+# the corrected value and what it changes for a reader; the [errata page](../ERRATA.md) derives
+# its cause and counts the verdicts of the whole chapter. Then the same effects are timed live on
+# this machine.
 
 # %%
 print(reader.verdict_summary("15.2.2"))
@@ -553,13 +555,6 @@ Markdown(
     "touching latency only because they multiply the GPUs (and the cost) in proportion. "
     "**Verdict on \"exhaust replicas before batching\":** backwards for cost; batch up to the latency target "
     "first (below $B^*$ each added sequence is nearly free), then add replicas for more traffic.")
-
-# %% [markdown]
-# ### All verdicts
-# The [errata](../ERRATA.md) page collects the errata of the whole chapter.
-
-# %%
-print(reader.verdict_summary())
 
 # %% [markdown]
 # ### Measure it here

@@ -22,7 +22,7 @@ import textwrap
 from dataclasses import replace
 
 from inferlab.claims import evaluate_claims, lost_formulas
-from inferlab.claims.render import summary_line
+from inferlab.claims.render import errata_anchor, summary_line
 from inferlab.specs import BF16, Precision, get_accelerator, get_model
 
 VERDICT_MARK = {"consistent": "\u2713", "approximation": "\u2248", "erratum": "\u2717", "unchecked": "\u2013"}
@@ -93,16 +93,18 @@ class ClaimsTable:
 
 
 def errata_markdown(claims) -> str:
-    """One Markdown blockquote per erratum: what the book says, why it is wrong, the corrected value
-    and what it means for a reader. Empty when there is none."""
+    """One Markdown blockquote per erratum: what the book says, the corrected value and what it
+    means for a reader, with a link to the erratum's entry in ERRATA.md, which derives the cause
+    step by step (an erratum with no consequence written keeps its cause in the box). Empty when
+    there is none."""
     boxes = []
     for c in claims:
         if c.verdict != "erratum":
             continue
         text = (f"> **Erratum {c.id}.** *{c.description}.* The book says **{c.book_text}**; "
-                f"the full model gives **{c.ours_text}**. {c.explanation.strip()}")
-        if c.consequence:
-            text += f"\n>\n> *For a reader:* {c.consequence.strip()}"
+                f"the full model gives **{c.ours_text}** ([the cause](../ERRATA.md#{errata_anchor(c.id)})).")
+        text += (f"\n>\n> *For a reader:* {c.consequence.strip()}" if c.consequence
+                 else f" {c.explanation.strip()}")
         boxes.append(text)
     return "\n\n".join(boxes)
 
