@@ -526,19 +526,8 @@ reader.claims("15.2.2", topic="gqa-and-int8")
 # %%
 fit70 = headroom_fit(reader.get_model("llama-2-70b"), reader.get_accelerator("h100-sxm"), batch=32, seq_len=2048,
                      precision=PREC, tp=2)
-free_ds, free_rep = fit70.free_bytes("datasheet"), fit70.free_bytes("reported")
-vllm_batch = fit70.max_batch_at_utilisation(VLLM_DEFAULT_UTILISATION)
-Markdown(
-    f"Llama-2 70B, $B$ = 32, $S$ = 2,048, TP = 2, per H100: weights {fit70.weight_bytes / GB:.2f} GB, KV cache "
-    f"{fit70.kv_bytes / GB:.2f} GB, together {fit70.used_bytes / GB:.2f} GB. On paper it "
-    + conclusions.fits_on_paper(free_ds)
-    + f": {free_ds / GB:.2f} GB left at the datasheet's {fit70.datasheet_bytes / GB:.0f} GB (the book's convention), "
-    f"{free_rep / GB:.2f} GB at the {fit70.reported_bytes / 2**20:,.0f} MiB the device reports. Whether a server "
-    "starts it depends on one number, the headroom it keeps for activations, the CUDA context and the "
-    f"allocator: **it starts the batch of 32 when that headroom is at most {free_rep / GB:.2f} GB per GPU**, "
-    f"and not otherwise. vLLM's default (`gpu_memory_utilization` = {VLLM_DEFAULT_UTILISATION:g}) keeps "
-    f"{(1 - VLLM_DEFAULT_UTILISATION) * fit70.reported_bytes / GB:.2f} GB, more than that, so there the "
-    f"largest batch is {vllm_batch}; the erratum boxes below (15.2.2-ah, -ai) give the same two numbers.")
+Markdown(conclusions.headroom_paragraph(fit70, "Llama-2 70B", "H100", VLLM_DEFAULT_UTILISATION)
+         + "; the erratum boxes below (15.2.2-ah, -ai) give the same two numbers.")
 
 # %%
 reader.claims("15.2.2", topic="practice-and-takeaways")
