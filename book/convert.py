@@ -310,6 +310,12 @@ def label_table_cells(html_text: str) -> str:
     return _TABLE.sub(one_table, html_text)
 
 
+def errata_hrefs(html_text: str) -> str:
+    """Links of an HTML output to ERRATA.md (`href="../ERRATA.md#<anchor>"`, as a notebook has them)
+    -> the book's errata page, whose section ids are ERRATA.md's heading slugs."""
+    return re.sub(r'href="(?:\.\./)?ERRATA\.md(#[^"]*)?"', lambda m: f'href="errata.html{m.group(1) or ""}"', html_text)
+
+
 WORKED_CALL = re.compile(r"\b(worked(_examples)?\.(equation|takeaway)|equations\.\w+\.worked)\(")
 _CHECK_CALL = re.compile(r"""^check\(\s*["'](?P<id>[0-9.]+-ex\d+)["']""", re.M)
 
@@ -404,7 +410,7 @@ def convert_code_cell(cell: dict, where: str) -> dict:
             o["data"]["text/markdown"] = reflow_display_math(convert_markdown("".join(md) if isinstance(md, list) else md))
         table = o.get("data", {}).get("text/html")
         if table is not None:
-            o["data"]["text/html"] = label_table_cells("".join(table) if isinstance(table, list) else table)
+            o["data"]["text/html"] = errata_hrefs(label_table_cells("".join(table) if isinstance(table, list) else table))
     if WORKED_CALL.search(source):   # a substituted equation or a takeaway: it reads as prose, code folded
         tags.append("hide-input")
     elif setup_cell(source) or "diagrams." in source:

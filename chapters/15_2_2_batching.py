@@ -477,8 +477,10 @@ check("15.2.2-ex4", ex4);
 # The lesson above is built from the library's formulas. This closing section compares each
 # number of the book's section 15.2.2 with them: every table shows the book's value, ours, the
 # verdict (✓ consistent, ≈ approximation, ✗ erratum, – unchecked) and the tolerance that decided
-# it; all verdicts follow [one rule](../ERRATA.md#the-verdict-rule), and errata are explained in
-# boxes. Then the same effects are timed live on this machine.
+# it; all verdicts follow [one rule](../ERRATA.md#the-verdict-rule). Each erratum gets a box with
+# the corrected value and what it changes for a reader; the [errata page](../ERRATA.md) derives
+# its cause and counts the verdicts of the whole chapter. Then the same effects are timed live on
+# this machine.
 
 # %%
 print(reader.verdict_summary("15.2.2"))
@@ -525,19 +527,8 @@ reader.claims("15.2.2", topic="gqa-and-int8")
 # %%
 fit70 = headroom_fit(reader.get_model("llama-2-70b"), reader.get_accelerator("h100-sxm"), batch=32, seq_len=2048,
                      precision=PREC, tp=2)
-free_ds, free_rep = fit70.free_bytes("datasheet"), fit70.free_bytes("reported")
-vllm_batch = fit70.max_batch_at_utilisation(VLLM_DEFAULT_UTILISATION)
-Markdown(
-    f"Llama-2 70B, $B$ = 32, $S$ = 2,048, TP = 2, per H100: weights {fit70.weight_bytes / GB:.2f} GB, KV cache "
-    f"{fit70.kv_bytes / GB:.2f} GB, together {fit70.used_bytes / GB:.2f} GB. On paper it "
-    + conclusions.fits_on_paper(free_ds)
-    + f": {free_ds / GB:.2f} GB left at the datasheet's {fit70.datasheet_bytes / GB:.0f} GB (the book's convention), "
-    f"{free_rep / GB:.2f} GB at the {fit70.reported_bytes / 2**20:,.0f} MiB the device reports. Whether a server "
-    "starts it depends on one number, the headroom it keeps for activations, the CUDA context and the "
-    f"allocator: **it starts the batch of 32 when that headroom is at most {free_rep / GB:.2f} GB per GPU**, "
-    f"and not otherwise. vLLM's default (`gpu_memory_utilization` = {VLLM_DEFAULT_UTILISATION:g}) keeps "
-    f"{(1 - VLLM_DEFAULT_UTILISATION) * fit70.reported_bytes / GB:.2f} GB, more than that, so there the "
-    f"largest batch is {vllm_batch}; the erratum boxes below (15.2.2-ah, -ai) give the same two numbers.")
+Markdown(conclusions.headroom_paragraph(fit70, "Llama-2 70B", "H100", VLLM_DEFAULT_UTILISATION)
+         + "; the erratum boxes below (15.2.2-ah, -ai) give the same two numbers.")
 
 # %%
 reader.claims("15.2.2", topic="practice-and-takeaways")
@@ -554,13 +545,6 @@ Markdown(
     "touching latency only because they multiply the GPUs (and the cost) in proportion. "
     "**Verdict on \"exhaust replicas before batching\":** backwards for cost; batch up to the latency target "
     "first (below $B^*$ each added sequence is nearly free), then add replicas for more traffic.")
-
-# %% [markdown]
-# ### All verdicts
-# The [errata](../ERRATA.md) page collects the errata of the whole chapter.
-
-# %%
-print(reader.verdict_summary())
 
 # %% [markdown]
 # ### Measure it here

@@ -465,6 +465,22 @@ def test_html_table_cells_are_labelled_with_their_column_header():
     assert convert.label_table_cells(out) == out, "labelling twice must not add a second attribute"
 
 
+def test_a_claims_tables_links_to_the_errata_page_reach_its_sections_in_the_book():
+    """The reasons under a claims table are ERRATA.md's sections, one link away (issue 39: a short
+    audit); in the book those links go to the errata page's sections, which exist there."""
+    from inferlab import reader
+    table = reader.claims_table("15.2.2")._repr_html_()
+    out = {"output_type": "display_data", "metadata": {}, "data": {"text/html": table, "text/plain": "t"}}
+    cell = convert.convert_code_cell(code('reader.claims("15.2.2")', [out]), "nb")
+    hrefs = re.findall(r'href="([^"]*)"', cell["outputs"][0]["data"]["text/html"])
+    assert len(hrefs) == 3, hrefs   # 15.2.2 has approximations, unchecked claims and widened bands
+    headings = re.findall(r"^## (.+)$", (ROOT / "ERRATA.md").read_text(encoding="utf-8"), re.M)
+    slugs = {re.sub(r"[^a-z0-9 -]", "", h.lower()).replace(" ", "-") for h in headings}
+    for h in hrefs:
+        page, _, anchor = h.partition("#")
+        assert page == "errata.html" and anchor in slugs, h
+
+
 def test_a_folded_html_table_counts_towards_the_output_width():
     """A wide table inside an HTML <details><pre> block (reader.details) gets the font-scaling tag too."""
     wide = "x" * 150

@@ -92,3 +92,22 @@ def test_or_not_fitting_replaces_the_sentence_by_the_reason():
     assert conclusions.or_not_fitting("", "B* = 31.") == "B* = 31."
     assert conclusions.or_not_fitting("weights exceed 24 GB", "B* = 31.") == "Nothing to batch: weights exceed 24 GB"
     assert conclusions.or_not_fitting("x", "t", prefix="- ", suffix="\n") == "- x\n"
+
+
+def test_the_headroom_paragraph_gives_the_fits_threshold_and_batch_of_its_own_fit():
+    """15.2.2's senior question: the paragraph's numbers are those of the fit it is given (the
+    server starts the batch below the reported memory's free bytes, the largest batch at the
+    utilisation), for a fit that fits on paper and one that does not."""
+    import re
+
+    from inferlab.memory_headroom import headroom_fit
+    from inferlab.specs import get_accelerator, get_model
+    h100 = get_accelerator("h100-sxm")
+    for batch, fits in ((32, "fits"), (64, "does not fit")):
+        fit = headroom_fit(get_model("llama-2-70b"), h100, batch=batch, seq_len=2048, tp=2)
+        text = conclusions.headroom_paragraph(fit, "Llama-2 70B", "H100", 0.9)
+        assert f"$B$ = {batch}," in text and f"On paper it {fits}:" in text
+        limit = float(re.search(r"when that headroom is at most (-?[\d.]+) GB", text).group(1))
+        assert limit == pytest.approx(fit.free_bytes("reported") / 1e9, abs=0.005)
+        assert text.endswith(f"largest batch is {fit.max_batch_at_utilisation(0.9)}")
+        assert f"{(fit.weight_bytes + fit.kv_bytes) / 1e9:.2f} GB." in text

@@ -387,7 +387,7 @@ def test_breakdown_has_measured_and_predicted_columns(tiny_run):
         # The classes partition the profiled step: their sum is its total.
         assert sum(e["measured"].values()) == pytest.approx(e["measured_total_s"], rel=1e-9)
     text = breakdown.breakdown_table(tiny_run)
-    assert "prefill B=1 S=512" in text and "decode B=1 context=64" in text
+    assert "prefill B=1 S=512" in text and "decode B=1 ctx 64" in text
     assert "calibrated" in breakdown.prediction_error_table(tiny_run)
     fig = breakdown.breakdown_plot(tiny_run, which=[0, 1])
     assert len(fig.axes) == 2
@@ -591,3 +591,25 @@ def test_finish_corrects_each_calibrated_prediction_by_its_probe(tiny_run):
     data["measurements"]["itl"][0]["drift"]["ratio"] = 0.8
     suite.finish(data)
     assert data["predictions"]["itl"][0]["calibrated_s"] == pytest.approx(0.8 * pr["calibrated_uncorrected_s"])
+
+
+def test_several_profiled_passes_share_one_table_with_every_value_and_no_wide_line():
+    """Issue 39: a page's per-operator fold was one 14-line block per pass. Several passes are one table
+    (a row per operator, a column per pass, at most four to a table), each cell measured/roofline/
+    calibrated, and no line wider than a text column holds at 11 px (about 100 characters)."""
+    from types import SimpleNamespace
+
+    from inferlab.measure import breakdown
+
+    def entry(batch, scale):
+        cols = {col: {k: (j + 1) * 1e-4 * scale * f for j, k in enumerate(breakdown.CLASSES)}
+                for col, f in (("measured", 3.0), ("roofline", 1.0), ("calibrated", 2.0))}
+        return dict(cols, batch=batch, q_len=1, past_len=63)
+    passes = [entry(b, b) for b in (1, 2, 4, 8, 16)]
+    text = breakdown.breakdown_table(SimpleNamespace(data={"breakdown": passes}))
+    lines = text.splitlines()
+    assert max(map(len, lines)) <= 100, max(lines, key=len)
+    for k in breakdown.CLASSES:
+        assert sum(line.split()[0] == k for line in lines if line.strip()) == 2, k   # two tables: 4 + 1 passes
+    q = next(line for line in lines if line.split() and line.split()[0] == breakdown.CLASSES[0])
+    assert q.split()[1:] == [f"{0.3 * b:.3g}/{0.1 * b:.3g}/{0.2 * b:.3g}" for b in (1, 2, 4, 8)]

@@ -66,6 +66,25 @@ def test_erratum_boxes_follow_the_book_markup_and_cover_exactly_the_errata():
     assert reader.errata_markdown([c for c in claims if c.verdict == "consistent"]) == ""
 
 
+def test_erratum_boxes_link_to_the_errata_page_for_the_cause_instead_of_repeating_it():
+    """Issue 39: the audit under a lecture stays short. A box keeps the book's value, the corrected one
+    and the consequence; the cause, which ERRATA.md derives, is one link away, at the entry's heading."""
+    from pathlib import Path
+    errata_md = (Path(__file__).resolve().parents[1] / "ERRATA.md").read_text(encoding="utf-8")
+    errata = [c for c in evaluate_claims() if c.verdict == "erratum"]
+    assert errata
+    for c in errata:
+        box = reader.errata_markdown([c])
+        anchor = re.search(r"\]\(\.\./ERRATA\.md#([\w-]+)\)", box)
+        assert anchor, f"{c.id}: the box does not link to its ERRATA.md entry"
+        heading = f"### {c.id}"
+        assert heading in errata_md and c.id.replace(".", "") == anchor.group(1), (c.id, anchor.group(1))
+        assert c.book_text in box and c.ours_text in box
+        if c.consequence:
+            assert c.consequence.strip() in box
+            assert c.explanation.strip() not in box, f"{c.id}: the box repeats the cause ERRATA.md carries"
+
+
 def test_verdict_marks_cover_every_verdict():
     assert {c.verdict for c in evaluate_claims()} <= set(reader.VERDICT_MARK)
 

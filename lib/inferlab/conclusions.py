@@ -149,3 +149,23 @@ def or_not_fitting(fit: str, text: str, prefix: str = "Nothing to batch: ", suff
     """`text` when the scenario fits (`fit` == '', from reader.fit_message), else `prefix`, the reason
     and `suffix`: a page whose model does not fit says why instead of numbers about a batch of none."""
     return f"{prefix}{fit}{suffix}" if fit else text
+
+
+def headroom_paragraph(fit, model_label: str, accelerator_label: str, utilisation: float) -> str:
+    """The senior question of 15.2.2 answered from a `memory_headroom.headroom_fit`: weights and KV cache
+    per GPU, whether they fit the datasheet's memory and the memory the device reports, the headroom
+    below which a server starts the batch, and the largest batch at vLLM-style `utilisation` (the
+    fraction of the reported memory a server may fill)."""
+    from inferlab.units import GB
+    free_ds, free_rep = fit.free_bytes("datasheet"), fit.free_bytes("reported")
+    return (
+        f"{model_label}, $B$ = {fit.batch}, $S$ = {fit.seq_len:,}, TP = {fit.tp}, per {accelerator_label}: "
+        f"weights {fit.weight_bytes / GB:.2f} GB, KV cache {fit.kv_bytes / GB:.2f} GB, together "
+        f"{fit.used_bytes / GB:.2f} GB. On paper it " + fits_on_paper(free_ds)
+        + f": {free_ds / GB:.2f} GB left at the datasheet's {fit.datasheet_bytes / GB:.0f} GB (the book's convention), "
+        f"{free_rep / GB:.2f} GB at the {fit.reported_bytes / 2**20:,.0f} MiB the device reports. Whether a server "
+        "starts it depends on one number, the headroom it keeps for activations, the CUDA context and the "
+        f"allocator: **it starts the batch of {fit.batch} when that headroom is at most {free_rep / GB:.2f} GB per GPU**, "
+        f"and not otherwise. vLLM's default (`gpu_memory_utilization` = {utilisation:g}) keeps "
+        f"{(1 - utilisation) * fit.reported_bytes / GB:.2f} GB, more than that, so there the "
+        f"largest batch is {fit.max_batch_at_utilisation(utilisation)}")

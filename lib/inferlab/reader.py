@@ -22,7 +22,7 @@ import textwrap
 from dataclasses import replace
 
 from inferlab.claims import evaluate_claims, lost_formulas
-from inferlab.claims.render import summary_line
+from inferlab.claims.render import errata_anchor, summary_line
 from inferlab.specs import BF16, Precision, get_accelerator, get_model
 
 VERDICT_MARK = {"consistent": "\u2713", "approximation": "\u2248", "erratum": "\u2717", "unchecked": "\u2013"}
@@ -37,8 +37,10 @@ _WRAP = "white-space:normal;word-break:normal;overflow-wrap:normal;hyphens:none;
 
 class ClaimsTable:
     """A group of evaluated claims: HTML for JupyterLab, one plain-text line per claim for nbval.
-    Each row shows the band that decided its verdict (`claims.evaluate.rule`); a widened band or a
-    verdict override is listed under the table with its written reason."""
+    Each row shows the band that decided its verdict (`claims.evaluate.rule`) and carries its
+    explanation as a tooltip; under the table, the ids of its approximations, unchecked claims and
+    widened bands or overrides link to ERRATA.md's sections, which give each one's reason (the
+    plain text lists the overrides with their reasons)."""
 
     def __init__(self, claims):
         self.claims = list(claims)
@@ -80,29 +82,31 @@ class ClaimsTable:
         table = (f'<table class="inferlab-claims" style="table-layout:auto;border-collapse:collapse;'
                  f'font-size:0.9em;max-width:100%"><thead><tr>{head}</tr></thead>'
                  f'<tbody>{"".join(body)}</tbody></table>')
-        if self.overrides():
-            items = "".join(f"<li>{html.escape(o)}</li>" for o in self.overrides())
-            table += f'<p style="font-size:0.85em;margin:2px 0">* not the plain rule:</p><ul style="{_WRAP}font-size:0.85em">{items}</ul>'
-        others = [c for c in self.claims if c.verdict in ("approximation", "unchecked")]
-        if others:
-            items = "".join(f"<li><b>{c.id}</b> ({VERDICT_WORD[c.verdict]}): {html.escape(c.explanation)}</li>"
-                            for c in others)
-            table += (f"<details><summary>Why the approximations differ, why some are unchecked</summary>"
-                      f'<ul style="{_WRAP}">{items}</ul></details>')
+        notes = [(what, anchor, ids) for what, anchor, ids in (
+            ("approximations", "approximations", [c.id for c in self.claims if c.verdict == "approximation"]),
+            ("unchecked", "not-checkable-from-the-text", [c.id for c in self.claims if c.verdict == "unchecked"]),
+            ("* not the plain rule", "widened-bands-and-overrides", [c.id for c in self.claims if c.override]))
+            if ids]
+        if notes:   # the reasons are ERRATA.md's, one link away: the table stays short under a lecture
+            links = "; ".join(f'<a href="../ERRATA.md#{anchor}">{html.escape(what)}</a>: {", ".join(ids)}'
+                              for what, anchor, ids in notes)
+            table += f'<p style="font-size:0.85em;margin:2px 0">Why, on the errata page: {links}.</p>'
         return table
 
 
 def errata_markdown(claims) -> str:
-    """One Markdown blockquote per erratum: what the book says, why it is wrong, the corrected value
-    and what it means for a reader. Empty when there is none."""
+    """One Markdown blockquote per erratum: what the book says, the corrected value and what it
+    means for a reader, with a link to the erratum's entry in ERRATA.md, which derives the cause
+    step by step (an erratum with no consequence written keeps its cause in the box). Empty when
+    there is none."""
     boxes = []
     for c in claims:
         if c.verdict != "erratum":
             continue
         text = (f"> **Erratum {c.id}.** *{c.description}.* The book says **{c.book_text}**; "
-                f"the full model gives **{c.ours_text}**. {c.explanation.strip()}")
-        if c.consequence:
-            text += f"\n>\n> *For a reader:* {c.consequence.strip()}"
+                f"the full model gives **{c.ours_text}** ([the cause](../ERRATA.md#{errata_anchor(c.id)})).")
+        text += (f"\n>\n> *For a reader:* {c.consequence.strip()}" if c.consequence
+                 else f" {c.explanation.strip()}")
         boxes.append(text)
     return "\n\n".join(boxes)
 

@@ -149,6 +149,11 @@ def _errata_preamble(claims, defaults: dict, source: str | None) -> list[str]:
     ]
 
 
+def errata_anchor(claim_id: str) -> str:
+    """The anchor of a claim's entry in ERRATA.md (its `### <id>` heading): "15.2.2-t" -> "1522-t"."""
+    return claim_id.replace(".", "")
+
+
 def _errata_entries(claims) -> list[str]:
     """The errata: their table, then one section each."""
     errata = [c for c in claims if c.verdict == "erratum"]
@@ -161,7 +166,7 @@ def _errata_entries(claims) -> list[str]:
     for c in errata:
         own = f"{display(c.own_value)} {c.unit}".strip() if c.own_value is not None else "-"
         off = f"{c.off_by:.1f}x" if c.off_by else "-"
-        out.append(f"| [{c.id}](#{c.id.replace('.', '')}) | {_where(c)} | {_cell(c.book_text)} | "
+        out.append(f"| [{c.id}](#{errata_anchor(c.id)}) | {_where(c)} | {_cell(c.book_text)} | "
                    f"{_cell(own)} | {_cell(c.ours_text)} | {off} | {_cell(c.band)} |")
     out.append("")
     for c in errata:

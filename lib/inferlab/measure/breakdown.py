@@ -145,23 +145,46 @@ def _title(e: dict) -> str:
 
 def breakdown_table(run, which=None) -> str:
     """Per-operator ms of the run's profiled passes: measured (torch.profiler), roofline,
-    calibrated, and each one's share of the measured pass. `which`: indices into the list."""
-    entries = run.data.get("breakdown") or []
+    calibrated, and each one's share of the measured pass. `which`: indices into the list. One pass
+    is a table of its own; several are one table, a column per pass holding "measured / roofline /
+    calibrated" (the shares follow from the total row), so that a page's audit stays short."""
+    entries = [e for i, e in enumerate(run.data.get("breakdown") or []) if which is None or i in which]
     if not entries:
         return "no per-operator breakdown in this run"
-    blocks = []
-    for i, e in enumerate(entries):
-        if which is not None and i not in which:
-            continue
-        m, r, c = e["measured"], e["roofline"], e["calibrated"]
-        total = sum(m.values())
-        rows = [(k, m[k] * 1e3, r[k] * 1e3, c[k] * 1e3, m[k] / total if total else float("nan"))
-                for k in CLASSES if m[k] or r[k] or c[k]]
-        rows.append(("total", total * 1e3, sum(r.values()) * 1e3, sum(c.values()) * 1e3, 1.0))
-        blocks.append(_title(e) + "\n" + text_table(
-            ("operator", "measured ms", "roofline ms", "calibrated ms", "share"), rows,
-            ("s", ".3g", ".3g", ".3g", ".0%")))
-    return "\n\n".join(blocks)
+    if len(entries) > 1:
+        return _passes_table(entries)
+    e = entries[0]
+    m, r, c = e["measured"], e["roofline"], e["calibrated"]
+    total = sum(m.values())
+    rows = [(k, m[k] * 1e3, r[k] * 1e3, c[k] * 1e3, m[k] / total if total else float("nan"))
+            for k in CLASSES if m[k] or r[k] or c[k]]
+    rows.append(("total", total * 1e3, sum(r.values()) * 1e3, sum(c.values()) * 1e3, 1.0))
+    return _title(e) + "\n" + text_table(
+        ("operator", "measured ms", "roofline ms", "calibrated ms", "share"), rows,
+        ("s", ".3g", ".3g", ".3g", ".0%"))
+
+
+PASSES_PER_TABLE = 4   # columns of "measured/roofline/calibrated" that fit a 676 px text column at 11 px
+
+
+def _passes_table(entries: list) -> str:
+    """Several profiled passes side by side: a row per operator class, a column per pass (at most
+    PASSES_PER_TABLE to a table, so that none scrolls sideways)."""
+    cols = ("measured", "roofline", "calibrated")
+
+    def cell(e, k=None):
+        ms = [(sum(e[c].values()) if k is None else e[c][k]) * 1e3 for c in cols]
+        return "/".join(f"{v:.0f}" if v >= 1000 else f"{v:.3g}" for v in ms)
+
+    def head(e):
+        return f"decode B={e['batch']} ctx {e['past_len'] + 1}" if e["q_len"] == 1 else f"prefill B={e['batch']} S={e['q_len']}"
+    used = [k for k in CLASSES if any(e[c][k] for e in entries for c in cols)]
+    tables = []
+    for i in range(0, len(entries), PASSES_PER_TABLE):
+        part = entries[i:i + PASSES_PER_TABLE]
+        rows = [(k, *(cell(e, k) for e in part)) for k in used] + [("total", *(cell(e) for e in part))]
+        tables.append(text_table(("operator", *(head(e) for e in part)), rows, ("s",) * (len(part) + 1)))
+    return "ms per pass: measured/roofline/calibrated\n" + "\n\n".join(tables)
 
 
 def prediction_error_table(run) -> str:
