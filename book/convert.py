@@ -642,7 +642,7 @@ def index_terms(cells: list[dict]) -> list[dict]:
 
 
 AUDIT_HEADING = "## Checking the book's numbers"   # a chapter page's closing section (folded in the book)
-_VERDICT_SUMMARY_CELL = re.compile(r'^print\(verdict_summary\("(?P<section>15\.\d\.\d)"\)\)\s*$')
+_VERDICT_SUMMARY_CELL = re.compile(r'^print\((?:reader\.)?verdict_summary\("(?P<section>15\.\d\.\d)"\)\)\s*$')
 # a chapter page's claims ("15.1.2: 40 claims: ..."), or the statements a lab tests ("15.2.3: 11 statements: ...")
 _SUMMARY_LINE = re.compile(r"^(?P<section>15\.\d\.\d): (?P<n>\d+) (?P<kind>claims|statements): (?P<counts>.*)$", re.M)
 _VERDICT_WORDS = {"consistent": "\u2713", "approximation": "\u2248 approximations", "erratum": "errata",

@@ -706,3 +706,14 @@ def test_the_index_entry_of_a_defined_term_reaches_the_page(built):
 def test_imports_and_the_what_if_cell_fold_their_code_in_the_book(source, folded):
     cell = convert.convert_code_cell(code(source, [stream("Scenario\n")]), "fixture, cell 1")
     assert ("hide-input" in cell["metadata"]["tags"]) is folded
+
+
+def test_a_chapters_audit_heading_counts_what_its_reader_verdict_summary_cell_printed():
+    # the notebooks print the summary as `reader.verdict_summary(...)`: the heading must still get its counts
+    cells = [{"cell_type": "markdown", "source": "## Checking the book's numbers\nIntro."},
+             {"cell_type": "code", "source": 'print(reader.verdict_summary("15.1.2"))',
+              "outputs": [{"output_type": "stream",
+                           "text": "15.1.2: 40 claims: 31 consistent, 2 approximation, 3 erratum, 4 unchecked\n"}]}]
+    out = convert.count_audit_heading(cells)
+    assert out[0]["source"] == ("## Checking the book's numbers: 40 numbers checked: 31 \u2713, 2 \u2248 approximations, "
+                                "3 errata, 4 unchecked\nIntro.")
