@@ -101,8 +101,8 @@ from inferlab import worked_examples
 
 peak_flops_per_s = GPU.peak(PREC.compute_dtype)   # dense, FLOP/s
 hbm_bytes_per_s = GPU.hbm_bytes_per_s             # bytes/s
-ridge_worked = equations.ROOFLINE.worked(peak=peak_flops_per_s, bw=hbm_bytes_per_s,
-                                         library=roofline.ridge_point(GPU, PREC.compute_dtype))
+ridge_worked = equations.ROOFLINE.worked(
+    peak=peak_flops_per_s, bw=hbm_bytes_per_s, library=roofline.ridge_point(GPU, PREC.compute_dtype))
 ridge = ridge_worked.value                        # FLOP/byte
 assert abs(ridge / roofline.ridge_point(GPU, PREC.compute_dtype) - 1) < 1e-9
 ridge_worked
@@ -234,11 +234,11 @@ print(f"library, every operator on its roofline: {float(prefill.total.flops):.3e
 flops_worked
 
 # %%
-book_2ps = reader.select("15.1.1", "m")[0]                  # the erratum box's 2·P·S, from the registry
+book_2ps = reader.select("15.1.1", "m")[0]  # the erratum box's 2·P·S, from the registry
 Markdown(f"This page's $P$ is the model's {P / 1e9:.2f}e9 matrix parameters, at {peak_flops_per_s / TFLOP:.1f} "
-         "TFLOP/s. " + conclusions.book_convention(BOOK, reader.book_input("15.1.1-m", "params"),
-                                                   reader.book_input("15.1.1-m", "peak_tflops"),
-                                                   book_2ps.own_value, ttft_linear_s / MS))
+         "TFLOP/s. " + conclusions.book_convention(
+             BOOK, reader.book_input("15.1.1-m", "params"), reader.book_input("15.1.1-m", "peak_tflops"),
+             book_2ps.own_value, ttft_linear_s / MS))
 
 # %%
 worked_examples.takeaway(f"A prompt of {PROMPT:,} tokens (batch {BATCH}) costs {prefill_flops:.2e} FLOPs in the matrix "
@@ -303,9 +303,9 @@ Markdown(f"The floor: reading {memory.weight_bytes(MODEL, PREC) / GB:.1f} GB of 
 
 # %%
 # Eq. (kv-per-token) with this scenario's numbers, one sequence
-kv_worked = equations.KV_PER_TOKEN.worked(L=MODEL.n_layers, Nkv=MODEL.n_kv_heads, H=MODEL.head_dim,
-                                          bkv=bytes_per_element(PREC.kv), S=PROMPT,
-                                          library=memory.kv_cache_bytes(MODEL, PROMPT, 1, PREC))
+kv_worked = equations.KV_PER_TOKEN.worked(
+    L=MODEL.n_layers, Nkv=MODEL.n_kv_heads, H=MODEL.head_dim, bkv=bytes_per_element(PREC.kv), S=PROMPT,
+    library=memory.kv_cache_bytes(MODEL, PROMPT, 1, PREC))
 kv_bytes_per_token = kv_worked.value / PROMPT         # K and V, every layer
 kv_bytes = kv_worked.value * BATCH
 assert abs(kv_bytes / memory.kv_cache_bytes(MODEL, PROMPT, BATCH, PREC) - 1) < 1e-12

@@ -32,10 +32,8 @@
 # 4. Device memory, not compute, caps the batch; grouped-query attention
 #    ([Ainslie et al. 2023](../book/references.md#ainslie2023)) and an int8 KV cache move that wall.
 #
-# Each formula is computed in the open and the library agrees in one line. Symbols are defined
-# where they first appear and collected on the [notation page](../book/notation.md). The check of
-# the book's own numbers (section 15.1.2) comes after the lesson and the exercises, in the closing
-# section "Checking the book's numbers".
+# Symbols are defined where they first appear (all of them: the [notation page](../book/notation.md));
+# the check of the book's own numbers closes the page.
 
 # %%
 # %matplotlib inline
@@ -47,9 +45,8 @@ from inferlab.units import GB, MS, bytes_per_element
 
 # %% [markdown]
 # ## What if?
-# One place to change the scenario; then *Run → Run All Cells*. The closing check of the book's
-# numbers keeps the book's setup (Llama-2 13B, one H100, context 1,000); the book's markers appear
-# on the figures only when the scenario is the book's.
+# Change the scenario here, then *Run → Run All Cells*. The book's markers appear on the figures only
+# in the book's setup; the closing check of its numbers always keeps that setup.
 
 # %%
 # What if? ------------------------------------------------------------------------------------
@@ -104,8 +101,8 @@ diagrams.kv_cache_diagram(MODEL, PREC, prompt_len=CONTEXT, decode_steps=3)
 # %%
 # Eq. (kv-cache-per-token) with this scenario's numbers
 L, n_kv, H, b_cache = MODEL.n_layers, MODEL.n_kv_heads, MODEL.head_dim, bytes_per_element(PREC.kv)
-kv_worked = equations.KV_CACHE_PER_TOKEN.worked(L=L, Nkv=n_kv, H=H, bkv=b_cache,
-                                                library=memory.kv_cache_bytes_per_token(MODEL, PREC))
+kv_worked = equations.KV_CACHE_PER_TOKEN.worked(
+    L=L, Nkv=n_kv, H=H, bkv=b_cache, library=memory.kv_cache_bytes_per_token(MODEL, PREC))
 kv_per_token = kv_worked.value                       # bytes per token
 print(f"one sequence of {CONTEXT:,} tokens: {kv_per_token * CONTEXT / GB:.3f} GB")
 kv_worked
@@ -158,10 +155,10 @@ d, f = MODEL.d_model, MODEL.d_ff
 b_w, b_a, b_kv = (bytes_per_element(PREC.weights), bytes_per_element(PREC.activations),
                   bytes_per_element(PREC.kv))
 step = costs.decode_costs(MODEL, BATCH, CONTEXT, PREC)
-mlp_worked = equations.DECODE_MLP_INTENSITY.worked(B=BATCH, d=d, f=f, bw=b_w, ba=b_a,
-                                                   library=float(step.mlp.intensity))
-attn_worked = equations.DECODE_ATTENTION_INTENSITY.worked(bkv=b_kv, N=MODEL.n_heads, Nkv=MODEL.n_kv_heads,
-                                                          library=float(step.attention.intensity))
+mlp_worked = equations.DECODE_MLP_INTENSITY.worked(
+    B=BATCH, d=d, f=f, bw=b_w, ba=b_a, library=float(step.mlp.intensity))
+attn_worked = equations.DECODE_ATTENTION_INTENSITY.worked(
+    bkv=b_kv, N=MODEL.n_heads, Nkv=MODEL.n_kv_heads, library=float(step.attention.intensity))
 mlp_intensity, attn_intensity = mlp_worked.value, attn_worked.value
 display(mlp_worked)
 attn_worked
@@ -227,8 +224,8 @@ weight_bytes = MODEL.n_params * b_w                  # every parameter, once
 kv_bytes_per_seq = kv_per_token * CONTEXT            # Eq. (kv-cache-per-token) times the context
 step_values = dict(M=weight_bytes, C=kv_bytes_per_seq, bw=GPU.hbm_bytes_per_s)
 step_1_s = equations.STEP_TIME.worked(B=1, **step_values).values["t"]
-step_worked = equations.STEP_TIME.worked(B=BATCH, **step_values,
-                                         library=BATCH / latency.decode_step_time_s(MODEL, GPU, CONTEXT, BATCH, PREC))
+step_worked = equations.STEP_TIME.worked(
+    B=BATCH, **step_values, library=BATCH / latency.decode_step_time_s(MODEL, GPU, CONTEXT, BATCH, PREC))
 step_b_s = step_worked.values["t"]
 step_worked
 
@@ -352,8 +349,8 @@ Markdown(
     f"{step_1_s / MS:.1f} ms for {MODEL.name}.\n"
     f"- Batching raises the intensity of the weight matrices in proportion to $B$, but not attention's, "
     f"which stays at {attn_intensity:.2g} FLOP/byte because every sequence owns its cache.\n"
-    + conclusions.memory_wall_bullet(MODEL.name, GPU.name, CONTEXT, GPU.memory_bytes / GB, b_max_dec, int8_max,
-                                     gqa_max, MODEL.n_kv_heads, FIT)
+    + conclusions.memory_wall_bullet(
+        MODEL.name, GPU.name, CONTEXT, GPU.memory_bytes / GB, b_max_dec, int8_max, gqa_max, MODEL.n_kv_heads, FIT)
     + "\n\nPrevious: [15.1.1 Compute-bound prefill](15_1_1_prefill.ipynb) · "
     "Next: [15.2.1 TTFT and ITL](15_2_1_ttft_itl.ipynb)")
 # %% [markdown]

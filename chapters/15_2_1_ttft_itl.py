@@ -119,8 +119,8 @@ weight_bytes = MODEL.n_params * bytes_per_element(PREC.weights)
 kv_bytes_per_seq = memory.kv_cache_bytes(MODEL, PROMPT, 1, PREC)     # Eq. (kv-cache-per-token) of 15.1.2, times S
 ttft_s = latency.ttft_s(MODEL, GPU, PROMPT, BATCH, PREC)
 itl_s = latency.itl_s(MODEL, GPU, PROMPT, BATCH, PREC)
-rule = equations.TTFT_ITL.worked(P=P, B=BATCH, S=PROMPT, peak=peak_flops_per_s, M=weight_bytes,
-                                 C=kv_bytes_per_seq, bw=hbm_bytes_per_s)
+rule = equations.TTFT_ITL.worked(
+    P=P, B=BATCH, S=PROMPT, peak=peak_flops_per_s, M=weight_bytes, C=kv_bytes_per_seq, bw=hbm_bytes_per_s)
 ttft_rule, itl_rule = rule.values["ttft"], rule.values["itl"]
 print(f"library: TTFT {ttft_s / MS:.2f} ms, ITL {itl_s / MS:.2f} ms")
 rule

@@ -166,8 +166,8 @@ reader.draw_if_fits(FIT, plots.latency_throughput_plot, MODEL, GPU, CONTEXT, PRE
 # %%
 # Eq. (cost-per-token) with this scenario's numbers, at B = 1 (the largest batch that fits: in the takeaway)
 tput_1 = latency.throughput_tokens_per_s(MODEL, GPU, CONTEXT, 1, PREC)
-cost_worked = equations.COST_PER_TOKEN.worked(usd=USD_PER_GPU_HOUR, thr=tput_1,
-                                              library=latency.cost_per_1k_tokens_usd(tput_1, USD_PER_GPU_HOUR))
+cost_worked = equations.COST_PER_TOKEN.worked(
+    usd=USD_PER_GPU_HOUR, thr=tput_1, library=latency.cost_per_1k_tokens_usd(tput_1, USD_PER_GPU_HOUR))
 cost_1 = cost_worked.value
 cost_worked
 
@@ -212,8 +212,8 @@ reader.draw_if_fits(FIT, plots.kv_variants_throughput_plot, MODEL, GPU, CONTEXT,
 gqa = MODEL.gqa_variant(8) if MODEL.n_kv_heads > 8 else MODEL
 gqa_max = memory.max_batch(gqa, GPU, CONTEXT, PREC) if not FIT else 0
 mlp_ridge = plots.mlp_ridge_batch(gqa, GPU, PREC, context_len=CONTEXT)
-Markdown(conclusions.or_not_fitting(FIT, conclusions.gqa_batch_limit(gqa is MODEL, gqa_max, mlp_ridge),
-                                    prefix="**Does not fit:** "))
+Markdown(conclusions.or_not_fitting(
+    FIT, conclusions.gqa_batch_limit(gqa is MODEL, gqa_max, mlp_ridge), prefix="**Does not fit:** "))
 
 # %% [markdown]
 # ## 4. Keeping the batch full: static and continuous batching
