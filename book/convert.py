@@ -183,6 +183,17 @@ def _top_level_split(tex: str, token: str) -> list[str]:
     return [p.strip().rstrip(",").strip() for p in parts if p.strip()]
 
 
+def _chain_rows(piece: str) -> str:
+    """A chain `A ≈ B = C = D` as aligned rows, one relation each, aligned at the relation: the
+    left column holds only A, so a long B does not widen every row below it."""
+    pairs = []
+    for k, part in enumerate(_top_level_split(piece, "\\approx")):
+        for j, step in enumerate(_top_level_split(part, "=")):
+            pairs.append(("\\approx" if k > 0 and j == 0 else "=", step))
+    head, rest = pairs[0][1], pairs[1:]
+    return head + " " + " \\\\\n ".join(f"&{rel} {step}" for rel, step in rest)
+
+
 def reflow_equation(tex: str, limit: int = EQUATION_CHARS) -> str:
     """A long display equation (more than `limit` characters of TeX) as lines that fit a column:
     the equations it joins with \\qquad one under the other, and each long chain A = B = C one
@@ -203,7 +214,7 @@ def reflow_equation(tex: str, limit: int = EQUATION_CHARS) -> str:
                 out += ["&" + terms[0]] + ["&\\quad + " + t for t in terms[1:]]
             rows.append(" \\\\\n".join(out))
         elif len(piece) > limit and len(steps) > 1:
-            rows.append(steps[0] + f" &{relation} " + f" \\\\\n &{relation} ".join(steps[1:]))
+            rows.append(_chain_rows(piece))
         else:
             rows.append(piece.replace("=", "&=", 1) if "=" in piece else "&" + piece)
     return "\\begin{aligned}\n" + " \\\\[4pt]\n".join(rows) + "\n\\end{aligned}"

@@ -717,3 +717,13 @@ def test_a_chapters_audit_heading_counts_what_its_reader_verdict_summary_cell_pr
     out = convert.count_audit_heading(cells)
     assert out[0]["source"] == ("## Checking the book's numbers: 40 numbers checked: 31 \u2713, 2 \u2248 approximations, "
                                 "3 errata, 4 unchecked\nIntro.")
+
+
+def test_a_long_chain_that_starts_with_approx_aligns_at_its_first_relation():
+    # the left column holds only the left-hand side, so the substituted fraction does not widen every row
+    tex = (r"t_\text{step}(B) \approx \frac{M_\text{weights} + B \cdot C_\text{kv}(S)}{\text{BW}} = "
+           r"\frac{26.0\ \text{GB} + 16 \cdot 0.819\ \text{GB}}{3.35\ \text{TB/s}} = 11.7\ \text{ms}")
+    rows = convert.reflow_equation(tex).split("\n")[1:-1]
+    assert rows == [r"t_\text{step}(B) &\approx \frac{M_\text{weights} + B \cdot C_\text{kv}(S)}{\text{BW}} \\",
+                    r" &= \frac{26.0\ \text{GB} + 16 \cdot 0.819\ \text{GB}}{3.35\ \text{TB/s}} \\",
+                    r" &= 11.7\ \text{ms}"]
