@@ -164,7 +164,7 @@ def test_serving_validation_and_the_live_loop_choose_by_the_same_probe(monkeypat
     with pytest.raises(ValueError, match="dtype 'bf16' cannot be measured in reasonable time here"):
         validate.validate(model=TINY_MODEL, dtype="bf16", log=None)
     with pytest.raises(ValueError, match="dtype 'bf16' cannot be measured in reasonable time here"):
-        live.run_live(WORKLOAD, TINY_MODEL, device="cpu", dtype="bf16")
+        live.run_live(WORKLOAD, TINY_MODEL, live.LiveSettings(device="cpu", dtype="bf16"))
     seen = []
     with pytest.raises(AssertionError, match="measured before refusing"):
         validate.validate(model=TINY_MODEL, log=seen.append)

@@ -86,9 +86,9 @@ def test_transformers_fifo_refuses_bad_settings():
 def test_the_engine_itself_schedules_the_hand_burst_as_the_policy_does():
     """transformers' own scheduler, live, on the burst above: the same steps (decodes and chunks),
     and greedy decoding of every requested token (never stopped early)."""
-    from inferlab.serving.study.engines.transformers_cb import run_transformers
-    live = run_transformers(BURST, TINY_MODEL, max_batch_tokens=8, max_requests_per_batch=2, page_size=16,
-                            dtype="fp32", warmup=0)
+    from inferlab.serving.study.engines.transformers_cb import TransformersSettings, run_transformers
+    live = run_transformers(BURST, TINY_MODEL, TransformersSettings(max_batch_tokens=8, max_requests_per_batch=2,
+                                                                    page_size=16, dtype="fp32", warmup=0))
     got = [(int(n), tuple(ch)) for n, ch in zip(live.steps["n_decode"], live.chunks)]
     assert got == HAND_STEPS
     assert [len(t) for t in live.tokens] == [3, 2, 1]
@@ -118,10 +118,11 @@ def test_a_burst_that_arrives_during_a_step_joins_the_very_next_step():
     that starts after their arrival, so by hand: step 1 A whole; step 2 A decodes, B and C whole;
     steps 3 and 4 A decodes. (Submitted inside manager.pause(), stop 23's adapter, they reached the
     scheduler one step later: step 2 was A's decode alone.)"""
-    from inferlab.serving.study.engines.transformers_cb import run_transformers
+    from inferlab.serving.study.engines.transformers_cb import TransformersSettings, run_transformers
     w = Workload(np.array([0.0, 0.1, 0.1]), np.array([5, 3, 3]), np.array([4, 1, 1]))
-    live = run_transformers(w, TINY_MODEL, max_batch_tokens=16, max_requests_per_batch=4, page_size=16,
-                            dtype="fp32", warmup=0, probe=_SlowProbe(1.0))
+    live = run_transformers(w, TINY_MODEL, TransformersSettings(max_batch_tokens=16, max_requests_per_batch=4,
+                                                                page_size=16, dtype="fp32", warmup=0),
+                            probe=_SlowProbe(1.0))
     got = [(int(n), tuple(ch)) for n, ch in zip(live.steps["n_decode"], live.chunks)]
     assert got == [(0, ((5, 0),)), (1, ((3, 0), (3, 0))), (1, ()), (1, ())]
 

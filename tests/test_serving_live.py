@@ -11,7 +11,7 @@ from inferlab.cli import main
 from inferlab.measure.plan import TINY_MODEL
 from inferlab.model import build_model
 from inferlab.serving import Workload, simulate
-from inferlab.serving.study.live import Segment, SlottedKVCache, ragged_forward, run_live
+from inferlab.serving.study.live import LiveSettings, Segment, SlottedKVCache, ragged_forward, run_live
 from inferlab.serving.policies import ChunkedPrefill, ContinuousBatching, PrefillFirst
 from inferlab.specs import get_accelerator
 from inferlab.input_checks import DoesNotFitError
@@ -134,7 +134,7 @@ def test_streamed_tokens_equal_sequential_greedy_generation(model, policy):
     # 4 requests within 0.3 s, 2 slots, budget 8: prompts are chunked and decodes share steps
     w = Workload(np.array([0.0, 0.05, 0.1, 0.3]), np.array([12, 5, 9, 3]), np.array([6, 4, 1, 5]))
     stream = []
-    live = run_live(w, model, policy=policy, max_num_seqs=2, token_budget=8, warmup=1,
+    live = run_live(w, model, LiveSettings(policy=policy, max_num_seqs=2, token_budget=8, warmup=1),
                     on_token=lambda i, tok, t: stream.append((i, tok, t)))
     for i in range(len(w)):
         want = greedy(model, live.prompt_ids[i], int(w.output_tokens[i]))
@@ -155,7 +155,7 @@ def test_chunked_schedule_hand_derived():
     #         r0 has its 3rd token, r1 its 2nd: both finish.
     # step 4: r2 prefills 3: tokens 3, logits 1, pairs 3*4/2 = 6, keys 3; output 1: done.
     w = Workload(np.zeros(3), np.array([5, 6, 3]), np.array([3, 2, 1]))
-    live = run_live(w, TINY_MODEL, policy=ChunkedPrefill(token_budget=8, max_num_seqs=2), warmup=0)
+    live = run_live(w, TINY_MODEL, LiveSettings(policy=ChunkedPrefill(token_budget=8, max_num_seqs=2), warmup=0))
     s = live.steps
     rows = list(zip(s["tokens"].tolist(), s["logits"].tolist(), s["attn_pairs"].tolist(),
                     s["attn_kv_tokens"].tolist()))
@@ -190,7 +190,7 @@ def test_live_steps_equal_the_simulators_on_a_burst(policy):
     w = Workload(np.zeros(6), np.array([7, 3, 12, 5, 9, 2]), np.array([4, 6, 2, 5, 1, 3]))
     rec = Recorder()
     sim = simulate(w, TINY_MODEL, H100_SXM, policy, kv_blocks=10_000, step_time=rec)
-    live = run_live(w, TINY_MODEL, policy=policy, warmup=0)
+    live = run_live(w, TINY_MODEL, LiveSettings(policy=policy, warmup=0))
     s = live.steps
     got = list(zip(s["tokens"].tolist(), s["logits"].tolist(), s["attn_pairs"].tolist(),
                    s["attn_kv_tokens"].tolist()))
@@ -205,7 +205,7 @@ def test_light_load_token_accounting_and_fifo_order_match_the_simulator():
     # same order (first tokens in arrival order), each with its 4 tokens and 3 ITLs.
     from inferlab.serving.workload import fixed, synthetic
     w = synthetic(5.0, duration_s=1.5, prompt=fixed(8), output=fixed(4), seed=1)
-    live = run_live(w, TINY_MODEL, policy="chunked", max_num_seqs=4, token_budget=16, warmup=1)
+    live = run_live(w, TINY_MODEL, LiveSettings(policy="chunked", max_num_seqs=4, token_budget=16, warmup=1))
     sim = simulate(w, TINY_MODEL, H100_SXM, ChunkedPrefill(token_budget=16, max_num_seqs=4),
                    kv_blocks=10_000, step_time=Recorder())
     r = live.result
@@ -223,11 +223,11 @@ def test_light_load_token_accounting_and_fifo_order_match_the_simulator():
 def test_bad_arguments_are_named():
     w = Workload(np.zeros(1), np.array([30]), np.array([5]))
     with pytest.raises(ValueError, match=r"max_len=20.*longest is 35"):
-        run_live(w, TINY_MODEL, max_len=20, warmup=0)
+        run_live(w, TINY_MODEL, LiveSettings(max_len=20, warmup=0))
     with pytest.raises(ValueError, match="policy.*static"):
-        run_live(w, TINY_MODEL, policy="static", warmup=0)
+        run_live(w, TINY_MODEL, LiveSettings(policy="static", warmup=0))
     with pytest.raises(DoesNotFitError, match="KV slots"):
-        run_live(w, TINY_MODEL, policy="continuous", max_num_seqs=10**6, max_len=10**6, warmup=0)
+        run_live(w, TINY_MODEL, LiveSettings(policy="continuous", max_num_seqs=10**6, max_len=10**6, warmup=0))
     cache = SlottedKVCache(TINY_MODEL, 1, 8, torch.float32, "cpu")
     with pytest.raises(ValueError, match="positions 0..7"):
         ragged_forward(build_model(TINY_MODEL), cache, [Segment(0, (1, 2, 3), 6)])

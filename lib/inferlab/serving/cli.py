@@ -227,7 +227,7 @@ def _cmd_serve(args) -> int:
 
 
 def _cmd_serve_live(args) -> int:
-    from inferlab.serving.study.live import LIVE_DEVICES, LIVE_DTYPES, LIVE_POLICIES, run_live
+    from inferlab.serving.study.live import LIVE_DEVICES, LIVE_DTYPES, LIVE_POLICIES, LiveSettings, run_live
     from inferlab.serving.metrics import SLO
     from inferlab.input_checks import writable_file
     for name in SIM_ONLY:
@@ -277,10 +277,10 @@ def _cmd_serve_live(args) -> int:
               flush=True)
 
     from inferlab.measure.plan import resolve_model
-    live = run_live(workload, resolve_model(args.model), policy=policy, max_num_seqs=args.max_num_seqs,
-                    token_budget=args.token_budget, max_batched_tokens=args.max_batched_tokens,
-                    max_len=args.max_len or longest, device=args.device or "auto", dtype=args.dtype,
-                    seed=args.seed, threads=args.threads, on_token=stream if args.stream else None)
+    settings = LiveSettings(policy=policy, max_num_seqs=args.max_num_seqs, token_budget=args.token_budget,
+                            max_batched_tokens=args.max_batched_tokens, max_len=args.max_len or longest,
+                            device=args.device or "auto", dtype=args.dtype, seed=args.seed, threads=args.threads)
+    live = run_live(workload, resolve_model(args.model), settings, on_token=stream if args.stream else None)
     if args.out:
         write_text_atomic(args.out, json.dumps(live.to_dict(slo), indent=1))
     if args.timeseries:

@@ -6,22 +6,35 @@ against per-request SLOs) and vLLM's `gpu_memory_utilization` for the KV pool.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from inferlab.memory import max_batch
 from inferlab.serving.kv import kv_capacity_blocks
 from inferlab.units import GB, MS
 
 
+@dataclass(frozen=True)
+class CapacitySearch:
+    """How the lab's capacity is found: the SLO attainment a rate must reach, and the relative
+    width the bisection stops at."""
+
+    attainment: float = 0.9
+    bisection_rel_tol: float = 0.05
+
+
 def metrics_table(slo, *, static_timeout_s: float, memory_utilization: float, model, accelerator,
                   precision, context_tokens: int = 2048, block_tokens: int = 16, tp: int = 1,
-                  attainment: float = 0.9, bisection_rel_tol: float = 0.05) -> str:
+                  capacity: CapacitySearch = CapacitySearch()) -> str:
     """A Markdown table: each metric or setting of the lab, its definition with the values in use,
     where the lab uses it, and the source of the convention. The KV-pool row computes the pool at
     `memory_utilization` and the whole-memory B_max of 15.1.2 at `context_tokens`, side by side, for
-    one replica of `tp` devices (the lab's scenario: 1, or the smallest TP that holds the model)."""
+    one replica of `tp` devices (the lab's scenario: 1, or the smallest TP that holds the model).
+    capacity: the attainment and bisection tolerance the capacity row states."""
     pool_tokens = kv_capacity_blocks(model, accelerator, precision, tp, block_tokens, memory_utilization) * block_tokens
     whole = max_batch(model, accelerator, context_tokens, precision, tp=tp, allow_zero=True)
     per = "" if tp == 1 else f" per device, weights and KV split over the TP = {tp} replica's {tp} devices"
     ttft_ms, tpot_ms = slo.ttft_s / MS, slo.tpot_s / MS
+    attainment, bisection_rel_tol = capacity.attainment, capacity.bisection_rel_tol
     rows = [
         ("TTFT", "arrival of a request to its first output token (queueing + prefill)",
          "every section", "vLLM bench: TTFT"),

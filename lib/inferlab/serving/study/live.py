@@ -236,11 +236,26 @@ def check_live_memory(cfg, n_slots: int, max_len: int, dtype: str, device: str,
     return need
 
 
-def run_live(workload: Workload, model_or_cfg=None, *, policy="chunked", max_num_seqs: int = 8,
-             token_budget: int = 256, max_batched_tokens: int | None = 8192, max_len: int | None = None,
-             device: str = "auto", dtype: str | None = None, seed: int = 0, warmup: int = 2,
-             on_token=None, prompt_ids=None, threads: int | None = None) -> LiveResult:
-    """Serve `workload` for real and return the measured LiveResult.
+@dataclass(frozen=True)
+class LiveSettings:
+    """How `run_live` serves: the policy and its limits, tokens per KV slot, the device and dtype,
+    the seed, the warm-up passes and torch's CPU threads (each described in `run_live`)."""
+
+    policy: object = "chunked"
+    max_num_seqs: int = 8
+    token_budget: int = 256
+    max_batched_tokens: int | None = 8192
+    max_len: int | None = None
+    device: str = "auto"
+    dtype: str | None = None
+    seed: int = 0
+    warmup: int = 2
+    threads: int | None = None
+
+
+def run_live(workload: Workload, model_or_cfg=None, settings: LiveSettings = LiveSettings(), *,
+             on_token=None, prompt_ids=None) -> LiveResult:
+    """Serve `workload` for real and return the measured LiveResult. settings: a LiveSettings.
 
     policy: 'prefill-first', 'continuous' or 'chunked' (made with max_num_seqs, token_budget and
     max_batched_tokens), or a PrefillFirst / ContinuousBatching / ChunkedPrefill, whose own
@@ -258,6 +273,8 @@ def run_live(workload: Workload, model_or_cfg=None, *, policy="chunked", max_num
     import torch
 
     from inferlab.model import Transformer
+    policy, max_num_seqs, max_len, device = settings.policy, settings.max_num_seqs, settings.max_len, settings.device
+    dtype, seed, warmup, threads = settings.dtype, settings.seed, settings.warmup, settings.threads
     if not isinstance(workload, Workload):
         raise ValueError(f"workload must be a serving.Workload; got {type(workload).__name__}")
     positive_int("max_num_seqs", max_num_seqs)
@@ -265,7 +282,7 @@ def run_live(workload: Workload, model_or_cfg=None, *, policy="chunked", max_num
     nonneg_int("warmup", warmup)
     if threads is not None:
         positive_int("threads", threads)
-    pol = _policy(policy, max_num_seqs, token_budget, max_batched_tokens)
+    pol = _policy(policy, max_num_seqs, settings.token_budget, settings.max_batched_tokens)
     n_slots = pol.max_num_seqs
     prompts = workload.prompt_tokens.tolist()
     outputs = workload.output_tokens.tolist()
@@ -312,155 +329,202 @@ def run_live(workload: Workload, model_or_cfg=None, *, policy="chunked", max_num
     if threads is not None:
         torch.set_num_threads(int(threads))
     try:
-        return _serve(model, cfg, cache, pol, reqs, prompts, prompt_ids, max_len, n_slots, warmup,
-                      device, dtype, seed, on_token)
+        run = _LiveRun(model, cfg, cache, pol, n_slots, max_len, warmup, device, dtype, seed, on_token)
+        return _serve(run, reqs, prompts, prompt_ids)
     finally:
         torch.set_num_threads(saved_threads)
 
 
-def _serve(model, cfg, cache, pol, reqs, prompts, prompt_ids, max_len, n_slots, warmup, device, dtype,
-           seed, on_token) -> LiveResult:
+@dataclass(frozen=True)
+class _LiveRun:
+    """What one live run serves with: the model and its config, the slotted KV cache, the policy
+    (scheduler), the slots and their length, the device and dtype, the seed, the warm-up passes and
+    the token stream callback."""
+
+    model: object
+    cfg: object
+    cache: SlottedKVCache
+    pol: object
+    n_slots: int
+    max_len: int
+    warmup: int
+    device: str
+    dtype: str
+    seed: int
+    on_token: object = None
+
+    def forward(self, segments):
+        logits = ragged_forward(self.model, self.cache, segments)
+        return logits.argmax(-1).tolist()  # .tolist() waits for the device
+
+
+class _Queues:
+    """The scheduler's state: free slots, and the requests waiting, prefilling and decoding."""
+
+    def __init__(self, n_slots: int, max_num_seqs: int):
+        self.free_slots = list(range(n_slots - 1, -1, -1))
+        self.waiting, self.prefilling, self.decoding = deque(), [], []
+        self.max_num_seqs = max_num_seqs
+
+    def admit(self, t, token_cap=None, first_chunk=None):
+        """engine.Replica._admit without blocks: a free slot stands for the blocks."""
+        taken = 0
+        while self.waiting and len(self.prefilling) + len(self.decoding) < self.max_num_seqs:
+            r = self.waiting[0]
+            take = len(r.prompt) if first_chunk is None else min(first_chunk - taken, len(r.prompt))
+            if token_cap is not None and taken + take > token_cap and taken > 0:
+                break
+            if take <= 0:
+                break
+            self.waiting.popleft()
+            r.slot = self.free_slots.pop()
+            if r.first_sched is None:
+                r.first_sched = t
+            self.prefilling.append(r)
+            taken += take
+
+
+def _warm_up(run: _LiveRun, prompts) -> float:
+    """Warm-up at the workload's shapes: a whole (or budget-sized) prompt, then a decode step of
+    every slot beside a short chunk. Slots are rewritten from position 0 by each request. Seconds."""
+    from inferlab.measure.device import synchronize
+    pol, max_len = run.pol, run.max_len
+    t_w = time.perf_counter()
+    first = min(max(prompts), pol.token_budget) if pol.name == "chunked" else max(prompts)
+    for _ in range(run.warmup):
+        run.forward([Segment(0, (0,) * min(first, max_len), 0)])
+        segs = [Segment(s, (0,), min(prompts[0], max_len - 1)) for s in range(run.n_slots)]
+        run.forward(segs + [Segment(0, (0,) * min(8, max_len), 0, sample=False)])
+    synchronize(run.device)
+    return time.perf_counter() - t_w
+
+
+def _schedule(pol, q: _Queues, t_start: float):
+    """The step's work under `pol`: (prefill chunks [(request, tokens)], whether the decoders step)."""
+    kind = pol.name
+    chunks, do_decode = [], False
+    if kind == "prefill-first":
+        q.admit(t_start, pol.max_batched_tokens)
+        if q.prefilling:
+            chunks = [(r, len(r.prompt)) for r in q.prefilling]
+        else:
+            do_decode = bool(q.decoding)
+    elif kind == "continuous":
+        do_decode = bool(q.decoding)
+        q.admit(t_start, pol.max_batched_tokens)
+        chunks = [(r, len(r.prompt)) for r in q.prefilling]
+    else:
+        do_decode = bool(q.decoding)
+        budget = pol.token_budget - len(q.decoding)
+        for r in q.prefilling:
+            if budget <= 0:
+                break
+            n = min(budget, len(r.prompt) - r.done)
+            chunks.append((r, n))
+            budget -= n
+        if budget > 0:
+            n0 = len(q.prefilling)
+            q.admit(t_start, None, first_chunk=budget)
+            for r in q.prefilling[n0:]:
+                if budget <= 0:
+                    break
+                n = min(budget, len(r.prompt))
+                chunks.append((r, n))
+                budget -= n
+    if not chunks and not do_decode:  # cannot happen: a free slot admits, a busy one decodes
+        raise RuntimeError(f"the {kind} scheduler found no work with {len(q.waiting)} waiting, "
+                           f"{len(q.prefilling)} prefilling, {len(q.decoding)} decoding")
+    return chunks, do_decode
+
+
+def _segments(dec, chunks):
+    """The step's segments, the requests that sample, its attention pairs and KV tokens read."""
+    segs = [Segment(r.slot, (r.tokens[-1],), len(r.prompt) + r.generated - 1) for r in dec]
+    samplers = list(dec)
+    pairs = kv = 0.0
+    for r in dec:
+        pairs += len(r.prompt) + r.generated  # the cached keys plus its own
+        kv += len(r.prompt) + r.generated
+    for r, q in chunks:
+        p = r.done
+        last = p + q == len(r.prompt)
+        segs.append(Segment(r.slot, r.prompt[p:p + q], p, sample=last))
+        if last:
+            samplers.append(r)
+        pairs += q * p + q * (q + 1) / 2
+        kv += p + q
+    return segs, samplers, pairs, kv
+
+
+def _advance(run: _LiveRun, q: _Queues, dec, chunks, samplers, sampled, t_end: float):
+    """After the step: prompts move on, samplers get their token, finished requests free their slot."""
+    for r, n in chunks:
+        r.done += n
+    for r, tok in zip(samplers, sampled):
+        r.tokens.append(int(tok))
+        r.times.append(t_end)
+        r.generated += 1
+        if run.on_token is not None:
+            run.on_token(r.i, int(tok), t_end)
+    for r in dec:
+        if r.generated >= r.output:
+            q.decoding.remove(r)
+            q.free_slots.append(r.slot)
+    still = []
+    for r in q.prefilling:
+        if r.done < len(r.prompt):
+            still.append(r)
+        elif r.generated >= r.output:
+            q.free_slots.append(r.slot)
+        else:
+            q.decoding.append(r)
+    q.prefilling[:] = still
+
+
+def _serve(run: _LiveRun, reqs, prompts, prompt_ids) -> LiveResult:
     import torch
 
     from inferlab.measure.device import synchronize
-    kind = pol.name
-
-    def forward(segments):
-        logits = ragged_forward(model, cache, segments)
-        return logits.argmax(-1).tolist()  # .tolist() waits for the device
-
+    pol, n_slots = run.pol, run.n_slots
     with torch.inference_mode():
-        # Warm-up at the workload's shapes: a whole (or budget-sized) prompt, then a decode step
-        # of every slot beside a short chunk. Slots are rewritten from position 0 by each request.
-        t_w = time.perf_counter()
-        first = min(max(prompts), pol.token_budget) if kind == "chunked" else max(prompts)
-        for _ in range(warmup):
-            forward([Segment(0, (0,) * min(first, max_len), 0)])
-            segs = [Segment(s, (0,), min(prompts[0], max_len - 1)) for s in range(n_slots)]
-            forward(segs + [Segment(0, (0,) * min(8, max_len), 0, sample=False)])
-        synchronize(device)
-        warmup_s = time.perf_counter() - t_w
-
-        free_slots = list(range(n_slots - 1, -1, -1))
-        waiting, prefilling, decoding = deque(), [], []
+        warmup_s = _warm_up(run, prompts)
+        q = _Queues(n_slots, pol.max_num_seqs)
         pending = deque(reqs)
         log = {k: [] for k in STEP_FIELDS}
         chunk_log = []
         t0 = time.perf_counter()
-
-        def admit(t, token_cap=None, first_chunk=None):
-            """engine.Replica._admit without blocks: a free slot stands for the blocks."""
-            taken = 0
-            while waiting and len(prefilling) + len(decoding) < pol.max_num_seqs:
-                r = waiting[0]
-                take = len(r.prompt) if first_chunk is None else min(first_chunk - taken, len(r.prompt))
-                if token_cap is not None and taken + take > token_cap and taken > 0:
-                    break
-                if take <= 0:
-                    break
-                waiting.popleft()
-                r.slot = free_slots.pop()
-                if r.first_sched is None:
-                    r.first_sched = t
-                prefilling.append(r)
-                taken += take
-
-        while pending or waiting or prefilling or decoding:
+        while pending or q.waiting or q.prefilling or q.decoding:
             now = time.perf_counter() - t0
             while pending and pending[0].arrival <= now:
-                waiting.append(pending.popleft())
-            if not (waiting or prefilling or decoding):
+                q.waiting.append(pending.popleft())
+            if not (q.waiting or q.prefilling or q.decoding):
                 time.sleep(max(0.0, pending[0].arrival - (time.perf_counter() - t0)))
                 continue
             t_start = now
-            chunks, do_decode = [], False
-            if kind == "prefill-first":
-                admit(t_start, pol.max_batched_tokens)
-                if prefilling:
-                    chunks = [(r, len(r.prompt)) for r in prefilling]
-                else:
-                    do_decode = bool(decoding)
-            elif kind == "continuous":
-                do_decode = bool(decoding)
-                admit(t_start, pol.max_batched_tokens)
-                chunks = [(r, len(r.prompt)) for r in prefilling]
-            else:
-                do_decode = bool(decoding)
-                budget = pol.token_budget - len(decoding)
-                for r in prefilling:
-                    if budget <= 0:
-                        break
-                    q = min(budget, len(r.prompt) - r.done)
-                    chunks.append((r, q))
-                    budget -= q
-                if budget > 0:
-                    n0 = len(prefilling)
-                    admit(t_start, None, first_chunk=budget)
-                    for r in prefilling[n0:]:
-                        if budget <= 0:
-                            break
-                        q = min(budget, len(r.prompt))
-                        chunks.append((r, q))
-                        budget -= q
-            if not chunks and not do_decode:  # cannot happen: a free slot admits, a busy one decodes
-                raise RuntimeError(f"the {kind} scheduler found no work with {len(waiting)} waiting, "
-                                   f"{len(prefilling)} prefilling, {len(decoding)} decoding")
-            dec = list(decoding) if do_decode else []
-            segs = [Segment(r.slot, (r.tokens[-1],), len(r.prompt) + r.generated - 1) for r in dec]
-            samplers = list(dec)
-            pairs = kv = 0.0
-            for r in dec:
-                pairs += len(r.prompt) + r.generated  # the cached keys plus its own
-                kv += len(r.prompt) + r.generated
-            for r, q in chunks:
-                p = r.done
-                last = p + q == len(r.prompt)
-                segs.append(Segment(r.slot, r.prompt[p:p + q], p, sample=last))
-                if last:
-                    samplers.append(r)
-                pairs += q * p + q * (q + 1) / 2
-                kv += p + q
-            sampled = forward(segs)
-            synchronize(device)
+            chunks, do_decode = _schedule(pol, q, t_start)
+            dec = list(q.decoding) if do_decode else []
+            segs, samplers, pairs, kv = _segments(dec, chunks)
+            sampled = run.forward(segs)
+            synchronize(run.device)
             t_end = time.perf_counter() - t0
             for k, v in zip(STEP_FIELDS, (t_start, t_end - t_start, sum(len(s.tokens) for s in segs),
                                           len(samplers), pairs, kv, len(dec), len(chunks),
-                                          n_slots - len(free_slots),
+                                          n_slots - len(q.free_slots),
                                           sum(len(r.prompt) + r.generated for r in dec))):
                 log[k].append(v)
-            chunk_log.append(tuple((q, r.done) for r, q in chunks))
-            for r, q in chunks:
-                r.done += q
-            for r, tok in zip(samplers, sampled):
-                r.tokens.append(int(tok))
-                r.times.append(t_end)
-                r.generated += 1
-                if on_token is not None:
-                    on_token(r.i, int(tok), t_end)
-            for r in dec:
-                if r.generated >= r.output:
-                    decoding.remove(r)
-                    free_slots.append(r.slot)
-            still = []
-            for r in prefilling:
-                if r.done < len(r.prompt):
-                    still.append(r)
-                elif r.generated >= r.output:
-                    free_slots.append(r.slot)
-                else:
-                    decoding.append(r)
-            prefilling[:] = still
+            chunk_log.append(tuple((n, r.done) for r, n in chunks))
+            _advance(run, q, dec, chunks, samplers, sampled, t_end)
 
     steps = {k: np.asarray(v) for k, v in log.items()}
-    result = _sim_result(reqs, steps, n_slots,
-                         f"live: {cfg.name} {dtype} on {device}, {pol}, {n_slots} slots x {max_len} tokens")
-    config = {"model": cfg.name, "dtype": dtype, "device": device, "policy": kind,
-              "max_num_seqs": pol.max_num_seqs, "max_len": int(max_len), "seed": int(seed),
-              "threads": torch.get_num_threads() if device == "cpu" else None,
+    result = _sim_result(reqs, steps, n_slots, f"live: {run.cfg.name} {run.dtype} on {run.device}, {pol}, "
+                                               f"{n_slots} slots x {run.max_len} tokens")
+    config = {"model": run.cfg.name, "dtype": run.dtype, "device": run.device, "policy": pol.name,
+              "max_num_seqs": pol.max_num_seqs, "max_len": int(run.max_len), "seed": int(run.seed),
+              "threads": torch.get_num_threads() if run.device == "cpu" else None,
               "token_budget": getattr(pol, "token_budget", None),
               "max_batched_tokens": getattr(pol, "max_batched_tokens", None)}
     return LiveResult(result, steps, tuple(tuple(r.tokens) for r in reqs), tuple(prompt_ids),
-                      config, _device_name(device), warmup_s, tuple(chunk_log))
+                      config, _device_name(run.device), warmup_s, tuple(chunk_log))
 
 
 def _device_name(device: str) -> str:

@@ -247,11 +247,12 @@ def _vllm_pipeline(c: ValidationConfig, log) -> dict:
                          "leave out model, dtype, device and step_model")
     if c.duration_s is not None:
         raise ValueError("engine 'vllm' serves requests_per_rate requests at each rate; leave out duration_s")
-    return validate_vllm(settings=VllmSettings(max_num_seqs=c.max_num_seqs, max_num_batched_tokens=c.max_batch_tokens,
-                                               max_model_len=c.max_len),
-                         rates=c.rates, fractions=c.fractions,
-                         requests_per_rate=REQUESTS_PER_RATE if c.requests_per_rate is None else c.requests_per_rate,
-                         prompt=c.prompt, output=c.output, cv=c.cv, seed=c.seed, slo=c.slo, log=log)
+    return validate_vllm(VllmValidation(
+        settings=VllmSettings(max_num_seqs=c.max_num_seqs, max_num_batched_tokens=c.max_batch_tokens,
+                              max_model_len=c.max_len),
+        rates=c.rates, fractions=c.fractions,
+        requests_per_rate=REQUESTS_PER_RATE if c.requests_per_rate is None else c.requests_per_rate,
+        prompt=c.prompt, output=c.output, cv=c.cv, seed=c.seed, slo=c.slo), log=log)
 
 
 def _checked(c: ValidationConfig) -> ValidationConfig:
@@ -739,13 +740,14 @@ def calibration_drift(calibrations: list) -> float:
 def _serve_live(c: ValidationConfig, host: _Host, eng: _Engine, w: Workload, seed: int):
     """Serve `w` live on the validation's engine."""
     if c.engine == "inferlab":
-        from inferlab.serving.study.live import run_live
-        return run_live(w, eng.model_obj, policy=c.policy, max_num_seqs=c.max_num_seqs, max_len=c.max_len,
-                        max_batched_tokens=getattr(eng.policy, "max_batched_tokens", None),
-                        device=host.kind, dtype=host.dtype, seed=seed)
-    from inferlab.serving.study.engines.transformers_cb import run_transformers
-    return run_transformers(w, eng.model_obj, max_batch_tokens=c.max_batch_tokens, max_requests_per_batch=c.max_num_seqs,
-                            page_size=c.page_size, max_len=c.max_len, dtype=host.dtype, seed=seed, probe=eng.probe)
+        from inferlab.serving.study.live import LiveSettings, run_live
+        return run_live(w, eng.model_obj, LiveSettings(policy=c.policy, max_num_seqs=c.max_num_seqs, max_len=c.max_len,
+                                                       max_batched_tokens=getattr(eng.policy, "max_batched_tokens", None),
+                                                       device=host.kind, dtype=host.dtype, seed=seed))
+    from inferlab.serving.study.engines.transformers_cb import TransformersSettings, run_transformers
+    settings = TransformersSettings(max_batch_tokens=c.max_batch_tokens, max_requests_per_batch=c.max_num_seqs,
+                                    page_size=c.page_size, max_len=c.max_len, dtype=host.dtype, seed=seed)
+    return run_transformers(w, eng.model_obj, settings, probe=eng.probe)
 
 
 def table(record: dict) -> str:
@@ -1293,15 +1295,101 @@ def _vllm_result_subset(data: dict) -> dict:
     return {k: data[k] for k in keys if k in data}
 
 
-def validate_vllm(*, settings=None, rates=None, fractions=LOAD_FACTORS, requests_per_rate: int = REQUESTS_PER_RATE,
-                  prompt: LengthDist = LengthDist("lognormal", 128, 0.5, 16, 384),
-                  output: LengthDist = LengthDist("lognormal", 32, 0.5, 4, 96), cv: float = 1.0, seed: int = 0,
-                  slo: SLO = SLO(), root=None, work_dir=None, log=print) -> dict:
+@dataclass(frozen=True)
+class VllmValidation:
+    """What `validate_vllm` runs: vLLM's server settings (serving.study.engines.vllm.VllmSettings;
+    None: its defaults), the rates (or `fractions` of the predicted capacity), the requests at each
+    rate, the length distributions, the arrivals' coefficient of variation, the seed and the SLO."""
+
+    settings: object = None
+    rates: object = None
+    fractions: tuple = LOAD_FACTORS
+    requests_per_rate: int = REQUESTS_PER_RATE
+    prompt: LengthDist = LengthDist("lognormal", 128, 0.5, 16, 384)
+    output: LengthDist = LengthDist("lognormal", 32, 0.5, 4, 96)
+    cv: float = 1.0
+    seed: int = 0
+    slo: SLO = SLO()
+
+
+def _vllm_serve_rates(python, server, model_dir, v: VllmValidation, rates, names, work, log) -> list:
+    """Each rate's workload through vLLM's benchmark client: (rate, name, workload, result, the
+    engine's iteration-token counts before and after)."""
+    from inferlab.serving.study.engines import vllm as V
+    lives = []
+    for k, (rate, name) in enumerate(zip(rates, names)):
+        w = synthetic(rate, n_requests=v.requests_per_rate, prompt=v.prompt, output=v.output, cv=v.cv, seed=v.seed)
+        log(f"live: {len(w)} requests at {rate:.2f}/s ({name}) through vLLM's benchmark client")
+        before = V.iteration_tokens(V.metrics_text(server))
+        data = V.bench_serve(python, server, model_dir, w, work, f"rate-{k}", base_id=(k + 1) * 1_000_000)
+        after = V.iteration_tokens(V.metrics_text(server))
+        V.check_served(data, w, f"rate-{k}")
+        lives.append((rate, name, w, data, (before, after)))
+    return lives
+
+
+def _vllm_compare_rate(setup, st, st0, after_error, cap, live_run, slo, log):
+    """One rate's live run against its simulation: ("run", record) or ("unusable", record)."""
+    from inferlab.serving.study.engines import vllm as V
+    rate, name, w, data, (before, after) = live_run
+    live = V.result_of(data, name)
+    sim = setup.simulate(w, st)
+    # vLLM's client first sends the trace's first request once, alone (its test run): its steps are in
+    # vLLM's histogram, so they are simulated too, alone
+    test = setup.simulate(Workload(np.zeros(1), w.prompt_tokens[:1], w.output_tokens[:1]), st)
+    schedule = V.steps_by_tokens(before, after, np.concatenate([V.emitted_tokens(sim), V.emitted_tokens(test)]))
+    sim0 = setup.simulate(w, st0)
+    ls, ss = live.summary(slo), sim.summary(slo)
+    gaps = live.all_itls_s
+    bunched = float(np.mean(gaps < VLLM_BUNCHED_GAP_S)) if len(gaps) else 0.0
+    if not all(ls[m][p] > 0 for m in ("ttft_s", "itl_s") for p in ("p50", "p99")):
+        # most gaps 0: the client got several tokens per message (a host short of CPU), no ITL to compare
+        log(f"  {rate:.2f}/s ({name}): a live percentile is 0 ({bunched:.0%} of the gaps under "
+            f"{VLLM_BUNCHED_GAP_S * 1e3:.1f} ms: tokens delivered in bunches); not compared")
+        return "unusable", {"rate_per_s": rate, "load": name, "fraction": rate / cap, "requests": len(w), "live": ls,
+                            "simulated": ss, "bunched_fraction": bunched, "steps_by_tokens": schedule,
+                            "vllm_result": _vllm_result_subset(data)}
+    cmp = compare(ls, ss)
+    sens = step_sensitivity(setup, w, st)
+    fraction = rate / cap
+    run = {"rate_per_s": rate, "load": name, "fraction": fraction, "bounded": fraction <= BOUNDED_UP_TO,
+           "requests": len(w), "live": ls, "simulated": ss, "comparison": cmp,
+           "step_time_error": {**after_error, "of": "calibration-1 (vLLM's client sees no steps)"},
+           "sensitivity": sens, "calibrations": [0, 1],
+           "first_calibration_only": compare(ls, sim0.summary(slo)),
+           "quantiles": {"live": quantiles(live), "simulated": quantiles(sim)},
+           "bunched_fraction": bunched, "steps_by_tokens": schedule,
+           "vllm_result": _vllm_result_subset(data)}
+    log(f"  {rate:.2f}/s ({name}): engine steps, vLLM {sum(schedule['live'])}, simulated {sum(schedule['simulated'])}")
+    log(f"  {rate:.2f}/s ({name}): TTFT p50 {cmp['ttft_s']['p50']['error']:+.1%}, p99 "
+        f"{cmp['ttft_s']['p99']['error']:+.1%}; ITL p50 {cmp['itl_s']['p50']['error']:+.1%}, p99 "
+        f"{cmp['itl_s']['p99']['error']:+.1%}")
+    return "run", run
+
+
+def _vllm_config(v: VllmValidation, settings, cfg, kv_blocks: int) -> dict:
+    """The record's config of a vLLM validation."""
+    prompt, output = v.prompt, v.output
+    return {"model": cfg.name, "model_dims": {"d_model": cfg.d_model, "n_layers": cfg.n_layers, "n_heads": cfg.n_heads,
+                                              "n_kv_heads": cfg.n_kv_heads, "head_dim": cfg.head_dim, "d_ff": cfg.d_ff,
+                                              "vocab_size": cfg.vocab_size},
+            "dtype": "bf16", "policy": "vllm-v1", "max_num_seqs": settings.max_num_seqs,
+            "max_len": settings.max_model_len, "duration_s": None, "requests_per_rate": v.requests_per_rate,
+            "cv": v.cv, "seed": v.seed,
+            "prompt": {"kind": prompt.kind, "mean": prompt.mean, "cv": prompt.cv, "low": prompt.low, "high": prompt.high},
+            "output": {"kind": output.kind, "mean": output.mean, "cv": output.cv, "low": output.low, "high": output.high},
+            "kv_blocks": kv_blocks, "block_tokens": settings.block_size, "vllm": settings.to_dict(),
+            "calibration": {"lone_prompts": list(VLLM_CAL_LONE), "repeats": VLLM_CAL_REPEATS,
+                            "bursts": list(VLLM_CAL_BURSTS), "burst_prompt": VLLM_CAL_BURST_PROMPT,
+                            "burst_output": VLLM_CAL_BURST_OUTPUT, "burst_repeats": VLLM_CAL_BURST_REPEATS}}
+
+
+def validate_vllm(v: VllmValidation = VllmValidation(), *, root=None, work_dir=None, log=print) -> dict:
     """engine 'vllm': start vLLM's server (serving.study.engines.vllm; `make vllm` first), calibrate its step
     time on timed requests, replay the Poisson workloads of the other engines through vLLM's own
-    benchmark client at each rate (`fractions` of the capacity the calibration predicts, or `rates`),
+    benchmark client at each rate (`v.fractions` of the capacity the calibration predicts, or `v.rates`),
     calibrate again, and predict every run on the simulator with vLLM's scheduler
-    (policies.VllmV1 from `settings`, serving.study.engines.vllm.VllmSettings) and KV pool (the size vLLM
+    (policies.VllmV1 from `v.settings`, serving.study.engines.vllm.VllmSettings) and KV pool (the size vLLM
     logs), stepping on the mean of the two calibrations' fits. The server is stopped on return, on an
     error and on Ctrl-C; its log and every trace and result stay under work_dir (default
     build/vllm-logs/<UTC time>). Returns the record, in validate's schema, summary.engine 'vllm'."""
@@ -1316,8 +1404,9 @@ def validate_vllm(*, settings=None, rates=None, fractions=LOAD_FACTORS, requests
 
     t_start = time.perf_counter()
     log = log or (lambda message: None)
-    settings = settings or V.VllmSettings()
-    positive_int("requests_per_rate", requests_per_rate, minimum=2, maximum=10_000)
+    settings = v.settings or V.VllmSettings()
+    rates, fractions, prompt, output, seed, slo = v.rates, v.fractions, v.prompt, v.output, v.seed, v.slo
+    positive_int("requests_per_rate", v.requests_per_rate, minimum=2, maximum=10_000)
     if rates is None and not fractions:
         raise ValueError("fractions must hold at least one fraction of capacity; got none")
     if prompt.high + output.high > settings.max_model_len:
@@ -1338,7 +1427,7 @@ def validate_vllm(*, settings=None, rates=None, fractions=LOAD_FACTORS, requests
                             memory_bytes=free, seed=seed, max_time_s=1.0)
     acc = ceil.accelerator("measured-cpu")
     pol = settings.policy()
-    runs, cals = [], []
+    cals = []
     with V.VllmServer(python, model_dir, settings, work / "server.log", log=log) as server:
         kv_tokens = V.kv_tokens_from_log(server.log_text())
         if kv_tokens is None:
@@ -1355,68 +1444,18 @@ def validate_vllm(*, settings=None, rates=None, fractions=LOAD_FACTORS, requests
         else:
             names = [f"{r / cap:.2f}x capacity" for r in rates]
         log(f"vllm: predicted capacity {cap:.2f} requests/s; rates {', '.join(f'{r:.2f}' for r in rates)}")
-        lives = []
-        for k, (rate, name) in enumerate(zip(rates, names)):
-            w = synthetic(rate, n_requests=requests_per_rate, prompt=prompt, output=output, cv=cv, seed=seed)
-            log(f"live: {len(w)} requests at {rate:.2f}/s ({name}) through vLLM's benchmark client")
-            before = V.iteration_tokens(V.metrics_text(server))
-            data = V.bench_serve(python, server, model_dir, w, work, f"rate-{k}", base_id=(k + 1) * 1_000_000)
-            after = V.iteration_tokens(V.metrics_text(server))
-            V.check_served(data, w, f"rate-{k}")
-            lives.append((rate, name, w, data, (before, after)))
+        lives = _vllm_serve_rates(python, server, model_dir, v, rates, names, work, log)
         cals.append(_vllm_calibrate(python, server, model_dir, settings, work, "calibration-1", log))
         startup_s = server.startup_s
     st = mean_fit([c["fit"] for c in cals])
     after_error = _fit_error(st, cals[1]["steps"], cals[1]["durations_s"])
-    unusable = []  # runs whose live ITLs are mostly 0 (tokens delivered in bunches): kept, not compared
-    for rate, name, w, data, (before, after) in lives:
-        live = V.result_of(data, name)
-        sim = setup.simulate(w, st)
-        # vLLM's client first sends the trace's first request once, alone (its test run): its steps are in
-        # vLLM's histogram, so they are simulated too, alone
-        test = setup.simulate(Workload(np.zeros(1), w.prompt_tokens[:1], w.output_tokens[:1]), st)
-        schedule = V.steps_by_tokens(before, after, np.concatenate([V.emitted_tokens(sim), V.emitted_tokens(test)]))
-        sim0 = setup.simulate(w, st0)
-        ls, ss = live.summary(slo), sim.summary(slo)
-        gaps = live.all_itls_s
-        bunched = float(np.mean(gaps < VLLM_BUNCHED_GAP_S)) if len(gaps) else 0.0
-        if not all(ls[m][p] > 0 for m in ("ttft_s", "itl_s") for p in ("p50", "p99")):
-            # most gaps 0: the client got several tokens per message (a host short of CPU), no ITL to compare
-            log(f"  {rate:.2f}/s ({name}): a live percentile is 0 ({bunched:.0%} of the gaps under "
-                f"{VLLM_BUNCHED_GAP_S * 1e3:.1f} ms: tokens delivered in bunches); not compared")
-            unusable.append({"rate_per_s": rate, "load": name, "fraction": rate / cap, "requests": len(w), "live": ls,
-                             "simulated": ss, "bunched_fraction": bunched, "steps_by_tokens": schedule,
-                             "vllm_result": _vllm_result_subset(data)})
-            continue
-        cmp = compare(ls, ss)
-        sens = step_sensitivity(setup, w, st)
-        fraction = rate / cap
-        runs.append({"rate_per_s": rate, "load": name, "fraction": fraction, "bounded": fraction <= BOUNDED_UP_TO,
-                     "requests": len(w), "live": ls, "simulated": ss, "comparison": cmp,
-                     "step_time_error": {**after_error, "of": "calibration-1 (vLLM's client sees no steps)"},
-                     "sensitivity": sens, "calibrations": [0, 1],
-                     "first_calibration_only": compare(ls, sim0.summary(slo)),
-                     "quantiles": {"live": quantiles(live), "simulated": quantiles(sim)},
-                     "bunched_fraction": bunched, "steps_by_tokens": schedule,
-                     "vllm_result": _vllm_result_subset(data)})
-        log(f"  {rate:.2f}/s ({name}): engine steps, vLLM {sum(schedule['live'])}, simulated {sum(schedule['simulated'])}")
-        log(f"  {rate:.2f}/s ({name}): TTFT p50 {cmp['ttft_s']['p50']['error']:+.1%}, p99 "
-            f"{cmp['ttft_s']['p99']['error']:+.1%}; ITL p50 {cmp['itl_s']['p50']['error']:+.1%}, p99 "
-            f"{cmp['itl_s']['p99']['error']:+.1%}")
+    runs, unusable = [], []  # unusable: runs whose live ITLs are mostly 0 (tokens delivered in bunches)
+    for live_run in lives:
+        which, rec = _vllm_compare_rate(setup, st, st0, after_error, cap, live_run, slo, log)
+        (runs if which == "run" else unusable).append(rec)
     from inferlab.serving.study.bracketing import drift as _drift, speed as _speed
     speeds = [float(_speed(st0, c["steps"], c["durations_s"])) for c in cals]
-    config = {"model": cfg.name, "model_dims": {"d_model": cfg.d_model, "n_layers": cfg.n_layers, "n_heads": cfg.n_heads,
-                                                "n_kv_heads": cfg.n_kv_heads, "head_dim": cfg.head_dim, "d_ff": cfg.d_ff,
-                                                "vocab_size": cfg.vocab_size},
-              "dtype": "bf16", "policy": "vllm-v1", "max_num_seqs": settings.max_num_seqs,
-              "max_len": settings.max_model_len, "duration_s": None, "requests_per_rate": requests_per_rate,
-              "cv": cv, "seed": seed,
-              "prompt": {"kind": prompt.kind, "mean": prompt.mean, "cv": prompt.cv, "low": prompt.low, "high": prompt.high},
-              "output": {"kind": output.kind, "mean": output.mean, "cv": output.cv, "low": output.low, "high": output.high},
-              "kv_blocks": kv_blocks, "block_tokens": settings.block_size, "vllm": settings.to_dict(),
-              "calibration": {"lone_prompts": list(VLLM_CAL_LONE), "repeats": VLLM_CAL_REPEATS,
-                              "bursts": list(VLLM_CAL_BURSTS), "burst_prompt": VLLM_CAL_BURST_PROMPT,
-                              "burst_output": VLLM_CAL_BURST_OUTPUT, "burst_repeats": VLLM_CAL_BURST_REPEATS}}
+    config = _vllm_config(v, settings, cfg, kv_blocks)
     calibrations = [{"name": c["name"], "fit": c["fit"].to_dict(),
                      "step_log": step_log(c["steps"], c["durations_s"])} for c in cals]
     summary = {"engine": "vllm", "engine_version": version, "rates": rates_summary(runs),

@@ -43,6 +43,7 @@ step time absorbs it; each call's (start since t0, seconds) is logged beside the
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -162,25 +163,8 @@ def _instrument(manager, log: _Steps, probe=None):
     manager._create_batch_processor = create_logged
 
 
-def run_transformers(workload: Workload, model_or_cfg=None, *, max_batch_tokens: int = 256,
-                     max_requests_per_batch: int = 8, page_size: int = 16, max_len: int | None = None,
-                     dtype: str = "bf16", seed: int = 0, warmup: int = 2, prompt_ids=None,
-                     timeout_s: float = 3600.0, probe=None) -> LiveResult:
-    """Serve `workload` with transformers' continuous batching on the CPU; the measured LiveResult.
-
-    model_or_cfg: a LlamaForCausalLM (used as it is), or a ModelConfig built with random weights
-    (`build_model`, `seed`); None: the `tiny` preset. max_batch_tokens, max_requests_per_batch,
-    page_size: the engine's configuration (module docstring); max_len: the longest prompt + output
-    a request may have (default the workload's), which sizes the page pool. warmup: requests
-    served before t0 (a longest prompt, then a full batch decoding) so first-call costs stay out.
-    The result's trace counts active requests as its 'blocks' column (as live.py counts slots).
-    probe: a measure.probe.LinearProbe run at every step (module doc); None: no probe. Its log
-    (steps after t0) is config["probe"]: {"times_s", "probe_s", "summary", "share"}."""
-    import torch
-    require_transformers()
-    from transformers import GenerationConfig
-    from transformers.generation.configuration_utils import ContinuousBatchingConfig
-    from transformers.generation.continuous_batching.requests import RequestStatus
+def _check_workload(workload, max_batch_tokens, max_requests_per_batch, page_size, max_len, warmup, seed):
+    """The checked arguments: (prompts, outputs, max_len), max_len defaulting to the longest request."""
     if not isinstance(workload, Workload):
         raise ValueError(f"workload must be a serving.Workload; got {type(workload).__name__}")
     positive_int("max_batch_tokens", max_batch_tokens)
@@ -198,6 +182,11 @@ def run_transformers(workload: Workload, model_or_cfg=None, *, max_batch_tokens:
     if longest > max_len:
         raise ValueError(f"every prompt + output must fit max_len={max_len} tokens; the workload's longest "
                          f"is {longest}: raise max_len or shorten the requests")
+    return prompts, outputs, max_len
+
+
+def _model_and_prompts(model_or_cfg, dtype, seed, prompt_ids, prompts):
+    """(model, its dtype name, the prompts' token ids): the model given, or one built from a config."""
     if hasattr(model_or_cfg, "init_continuous_batching"):
         model = model_or_cfg.eval()
         vocab = model.config.vocab_size
@@ -218,6 +207,136 @@ def run_transformers(workload: Workload, model_or_cfg=None, *, max_batch_tokens:
             raise ValueError("prompt_ids must hold one sequence per request, of its prompt_tokens length")
         if any(not 0 <= t < vocab for ids in prompt_ids for t in ids):
             raise ValueError(f"prompt_ids must lie in 0..{vocab - 1} (the vocabulary)")
+    return model, dtype, prompt_ids
+
+
+def _warm_up(manager, prompt_ids, prompts, warmup: int, max_requests_per_batch: int, timeout_s: float) -> float:
+    """`warmup` rounds of a longest prompt alone, then a full batch of short ones decoding. Seconds."""
+    t_w = time.perf_counter()
+    for w in range(warmup):
+        ids = [f"warm{w}-{k}" for k in range(max_requests_per_batch + 1)]
+        manager.add_request(prompt_ids[int(np.argmax(prompts))], request_id=ids[0], max_new_tokens=2)
+        for k in range(1, len(ids)):
+            manager.add_request(prompt_ids[0][:8] or [0], request_id=ids[k], max_new_tokens=4)
+        got = 0
+        while got < len(ids):
+            r = manager.get_result(timeout=timeout_s)
+            if r is None:
+                raise RuntimeError(f"transformers' engine returned nothing during warm-up: "
+                                   f"{manager.background_thread_status.fatal_error}")
+            got += r.is_finished()
+    return time.perf_counter() - t_w
+
+
+def _submit(manager, arrivals, prompt_ids, outputs, t0: float) -> list:
+    """Put each request on the engine's queue at its arrival; how late each went in (seconds)."""
+    n = len(arrivals)
+    submitted_late = []
+    i = 0
+    while i < n:
+        wait = arrivals[i] - (time.perf_counter() - t0)
+        if wait > 0:
+            time.sleep(wait)
+        due = i + 1  # requests due together go onto the input queue back to back (module doc)
+        while due < n and arrivals[due] <= time.perf_counter() - t0:
+            due += 1
+        for k in range(i, due):
+            submitted_late.append(time.perf_counter() - t0 - arrivals[k])
+            manager.add_request(prompt_ids[k], request_id=f"r{k}", max_new_tokens=int(outputs[k]),
+                                record_timestamps=True, eos_token_id=-1)
+        i = due
+    return submitted_late
+
+
+def _collect(manager, n: int, timeout_s: float) -> dict:
+    """{request index: its finished result} for the n measured requests."""
+    from transformers.generation.continuous_batching.requests import RequestStatus
+    results = {}
+    deadline = time.perf_counter() + timeout_s
+    while len(results) < n:
+        r = manager.get_result(timeout=max(0.01, deadline - time.perf_counter()))
+        if r is None:
+            raise RuntimeError(f"transformers' engine stopped with {n - len(results)} of {n} requests "
+                               f"unfinished: {manager.background_thread_status.fatal_error}")
+        if r.is_finished() and r.request_id.startswith("r"):
+            if r.status != RequestStatus.FINISHED:
+                raise RuntimeError(f"transformers' engine failed request {r.request_id}: {r.error}")
+            results[int(r.request_id[1:])] = r
+    return results
+
+
+def _steps_since(log: _Steps, t0: float) -> dict:
+    """The step log as STEP_FIELDS arrays, start_s since t0. A warm-up step still finishing when the
+    log was cleared appends its row after: keep the steps (and probes) that started at t0 or later."""
+    keep = [i for i, row in enumerate(log.rows) if row[0] >= t0]
+    log.rows[:], log.chunks[:] = [log.rows[i] for i in keep], [log.chunks[i] for i in keep]
+    if log.probe_s:  # one probe per row, appended with it
+        log.probe_start[:], log.probe_s[:] = [log.probe_start[i] for i in keep], [log.probe_s[i] for i in keep]
+    steps = {k: np.asarray(v) for k, v in zip(STEP_FIELDS, zip(*log.rows))} if log.rows else \
+        {k: np.zeros(0) for k in STEP_FIELDS}
+    steps["start_s"] = steps["start_s"] - t0
+    return steps
+
+
+def _sim_result(workload, prompts, outputs, results, steps, t0, max_requests_per_batch, version, dtype):
+    n = len(prompts)
+    times = [np.asarray(results[i].timestamps, dtype=float) - t0 for i in range(n)]
+    for i in range(n):
+        if len(times[i]) != outputs[i]:
+            raise RuntimeError(f"request {i} got {len(times[i])} tokens, asked {outputs[i]}")
+    first_sched = []
+    for i in range(n):
+        ls = results[i].lifespan[0]
+        first_sched.append(ls - t0 if ls > 0 else np.nan)
+    trace = ReplicaTrace(steps["start_s"], steps["step_s"], steps["n_decode"] + steps["n_prefill_chunks"],
+                         steps["tokens"], steps["slots_used"], max_requests_per_batch)
+    return SimResult(
+        arrival_s=np.asarray(workload.arrival_s, dtype=float),
+        prompt_tokens=np.asarray(prompts, dtype=np.int64), output_tokens=np.asarray(outputs, dtype=np.int64),
+        first_scheduled_s=np.asarray(first_sched, dtype=float),
+        first_token_s=np.array([t[0] for t in times]), finish_s=np.array([t[-1] for t in times]),
+        preemptions=np.zeros(n, dtype=np.int64), replica=np.zeros(n, dtype=np.int64),
+        itls_s=[np.diff(t) for t in times], traces=(trace,),
+        description=f"live: transformers {version} continuous batching (fifo), {dtype} on cpu")
+
+
+@dataclass(frozen=True)
+class TransformersSettings:
+    """The engine's configuration (module docstring): tokens and requests per step, tokens per KV
+    page; max_len: the longest prompt + output a request may have (None: the workload's), which sizes
+    the page pool; dtype and seed of a model built from a config; warmup: requests served before t0
+    (a longest prompt, then a full batch decoding) so first-call costs stay out; timeout_s: the
+    longest wait for the engine's results."""
+
+    max_batch_tokens: int = 256
+    max_requests_per_batch: int = 8
+    page_size: int = 16
+    max_len: int | None = None
+    dtype: str = "bf16"
+    seed: int = 0
+    warmup: int = 2
+    timeout_s: float = 3600.0
+
+
+def run_transformers(workload: Workload, model_or_cfg=None, settings: TransformersSettings = TransformersSettings(),
+                     *, prompt_ids=None, probe=None) -> LiveResult:
+    """Serve `workload` with transformers' continuous batching on the CPU; the measured LiveResult.
+
+    model_or_cfg: a LlamaForCausalLM (used as it is), or a ModelConfig built with random weights
+    (`build_model`, settings.seed); None: the `tiny` preset. settings: TransformersSettings.
+    The result's trace counts active requests as its 'blocks' column (as live.py counts slots).
+    probe: a measure.probe.LinearProbe run at every step (module doc); None: no probe. Its log
+    (steps after t0) is config["probe"]: {"times_s", "probe_s", "summary", "share"}."""
+    import torch
+    require_transformers()
+    from transformers import GenerationConfig
+    from transformers.generation.configuration_utils import ContinuousBatchingConfig
+    s = settings
+    max_batch_tokens, max_requests_per_batch, page_size = s.max_batch_tokens, s.max_requests_per_batch, s.page_size
+    seed, timeout_s = s.seed, s.timeout_s
+    prompts, outputs, max_len = _check_workload(workload, max_batch_tokens, max_requests_per_batch, page_size,
+                                                s.max_len, s.warmup, seed)
+    model, dtype, prompt_ids = _model_and_prompts(model_or_cfg, s.dtype, seed, prompt_ids, prompts)
     pages_per_request = -(-max_len // page_size)
     num_blocks = 2 * max_requests_per_batch * pages_per_request + 2
     gen = GenerationConfig(do_sample=False, eos_token_id=-1, max_new_tokens=max(outputs))
@@ -233,82 +352,20 @@ def run_transformers(workload: Workload, model_or_cfg=None, *, max_batch_tokens:
     log = _Steps()
     _instrument(manager, log, probe)
     n = len(prompts)
-    results = {}
     with torch.inference_mode():
         manager.start()
         try:
-            t_w = time.perf_counter()
-            for w in range(warmup):  # a longest prompt alone, then a full batch of short ones decoding
-                ids = [f"warm{w}-{k}" for k in range(max_requests_per_batch + 1)]
-                manager.add_request(prompt_ids[int(np.argmax(prompts))], request_id=ids[0], max_new_tokens=2)
-                for k in range(1, len(ids)):
-                    manager.add_request(prompt_ids[0][:8] or [0], request_id=ids[k], max_new_tokens=4)
-                got = 0
-                while got < len(ids):
-                    r = manager.get_result(timeout=timeout_s)
-                    if r is None:
-                        raise RuntimeError(f"transformers' engine returned nothing during warm-up: "
-                                           f"{manager.background_thread_status.fatal_error}")
-                    got += r.is_finished()
-            warmup_s = time.perf_counter() - t_w
+            warmup_s = _warm_up(manager, prompt_ids, prompts, s.warmup, max_requests_per_batch, timeout_s)
             log.clear()
             t0 = time.perf_counter()
-            arrivals = workload.arrival_s.tolist()
-            submitted_late = []
-            i = 0
-            while i < n:
-                wait = arrivals[i] - (time.perf_counter() - t0)
-                if wait > 0:
-                    time.sleep(wait)
-                due = i + 1  # requests due together go onto the input queue back to back (module doc)
-                while due < n and arrivals[due] <= time.perf_counter() - t0:
-                    due += 1
-                for k in range(i, due):
-                    submitted_late.append(time.perf_counter() - t0 - arrivals[k])
-                    manager.add_request(prompt_ids[k], request_id=f"r{k}", max_new_tokens=int(outputs[k]),
-                                        record_timestamps=True, eos_token_id=-1)
-                i = due
-            deadline = time.perf_counter() + timeout_s
-            while len(results) < n:
-                r = manager.get_result(timeout=max(0.01, deadline - time.perf_counter()))
-                if r is None:
-                    raise RuntimeError(f"transformers' engine stopped with {n - len(results)} of {n} requests "
-                                       f"unfinished: {manager.background_thread_status.fatal_error}")
-                if r.is_finished() and r.request_id.startswith("r"):
-                    if r.status != RequestStatus.FINISHED:
-                        raise RuntimeError(f"transformers' engine failed request {r.request_id}: {r.error}")
-                    results[int(r.request_id[1:])] = r
+            submitted_late = _submit(manager, workload.arrival_s.tolist(), prompt_ids, outputs, t0)
+            results = _collect(manager, n, timeout_s)
         finally:
             manager.stop(block=True)
-    times = [np.asarray(results[i].timestamps, dtype=float) - t0 for i in range(n)]
     tokens = tuple(tuple(int(t) for t in results[i].generated_tokens) for i in range(n))
-    for i in range(n):
-        if len(times[i]) != outputs[i]:
-            raise RuntimeError(f"request {i} got {len(times[i])} tokens, asked {outputs[i]}")
-    # a warm-up step still finishing when the log was cleared appends its row after: keep the steps
-    # (and probes) that started at t0 or later
-    keep = [i for i, row in enumerate(log.rows) if row[0] >= t0]
-    log.rows[:], log.chunks[:] = [log.rows[i] for i in keep], [log.chunks[i] for i in keep]
-    if log.probe_s:  # one probe per row, appended with it
-        log.probe_start[:], log.probe_s[:] = [log.probe_start[i] for i in keep], [log.probe_s[i] for i in keep]
-    steps = {k: np.asarray(v) for k, v in zip(STEP_FIELDS, zip(*log.rows))} if log.rows else \
-        {k: np.zeros(0) for k in STEP_FIELDS}
-    steps["start_s"] = steps["start_s"] - t0
-    first_sched = []
-    for i in range(n):
-        ls = results[i].lifespan[0]
-        first_sched.append(ls - t0 if ls > 0 else np.nan)
-    trace = ReplicaTrace(steps["start_s"], steps["step_s"], steps["n_decode"] + steps["n_prefill_chunks"],
-                         steps["tokens"], steps["slots_used"], max_requests_per_batch)
     version = require_transformers().__version__
-    result = SimResult(
-        arrival_s=np.asarray(workload.arrival_s, dtype=float),
-        prompt_tokens=np.asarray(prompts, dtype=np.int64), output_tokens=np.asarray(outputs, dtype=np.int64),
-        first_scheduled_s=np.asarray(first_sched, dtype=float),
-        first_token_s=np.array([t[0] for t in times]), finish_s=np.array([t[-1] for t in times]),
-        preemptions=np.zeros(n, dtype=np.int64), replica=np.zeros(n, dtype=np.int64),
-        itls_s=[np.diff(t) for t in times], traces=(trace,),
-        description=f"live: transformers {version} continuous batching (fifo), {dtype} on cpu")
+    steps = _steps_since(log, t0)
+    result = _sim_result(workload, prompts, outputs, results, steps, t0, max_requests_per_batch, version, dtype)
     config = {"engine": "transformers", "engine_version": version, "dtype": dtype, "device": "cpu",
               "policy": "transformers-fifo", "max_batch_tokens": max_batch_tokens,
               "max_requests_per_batch": max_requests_per_batch, "page_size": page_size, "num_blocks": num_blocks,
