@@ -383,3 +383,8 @@ def test_the_vllm_runs_table_reads_a_live_percentile_shorter_than_any_step_as_ze
         V.runs_markdown([{"summary": {"engine": "transformers"}, "runs": []}])
     with pytest.raises(ValueError, match="at least one"):
         V.runs_markdown([])
+
+
+def test_the_engines_root_is_the_repository_the_cli_looks_in():
+    # `serving validate --engine vllm` looks for .venv-vllm/ and build/vllm-model/ under V.ROOT
+    assert V.ROOT == ROOT and (V.ROOT / "pyproject.toml").is_file()

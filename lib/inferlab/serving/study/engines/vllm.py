@@ -53,7 +53,7 @@ TRACE_CHUNK = 16                  # tokens per hash id in a timed trace (the cli
 KV_TOKENS_LINE = re.compile(r"KV cache size: ([\d,]+) tokens")
 
 
-ROOT = Path(__file__).resolve().parents[4]  # the repository (lib/inferlab/serving/engines/vllm.py)
+ROOT = Path(__file__).resolve().parents[5]  # the repository (lib/inferlab/serving/study/engines/vllm.py)
 
 
 def installed_version(python) -> str:
