@@ -34,10 +34,8 @@ def main(argv=None) -> int:
     if args.n < 1:
         parser.error(f"--n must be >= 1; got {args.n}")
 
-    from inferlab.exercises import grade as grading
     from inferlab.exercises import sandbox as sb
-    from inferlab.exercises.grade import default_jobs, grade
-    grading.SKIP_LECTURE = not args.all_cells
+    from inferlab.exercises.grade import GradeConfig, default_jobs, grade
     limits = sb.Limits()
     jobs = args.jobs or default_jobs(limits)
     work = Path(tempfile.mkdtemp(prefix="grade-class-"))
@@ -59,7 +57,8 @@ def main(argv=None) -> int:
 
         builtins.print = stamp
         try:
-            grades = grade([subs], work / "out", instructor=[args.chapter], jobs=jobs, limits=limits)
+            grades = grade([subs], work / "out", GradeConfig(instructor=[args.chapter], jobs=jobs, limits=limits,
+                                                             all_cells=args.all_cells))
         finally:
             builtins.print = real_print
         wall_s = time.monotonic() - started

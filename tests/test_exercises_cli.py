@@ -10,7 +10,7 @@ import pytest
 
 from inferlab.exercises import sandbox as sb
 from inferlab.exercises.cli import main
-from inferlab.exercises.grade import GradingError, grade
+from inferlab.exercises.grade import GradeConfig, GradingError, grade
 from hang_guard import HANG_S
 
 
@@ -106,6 +106,16 @@ def test_grading_refuses_to_run_without_a_sandbox(tmp_path, nb, monkeypatch, cap
     assert not (tmp_path / "out").exists()
     line = one_error_line(capsys, ["grade", str(nb), "--out", str(tmp_path / "o2")])
     assert "--no-sandbox" in line
+
+
+@pytest.mark.parametrize("name, value", [("cell_timeout", 0), ("time_limit", -5.0), ("time_limit", float("inf")),
+                                         ("jobs", 0), ("limits", {"memory_bytes": 1})])
+def test_the_grading_config_refuses_a_bad_field_by_name(name, value):
+    """A bad limit or job count is refused where the config is built, naming the field and the allowed values."""
+    with pytest.raises(ValueError, match=rf"^GradeConfig\.{name}: .* is not allowed; expected "):
+        GradeConfig(**{name: value})
+    with pytest.raises(ValueError, match=rf"^GradeConfig\.{name}: "):
+        grade(["unused"], "unused", **{name: value})  # overrides of grade() go through the same check
 
 
 def test_a_forged_runner_report_is_read_as_data():

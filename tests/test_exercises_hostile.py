@@ -598,8 +598,9 @@ def test_the_sandbox_starts_inside_its_cgroup(tmp_path, monkeypatch):
     monkeypatch.setattr(Cgroups, "remove", staticmethod(remove))
     nb = tmp_path / "nb.ipynb"
     nbformat.write(notebook("x = 1"), nb)
-    report = grading.execute(nb, plan=[], sandbox=True, limits=sb.Limits(memory_bytes=2 * 10**9, processes=32),
-                             cell_timeout=30, time_limit=60, tmp_root=tmp_path, cgroups=Cgroups(base))
+    report = grading.execute(nb, grading.GradeConfig(limits=sb.Limits(memory_bytes=2 * 10**9, processes=32), cell_timeout=30,
+                                                     time_limit=60, tmp_root=tmp_path),
+                             plan=[], cgroups=Cgroups(base))
     assert report["problems"] == [], report["problems"]
     assert seen[0]["memory.max"] == "2000000000\n" and seen[0]["pids.max"] == "32\n"
     pid = int(seen[0]["cgroup.procs"])  # written by the child before it became bwrap: the sandbox starts inside

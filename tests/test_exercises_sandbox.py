@@ -239,8 +239,9 @@ def test_cpu_and_wall_time_limits_are_reported_as_their_causes(tmp_path, monkeyp
     path = tmp_path / "spin.ipynb"
     nbformat.write(notebook("while True:\n    pass"), path)
     # CPU: the kernel spins past its 4 s of CPU time (RLIMIT_CPU) long before the 60 s cell budget.
-    report = grading.execute(path, plan=[], sandbox=True, limits=sb.Limits(cpu_s=4), cell_timeout=60,
-                             time_limit=60, tmp_root=tmp_path)
+    report = grading.execute(path, grading.GradeConfig(limits=sb.Limits(cpu_s=4), cell_timeout=60,
+                                                       time_limit=60, tmp_root=tmp_path),
+                             plan=[])
     assert "kernel died (CPU-time limit (4 s)); later cells not run" in report["problems"], report["problems"]
     # The wall-clock backstop (WALL_FACTOR x time_limit + GRACE_S, here 1 x 2 + 0 s) kills the whole sandbox: not a
     # verdict on the submission (the runner budgets its cells by their own time) but a run the grader could not
@@ -248,8 +249,9 @@ def test_cpu_and_wall_time_limits_are_reported_as_their_causes(tmp_path, monkeyp
     # timeout.
     monkeypatch.setattr(grading, "GRACE_S", 0)
     monkeypatch.setattr(grading, "WALL_FACTOR", 1)
-    report = grading.execute(path, plan=[], sandbox=True, limits=sb.Limits(), cell_timeout=60, time_limit=2,
-                             tmp_root=tmp_path)
+    report = grading.execute(path, grading.GradeConfig(limits=sb.Limits(), cell_timeout=60,
+                                                       time_limit=2, tmp_root=tmp_path),
+                             plan=[])
     assert report["not_graded"].startswith("host too busy or the run stalled: wall-clock backstop: killed after 2 s "
                                            "of wall time having used "), report
     assert not [p for p in report["problems"] if "timed out" in p], report["problems"]
@@ -267,8 +269,9 @@ def test_the_cpu_time_limit_is_the_students_not_the_runners(tmp_path):
     nbformat.write(notebook("import resource\nprint(resource.getrlimit(resource.RLIMIT_CPU))", "while True:\n    pass"),
                    path)
     executed = tmp_path / "executed.ipynb"
-    report = grading.execute(path, plan=[], sandbox=True, limits=sb.Limits(cpu_s=1), cell_timeout=60,
-                             time_limit=60, tmp_root=tmp_path, executed_path=executed)
+    report = grading.execute(path, grading.GradeConfig(limits=sb.Limits(cpu_s=1), cell_timeout=60,
+                                                       time_limit=60, tmp_root=tmp_path),
+                             plan=[], executed_path=executed)
     assert not report.get("not_graded"), report
     assert "kernel died (CPU-time limit (1 s)); later cells not run" in report["problems"], report["problems"]
     printed = "".join(o.get("text", "") for o in nbformat.read(executed, as_version=4).cells[0].outputs)
@@ -298,8 +301,9 @@ def test_a_busy_host_does_not_shorten_a_cells_budget(tmp_path):
     loops = spinners(cpu, 2)
     try:
         os.sched_setaffinity(0, {cpu})
-        report = grading.execute(path, plan=[], sandbox=True, limits=sb.Limits(), cell_timeout=3, time_limit=8,
-                                 tmp_root=tmp_path, executed_path=tmp_path / "out.ipynb")
+        report = grading.execute(path, grading.GradeConfig(limits=sb.Limits(), cell_timeout=3,
+                                                           time_limit=8, tmp_root=tmp_path),
+                                 plan=[], executed_path=tmp_path / "out.ipynb")
     finally:
         os.sched_setaffinity(0, saved)
         for p in loops:
@@ -323,8 +327,9 @@ def test_a_cell_that_ignores_its_interrupt_is_killed_at_its_budget_plus_the_grac
     path = tmp_path / "deaf.ipynb"
     nbformat.write(notebook("import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    pass",
                             "print('not run')"), path)
-    report = grading.execute(path, plan=[], sandbox=True, limits=sb.Limits(), cell_timeout=2, time_limit=60,
-                             tmp_root=tmp_path, executed_path=tmp_path / "out.ipynb")
+    report = grading.execute(path, grading.GradeConfig(limits=sb.Limits(), cell_timeout=2,
+                                                       time_limit=60, tmp_root=tmp_path),
+                             plan=[], executed_path=tmp_path / "out.ipynb")
     assert "kernel killed: a cell ran on past its interrupt at its time limit; later cells not run" in \
         report["problems"], report["problems"]
     assert nbformat.read(tmp_path / "out.ipynb", as_version=4).cells[1].outputs == []
@@ -340,8 +345,9 @@ def test_the_disk_quota_is_the_size_of_the_working_folder_and_of_tmp(tmp_path):
         nbformat.write(notebook(f"for i in range(10**4):\n    open(f'{folder}/{{i}}', 'wb').write(b'x' * 10**6)",
                                 "import os\nprint(sum(os.path.getsize(f'" + folder + "/' + n) for n in os.listdir('"
                                 + folder + "') if n.isdigit()))"), big)
-        report = grading.execute(big, plan=[], sandbox=True, limits=sb.Limits(disk_bytes=20 * 10**6),
-                                 cell_timeout=60, time_limit=60, tmp_root=tmp_path, executed_path=tmp_path / "out.ipynb")
+        report = grading.execute(big, grading.GradeConfig(limits=sb.Limits(disk_bytes=20 * 10**6), cell_timeout=60,
+                                                          time_limit=60, tmp_root=tmp_path),
+                                 plan=[], executed_path=tmp_path / "out.ipynb")
         assert grading.DISK_FULL in report["problems"], (folder, report["problems"])
         assert not [p for p in report["problems"] if "killed" in p], report["problems"]
         executed = nbformat.read(tmp_path / "out.ipynb", as_version=4)
@@ -358,8 +364,9 @@ def test_the_file_count_of_the_tmpfs_is_watched(tmp_path):
     for folder in (".", "/dev/shm"):
         many = tmp_path / "many.ipynb"
         nbformat.write(notebook(f"for i in range(10**6):\n    open(f'{folder}/f{{i}}', 'w').close()"), many)
-        report = grading.execute(many, plan=[], sandbox=True, limits=sb.Limits(disk_files=2000), cell_timeout=120,
-                                 time_limit=120, tmp_root=tmp_path)
+        report = grading.execute(many, grading.GradeConfig(limits=sb.Limits(disk_files=2000), cell_timeout=120,
+                                                           time_limit=120, tmp_root=tmp_path),
+                                 plan=[])
         assert "disk quota (2000 files) exceeded: killed" in report["problems"], (folder, report["problems"])
         assert list(tmp_path.glob("inferlab-grade-*")) == []
 

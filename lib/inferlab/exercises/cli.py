@@ -43,12 +43,12 @@ def write_sample(out, execute: bool = True) -> Path:
         cell["id"] = f"cell-{i}"  # stable ids: regenerating changes nothing that did not change
     nbformat.write(nb, ipynb)
     if execute:
-        from inferlab.exercises.grade import check_plan, execute as run_notebook
+        from inferlab.exercises.grade import GradeConfig, check_plan, execute as run_notebook
         from inferlab.exercises.sandbox import Limits
         # The instructor's own notebook: trusted, run without the sandbox (it needs the real package).
-        report = run_notebook(ipynb, plan=check_plan(ipynb.read_text())[0], sandbox=False,
-                              limits=Limits(memory_bytes=0, cpu_s=600, processes=0), cell_timeout=120,
-                              time_limit=600, executed_path=ipynb)
+        config = GradeConfig(sandbox=False, limits=Limits(memory_bytes=0, cpu_s=600, processes=0), cell_timeout=120,
+                             time_limit=600)
+        report = run_notebook(ipynb, config, plan=check_plan(ipynb.read_text())[0], executed_path=ipynb)
         if report.get("problems"):
             raise RuntimeError(f"executing {ipynb} failed: {'; '.join(report['problems'])}")
     return ipynb
@@ -94,7 +94,7 @@ def _cmd_build_student(args) -> int:
 
 
 def _cmd_grade(args) -> int:
-    from inferlab.exercises.grade import GRACE_S, grade
+    from inferlab.exercises.grade import GRACE_S, GradeConfig, grade
     from inferlab.exercises.sandbox import Limits
     for path in args.submissions:
         if not Path(path).exists():
@@ -103,19 +103,17 @@ def _cmd_grade(args) -> int:
         _readable_file("--roster", args.roster, "CSV file with a student_id column")
     _writable_dir("--out", args.out)
     _check_grade_limits(args)
-    if args.all_cells:
-        from inferlab.exercises import grade as grading
-        grading.SKIP_LECTURE = False
     limits = Limits(memory_bytes=int(args.memory_gb * 1e9), cpu_s=args.time_limit + GRACE_S, processes=args.max_processes,
                     output_bytes=int(args.max_output_mb * 1e6), disk_bytes=int(args.max_disk_mb * 1e6))
     key = None
     if args.assignment:
         from inferlab.exercises.key import load_key
         key = load_key(args.key)
-    grades = grade(args.submissions, args.out, cell_timeout=args.cell_timeout, time_limit=args.time_limit,
-                   jobs=args.jobs, kernel_name=args.kernel, sections=args.sections, instructor=args.instructor,
-                   quiet=args.quiet, sandbox=not args.no_sandbox, limits=limits, assignment=args.assignment,
-                   roster=args.roster, key=key)
+    config = GradeConfig(cell_timeout=args.cell_timeout, time_limit=args.time_limit, jobs=args.jobs,
+                         kernel_name=args.kernel, sections=args.sections, instructor=args.instructor, quiet=args.quiet,
+                         sandbox=not args.no_sandbox, limits=limits, assignment=args.assignment, roster=args.roster,
+                         key=key, all_cells=True if args.all_cells else None)
+    grades = grade(args.submissions, args.out, config)
     if grades.failed:
         print(f"inferlab.exercises: {grades.failed} of {len(grades.rows)} submission(s) failed (status 'failed: ...' "
               f"in grades.csv); every file was written for the whole class", file=sys.stderr)

@@ -23,6 +23,7 @@ Grading without the sandbox needs `sandbox=False` (`--no-sandbox`) and prints a 
 from __future__ import annotations
 
 import csv
+import dataclasses
 import functools
 import hashlib
 import json
@@ -99,6 +100,50 @@ class Grades:
     def failed(self) -> int:
         """How many students' submissions failed (refused, unreadable output, a grader error): see `grade`."""
         return sum(str(r["status"]).startswith("failed:") for r in self.rows)
+
+
+@dataclass(frozen=True)
+class GradeConfig:
+    """How a class is graded: the time and resource limits of each run, how many run at once, the assignment and
+    where its exercises come from, and what is printed. `grade` and its helpers take one; the CLI, the Gradescope
+    bundle and benchmarks/grade_class.py build it. Times are seconds of a notebook's own time (CPU, or wall less
+    the host's waits)."""
+    cell_timeout: float = 120  # each cell's budget
+    time_limit: float = 900  # the whole notebook's budget
+    jobs: int | None = None  # notebooks run at once (None: `default_jobs`)
+    kernel_name: str = "python3"
+    sections: tuple | None = None  # the assignment's exercises: every exercise of these sections ...
+    instructor: tuple | None = None  # ... or those whose check cells are in these instructor notebooks ...
+    exercise_ids: tuple | None = None  # ... or these exercises, named directly (the Gradescope bundle)
+    quiet: bool = False
+    sandbox: bool = True  # False: run with the caller's rights (trusted notebooks only; prints a warning)
+    limits: sb.Limits = sb.Limits()
+    assignment: str | None = None  # score each student's own variant of this assignment (needs `key`)
+    roster: str | Path | None = None
+    key: bytes | None = None  # the instructor key that seeded the variants
+    tmp_root: str | Path | None = None  # where each run's private folder is made (None: the system's)
+    all_cells: bool | None = None  # run every cell; None: the default (SKIP_LECTURE, INFERLAB_GRADE_ALL_CELLS)
+
+    def __post_init__(self):
+        for name in ("sections", "instructor", "exercise_ids"):  # frozen: a list given is kept as a tuple
+            if getattr(self, name) is not None and not isinstance(getattr(self, name), tuple):
+                object.__setattr__(self, name, tuple(getattr(self, name)))
+        for name in ("cell_timeout", "time_limit"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
+                raise ValueError(f"GradeConfig.{name}: {value!r} is not allowed; expected seconds > 0 (finite)")
+        if self.jobs is not None and (isinstance(self.jobs, bool) or not isinstance(self.jobs, int) or self.jobs < 1):
+            raise ValueError(f"GradeConfig.jobs: {self.jobs!r} is not allowed; expected an int >= 1, or None "
+                             "(one per core, as memory allows)")
+        if not isinstance(self.limits, sb.Limits):
+            raise ValueError(f"GradeConfig.limits: {self.limits!r} is not allowed; expected a sandbox.Limits")
+        if not isinstance(self.kernel_name, str) or not self.kernel_name:
+            raise ValueError(f"GradeConfig.kernel_name: {self.kernel_name!r} is not allowed; expected a kernel name")
+
+    @property
+    def skip_lecture(self) -> bool:
+        """Whether cells no graded answer depends on are skipped (`skipped_cells`)."""
+        return SKIP_LECTURE if self.all_cells is None else not self.all_cells
 
 
 def collect(paths) -> list[Submission]:
@@ -262,16 +307,14 @@ def _known_ids() -> set:
     return {e.id for e in exercises()}
 
 
-def execute(notebook: Path, *, plan, sandbox: bool, limits: sb.Limits, cell_timeout: float, time_limit: float,
-            kernel_name: str = "python3", slot: int = 0, executed_path: Path | None = None,
-            tmp_root=None, cgroups: "cgroup.Cgroups | None" = None, skip_cells=()) -> dict:
-    """Run `notebook` (a copy, in a fresh private folder that is removed afterwards) and return the
-    runner's report, with `problems` added: each failure or limit hit, with its cause. `skip_cells`: code cells
-    not run (`skipped_cells`: lecture cells no graded answer depends on)."""
-    problems = []
-    cg_path = None
-    read_fds, fds = [], []  # pipe ends this call still has to close (on an error before they are handed on)
-    work = Path(tempfile.mkdtemp(prefix="inferlab-grade-", dir=tmp_root))
+def execute(notebook: Path, config: GradeConfig, *, plan, slot: int = 0, executed_path: Path | None = None,
+            cgroups: "cgroup.Cgroups | None" = None, skip_cells=()) -> dict:
+    """Run `notebook` (a copy, in a fresh private folder that is removed afterwards) under `config`'s limits and
+    return the runner's report, with `problems` added: each failure or limit hit, with its cause. `skip_cells`:
+    code cells not run (`skipped_cells`: lecture cells no graded answer depends on)."""
+    problems, cg_path = [], None
+    pipes = _Pipes(config.limits, config.sandbox)
+    work = Path(tempfile.mkdtemp(prefix="inferlab-grade-", dir=config.tmp_root))
     try:
         try:
             data = _read_submission(Path(notebook))
@@ -279,94 +322,155 @@ def execute(notebook: Path, *, plan, sandbox: bool, limits: sb.Limits, cell_time
             reason = f"submission not read: {exc.strerror if isinstance(exc, OSError) and exc.strerror else exc}"
             return {"start_error": reason, "answers": {}, "problems": [reason]}
         (work / "submission.ipynb").write_bytes(data)
-        inside = Path(sb.INPUT) if sandbox else work
-        uid = sb.sandbox_uid(slot) if sandbox else 0
-        # Pipes from the sandbox (each read to its end by a thread, bounded): the runner's result records, its
-        # log (stdout and stderr), and bwrap's process-id report. Write ends go to the child, then are closed here.
-        results = FrameReader({"report.json": MAX_REPORT_BYTES,
-                               "executed.ipynb": MAX_NOTEBOOK_BYTES + executed_output_bytes(limits)})
-        log_tail, info = bytearray(), bytearray()
-        streams = [results.feed, functools.partial(_keep_tail, log_tail, 400)]
-        if sandbox:
-            streams.append(functools.partial(_keep_tail, info, 4096))
-        for _ in streams:
-            r, w = os.pipe()
-            read_fds.append(r)
-            fds.append(w)
-        result_write, log_write = fds[0], fds[1]
-        args = {"notebook": str(inside / "submission.ipynb"), "result_fd": result_write, "plan": plan,
-                "exercise_cells": exercise_cells(plan), "skip_cells": sorted(int(i) for i in skip_cells),
-                "cell_timeout": cell_timeout, "time_limit": time_limit, "kernel": kernel_name, "uid": uid,
-                "sandboxed": bool(sandbox),
-                "limits": dict(limits.as_dict(), cpu_s=min(limits.cpu_s, time_limit + GRACE_S),
-                               processes=_process_limit(limits.processes, uid, sandbox))}
-        (work / "args.json").write_text(json.dumps(args))
-        if uid:  # readable by the sandbox's uid (bound read-only: it cannot change them)
-            for p in [work, *work.iterdir()]:
-                os.chown(p, uid, uid)
-        if sandbox:
-            program = seccomp.program()
-            seccomp_fd = None
-            if program:
-                seccomp_fd, write_end = os.pipe()
-                os.write(write_end, program)  # a few hundred bytes: fits the pipe's buffer
-                os.close(write_end)
-                fds.append(seccomp_fd)
-            cmd = sb.command(work, str(inside / "args.json"), limits, seccomp_fd=seccomp_fd, info_fd=fds[2])
-            env = sb.environment()
-        else:
-            runner = Path(__file__).resolve().parent / "sandbox_runner.py"
-            cmd, env = [sys.executable, str(runner), str(work / "args.json")], dict(os.environ, MPLBACKEND="Agg")
-        enter = None
+        inside = Path(sb.INPUT) if config.sandbox else work
+        uid = sb.sandbox_uid(slot) if config.sandbox else 0
+        pipes.open()
+        _write_args(work, inside, uid, config, plan=plan, skip_cells=skip_cells, result_fd=pipes.write_fds[0])
+        cmd, env = _command(work, inside, config, pipes)
         if cgroups is not None:
-            try:
-                cg_path = cgroups.create(limits.memory_bytes, limits.processes)
-                enter = functools.partial(cgroup.enter, cg_path)
-            except OSError as exc:
-                problems.append(f"no cgroup for this run ({exc.strerror or exc}): rlimits only")
-        try:
-            proc = subprocess.Popen(cmd, env=env, cwd=work, stdin=subprocess.DEVNULL, stdout=log_write,
-                                    stderr=log_write, start_new_session=True, pass_fds=fds, preexec_fn=enter)
-        finally:
-            while fds:
-                os.close(fds.pop())
-        readers = [threading.Thread(target=_drain, args=(fd, feed), daemon=True) for fd, feed in zip(read_fds, streams)]
-        read_fds = []
-        for t in readers:  # each closes its end at the end of the stream
-            t.start()
-        problem = _watch(proc, WALL_FACTOR * time_limit + GRACE_S, limits, info if sandbox else None, problems)
-        not_graded = None
-        if problem and problem.startswith(WALL_BACKSTOP):
-            cpu_s = Meter(sandboxed=False, root=proc.pid).sample()[0]
-            not_graded = (f"host too busy or the run stalled: {problem} having used {cpu_s:.0f} s of CPU (its budget: "
-                          f"{time_limit:g} s of its own time); not the submission's verdict, grade it again")
-            problem = None
-        if problem or not_graded:
-            _kill(proc)
-            proc.wait()
-            if problem:
-                problems.append(problem)
-        for t in readers:  # the sandbox is gone (its PID namespace with it): both streams are at their end
-            t.join(timeout=30)
+            cg_path = _cgroup(cgroups, config.limits, problems)
+        proc = _start(cmd, env, work, pipes, cg_path)
+        not_graded = _wait(proc, pipes, config, problems)
         if cg_path is not None:
             killed = cgroup.Cgroups.oom_kills(cg_path)
             if killed:
-                problems.append(f"memory limit ({limits.memory_bytes / 1e9:g} GB in all, cgroup memory.max) hit: "
-                                f"{killed} process(es) killed")
-        report = _collect_outputs(results, proc.returncode, executed_path, bytes(log_tail))
+                problems.append(f"memory limit ({config.limits.memory_bytes / 1e9:g} GB in all, cgroup memory.max) "
+                                f"hit: {killed} process(es) killed")
+        report = _collect_outputs(pipes.results, proc.returncode, executed_path, bytes(pipes.log_tail))
         if not_graded:
             report["not_graded"] = not_graded
     finally:
-        for fd in read_fds + fds:
-            os.close(fd)
+        pipes.close()
         _remove(work)
         if cg_path is not None:
-            for _ in range(50):  # its processes may still be dying
-                cgroup.Cgroups.remove(cg_path)
-                if not cg_path.exists():
-                    break
-                time.sleep(0.1)
-    report["problems"] = problems + _causes(report, cell_timeout, time_limit, limits)
+            _remove_cgroup(cg_path)
+    return _with_causes(report, problems, config)
+
+
+class _Pipes:
+    """The pipes from one sandbox run, each read to its end by a thread (bounded): the runner's result records, its
+    log (stdout and stderr), and bwrap's process-id report (sandboxed runs only). The write ends go to the child
+    and are closed here once it has started; `close` closes what is still open (on an error before that)."""
+
+    def __init__(self, limits: sb.Limits, sandbox: bool):
+        self.results = FrameReader({"report.json": MAX_REPORT_BYTES,
+                                    "executed.ipynb": MAX_NOTEBOOK_BYTES + executed_output_bytes(limits)})
+        self.log_tail, self.info = bytearray(), bytearray()
+        self.feeds = [self.results.feed, functools.partial(_keep_tail, self.log_tail, 400)]
+        if sandbox:
+            self.feeds.append(functools.partial(_keep_tail, self.info, 4096))
+        self.read_fds, self.write_fds = [], []
+
+    def open(self) -> None:
+        for _ in self.feeds:
+            r, w = os.pipe()
+            self.read_fds.append(r)
+            self.write_fds.append(w)
+
+    def close_write_ends(self) -> None:
+        while self.write_fds:
+            os.close(self.write_fds.pop())
+
+    def start_readers(self) -> list:
+        """One thread per stream; each closes its read end at the end of the stream."""
+        readers = [threading.Thread(target=_drain, args=(fd, feed), daemon=True)
+                   for fd, feed in zip(self.read_fds, self.feeds)]
+        self.read_fds = []
+        for t in readers:
+            t.start()
+        return readers
+
+    def close(self) -> None:
+        for fd in self.read_fds + self.write_fds:
+            os.close(fd)
+        self.read_fds, self.write_fds = [], []
+
+
+def _write_args(work: Path, inside: Path, uid: int, config: GradeConfig, *, plan, skip_cells, result_fd: int) -> None:
+    """The runner's arguments (args.json), readable by the sandbox's uid (bound read-only: it cannot change them)."""
+    limits = config.limits
+    args = {"notebook": str(inside / "submission.ipynb"), "result_fd": result_fd, "plan": plan,
+            "exercise_cells": exercise_cells(plan), "skip_cells": sorted(int(i) for i in skip_cells),
+            "cell_timeout": config.cell_timeout, "time_limit": config.time_limit, "kernel": config.kernel_name,
+            "uid": uid, "sandboxed": bool(config.sandbox),
+            "limits": dict(limits.as_dict(), cpu_s=min(limits.cpu_s, config.time_limit + GRACE_S),
+                           processes=_process_limit(limits.processes, uid, config.sandbox))}
+    (work / "args.json").write_text(json.dumps(args))
+    if uid:
+        for p in [work, *work.iterdir()]:
+            os.chown(p, uid, uid)
+
+
+def _command(work: Path, inside: Path, config: GradeConfig, pipes: _Pipes) -> tuple:
+    """(command, environment) of the run: bwrap with the seccomp filter (its pipe joins the child's fds), or the
+    runner itself without the sandbox."""
+    if not config.sandbox:
+        runner = Path(__file__).resolve().parent / "sandbox_runner.py"
+        return [sys.executable, str(runner), str(work / "args.json")], dict(os.environ, MPLBACKEND="Agg")
+    program = seccomp.program()
+    seccomp_fd = None
+    if program:
+        seccomp_fd, write_end = os.pipe()
+        os.write(write_end, program)  # a few hundred bytes: fits the pipe's buffer
+        os.close(write_end)
+        pipes.write_fds.append(seccomp_fd)
+    cmd = sb.command(work, str(inside / "args.json"), config.limits, seccomp_fd=seccomp_fd, info_fd=pipes.write_fds[2])
+    return cmd, sb.environment()
+
+
+def _cgroup(cgroups: "cgroup.Cgroups", limits: sb.Limits, problems: list) -> Path | None:
+    """A cgroup of this run's own (memory.max, pids.max), or None (the reason added to `problems`)."""
+    try:
+        return cgroups.create(limits.memory_bytes, limits.processes)
+    except OSError as exc:
+        problems.append(f"no cgroup for this run ({exc.strerror or exc}): rlimits only")
+        return None
+
+
+def _start(cmd: list, env: dict, work: Path, pipes: _Pipes, cg_path: Path | None):
+    """Start the run in a session of its own (in `cg_path` when there is one); the write ends are then closed here."""
+    enter = functools.partial(cgroup.enter, cg_path) if cg_path is not None else None
+    log_write = pipes.write_fds[1]
+    try:
+        return subprocess.Popen(cmd, env=env, cwd=work, stdin=subprocess.DEVNULL, stdout=log_write, stderr=log_write,
+                                start_new_session=True, pass_fds=pipes.write_fds, preexec_fn=enter)
+    finally:
+        pipes.close_write_ends()
+
+
+def _wait(proc, pipes: _Pipes, config: GradeConfig, problems: list) -> str | None:
+    """Read the run's streams to their end; kill it at a limit the grader watches (`_watch`, added to `problems`).
+    Returns why the run is not the submission's verdict (the wall-clock backstop: a busy host), or None."""
+    readers = pipes.start_readers()
+    problem = _watch(proc, WALL_FACTOR * config.time_limit + GRACE_S, config.limits,
+                     pipes.info if config.sandbox else None, problems)
+    not_graded = None
+    if problem and problem.startswith(WALL_BACKSTOP):
+        cpu_s = Meter(sandboxed=False, root=proc.pid).sample()[0]
+        not_graded = (f"host too busy or the run stalled: {problem} having used {cpu_s:.0f} s of CPU (its budget: "
+                      f"{config.time_limit:g} s of its own time); not the submission's verdict, grade it again")
+        problem = None
+    if problem or not_graded:
+        _kill(proc)
+        proc.wait()
+        if problem:
+            problems.append(problem)
+    for t in readers:  # the sandbox is gone (its PID namespace with it): both streams are at their end
+        t.join(timeout=30)
+    return not_graded
+
+
+def _remove_cgroup(cg_path: Path) -> None:
+    for _ in range(50):  # its processes may still be dying
+        cgroup.Cgroups.remove(cg_path)
+        if not cg_path.exists():
+            break
+        time.sleep(0.1)
+
+
+def _with_causes(report: dict, problems: list, config: GradeConfig) -> dict:
+    """The report with its `problems`: those the grader saw, then each cause read from the report (`_causes`)."""
+    report["problems"] = problems + _causes(report, config.cell_timeout, config.time_limit, config.limits)
     if not report.get("not_graded") and any(t.get("wall") for t in report.get("timeouts", [])):
         report["not_graded"] = (f"host too busy or the run stalled: a cell was stopped by the {WALL_BACKSTOP} "
                                 f"({WALL_FACTOR} x its budget of own time) before its budget ran out; not the "
@@ -606,10 +710,8 @@ def _causes(report: dict, cell_timeout: float, time_limit: float, limits: sb.Lim
     return out
 
 
-def run_submission_notebook(student: str, notebook: Path, out_dir: Path, *, cell_timeout: float,
-                            time_limit: float, kernel_name: str, sandbox: bool = True,
-                            limits: sb.Limits = sb.Limits(), slot: int = 0, stem: str | None = None,
-                            tmp_root=None, cgroups=None) -> Run:
+def run_submission_notebook(student: str, notebook: Path, out_dir: Path, config: GradeConfig, *, slot: int = 0,
+                            stem: str | None = None, cgroups=None) -> Run:
     """Execute one notebook in its sandbox and take the answers of its own check cells."""
     run = Run(notebook)
     stem = stem or _safe(student)
@@ -617,15 +719,13 @@ def run_submission_notebook(student: str, notebook: Path, out_dir: Path, *, cell
         text = _read_submission(Path(notebook)).decode("utf-8", errors="replace")
         plan, run.ids, run.flags = check_plan(text)
         run.claimed = _claimed(text)
-        skip = skipped_cells(text, plan) if SKIP_LECTURE else []
+        skip = skipped_cells(text, plan) if config.skip_lecture else []
     except (UnsafeFile, OSError, ValueError) as exc:
         why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         run.problems = [f"unreadable notebook ({one_line(why)[:200]}): not run"]
         return run
-    report = execute(notebook, plan=plan, sandbox=sandbox, limits=limits, cell_timeout=cell_timeout,
-                     time_limit=time_limit, kernel_name=kernel_name, slot=slot,
-                     executed_path=out_dir / "executed" / f"{stem}.ipynb", tmp_root=tmp_root, cgroups=cgroups,
-                     skip_cells=skip)
+    report = execute(notebook, config, plan=plan, slot=slot, executed_path=out_dir / "executed" / f"{stem}.ipynb",
+                     cgroups=cgroups, skip_cells=skip)
     run.problems = report["problems"]
     stopped = next((p for p in run.problems if "later cells not run" in p), None)
     run.why = exercise_failures(plan, report.get("errors", []) + report.get("timeouts", []), stopped)
@@ -691,31 +791,59 @@ def default_jobs(limits: sb.Limits, meminfo: str = "/proc/meminfo") -> int:
     return max(1, int(jobs))
 
 
-def grade(paths, out_dir, *, cell_timeout: float = 120, time_limit: float = 900, jobs: int | None = None,
-          kernel_name: str = "python3", sections=None, instructor=None, quiet: bool = False, sandbox: bool = True,
-          limits: sb.Limits = sb.Limits(), assignment: str | None = None, roster=None, tmp_root=None,
-          key: bytes | None = None, exercise_ids=None) -> Grades:
+def grade(paths, out_dir, config: GradeConfig | None = None, **overrides) -> Grades:
     """Run every submission in its sandbox, score it, and write into out_dir: grades.csv (by student id),
     details.csv, gradescope.csv, canvas.csv, feedback/<student id>.md, summary.md and summary.json
-    (executed notebooks under out_dir/executed). The exercises and the maximum come from `sections` or
-    the `instructor` notebook(s) (`assignment_exercises`). `assignment`: score each student's own variant
-    (seeded with the instructor `key`). `exercise_ids`: the exercises, named directly (the Gradescope bundle's
-    config). `jobs`: notebooks run at once (None: `default_jobs`).
+    (executed notebooks under out_dir/executed). `config` (default `GradeConfig()`, with any `overrides` of its
+    fields by keyword) says how: the limits, the jobs, and the assignment's exercises (its `sections`, the
+    `instructor` notebook(s) (`assignment_exercises`) or its `exercise_ids`); with `assignment`, each student's
+    own variant is scored (seeded with the instructor `key`).
 
     A failure of one submission (refused, unreadable, invalid output, an error of the grader while running
     or scoring it) is that student's row, with status `failed: ...` and zero for what was not scored; every
     file is written for the whole class. `Grades.failed` counts those rows."""
-    if sandbox and not sb.available():
+    config = dataclasses.replace(config or GradeConfig(), **overrides)
+    if config.sandbox and not sb.available():
         raise GradingError(f"cannot grade in a sandbox: {sb.unavailable_reason()}; install bubblewrap, or pass "
                            "--no-sandbox to run the notebooks with your own rights (trusted notebooks only)")
-    columns = ([get(e).id for e in exercise_ids] if exercise_ids else
-               assignment_exercises(sections=sections, instructor=instructor))
-    jobs = default_jobs(limits) if jobs is None else jobs
-    if assignment and key is None:
+    columns = ([get(e).id for e in config.exercise_ids] if config.exercise_ids else
+               assignment_exercises(sections=config.sections, instructor=config.instructor))
+    if config.jobs is None:
+        config = dataclasses.replace(config, jobs=default_jobs(config.limits))
+    if config.assignment and config.key is None:
         raise GradingError("--assignment needs the instructor key that seeded the variants (--key, default "
                            f"{DEFAULT_KEY_PATH}); it is written by `make student ROSTER=... ASSIGNMENT=...`")
-    if not sandbox:
+    if not config.sandbox:
         print(NO_SANDBOX_WARNING, file=sys.stderr)
+    groups, memory_mode = _cgroups(config.sandbox)
+    if not config.quiet:
+        print(f"memory per submission: {memory_mode}; {config.jobs} notebook(s) at a time", flush=True)
+    subs, roster_rows = _submissions(paths, config.roster)
+    out_dir = Path(out_dir).resolve()
+    (out_dir / "executed").mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    runs = _run_all(subs, out_dir, config, groups)
+
+    rows, details = [], []
+    assigned = set(columns)
+    assignment, key = config.assignment, config.key
+    matched = _classmate_matches(subs, runs, columns, assignment, key) if assignment else {}
+    classmates = {s.student for s in subs}
+    for s in subs:
+        row, ds = _score_student(s, runs[s.student], columns, assigned, assignment, key, matched=matched,
+                                 classmates=classmates)
+        rows.append(row)
+        details += ds
+    _flag_identical_wrong(rows, details, runs)
+
+    grades = Grades(columns, rows, details)
+    _write(grades, out_dir, elapsed=time.monotonic() - started, quiet=config.quiet, assignment=assignment,
+           roster=roster_rows, stems=output_names([r["student_id"] for r in rows]), memory_mode=memory_mode)
+    return grades
+
+
+def _cgroups(sandbox: bool) -> tuple:
+    """(the delegated cgroup v2 the runs are put in, or None; how each run's memory is limited, in words)."""
     groups, why = cgroup.detect() if sandbox else (None, "no sandbox")
     if groups is not None:
         try:
@@ -724,8 +852,12 @@ def grade(paths, out_dir, *, cell_timeout: float = 120, time_limit: float = 900,
             groups, why = None, f"the delegated cgroup v2 at {groups.base} cannot be prepared ({exc.strerror or exc})"
     memory_mode = (f"cgroup v2 memory.max and pids.max at {groups.base}" if groups is not None else
                    f"RLIMIT_AS per process, tmpfs sizes, seccomp (no cgroup v2: {why})")
-    if not quiet:
-        print(f"memory per submission: {memory_mode}; {jobs} notebook(s) at a time", flush=True)
+    return groups, memory_mode
+
+
+def _submissions(paths, roster) -> tuple:
+    """(the submissions, the roster's rows): with a roster, a submission not in it is refused, and each student of
+    it without a submission gets an empty one."""
     subs = collect(paths)
     if not subs:
         raise GradingError(f"no notebooks found in {', '.join(map(str, paths))}; expected .ipynb files or "
@@ -738,15 +870,16 @@ def grade(paths, out_dir, *, cell_timeout: float = 120, time_limit: float = 900,
                 s.refused, s.notebooks = f"not in the roster {str(roster)!r}: not run", []
         have = {s.student for s in subs}
         subs += [Submission(r["student_id"], []) for r in roster_rows if r["student_id"] not in have]
-    out_dir = Path(out_dir).resolve()
-    (out_dir / "executed").mkdir(parents=True, exist_ok=True)
+    return subs, roster_rows
+
+
+def _run_all(subs: list, out_dir: Path, config: GradeConfig, groups) -> dict:
+    """Run every notebook of `subs`, `config.jobs` at a time, each in a sandbox slot of its own: student -> runs."""
     tasks = [(s.student, nb) for s in subs for nb in s.notebooks]
     keys = [s + ("" if nb.stem == s else "--" + nb.stem) for s, nb in tasks]
     stems = output_names(keys)
     clashes = {k for k in keys if stems[k] != _safe(k)}
-    started = time.monotonic()
-    slots = list(range(max(1, jobs)))
-    import threading
+    slots = list(range(max(1, config.jobs)))
     lock = threading.Lock()
 
     def one(item):
@@ -754,9 +887,7 @@ def grade(paths, out_dir, *, cell_timeout: float = 120, time_limit: float = 900,
         with lock:
             slot = slots.pop()
         try:
-            run = run_submission_notebook(student, nb, out_dir, cell_timeout=cell_timeout, time_limit=time_limit,
-                                          kernel_name=kernel_name, sandbox=sandbox, limits=limits, slot=slot,
-                                          stem=stems[key], tmp_root=tmp_root, cgroups=groups)
+            run = run_submission_notebook(student, nb, out_dir, config, slot=slot, stem=stems[key], cgroups=groups)
         except Exception as exc:  # anything one submission provokes stays that submission's
             run = Run(nb, failed=f"grader error while running it ({type(exc).__name__}: {one_line(exc)[:160]})")
         finally:
@@ -764,33 +895,18 @@ def grade(paths, out_dir, *, cell_timeout: float = 120, time_limit: float = 900,
                 slots.append(slot)
         if key in clashes:
             run.problems.append(f"file name clash: saved as executed/{stems[key]}.ipynb")
-        if not quiet:
+        if not config.quiet:
             print(cell(f"ran {nb} ({student}): {len(run.answers)} answers read"
                        + (f"; {run.failed}" if run.failed else "")
                        + (f"; {'; '.join(run.problems)}" if run.problems else "")), flush=True)
         return student, run
 
-    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+    with ThreadPoolExecutor(max_workers=max(1, config.jobs)) as pool:
         results = list(pool.map(one, zip(keys, tasks)))
     runs = {s.student: [] for s in subs}
     for student, run in results:
         runs[student].append(run)
-
-    rows, details = [], []
-    assigned = set(columns)
-    matched = _classmate_matches(subs, runs, columns, assignment, key) if assignment else {}
-    classmates = {s.student for s in subs}
-    for s in subs:
-        row, ds = _score_student(s, runs[s.student], columns, assigned, assignment, key, matched=matched,
-                                 classmates=classmates)
-        rows.append(row)
-        details += ds
-    _flag_identical_wrong(rows, details, runs)
-
-    grades = Grades(columns, rows, details)
-    _write(grades, out_dir, elapsed=time.monotonic() - started, quiet=quiet, assignment=assignment,
-           roster=roster_rows, stems=output_names([r["student_id"] for r in rows]), memory_mode=memory_mode)
-    return grades
+    return runs
 
 
 def _answers(runs: list) -> dict:

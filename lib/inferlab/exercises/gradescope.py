@@ -105,7 +105,7 @@ def run(root=None) -> dict:
     """Grade the submission under `root` (default $INFERLAB_AUTOGRADER_ROOT or /autograder) and write
     results/results.json; returns it. A submission that cannot be graded gets a results.json that says why."""
     from inferlab.exercises import sandbox as sb
-    from inferlab.exercises.grade import grade
+    from inferlab.exercises.grade import GradeConfig, grade
     import re
     root = Path(root or os.environ.get(ROOT_ENV, "/autograder"))
     source, submission = root / "source", root / "submission"
@@ -140,8 +140,8 @@ def run(root=None) -> dict:
         folder.mkdir(parents=True)
         for i, nb in enumerate(notebooks):
             shutil.copyfile(nb, folder / f"{i:02d}-{nb.name}")
-        grades = grade([work / "subs"], work / "out", exercise_ids=config["exercises"], quiet=True,
-                       sandbox=sandbox, assignment=assignment, key=key)
+        grades = grade([work / "subs"], work / "out", GradeConfig(exercise_ids=config["exercises"], quiet=True,
+                                                                  sandbox=sandbox, assignment=assignment, key=key))
         out = results(grades, note=note)
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -379,29 +379,184 @@ def main(argv) -> int:
     with open(argv[1], encoding="utf-8") as fh:
         args = json.load(fh)
     drop_privileges(int(args.get("uid") or 0))
-    result_fd = args.get("result_fd")
-    hide_from_kernel(result_fd)
+    hide_from_kernel(args.get("result_fd"))
     set_limits(args["limits"])
     report = {"cells": 0, "errors": [], "timeouts": [], "time_limit": False, "kernel_died": False,
               "kernel_exit": None, "interrupt_ignored": False, "schedstat": True, "start_error": None,
               "output_truncated": False, "truncated_cells": [], "answers": {}, "skipped": 0}
-
-    def save():
-        send(result_fd, "report.json", json.dumps(report).encode("utf-8", "surrogatepass"))
-
     try:
         import nbformat
-        from nbclient import NotebookClient
-        from nbclient.exceptions import DeadKernelError
+        import nbclient  # noqa: F401 (a kernel client that cannot be imported is this run's start error)
         nb = nbformat.read(args["notebook"], as_version=4)
     except Exception as exc:  # anything unreadable is scored 0, with the reason
         report["start_error"] = f"unreadable notebook ({type(exc).__name__}: {str(exc)[:120]})"
-        save()
+        send(args.get("result_fd"), "report.json", json.dumps(report).encode("utf-8", "surrogatepass"))
         return 0
+    NotebookRun(args, nb, report).run()
+    return 0
 
-    per_cell = int(args["limits"].get("output_bytes") or 1_000_000)
-    exercise_cells = {int(i) for i in args.get("exercise_cells", [])}
-    budget = OutputBudget(per_cell, POOL_CELLS * per_cell, exercise_cells)
+
+class NotebookRun:
+    """One notebook executed cell by cell: each cell under its time budget (`Budget`), its output under its byte
+    budget (`OutputBudget`), the answers captured after each check cell of the plan, the report sent after every
+    cell and, at the end, the executed notebook."""
+
+    def __init__(self, args: dict, nb, report: dict):
+        self.args, self.nb, self.report = args, nb, report
+        per_cell = int(args["limits"].get("output_bytes") or 1_000_000)
+        self.exercise_cells = {int(i) for i in args.get("exercise_cells", [])}
+        self.budget = OutputBudget(per_cell, POOL_CELLS * per_cell, self.exercise_cells)
+        self.cell_timeout, self.time_limit = float(args["cell_timeout"]), float(args["time_limit"])
+        self.plan = {int(p["cell"]): p for p in args.get("plan", [])}
+        self.skip = {int(i) for i in args.get("skip_cells", [])}
+        self.meter = Meter(sandboxed=bool(args.get("sandboxed", True)))
+        self.watch = Budget(self.meter)
+        self.spent_s = 0.0  # the own time of the cells run so far (`Meter`)
+        self.current = {"cell": None, "budget_s": None}
+        self.kernel_started = False
+        self.client = _client(self)
+
+    def save(self) -> None:
+        send(self.args.get("result_fd"), "report.json", json.dumps(self.report).encode("utf-8", "surrogatepass"))
+
+    def run(self) -> None:
+        """Run the notebook, then send the final report and the executed notebook.
+
+        A kernel that dies before it answers kernel_info has run none of the student's code (the kernel
+        and its spec are the grader's): on a loaded host that happens, and it is nobody's fault, so the
+        start is tried up to START_ATTEMPTS times before the run is given up ("start_attempts" says how many)."""
+        import nbformat
+        report = self.report
+        for attempt in range(1, START_ATTEMPTS + 1):
+            report["start_attempts"] = attempt
+            try:
+                self.run_all()
+                break
+            except Exception as exc:  # kernel failed to start, or nbclient gave up
+                if not self.kernel_started and attempt < START_ATTEMPTS:
+                    self.client.km = self.client.kc = None  # a fresh kernel manager and client for the next start
+                    continue
+                report["start_error"] = (report["start_error"]
+                                         or f"execution stopped ({type(exc).__name__}: {str(exc)[:120]})")
+                break
+        report["own_time_s"] = round(self.spent_s, 3)
+        report["schedstat"] = self.meter.schedstat
+        self.save()
+        try:
+            send(self.args.get("result_fd"), "executed.ipynb", nbformat.writes(self.nb).encode("utf-8", "surrogatepass"))
+        except Exception:
+            pass
+
+    def kernel_process(self):
+        return getattr(getattr(self.client.km, "provisioner", None), "process", None)
+
+    def run_all(self) -> None:
+        """Start the kernel (its limits set) and run each code cell not skipped, within the notebook's time limit."""
+        from nbclient.exceptions import DeadKernelError
+        report = self.report
+        with self.client.setup_kernel():
+            self.kernel_started = True
+            proc = self.kernel_process()
+            if getattr(proc, "pid", None) is None:
+                raise RuntimeError("the kernel's process is unknown: its CPU-time limit cannot be set")
+            limit_kernel(proc.pid, self.args["limits"])
+            for index, cell in enumerate(self.nb.cells):
+                if cell.cell_type != "code" or not cell.source.strip():
+                    continue
+                if index in self.skip:  # a lecture cell no graded answer depends on (the grader's `depends`)
+                    cell["outputs"], cell["execution_count"] = [], None
+                    report["skipped"] += 1
+                    continue
+                left = self.time_limit - self.spent_s
+                if left <= 0:
+                    report["time_limit"] = True
+                    break
+                try:
+                    self.run_cell(cell, index, min(self.cell_timeout, left))
+                    merge_streams(self.nb.cells[index])
+                    report["cells"] += 1
+                    for entry in self.plan.get(index, {}).get("checks", []):
+                        self.capture(entry, index)
+                except DeadKernelError:
+                    self.kernel_died(index)
+                    break
+                self.save()
+            else:
+                report["time_limit"] = bool(report["timeouts"]) and self.spent_s >= self.time_limit
+
+    def kernel_died(self, index: int) -> None:
+        """Record a dead kernel: one timeout of this cell when `Budget` killed it, and the kernel's exit status."""
+        report = self.report
+        report["kernel_died"] = True
+        if self.watch.killed:  # one timeout of this cell, however many messages the kernel sent first
+            mine = [t for t in report["timeouts"] if t.get("cell") == index]
+            if mine:
+                mine[-1]["killed"] = True
+            else:
+                report["timeouts"].append({"cell": index, "ename": "CellTimeoutError", "killed": True,
+                                           "budget_s": self.current["budget_s"]})
+        proc = self.kernel_process()
+        if proc is not None:
+            try:
+                report["kernel_exit"] = proc.wait(timeout=30)
+            except Exception:
+                pass
+
+    def run_cell(self, cell, index, budget_s) -> None:
+        """Execute one cell under `budget_s` of own time (`Budget`); a wall-clock backstop of WALL_FACTOR times."""
+        self.current["cell"], self.current["budget_s"] = index, round(float(budget_s), 3)
+        self.client.timeout = int(WALL_FACTOR * budget_s + 10)
+        pid = getattr(self.kernel_process(), "pid", None)
+        if pid is not None:
+            self.watch.start(pid, budget_s)
+        try:
+            self.client.execute_cell(cell, index)
+        finally:
+            self.spent_s += self.watch.end()
+            if self.watch.killed:
+                self.report["interrupt_ignored"] = True
+
+    def capture(self, entry, index) -> None:
+        """Read the answer variable `entry["name"]` from the kernel, after the check cell `index`; the student's
+        cell keeps its own outputs."""
+        import nbformat
+        nb = self.nb
+        cell = nbformat.v4.new_code_cell(CAPTURE + f"\n__inferlab_capture({entry['name']!r})")
+        student_cell = nb.cells[index]
+        kept = (list(student_cell.get("outputs", [])), student_cell.get("execution_count"))
+        self.budget.capturing = True  # the capture's own output is not the student's
+        try:
+            self.run_cell(cell, index, max(1.0, min(10.0, self.time_limit - self.spent_s)))
+        finally:
+            self.budget.capturing = False
+            outs = list(cell.get("outputs", [])) + list(student_cell.get("outputs", []))
+            student_cell["outputs"], student_cell["execution_count"] = kept
+            nb.cells[index] = student_cell  # nbclient stores the executed cell at its index
+        text = "".join(str(o.get("text", "")) for o in outs if o.get("output_type") == "stream")
+        value = parse_answer(text)
+        if isinstance(value, dict) and value.get("__missing__"):
+            return
+        if value is not None or MARK in text:
+            self.report["answers"][entry["id"]] = value
+
+    def on_error(self, cell, cell_index, execute_reply) -> None:
+        """nbclient's hook for a cell that raised: an error, or a timeout (ours at the budget, or the backstop)."""
+        content = execute_reply.get("content", {})
+        ename = str(content.get("ename", "error"))[:80]
+        entry = {"cell": cell_index, "ename": ename, "enospc": "[Errno 28]" in str(content.get("evalue", "")),
+                 "line": error_line(content.get("traceback"))}
+        if self.watch.interrupted and ename == "KeyboardInterrupt":  # our interrupt at the budget, not the student's
+            entry["ename"] = "CellTimeoutError"
+            entry["budget_s"] = self.current["budget_s"]
+        elif ename == "CellTimeoutError":  # nbclient's wall-clock backstop
+            entry["wall"] = True
+        (self.report["timeouts"] if entry["ename"] == "CellTimeoutError" else self.report["errors"]).append(entry)
+
+
+def _client(run: NotebookRun):
+    """The kernel client of `run`: output kept within its byte budgets, widget messages dropped."""
+    from nbclient import NotebookClient
+    budget, report, exercise_cells, current = run.budget, run.report, run.exercise_cells, run.current
 
     class Client(NotebookClient):
         def output(self, outs, msg, display_id, cell_index):
@@ -436,27 +591,8 @@ def main(argv) -> int:
             capturing outputs past the budget (the grader needs neither)."""
             return None
 
-    cell_timeout, time_limit = float(args["cell_timeout"]), float(args["time_limit"])
-    plan = {int(p["cell"]): p for p in args.get("plan", [])}
-    skip = {int(i) for i in args.get("skip_cells", [])}
-    meter = Meter(sandboxed=bool(args.get("sandboxed", True)))
-    watch = Budget(meter)
-    spent = {"s": 0.0}  # the own time of the cells run so far (`Meter`)
-
-    def on_error(cell, cell_index, execute_reply):
-        content = execute_reply.get("content", {})
-        ename = str(content.get("ename", "error"))[:80]
-        entry = {"cell": cell_index, "ename": ename, "enospc": "[Errno 28]" in str(content.get("evalue", "")),
-                 "line": error_line(content.get("traceback"))}
-        if watch.interrupted and ename == "KeyboardInterrupt":  # our interrupt at the budget, not the student's
-            entry["ename"] = "CellTimeoutError"
-            entry["budget_s"] = current["budget_s"]
-        elif ename == "CellTimeoutError":  # nbclient's wall-clock backstop
-            entry["wall"] = True
-        (report["timeouts"] if entry["ename"] == "CellTimeoutError" else report["errors"]).append(entry)
-
-    client = Client(
-        nb, timeout=None, kernel_name=args.get("kernel", "python3"), allow_errors=True,
+    return Client(
+        run.nb, timeout=None, kernel_name=run.args.get("kernel", "python3"), allow_errors=True,
         interrupt_on_timeout=True,
         error_on_timeout={"ename": "CellTimeoutError", "evalue": "wall-clock backstop", "traceback": []},
         # iopub_timeout: how long to wait for a cell's last output after its reply (the capture's answer is such an
@@ -465,111 +601,8 @@ def main(argv) -> int:
         shutdown_kernel="immediate", startup_timeout=300, iopub_timeout=30, record_timing=False,
         # No coalesce_streams: nbclient's carriage-return regex is quadratic in a line's length, and a
         # long printed line stalled it for minutes. `merge_streams` joins the chunks instead.
-        coalesce_streams=False, store_widget_state=False, resources={"metadata": {"path": os.getcwd()}}, on_cell_error=on_error)
-
-    current = {"cell": None, "budget_s": None}
-
-    def run_cell(cell, index, budget_s):
-        """Execute one cell under `budget_s` of own time (`Budget`); a wall-clock backstop of WALL_FACTOR times."""
-        current["cell"], current["budget_s"] = index, round(float(budget_s), 3)
-        client.timeout = int(WALL_FACTOR * budget_s + 10)
-        proc = getattr(getattr(client.km, "provisioner", None), "process", None)
-        pid = getattr(proc, "pid", None)
-        if pid is not None:
-            watch.start(pid, budget_s)
-        try:
-            client.execute_cell(cell, index)
-        finally:
-            spent["s"] += watch.end()
-            if watch.killed:
-                report["interrupt_ignored"] = True
-
-    def capture(entry, index):
-        cell = nbformat.v4.new_code_cell(CAPTURE + f"\n__inferlab_capture({entry['name']!r})")
-        student_cell = nb.cells[index]
-        kept = (list(student_cell.get("outputs", [])), student_cell.get("execution_count"))
-        budget.capturing = True  # the capture's own output is not the student's
-        try:
-            run_cell(cell, index, max(1.0, min(10.0, time_limit - spent["s"])))
-        finally:
-            budget.capturing = False
-            outs = list(cell.get("outputs", [])) + list(student_cell.get("outputs", []))
-            student_cell["outputs"], student_cell["execution_count"] = kept
-            nb.cells[index] = student_cell  # nbclient stores the executed cell at its index
-        text = "".join(str(o.get("text", "")) for o in outs if o.get("output_type") == "stream")
-        value = parse_answer(text)
-        if isinstance(value, dict) and value.get("__missing__"):
-            return
-        if value is not None or MARK in text:
-            report["answers"][entry["id"]] = value
-
-    def run_all():
-        with client.setup_kernel():
-            started["kernel"] = True
-            proc = getattr(getattr(client.km, "provisioner", None), "process", None)
-            if getattr(proc, "pid", None) is None:
-                raise RuntimeError("the kernel's process is unknown: its CPU-time limit cannot be set")
-            limit_kernel(proc.pid, args["limits"])
-            for index, cell in enumerate(nb.cells):
-                if cell.cell_type != "code" or not cell.source.strip():
-                    continue
-                if index in skip:  # a lecture cell no graded answer depends on (the grader's `depends`)
-                    cell["outputs"], cell["execution_count"] = [], None
-                    report["skipped"] += 1
-                    continue
-                left = time_limit - spent["s"]
-                if left <= 0:
-                    report["time_limit"] = True
-                    break
-                try:
-                    run_cell(cell, index, min(cell_timeout, left))
-                    merge_streams(nb.cells[index])
-                    report["cells"] += 1
-                    for entry in plan.get(index, {}).get("checks", []):
-                        capture(entry, index)
-                except DeadKernelError:
-                    report["kernel_died"] = True
-                    if watch.killed:  # one timeout of this cell, however many messages the kernel sent first
-                        mine = [t for t in report["timeouts"] if t.get("cell") == index]
-                        if mine:
-                            mine[-1]["killed"] = True
-                        else:
-                            report["timeouts"].append({"cell": index, "ename": "CellTimeoutError", "killed": True,
-                                                       "budget_s": current["budget_s"]})
-                    proc = getattr(getattr(client.km, "provisioner", None), "process", None)
-                    if proc is not None:
-                        try:
-                            report["kernel_exit"] = proc.wait(timeout=30)
-                        except Exception:
-                            pass
-                    break
-                save()
-            else:
-                report["time_limit"] = bool(report["timeouts"]) and spent["s"] >= time_limit
-
-    # A kernel that dies before it answers kernel_info has run none of the student's code (the kernel
-    # and its spec are the grader's): on a loaded host that happens, and it is nobody's fault, so the
-    # start is tried up to START_ATTEMPTS times before the run is given up ("start_attempts" says how many).
-    started = {"kernel": False}
-    for attempt in range(1, START_ATTEMPTS + 1):
-        report["start_attempts"] = attempt
-        try:
-            run_all()
-            break
-        except Exception as exc:  # kernel failed to start, or nbclient gave up
-            if not started["kernel"] and attempt < START_ATTEMPTS:
-                client.km = client.kc = None  # a fresh kernel manager and client for the next start
-                continue
-            report["start_error"] = report["start_error"] or f"execution stopped ({type(exc).__name__}: {str(exc)[:120]})"
-            break
-    report["own_time_s"] = round(spent["s"], 3)
-    report["schedstat"] = meter.schedstat
-    save()
-    try:
-        send(result_fd, "executed.ipynb", nbformat.writes(nb).encode("utf-8", "surrogatepass"))
-    except Exception:
-        pass
-    return 0
+        coalesce_streams=False, store_widget_state=False, resources={"metadata": {"path": os.getcwd()}},
+        on_cell_error=run.on_error)
 
 
 if __name__ == "__main__":
