@@ -31,20 +31,8 @@ from inferlab.exercises.key import InstructorKeyError, create_key, ensure_key, l
 from inferlab.exercises.safeio import FrameReader, UnsafeFile, cell, json_depth, loads_bounded, read_regular
 
 
-@pytest.fixture(scope="module", autouse=True)
-def every_cell_runs():
-    """The attacks here must run: the grader skips cells no answer depends on, but a student can make any cell
-    run (a cell it cannot analyse runs, with every cell before it), so the sandbox is tested with every cell run."""
-    from inferlab.exercises import grade as grading
-    saved, saved_env = grading.SKIP_LECTURE, os.environ.get("INFERLAB_GRADE_ALL_CELLS")
-    grading.SKIP_LECTURE = False
-    os.environ["INFERLAB_GRADE_ALL_CELLS"] = "1"  # the command lines these tests start
-    yield
-    grading.SKIP_LECTURE = saved
-    if saved_env is None:
-        os.environ.pop("INFERLAB_GRADE_ALL_CELLS", None)
-    else:
-        os.environ["INFERLAB_GRADE_ALL_CELLS"] = saved_env
+# The attacks here must run, so every cell runs (tests/conftest.py, every_cell_runs).
+pytestmark = pytest.mark.usefixtures("every_cell_runs")
 
 
 RIGHT = 2.68435456

@@ -28,28 +28,15 @@ from inferlab.exercises import sandbox as sb
 from inferlab.exercises.grade import GradingError, grade
 
 
-@pytest.fixture(scope="module", autouse=True)
-def every_cell_runs():
-    """The attacks here must run: the grader skips cells no answer depends on, but a student can make any cell
-    run (a cell it cannot analyse runs, with every cell before it), so the sandbox is tested with every cell run."""
-    from inferlab.exercises import grade as grading
-    saved, saved_env = grading.SKIP_LECTURE, os.environ.get("INFERLAB_GRADE_ALL_CELLS")
-    grading.SKIP_LECTURE = False
-    os.environ["INFERLAB_GRADE_ALL_CELLS"] = "1"  # the command lines these tests start
-    yield
-    grading.SKIP_LECTURE = saved
-    if saved_env is None:
-        os.environ.pop("INFERLAB_GRADE_ALL_CELLS", None)
-    else:
-        os.environ["INFERLAB_GRADE_ALL_CELLS"] = saved_env
-
 
 RIGHT = 2.68435456  # GB: 2 * 80 * 8 * 128 * 8192 * 2 bytes / 1e9 (see the module docstring)
 WRONG_MHA = 21.47483648  # GB: every query head cached, 64 heads instead of 8: RIGHT * 64 / 8
 TOKEN = "inferlab-sandbox-test-7c1f"  # marks the processes an attack starts
 CELL_TIMEOUT, TIME_LIMIT = 20, 40  # seconds of each cell's and notebook's own time (not wall)
 
-pytestmark = pytest.mark.skipif(not sb.available(), reason=f"no sandbox: {sb.unavailable_reason()}")
+# The attacks here must run, so every cell runs (tests/conftest.py, every_cell_runs).
+pytestmark = [pytest.mark.skipif(not sb.available(), reason=f"no sandbox: {sb.unavailable_reason()}"),
+              pytest.mark.usefixtures("every_cell_runs")]
 
 
 def notebook(*cells) -> nbformat.NotebookNode:
