@@ -20,6 +20,9 @@ if [ ! -f "$VENV/.installed" ]; then
         || { echo "make vllm: $VLLM_SPEC installed into $VENV but does not import; see: $VENV/bin/python -c 'import vllm'"; exit 1; }
     touch "$VENV/.installed"
 fi
+# the step log (benchmarks/vllm_steplog.py): a vLLM plugin timing each engine step, on only where the server's
+# environment sets INFERLAB_VLLM_STEPLOG; copied into the venv on every run (no build, no network)
+"$VENV/bin/python" benchmarks/vllm_steplog.py --install >/dev/null || { echo "make vllm: cannot install the step-log plugin into $VENV"; exit 1; }
 if [ ! -f "$MODEL_DIR/config.json" ]; then
     HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 "$VENV/bin/python" benchmarks/vllm_tiny_model.py --out "$MODEL_DIR" --seed "$SEED" || exit 1
 fi

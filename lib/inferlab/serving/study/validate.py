@@ -1267,18 +1267,61 @@ def vllm_calibration_steps(result, groups) -> tuple:
     return steps, np.asarray(durations)
 
 
-def _vllm_calibrate(python, server, model_dir, settings, work, name, log) -> dict:
-    from inferlab.serving.study.engines.vllm import bench_serve, check_served, result_of
+VLLM_CAL_MIX_FRACTIONS = (0.5, 1.0)  # Poisson calibration runs at these fractions of the first capacity estimate
+VLLM_CAL_MIX_SEED = 1000             # their seeds: VLLM_CAL_MIX_SEED + 10 k + j (calibration k, run j), never the workloads'
+
+
+def _client_span(data: dict) -> tuple:
+    """(first send, last token) of a vLLM client result, on its perf_counter clock."""
+    start = np.asarray(data["start_times"], dtype=float)
+    end = start + np.asarray(data["ttfts"], dtype=float) + np.array([float(np.sum(x)) for x in data["itls"]])
+    return float(start.min()), float(end.max())
+
+
+def _logged(server_log, data: dict):
+    """The part of the server's step log (engines.vllm_steps) one client run covers."""
+    from inferlab.serving.study.engines.vllm_steps import read_step_log
+    t0, t1 = _client_span(data)
+    return read_step_log(server_log).between(t0 - 0.05, t1 + 0.25)
+
+
+def _vllm_calibrate(ctx, k: int, mix_rates, log) -> dict:
+    """Calibration k: the timed requests of `vllm_calibration_workload` (lone prompts, bursts), then a
+    Poisson run at each of `mix_rates` (None: VLLM_CAL_MIX_FRACTIONS of the capacity the first part's fit
+    predicts) with its own seed, so that the steps the workloads are made of (prompt chunks beside
+    decodes) are timed too. Every step is timed by vLLM's step log; the fit is over all of them."""
+    from inferlab.serving.study.engines.vllm import bench_serve, check_served
+    from inferlab.serving.study.engines.vllm_steps import frontend_delays
     from inferlab.serving.study.fitted import FittedStepTime
-    w, groups = vllm_calibration_workload(settings)
-    log(f"calibration {name}: {len(w)} timed requests")
-    data = bench_serve(python, server, model_dir, w, work, name, base_id=0)
+    name = f"calibration-{k}"
+    w, _ = vllm_calibration_workload(ctx.settings)
+    log(f"{name}: {len(w)} timed requests")
+    data = bench_serve(ctx.python, ctx.server, ctx.model_dir, w, ctx.work, name, base_id=0)
     check_served(data, w, name)
-    steps, dur = vllm_calibration_steps(result_of(data, name), groups)
-    fit = FittedStepTime.fit(steps, dur)
-    log(f"  fitted on {fit.fit_stats['n']} steps: median |error| {fit.fit_stats['median_abs']:.1%}, "
-        f"p90 {fit.fit_stats['p90_abs']:.1%}")
-    return {"name": name, "fit": fit, "steps": steps, "durations_s": dur}
+    parts = [_logged(ctx.steplog, data)]
+    delays = frontend_delays(parts[0], data)
+    if mix_rates is None:
+        first = FittedStepTime.fit(parts[0].shapes(), parts[0].periods_s())
+        cap = capacity_requests_per_s(ctx.setup, first, ctx.v.prompt, ctx.v.output, ctx.v.seed)
+        mix_rates = [f * cap for f in VLLM_CAL_MIX_FRACTIONS]
+    for j, rate in enumerate(mix_rates):
+        mw = synthetic(rate, n_requests=ctx.v.requests_per_rate, prompt=ctx.v.prompt, output=ctx.v.output, cv=ctx.v.cv,
+                       seed=VLLM_CAL_MIX_SEED + 10 * k + j)
+        log(f"{name}: {len(mw)} Poisson requests at {rate:.2f}/s")
+        mdata = bench_serve(ctx.python, ctx.server, ctx.model_dir, mw, ctx.work, f"{name}-mix-{j}",
+                            base_id=(100 + 10 * k + j) * 1_000_000)
+        check_served(mdata, mw, f"{name}-mix-{j}")
+        parts.append(_logged(ctx.steplog, mdata))
+        for key, values in frontend_delays(parts[-1], mdata).items():
+            delays[key] += values
+    steps = [s for part in parts for s in part.shapes()]
+    periods = np.concatenate([part.periods_s() for part in parts])
+    fit = FittedStepTime.fit(steps, periods)
+    log(f"  fitted on {fit.fit_stats['n']} logged steps: median |error| {fit.fit_stats['median_abs']:.1%}, "
+        f"p90 {fit.fit_stats['p90_abs']:.1%}; front end in {np.median(delays['in_s']) * 1e3:.1f} ms, "
+        f"out {np.median(delays['out_s']) * 1e3:.1f} ms")
+    return {"name": name, "fit": fit, "steps": steps, "durations_s": periods, "mix_rates": list(mix_rates),
+            "frontend_samples": delays}
 
 
 def _fit_error(fit, steps, durations_s) -> dict:
@@ -1312,59 +1355,143 @@ class VllmValidation:
     slo: SLO = SLO()
 
 
-def _vllm_serve_rates(python, server, model_dir, v: VllmValidation, rates, names, work, log) -> list:
-    """Each rate's workload through vLLM's benchmark client: (rate, name, workload, result, the
-    engine's iteration-token counts before and after)."""
+@dataclass
+class _VllmRun:
+    """What one vLLM validation's steps share: the vLLM venv's python, the server, the model directory,
+    its settings, the work directory, the server's step log (its path), the simulations' setup and the
+    validation's options."""
+
+    python: object
+    server: object
+    model_dir: object
+    settings: object
+    work: Path
+    steplog: Path
+    setup: object = None
+    v: VllmValidation = None
+
+
+def _vllm_serve_rates(ctx: _VllmRun, rates, names, log) -> list:
+    """Each rate's workload through vLLM's benchmark client: (rate, name, workload, result, the part
+    of the step log it covers)."""
     from inferlab.serving.study.engines import vllm as V
     lives = []
     for k, (rate, name) in enumerate(zip(rates, names)):
+        v = ctx.v
         w = synthetic(rate, n_requests=v.requests_per_rate, prompt=v.prompt, output=v.output, cv=v.cv, seed=v.seed)
         log(f"live: {len(w)} requests at {rate:.2f}/s ({name}) through vLLM's benchmark client")
-        before = V.iteration_tokens(V.metrics_text(server))
-        data = V.bench_serve(python, server, model_dir, w, work, f"rate-{k}", base_id=(k + 1) * 1_000_000)
-        after = V.iteration_tokens(V.metrics_text(server))
+        data = V.bench_serve(ctx.python, ctx.server, ctx.model_dir, w, ctx.work, f"rate-{k}", base_id=(k + 1) * 1_000_000)
         V.check_served(data, w, f"rate-{k}")
-        lives.append((rate, name, w, data, (before, after)))
+        lives.append((rate, name, w, data, _logged(ctx.steplog, data)))
     return lives
 
 
-def _vllm_compare_rate(setup, st, st0, after_error, cap, live_run, slo, log):
-    """One rate's live run against its simulation: ("run", record) or ("unusable", record)."""
+@dataclass(frozen=True)
+class _VllmPrediction:
+    """The simulator's model of the served engine: the fitted step time, the measured spread of the
+    calibration's steps around it (serving.study.served), the front end's delays."""
+
+    fit: object
+    ratios: np.ndarray
+    frontend: object
+
+    def summary(self, setup, w: Workload) -> dict:
+        from inferlab.serving.study.served import mean_summary
+        return mean_summary(setup, w, self.fit, self.ratios, self.frontend)
+
+
+def _vllm_prediction(cals: list):
+    """The prediction from calibrations: one fit over all their logged steps, their spread around it,
+    the medians of their front-end delays."""
+    from inferlab.serving.study.fitted import FittedStepTime
+    from inferlab.serving.study.served import Frontend, spread_ratios
+    steps = [s for c in cals for s in c["steps"]]
+    periods = np.concatenate([c["durations_s"] for c in cals])
+    fit = FittedStepTime.fit(steps, periods)
+    ins = [x for c in cals for x in c["frontend_samples"]["in_s"]]
+    outs = [x for c in cals for x in c["frontend_samples"]["out_s"]]
+    if not ins or not outs:
+        raise RuntimeError("the calibrations timed no request's way into or out of the engine (step log and "
+                           "client results do not match)")
+    return _VllmPrediction(fit, spread_ratios(fit, steps, periods),
+                           Frontend(float(np.median(ins)), float(np.median(outs))))
+
+
+def _vllm_compare_rate(setup, pred: _VllmPrediction, pred0: _VllmPrediction, cap, live_run, slo, log):
+    """One rate's live run against its prediction: ("run", record) or ("unusable", record). Beside the
+    judged prediction (jittered steps, front end), the record keeps the same fit without the spread
+    ("deterministic") and without the front end either ("engine_only"), and the fit's error on the
+    run's own logged steps, which no calibration saw."""
     from inferlab.serving.study.engines import vllm as V
-    rate, name, w, data, (before, after) = live_run
+    rate, name, w, data, logged = live_run
     live = V.result_of(data, name)
-    sim = setup.simulate(w, st)
-    # vLLM's client first sends the trace's first request once, alone (its test run): its steps are in
-    # vLLM's histogram, so they are simulated too, alone
-    test = setup.simulate(Workload(np.zeros(1), w.prompt_tokens[:1], w.output_tokens[:1]), st)
-    schedule = V.steps_by_tokens(before, after, np.concatenate([V.emitted_tokens(sim), V.emitted_tokens(test)]))
-    sim0 = setup.simulate(w, st0)
-    ls, ss = live.summary(slo), sim.summary(slo)
+    ls = live.summary(slo)
+    ss = pred.summary(setup, w)
+    det = pred.frontend.simulate(setup, w, pred.fit)
+    engine_only = setup.simulate(w, pred.fit)
     gaps = live.all_itls_s
     bunched = float(np.mean(gaps < VLLM_BUNCHED_GAP_S)) if len(gaps) else 0.0
+    steps = {"live": len(logged.steps), "simulated": int(len(det.traces[0].step_s))}
     if not all(ls[m][p] > 0 for m in ("ttft_s", "itl_s") for p in ("p50", "p99")):
-        # most gaps 0: the client got several tokens per message (a host short of CPU), no ITL to compare
         log(f"  {rate:.2f}/s ({name}): a live percentile is 0 ({bunched:.0%} of the gaps under "
             f"{VLLM_BUNCHED_GAP_S * 1e3:.1f} ms: tokens delivered in bunches); not compared")
         return "unusable", {"rate_per_s": rate, "load": name, "fraction": rate / cap, "requests": len(w), "live": ls,
-                            "simulated": ss, "bunched_fraction": bunched, "steps_by_tokens": schedule,
+                            "simulated": ss, "bunched_fraction": bunched, "engine_steps": steps,
                             "vllm_result": _vllm_result_subset(data)}
     cmp = compare(ls, ss)
-    sens = step_sensitivity(setup, w, st)
     fraction = rate / cap
     run = {"rate_per_s": rate, "load": name, "fraction": fraction, "bounded": fraction <= BOUNDED_UP_TO,
            "requests": len(w), "live": ls, "simulated": ss, "comparison": cmp,
-           "step_time_error": {**after_error, "of": "calibration-1 (vLLM's client sees no steps)"},
-           "sensitivity": sens, "calibrations": [0, 1],
-           "first_calibration_only": compare(ls, sim0.summary(slo)),
-           "quantiles": {"live": quantiles(live), "simulated": quantiles(sim)},
-           "bunched_fraction": bunched, "steps_by_tokens": schedule,
+           "step_time_error": {**_fit_error(pred.fit, logged.shapes(), logged.periods_s()),
+                               "of": "this run's own steps, from vLLM's step log"},
+           "sensitivity": step_sensitivity(setup, w, pred.fit), "calibrations": [0, 1],
+           "deterministic": compare(ls, det.summary(slo)), "engine_only": compare(ls, engine_only.summary(slo)),
+           "first_calibration_only": compare(ls, pred0.summary(setup, w)),
+           "quantiles": {"live": quantiles(live), "simulated": quantiles(det)},
+           "bunched_fraction": bunched, "engine_steps": steps,
            "vllm_result": _vllm_result_subset(data)}
-    log(f"  {rate:.2f}/s ({name}): engine steps, vLLM {sum(schedule['live'])}, simulated {sum(schedule['simulated'])}")
+    log(f"  {rate:.2f}/s ({name}): engine steps, vLLM {steps['live']}, simulated {steps['simulated']}; the fit on "
+        f"them: median |error| {run['step_time_error']['median_abs']:.1%}")
     log(f"  {rate:.2f}/s ({name}): TTFT p50 {cmp['ttft_s']['p50']['error']:+.1%}, p99 "
         f"{cmp['ttft_s']['p99']['error']:+.1%}; ITL p50 {cmp['itl_s']['p50']['error']:+.1%}, p99 "
         f"{cmp['itl_s']['p99']['error']:+.1%}")
     return "run", run
+
+
+def vllm_repredict(record: dict) -> list:
+    """Re-make every prediction of a vLLM validation record made with the step log ('vllm-steplog-fitted')
+    from the record alone: the fit over its calibrations' logged steps, their spread, the medians of
+    their front-end samples, the workloads from their config and seed, vLLM's settings and KV pool.
+    Returns per run {load, fraction, bounded, comparison}: equal to the recorded ones when the record
+    holds everything its predictions were made from (tests check it)."""
+    from inferlab.measure.ceilings import Ceilings
+    from inferlab.serving.study.engines.vllm import VllmSettings
+    from inferlab.specs import ModelConfig
+    if record_engine(record) != "vllm" or record.get("profile", {}).get("kind") != "vllm-steplog-fitted":
+        raise ValueError("record must be a vLLM validation made with vLLM's step log (profile.kind "
+                         "'vllm-steplog-fitted')")
+    c, dims = record["config"], record["config"]["model_dims"]
+    cfg = ModelConfig(name=c["model"], gated_mlp=True, tied_embeddings=False, **dims)
+    vs = c["vllm"]
+    settings = VllmSettings(**{k: vs[k] for k in ("max_num_seqs", "max_num_batched_tokens", "enable_chunked_prefill",
+                                                  "block_size", "kv_cache_space_gib", "max_model_len", "dtype")})
+    setup = SimSetup(cfg, Ceilings.from_dict(record["ceilings"]).accelerator("measured-cpu"), settings.policy(),
+                     Precision("bf16", "bf16", "bf16"), c["kv_blocks"], c["block_tokens"], watermark=0.0)
+    cals = []
+    for cal in record["calibrations"]:
+        sl = cal["step_log"]
+        steps = [StepShape(int(n), float(kv), tuple((int(q), int(p)) for q, p in ch), int(sm))
+                 for n, kv, ch, sm in zip(sl["n_decode"], sl["decode_kv_tokens"], sl["chunks"], sl["sampled"])]
+        cals.append({"steps": steps, "durations_s": np.asarray(sl["step_s"], dtype=float),
+                     "frontend_samples": cal["frontend"]})
+    pred = _vllm_prediction(cals)
+    prompt, output = _length_dist(c["prompt"]), _length_dist(c["output"])
+    out = []
+    for r in record["runs"]:
+        w = synthetic(r["rate_per_s"], n_requests=r["requests"], prompt=prompt, output=output, cv=c["cv"], seed=c["seed"])
+        out.append({"load": r["load"], "fraction": float(r["fraction"]), "bounded": bool(r["bounded"]),
+                    "comparison": compare(r["live"], pred.summary(setup, w))})
+    return out
 
 
 def _vllm_config(v: VllmValidation, settings, cfg, kv_blocks: int) -> dict:
@@ -1381,94 +1508,117 @@ def _vllm_config(v: VllmValidation, settings, cfg, kv_blocks: int) -> dict:
             "kv_blocks": kv_blocks, "block_tokens": settings.block_size, "vllm": settings.to_dict(),
             "calibration": {"lone_prompts": list(VLLM_CAL_LONE), "repeats": VLLM_CAL_REPEATS,
                             "bursts": list(VLLM_CAL_BURSTS), "burst_prompt": VLLM_CAL_BURST_PROMPT,
-                            "burst_output": VLLM_CAL_BURST_OUTPUT, "burst_repeats": VLLM_CAL_BURST_REPEATS}}
+                            "burst_output": VLLM_CAL_BURST_OUTPUT, "burst_repeats": VLLM_CAL_BURST_REPEATS,
+                            "mix_fractions": list(VLLM_CAL_MIX_FRACTIONS), "mix_seed": VLLM_CAL_MIX_SEED,
+                            "steps_timed_by": "vLLM's step log (benchmarks/vllm_steplog.py)"}}
 
 
 def validate_vllm(v: VllmValidation = VllmValidation(), *, root=None, work_dir=None, log=print) -> dict:
-    """engine 'vllm': start vLLM's server (serving.study.engines.vllm; `make vllm` first), calibrate its step
-    time on timed requests, replay the Poisson workloads of the other engines through vLLM's own
-    benchmark client at each rate (`v.fractions` of the capacity the calibration predicts, or `v.rates`),
-    calibrate again, and predict every run on the simulator with vLLM's scheduler
+    """engine 'vllm': start vLLM's server (serving.study.engines.vllm; `make vllm` first) with its step log
+    on (serving.study.engines.vllm_steps), calibrate (`_vllm_calibrate`: timed requests and two Poisson
+    runs of other seeds, every step timed by the log), replay the Poisson workloads of the other engines
+    through vLLM's own benchmark client at each rate (`v.fractions` of the capacity the calibration
+    predicts, or `v.rates`), calibrate again, and predict every run on the simulator with vLLM's scheduler
     (policies.VllmV1 from `v.settings`, serving.study.engines.vllm.VllmSettings) and KV pool (the size vLLM
-    logs), stepping on the mean of the two calibrations' fits. The server is stopped on return, on an
-    error and on Ctrl-C; its log and every trace and result stay under work_dir (default
-    build/vllm-logs/<UTC time>). Returns the record, in validate's schema, summary.engine 'vllm'."""
-    import torch
-
-    from inferlab.measure import device as _device
-    from inferlab.measure.ceilings import measure_ceilings
-    from inferlab.serving.study.bracketing import mean_fit
+    logs), on one fit over both calibrations' steps, their measured spread and the front end's delays
+    (serving.study.served). The server is stopped on return, on an error and on Ctrl-C; its log, its step
+    log and every trace and result stay under work_dir (default build/vllm-logs/<UTC time>). Returns the
+    record, in validate's schema, summary.engine 'vllm'."""
     from inferlab.serving.study.engines import vllm as V
-    from inferlab.specs import Precision
     from inferlab.input_checks import positive_int
 
     t_start = time.perf_counter()
     log = log or (lambda message: None)
     settings = v.settings or V.VllmSettings()
-    rates, fractions, prompt, output, seed, slo = v.rates, v.fractions, v.prompt, v.output, v.seed, v.slo
     positive_int("requests_per_rate", v.requests_per_rate, minimum=2, maximum=10_000)
-    if rates is None and not fractions:
+    if v.rates is None and not v.fractions:
         raise ValueError("fractions must hold at least one fraction of capacity; got none")
-    if prompt.high + output.high > settings.max_model_len:
-        raise ValueError(f"max_model_len must hold the longest prompt + output ({prompt.high + output.high} tokens); "
-                         f"got {settings.max_model_len}")
+    if v.prompt.high + v.output.high > settings.max_model_len:
+        raise ValueError(f"max_model_len must hold the longest prompt + output ({v.prompt.high + v.output.high} "
+                         f"tokens); got {settings.max_model_len}")
     root = V.ROOT if root is None else root
     python, model_dir = V.require_vllm(root)
-    version = V.installed_version(python)
-    cfg = V.model_config(model_dir)
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
     work = Path(work_dir) if work_dir is not None else Path(root) / "build" / "vllm-logs" / stamp
-    kind = "cpu"
-    info = _device.describe(kind)
-    prec = Precision("bf16", "bf16", "bf16")
-    free = _device.free_memory_bytes(kind)
+    ctx = _VllmRun(python, None, model_dir, settings, work, work / "steps.jsonl", v=v)
+    measured = _vllm_measure(ctx, log)
+    return _vllm_record(ctx, measured, t_start, log)
+
+
+def _vllm_measure(ctx: _VllmRun, log) -> dict:
+    """The live half of validate_vllm: ceilings, server, calibration 0, the rates, calibration 1."""
+    from inferlab.measure import device as _device
+    from inferlab.measure.ceilings import measure_ceilings
+    from inferlab.serving.study.engines import vllm as V
+    v, settings = ctx.v, ctx.settings
+    info = _device.describe("cpu")
+    free = _device.free_memory_bytes("cpu")
     log(f"ceilings of {info.name}")
-    ceil = measure_ceilings(kind, ["bf16"], copy_bytes=min(256e6, 0.1 * free), matmul_n=1024,
-                            memory_bytes=free, seed=seed, max_time_s=1.0)
-    acc = ceil.accelerator("measured-cpu")
-    pol = settings.policy()
-    cals = []
-    with V.VllmServer(python, model_dir, settings, work / "server.log", log=log) as server:
+    ceil = measure_ceilings("cpu", ["bf16"], copy_bytes=min(256e6, 0.1 * free), matmul_n=1024,
+                            memory_bytes=free, seed=v.seed, max_time_s=1.0)
+    cfg = V.model_config(ctx.model_dir)
+    with V.VllmServer(ctx.python, ctx.model_dir, settings, ctx.work / "server.log", log=log,
+                      steplog=ctx.steplog) as server:
+        ctx.server = server
         kv_tokens = V.kv_tokens_from_log(server.log_text())
         if kv_tokens is None:
             raise RuntimeError(f"the vLLM server's log {server.log_path} names no KV cache size")
         kv_blocks = settings.kv_blocks(kv_tokens)
-        log(f"vLLM {version}: KV pool {kv_tokens:,} tokens = {kv_blocks:,} blocks of {settings.block_size}")
-        cals.append(_vllm_calibrate(python, server, model_dir, settings, work, "calibration-0", log))
-        st0 = cals[0]["fit"]
-        setup = SimSetup(cfg, acc, pol, prec, kv_blocks, settings.block_size, slo, watermark=0.0)
-        cap = capacity_requests_per_s(setup, st0, prompt, output, seed)
-        if rates is None:
-            rates = [f * cap for f in fractions]
-            names = [LOAD_NAMES[LOAD_FACTORS.index(f)] if f in LOAD_FACTORS else f"{f:.2f}x capacity" for f in fractions]
+        log(f"vLLM {V.installed_version(ctx.python)}: KV pool {kv_tokens:,} tokens = {kv_blocks:,} blocks of "
+            f"{settings.block_size}")
+        ctx.setup = SimSetup(cfg, ceil.accelerator("measured-cpu"), settings.policy(), Precision("bf16", "bf16", "bf16"),
+                             kv_blocks, settings.block_size, v.slo, watermark=0.0)
+        cals = [_vllm_calibrate(ctx, 0, None, log)]
+        cap = capacity_requests_per_s(ctx.setup, cals[0]["fit"], v.prompt, v.output, v.seed)
+        if v.rates is None:
+            rates = [f * cap for f in v.fractions]
+            names = [LOAD_NAMES[LOAD_FACTORS.index(f)] if f in LOAD_FACTORS else f"{f:.2f}x capacity" for f in v.fractions]
         else:
-            names = [f"{r / cap:.2f}x capacity" for r in rates]
+            rates, names = list(v.rates), [f"{r / cap:.2f}x capacity" for r in v.rates]
         log(f"vllm: predicted capacity {cap:.2f} requests/s; rates {', '.join(f'{r:.2f}' for r in rates)}")
-        lives = _vllm_serve_rates(python, server, model_dir, v, rates, names, work, log)
-        cals.append(_vllm_calibrate(python, server, model_dir, settings, work, "calibration-1", log))
+        lives = _vllm_serve_rates(ctx, rates, names, log)
+        cals.append(_vllm_calibrate(ctx, 1, cals[0]["mix_rates"], log))
         startup_s = server.startup_s
-    st = mean_fit([c["fit"] for c in cals])
-    after_error = _fit_error(st, cals[1]["steps"], cals[1]["durations_s"])
-    runs, unusable = [], []  # unusable: runs whose live ITLs are mostly 0 (tokens delivered in bunches)
-    for live_run in lives:
-        which, rec = _vllm_compare_rate(setup, st, st0, after_error, cap, live_run, slo, log)
-        (runs if which == "run" else unusable).append(rec)
+    return {"cals": cals, "cap": cap, "lives": lives, "startup_s": startup_s, "ceilings": ceil, "info": info,
+            "cfg": cfg, "kv_blocks": kv_blocks}
+
+
+def _vllm_record(ctx: _VllmRun, m: dict, t_start: float, log) -> dict:
+    """The prediction half of validate_vllm: each rate's live run against the simulator, as the record."""
+    import torch
+
+    from inferlab.measure import device as _device
     from inferlab.serving.study.bracketing import drift as _drift, speed as _speed
-    speeds = [float(_speed(st0, c["steps"], c["durations_s"])) for c in cals]
-    config = _vllm_config(v, settings, cfg, kv_blocks)
-    calibrations = [{"name": c["name"], "fit": c["fit"].to_dict(),
+    from inferlab.serving.study.engines import vllm as V
+    cals, cap, setup, v = m["cals"], m["cap"], ctx.setup, ctx.v
+    pred, pred0 = _vllm_prediction(cals), _vllm_prediction(cals[:1])
+    runs, unusable = [], []  # unusable: runs whose live ITLs are mostly 0 (tokens delivered in bunches)
+    for live_run in m["lives"]:
+        which, rec = _vllm_compare_rate(setup, pred, pred0, cap, live_run, v.slo, log)
+        (runs if which == "run" else unusable).append(rec)
+    speeds = [float(_speed(cals[0]["fit"], c["steps"], c["durations_s"])) for c in cals]
+    version = V.installed_version(ctx.python)
+    config = _vllm_config(v, ctx.settings, m["cfg"], m["kv_blocks"])
+    calibrations = [{"name": c["name"], "fit": c["fit"].to_dict(), "mix_rates": c["mix_rates"],
+                     "frontend": {k: [float(x) for x in xs] for k, xs in c["frontend_samples"].items()},
                      "step_log": step_log(c["steps"], c["durations_s"])} for c in cals]
+    ratios = pred.ratios
     summary = {"engine": "vllm", "engine_version": version, "rates": rates_summary(runs),
-               "calibration": {"method": "before and after the rates", "combined": "mean of the two fits",
-                               "count": len(cals), "speeds": speeds, "drift": float(_drift(speeds))}}
+               "calibration": {"method": "before and after the rates, every step timed by vLLM's step log",
+                               "combined": "one fit over both calibrations' steps", "count": len(cals),
+                               "speeds": speeds, "drift": float(_drift(speeds))},
+               "frontend": pred.frontend.to_dict(),
+               "step_spread": {"n": int(len(ratios)), "median": float(np.median(ratios)),
+                               "p90": float(np.percentile(ratios, 90)), "p99": float(np.percentile(ratios, 99))}}
     return {"schema": "inferlab.serving.validate/1",
             "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            "elapsed_s": time.perf_counter() - t_start, "server_startup_s": startup_s,
-            "device": {"kind": kind, "name": info.name, "threads": torch.get_num_threads()},
+            "elapsed_s": time.perf_counter() - t_start, "server_startup_s": m["startup_s"],
+            "device": {"kind": "cpu", "name": m["info"].name, "threads": torch.get_num_threads()},
             "versions": {**_device.versions(), "vllm": version}, "config": config,
             "bounds": {"p50": P50_BOUND, "p99": P99_BOUND, "up_to_fraction": BOUNDED_UP_TO},
-            "capacity_requests_per_s": cap, "ceilings": ceil.to_dict(),
-            "profile": {"kind": "vllm-fitted", **st.to_dict(), "calibration_steps": st0.fit_stats["n"]},
+            "capacity_requests_per_s": cap, "ceilings": m["ceilings"].to_dict(),
+            "profile": {"kind": "vllm-steplog-fitted", **pred.fit.to_dict(), "calibration_steps": len(cals[0]["steps"]),
+                        "frontend": pred.frontend.to_dict()},
             "calibrations": calibrations, "runs": runs, "unusable_runs": unusable,
             "within_bounds": all(r["comparison"]["within_bounds"] for r in runs if r["bounded"]),
-            "work_dir": str(work), "summary": summary}
+            "work_dir": str(ctx.work), "summary": summary}

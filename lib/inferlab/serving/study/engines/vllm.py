@@ -50,6 +50,7 @@ CLIENT = ("import sys\nfrom vllm.utils.argparse_utils import FlexibleArgumentPar
           "from vllm.benchmarks.serve import add_cli_args, main\n"
           "p = FlexibleArgumentParser()\nadd_cli_args(p)\nmain(p.parse_args(sys.argv[1:]))\n")
 TRACE_CHUNK = 16                  # tokens per hash id in a timed trace (the client's default chunk size)
+STEPLOG_ENV = "INFERLAB_VLLM_STEPLOG"   # the step-log plugin's switch (benchmarks/vllm_steplog.py, engines.vllm_steps)
 KV_TOKENS_LINE = re.compile(r"KV cache size: ([\d,]+) tokens")
 
 
@@ -165,8 +166,9 @@ class VllmServer:
     """The vLLM OpenAI server as a context manager: started and healthy inside, stopped after."""
 
     def __init__(self, python, model_dir, settings: VllmSettings, log_path, *, port: int | None = None,
-                 startup_timeout_s: float = 600.0, log=print):
+                 startup_timeout_s: float = 600.0, log=print, steplog=None):
         self.python, self.model_dir, self.settings = str(python), str(model_dir), settings
+        self.steplog = None if steplog is None else Path(steplog)  # vLLM's step log (engines.vllm_steps), or none
         self.log_path, self.port = Path(log_path), port or free_port()
         self.startup_timeout_s, self.say = float(startup_timeout_s), log or (lambda m: None)
         self.proc = None
@@ -198,6 +200,11 @@ class VllmServer:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log_file = open(self.log_path, "ab")
         env = {**os.environ, **OFFLINE, **self.settings.env()}
+        env.pop(STEPLOG_ENV, None)
+        if self.steplog is not None:
+            for old in self.steplog.parent.glob(self.steplog.name + ".*"):
+                old.unlink()
+            env[STEPLOG_ENV] = str(self.steplog)
         if threading.current_thread() is threading.main_thread():  # SIGTERM stops the server too
             self._old_term = signal.signal(signal.SIGTERM, _raise_exit)
         self.say(f"vLLM server: starting on {self.url} (log {self.log_path})")
@@ -417,8 +424,10 @@ def runs_markdown(records: list) -> str:
                 if cmp[m][p]["live_s"] < BUNCHED_GAP_S:  # no step is this short: a delivery artefact, not a step
                     text = "(live \u2248 0)"
                 cells.append(f"**{text}**" if bounded and not ok else text)
-            steps = run.get("steps_by_tokens") or {}
-            step_cell = (f"{sum(steps['live'])} / {sum(steps['simulated'])}" if steps else "n/a")
+            steps = run.get("engine_steps") or {}   # counted by vLLM's step log
+            if not steps and run.get("steps_by_tokens"):  # records before it: vLLM's histogram of tokens per step
+                steps = {k: sum(run["steps_by_tokens"][k]) for k in ("live", "simulated")}
+            step_cell = (f"{steps['live']} / {steps['simulated']}" if steps else "n/a")
             load = run["load"] + ("" if bounded else " (not bounded)")
             lines.append(f"| {i} | {load} | {run['rate_per_s']:.2f} | " + " | ".join(cells)
                          + f" | {run['bunched_fraction']:.0%} | {step_cell} |")
