@@ -163,3 +163,15 @@ def test_identical_wrong_answers_are_flagged_on_both_rows(graded):
 def test_a_control_character_in_the_id_is_a_named_refusal_not_a_missing_row(graded):
     row = graded["table"]["a\\x01b"]
     assert row["status"].startswith("failed: the file or folder name 'a\\\\x01b' holds a control character")
+
+
+def test_the_instructors_page_states_the_recorded_class_benchmark():
+    """docs/instructors.md's class-grading figure is the recorded run's (docs/img/grade_class.json), and that
+    run graded 40 submissions of the defaults, none failed, in under the issue's 10 minutes."""
+    root = Path(__file__).resolve().parent.parent
+    rec = json.loads((root / "docs" / "img" / "grade_class.json").read_text())
+    page = (root / "docs" / "instructors.md").read_text()
+    assert rec["submissions"] == 40 and rec["lecture_cells"] == "those the answers depend on"
+    assert rec["failed"] == 0 and rec["not_ok"] == 0 and len(rec["finished_s"]) == 40
+    assert rec["wall_s"] < 600
+    assert f"**{rec['wall_s']:.0f} s, {rec['s_per_submission']:.1f} s of wall time each**" in page
