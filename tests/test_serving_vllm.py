@@ -388,3 +388,65 @@ def test_the_vllm_runs_table_reads_a_live_percentile_shorter_than_any_step_as_ze
 def test_the_engines_root_is_the_repository_the_cli_looks_in():
     # `serving validate --engine vllm` looks for .venv-vllm/ and build/vllm-model/ under V.ROOT
     assert V.ROOT == ROOT and (V.ROOT / "pyproject.toml").is_file()
+
+
+def _steplog_record(runs):
+    rec = _record("2026-12-05T00:00:00", runs)
+    rec["profile"] = {"kind": "vllm-steplog-fitted"}
+    rec["summary"]["frontend"] = {"in_s": 0.004, "out_s": 0.0015}
+    return rec
+
+
+def _pieces_run(judged, deterministic, engine_only, bounded=True):
+    run = _run(judged, bounded=bounded)
+    run["deterministic"] = _run(deterministic)["comparison"]
+    run["engine_only"] = _run(engine_only)["comparison"]
+    run["engine_steps"] = {"live": 300, "simulated": 310}
+    return run
+
+
+def test_the_pieces_table_and_the_conclusion_count_each_prediction_by_hand():
+    rec = _steplog_record([
+        _pieces_run([0.05, 0.10, 0.08, -0.12], [0.02, -0.05, 0.03, -0.30], [-0.20, -0.10, 0.03, -0.30]),
+        _pieces_run([-0.18, 0.20, 0.10, 0.10], [-0.10, 0.10, 0.05, -0.20], [-0.25, 0.0, 0.05, -0.20]),
+        _pieces_run([0.9, 0.9, 0.9, 0.9], [0.9, 0.9, 0.9, 0.9], [0.9, 0.9, 0.9, 0.9], bounded=False)])
+    lines = V.pieces_markdown([rec]).splitlines()
+    assert len(lines) == 2 + 2 * 3 + 2                                   # the unbounded rate is left out
+    assert lines[2] == "| 1 | light | judged: fit, spread, front end | +5% | +10% | +8% | \u221212% |"
+    assert lines[3] == "| 1 | light | without the spread | +2% | \u22125% | +3% | **\u221230%** |"
+    assert lines[5] == "| 1 | light | judged: fit, spread, front end | **\u221218%** | +20% | +10% | +10% |"
+    assert lines[-1] == ("Bounded (run, rate) pairs within all four bounds: judged: fit, spread, front end 1 of 2; "
+                         "without the spread 1 of 2; without the front end either 0 of 2.")
+    text = V.steplog_conclusion([rec])
+    assert "1 of 2 bounded (run, rate) pairs had all four errors within" in text
+    assert "largest p50 error was -18% (TTFT, run 1, light" in text
+    assert "largest p99 error was +20% (TTFT" in text
+    assert "4.0 to 4.0 ms on the way in and 1.5 to 1.5 ms on the way out" in text
+    # without the front end either: TTFT p50 errors -20 % and -25 %: median -22 %
+    assert "Without the front end either, 0 of 2 pairs were within all bounds, with median errors TTFT p50 -22%" in text
+    with pytest.raises(ValueError, match="step log"):
+        V.pieces_markdown([_record("t", [])])
+
+
+def test_the_runs_table_counts_steps_from_the_step_log_when_the_record_has_it():
+    rec = _steplog_record([_pieces_run([0.0] * 4, [0.0] * 4, [0.0] * 4)])
+    assert V.runs_markdown([rec]).splitlines()[2].endswith("| 300 / 310 |")
+
+
+def test_vllm_repredict_remakes_every_recorded_step_log_prediction_from_the_record_alone():
+    """The three step-log repeats (docs/vllm.md): the fit over their calibrations' logged steps, the
+    steps' spread and the front end, re-made from what each record keeps, give its recorded errors."""
+    import json as _json
+
+    from inferlab.serving.study import validate as v
+    records = [_json.loads(p.read_text()) for p in sorted((V.RECORDS / "steplog-2026-12-05").glob("*.json"))]
+    assert len(records) == 3
+    for rec in records:
+        again = v.vllm_repredict(rec)
+        assert len(again) == len(rec["runs"]) > 0
+        for got, run in zip(again, rec["runs"]):
+            for m in ("ttft_s", "itl_s"):
+                for p in ("p50", "p99"):
+                    assert got["comparison"][m][p]["error"] == pytest.approx(run["comparison"][m][p]["error"], abs=1e-12)
+    with pytest.raises(ValueError, match="step log"):
+        v.vllm_repredict({"summary": {"engine": "vllm"}, "profile": {"kind": "vllm-fitted"}})

@@ -105,6 +105,28 @@ def vllm_shared_host() -> str:
     return _vllm_table(VLLM_RECORDS / "shared-host-2026-12-04")
 
 
+VLLM_STEPLOG = VLLM_RECORDS / "steplog-2026-12-05"
+
+
+def vllm_steplog() -> str:
+    """The three repeats of 2026-12-05 against vLLM, predicted from vLLM's step log."""
+    return _vllm_table(VLLM_STEPLOG)
+
+
+def vllm_pieces() -> str:
+    """The same repeats, each prediction's pieces taken away in turn (engines.vllm.pieces_markdown)."""
+    from inferlab.serving.study.engines.vllm import pieces_markdown
+    records = [json.loads(p.read_text(encoding="utf-8")) for p in VLLM_STEPLOG.glob("*.json")]
+    return pieces_markdown(sorted(records, key=lambda r: r["created"])) + "\n"
+
+
+def vllm_steplog_conclusion() -> str:
+    """What those repeats say, in sentences built from them (engines.vllm.steplog_conclusion)."""
+    from inferlab.serving.study.engines.vllm import steplog_conclusion
+    records = [json.loads(p.read_text(encoding="utf-8")) for p in VLLM_STEPLOG.glob("*.json")]
+    return steplog_conclusion(sorted(records, key=lambda r: r["created"])) + "\n"
+
+
 def subcommands() -> str:
     """Every subcommand of `inferlab` (and of its groups) with its one-line help, from the parser itself."""
     import argparse
@@ -124,7 +146,9 @@ def subcommands() -> str:
 
 
 REGIONS = {"verdict-counts": verdict_counts, "simulator-vs-transformers": simulator_vs_transformers,
-           "subcommands": subcommands, "vllm-development": vllm_development, "vllm-shared-host": vllm_shared_host}
+           "subcommands": subcommands, "vllm-development": vllm_development, "vllm-shared-host": vllm_shared_host,
+           "vllm-steplog": vllm_steplog, "vllm-pieces": vllm_pieces,
+           "vllm-steplog-conclusion": vllm_steplog_conclusion}
 
 
 def render(text: str) -> str:

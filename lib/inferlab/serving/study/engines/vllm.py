@@ -55,6 +55,7 @@ KV_TOKENS_LINE = re.compile(r"KV cache size: ([\d,]+) tokens")
 
 
 ROOT = Path(__file__).resolve().parents[5]  # the repository (lib/inferlab/serving/study/engines/vllm.py)
+RECORDS = ROOT / "data" / "measurements" / "serving" / "vllm"   # the recorded vLLM validations, a folder per series
 
 
 def installed_version(python) -> str:
@@ -437,3 +438,75 @@ def runs_markdown(records: list) -> str:
     lines.append("")
     lines.append(f"Bounded (run, rate) pairs within all four bounds: {within} of {pairs}. Within each bound: {counts}.")
     return "\n".join(lines)
+
+
+VARIANTS = (("comparison", "judged: fit, spread, front end"), ("deterministic", "without the spread"),
+            ("engine_only", "without the front end either"))
+
+
+def pieces_markdown(records: list) -> str:
+    """What each piece of the step-log prediction does (serving.study.served), per bounded (record, rate)
+    of vLLM validations made with the step log: the four errors of the judged prediction, of the same fit
+    without the steps' spread, and without the front end's delays too; a bold error is outside its bound.
+    Then, per variant, how many bounded pairs were within all four bounds."""
+    rows = [r for r in records if r.get("profile", {}).get("kind") == "vllm-steplog-fitted"]
+    if not rows:
+        raise ValueError("records must hold at least one vLLM validation made with the step log; got none")
+    lines = ["| run | load | prediction | TTFT p50 | TTFT p99 | ITL p50 | ITL p99 |", "|---|---|---|---|---|---|---|"]
+    within = {key: 0 for key, _ in VARIANTS}
+    pairs = 0
+    for i, rec in enumerate(rows, 1):
+        for run in rec["runs"]:
+            if not run["bounded"]:
+                continue
+            pairs += 1
+            for key, label in VARIANTS:
+                cells, ok = [], True
+                for m, p in VLLM_ERROR_COLUMNS:
+                    e = run[key][m][p]["error"]
+                    inside = abs(e) <= rec["bounds"][p]
+                    ok &= inside
+                    text = f"{e * 100:+.0f}%".replace("-", "\u2212")
+                    cells.append(text if inside else f"**{text}**")
+                within[key] += ok
+                lines.append(f"| {i} | {run['load']} | {label} | " + " | ".join(cells) + " |")
+    lines.append("")
+    lines.append("Bounded (run, rate) pairs within all four bounds: " + "; ".join(
+        f"{label} {within[key]} of {pairs}" for key, label in VARIANTS) + ".")
+    return "\n".join(lines)
+
+
+def steplog_conclusion(records: list) -> str:
+    """What the step-log repeats say, in sentences built from them: how many bounded (run, rate) pairs
+    were within all four bounds, the largest p50 and p99 errors and where, the front end's measured
+    delays, and what taking away the spread and the front end does to the errors (pieces_markdown)."""
+    rows = [r for r in records if r.get("profile", {}).get("kind") == "vllm-steplog-fitted"]
+    if not rows:
+        raise ValueError("records must hold at least one vLLM validation made with the step log; got none")
+    bounded = [(i, run, rec) for i, rec in enumerate(rows, 1) for run in rec["runs"] if run["bounded"]]
+    within = sum(run["comparison"]["within_bounds"] for _, run, _ in bounded)
+
+    def worst(key, p):
+        e = [(abs(run[key][m][p]["error"]), run[key][m][p]["error"], m, i, run["load"])
+             for i, run, _ in bounded for m in ("ttft_s", "itl_s")]
+        return max(e)
+
+    parts = [f"Over {len(rows)} repeat{'s' if len(rows) != 1 else ''}, {within} of {len(bounded)} bounded "
+             f"(run, rate) pairs had all four errors within their bounds."]
+    for p, bound in (("p50", rows[0]["bounds"]["p50"]), ("p99", rows[0]["bounds"]["p99"])):
+        _, e, m, i, load = worst("comparison", p)
+        parts.append(f"The largest {p} error was {e:+.0%} ({m.split('_')[0].upper()}, run {i}, {load}; bound "
+                     f"{bound:.0%}).")
+    fe = [rec["summary"]["frontend"] for rec in rows]
+    parts.append(f"The front end measured {min(f['in_s'] for f in fe) * 1e3:.1f} to {max(f['in_s'] for f in fe) * 1e3:.1f} ms "
+                 f"on the way in and {min(f['out_s'] for f in fe) * 1e3:.1f} to {max(f['out_s'] for f in fe) * 1e3:.1f} ms "
+                 "on the way out, per request.")
+    for key, label in VARIANTS[1:]:
+        ok = sum(all(abs(run[key][m][p]["error"]) <= rec["bounds"][p] for m, p in VLLM_ERROR_COLUMNS)
+                 for _, run, rec in bounded)
+        med = {mp: float(np.median([run[key][mp[0]][mp[1]]["error"] for _, run, _ in bounded]))
+               for mp in VLLM_ERROR_COLUMNS}
+        parts.append(f"{label[0].upper() + label[1:]}, {ok} of {len(bounded)} pairs were within all bounds, with "
+                     f"median errors TTFT p50 {med[('ttft_s', 'p50')]:+.0%}, p99 {med[('ttft_s', 'p99')]:+.0%}, "
+                     f"ITL p50 {med[('itl_s', 'p50')]:+.0%}, p99 {med[('itl_s', 'p99')]:+.0%}.")
+    return " ".join(parts)
