@@ -1399,6 +1399,11 @@ class _VllmPrediction:
         from inferlab.serving.study.served import mean_summary
         return mean_summary(setup, w, self.fit, self.ratios, self.frontend)
 
+    def one_replica(self, setup, w: Workload):
+        """The first of the averaged simulations (seed 0), for its distributions."""
+        from inferlab.serving.study.served import JitteredStepTime
+        return self.frontend.simulate(setup, w, JitteredStepTime(self.fit, self.ratios, 0))
+
 
 def _vllm_prediction(cals: list):
     """The prediction from calibrations: one fit over all their logged steps, their spread around it,
@@ -1447,7 +1452,7 @@ def _vllm_compare_rate(setup, pred: _VllmPrediction, pred0: _VllmPrediction, cap
            "sensitivity": step_sensitivity(setup, w, pred.fit), "calibrations": [0, 1],
            "deterministic": compare(ls, det.summary(slo)), "engine_only": compare(ls, engine_only.summary(slo)),
            "first_calibration_only": compare(ls, pred0.summary(setup, w)),
-           "quantiles": {"live": quantiles(live), "simulated": quantiles(det)},
+           "quantiles": {"live": quantiles(live), "simulated": quantiles(pred.one_replica(setup, w))},
            "bunched_fraction": bunched, "engine_steps": steps,
            "vllm_result": _vllm_result_subset(data)}
     log(f"  {rate:.2f}/s ({name}): engine steps, vLLM {steps['live']}, simulated {steps['simulated']}; the fit on "
