@@ -219,6 +219,13 @@ vllm_runs = validate.recorded(vllm_engine.RECORDS / "steplog-2026-12-05", engine
 print(validate.engines_table(validate.engines_summary(hf_runs + vllm_runs)))
 
 # %% [markdown]
+# The latest vLLM repeat as distributions: each rate's TTFT and token gaps, live (solid) against
+# one of the simulations averaged for the prediction (dashed).
+
+# %%
+validate.quantile_plot(vllm_runs[-1])
+
+# %% [markdown]
 # What each piece of the vLLM prediction does: the judged prediction, then the same fitted steps
 # without their scatter, then without the front end's delays as well.
 
