@@ -159,8 +159,8 @@ def _cmd_gradescope(args) -> int:
     if args.assignment:
         from inferlab.exercises.key import load_key
         key = load_key(args.key)
-    ids = assignment_exercises(instructor=args.notebooks)
-    out = build_bundle(ids, args.out, assignment=args.assignment, key=key)
+    ids = assignment_exercises(instructor=args.notebooks, require_known=True)
+    out = build_bundle(ids, args.out, assignment=args.assignment, key=key, exercise_files=args.exercises or ())
     print(f"wrote {out}: {len(ids)} exercise(s)" + (f", variants of {args.assignment!r} (the zip holds the "
           "instructor key: keep it private)" if args.assignment else ""))
     return 0

@@ -742,10 +742,21 @@ def run_submission_notebook(student: str, notebook: Path, out_dir: Path, config:
     return run
 
 
-def assignment_exercises(*, sections=None, instructor=None) -> list[str]:
+def named_ids(source_text: str) -> set:
+    """Every exercise id a code cell of the notebook checks, registered or not."""
+    nb = loads_bounded(source_text, max_bytes=MAX_NOTEBOOK_BYTES, max_depth=MAX_JSON_DEPTH)
+    cells = nb.get("cells", []) if isinstance(nb, dict) else []
+    sources = (c.get("source", "") for c in cells if isinstance(c, dict) and c.get("cell_type") == "code")
+    return {ex_id for src in sources for ex_id, _ in CHECK_RE.findall(
+        "".join(map(str, src)) if isinstance(src, list) else str(src))}
+
+
+def assignment_exercises(*, sections=None, instructor=None, require_known: bool = False) -> list[str]:
     """The exercise ids of the assignment, in registry order: every exercise of `sections`, or those whose
     check cells are in the instructor's notebook(s) `instructor` (the notebooks the student versions were
-    built from). Never from the submissions: a check cell a submission adds changes no one's maximum."""
+    built from). Never from the submissions: a check cell a submission adds changes no one's maximum.
+    With `require_known`, a check cell naming an id that is not registered (an exercise written as data whose
+    file was not given) is refused by name."""
     if sections:
         for section in sections:
             if section not in SECTIONS:
@@ -764,9 +775,13 @@ def assignment_exercises(*, sections=None, instructor=None) -> list[str]:
             else:
                 text = path.read_text(encoding="utf-8")
             ids |= check_plan(text)[1]
+            unknown = sorted(named_ids(text) - _known_ids()) if require_known else []
         except (OSError, ValueError) as exc:
             raise GradingError(f"--instructor {str(path)!r} cannot be read ({one_line(exc)[:120]}); expected "
                                "the instructor notebook (.ipynb or jupytext .py)")
+        if unknown:
+            raise GradingError(f"{str(path)!r} checks exercise {', '.join(unknown)}, which this library does not "
+                               "have: an exercise written as data needs its file, --exercises FILE.toml")
     if not ids:
         raise GradingError(f"--instructor {', '.join(map(str, instructor))}: no check cell found; expected the "
                            "instructor notebook(s) of the assignment")
