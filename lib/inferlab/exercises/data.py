@@ -31,6 +31,7 @@ see it, as the generated solution cell does. Format: docs/exercises.md, "An exer
 from __future__ import annotations
 
 import ast
+import dataclasses
 import importlib
 import inspect
 import math
@@ -66,7 +67,8 @@ _BINARY = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
            ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: operator.pow}
 _UNARY = {ast.USub: operator.neg, ast.UAdd: operator.pos}
 ENTRY_KEYS = {"id", "kind", "points", "title", "statement", "params", "vary", "parts", "mistakes", "hint"}
-PART_KEYS = {"name", "description", "kind", "unit", "rel_tol", "abs_tol", "options", "hint", "weight", "answer"}
+PART_KEYS = {"name", "description", "kind", "unit", "rel_tol", "abs_tol", "options", "hint", "weight", "answer",
+             "hidden"}
 MISTAKE_KEYS = {"part", "answer", "hint"}
 SAMPLE_VARIANTS = 200  # `check_entry` solves at most this many variants (every one when there are fewer)
 
@@ -232,6 +234,9 @@ def _part(table: dict, params, where: str, default_hint: str):
     hint = table.get("hint", default_hint)
     weight = float(table.get("weight", 1.0 if kind in ("number", "integer") else LOW_WEIGHT))
     name, desc = table["name"], table["description"]
+    hidden = table.get("hidden", False)
+    if not isinstance(hidden, bool):
+        raise ExerciseDataError(f"{where}: hidden={hidden!r} must be true or false")
     if kind == "number":
         rel_tol = table.get("rel_tol", 0.01)
         if not isinstance(rel_tol, (int, float)) or not 0 < rel_tol <= 0.1:
@@ -246,7 +251,7 @@ def _part(table: dict, params, where: str, default_hint: str):
         part = (one_of if kind == "choice" else letters)(name, desc, options, hint=hint, weight=weight)
     else:
         raise ExerciseDataError(f"{where}: kind={kind!r} is not one of number, integer, choice, choices")
-    return part, parse_answer(table["answer"], params, f"{where} answer")
+    return dataclasses.replace(part, hidden=hidden), parse_answer(table["answer"], params, f"{where} answer")
 
 
 def exercise_from_entry(entry: dict, where: str = "exercise") -> Exercise:

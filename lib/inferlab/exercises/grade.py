@@ -1005,19 +1005,21 @@ def _score_student(s: Submission, runs: list, columns: list, assigned: set, assi
             ex, failures = get(ex_id), failures + [f"variant not drawn ({type(exc).__name__})"]
         max_total += ex.points
         score, outcome, feedback = 0.0, "no check", "the notebook has no check cell for this exercise"
+        hidden_points = ex.points * sum(ex.part_weight(p.name) for p in ex.parts if p.hidden)
+        public = None  # what the student sees before release, when it differs (hidden parts)
         if failures:
             outcome, feedback = "failed", "not scored: " + failures[0]
         elif ex_id in answers:
             try:
                 result = ex.evaluate(answers[ex_id])
-                score, outcome, feedback = result.score, result.status, result.message.replace("\n", " | ")
                 other = (matched or {}).get((s.student, ex_id))
-                if other:  # no slip hint: it would be about a classmate's numbers
-                    feedback = f"{ex_id} {outcome}: {signals.NO_HINT}"
+                if other:
                     notes.append(f"copy signal: the answer to {ex_id} matches classmate {other!r}'s variant, "
                                  "not this student's")
-                if not result.passed and ex_id in why and why[ex_id][1]:
-                    feedback += f" | before the check: {why[ex_id][0]}"
+                score, outcome, feedback = result.score, result.status, _feedback(result, other, why.get(ex_id))
+                if result.hidden:
+                    shown = result.public()
+                    public = (shown.score, shown.status, _feedback(shown, other, why.get(ex_id)))
             except Exception as exc:
                 outcome = "invalid"
                 feedback = f"the answer could not be scored ({type(exc).__name__}); it counts as wrong"
@@ -1028,12 +1030,31 @@ def _score_student(s: Submission, runs: list, columns: list, assigned: set, assi
         row[ex_id] = round(score, 3)
         total += score
         details.append({"student_id": s.student, "exercise": ex_id, "score": round(score, 3), "points": ex.points,
-                        "result": outcome, "feedback": feedback, "run": "; ".join(failures + notes) or "ok"})
+                        "result": outcome, "feedback": feedback, "run": "; ".join(failures + notes) or "ok",
+                        "public": _public(public or (score, outcome, feedback), ex.points, hidden_points)})
     status = "; ".join(notes) or "ok"
     if failures:
         status = "failed: " + "; ".join(failures + notes)
     row.update(total=round(total, 3), max=max_total, status=status)
     return row, details
+
+
+def _feedback(result, other, why) -> str:
+    """One line of feedback from a CheckResult: its message, or no slip hint where the answer matches classmate
+    `other`'s variant (a hint would be about their numbers); what failed before the check when it failed."""
+    feedback = (f"{result.exercise_id} {result.status}: {signals.NO_HINT}" if other
+                else result.message.replace("\n", " | "))
+    if not result.passed and why and why[1]:
+        feedback += f" | before the check: {why[0]}"
+    return feedback
+
+
+def _public(shown: tuple, points: float, hidden_points: float) -> dict:
+    """The student's view of one detail before release: (score, result, feedback) of the visible parts, their
+    points, and the points of the hidden parts (their result is not said)."""
+    score, result, feedback = shown
+    return {"score": round(score, 3), "points": round(points - hidden_points, 3), "result": result,
+            "feedback": feedback, "hidden_points": round(hidden_points, 3)}
 
 
 def _fmt(x) -> str:
@@ -1049,7 +1070,8 @@ def _write(grades: Grades, out_dir: Path, *, elapsed: float, quiet: bool, assign
         for row in grades.rows:
             w.writerow({k: cell(_fmt(v)) for k, v in row.items()})
     with open(out_dir / "details.csv", "w", newline="", encoding="utf-8") as fh:
-        w = csv.DictWriter(fh, fieldnames=["student_id", "exercise", "score", "points", "result", "feedback", "run"])
+        w = csv.DictWriter(fh, fieldnames=["student_id", "exercise", "score", "points", "result", "feedback", "run"],
+                           extrasaction="ignore")  # "public": the student's view, in feedback/
         w.writeheader()
         for d in grades.details:
             w.writerow({k: cell(_fmt(v)) for k, v in d.items()})
@@ -1131,14 +1153,23 @@ def _write_feedback(grades: Grades, folder: Path, stems: dict) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     for row in grades.rows:
         sid = row["student_id"]
-        lines = [f"# Feedback for {_md(sid)}", "", f"Total: {_fmt(row['total'])} / {_fmt(row['max'])} points.", ""]
-        if row["status"] != "ok":
-            lines += [f"Run: {_md(row['status'])}", ""]
+        mine = [d["public"] for d in grades.details if d["student_id"] == sid]
+        hidden = sum(p["hidden_points"] for p in mine)
+        total = (f"Total: {_fmt(row['total'])} / {_fmt(row['max'])} points." if not hidden else
+                 f"Total of the visible parts: {_fmt(round(sum(p['score'] for p in mine), 3))} / "
+                 f"{_fmt(round(row['max'] - hidden, 3))} points; {_fmt(round(hidden, 3))} more in hidden parts, "
+                 "shown when grades are released.")
+        lines = [f"# Feedback for {_md(sid)}", "", total, ""]
+        # Copy signals are for the instructor's eyes (and one on a hidden part would say how it went).
+        run = "; ".join(x for x in str(row["status"]).split("; ") if "copy signal: " not in x)
+        if run and run != "ok":
+            lines += [f"Run: {_md(run)}", ""]
         lines += ["| exercise | score | result | feedback |", "| --- | ---: | --- | --- |"]
         for d in grades.details:
             if d["student_id"] == sid:
-                fb = _md(d["feedback"]).replace("|", "/")
-                lines.append(f"| {d['exercise']} | {_fmt(d['score'])}/{d['points']} | {d['result']} | {fb} |")
+                p = d["public"]
+                fb = _md(p["feedback"]).replace("|", "/")
+                lines.append(f"| {d['exercise']} | {_fmt(p['score'])}/{_fmt(p['points'])} | {p['result']} | {fb} |")
         (folder / f"{stems.get(sid, _safe(sid))}.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 

@@ -5,8 +5,8 @@ runs once when the image is built, and run_autograder runs per submission with t
 /autograder/submission and /autograder/submission_metadata.json beside them; it must write
 /autograder/results/results.json: {"score", "output", "visibility", "stdout_visibility", "tests": [{"name",
 "score", "max_score", "output", "visibility"}]}. Here one test per exercise, with the feedback the class grader
-writes (never an expected value). The student id that seeds the variant is the submitter's SID in the
-metadata (else their email). INFERLAB_AUTOGRADER_ROOT replaces /autograder (tests run the harness in a
+writes (never an expected value), and one more, "after_published", for an exercise's hidden parts. The student
+id that seeds the variant is the submitter's SID in the metadata (else their email). INFERLAB_AUTOGRADER_ROOT replaces /autograder (tests run the harness in a
 temporary folder laid out the same way). Exercises written as data travel as their TOML files (`build_bundle`'s
 `exercise_files`), registered before grading.
 
@@ -113,15 +113,28 @@ def student_id(metadata: dict) -> str | None:
 
 
 def results(grades, *, note: str = "") -> dict:
-    """results.json from one student's `Grades` (see the module docstring)."""
+    """results.json from one student's `Grades` (see the module docstring). An exercise with hidden parts is two
+    tests: its visible parts ("visible", their feedback only) and its hidden parts ("after_published": shown when
+    the instructor publishes the grades). With a hidden test the top-level score is left out, so that Gradescope
+    adds up the tests rather than show a total that says how the hidden parts went."""
     from inferlab.exercises.core import get
     row = grades.rows[0]
-    tests = [{"name": f"{d['exercise']}: {get(d['exercise']).heading()}", "score": d["score"],
-              "max_score": d["points"], "output": d["feedback"], "visibility": "visible"}
-             for d in grades.details]
+    tests = []
+    for d in grades.details:
+        ex, shown = get(d["exercise"]), d["public"]
+        tests.append({"name": f"{d['exercise']}: {ex.heading()}", "score": shown["score"],
+                      "max_score": shown["points"], "output": shown["feedback"], "visibility": "visible"})
+        if shown["hidden_points"]:
+            names = ", ".join(p.name for p in ex.parts if p.hidden)
+            tests.append({"name": f"{d['exercise']}: hidden part(s) {names}",
+                          "score": round(d["score"] - shown["score"], 3), "max_score": shown["hidden_points"],
+                          "output": d["feedback"], "visibility": "after_published"})
     output = "" if row["status"] == "ok" else f"Run: {row['status']}"
-    return {"score": row["total"], "output": "\n".join(x for x in (note, output) if x), "visibility": "visible",
-            "stdout_visibility": "hidden", "tests": tests}
+    out = {"score": row["total"], "output": "\n".join(x for x in (note, output) if x), "visibility": "visible",
+           "stdout_visibility": "hidden", "tests": tests}
+    if any(t["visibility"] != "visible" for t in tests):
+        del out["score"]
+    return out
 
 
 def run(root=None) -> dict:
