@@ -128,20 +128,16 @@ def test_a_bundle_whose_notebook_checks_a_data_exercise_without_its_file_is_refu
     assert "15.1.2-ex6" in built.stderr and "--exercises" in built.stderr, built.stderr
 
 
-def test_a_registered_data_exercise_whose_file_the_bundle_would_not_hold_is_refused(tmp_path):
-    from inferlab.exercises import data
-    loaded = data.register_file(FIXTURE)  # as INFERLAB_EXERCISES would: known here, but not in the zip
-    try:
-        with pytest.raises(ValueError, match=r"15\.1\.2-ex6.*--exercises"):
-            build_bundle(IDS + ["15.1.2-ex6"], tmp_path / "autograder.zip", assignment="hw1", key=KEY)
-        assert not (tmp_path / "autograder.zip").exists()
-    finally:
-        data.unregister(loaded)
+def test_a_registered_data_exercise_whose_file_the_bundle_would_not_hold_is_refused(tmp_path, register_exercises):
+    register_exercises(FIXTURE)  # as INFERLAB_EXERCISES would: known here, but not in the zip
+    with pytest.raises(ValueError, match=r"15\.1\.2-ex6.*--exercises"):
+        build_bundle(IDS + ["15.1.2-ex6"], tmp_path / "autograder.zip", assignment="hw1", key=KEY)
+    assert not (tmp_path / "autograder.zip").exists()
 
 
 @pytest.mark.skipif(not sb.available(), reason="no sandbox: bubblewrap is missing or does not start")
-def test_a_data_exercise_is_bundled_registered_and_graded_in_gradescope_s_layout(with_data_exercise):
-    from inferlab.exercises import data
+def test_a_data_exercise_is_bundled_registered_and_graded_in_gradescope_s_layout(with_data_exercise,
+                                                                                register_exercises):
     t = with_data_exercise
     built = cli("gradescope", t / "hw.ipynb", "--assignment", "hw1", "--key", t / "variant.key", "--out",
                 t / "autograder.zip", "--exercises", FIXTURE)
@@ -150,11 +146,8 @@ def test_a_data_exercise_is_bundled_registered_and_graded_in_gradescope_s_layout
     with zipfile.ZipFile(t / "autograder.zip") as zf:
         zf.extractall(root / "source")
     (root / "source" / "run_autograder").chmod(0o755)
-    loaded = data.register_file(FIXTURE)
-    try:
-        p = {"model": "llama-3-8b", "seq_len": 4096, **variant("15.1.2-ex6", "s07", "hw1", key=KEY).params}
-    finally:
-        data.unregister(loaded)
+    register_exercises(FIXTURE)  # in this process only: run_autograder must register it from the zip
+    p = {"model": "llama-3-8b", "seq_len": 4096, **variant("15.1.2-ex6", "s07", "hw1", key=KEY).params}
     layers, kv_heads, head_dim, n_params = DATA_ARCH[p["model"]]
     right = {"weights_gb": 2 * n_params / 1e9, "kv_gb": 2 * layers * kv_heads * head_dim * p["seq_len"] * 2 / 1e9}
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in (

@@ -27,10 +27,8 @@ HIDDEN_WRONG = {"kv_gb": KV_GB, "max_batch": FITS + 1}
 
 
 @pytest.fixture
-def hidden():
-    exercises = data.register_file(FIXTURE)
-    yield exercises[0]
-    data.unregister(exercises)
+def hidden(register_exercises):
+    return register_exercises(FIXTURE)[0]
 
 
 def test_a_hidden_part_counts_in_the_score_but_not_in_what_the_student_sees(hidden):

@@ -78,6 +78,17 @@ class Part:
         return f"{what}: a set of letters among {opts}, e.g. {{'A', 'C'}}"
 
 
+@dataclass(frozen=True)
+class ManualPart:
+    """A part graded by hand (an explanation, a design's argument): the auto-grader never scores it; `grade` lists
+    it in manual.csv with its points and rubric, and `merge-manual` adds the instructor's scores."""
+
+    name: str
+    description: str
+    points: float
+    rubric: str
+
+
 # A part with few possible answers weighs this much beside a computed number (1): a choice among a few
 # options (a prediction, the true statements of a memo), a small integer such as a TP degree, a value the
 # same in every variant (the structure an exercise is written for). A classmate's or a guessed answer often
@@ -174,6 +185,7 @@ class Exercise:
     # Vary: the parameters a per-student variant may change, drawn within ranges that keep the exercise
     # meaningful (see `variant`; tests check every combination). None: every student gets `params`.
     vary: Vary | None = field(default=None, hash=False, repr=False)
+    manual: tuple = ()  # ManualPart: graded by hand, worth their own points beside `points`
 
     def __post_init__(self):
         _choice("exercise kind", self.kind, KINDS)
@@ -181,7 +193,8 @@ class Exercise:
         signature = list(inspect.signature(self.solve).parameters)
         if signature != list(self.params):
             raise ValueError(f"{self.id}: solve() takes {signature} but params are {list(self.params)}")
-        if len({p.name for p in self.parts}) != len(self.parts):
+        names = [p.name for p in self.parts] + [m.name for m in self.manual]
+        if len(set(names)) != len(names):
             raise ValueError(f"{self.id}: duplicate part names")
         if not all(p.weight > 0 for p in self.parts):
             raise ValueError(f"{self.id}: every part weight must be > 0")
@@ -221,6 +234,9 @@ class Exercise:
         else:
             keys = "\n".join(f"- `{p.name!r}`: {p.spec(self.params)}" for p in self.parts)
             form = f"**Answer** `{self.answer_name}`: a dict with the keys\n{keys}"
+        for m in self.manual:
+            form += (f"\n\n**Graded by hand** ({m.points:g} point{'s' if m.points != 1 else ''}): "
+                     f"{m.description.format(**self.params)}. Write it in a Markdown cell after the check.")
         return body.strip() + "\n\n" + form
 
     def template(self) -> str:

@@ -40,8 +40,8 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from inferlab.exercises.core import (_EXPECTED, _MISTAKES, _REGISTRY, KINDS, LOW_WEIGHT, Exercise, Mistake, integer,
-                                     letters, number, one_of, register, vary)
+from inferlab.exercises.core import (_EXPECTED, _MISTAKES, _REGISTRY, KINDS, LOW_WEIGHT, Exercise, ManualPart, Mistake,
+                                     integer, letters, number, one_of, register, vary)
 
 # name -> (module, function): what an answer may call. The quantities take objects; `resolve_params` turns
 # the parameters `model` and `accelerator` into them first.
@@ -69,6 +69,7 @@ _UNARY = {ast.USub: operator.neg, ast.UAdd: operator.pos}
 ENTRY_KEYS = {"id", "kind", "points", "title", "statement", "params", "vary", "parts", "mistakes", "hint"}
 PART_KEYS = {"name", "description", "kind", "unit", "rel_tol", "abs_tol", "options", "hint", "weight", "answer",
              "hidden"}
+MANUAL_KEYS = {"name", "description", "manual", "points", "rubric"}  # a part graded by hand
 MISTAKE_KEYS = {"part", "answer", "hint"}
 SAMPLE_VARIANTS = 200  # `check_entry` solves at most this many variants (every one when there are fewer)
 
@@ -254,6 +255,20 @@ def _part(table: dict, params, where: str, default_hint: str):
     return dataclasses.replace(part, hidden=hidden), parse_answer(table["answer"], params, f"{where} answer")
 
 
+def _manual_part(table: dict, where: str) -> ManualPart:
+    """A part graded by hand: `manual = true`, a name, a description, its points and the rubric."""
+    _unknown_keys(table, MANUAL_KEYS, where)
+    if table["manual"] is not True:
+        raise ExerciseDataError(f"{where}: manual={table['manual']!r} must be true (or leave the field out)")
+    for key in ("name", "description", "rubric"):
+        if not isinstance(table.get(key), str) or not table[key].strip():
+            raise ExerciseDataError(f"{where}: {key} must be a non-empty string (a part graded by hand)")
+    points = table.get("points")
+    if not isinstance(points, (int, float)) or isinstance(points, bool) or not 0 < points <= 10:
+        raise ExerciseDataError(f"{where}: points={points!r} must be a number in (0, 10] (a part graded by hand)")
+    return ManualPart(table["name"], table["description"], float(points), table["rubric"].strip())
+
+
 def exercise_from_entry(entry: dict, where: str = "exercise") -> Exercise:
     """The Exercise of one TOML entry (ExerciseDataError on a field that is missing, unknown or not allowed)."""
     if not isinstance(entry, dict):
@@ -277,6 +292,11 @@ def exercise_from_entry(entry: dict, where: str = "exercise") -> Exercise:
     parts_spec = entry.get("parts")
     if not isinstance(parts_spec, list) or not parts_spec:
         raise ExerciseDataError(f"{where}: needs at least one [[exercise.parts]]")
+    manual = tuple(_manual_part(p, f"{where} part {i + 1}") for i, p in enumerate(parts_spec)
+                   if isinstance(p, dict) and p.get("manual") is not None)
+    parts_spec = [p for p in parts_spec if not (isinstance(p, dict) and p.get("manual") is not None)]
+    if not parts_spec:
+        raise ExerciseDataError(f"{where}: needs at least one part the grader checks (manual parts come beside one)")
     built = [_part(p, params, f"{where} part {i + 1}", entry.get("hint", "")) for i, p in enumerate(parts_spec)]
     parts = tuple(p for p, _ in built)
     solution = DataSolution(tuple(params), tuple((p.name, tree, parts_spec[i]["answer"].strip())
@@ -305,7 +325,8 @@ def exercise_from_entry(entry: dict, where: str = "exercise") -> Exercise:
     try:
         return Exercise(id=entry["id"], title=entry["title"], kind=entry["kind"], points=points, params=params,
                         parts=parts, statement=entry["statement"], solve=solution,
-                        mistakes=mistakes if slips else None, vary=vary(*options) if options else None)
+                        mistakes=mistakes if slips else None, vary=vary(*options) if options else None,
+                        manual=manual)
     except ValueError as err:  # the section, a duplicate part name
         raise ExerciseDataError(f"{where}: {err}") from None
 

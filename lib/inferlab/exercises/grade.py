@@ -1036,7 +1036,27 @@ def _score_student(s: Submission, runs: list, columns: list, assigned: set, assi
     if failures:
         status = "failed: " + "; ".join(failures + notes)
     row.update(total=round(total, 3), max=max_total, status=status)
+    manual = manual_parts(columns)
+    if manual:  # never scored here: blank until merge-manual adds the instructor's scores
+        row.update({manual_column(e, m.name): "" for e, m in manual})
+        by_hand = sum(m.points for _, m in manual)
+        row.update(max=max_total + by_hand, pending=pending_text(max_total, by_hand))
     return row, details
+
+
+def manual_parts(columns: list) -> list:
+    """(exercise id, ManualPart) of every part graded by hand, in column order."""
+    return [(ex_id, m) for ex_id in columns for m in get(ex_id).manual]
+
+
+def manual_column(ex_id: str, part: str) -> str:
+    """The grades.csv column of a part graded by hand."""
+    return f"{ex_id} {part} (by hand)"
+
+
+def pending_text(auto_points: float, pending_points: float) -> str:
+    """grades.csv's `pending` cell: what the total is out of while parts wait for a hand grade."""
+    return f"of {auto_points:g} auto-graded points, {pending_points:g} pending by hand" if pending_points else ""
 
 
 def _feedback(result, other, why) -> str:
@@ -1061,9 +1081,14 @@ def _fmt(x) -> str:
     return f"{x:g}" if isinstance(x, float) else str(x)
 
 
+MANUAL_HEADER = ["student", "exercise", "part", "points", "rubric", "score"]  # manual.csv, for the hand grades
+
+
 def _write(grades: Grades, out_dir: Path, *, elapsed: float, quiet: bool, assignment=None, roster=(),
            stems=None, memory_mode: str = "") -> None:
-    header = ["student_id", *grades.columns, "total", "max", "status"]
+    manual = manual_parts(grades.columns)
+    header = ["student_id", *grades.columns, *(manual_column(e, m.name) for e, m in manual), "total", "max",
+              *(["pending"] if manual else []), "status"]
     with open(out_dir / "grades.csv", "w", newline="", encoding="utf-8") as fh:
         w = csv.DictWriter(fh, fieldnames=header)
         w.writeheader()
@@ -1076,6 +1101,13 @@ def _write(grades: Grades, out_dir: Path, *, elapsed: float, quiet: bool, assign
         for d in grades.details:
             w.writerow({k: cell(_fmt(v)) for k, v in d.items()})
     _write_exports(grades, out_dir, assignment or "inferlab exercises", {r["student_id"]: r for r in roster})
+    if manual:
+        with open(out_dir / "manual.csv", "w", newline="", encoding="utf-8") as fh:
+            w = _SafeWriter(fh)
+            w.writerow(MANUAL_HEADER)
+            for row in grades.rows:
+                for ex_id, m in manual:
+                    w.writerow([row["student_id"], ex_id, m.name, _fmt(m.points), m.rubric, ""])
     _write_feedback(grades, out_dir / "feedback", stems or {})
 
     n = len(grades.rows)
@@ -1116,6 +1148,10 @@ def _write(grades: Grades, out_dir: Path, *, elapsed: float, quiet: bool, assign
     for e in per_ex:
         lines.append(f"| {e['exercise']} | {e['title']} | {e['kind']} | {e['points']} | {e['answered']:.0%} "
                      f"| {e['pass_rate']:.0%} | {e['mean_score']:.2f} |")
+    if manual:
+        lines += ["", f"Graded by hand, pending: {', '.join(f'{e} {m.name} ({m.points:g} points)' for e, m in manual)} "
+                  "per student. Fill the score column of manual.csv, then `inferlab classroom merge-manual "
+                  f"{_md(out_dir)} manual.csv`."]
     if summary["copy_signals"]:
         lines += ["", "Copy signals (for your eyes: flags, no score was changed):", ""]
         lines += [f"- {_md(s)}: {_md('; '.join(x))}" for s, x in summary["copy_signals"].items()]
@@ -1159,6 +1195,8 @@ def _write_feedback(grades: Grades, folder: Path, stems: dict) -> None:
                  f"Total of the visible parts: {_fmt(round(sum(p['score'] for p in mine), 3))} / "
                  f"{_fmt(round(row['max'] - hidden, 3))} points; {_fmt(round(hidden, 3))} more in hidden parts, "
                  "shown when grades are released.")
+        if row.get("pending"):
+            total += f" Graded by hand later: {_md(row['pending'].split(', ')[1])}."
         lines = [f"# Feedback for {_md(sid)}", "", total, ""]
         # Copy signals are for the instructor's eyes (and one on a hidden part would say how it went).
         run = "; ".join(x for x in str(row["status"]).split("; ") if "copy signal: " not in x)

@@ -130,6 +130,10 @@ def results(grades, *, note: str = "") -> dict:
                           "score": round(d["score"] - shown["score"], 3), "max_score": shown["hidden_points"],
                           "output": d["feedback"], "visibility": "after_published"})
     output = "" if row["status"] == "ok" else f"Run: {row['status']}"
+    by_hand = [f"{e} {m.name} ({m.points:g} points)" for e in grades.columns for m in get(e).manual]
+    if by_hand:
+        output = "\n".join(x for x in (output, "Graded by hand, not by this autograder (your instructor's manual "
+                                       f"questions in Gradescope): {', '.join(by_hand)}.") if x)
     out = {"score": row["total"], "output": "\n".join(x for x in (note, output) if x), "visibility": "visible",
            "stdout_visibility": "hidden", "tests": tests}
     if any(t["visibility"] != "visible" for t in tests):
