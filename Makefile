@@ -111,8 +111,9 @@ vllm:
 	benchmarks/vllm_setup.sh "$(PYTHON)" "$(VLLM_VENV)" "$(VLLM_SPEC)" "$(TORCH_SPEC)" "$(VLLM_MODEL)" 0
 
 # Gradescope: build/autograder.zip (setup.sh, run_autograder, the library) for the exercises of INSTRUCTOR;
-# with ASSIGNMENT=..., each student's variant (the zip then holds the instructor key: keep it private).
+# with ASSIGNMENT=..., each student's variant (the zip then holds the instructor key: keep it private);
+# EXERCISES=course.toml bundles exercises written as data.
 .PHONY: gradescope
 gradescope: setup
 	$(PY) -m inferlab.exercises gradescope $(INSTRUCTOR) --out build/autograder.zip \
-		$(if $(ASSIGNMENT),--assignment $(ASSIGNMENT),)
+		$(if $(ASSIGNMENT),--assignment $(ASSIGNMENT),) $(if $(EXERCISES),--exercises $(EXERCISES),)

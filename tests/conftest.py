@@ -38,3 +38,18 @@ def pytest_configure(config):
     # Tests sweep lengths past a model's maximum context on purpose (property tests, the book's
     # yardsticks); tests/test_context.py checks the warning itself with pytest.warns.
     config.addinivalue_line("filterwarnings", "ignore::inferlab.context.ContextLengthWarning")
+
+
+@pytest.fixture
+def register_exercises():
+    """`register_exercises(path)`: the exercises of a TOML file (written as data), registered until the test ends
+    (unregistering also drops their cached answers and slips)."""
+    from inferlab.exercises import data
+    loaded = []
+
+    def register(path):
+        new = data.register_file(path)
+        loaded.extend(new)
+        return new
+    yield register
+    data.unregister(loaded)

@@ -1,4 +1,5 @@
-"""Command line of the exercises: list, cells, sample, build-student, collisions, gradescope, grade, check-exercises (`python -m inferlab.exercises ...`,
+"""Command line of the exercises: list, cells, sample, build-student, collisions, gradescope, grade, merge-manual,
+check-exercises (`python -m inferlab.exercises ...`,
 or `inferlab classroom ...` once inferlab.cli lists this module).
 
     python -m inferlab.exercises build-student chapters/*.ipynb --out build/student
@@ -159,10 +160,21 @@ def _cmd_gradescope(args) -> int:
     if args.assignment:
         from inferlab.exercises.key import load_key
         key = load_key(args.key)
-    ids = assignment_exercises(instructor=args.notebooks)
-    out = build_bundle(ids, args.out, assignment=args.assignment, key=key)
+    ids = assignment_exercises(instructor=args.notebooks, require_known=True)
+    out = build_bundle(ids, args.out, assignment=args.assignment, key=key, exercise_files=args.exercises or ())
     print(f"wrote {out}: {len(ids)} exercise(s)" + (f", variants of {args.assignment!r} (the zip holds the "
           "instructor key: keep it private)" if args.assignment else ""))
+    return 0
+
+
+def _cmd_merge_manual(args) -> int:
+    """Fold the hand grades of a filled manual.csv into GRADES_DIR's grades.csv, gradescope.csv and canvas.csv."""
+    from inferlab.exercises.manual import merge_manual
+    if not Path(args.grades_dir).is_dir():
+        raise ValueError(f"GRADES_DIR {args.grades_dir!r} is not a folder; expected the --out folder of grade")
+    _readable_file("MANUAL_CSV", args.manual_csv, "CSV file (GRADES_DIR/manual.csv with its score column filled)")
+    merged = merge_manual(args.grades_dir, args.manual_csv)
+    print(f"merged {merged} hand score(s) into {Path(args.grades_dir) / 'grades.csv'}, gradescope.csv, canvas.csv")
     return 0
 
 
@@ -358,6 +370,11 @@ def _add_commands(sub) -> None:
     p.add_argument("--key", default=str(DEFAULT_KEY_PATH), help=f"instructor key (default {DEFAULT_KEY_PATH})")
     p.add_argument("--out", default="build/autograder.zip", help="the zip to write (default build/autograder.zip)")
     p.set_defaults(func=_cmd_gradescope)
+
+    p = sub.add_parser("merge-manual", help="add the hand grades of a filled manual.csv to a graded class")
+    p.add_argument("grades_dir", help="the folder grade wrote (its grades.csv and manual.csv)")
+    p.add_argument("manual_csv", help="manual.csv with its score column filled (blank: still pending)")
+    p.set_defaults(func=_cmd_merge_manual)
 
     p = sub.add_parser("grade", help="run submitted notebooks in a sandbox and write a score table")
     p.add_argument("submissions", nargs="+", help="notebooks, or folders of them (a sub-folder is one student)")

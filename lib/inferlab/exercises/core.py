@@ -56,6 +56,9 @@ class Part:
     # Relative weight within the exercise (its points are shared in proportion). A part that variants
     # cannot protect (a two-way prediction, a structure the exercise is written for) weighs little.
     weight: float = 1.0
+    # A hidden part is graded like any other, but what a student sees before the grades are released (their
+    # own check, feedback/<id>.md, Gradescope's visible tests) never says how it went: `CheckResult.public`.
+    hidden: bool = False
 
     def spec(self, params: Mapping) -> str:
         """What the student must give, with its unit and tolerance (for the statement)."""
@@ -75,6 +78,17 @@ class Part:
         return f"{what}: a set of letters among {opts}, e.g. {{'A', 'C'}}"
 
 
+@dataclass(frozen=True)
+class ManualPart:
+    """A part graded by hand (an explanation, a design's argument): the auto-grader never scores it; `grade` lists
+    it in manual.csv with its points and rubric, and `merge-manual` adds the instructor's scores."""
+
+    name: str
+    description: str
+    points: float
+    rubric: str
+
+
 # A part with few possible answers weighs this much beside a computed number (1): a choice among a few
 # options (a prediction, the true statements of a memo), a small integer such as a TP degree, a value the
 # same in every variant (the structure an exercise is written for). A classmate's or a guessed answer often
@@ -82,22 +96,25 @@ class Part:
 LOW_WEIGHT = 0.1
 
 
-def number(name, description, unit="", rel_tol=0.01, hint="", weight=1.0):
-    return Part(name, description, "number", unit, rel_tol=rel_tol, hint=hint, weight=weight)
+def number(name, description, unit="", rel_tol=0.01, hint="", weight=1.0, hidden=False):
+    return Part(name, description, "number", unit, rel_tol=rel_tol, hint=hint, weight=weight, hidden=hidden)
 
 
-def integer(name, description, unit="", abs_tol=0, hint="", rel_tol=0.0, weight=1.0):
+def integer(name, description, unit="", abs_tol=0, hint="", rel_tol=0.0, weight=1.0, hidden=False):
     """A whole number: a non-integral answer is refused with a message; compared exactly unless a tolerance."""
-    return Part(name, description, "integer", unit, rel_tol=rel_tol, abs_tol=abs_tol, hint=hint, weight=weight)
+    return Part(name, description, "integer", unit, rel_tol=rel_tol, abs_tol=abs_tol, hint=hint, weight=weight,
+                hidden=hidden)
 
 
-def one_of(name, description, options, hint="", weight=LOW_WEIGHT):
+def one_of(name, description, options, hint="", weight=LOW_WEIGHT, hidden=False):
     """One of `options` (compared case-insensitively)."""
-    return Part(name, description, "choice", options=tuple(str(o) for o in options), hint=hint, weight=weight)
+    return Part(name, description, "choice", options=tuple(str(o) for o in options), hint=hint, weight=weight,
+                hidden=hidden)
 
 
-def letters(name, description, options, hint="", weight=LOW_WEIGHT):
-    return Part(name, description, "choices", options=tuple(str(o).upper() for o in options), hint=hint, weight=weight)
+def letters(name, description, options, hint="", weight=LOW_WEIGHT, hidden=False):
+    return Part(name, description, "choices", options=tuple(str(o).upper() for o in options), hint=hint, weight=weight,
+                hidden=hidden)
 
 
 @dataclass(frozen=True)
@@ -168,6 +185,7 @@ class Exercise:
     # Vary: the parameters a per-student variant may change, drawn within ranges that keep the exercise
     # meaningful (see `variant`; tests check every combination). None: every student gets `params`.
     vary: Vary | None = field(default=None, hash=False, repr=False)
+    manual: tuple = ()  # ManualPart: graded by hand, worth their own points beside `points`
 
     def __post_init__(self):
         _choice("exercise kind", self.kind, KINDS)
@@ -175,7 +193,8 @@ class Exercise:
         signature = list(inspect.signature(self.solve).parameters)
         if signature != list(self.params):
             raise ValueError(f"{self.id}: solve() takes {signature} but params are {list(self.params)}")
-        if len({p.name for p in self.parts}) != len(self.parts):
+        names = [p.name for p in self.parts] + [m.name for m in self.manual]
+        if len(set(names)) != len(names):
             raise ValueError(f"{self.id}: duplicate part names")
         if not all(p.weight > 0 for p in self.parts):
             raise ValueError(f"{self.id}: every part weight must be > 0")
@@ -215,6 +234,9 @@ class Exercise:
         else:
             keys = "\n".join(f"- `{p.name!r}`: {p.spec(self.params)}" for p in self.parts)
             form = f"**Answer** `{self.answer_name}`: a dict with the keys\n{keys}"
+        for m in self.manual:
+            form += (f"\n\n**Graded by hand** ({m.points:g} point{'s' if m.points != 1 else ''}): "
+                     f"{m.description.format(**self.params)}. Write it in a Markdown cell after the check.")
         return body.strip() + "\n\n" + form
 
     def template(self) -> str:
@@ -276,7 +298,10 @@ class Exercise:
                 hint = self._hint(part, value, expected[part.name], mistakes)
                 results.append(PartResult(part.name, "fail", hint))
         score = self.weighted_score(results)
-        return CheckResult(self.id, score, float(self.points), tuple(results), tuple(notes))
+        hidden = tuple(p.name for p in self.parts if p.hidden)
+        return CheckResult(self.id, score, float(self.points), tuple(results), tuple(notes), hidden=hidden,
+                           hidden_points=self.points * sum(self.part_weight(n) for n in hidden),
+                           hidden_score=self.weighted_score([r for r in results if r.name in hidden]))
 
     def part_weight(self, name: str) -> float:
         """The share of the exercise's points part `name` is worth: its weight over the weights' sum."""
@@ -507,6 +532,22 @@ class CheckResult:
     parts: tuple
     notes: tuple = ()
     attempt: int = 0  # the how-manieth answered check of this exercise in this session (0: not counted)
+    hidden: tuple = ()  # the names of the hidden parts, and their share of `points` and of `score`
+    hidden_points: float = 0.0
+    hidden_score: float = 0.0
+
+    def public(self) -> "CheckResult":
+        """What a student may see before the grades are released: the hidden parts left out, with their points
+        (a note says how many are graded later; never how they went)."""
+        if not self.hidden:
+            return self
+        n = len(self.hidden)
+        note = (f"{n} hidden part{'s' if n > 1 else ''} ({', '.join(self.hidden)}, {_fmt(self.hidden_points)} "
+                f"point{'s' if self.hidden_points != 1 else ''}) graded too, shown when grades are released")
+        return dataclasses.replace(
+            self, parts=tuple(p for p in self.parts if p.name not in self.hidden), notes=self.notes + (note,),
+            score=self.score - self.hidden_score, points=self.points - self.hidden_points, hidden=(),
+            hidden_points=0.0, hidden_score=0.0)
 
     @property
     def passed(self) -> bool:
@@ -529,6 +570,8 @@ class CheckResult:
     def message(self) -> str:
         """PASS, or FAIL with a hint per wrong part; "not answered yet" when no part has an answer (the empty
         answer cell a student starts from: None, ... or a dict of them), never a "FAIL 0/n"."""
+        if not self.parts:  # every part hidden
+            return "\n".join([f"{self.exercise_id} checked"] + [f"  note: {n}" for n in self.notes])
         if not self.answered:
             return "\n".join([f"{self.exercise_id} not answered yet: replace None in the answer cell with your "
                                "answer, run it, then run this check again"] + [f"  note: {n}" for n in self.notes])
@@ -618,7 +661,7 @@ def check(exercise_id: str, answer) -> CheckResult:
         return None
     exercise = _current(exercise_id)
     payload = _to_jsonable(answer)
-    result = _first_attempt_only(exercise, exercise.evaluate(payload))
+    result = _first_attempt_only(exercise, exercise.evaluate(payload)).public()
     if result.answered:
         _ATTEMPTS[exercise_id] = _ATTEMPTS.get(exercise_id, 0) + 1
         result = dataclasses.replace(result, attempt=_ATTEMPTS[exercise_id])
@@ -642,7 +685,8 @@ def _first_attempt_only(exercise: Exercise, result: CheckResult) -> CheckResult:
             else:
                 _FIRST[key] = r.status
         parts.append(r)
-    return dataclasses.replace(result, parts=tuple(parts), score=exercise.weighted_score(parts))
+    return dataclasses.replace(result, parts=tuple(parts), score=exercise.weighted_score(parts),
+                               hidden_score=exercise.weighted_score([r for r in parts if r.name in result.hidden]))
 
 
 def summary() -> str:

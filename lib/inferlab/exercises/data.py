@@ -31,6 +31,7 @@ see it, as the generated solution cell does. Format: docs/exercises.md, "An exer
 from __future__ import annotations
 
 import ast
+import dataclasses
 import importlib
 import inspect
 import math
@@ -39,8 +40,8 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from inferlab.exercises.core import (_EXPECTED, _MISTAKES, _REGISTRY, KINDS, LOW_WEIGHT, Exercise, Mistake, integer,
-                                     letters, number, one_of, register, vary)
+from inferlab.exercises.core import (_EXPECTED, _MISTAKES, _REGISTRY, KINDS, LOW_WEIGHT, Exercise, ManualPart, Mistake,
+                                     integer, letters, number, one_of, register, vary)
 
 # name -> (module, function): what an answer may call. The quantities take objects; `resolve_params` turns
 # the parameters `model` and `accelerator` into them first.
@@ -66,7 +67,9 @@ _BINARY = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
            ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: operator.pow}
 _UNARY = {ast.USub: operator.neg, ast.UAdd: operator.pos}
 ENTRY_KEYS = {"id", "kind", "points", "title", "statement", "params", "vary", "parts", "mistakes", "hint"}
-PART_KEYS = {"name", "description", "kind", "unit", "rel_tol", "abs_tol", "options", "hint", "weight", "answer"}
+PART_KEYS = {"name", "description", "kind", "unit", "rel_tol", "abs_tol", "options", "hint", "weight", "answer",
+             "hidden"}
+MANUAL_KEYS = {"name", "description", "manual", "points", "rubric"}  # a part graded by hand
 MISTAKE_KEYS = {"part", "answer", "hint"}
 SAMPLE_VARIANTS = 200  # `check_entry` solves at most this many variants (every one when there are fewer)
 
@@ -232,6 +235,9 @@ def _part(table: dict, params, where: str, default_hint: str):
     hint = table.get("hint", default_hint)
     weight = float(table.get("weight", 1.0 if kind in ("number", "integer") else LOW_WEIGHT))
     name, desc = table["name"], table["description"]
+    hidden = table.get("hidden", False)
+    if not isinstance(hidden, bool):
+        raise ExerciseDataError(f"{where}: hidden={hidden!r} must be true or false")
     if kind == "number":
         rel_tol = table.get("rel_tol", 0.01)
         if not isinstance(rel_tol, (int, float)) or not 0 < rel_tol <= 0.1:
@@ -246,7 +252,21 @@ def _part(table: dict, params, where: str, default_hint: str):
         part = (one_of if kind == "choice" else letters)(name, desc, options, hint=hint, weight=weight)
     else:
         raise ExerciseDataError(f"{where}: kind={kind!r} is not one of number, integer, choice, choices")
-    return part, parse_answer(table["answer"], params, f"{where} answer")
+    return dataclasses.replace(part, hidden=hidden), parse_answer(table["answer"], params, f"{where} answer")
+
+
+def _manual_part(table: dict, where: str) -> ManualPart:
+    """A part graded by hand: `manual = true`, a name, a description, its points and the rubric."""
+    _unknown_keys(table, MANUAL_KEYS, where)
+    if table["manual"] is not True:
+        raise ExerciseDataError(f"{where}: manual={table['manual']!r} must be true (or leave the field out)")
+    for key in ("name", "description", "rubric"):
+        if not isinstance(table.get(key), str) or not table[key].strip():
+            raise ExerciseDataError(f"{where}: {key} must be a non-empty string (a part graded by hand)")
+    points = table.get("points")
+    if not isinstance(points, (int, float)) or isinstance(points, bool) or not 0 < points <= 10:
+        raise ExerciseDataError(f"{where}: points={points!r} must be a number in (0, 10] (a part graded by hand)")
+    return ManualPart(table["name"], table["description"], float(points), table["rubric"].strip())
 
 
 def exercise_from_entry(entry: dict, where: str = "exercise") -> Exercise:
@@ -272,6 +292,11 @@ def exercise_from_entry(entry: dict, where: str = "exercise") -> Exercise:
     parts_spec = entry.get("parts")
     if not isinstance(parts_spec, list) or not parts_spec:
         raise ExerciseDataError(f"{where}: needs at least one [[exercise.parts]]")
+    manual = tuple(_manual_part(p, f"{where} part {i + 1}") for i, p in enumerate(parts_spec)
+                   if isinstance(p, dict) and p.get("manual") is not None)
+    parts_spec = [p for p in parts_spec if not (isinstance(p, dict) and p.get("manual") is not None)]
+    if not parts_spec:
+        raise ExerciseDataError(f"{where}: needs at least one part the grader checks (manual parts come beside one)")
     built = [_part(p, params, f"{where} part {i + 1}", entry.get("hint", "")) for i, p in enumerate(parts_spec)]
     parts = tuple(p for p, _ in built)
     solution = DataSolution(tuple(params), tuple((p.name, tree, parts_spec[i]["answer"].strip())
@@ -300,7 +325,8 @@ def exercise_from_entry(entry: dict, where: str = "exercise") -> Exercise:
     try:
         return Exercise(id=entry["id"], title=entry["title"], kind=entry["kind"], points=points, params=params,
                         parts=parts, statement=entry["statement"], solve=solution,
-                        mistakes=mistakes if slips else None, vary=vary(*options) if options else None)
+                        mistakes=mistakes if slips else None, vary=vary(*options) if options else None,
+                        manual=manual)
     except ValueError as err:  # the section, a duplicate part name
         raise ExerciseDataError(f"{where}: {err}") from None
 

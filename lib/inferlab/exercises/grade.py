@@ -742,10 +742,21 @@ def run_submission_notebook(student: str, notebook: Path, out_dir: Path, config:
     return run
 
 
-def assignment_exercises(*, sections=None, instructor=None) -> list[str]:
+def named_ids(source_text: str) -> set:
+    """Every exercise id a code cell of the notebook checks, registered or not."""
+    nb = loads_bounded(source_text, max_bytes=MAX_NOTEBOOK_BYTES, max_depth=MAX_JSON_DEPTH)
+    cells = nb.get("cells", []) if isinstance(nb, dict) else []
+    sources = (c.get("source", "") for c in cells if isinstance(c, dict) and c.get("cell_type") == "code")
+    return {ex_id for src in sources for ex_id, _ in CHECK_RE.findall(
+        "".join(map(str, src)) if isinstance(src, list) else str(src))}
+
+
+def assignment_exercises(*, sections=None, instructor=None, require_known: bool = False) -> list[str]:
     """The exercise ids of the assignment, in registry order: every exercise of `sections`, or those whose
     check cells are in the instructor's notebook(s) `instructor` (the notebooks the student versions were
-    built from). Never from the submissions: a check cell a submission adds changes no one's maximum."""
+    built from). Never from the submissions: a check cell a submission adds changes no one's maximum.
+    With `require_known`, a check cell naming an id that is not registered (an exercise written as data whose
+    file was not given) is refused by name."""
     if sections:
         for section in sections:
             if section not in SECTIONS:
@@ -764,9 +775,13 @@ def assignment_exercises(*, sections=None, instructor=None) -> list[str]:
             else:
                 text = path.read_text(encoding="utf-8")
             ids |= check_plan(text)[1]
+            unknown = sorted(named_ids(text) - _known_ids()) if require_known else []
         except (OSError, ValueError) as exc:
             raise GradingError(f"--instructor {str(path)!r} cannot be read ({one_line(exc)[:120]}); expected "
                                "the instructor notebook (.ipynb or jupytext .py)")
+        if unknown:
+            raise GradingError(f"{str(path)!r} checks exercise {', '.join(unknown)}, which this library does not "
+                               "have: an exercise written as data needs its file, --exercises FILE.toml")
     if not ids:
         raise GradingError(f"--instructor {', '.join(map(str, instructor))}: no check cell found; expected the "
                            "instructor notebook(s) of the assignment")
@@ -990,19 +1005,21 @@ def _score_student(s: Submission, runs: list, columns: list, assigned: set, assi
             ex, failures = get(ex_id), failures + [f"variant not drawn ({type(exc).__name__})"]
         max_total += ex.points
         score, outcome, feedback = 0.0, "no check", "the notebook has no check cell for this exercise"
+        hidden_points = ex.points * sum(ex.part_weight(p.name) for p in ex.parts if p.hidden)
+        public = None  # what the student sees before release, when it differs (hidden parts)
         if failures:
             outcome, feedback = "failed", "not scored: " + failures[0]
         elif ex_id in answers:
             try:
                 result = ex.evaluate(answers[ex_id])
-                score, outcome, feedback = result.score, result.status, result.message.replace("\n", " | ")
                 other = (matched or {}).get((s.student, ex_id))
-                if other:  # no slip hint: it would be about a classmate's numbers
-                    feedback = f"{ex_id} {outcome}: {signals.NO_HINT}"
+                if other:
                     notes.append(f"copy signal: the answer to {ex_id} matches classmate {other!r}'s variant, "
                                  "not this student's")
-                if not result.passed and ex_id in why and why[ex_id][1]:
-                    feedback += f" | before the check: {why[ex_id][0]}"
+                score, outcome, feedback = result.score, result.status, _feedback(result, other, why.get(ex_id))
+                if result.hidden:
+                    shown = result.public()
+                    public = (shown.score, shown.status, _feedback(shown, other, why.get(ex_id)))
             except Exception as exc:
                 outcome = "invalid"
                 feedback = f"the answer could not be scored ({type(exc).__name__}); it counts as wrong"
@@ -1013,32 +1030,84 @@ def _score_student(s: Submission, runs: list, columns: list, assigned: set, assi
         row[ex_id] = round(score, 3)
         total += score
         details.append({"student_id": s.student, "exercise": ex_id, "score": round(score, 3), "points": ex.points,
-                        "result": outcome, "feedback": feedback, "run": "; ".join(failures + notes) or "ok"})
+                        "result": outcome, "feedback": feedback, "run": "; ".join(failures + notes) or "ok",
+                        "public": _public(public or (score, outcome, feedback), ex.points, hidden_points)})
     status = "; ".join(notes) or "ok"
     if failures:
         status = "failed: " + "; ".join(failures + notes)
     row.update(total=round(total, 3), max=max_total, status=status)
+    manual = manual_parts(columns)
+    if manual:  # never scored here: blank until merge-manual adds the instructor's scores
+        row.update({manual_column(e, m.name): "" for e, m in manual})
+        by_hand = sum(m.points for _, m in manual)
+        row.update(max=max_total + by_hand, pending=pending_text(max_total, by_hand))
     return row, details
+
+
+def manual_parts(columns: list) -> list:
+    """(exercise id, ManualPart) of every part graded by hand, in column order."""
+    return [(ex_id, m) for ex_id in columns for m in get(ex_id).manual]
+
+
+def manual_column(ex_id: str, part: str) -> str:
+    """The grades.csv column of a part graded by hand."""
+    return f"{ex_id} {part} (by hand)"
+
+
+def pending_text(auto_points: float, pending_points: float) -> str:
+    """grades.csv's `pending` cell: what the total is out of while parts wait for a hand grade."""
+    return f"of {auto_points:g} auto-graded points, {pending_points:g} pending by hand" if pending_points else ""
+
+
+def _feedback(result, other, why) -> str:
+    """One line of feedback from a CheckResult: its message, or no slip hint where the answer matches classmate
+    `other`'s variant (a hint would be about their numbers); what failed before the check when it failed."""
+    feedback = (f"{result.exercise_id} {result.status}: {signals.NO_HINT}" if other
+                else result.message.replace("\n", " | "))
+    if not result.passed and why and why[1]:
+        feedback += f" | before the check: {why[0]}"
+    return feedback
+
+
+def _public(shown: tuple, points: float, hidden_points: float) -> dict:
+    """The student's view of one detail before release: (score, result, feedback) of the visible parts, their
+    points, and the points of the hidden parts (their result is not said)."""
+    score, result, feedback = shown
+    return {"score": round(score, 3), "points": round(points - hidden_points, 3), "result": result,
+            "feedback": feedback, "hidden_points": round(hidden_points, 3)}
 
 
 def _fmt(x) -> str:
     return f"{x:g}" if isinstance(x, float) else str(x)
 
 
+MANUAL_HEADER = ["student", "exercise", "part", "points", "rubric", "score"]  # manual.csv, for the hand grades
+
+
 def _write(grades: Grades, out_dir: Path, *, elapsed: float, quiet: bool, assignment=None, roster=(),
            stems=None, memory_mode: str = "") -> None:
-    header = ["student_id", *grades.columns, "total", "max", "status"]
+    manual = manual_parts(grades.columns)
+    header = ["student_id", *grades.columns, *(manual_column(e, m.name) for e, m in manual), "total", "max",
+              *(["pending"] if manual else []), "status"]
     with open(out_dir / "grades.csv", "w", newline="", encoding="utf-8") as fh:
         w = csv.DictWriter(fh, fieldnames=header)
         w.writeheader()
         for row in grades.rows:
             w.writerow({k: cell(_fmt(v)) for k, v in row.items()})
     with open(out_dir / "details.csv", "w", newline="", encoding="utf-8") as fh:
-        w = csv.DictWriter(fh, fieldnames=["student_id", "exercise", "score", "points", "result", "feedback", "run"])
+        w = csv.DictWriter(fh, fieldnames=["student_id", "exercise", "score", "points", "result", "feedback", "run"],
+                           extrasaction="ignore")  # "public": the student's view, in feedback/
         w.writeheader()
         for d in grades.details:
             w.writerow({k: cell(_fmt(v)) for k, v in d.items()})
     _write_exports(grades, out_dir, assignment or "inferlab exercises", {r["student_id"]: r for r in roster})
+    if manual:
+        with open(out_dir / "manual.csv", "w", newline="", encoding="utf-8") as fh:
+            w = _SafeWriter(fh)
+            w.writerow(MANUAL_HEADER)
+            for row in grades.rows:
+                for ex_id, m in manual:
+                    w.writerow([row["student_id"], ex_id, m.name, _fmt(m.points), m.rubric, ""])
     _write_feedback(grades, out_dir / "feedback", stems or {})
 
     n = len(grades.rows)
@@ -1079,6 +1148,10 @@ def _write(grades: Grades, out_dir: Path, *, elapsed: float, quiet: bool, assign
     for e in per_ex:
         lines.append(f"| {e['exercise']} | {e['title']} | {e['kind']} | {e['points']} | {e['answered']:.0%} "
                      f"| {e['pass_rate']:.0%} | {e['mean_score']:.2f} |")
+    if manual:
+        lines += ["", f"Graded by hand, pending: {', '.join(f'{e} {m.name} ({m.points:g} points)' for e, m in manual)} "
+                  "per student. Fill the score column of manual.csv, then `inferlab classroom merge-manual "
+                  f"{_md(out_dir)} manual.csv`."]
     if summary["copy_signals"]:
         lines += ["", "Copy signals (for your eyes: flags, no score was changed):", ""]
         lines += [f"- {_md(s)}: {_md('; '.join(x))}" for s, x in summary["copy_signals"].items()]
@@ -1116,14 +1189,25 @@ def _write_feedback(grades: Grades, folder: Path, stems: dict) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     for row in grades.rows:
         sid = row["student_id"]
-        lines = [f"# Feedback for {_md(sid)}", "", f"Total: {_fmt(row['total'])} / {_fmt(row['max'])} points.", ""]
-        if row["status"] != "ok":
-            lines += [f"Run: {_md(row['status'])}", ""]
+        mine = [d["public"] for d in grades.details if d["student_id"] == sid]
+        hidden = sum(p["hidden_points"] for p in mine)
+        total = (f"Total: {_fmt(row['total'])} / {_fmt(row['max'])} points." if not hidden else
+                 f"Total of the visible parts: {_fmt(round(sum(p['score'] for p in mine), 3))} / "
+                 f"{_fmt(round(row['max'] - hidden, 3))} points; {_fmt(round(hidden, 3))} more in hidden parts, "
+                 "shown when grades are released.")
+        if row.get("pending"):
+            total += f" Graded by hand later: {_md(row['pending'].split(', ')[1])}."
+        lines = [f"# Feedback for {_md(sid)}", "", total, ""]
+        # Copy signals are for the instructor's eyes (and one on a hidden part would say how it went).
+        run = "; ".join(x for x in str(row["status"]).split("; ") if "copy signal: " not in x)
+        if run and run != "ok":
+            lines += [f"Run: {_md(run)}", ""]
         lines += ["| exercise | score | result | feedback |", "| --- | ---: | --- | --- |"]
         for d in grades.details:
             if d["student_id"] == sid:
-                fb = _md(d["feedback"]).replace("|", "/")
-                lines.append(f"| {d['exercise']} | {_fmt(d['score'])}/{d['points']} | {d['result']} | {fb} |")
+                p = d["public"]
+                fb = _md(p["feedback"]).replace("|", "/")
+                lines.append(f"| {d['exercise']} | {_fmt(p['score'])}/{_fmt(p['points'])} | {p['result']} | {fb} |")
         (folder / f"{stems.get(sid, _safe(sid))}.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 

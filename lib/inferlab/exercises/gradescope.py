@@ -5,9 +5,10 @@ runs once when the image is built, and run_autograder runs per submission with t
 /autograder/submission and /autograder/submission_metadata.json beside them; it must write
 /autograder/results/results.json: {"score", "output", "visibility", "stdout_visibility", "tests": [{"name",
 "score", "max_score", "output", "visibility"}]}. Here one test per exercise, with the feedback the class grader
-writes (never an expected value). The student id that seeds the variant is the submitter's SID in the
-metadata (else their email). INFERLAB_AUTOGRADER_ROOT replaces /autograder (tests run the harness in a
-temporary folder laid out the same way).
+writes (never an expected value), and one more, "after_published", for an exercise's hidden parts. The student
+id that seeds the variant is the submitter's SID in the metadata (else their email). INFERLAB_AUTOGRADER_ROOT replaces /autograder (tests run the harness in a
+temporary folder laid out the same way). Exercises written as data travel as their TOML files (`build_bundle`'s
+`exercise_files`), registered before grading.
 
 The bundle holds the instructor key when an assignment is given (the variants are seeded with it): keep the
 zip as private as the key.
@@ -24,6 +25,7 @@ from pathlib import Path
 
 ROOT_ENV = "INFERLAB_AUTOGRADER_ROOT"
 SOURCE = "inferlab-src"  # the library inside the bundle: pyproject.toml, README.md, lib/, data/
+EXERCISES = "exercises"  # the instructor's exercise files written as data (--exercises)
 
 SETUP_SH = """#!/usr/bin/env bash
 # Run once by Gradescope when it builds the autograder image (Ubuntu).
@@ -45,19 +47,38 @@ exec "$PY" -m inferlab.exercises.gradescope run
 """
 
 
+def _check_data_files(exercise_ids: list, exercise_files, repo: Path) -> None:
+    """Every exercise written as data must travel in the bundle: in the library's data/exercises.toml or in one
+    of `exercise_files`; ValueError naming the first that would not."""
+    from inferlab.exercises.core import get
+    from inferlab.exercises.data import DataSolution, load
+    bundled = {e.id for path in [repo / "data" / "exercises.toml", *map(Path, exercise_files)] if path.is_file()
+               for e in load(path)}
+    missing = [i for i in exercise_ids if isinstance(get(i).solve, DataSolution) and i not in bundled]
+    if missing:
+        raise ValueError(f"exercise {', '.join(missing)} is written as data in a file this bundle would not hold: "
+                         "give that file with --exercises FILE.toml")
+
+
 def build_bundle(exercise_ids: list, out, *, assignment: str | None = None, key: bytes | None = None,
-                 repo_root=None) -> Path:
-    """Write the zip: setup.sh, run_autograder, config.json ({"assignment", "exercises"}), variant.key (with an
-    assignment) and the library (`SOURCE`) from `repo_root` (the checkout holding pyproject.toml)."""
+                 repo_root=None, exercise_files=()) -> Path:
+    """Write the zip: setup.sh, run_autograder, config.json ({"assignment", "exercises"}, and "exercise_files"
+    when given), variant.key (with an assignment), the exercise files written as data (`EXERCISES`/NN-name.toml;
+    run_autograder registers them before grading) and the library (`SOURCE`) from `repo_root` (the checkout
+    holding pyproject.toml)."""
     from inferlab.exercises.sandbox import library_root
     if assignment and key is None:
         raise ValueError("--assignment needs the instructor key that seeds the variants (--key)")
     repo = Path(repo_root) if repo_root else library_root().parent
     if not (repo / "pyproject.toml").is_file():
         raise ValueError(f"no pyproject.toml in {repo}: the bundle is built from a checkout of inferlab")
+    _check_data_files(exercise_ids, exercise_files, repo)
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     config = {"assignment": assignment, "exercises": list(exercise_ids)}
+    files = {f"{EXERCISES}/{i:02d}-{Path(f).name}": Path(f) for i, f in enumerate(exercise_files)}
+    if files:
+        config["exercise_files"] = list(files)
     with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as zf:
         for name, text in (("setup.sh", SETUP_SH), ("run_autograder", RUN_AUTOGRADER)):
             info = zipfile.ZipInfo(name)
@@ -68,6 +89,8 @@ def build_bundle(exercise_ids: list, out, *, assignment: str | None = None, key:
             info = zipfile.ZipInfo("variant.key")
             info.external_attr = 0o600 << 16
             zf.writestr(info, key.hex() + "\n")
+        for name, path in files.items():
+            zf.write(path, name)
         for top in ("pyproject.toml", "README.md"):
             if (repo / top).is_file():
                 zf.write(repo / top, f"{SOURCE}/{top}")
@@ -90,15 +113,32 @@ def student_id(metadata: dict) -> str | None:
 
 
 def results(grades, *, note: str = "") -> dict:
-    """results.json from one student's `Grades` (see the module docstring)."""
+    """results.json from one student's `Grades` (see the module docstring). An exercise with hidden parts is two
+    tests: its visible parts ("visible", their feedback only) and its hidden parts ("after_published": shown when
+    the instructor publishes the grades). With a hidden test the top-level score is left out, so that Gradescope
+    adds up the tests rather than show a total that says how the hidden parts went."""
     from inferlab.exercises.core import get
     row = grades.rows[0]
-    tests = [{"name": f"{d['exercise']}: {get(d['exercise']).heading()}", "score": d["score"],
-              "max_score": d["points"], "output": d["feedback"], "visibility": "visible"}
-             for d in grades.details]
+    tests = []
+    for d in grades.details:
+        ex, shown = get(d["exercise"]), d["public"]
+        tests.append({"name": f"{d['exercise']}: {ex.heading()}", "score": shown["score"],
+                      "max_score": shown["points"], "output": shown["feedback"], "visibility": "visible"})
+        if shown["hidden_points"]:
+            names = ", ".join(p.name for p in ex.parts if p.hidden)
+            tests.append({"name": f"{d['exercise']}: hidden part(s) {names}",
+                          "score": round(d["score"] - shown["score"], 3), "max_score": shown["hidden_points"],
+                          "output": d["feedback"], "visibility": "after_published"})
     output = "" if row["status"] == "ok" else f"Run: {row['status']}"
-    return {"score": row["total"], "output": "\n".join(x for x in (note, output) if x), "visibility": "visible",
-            "stdout_visibility": "hidden", "tests": tests}
+    by_hand = [f"{e} {m.name} ({m.points:g} points)" for e in grades.columns for m in get(e).manual]
+    if by_hand:
+        output = "\n".join(x for x in (output, "Graded by hand, not by this autograder (your instructor's manual "
+                                       f"questions in Gradescope): {', '.join(by_hand)}.") if x)
+    out = {"score": row["total"], "output": "\n".join(x for x in (note, output) if x), "visibility": "visible",
+           "stdout_visibility": "hidden", "tests": tests}
+    if any(t["visibility"] != "visible" for t in tests):
+        del out["score"]
+    return out
 
 
 def run(root=None) -> dict:
@@ -124,6 +164,12 @@ def run(root=None) -> dict:
         (root / "results" / "results.json").write_text(json.dumps(out, indent=1) + "\n")
         return out
 
+    from inferlab.exercises.data import ExerciseDataError, register_file
+    for name in config.get("exercise_files", []):
+        try:
+            register_file(source / name, replace=True)
+        except ExerciseDataError as err:
+            return refuse(f"the autograder's exercise file {name} cannot be read ({err}); tell your instructor")
     if not re.fullmatch(r"[A-Za-z0-9_.@-]{1,64}", sid):
         return refuse(f"the submitter's id {sid!r} cannot seed a variant (use 1 to 64 letters, digits, '_', '.', "
                       "'@' or '-'); ask your instructor")
