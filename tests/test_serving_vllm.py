@@ -402,6 +402,7 @@ def _pieces_run(judged, deterministic, engine_only, bounded=True):
     run["deterministic"] = _run(deterministic)["comparison"]
     run["engine_only"] = _run(engine_only)["comparison"]
     run["engine_steps"] = {"live": 300, "simulated": 310}
+    run["step_time_error"] = {"median_ratio": 1.0 + judged[0]}
     return run
 
 
@@ -422,6 +423,13 @@ def test_the_pieces_table_and_the_conclusion_count_each_prediction_by_hand():
     assert "largest p50 error was -18% (TTFT, run 1, light" in text
     assert "largest p99 error was +20% (TTFT" in text
     assert "4.0 to 4.0 ms on the way in and 1.5 to 1.5 ms on the way out" in text
+    # the bounded runs' fit ratios are 1.05 and 0.82 (set from their TTFT p50 errors above): up to 18 %
+    assert "ranged from 0.82 to 1.05" in text and "up to 18% faster or slower" in text
+    assert "Of the 0 bounded runs" not in text           # no ITL p50 missed its bound (8 % and 10 %)
+    rec["runs"][1]["comparison"]["itl_s"]["p50"]["error"] = -0.30  # a miss, short, with the fit 18 % short too
+    assert "Of the 1 bounded runs whose ITL p50 missed its bound, 1 had the fit off" in V.steplog_conclusion([rec])
+    rec["runs"][1]["comparison"]["itl_s"]["p50"]["error"] = +0.30  # a miss the other way: not the fit's direction
+    assert "Of the 1 bounded runs whose ITL p50 missed its bound, 0 had the fit off" in V.steplog_conclusion([rec])
     # without the front end either: TTFT p50 errors -20 % and -25 %: median -22 %
     assert "Without the front end either, 0 of 2 pairs were within all bounds, with median errors TTFT p50 -22%" in text
     with pytest.raises(ValueError, match="step log"):

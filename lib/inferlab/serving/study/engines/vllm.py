@@ -497,6 +497,19 @@ def steplog_conclusion(records: list) -> str:
         _, e, m, i, load = worst("comparison", p)
         parts.append(f"The largest {p} error was {e:+.0%} ({m.split('_')[0].upper()}, run {i}, {load}; bound "
                      f"{bound:.0%}).")
+    ratios = [float(run["step_time_error"]["median_ratio"]) for _, run, _ in bounded if "step_time_error" in run]
+    if ratios:
+        parts.append(f"On each bounded run's own logged steps, which no calibration saw, the fit's median predicted / "
+                     f"measured step time ranged from {min(ratios):.2f} to {max(ratios):.2f}: at the same step shapes "
+                     f"the engine ran up to {max(abs(x - 1) for x in ratios):.0%} faster or slower than the fit of "
+                     "its calibrations, a few minutes away, and that alone moves a prediction about as much.")
+        missed = [(run["comparison"]["itl_s"]["p50"]["error"], float(run["step_time_error"]["median_ratio"]))
+                  for _, run, rec in bounded if "step_time_error" in run
+                  and abs(run["comparison"]["itl_s"]["p50"]["error"]) > rec["bounds"]["p50"]]
+        if missed:
+            same = sum((e > 0) == (r > 1) and abs(r - 1) >= 0.1 for e, r in missed)
+            parts.append(f"Of the {len(missed)} bounded runs whose ITL p50 missed its bound, {same} had the fit off by "
+                         "10 % or more on the run's own steps, in the direction of the miss.")
     fe = [rec["summary"]["frontend"] for rec in rows]
     parts.append(f"The front end measured {min(f['in_s'] for f in fe) * 1e3:.1f} to {max(f['in_s'] for f in fe) * 1e3:.1f} ms "
                  f"on the way in and {min(f['out_s'] for f in fe) * 1e3:.1f} to {max(f['out_s'] for f in fe) * 1e3:.1f} ms "
