@@ -203,6 +203,7 @@ CLI_BAD = [
     (["classroom", "sample", "/", "--no-execute"], "/"),
     (["classroom", "build-student", "/nonexistent.ipynb", "--out", "{tmp}"], "/nonexistent.ipynb"),
     (["classroom", "grade", "/nonexistent", "--out", "{tmp}"], "/nonexistent"),
+    (["classroom", "merge-manual", "{tmp}", "/nonexistent.csv"], "manual.csv"),
 ]
 
 
