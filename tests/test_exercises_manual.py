@@ -148,3 +148,14 @@ def test_the_command_line_refuses_with_one_line_and_status_2(out):
     proc = subprocess.run([sys.executable, "-m", "inferlab.exercises", "merge-manual", str(out),
                            str(fill(out, {"alice": "1"}))], capture_output=True, text=True)
     assert proc.returncode == 0 and "merged 1 hand score(s)" in proc.stdout, proc.stderr
+
+
+def test_the_student_notebook_gives_each_manual_part_its_own_answer_cell(register_exercises):
+    from inferlab.exercises.cells import exercise_cells
+    register_exercises(FIXTURE)
+    cells = exercise_cells("15.1.2", heading=False)
+    i = next(k for k, c in enumerate(cells) if 'check("15.1.2-ex8"' in c)
+    assert "15.1.2-ex8, `why`, graded by hand** (1 point)" in cells[i + 1]
+    assert cells[i + 1].startswith("# %% [markdown]")
+    others = [c for c in cells if "graded by hand**" in c]
+    assert len(others) == 1                                    # no exercise without a manual part gets one

@@ -82,7 +82,8 @@ def statement_markdown(exercise: Exercise) -> str:
 
 def exercise_cells(section: str, *, heading: bool = True) -> list[str]:
     """The py:percent cells of a section's exercises: optionally a heading and the import of
-    `check`, then per exercise the statement, the solution cell and the check cell."""
+    `check`, then per exercise the statement, the solution cell and the check cell, and a Markdown
+    cell for the answer to each part graded by hand."""
     items = exercises(section)
     cells = []
     if heading:
@@ -98,6 +99,9 @@ def exercise_cells(section: str, *, heading: bool = True) -> list[str]:
         cells.append(_markdown(statement_markdown(e)))
         cells.append(_code(solution_source(e)))
         cells.append(_code(f'check("{e.id}", {e.answer_name});'))
+        for m in e.manual:  # a part graded by hand: the student's own Markdown cell, under the check
+            cells.append(_markdown(f"**{e.id}, `{m.name}`, graded by hand** ({m.points:g} point"
+                                   f"{'s' if m.points != 1 else ''}): write your answer here, in place of this line."))
     return cells
 
 
