@@ -151,8 +151,10 @@ def test_the_command_line_refuses_with_one_line_and_status_2(out):
 
 
 def test_the_student_notebook_gives_each_manual_part_its_own_answer_cell(register_exercises):
+    from inferlab.exercises import exercises
     from inferlab.exercises.cells import exercise_cells
-    register_exercises(FIXTURE)
+    if "15.1.2-ex8" not in {e.id for e in exercises("15.1.2")}:  # the module's `graded` may hold it registered
+        register_exercises(FIXTURE)
     cells = exercise_cells("15.1.2", heading=False)
     i = next(k for k, c in enumerate(cells) if 'check("15.1.2-ex8"' in c)
     assert "15.1.2-ex8, `why`, graded by hand** (1 point)" in cells[i + 1]

@@ -458,3 +458,24 @@ def test_vllm_repredict_remakes_every_recorded_step_log_prediction_from_the_reco
                     assert got["comparison"][m][p]["error"] == pytest.approx(run["comparison"][m][p]["error"], abs=1e-12)
     with pytest.raises(ValueError, match="step log"):
         v.vllm_repredict({"summary": {"engine": "vllm"}, "profile": {"kind": "vllm-fitted"}})
+
+
+def test_the_speed_timeline_reads_each_parts_decodes_against_the_fit_by_hand():
+    from inferlab.serving.study.fitted import FEATURES, FittedStepTime
+    from inferlab.serving.study.validate import step_log
+    fit = FittedStepTime([0.004] + [0.0] * (len(FEATURES) - 1))            # every step 4 ms
+    dec, chunk = StepShape(2, 40.0, (), 2), StepShape(1, 20.0, ((16, 0),), 1)
+    cal0 = step_log([dec, dec, dec, chunk], [0.004, 0.004, 0.002, 0.050])  # timed: 1.0, 1.0; Poisson: 2.0 (chunk ignored)
+    cal1 = step_log([dec], [0.008])                                        # 0.5
+    run = step_log([dec, dec, dec], [0.005, 0.005, 0.004])                 # median of 0.8, 0.8, 1.0
+    rec = {"profile": {"kind": "vllm-steplog-fitted", **fit.to_dict()},
+           "calibrations": [{"step_log": cal0, "part_steps": [2, 2]}, {"step_log": cal1, "part_steps": [1]}],
+           "runs": [{"rate_per_s": 3.0, "load": "light", "step_log": run}]}
+    t = V.speed_timeline(rec)
+    assert [(label, round(r, 6), n) for label, r, n in t] == [
+        ("calibration 0, timed requests", 1.0, 2), ("calibration 0, Poisson run 1", 2.0, 1),
+        ("rate 3.00/s (light)", 0.8, 3), ("calibration 1, timed requests", 0.5, 1)]
+    assert V.speed_markdown([rec]).splitlines()[2] == "| 1 | 1.00 | 2.00 | 0.80 | 0.50 |"
+    assert "| light |" in V.speed_markdown([rec]).splitlines()[0]
+    with pytest.raises(ValueError, match="step logs"):
+        V.speed_timeline({"profile": {"kind": "vllm-fitted"}, "runs": []})

@@ -120,6 +120,13 @@ def vllm_pieces() -> str:
     return pieces_markdown(sorted(records, key=lambda r: r["created"])) + "\n"
 
 
+def vllm_speed() -> str:
+    """The engine's speed through each of those repeats, on its fit (engines.vllm.speed_markdown)."""
+    from inferlab.serving.study.engines.vllm import speed_markdown
+    records = [json.loads(p.read_text(encoding="utf-8")) for p in VLLM_STEPLOG.glob("*.json")]
+    return speed_markdown(sorted(records, key=lambda r: r["created"])) + "\n"
+
+
 def vllm_steplog_conclusion() -> str:
     """What those repeats say, in sentences built from them (engines.vllm.steplog_conclusion)."""
     from inferlab.serving.study.engines.vllm import steplog_conclusion
@@ -148,7 +155,7 @@ def subcommands() -> str:
 REGIONS = {"verdict-counts": verdict_counts, "simulator-vs-transformers": simulator_vs_transformers,
            "subcommands": subcommands, "vllm-development": vllm_development, "vllm-shared-host": vllm_shared_host,
            "vllm-steplog": vllm_steplog, "vllm-pieces": vllm_pieces,
-           "vllm-steplog-conclusion": vllm_steplog_conclusion}
+           "vllm-steplog-conclusion": vllm_steplog_conclusion, "vllm-speed": vllm_speed}
 
 
 def render(text: str) -> str:

@@ -111,6 +111,14 @@ class FittedStepTime:
         return max(float(self.coefficients @ step_features(step)), self.floor_s)
 
 
+def logged_steps(log: dict) -> tuple:
+    """([StepShape], durations_s) back from a record's step log (serving.study.validate.step_log's JSON
+    columns: n_decode, decode_kv_tokens, chunks, sampled, step_s)."""
+    steps = [StepShape(int(n), float(kv), tuple((int(q), int(p)) for q, p in ch), int(sm))
+             for n, kv, ch, sm in zip(log["n_decode"], log["decode_kv_tokens"], log["chunks"], log["sampled"])]
+    return steps, np.asarray(log["step_s"], dtype=float)
+
+
 def live_steps(live) -> tuple:
     """([StepShape], durations_s) of a LiveResult's steps."""
     st = live.steps

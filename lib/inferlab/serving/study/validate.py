@@ -1321,6 +1321,7 @@ def _vllm_calibrate(ctx, k: int, mix_rates, log) -> dict:
         f"p90 {fit.fit_stats['p90_abs']:.1%}; front end in {np.median(delays['in_s']) * 1e3:.1f} ms, "
         f"out {np.median(delays['out_s']) * 1e3:.1f} ms")
     return {"name": name, "fit": fit, "steps": steps, "durations_s": periods, "mix_rates": list(mix_rates),
+            "part_steps": [len(part.steps) for part in parts],
             "frontend_samples": delays}
 
 
@@ -1454,6 +1455,7 @@ def _vllm_compare_rate(setup, pred: _VllmPrediction, pred0: _VllmPrediction, cap
            "first_calibration_only": compare(ls, pred0.summary(setup, w)),
            "quantiles": {"live": quantiles(live), "simulated": quantiles(pred.one_replica(setup, w))},
            "bunched_fraction": bunched, "engine_steps": steps,
+           "step_log": step_log(logged.shapes(), logged.periods_s()),   # the run's own steps, from vLLM's log
            "vllm_result": _vllm_result_subset(data)}
     log(f"  {rate:.2f}/s ({name}): engine steps, vLLM {steps['live']}, simulated {steps['simulated']}; the fit on "
         f"them: median |error| {run['step_time_error']['median_abs']:.1%}")
@@ -1484,11 +1486,9 @@ def vllm_repredict(record: dict) -> list:
                      Precision("bf16", "bf16", "bf16"), c["kv_blocks"], c["block_tokens"], watermark=0.0)
     cals = []
     for cal in record["calibrations"]:
-        sl = cal["step_log"]
-        steps = [StepShape(int(n), float(kv), tuple((int(q), int(p)) for q, p in ch), int(sm))
-                 for n, kv, ch, sm in zip(sl["n_decode"], sl["decode_kv_tokens"], sl["chunks"], sl["sampled"])]
-        cals.append({"steps": steps, "durations_s": np.asarray(sl["step_s"], dtype=float),
-                     "frontend_samples": cal["frontend"]})
+        from inferlab.serving.study.fitted import logged_steps
+        steps, durations = logged_steps(cal["step_log"])
+        cals.append({"steps": steps, "durations_s": durations, "frontend_samples": cal["frontend"]})
     pred = _vllm_prediction(cals)
     prompt, output = _length_dist(c["prompt"]), _length_dist(c["output"])
     out = []
@@ -1605,6 +1605,7 @@ def _vllm_record(ctx: _VllmRun, m: dict, t_start: float, log) -> dict:
     version = V.installed_version(ctx.python)
     config = _vllm_config(v, ctx.settings, m["cfg"], m["kv_blocks"])
     calibrations = [{"name": c["name"], "fit": c["fit"].to_dict(), "mix_rates": c["mix_rates"],
+                     "part_steps": c["part_steps"],  # the step log's parts: the timed requests, each Poisson run
                      "frontend": {k: [float(x) for x in xs] for k, xs in c["frontend_samples"].items()},
                      "step_log": step_log(c["steps"], c["durations_s"])} for c in cals]
     ratios = pred.ratios

@@ -523,3 +523,51 @@ def steplog_conclusion(records: list) -> str:
                      f"median errors TTFT p50 {med[('ttft_s', 'p50')]:+.0%}, p99 {med[('ttft_s', 'p99')]:+.0%}, "
                      f"ITL p50 {med[('itl_s', 'p50')]:+.0%}, p99 {med[('itl_s', 'p99')]:+.0%}.")
     return " ".join(parts)
+
+
+def speed_timeline(record: dict) -> list:
+    """The engine's speed through one step-log validation, in time order, on the record's fit: per part
+    (calibration 0's timed requests and Poisson runs, each rate, calibration 1's parts), the median of
+    fitted / measured time over the part's decode-only steps (1.2: its decodes ran 20 % faster than the
+    fit says). The Poisson runs and the rates draw their requests alike, so a rate far from its
+    calibrations' Poisson runs is the engine (or its host) running at another speed, not another
+    workload. [(label, ratio, decode steps)]."""
+    from inferlab.serving.study.fitted import FittedStepTime, logged_steps
+    if record.get("profile", {}).get("kind") != "vllm-steplog-fitted" or "step_log" not in (record["runs"] or [{}])[0]:
+        raise ValueError("record must be a vLLM validation whose runs keep their step logs (made with the step log)")
+    fit = FittedStepTime.from_dict(record["profile"])
+
+    def ratio(steps, durations):
+        dec = [i for i, st in enumerate(steps) if not st.chunks and st.decode_seqs > 0]
+        r = [fit.step_time_s(steps[i], 0.0) / durations[i] for i in dec]
+        return (float(np.median(r)) if r else float("nan")), len(r)
+
+    out = []
+    for k, cal in enumerate(record["calibrations"]):
+        steps, durations = logged_steps(cal["step_log"])
+        start = 0
+        for j, n in enumerate(cal["part_steps"]):
+            label = f"calibration {k}, " + ("timed requests" if j == 0 else f"Poisson run {j}")
+            out.append((label, *ratio(steps[start:start + n], durations[start:start + n])))
+            start += n
+        if k == 0:
+            for run in record["runs"]:
+                out.append((f"rate {run['rate_per_s']:.2f}/s ({run['load']})", *ratio(*logged_steps(run["step_log"]))))
+    return out
+
+
+def speed_markdown(records: list) -> str:
+    """speed_timeline of each record as one Markdown table: a row per record, a column per part."""
+    rows = [speed_timeline(r) for r in records]
+    if not rows:
+        raise ValueError("records must hold at least one vLLM validation with step logs; got none")
+    n = len(rows[0])
+    head = ["run"] + [(label.split("(")[1].rstrip(")") if label.startswith("rate") else
+                       label.replace("calibration", "cal.").replace("Poisson run", "Poisson").replace("timed requests", "timed"))
+                      for label, _, _ in rows[0]]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for i, row in enumerate(rows, 1):
+        if len(row) != n:
+            raise ValueError("records must have the same calibrations and rates to share one table")
+        lines.append(f"| {i} | " + " | ".join(f"{r:.2f}" for _, r, _ in row) + " |")
+    return "\n".join(lines)
