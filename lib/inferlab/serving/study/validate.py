@@ -1194,15 +1194,14 @@ def engines_conclusion(summary: dict) -> str:
 
 
 # -- engine 'vllm' (serving.study.engines.vllm): its server, its benchmark client, its scheduler ---------------------
-# vLLM's client sees requests, not steps, so its step time is fitted to timed requests of two kinds, each
-# a step the simulator can name: lone prompts (a prefill of L tokens alone, L within the token budget: one
-# step; its TTFT is that step), and bursts of b short prompts decoding together (from its first token to its
-# last, a request of N tokens waits N - 1 decode steps of batch b; their keys grow one per step, so their
-# mean step reads the keys of the middle step). Timed from the request's last token, less a lone prompt's
-# TTFT of the same prefill, not from the gaps: a client or server short of CPU delivers several tokens in one
-# message (on the loaded 2-core host, whole outputs in the first), which moves the gaps, not the last token.
-# One calibration before the rates, one after; the prediction steps on the mean of their two fits
-# (serving.study.bracketing.mean_fit).
+# vLLM's client sees requests, not steps; its engine's step log (engines.vllm_steps, a plugin `make vllm`
+# installs) times every step. A calibration serves timed requests of two kinds, lone prompts (a prefill of L
+# tokens alone, L within the token budget) and bursts of b short prompts decoding together, then two Poisson
+# runs with seeds of their own (the mixed steps the workloads are made of); the step time is fitted to every
+# step the log timed. One calibration before the rates, one after; the prediction steps on one fit over both
+# (`_vllm_prediction`), with the front end's delays and the steps' spread (serving.study.served).
+# `vllm_calibration_steps` is the method of the records made before the step log (2026-12-04 and earlier):
+# steps inferred from the client's times (a lone prompt's TTFT; a burst's last token less a lone prompt's TTFT).
 VLLM_CAL_LONE = (8, 16, 32, 48, 64)   # prompt tokens of the lone prefills (those within the token budget)
 VLLM_CAL_REPEATS = 4                  # each lone prompt this many times
 VLLM_CAL_LONE_GAP_S = 0.5             # between lone prompts: each served before the next arrives
