@@ -12,9 +12,23 @@ variable INFERLAB_VLLM_STEPLOG names a file, and does nothing otherwise:
   benchmark client stamps its requests with), and whether requests were left after it;
 - `EngineCore.add_request`: when each request reached the engine core, and its prompt length.
 
-Each event is one JSON line: {"step": [t0, t1, busy_after], "reqs": [[id, scheduled, computed, prompt], ...]}
-or {"add": [t, id, prompt]}. vLLM's scheduling and model are not changed; the cost is one JSON line
-written per step (microseconds, against steps of milliseconds).
+Each event is one JSON line: {"step": [t0, t1, busy_after], "reqs": [[id, scheduled, computed, prompt], ...],
+"probe": [python_s]} or {"add": [t, id, prompt]}. vLLM's scheduling and model are not changed.
+
+The host-speed probe (`probe`): at the start of every step, inside its [t0, t1] window, a fixed loop of
+the interpreter is timed (PYTHON_PROBE_N multiply-adds, ~15 us against steps of ~4 ms), so that the
+engine's own speed can be followed through a run (inferlab.serving.study.hostspeed). Why the
+interpreter: this model's steps are mostly Python and small-operator dispatch (a fit's intercept of
+~3.5 ms of a 4 ms decode step). A torch probe (one bf16 MLP block of one token) was tried on the
+first development run and dropped: it took ~0.8 ms a step (a fifth of the step) and scattered by
+a factor of 2.7 on a host whose steps did not move.
+
+The engine core's niceness (NICE_VAR, set by the validation: inferlab.serving.study.engines.vllm.ENGINE_NICE):
+at its first step the plugin renices every thread of the engine core's process. vLLM pins its worker (the
+model's forward) to one core of this 2-core host and leaves the other to the engine core, the API server and
+the benchmark client, and the engine core busy-waits through each step for the worker's output; reniced,
+that wait yields the core to the API server and the client as soon as they have work. The engine's steps
+and scheduling are not otherwise changed.
 
 Installed into the vLLM venv by `make vllm` (benchmarks/vllm_setup.sh): `python benchmarks/vllm_steplog.py
 --install` copies this file into that interpreter's site-packages as `inferlab_vllm_steplog` with a
@@ -28,9 +42,20 @@ import os
 import time
 
 ENV_VAR = "INFERLAB_VLLM_STEPLOG"
+NICE_VAR = "INFERLAB_VLLM_ENGINE_NICE"
 MODULE = "inferlab_vllm_steplog"
-VERSION = "1"
+VERSION = "2"
+PYTHON_PROBE_N = 400
 _state = {"file": None, "pending": None}
+
+
+def _probe() -> list:
+    """[python_s]: the probe of the module docstring, timed once."""
+    t0 = time.perf_counter()
+    acc = 0
+    for i in range(PYTHON_PROBE_N):
+        acc += i * i
+    return [time.perf_counter() - t0]
 
 
 def _write(event: dict) -> None:
@@ -41,6 +66,19 @@ def _write(event: dict) -> None:
             return
         f = _state["file"] = open(f"{path}.{os.getpid()}", "a", buffering=1)
     f.write(json.dumps(event, separators=(",", ":")) + "\n")
+
+
+def _nice_engine_core() -> None:
+    """With NICE_VAR set, every thread of this process (the engine core's) gets that niceness: its busy wait
+    for the worker's output then yields the core to the API server and the client at once."""
+    n = os.environ.get(NICE_VAR)
+    if not n:
+        return
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            os.setpriority(os.PRIO_PROCESS, int(tid), int(n))
+        except OSError:
+            pass
 
 
 def register() -> None:
@@ -64,12 +102,17 @@ def register() -> None:
         return out
 
     def logged_step(self, *args, **kwargs):
+        if not _state.get("niced"):
+            _state["niced"] = True
+            _nice_engine_core()
         _state["pending"] = None
         t0 = time.perf_counter()
+        probe = _probe()
         result = step(self, *args, **kwargs)
         t1 = time.perf_counter()
         if _state["pending"]:
-            _write({"step": [t0, t1, bool(self.scheduler.has_requests())], "reqs": _state["pending"]})
+            _write({"step": [t0, t1, bool(self.scheduler.has_requests())], "reqs": _state["pending"],
+                    "probe": probe})
         return result
 
     def logged_add_request(self, request, *args, **kwargs):
@@ -87,6 +130,8 @@ def install() -> str:
     from pathlib import Path
     site = Path(sysconfig.get_paths()["purelib"])
     shutil.copyfile(__file__, site / f"{MODULE}.py")
+    for old in site.glob(f"{MODULE}-*.dist-info"):  # an earlier version's entry point
+        shutil.rmtree(old)
     info = site / f"{MODULE}-{VERSION}.dist-info"
     info.mkdir(exist_ok=True)
     (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {MODULE}\nVersion: {VERSION}\n")

@@ -205,43 +205,52 @@ print(validate.probe_table(hf_runs))
 # and which requests it held, with how many tokens each (`serving.study.engines.vllm_steps`). The
 # step time is fitted to those logged steps, from calibration runs with their own seeds. Second,
 # an HTTP server has a front end: a request takes a few milliseconds to reach the engine, and each
-# token a little to come back. Those delays are measured from the same log and added to the
-# simulation (`serving.study.served.Frontend`), as is the measured scatter of step times around
-# the fit, which is what the tail of the token gaps is made of.
+# token a little to come back. Those delays are measured from the same log and drawn per request
+# in the simulation (`serving.study.served.SampledFrontend`), as is the measured scatter of step
+# times around the fit (from the calibrations' Poisson runs), which is what the tail of the token
+# gaps is made of.
 #
-# The engines side by side: transformers' continuous batching (above) and vLLM, each error as its
-# range over the recorded repeats, the live runs' own spread in brackets.
+# One thing stood between vLLM and this host. On two cores, vLLM pins its worker (the model) to
+# one core and leaves the other to its engine core, its API server and the benchmark client; the
+# engine core waits for each step's output by spinning, and the API server got its core late:
+# requests reached the engine up to 750 ms after they were sent. Reniced, the engine core yields
+# at once (`engines.vllm.ENGINE_NICE`; docs/vllm.md has the development runs).
+#
+# The engines side by side: transformers' continuous batching (above) and vLLM's three held-out
+# repeats, each error as its range over the recorded repeats, the live runs' own spread in brackets.
 
 # %%
 from inferlab.serving.study.engines import vllm as vllm_engine
 
-vllm_runs = validate.recorded(vllm_engine.RECORDS / "steplog-2026-12-05", engine="vllm")
+vllm_runs = validate.recorded(vllm_engine.RECORDS / "poisson-spread-2026-12-05", engine="vllm")
 print(validate.engines_table(validate.engines_summary(hf_runs + vllm_runs)))
 
 # %% [markdown]
 # The latest vLLM repeat as distributions: each rate's TTFT and token gaps, live (solid) against
-# one of the simulations averaged for the prediction (dashed).
+# one of the simulations averaged for the prediction (dashed). What disturbed its light rate is
+# named in the conclusion below.
 
 # %%
 # figure: fig-15-2-3-vllm-live-vs-simulated
 # caption: TTFT and ITL distributions of the latest recorded vLLM repeat (solid) and of one of the simulations averaged for its prediction (dashed), at each request rate.
-# alt: Two panels of percentile curves against latency on a log axis, one colour per rate; at the light rate the live and simulated curves nearly coincide, at the three busier rates the simulated curves lie to the left of the live ones, faster.
+# alt: Two panels of percentile curves against latency on a log axis, one colour per rate; at the moderate, near-saturation and overloaded rates each live curve lies close to its simulated one; at the light rate the live TTFT curve runs out to about 250 ms and about a third of its live token gaps sit below 0.01 ms, delivered in a bunch after a front-end stall that the simulation does not have.
 validate.quantile_plot(vllm_runs[-1])
 
 # %% [markdown]
-# What each piece of the vLLM prediction does: the judged prediction, then the same fitted steps
-# without their scatter, then without the front end's delays as well.
+# What each piece of the vLLM prediction does: the judged prediction, the same with the front end's
+# delays at their medians, then the same fitted steps without their scatter, then without the front
+# end's delays as well.
 
 # %%
 Markdown(vllm_engine.pieces_markdown(vllm_runs) + "\n\n" + vllm_engine.steplog_conclusion(vllm_runs))
 
 # %% [markdown]
-# Why the fit misses some runs: the engine's own speed moves within a repeat. For each part of each
-# repeat, in time order, the fit's median fitted / measured time over that part's decode-only steps
-# (above 1: those decodes ran faster than the fit says). The calibrations' Poisson runs and the rates
-# draw their requests alike, so a rate far from the Poisson runs around it ran at another speed, not
-# on another workload. The transformers engine above carries a probe inside its loop to follow such
-# moves; vLLM does not yet.
+# Did the engine's speed move within a repeat? For each part of each repeat, in time order, the
+# fit's median fitted / measured time over that part's decode-only steps (above 1: those decodes
+# ran faster than the fit says), and below it the host's speed by the probe the step log times at
+# every step. The calibrations' Poisson runs and the rates draw their requests alike, so a rate far
+# from the Poisson runs around it would have run at another speed, not on another workload. (On an
+# earlier host, an AMD EPYC, the engine's speed moved by up to a third within a repeat; docs/vllm.md.)
 
 # %%
 Markdown(vllm_engine.speed_markdown(vllm_runs))

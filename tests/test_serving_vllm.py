@@ -35,7 +35,7 @@ def test_settings_map_to_server_flags_and_to_the_simulator_policy():
     assert flag["--block-size"] == "16" and flag["--max-model-len"] == "512"
     assert "--enable-chunked-prefill" in args and "--no-enable-prefix-caching" in args
     assert s.policy() == VllmV1(token_budget=32, max_num_seqs=4, block_size=16, chunked_prefill=True)
-    assert s.env() == {"VLLM_CPU_KVCACHE_SPACE": "1"}
+    assert s.env() == {"VLLM_CPU_KVCACHE_SPACE": "1", V.ENGINE_NICE_ENV: str(V.ENGINE_NICE)}
     assert s.kv_blocks(262_144) == 262_144 // 16
     off = V.VllmSettings(enable_chunked_prefill=False, max_num_batched_tokens=1024, max_model_len=1024)
     assert "--no-enable-chunked-prefill" in off.server_args() and off.policy().whole_prompts
@@ -413,11 +413,11 @@ def test_the_pieces_table_and_the_conclusion_count_each_prediction_by_hand():
         _pieces_run([0.9, 0.9, 0.9, 0.9], [0.9, 0.9, 0.9, 0.9], [0.9, 0.9, 0.9, 0.9], bounded=False)])
     lines = V.pieces_markdown([rec]).splitlines()
     assert len(lines) == 2 + 2 * 3 + 2                                   # the unbounded rate is left out
-    assert lines[2] == "| 1 | light | judged: fit, spread, front end | +5% | +10% | +8% | \u221212% |"
-    assert lines[3] == "| 1 | light | without the spread | +2% | \u22125% | +3% | **\u221230%** |"
-    assert lines[5] == "| 1 | light | judged: fit, spread, front end | **\u221218%** | +20% | +10% | +10% |"
-    assert lines[-1] == ("Bounded (run, rate) pairs within all four bounds: judged: fit, spread, front end 1 of 2; "
-                         "without the spread 1 of 2; without the front end either 0 of 2.")
+    assert lines[2] == "| 1 | light | judged: fit, spreads, front end | +5% | +10% | +8% | \u221212% |"
+    assert lines[3] == "| 1 | light | without the spreads | +2% | \u22125% | +3% | **\u221230%** |"
+    assert lines[5] == "| 1 | light | judged: fit, spreads, front end | **\u221218%** | +20% | +10% | +10% |"
+    assert lines[-1] == ("Bounded (run, rate) pairs within all four bounds: judged: fit, spreads, front end 1 of 2; "
+                         "without the spreads 1 of 2; without the front end either 0 of 2.")
     text = V.steplog_conclusion([rec])
     assert "1 of 2 bounded (run, rate) pairs had all four errors within" in text
     assert "largest p50 error was -18% (TTFT, run 1, light" in text
@@ -436,19 +436,92 @@ def test_the_pieces_table_and_the_conclusion_count_each_prediction_by_hand():
         V.pieces_markdown([_record("t", [])])
 
 
+def test_the_pieces_table_adds_the_front_ends_medians_where_a_run_has_them_and_counts_only_those():
+    # run 1 keeps the prediction with the front end at its medians (+3 % +30 % ...: its TTFT p99 out of bound),
+    # run 2 was made before it: that variant is counted over 1 pair, the others over 2
+    first = _pieces_run([0.05, 0.10, 0.08, -0.12], [0.02, -0.05, 0.03, -0.10], [-0.20, -0.10, 0.03, -0.10])
+    first["frontend_medians"] = _run([0.03, 0.30, 0.08, -0.12])["comparison"]
+    rec = _steplog_record([first, _pieces_run([0.01] * 4, [0.01] * 4, [0.01] * 4)])
+    rec["summary"]["frontend"] |= {"in_p99_s": 0.012, "out_p99_s": 0.0042}
+    lines = V.pieces_markdown([rec]).splitlines()
+    assert lines[3] == "| 1 | light | front end at its medians | +3% | **+30%** | +8% | \u221212% |"
+    assert len(lines) == 2 + 4 + 3 + 2
+    assert lines[-1] == ("Bounded (run, rate) pairs within all four bounds: judged: fit, spreads, front end 2 of 2; "
+                         "front end at its medians 0 of 1; without the spreads 2 of 2; without the front end either 1 of 2.")
+    text = V.steplog_conclusion([rec])
+    assert "Front end at its medians, 0 of 1 pairs were within all bounds" in text
+    assert "Their p99 over the calibrations' requests: 12 to 12 ms in, 4 to 4 ms out" in text
+
+
+def test_disturbances_name_an_engine_wait_a_slow_way_and_a_slow_start_by_hand():
+    from inferlab.serving.study.fitted import FEATURES, FittedStepTime
+    from inferlab.serving.study.validate import step_log
+    fit = FittedStepTime([0.004] + [0.0] * (len(FEATURES) - 1))            # every step 4 ms
+    dec = StepShape(1, 20.0, (), 1)
+    quiet = {"waits": {"engine_wait_max_s": 0.049, "in_max_s": 0.01, "out_max_s": 0.002},
+             "step_log": step_log([dec] * 20, [0.004] * 20)}
+    assert V.disturbances(quiet, fit) == []
+    loud = {"waits": {"engine_wait_max_s": 0.364, "in_max_s": 0.091, "out_max_s": 0.0499},
+            "step_log": step_log([dec] * 20, [0.008] * 14 + [0.004] * 6)}      # first 15: median 2.0x
+    assert V.disturbances(loud, fit) == ["the engine waited 364 ms between two steps with work in hand",
+                                         "a request's way in took 91 ms", "its first 15 steps took 2.0 times the fit's time"]
+    # in the conclusion: a miss disturbed, a run within its bounds quiet; records without waits say nothing
+    from inferlab.serving.study.fitted import FittedStepTime as F
+    rec = _steplog_record([_pieces_run([0.40, 0.0, 0.0, 0.0], [0.0] * 4, [0.0] * 4),
+                           _pieces_run([0.01] * 4, [0.0] * 4, [0.0] * 4)])
+    rec["profile"] = {"kind": "vllm-steplog-fitted", **F.to_dict(fit)}
+    for run, extra in zip(rec["runs"], (loud, quiet)):
+        run.update(extra)
+    text = V.steplog_conclusion([rec])
+    assert ("Of the 1 bounded runs that missed a bound, 1 were disturbed (run 1, light: the engine waited 364 ms "
+            "between two steps with work in hand, and a request's way in took 91 ms, and its first 15 steps took "
+            "2.0 times the fit's time).") in text
+    assert "Of the 1 bounded runs within their bounds, 0 were disturbed so" in text
+    for run in rec["runs"]:
+        del run["waits"]
+    assert "disturbed" not in V.steplog_conclusion([rec])
+
+
+def test_the_conclusion_says_when_the_engines_speed_held():
+    rec = _steplog_record([_pieces_run([0.04, 0.0, 0.0, 0.0], [0.0] * 4, [0.0] * 4)])   # fit ratio 1.04
+    assert "up to 4% faster or slower than the fit of its calibrations, a few minutes away, too little" in \
+        V.steplog_conclusion([rec])
+
+
+def test_the_probe_timeline_reads_each_parts_median_probe_against_the_whole_by_hand():
+    from inferlab.serving.study.fitted import FEATURES, FittedStepTime
+    from inferlab.serving.study.validate import step_log
+    fit = FittedStepTime([0.004] + [0.0] * (len(FEATURES) - 1))
+    dec = StepShape(1, 20.0, (), 1)
+    probe = lambda *xs: {"probe": "python", "t_s": [0.01 * i for i in range(len(xs))], "probe_s": list(xs)}
+    rec = {"profile": {"kind": "vllm-steplog-fitted", **fit.to_dict()},
+           "calibrations": [{"step_log": step_log([dec] * 3, [0.004] * 3), "part_steps": [2, 1],
+                             "step_probe": probe(10e-6, 10e-6, 20e-6)}],
+           "runs": [{"rate_per_s": 3.0, "load": "light", "step_log": step_log([dec] * 2, [0.004] * 2),
+                     "step_probe": probe(5e-6, 5e-6)}]}
+    # all five probes: median 10 us; parts: 10, 20 and 5 us
+    assert V.probe_timeline(rec) == pytest.approx([1.0, 0.5, 2.0])
+    assert V.speed_markdown([rec]).splitlines()[3] == "| 1, probe | 1.00 | 0.50 | 2.00 |"
+    rec["runs"][0]["step_probe"] = None                                       # a run logged before the probe
+    assert V.probe_timeline(rec) is None and len(V.speed_markdown([rec]).splitlines()) == 3
+
+
 def test_the_runs_table_counts_steps_from_the_step_log_when_the_record_has_it():
     rec = _steplog_record([_pieces_run([0.0] * 4, [0.0] * 4, [0.0] * 4)])
     assert V.runs_markdown([rec]).splitlines()[2].endswith("| 300 / 310 |")
 
 
-def test_vllm_repredict_remakes_every_recorded_step_log_prediction_from_the_record_alone():
-    """The three step-log repeats (docs/vllm.md): the fit over their calibrations' logged steps, the
-    steps' spread and the front end, re-made from what each record keeps, give its recorded errors."""
+@pytest.mark.parametrize("series, sampled", [("steplog-2026-12-05", False), ("reniced-2026-12-05", True)])
+def test_vllm_repredict_remakes_every_recorded_step_log_prediction_from_the_record_alone(series, sampled):
+    """The step-log repeats (docs/vllm.md): the fit over their calibrations' logged steps, the steps' spread
+    and the front end (its medians in the first series, its sampled delays in the reniced one), re-made
+    from what each record keeps, give its recorded errors."""
     import json as _json
 
     from inferlab.serving.study import validate as v
-    records = [_json.loads(p.read_text()) for p in sorted((V.RECORDS / "steplog-2026-12-05").glob("*.json"))]
+    records = [_json.loads(p.read_text()) for p in sorted((V.RECORDS / series).glob("*.json"))]
     assert len(records) == 3
+    assert all(bool(r["summary"]["frontend"].get("sampled")) == sampled for r in records)
     for rec in records:
         again = v.vllm_repredict(rec)
         assert len(again) == len(rec["runs"]) > 0

@@ -14,7 +14,7 @@ import pytest
 from inferlab.serving.steptime import StepShape
 from inferlab.serving.study.engines.vllm_steps import (HANDOVER_MAX_S, EngineStep, StepLog, frontend_delays,
                                                        read_step_log, request_index)
-from inferlab.serving.study.served import Frontend, JitteredStepTime, mean_summary, spread_ratios
+from inferlab.serving.study.served import Frontend, JitteredStepTime, SampledFrontend, mean_summary, spread_ratios
 from inferlab.serving.workload import Workload
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -85,6 +85,22 @@ def test_frontend_delays_time_the_way_in_at_an_idle_engine_and_the_way_out_of_ev
     d = frontend_delays(log, _result([10.000, 10.010], [0.022, 0.0215], [16, 8]))
     assert d["in_s"] == pytest.approx([0.004])
     assert d["out_s"] == pytest.approx([0.002, 0.0015])
+
+
+def test_in_any_times_every_requests_way_in_less_its_wait_for_the_running_step():
+    # request 0 finds the engine idle: in_any 4 ms, as in_s. Request 1 is sent at 10.010 during step 1
+    # (10.004-10.020) and added at 10.0201, 0.1 ms after its end: its wait for the step (10.010 to 10.020)
+    # is the engine's, so its in_any is 10.1 ms - 10 ms = 0.1 ms. Request 2 is sent at 10.040, while the
+    # engine is idle, but added only at 10.140, during no step: a front-end stall of 100 ms, in both
+    # in_s and in_any_s.
+    p0, p1, p2 = "cmpl-bench-ab-0-0-x", "cmpl-bench-ab-1-0-y", "cmpl-bench-ab-2-0-z"
+    log = StepLog((EngineStep(10.004, 10.020, True, ((p0, 16, 0, 16),)),
+                   EngineStep(10.0202, 10.030, False, ((p0, 1, 16, 16), (p1, 8, 0, 8))),
+                   EngineStep(10.1402, 10.150, False, ((p2, 8, 0, 8),))),
+                  ((10.004, p0, 16), (10.0201, p1, 8), (10.140, p2, 8)))
+    d = frontend_delays(log, _result([10.000, 10.010, 10.040], [0.022, 0.0215, 0.112], [16, 8, 8]))
+    assert d["in_s"] == pytest.approx([0.004, 0.100])
+    assert d["in_any_s"] == pytest.approx([0.004, 0.0001, 0.100])
 
 
 def test_frontend_delays_refuse_a_log_of_another_run():
@@ -160,6 +176,30 @@ def test_the_plugin_logs_each_steps_requests_as_vllm_scheduled_them(monkeypatch,
     assert all(s.t0_s <= s.t1_s for s in log.steps)
 
 
+def test_the_plugin_times_its_probe_inside_each_step_and_the_log_reads_it(monkeypatch, tmp_path):
+    plugin, EngineCore, Req = _load_plugin(monkeypatch, tmp_path)
+    monkeypatch.setenv(plugin.ENV_VAR, str(tmp_path / "steps.jsonl"))
+    plugin.register()
+    core = EngineCore()
+    core.add_request(Req("cmpl-bench-ab-0-0-x", 100))
+    for _ in range(3):
+        core.step()
+    plugin._state["file"].close()
+    log = read_step_log(tmp_path / "steps.jsonl")
+    assert all(len(s.probe_s) == 1 and 0 < s.probe_s[0] <= s.t1_s - s.t0_s for s in log.steps)
+    probe = log.probe_log("python", log.steps[0].t0_s)
+    assert probe.times_s[0] == 0.0 and list(probe.times_s[1:]) == [s.t0_s - log.steps[0].t0_s for s in log.steps[1:]]
+    assert list(probe.probe_s) == [s.probe_s[0] for s in log.steps]
+    with pytest.raises(ValueError, match="probe must be one of python"):
+        log.probe_log("torch", 0.0)
+
+
+def test_a_step_log_without_probes_says_which_plugin_writes_them():
+    log = StepLog((EngineStep(1.0, 1.01, True, (("r", 1, 8, 8),)),), ())
+    with pytest.raises(RuntimeError, match="version 2"):
+        log.probe_log("python", 0.0)
+
+
 def test_the_plugin_does_nothing_without_its_switch(monkeypatch, tmp_path):
     plugin, EngineCore, Req = _load_plugin(monkeypatch, tmp_path)
     monkeypatch.delenv(plugin.ENV_VAR, raising=False)
@@ -178,6 +218,17 @@ def test_the_plugin_installs_itself_as_a_vllm_entry_point(monkeypatch, tmp_path)
     found = [e for e in entry_points(group="vllm.general_plugins") if e.name == plugin.MODULE]
     assert found and found[0].value == f"{plugin.MODULE}:register"
     assert (tmp_path / f"{plugin.MODULE}.py").read_text() == (ROOT / "benchmarks" / "vllm_steplog.py").read_text()
+
+
+def test_installing_the_plugin_removes_an_earlier_versions_entry_point(monkeypatch, tmp_path):
+    import sysconfig
+    plugin, _, _ = _load_plugin(monkeypatch, tmp_path)
+    old = tmp_path / f"{plugin.MODULE}-1.dist-info"
+    old.mkdir()
+    (old / "entry_points.txt").write_text(f"[vllm.general_plugins]\n{plugin.MODULE} = {plugin.MODULE}:register\n")
+    monkeypatch.setattr(sysconfig, "get_paths", lambda *a, **k: {"purelib": str(tmp_path)})
+    plugin.install()
+    assert sorted(p.name for p in tmp_path.glob("*.dist-info")) == [f"{plugin.MODULE}-{plugin.VERSION}.dist-info"]
 
 
 # -- the front end and the spread (serving.study.served) ----------------------------------------------------
@@ -253,3 +304,128 @@ def test_mean_summary_averages_each_percentile_over_the_replicas():
             assert out["replica_spread"][m][p] == pytest.approx([min(values), max(values)])
     assert out["replicas"] == 4
     assert len({s["itl_s"]["p99"] for s in singles}) > 1      # the draws differ: the mean is not one replica's
+
+
+def test_a_sampled_front_end_draws_each_requests_delays_from_the_samples_reproducibly():
+    fe = SampledFrontend([0.004] * 9 + [0.300], [0.002] * 10)
+    ins, outs = fe.delays(200, seed=3)
+    again = fe.delays(200, seed=3)
+    assert np.array_equal(ins, again[0]) and np.array_equal(outs, again[1])
+    assert set(ins) == {0.004, 0.300} and set(outs) == {0.002}
+    assert 0.03 < np.mean(ins == 0.300) < 0.2                     # about one draw in ten is the stall
+    assert not np.array_equal(ins, fe.delays(200, seed=4)[0])
+    # through the simulator: one request, 20 ms prefill, 5 ms decodes; its TTFT = its in + 20 ms + its out
+    w = Workload(np.array([0.5, 2.0]), np.array([100, 100]), np.array([4, 4]))
+    res = fe.simulate(_setup(), w, _Steps(0.020, 0.005), seed=3)
+    d_in, d_out = fe.delays(2, seed=3)
+    assert res.ttft_s == pytest.approx(d_in + 0.020 + d_out)
+    assert np.allclose(res.itls_s[0], 0.005) and res.arrival_s[1] == 2.0
+
+
+@pytest.mark.parametrize("ins, match", [([0.004] * 9, "at least 10"), ([0.004] * 9 + [-0.001], r"in \[0, 10\]"),
+                                        ([0.004] * 9 + [float("nan")], "in_samples_s")])
+def test_bad_front_end_samples_are_refused_by_name(ins, match):
+    with pytest.raises(ValueError, match=match):
+        SampledFrontend(ins, [0.002] * 10)
+
+
+def test_mean_summary_redraws_a_sampled_front_end_per_replica():
+    w = Workload(np.linspace(0.0, 1.0, 12), np.full(12, 64), np.full(12, 4))
+    setup, base = _setup(), _Steps(0.020, 0.005)
+    fe = SampledFrontend([0.004] * 9 + [0.300], [0.002] * 10)
+    out = mean_summary(setup, w, base, np.ones(10), fe, replicas=6)
+    singles = [fe.simulate(setup, w, base, seed).summary(setup.slo)["ttft_s"]["p99"] for seed in range(6)]
+    assert out["ttft_s"]["p99"] == pytest.approx(np.mean(singles))
+    assert len(set(np.round(singles, 6))) > 1                  # stalls drawn differently in each replica
+
+
+def test_the_benchmark_client_runs_with_its_heap_frozen(tmp_path):
+    # CLIENT against stand-in vllm modules whose main() reports the gc freeze count: frozen before main
+    import subprocess
+    from inferlab.serving.study.engines.vllm import CLIENT
+    pkg = tmp_path / "vllm"
+    (pkg / "utils").mkdir(parents=True)
+    (pkg / "benchmarks").mkdir()
+    for d in (pkg, pkg / "utils", pkg / "benchmarks"):
+        (d / "__init__.py").write_text("")
+    (pkg / "utils" / "argparse_utils.py").write_text("import argparse\nFlexibleArgumentParser = argparse.ArgumentParser\n")
+    (pkg / "benchmarks" / "serve.py").write_text(
+        "import gc\ndef add_cli_args(p):\n    p.add_argument('--x')\n"
+        "def main(args):\n    print('frozen', gc.get_freeze_count() > 0, args.x)\n")
+    out = subprocess.run([sys.executable, "-c", CLIENT, "--x", "7"], capture_output=True, text=True,
+                         env={"PYTHONPATH": str(tmp_path)}, timeout=60)
+    assert out.stdout.strip() == "frozen True 7", out.stderr
+
+
+_RENICE_CHILD = """
+import importlib.util, os, sys, types
+sched, core = types.ModuleType("s"), types.ModuleType("c")
+class Scheduler:
+    def schedule(self):
+        return None
+class EngineCore:
+    def step(self):
+        return None
+    def add_request(self, request):
+        return None
+sched.Scheduler, core.EngineCore = Scheduler, EngineCore
+for name in ("vllm", "vllm.v1", "vllm.v1.core", "vllm.v1.core.sched", "vllm.v1.engine"):
+    sys.modules[name] = types.ModuleType(name)
+sys.modules["vllm.v1.core.sched.scheduler"], sys.modules["vllm.v1.engine.core"] = sched, core
+spec = importlib.util.spec_from_file_location("plugin", sys.argv[1])
+plugin = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(plugin)
+before = os.getpriority(os.PRIO_PROCESS, 0)
+plugin.register()
+EngineCore().step()
+print(before, os.getpriority(os.PRIO_PROCESS, 0))
+"""
+
+
+@pytest.mark.parametrize("nice", ["7", None])
+def test_the_plugin_renices_the_engine_core_at_its_first_step(tmp_path, nice):
+    # in a child process (a niceness cannot be taken back): NICE_VAR's niceness is set at the first step
+    import os
+    import subprocess
+    env = {"INFERLAB_VLLM_STEPLOG": str(tmp_path / "steps.jsonl")}
+    if nice is not None:
+        env["INFERLAB_VLLM_ENGINE_NICE"] = nice
+    out = subprocess.run([sys.executable, "-c", _RENICE_CHILD, str(ROOT / "benchmarks" / "vllm_steplog.py")],
+                         capture_output=True, text=True, env=env, timeout=60)
+    before, after = (int(x) for x in out.stdout.split())
+    assert before == os.getpriority(os.PRIO_PROCESS, 0), out.stderr
+    if nice is None:
+        assert after == before
+    else:   # raising a niceness is always allowed; lowering one (a child of a niced run) only to root
+        assert after == 7 if before <= 7 else after in (before, 7)
+
+
+def test_the_validation_renices_vllms_engine_core_by_default_and_checks_the_niceness():
+    from inferlab.serving.study.engines.vllm import ENGINE_NICE, ENGINE_NICE_ENV, VllmSettings
+    assert VllmSettings().env()[ENGINE_NICE_ENV] == str(ENGINE_NICE)
+    assert ENGINE_NICE_ENV not in VllmSettings(engine_nice=None).env()
+    assert VllmSettings().to_dict()["engine_nice"] == ENGINE_NICE           # recorded with the settings
+    for bad in (-1, 20, 2.5, True):
+        with pytest.raises(ValueError, match=r"engine_nice must be None \(not reniced\) or a niceness in \[0, 19\]"):
+            VllmSettings(engine_nice=bad)
+
+
+def test_the_longest_wait_counts_only_gaps_between_steps_sharing_a_request():
+    # steps 1-2 share "a" (it was decoding): a 30 ms gap with work in hand; steps 2-3 share nothing (a
+    # finished, b new): their 500 ms gap is the engine waiting for a request, not a stall
+    log = StepLog((EngineStep(0.000, 0.004, True, (("a", 8, 0, 8),)),
+                   EngineStep(0.034, 0.038, True, (("a", 1, 8, 8),)),
+                   EngineStep(0.538, 0.542, True, (("b", 8, 0, 8),))), ())
+    assert log.longest_wait_s() == pytest.approx(0.030)
+    assert StepLog(log.steps[1:], ()).longest_wait_s() == 0.0
+
+
+def test_run_waits_read_the_engines_wait_and_the_front_ends_longest_ways():
+    from inferlab.serving.study.validate import run_waits
+    p0, p1 = "cmpl-bench-ab-0-0-x", "cmpl-bench-ab-1-0-y"
+    log = StepLog((EngineStep(10.004, 10.020, True, ((p0, 16, 0, 16),)),
+                   EngineStep(10.080, 10.090, False, ((p0, 1, 16, 16),)),
+                   EngineStep(10.2, 10.21, False, ((p1, 8, 0, 8),))),
+                  ((10.004, p0, 16), (10.2, p1, 8)))
+    w = run_waits(log, _result([10.000, 10.100], [0.022, 0.1105], [16, 8]))
+    assert w == pytest.approx({"engine_wait_max_s": 0.060, "in_max_s": 0.100, "out_max_s": 0.002})

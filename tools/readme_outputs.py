@@ -106,6 +106,60 @@ def vllm_shared_host() -> str:
 
 
 VLLM_STEPLOG = VLLM_RECORDS / "steplog-2026-12-05"
+VLLM_RENICED = VLLM_RECORDS / "reniced-2026-12-05"
+
+
+def _vllm_records(folder) -> list:
+    return sorted((json.loads(p.read_text(encoding="utf-8")) for p in Path(folder).glob("*.json")),
+                  key=lambda r: r["created"])
+
+
+def vllm_reniced() -> str:
+    """The three repeats with vLLM's engine core reniced and the front end's delays sampled."""
+    return _vllm_table(VLLM_RENICED)
+
+
+def vllm_reniced_respread() -> str:
+    """The reniced repeats re-predicted from their records with the steps' spread drawn from each
+    calibration's Poisson runs only (validate.vllm_repredict), counted as runs_markdown counts."""
+    from inferlab.serving.study import validate
+    pairs = within = 0
+    for rec in _vllm_records(VLLM_RENICED):
+        for got in validate.vllm_repredict(rec, "poisson"):
+            if got["bounded"]:
+                pairs += 1
+                within += got["comparison"]["within_bounds"]
+    return (f"Re-predicted from the same three records with the spread drawn from the Poisson runs only: "
+            f"{within} of {pairs} bounded (run, rate) pairs within all four bounds.\n")
+
+
+VLLM_HELD_OUT = VLLM_RECORDS / "poisson-spread-2026-12-05"
+
+
+def vllm_held_out() -> str:
+    """The three held-out repeats of the current method (engine core reniced, front end sampled, spread
+    from the calibrations' Poisson runs)."""
+    return _vllm_table(VLLM_HELD_OUT)
+
+
+def vllm_held_out_pieces() -> str:
+    from inferlab.serving.study.engines.vllm import pieces_markdown
+    return pieces_markdown(_vllm_records(VLLM_HELD_OUT)) + "\n"
+
+
+def vllm_held_out_speed() -> str:
+    from inferlab.serving.study.engines.vllm import speed_markdown
+    return speed_markdown(_vllm_records(VLLM_HELD_OUT)) + "\n"
+
+
+def vllm_held_out_conclusion() -> str:
+    from inferlab.serving.study.engines.vllm import steplog_conclusion
+    return steplog_conclusion(_vllm_records(VLLM_HELD_OUT)) + "\n"
+
+
+def vllm_development_reniced() -> str:
+    """The development runs of 2026-12-05 that chose the renicing: one without it, one with it."""
+    return _vllm_table(VLLM_RECORDS / "development-2026-12-05")
 
 
 def vllm_steplog() -> str:
@@ -155,7 +209,11 @@ def subcommands() -> str:
 REGIONS = {"verdict-counts": verdict_counts, "simulator-vs-transformers": simulator_vs_transformers,
            "subcommands": subcommands, "vllm-development": vllm_development, "vllm-shared-host": vllm_shared_host,
            "vllm-steplog": vllm_steplog, "vllm-pieces": vllm_pieces,
-           "vllm-steplog-conclusion": vllm_steplog_conclusion, "vllm-speed": vllm_speed}
+           "vllm-steplog-conclusion": vllm_steplog_conclusion, "vllm-speed": vllm_speed,
+           "vllm-reniced": vllm_reniced, "vllm-reniced-respread": vllm_reniced_respread,
+           "vllm-held-out": vllm_held_out, "vllm-held-out-pieces": vllm_held_out_pieces,
+           "vllm-held-out-speed": vllm_held_out_speed, "vllm-held-out-conclusion": vllm_held_out_conclusion,
+           "vllm-development-reniced": vllm_development_reniced}
 
 
 def render(text: str) -> str:

@@ -16,6 +16,13 @@ engine's steps:
   Both are medians measured by the engine's step log (`engines.vllm_steps.frontend_delays`) on the
   calibration runs, never on the workloads predicted.
 
+- `SampledFrontend(in_samples_s, out_samples_s)`: the same two delays, each request's drawn (with
+  replacement, seeded) from the delays the calibrations measured, rather than their medians. Why: the
+  way in scatters (on the 2026-12-05 development runs 2 to 12 ms with vLLM's engine core reniced, and
+  stalls of up to 750 ms before, engines.vllm.ENGINE_NICE), and a TTFT p99 of 20 requests, one of the
+  slowest two, picks up that tail. Draws are independent per request: a stall that holds several
+  requests at once is not modelled.
+
 - `JitteredStepTime(base, ratios, seed)`: each step takes the base model's time times a ratio drawn
   (with replacement, from a seeded generator) from `ratios`, the measured / fitted times of the
   calibration's own steps. A deterministic model predicts the median step well and no tail; the
@@ -54,16 +61,61 @@ class Frontend:
             if not (isinstance(v, (int, float)) and np.isfinite(v) and 0 <= v <= 10.0):
                 raise ValueError(f"{name} must be a number of seconds in [0, 10]; got {v!r}")
 
-    def simulate(self, setup, workload: Workload, step_time):
-        """The SimResult of `workload` as the client sees it: simulated at arrivals + in_s, its first
-        tokens and finishes + out_s, its arrivals the client's."""
-        moved = Workload(workload.arrival_s + self.in_s, workload.prompt_tokens, workload.output_tokens)
-        sim = setup.simulate(moved, step_time)
-        return replace(sim, arrival_s=np.asarray(workload.arrival_s, dtype=float),
-                       first_token_s=sim.first_token_s + self.out_s, finish_s=sim.finish_s + self.out_s)
+    def delays(self, n: int, seed: int = 0) -> tuple:
+        """(in_s, out_s) of n requests: the constants (seed unused)."""
+        return np.full(n, float(self.in_s)), np.full(n, float(self.out_s))
+
+    def simulate(self, setup, workload: Workload, step_time, seed: int = 0):
+        return _through_frontend(self, setup, workload, step_time, seed)
 
     def to_dict(self) -> dict:
         return {"in_s": float(self.in_s), "out_s": float(self.out_s)}
+
+
+def _through_frontend(frontend, setup, workload: Workload, step_time, seed: int):
+    """The SimResult of `workload` as the client sees it: simulated at arrivals + in_s, its first tokens
+    and finishes + out_s (per request, frontend.delays), its arrivals the client's."""
+    ins, outs = frontend.delays(len(workload), seed)
+    moved = Workload(workload.arrival_s + ins, workload.prompt_tokens, workload.output_tokens)
+    sim = setup.simulate(moved, step_time)
+    return replace(sim, arrival_s=np.asarray(workload.arrival_s, dtype=float),
+                   first_token_s=sim.first_token_s + outs, finish_s=sim.finish_s + outs)
+
+
+def _delay_samples(name: str, values) -> tuple:
+    a = np.asarray(values, dtype=float)
+    if a.ndim != 1 or len(a) < 10 or not np.all(np.isfinite(a)) or np.any(a < 0) or np.any(a > 10.0):
+        raise ValueError(f"{name} must be at least 10 delays, each a number of seconds in [0, 10]; got "
+                         f"{len(np.atleast_1d(a))} values")
+    return tuple(float(x) for x in a)
+
+
+@dataclass(frozen=True)
+class SampledFrontend:
+    """The front end's delays drawn per request (module docstring) from measured samples (seconds, at
+    least 10 of each, each in [0, 10]); draws from numpy's generator seeded with [seed, 1]."""
+
+    in_samples_s: tuple
+    out_samples_s: tuple
+
+    def __post_init__(self):
+        object.__setattr__(self, "in_samples_s", _delay_samples("in_samples_s", self.in_samples_s))
+        object.__setattr__(self, "out_samples_s", _delay_samples("out_samples_s", self.out_samples_s))
+
+    def delays(self, n: int, seed: int = 0) -> tuple:
+        """(in_s, out_s) of n requests, drawn with replacement."""
+        rng = np.random.default_rng([int(seed), 1])
+        ins, outs = np.asarray(self.in_samples_s), np.asarray(self.out_samples_s)
+        return ins[rng.integers(len(ins), size=n)], outs[rng.integers(len(outs), size=n)]
+
+    def simulate(self, setup, workload: Workload, step_time, seed: int = 0):
+        return _through_frontend(self, setup, workload, step_time, seed)
+
+    def to_dict(self) -> dict:
+        """The medians and the p99 of the samples (the samples themselves are in the calibrations)."""
+        return {"in_s": float(np.median(self.in_samples_s)), "out_s": float(np.median(self.out_samples_s)),
+                "in_p99_s": float(np.percentile(self.in_samples_s, 99)),
+                "out_p99_s": float(np.percentile(self.out_samples_s, 99)), "sampled": True}
 
 
 class JitteredStepTime:
@@ -90,12 +142,13 @@ def spread_ratios(fit, steps, periods_s) -> np.ndarray:
     return np.asarray(periods_s, dtype=float) / pred
 
 
-def mean_summary(setup, workload: Workload, base, ratios, frontend: Frontend, replicas: int = REPLICAS) -> dict:
+def mean_summary(setup, workload: Workload, base, ratios, frontend, replicas: int = REPLICAS) -> dict:
     """The summary (SimResult.summary under setup.slo) of the first of `replicas` jittered simulations
-    (seeds 0 .. replicas - 1) through `frontend`, its TTFT and ITL p50 and p99 replaced by their mean
-    over all replicas; "replicas" and each percentile's spread (min, max) over them are added."""
+    (seeds 0 .. replicas - 1, of the steps and of a SampledFrontend's draws) through `frontend`, its TTFT
+    and ITL p50 and p99 replaced by their mean over all replicas; "replicas" and each percentile's spread
+    (min, max) over them are added."""
     positive_int("replicas", replicas, maximum=1000)
-    summaries = [frontend.simulate(setup, workload, JitteredStepTime(base, ratios, seed)).summary(setup.slo)
+    summaries = [frontend.simulate(setup, workload, JitteredStepTime(base, ratios, seed), seed).summary(setup.slo)
                  for seed in range(replicas)]
     out = {k: (dict(v) if isinstance(v, dict) else v) for k, v in summaries[0].items()}
     spread = {}

@@ -1199,7 +1199,9 @@ def engines_conclusion(summary: dict) -> str:
 # tokens alone, L within the token budget) and bursts of b short prompts decoding together, then two Poisson
 # runs with seeds of their own (the mixed steps the workloads are made of); the step time is fitted to every
 # step the log timed. One calibration before the rates, one after; the prediction steps on one fit over both
-# (`_vllm_prediction`), with the front end's delays and the steps' spread (serving.study.served).
+# (`_vllm_prediction`), with the front end's delays drawn per request from the calibrations' (SampledFrontend)
+# and the steps' spread drawn from their Poisson runs (VLLM_SPREAD_FROM) (serving.study.served). The server's
+# engine core runs reniced (engines.vllm.ENGINE_NICE: on 2 cores its busy wait starved the front end).
 # `vllm_calibration_steps` is the method of the records made before the step log (2026-12-04 and earlier):
 # steps inferred from the client's times (a lone prompt's TTFT; a burst's last token less a lone prompt's TTFT).
 VLLM_CAL_LONE = (8, 16, 32, 48, 64)   # prompt tokens of the lone prefills (those within the token budget)
@@ -1315,13 +1317,36 @@ def _vllm_calibrate(ctx, k: int, mix_rates, log) -> dict:
             delays[key] += values
     steps = [s for part in parts for s in part.shapes()]
     periods = np.concatenate([part.periods_s() for part in parts])
+    probe = _probe_columns(parts, parts[0].steps[0].t0_s)
     fit = FittedStepTime.fit(steps, periods)
     log(f"  fitted on {fit.fit_stats['n']} logged steps: median |error| {fit.fit_stats['median_abs']:.1%}, "
         f"p90 {fit.fit_stats['p90_abs']:.1%}; front end in {np.median(delays['in_s']) * 1e3:.1f} ms, "
         f"out {np.median(delays['out_s']) * 1e3:.1f} ms")
     return {"name": name, "fit": fit, "steps": steps, "durations_s": periods, "mix_rates": list(mix_rates),
             "part_steps": [len(part.steps) for part in parts],
-            "frontend_samples": delays}
+            "frontend_samples": delays, "step_probe": probe}
+
+
+def run_waits(logged, data: dict) -> dict:
+    """What disturbed a served run, from its step log and its client result: the engine's longest wait
+    with work in hand (engines.vllm_steps.StepLog.longest_wait_s) and the front end's longest ways in
+    (in_any) and out (engines.vllm_steps.frontend_delays), seconds."""
+    from inferlab.serving.study.engines.vllm_steps import frontend_delays
+    d = frontend_delays(logged, data)
+    return {"engine_wait_max_s": float(logged.longest_wait_s()),
+            "in_max_s": float(max(d["in_any_s"], default=0.0)), "out_max_s": float(max(d["out_s"], default=0.0))}
+
+
+def _probe_columns(parts, t0_s: float) -> dict | None:
+    """The host-speed probe of logged steps (benchmarks/vllm_steplog.py) as the record keeps it: {t_s (each
+    step's start less t0_s), probe_s}, or None for a log without the probe."""
+    from inferlab.serving.study.engines.vllm_steps import PROBES
+    try:
+        logs = [part.probe_log(PROBES[0], t0_s) for part in parts]
+    except RuntimeError:
+        return None
+    return {"probe": PROBES[0], "t_s": [float(x) for g in logs for x in g.times_s],
+            "probe_s": [float(x) for g in logs for x in g.probe_s]}
 
 
 def _fit_error(fit, steps, durations_s) -> dict:
@@ -1389,27 +1414,50 @@ def _vllm_serve_rates(ctx: _VllmRun, rates, names, log) -> list:
 @dataclass(frozen=True)
 class _VllmPrediction:
     """The simulator's model of the served engine: the fitted step time, the measured spread of the
-    calibration's steps around it (serving.study.served), the front end's delays."""
+    calibration's steps around it (serving.study.served), the front end (judged: its delays sampled per
+    request, `SampledFrontend`, where the calibrations timed every request's way in; records made before
+    that: their medians) and the front end of the medians."""
 
     fit: object
     ratios: np.ndarray
     frontend: object
+    median_frontend: object
 
-    def summary(self, setup, w: Workload) -> dict:
+    def summary(self, setup, w: Workload, frontend=None) -> dict:
         from inferlab.serving.study.served import mean_summary
-        return mean_summary(setup, w, self.fit, self.ratios, self.frontend)
+        return mean_summary(setup, w, self.fit, self.ratios, frontend or self.frontend)
 
     def one_replica(self, setup, w: Workload):
         """The first of the averaged simulations (seed 0), for its distributions."""
         from inferlab.serving.study.served import JitteredStepTime
-        return self.frontend.simulate(setup, w, JitteredStepTime(self.fit, self.ratios, 0))
+        return self.frontend.simulate(setup, w, JitteredStepTime(self.fit, self.ratios, 0), 0)
 
 
-def _vllm_prediction(cals: list):
-    """The prediction from calibrations: one fit over all their logged steps, their spread around it,
-    the medians of their front-end delays."""
+# Whose steps the steps' spread (serving.study.served.JitteredStepTime) is drawn from: "poisson", the
+# calibrations' Poisson runs only (the steps made as the workloads' are), or "all" their logged steps (the
+# records made before 2026-12-05 05:10). Chosen on the three reniced repeats of 2026-12-05
+# (data/measurements/serving/vllm/reniced-2026-12-05/, then held out): there the timed requests (lone
+# prompts and bursts after idle gaps, half of each calibration's steps) scattered wider around the fit
+# (p90 of measured / fitted 1.33 to 1.37) than the Poisson runs (1.08 to 1.29) and the live runs
+# (1.02 to 1.27), and every ITL p99 of the nine bounded runs came out long (+5 % to +35 %).
+VLLM_SPREAD_FROM = "poisson"
+VLLM_SPREADS_FROM = ("poisson", "all")
+
+
+def _spread_steps(c: dict, spread_from: str) -> tuple:
+    """(steps, durations) of calibration `c` the spread is drawn from (VLLM_SPREAD_FROM)."""
+    if spread_from not in VLLM_SPREADS_FROM:
+        raise ValueError(f"spread_from must be one of {', '.join(VLLM_SPREADS_FROM)}; got {spread_from!r}")
+    first = c["part_steps"][0] if spread_from == "poisson" else 0
+    return c["steps"][first:], np.asarray(c["durations_s"])[first:]
+
+
+def _vllm_prediction(cals: list, spread_from: str = VLLM_SPREAD_FROM):
+    """The prediction from calibrations: one fit over all their logged steps, the spread around it of
+    their steps that `spread_from` names (VLLM_SPREAD_FROM), their front-end delays (sampled per request
+    where every calibration timed every request's way in, "in_any_s"; else their medians)."""
     from inferlab.serving.study.fitted import FittedStepTime
-    from inferlab.serving.study.served import Frontend, spread_ratios
+    from inferlab.serving.study.served import Frontend, SampledFrontend, spread_ratios
     steps = [s for c in cals for s in c["steps"]]
     periods = np.concatenate([c["durations_s"] for c in cals])
     fit = FittedStepTime.fit(steps, periods)
@@ -1418,21 +1466,27 @@ def _vllm_prediction(cals: list):
     if not ins or not outs:
         raise RuntimeError("the calibrations timed no request's way into or out of the engine (step log and "
                            "client results do not match)")
-    return _VllmPrediction(fit, spread_ratios(fit, steps, periods),
-                           Frontend(float(np.median(ins)), float(np.median(outs))))
+    medians = Frontend(float(np.median(ins)), float(np.median(outs)))
+    sampled = medians
+    if all("in_any_s" in c["frontend_samples"] for c in cals):
+        sampled = SampledFrontend([x for c in cals for x in c["frontend_samples"]["in_any_s"]], outs)
+    spread = [_spread_steps(c, spread_from) for c in cals]
+    ratios = spread_ratios(fit, [x for st, _ in spread for x in st], np.concatenate([d for _, d in spread]))
+    return _VllmPrediction(fit, ratios, sampled, medians)
 
 
 def _vllm_compare_rate(setup, pred: _VllmPrediction, pred0: _VllmPrediction, cap, live_run, slo, log):
     """One rate's live run against its prediction: ("run", record) or ("unusable", record). Beside the
-    judged prediction (jittered steps, front end), the record keeps the same fit without the spread
-    ("deterministic") and without the front end either ("engine_only"), and the fit's error on the
-    run's own logged steps, which no calibration saw."""
+    judged prediction (jittered steps, sampled front end), the record keeps the same with the front end
+    at its medians ("frontend_medians"), the same fit without the spreads ("deterministic": the front end
+    at its medians, no jitter) and without the front end either ("engine_only"), the fit's error on the
+    run's own logged steps, which no calibration saw, and the run's probe of the host's speed."""
     from inferlab.serving.study.engines import vllm as V
     rate, name, w, data, logged = live_run
     live = V.result_of(data, name)
     ls = live.summary(slo)
     ss = pred.summary(setup, w)
-    det = pred.frontend.simulate(setup, w, pred.fit)
+    det = pred.median_frontend.simulate(setup, w, pred.fit)
     engine_only = setup.simulate(w, pred.fit)
     gaps = live.all_itls_s
     bunched = float(np.mean(gaps < VLLM_BUNCHED_GAP_S)) if len(gaps) else 0.0
@@ -1452,9 +1506,12 @@ def _vllm_compare_rate(setup, pred: _VllmPrediction, pred0: _VllmPrediction, cap
            "sensitivity": step_sensitivity(setup, w, pred.fit), "calibrations": [0, 1],
            "deterministic": compare(ls, det.summary(slo)), "engine_only": compare(ls, engine_only.summary(slo)),
            "first_calibration_only": compare(ls, pred0.summary(setup, w)),
+           "frontend_medians": compare(ls, pred.summary(setup, w, pred.median_frontend)),
            "quantiles": {"live": quantiles(live), "simulated": quantiles(pred.one_replica(setup, w))},
            "bunched_fraction": bunched, "engine_steps": steps,
            "step_log": step_log(logged.shapes(), logged.periods_s()),   # the run's own steps, from vLLM's log
+           "step_probe": _probe_columns([logged], _client_span(data)[0]),   # engines.vllm.probe_timeline
+           "waits": run_waits(logged, data),
            "vllm_result": _vllm_result_subset(data)}
     log(f"  {rate:.2f}/s ({name}): engine steps, vLLM {steps['live']}, simulated {steps['simulated']}; the fit on "
         f"them: median |error| {run['step_time_error']['median_abs']:.1%}")
@@ -1464,12 +1521,14 @@ def _vllm_compare_rate(setup, pred: _VllmPrediction, pred0: _VllmPrediction, cap
     return "run", run
 
 
-def vllm_repredict(record: dict) -> list:
+def vllm_repredict(record: dict, spread_from: str | None = None) -> list:
     """Re-make every prediction of a vLLM validation record made with the step log ('vllm-steplog-fitted')
     from the record alone: the fit over its calibrations' logged steps, their spread, the medians of
     their front-end samples, the workloads from their config and seed, vLLM's settings and KV pool.
     Returns per run {load, fraction, bounded, comparison}: equal to the recorded ones when the record
-    holds everything its predictions were made from (tests check it)."""
+    holds everything its predictions were made from (tests check it). spread_from (VLLM_SPREADS_FROM): whose
+    steps the spread is drawn from; None: the record's own (config.calibration.spread_from; 'all' before it
+    was recorded)."""
     from inferlab.measure.ceilings import Ceilings
     from inferlab.serving.study.engines.vllm import VllmSettings
     from inferlab.specs import ModelConfig
@@ -1487,8 +1546,11 @@ def vllm_repredict(record: dict) -> list:
     for cal in record["calibrations"]:
         from inferlab.serving.study.fitted import logged_steps
         steps, durations = logged_steps(cal["step_log"])
-        cals.append({"steps": steps, "durations_s": durations, "frontend_samples": cal["frontend"]})
-    pred = _vllm_prediction(cals)
+        cals.append({"steps": steps, "durations_s": durations, "frontend_samples": cal["frontend"],
+                     "part_steps": cal.get("part_steps", [0])})
+    if spread_from is None:
+        spread_from = c["calibration"].get("spread_from", "all")
+    pred = _vllm_prediction(cals, spread_from)
     prompt, output = _length_dist(c["prompt"]), _length_dist(c["output"])
     out = []
     for r in record["runs"]:
@@ -1514,6 +1576,7 @@ def _vllm_config(v: VllmValidation, settings, cfg, kv_blocks: int) -> dict:
                             "bursts": list(VLLM_CAL_BURSTS), "burst_prompt": VLLM_CAL_BURST_PROMPT,
                             "burst_output": VLLM_CAL_BURST_OUTPUT, "burst_repeats": VLLM_CAL_BURST_REPEATS,
                             "mix_fractions": list(VLLM_CAL_MIX_FRACTIONS), "mix_seed": VLLM_CAL_MIX_SEED,
+                            "spread_from": VLLM_SPREAD_FROM,
                             "steps_timed_by": "vLLM's step log (benchmarks/vllm_steplog.py)"}}
 
 
@@ -1606,7 +1669,7 @@ def _vllm_record(ctx: _VllmRun, m: dict, t_start: float, log) -> dict:
     calibrations = [{"name": c["name"], "fit": c["fit"].to_dict(), "mix_rates": c["mix_rates"],
                      "part_steps": c["part_steps"],  # the step log's parts: the timed requests, each Poisson run
                      "frontend": {k: [float(x) for x in xs] for k, xs in c["frontend_samples"].items()},
-                     "step_log": step_log(c["steps"], c["durations_s"])} for c in cals]
+                     "step_log": step_log(c["steps"], c["durations_s"]), "step_probe": c.get("step_probe")} for c in cals]
     ratios = pred.ratios
     summary = {"engine": "vllm", "engine_version": version, "rates": rates_summary(runs),
                "calibration": {"method": "before and after the rates, every step timed by vLLM's step log",

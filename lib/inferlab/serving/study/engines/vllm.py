@@ -46,11 +46,27 @@ SERVER_MODULE = "vllm.entrypoints.openai.api_server"   # the `vllm` console scri
 OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1",
            "PYTHONHASHSEED": "0"}  # the timed trace's prompt tokens are drawn from hash(key): fix Python's hash seed
 # vLLM's benchmark client, as `vllm bench serve` calls it (its main(args) over its own parser).
-CLIENT = ("import sys\nfrom vllm.utils.argparse_utils import FlexibleArgumentParser\n"
+# vLLM's benchmark client, its Python heap frozen after its imports (gc.freeze, as vLLM's own server and
+# engine do): unfrozen, a full collection of its ~620,000 objects (vllm, torch, transformers) took ~200 ms
+# on the 2-core Xeon, a pause in which the client neither sends nor reads, so the requests and tokens
+# of that moment reach it late. The development runs of 2026-12-05 had such stalls of 50 to 400 ms, the
+# TTFT p99 of 20 requests made of them (docs/vllm.md).
+CLIENT = ("import gc, sys\nfrom vllm.utils.argparse_utils import FlexibleArgumentParser\n"
           "from vllm.benchmarks.serve import add_cli_args, main\n"
+          "gc.collect()\ngc.freeze()\n"
           "p = FlexibleArgumentParser()\nadd_cli_args(p)\nmain(p.parse_args(sys.argv[1:]))\n")
 TRACE_CHUNK = 16                  # tokens per hash id in a timed trace (the client's default chunk size)
 STEPLOG_ENV = "INFERLAB_VLLM_STEPLOG"   # the step-log plugin's switch (benchmarks/vllm_steplog.py, engines.vllm_steps)
+# The engine core's niceness on this 2-core host (VllmSettings.engine_nice; applied by the step-log plugin).
+# vLLM pins its worker (the model) to one core and leaves the other to the API server, the engine core and
+# the client; the engine core busy-waits for the worker's output through every step (vLLM's shared-memory
+# queue spins for 1 s after each read), so under load the API server got that core late: on the
+# development runs of 2026-12-05 requests reached the engine up to 750 ms after their send and tokens
+# the client up to 540 ms after their step, and the TTFT p99 of 20 requests was made of it. At niceness 10
+# the engine core's spin yields to them at once; on the first run so made, no request waited more than
+# 12 ms to reach the engine and no token more than 4 ms to reach the client.
+ENGINE_NICE = 10
+ENGINE_NICE_ENV = "INFERLAB_VLLM_ENGINE_NICE"
 KV_TOKENS_LINE = re.compile(r"KV cache size: ([\d,]+) tokens")
 
 
@@ -117,10 +133,14 @@ class VllmSettings:
     kv_cache_space_gib: int = 1
     max_model_len: int = 1024
     dtype: str = "bfloat16"
+    engine_nice: int | None = ENGINE_NICE
 
     def __post_init__(self):
         for name in ("max_num_seqs", "max_num_batched_tokens", "block_size", "kv_cache_space_gib", "max_model_len"):
             positive_int(name, getattr(self, name))
+        n = self.engine_nice
+        if n is not None and (isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= 19):
+            raise ValueError(f"engine_nice must be None (not reniced) or a niceness in [0, 19]; got {n!r}")
         if not isinstance(self.enable_chunked_prefill, bool):
             raise ValueError(f"enable_chunked_prefill must be True or False; got {self.enable_chunked_prefill!r}")
         if not self.enable_chunked_prefill and self.max_num_batched_tokens < self.max_model_len:
@@ -136,7 +156,12 @@ class VllmSettings:
                 "--no-enable-prefix-caching"]  # every prompt computed in full, as the simulator runs them
 
     def env(self) -> dict:
-        return {"VLLM_CPU_KVCACHE_SPACE": str(self.kv_cache_space_gib)}
+        """The server's environment: the KV cache space and, unless engine_nice is None, the engine core's
+        niceness (ENGINE_NICE_ENV, which the step-log plugin applies)."""
+        env = {"VLLM_CPU_KVCACHE_SPACE": str(self.kv_cache_space_gib)}
+        if self.engine_nice is not None:
+            env[ENGINE_NICE_ENV] = str(self.engine_nice)
+        return env
 
     def policy(self) -> VllmV1:
         return VllmV1(token_budget=self.max_num_batched_tokens, max_num_seqs=self.max_num_seqs,
@@ -200,8 +225,9 @@ class VllmServer:
         import threading
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log_file = open(self.log_path, "ab")
-        env = {**os.environ, **OFFLINE, **self.settings.env()}
-        env.pop(STEPLOG_ENV, None)
+        env = {**os.environ, **OFFLINE}
+        env.pop(STEPLOG_ENV, None), env.pop(ENGINE_NICE_ENV, None)
+        env.update(self.settings.env())
         if self.steplog is not None:
             for old in self.steplog.parent.glob(self.steplog.name + ".*"):
                 old.unlink()
@@ -440,27 +466,31 @@ def runs_markdown(records: list) -> str:
     return "\n".join(lines)
 
 
-VARIANTS = (("comparison", "judged: fit, spread, front end"), ("deterministic", "without the spread"),
-            ("engine_only", "without the front end either"))
+VARIANTS = (("comparison", "judged: fit, spreads, front end"),
+            ("frontend_medians", "front end at its medians"),   # records from the sampled front end on
+            ("deterministic", "without the spreads"), ("engine_only", "without the front end either"))
 
 
 def pieces_markdown(records: list) -> str:
     """What each piece of the step-log prediction does (serving.study.served), per bounded (record, rate)
-    of vLLM validations made with the step log: the four errors of the judged prediction, of the same fit
-    without the steps' spread, and without the front end's delays too; a bold error is outside its bound.
-    Then, per variant, how many bounded pairs were within all four bounds."""
+    of vLLM validations made with the step log: the four errors of the judged prediction, of the same with
+    the front end's delays at their medians (records that sample them, serving.study.served.SampledFrontend),
+    of the same fit without the spreads (steps' and front end's), and without the front end's delays too;
+    a bold error is outside its bound. Then, per variant, how many bounded pairs were within all four
+    bounds (of the pairs that have it)."""
     rows = [r for r in records if r.get("profile", {}).get("kind") == "vllm-steplog-fitted"]
     if not rows:
         raise ValueError("records must hold at least one vLLM validation made with the step log; got none")
     lines = ["| run | load | prediction | TTFT p50 | TTFT p99 | ITL p50 | ITL p99 |", "|---|---|---|---|---|---|---|"]
-    within = {key: 0 for key, _ in VARIANTS}
-    pairs = 0
+    within, pairs = {key: 0 for key, _ in VARIANTS}, {key: 0 for key, _ in VARIANTS}
     for i, rec in enumerate(rows, 1):
         for run in rec["runs"]:
             if not run["bounded"]:
                 continue
-            pairs += 1
             for key, label in VARIANTS:
+                if key not in run:
+                    continue
+                pairs[key] += 1
                 cells, ok = [], True
                 for m, p in VLLM_ERROR_COLUMNS:
                     e = run[key][m][p]["error"]
@@ -472,7 +502,7 @@ def pieces_markdown(records: list) -> str:
                 lines.append(f"| {i} | {run['load']} | {label} | " + " | ".join(cells) + " |")
     lines.append("")
     lines.append("Bounded (run, rate) pairs within all four bounds: " + "; ".join(
-        f"{label} {within[key]} of {pairs}" for key, label in VARIANTS) + ".")
+        f"{label} {within[key]} of {pairs[key]}" for key, label in VARIANTS if pairs[key]) + ".")
     return "\n".join(lines)
 
 
@@ -499,10 +529,12 @@ def steplog_conclusion(records: list) -> str:
                      f"{bound:.0%}).")
     ratios = [float(run["step_time_error"]["median_ratio"]) for _, run, _ in bounded if "step_time_error" in run]
     if ratios:
+        moved = max(abs(x - 1) for x in ratios)
         parts.append(f"On each bounded run's own logged steps, which no calibration saw, the fit's median predicted / "
                      f"measured step time ranged from {min(ratios):.2f} to {max(ratios):.2f}: at the same step shapes "
-                     f"the engine ran up to {max(abs(x - 1) for x in ratios):.0%} faster or slower than the fit of "
-                     "its calibrations, a few minutes away, and that alone moves a prediction about as much.")
+                     f"the engine ran up to {moved:.0%} faster or slower than the fit of its calibrations, a few "
+                     "minutes away" + (", and that alone moves a prediction about as much." if moved >= 0.10 else
+                                       ", too little to move a prediction out of its bounds."))
         missed = [(run["comparison"]["itl_s"]["p50"]["error"], float(run["step_time_error"]["median_ratio"]))
                   for _, run, rec in bounded if "step_time_error" in run
                   and abs(run["comparison"]["itl_s"]["p50"]["error"]) > rec["bounds"]["p50"]]
@@ -510,19 +542,78 @@ def steplog_conclusion(records: list) -> str:
             same = sum((e > 0) == (r > 1) and abs(r - 1) >= 0.1 for e, r in missed)
             parts.append(f"Of the {len(missed)} bounded runs whose ITL p50 missed its bound, {same} had the fit off by "
                          "10 % or more on the run's own steps, in the direction of the miss.")
+    parts += _disturbance_sentences(bounded)
     fe = [rec["summary"]["frontend"] for rec in rows]
     parts.append(f"The front end measured {min(f['in_s'] for f in fe) * 1e3:.1f} to {max(f['in_s'] for f in fe) * 1e3:.1f} ms "
                  f"on the way in and {min(f['out_s'] for f in fe) * 1e3:.1f} to {max(f['out_s'] for f in fe) * 1e3:.1f} ms "
-                 "on the way out, per request.")
+                 "on the way out, per request (medians).")
+    if all("in_p99_s" in f for f in fe):
+        parts.append(f"Their p99 over the calibrations' requests: {min(f['in_p99_s'] for f in fe) * 1e3:.0f} to "
+                     f"{max(f['in_p99_s'] for f in fe) * 1e3:.0f} ms in, {min(f['out_p99_s'] for f in fe) * 1e3:.0f} to "
+                     f"{max(f['out_p99_s'] for f in fe) * 1e3:.0f} ms out: the front end's stalls, which the judged "
+                     "prediction draws from.")
     for key, label in VARIANTS[1:]:
+        have = [(i, run, rec) for i, run, rec in bounded if key in run]
+        if not have:
+            continue
         ok = sum(all(abs(run[key][m][p]["error"]) <= rec["bounds"][p] for m, p in VLLM_ERROR_COLUMNS)
-                 for _, run, rec in bounded)
-        med = {mp: float(np.median([run[key][mp[0]][mp[1]]["error"] for _, run, _ in bounded]))
+                 for _, run, rec in have)
+        med = {mp: float(np.median([run[key][mp[0]][mp[1]]["error"] for _, run, _ in have]))
                for mp in VLLM_ERROR_COLUMNS}
-        parts.append(f"{label[0].upper() + label[1:]}, {ok} of {len(bounded)} pairs were within all bounds, with "
+        parts.append(f"{label[0].upper() + label[1:]}, {ok} of {len(have)} pairs were within all bounds, with "
                      f"median errors TTFT p50 {med[('ttft_s', 'p50')]:+.0%}, p99 {med[('ttft_s', 'p99')]:+.0%}, "
                      f"ITL p50 {med[('itl_s', 'p50')]:+.0%}, p99 {med[('itl_s', 'p99')]:+.0%}.")
     return " ".join(parts)
+
+
+DISTURBED_WAIT_S = 0.05    # an engine wait with work in hand, or a way in or out, this long: about a dozen steps
+SLOW_START_RATIO = 1.5     # a run whose first SLOW_START_STEPS steps took this many times the fit's time (median)
+SLOW_START_STEPS = 15
+
+
+def disturbances(run: dict, fit) -> list:
+    """What disturbed one served run (its `waits`, validate.run_waits, and its step log against `fit`), as
+    phrases: the engine waiting DISTURBED_WAIT_S or more with work in hand, a way in or out that long, a
+    start whose first SLOW_START_STEPS steps took SLOW_START_RATIO times the fit's time or more."""
+    from inferlab.serving.study.fitted import logged_steps
+    w, out = run.get("waits") or {}, []
+    if w.get("engine_wait_max_s", 0.0) >= DISTURBED_WAIT_S:
+        out.append(f"the engine waited {w['engine_wait_max_s'] * 1e3:.0f} ms between two steps with work in hand")
+    for key, way in (("in_max_s", "in"), ("out_max_s", "out")):
+        if w.get(key, 0.0) >= DISTURBED_WAIT_S:
+            out.append(f"a request's way {way} took {w[key] * 1e3:.0f} ms")
+    steps, durations = logged_steps(run["step_log"])
+    n = min(SLOW_START_STEPS, len(steps))
+    if n:
+        r = float(np.median(np.asarray(durations[:n]) / np.array([fit.step_time_s(x, 0.0) for x in steps[:n]])))
+        if r >= SLOW_START_RATIO:
+            out.append(f"its first {n} steps took {r:.1f} times the fit's time")
+    return out
+
+
+def _disturbance_sentences(bounded: list) -> list:
+    """For step-log repeats whose runs record their waits: which bounded misses, and how many bounded
+    runs within their bounds, were disturbed (`disturbances`)."""
+    from inferlab.serving.study.fitted import FittedStepTime
+    have = [(i, run, rec) for i, run, rec in bounded if "waits" in run]
+    if not have:
+        return []
+    seen = []
+    for i, run, rec in have:
+        seen.append((i, run, run["comparison"]["within_bounds"],
+                     disturbances(run, FittedStepTime.from_dict(rec["profile"]))))
+    missed = [x for x in seen if not x[2]]
+    inside = [x for x in seen if x[2]]
+    text = []
+    if missed:
+        named = "; ".join(f"run {i}, {run['load']}: " + (", and ".join(d) if d else "nothing of the kind")
+                          for i, run, _, d in missed)
+        text.append(f"Of the {len(missed)} bounded runs that missed a bound, {sum(bool(d) for *_, d in missed)} were "
+                    f"disturbed ({named}).")
+    text.append(f"Of the {len(inside)} bounded runs within their bounds, {sum(bool(d) for *_, d in inside)} were "
+                f"disturbed so (an engine wait or a way in or out of {DISTURBED_WAIT_S * 1e3:.0f} ms or more, or a "
+                f"start at {SLOW_START_RATIO} times the fit's time or more).")
+    return text
 
 
 def speed_timeline(record: dict) -> list:
@@ -556,8 +647,29 @@ def speed_timeline(record: dict) -> list:
     return out
 
 
+def probe_timeline(record: dict) -> list | None:
+    """The host's speed by the step log's probe (benchmarks/vllm_steplog.py) through one validation, in the
+    parts and order of speed_timeline: per part, the median probe time of the whole record over the
+    part's median (1.1: the host ran the probe 10 % faster in that part). None for a record without the
+    probe."""
+    cals, runs = record["calibrations"], record["runs"]
+    if not all(c.get("step_probe") for c in cals) or not all(r.get("step_probe") for r in runs):
+        return None
+    parts = []
+    for k, cal in enumerate(cals):
+        p, start = np.asarray(cal["step_probe"]["probe_s"]), 0
+        for n in cal["part_steps"]:
+            parts.append(p[start:start + n])
+            start += n
+        if k == 0:
+            parts += [np.asarray(r["step_probe"]["probe_s"]) for r in runs]
+    whole = float(np.median(np.concatenate(parts)))
+    return [whole / float(np.median(x)) for x in parts]
+
+
 def speed_markdown(records: list) -> str:
-    """speed_timeline of each record as one Markdown table: a row per record, a column per part."""
+    """speed_timeline of each record as one Markdown table: a row per record, a column per part; below
+    each record with the step log's probe, its probe_timeline."""
     rows = [speed_timeline(r) for r in records]
     if not rows:
         raise ValueError("records must hold at least one vLLM validation with step logs; got none")
@@ -566,8 +678,11 @@ def speed_markdown(records: list) -> str:
                        label.replace("calibration", "cal.").replace("Poisson run", "Poisson").replace("timed requests", "timed"))
                       for label, _, _ in rows[0]]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for i, row in enumerate(rows, 1):
+    for i, (row, rec) in enumerate(zip(rows, records), 1):
         if len(row) != n:
             raise ValueError("records must have the same calibrations and rates to share one table")
         lines.append(f"| {i} | " + " | ".join(f"{r:.2f}" for _, r, _ in row) + " |")
+        probe = probe_timeline(rec)
+        if probe is not None:
+            lines.append(f"| {i}, probe | " + " | ".join(f"{r:.2f}" for r in probe) + " |")
     return "\n".join(lines)

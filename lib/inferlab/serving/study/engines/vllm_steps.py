@@ -15,8 +15,14 @@ length. From that:
 - `frontend_delays`: the two delays outside the engine that a client's TTFT carries and the simulator's
   does not: *in*, from the client's send to the engine core's add_request, for requests that found the
   engine idle (a request arriving during a step waits for the step's end, which the simulator already
-  does); *out*, from the end of the step that made a request's first token to the client's receipt of it.
+  does); *out*, from the end of the step that made a request's first token to the client's receipt of it;
+  *in_any*, the way in of every request, less its wait for a step that was running when it reached the
+  engine core (the part after its send of the step that ended just before its add_request, when the add
+  followed that step's end within HANDOVER_MAX_S): the front end's stalls, which a request that finds the
+  engine idle rarely meets, are in it.
   Requests are matched by the index vLLM's client puts into each request id (`bench-<hex>-<index>-...`).
+- `probe_log`: the host-speed probes timed at the start of each step (the plugin's `probe` field:
+  python_s), as a `serving.study.hostspeed.ProbeLog` on a clock starting at a given t0.
 """
 from __future__ import annotations
 
@@ -34,17 +40,20 @@ from inferlab.serving.steptime import StepShape
 # was busy). Hand-overs between busy steps take 0.1 to 0.5 ms here (outputs passed on, requests added).
 HANDOVER_MAX_S = 2e-3
 REQUEST_INDEX = re.compile(r"bench-([0-9a-f]+)-(\d+)-")
+PROBES = ("python",)   # the plugin's probes, in the order of its `probe` field
 
 
 @dataclass(frozen=True)
 class EngineStep:
     """One step of vLLM's engine core: start and end (s, perf_counter), whether requests were left after
-    it, and per scheduled request (id, scheduled tokens, computed before, prompt tokens)."""
+    it, per scheduled request (id, scheduled tokens, computed before, prompt tokens), and its probes'
+    times (s, in the order of PROBES; empty in a log written before the probes)."""
 
     t0_s: float
     t1_s: float
     busy_after: bool
     reqs: tuple
+    probe_s: tuple = ()
 
     @property
     def shape(self) -> StepShape:
@@ -72,6 +81,28 @@ class StepLog:
 
     def shapes(self) -> list:
         return [s.shape for s in self.steps]
+
+    def longest_wait_s(self) -> float:
+        """The longest time between two consecutive steps that share a request (it was mid-prompt or
+        decoding, so the engine had work and did not run it: the engine core off its core, or waiting
+        on its worker); 0.0 without such a pair."""
+        longest = 0.0
+        for a, b in zip(self.steps, self.steps[1:]):
+            if {r[0] for r in a.reqs} & {r[0] for r in b.reqs}:
+                longest = max(longest, b.t0_s - a.t1_s)
+        return longest
+
+    def probe_log(self, probe: str, t0_s: float):
+        """The steps' `probe` times (one of PROBES) as a hostspeed.ProbeLog, its times the steps' starts
+        less t0_s. A log without probes is an error naming the plugin's version."""
+        from inferlab.serving.study.hostspeed import ProbeLog
+        if probe not in PROBES:
+            raise ValueError(f"probe must be one of {', '.join(PROBES)}; got {probe!r}")
+        k = PROBES.index(probe)
+        if not self.steps or any(len(s.probe_s) <= k for s in self.steps):
+            raise RuntimeError("the step log has no host-speed probes: reinstall the step-log plugin "
+                               "(`make vllm`; benchmarks/vllm_steplog.py version 2)")
+        return ProbeLog([s.t0_s - t0_s for s in self.steps], [s.probe_s[k] for s in self.steps])
 
     def periods_s(self) -> np.ndarray:
         """Per step, start to the next step's start; a step followed by idleness (the next starting more
@@ -103,7 +134,8 @@ def read_step_log(path) -> StepLog:
             if "step" in e:
                 t0, t1, busy = e["step"]
                 steps.append(EngineStep(float(t0), float(t1), bool(busy),
-                                        tuple((str(r[0]), int(r[1]), int(r[2]), int(r[3])) for r in e["reqs"])))
+                                        tuple((str(r[0]), int(r[1]), int(r[2]), int(r[3])) for r in e["reqs"]),
+                                        tuple(float(x) for x in e.get("probe", ()))))
             elif "add" in e:
                 t, rid, prompt = e["add"]
                 adds.append((float(t), str(rid), int(prompt)))
@@ -126,7 +158,8 @@ def frontend_delays(log: StepLog, result: dict) -> dict:
     result with start_times, ttfts and input_lens, its requests in the order of their indices) over the
     part of `log` it covers: {"in_s": [...], "out_s": [...]} per matched request (in_s only where the
     engine was idle when the request reached it). A request whose prompt length differs between the
-    client and the engine is an error (the log and the result are of different runs)."""
+    client and the engine is an error (the log and the result are of different runs). Also "in_any_s"
+    (module docstring): every matched request's way in, less its wait for a running step."""
     start = np.asarray(result["start_times"], dtype=float)
     ttft = np.asarray(result["ttfts"], dtype=float)
     lens = np.asarray(result["input_lens"], dtype=int)
@@ -137,7 +170,7 @@ def frontend_delays(log: StepLog, result: dict) -> dict:
                 first_end[rid] = s.t1_s
     ends = np.array([s.t1_s for s in log.steps])
     starts = np.array([s.t0_s for s in log.steps])
-    ins, outs = [], []
+    ins, outs, any_in = [], [], []
     for t, rid, prompt in log.adds:
         i = request_index(rid)
         if i is None or i >= len(start):
@@ -148,6 +181,12 @@ def frontend_delays(log: StepLog, result: dict) -> dict:
         running = np.any((starts < t) & (ends > start[i]))  # a step overlapped the wait: not idle
         if not running:
             ins.append(t - start[i])
+        before = np.flatnonzero(ends <= t)
+        wait = 0.0
+        if running and before.size and t - ends[before[-1]] <= HANDOVER_MAX_S:
+            k = before[-1]
+            wait = max(0.0, ends[k] - max(starts[k], start[i]))
+        any_in.append(max(0.0, t - start[i] - wait))
         if rid in first_end:
             outs.append(start[i] + ttft[i] - first_end[rid])
-    return {"in_s": ins, "out_s": outs}
+    return {"in_s": ins, "out_s": outs, "in_any_s": any_in}
