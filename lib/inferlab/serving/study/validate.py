@@ -1438,8 +1438,8 @@ class _VllmPrediction:
 # records made before 2026-12-05 05:10). Chosen on the three reniced repeats of 2026-12-05
 # (data/measurements/serving/vllm/reniced-2026-12-05/, then held out): there the timed requests (lone
 # prompts and bursts after idle gaps, half of each calibration's steps) scattered wider around the fit
-# (p90 of measured / fitted 1.33 to 1.37) than the Poisson runs (1.08 to 1.29) and the live runs
-# (1.02 to 1.27), and every ITL p99 of the nine bounded runs came out long (+5 % to +35 %).
+# (per repeat, p90 of measured / fitted 1.34 to 1.35) than the Poisson runs (1.10 to 1.15) and the bounded
+# live runs (1.08 to 1.15), and every ITL p99 of the nine bounded runs came out long (+5 % to +35 %).
 VLLM_SPREAD_FROM = "poisson"
 VLLM_SPREADS_FROM = ("poisson", "all")
 
