@@ -159,24 +159,9 @@ def _load_plugin(monkeypatch, tmp_path):
     return plugin, EngineCore, Req
 
 
-def test_the_plugin_logs_each_steps_requests_as_vllm_scheduled_them(monkeypatch, tmp_path):
-    plugin, EngineCore, Req = _load_plugin(monkeypatch, tmp_path)
-    monkeypatch.setenv(plugin.ENV_VAR, str(tmp_path / "steps.jsonl"))
-    plugin.register()
-    core = EngineCore()
-    core.add_request(Req("cmpl-bench-ab-0-0-x", 100))
-    core.step()                                   # chunk 64 of 100
-    core.step()                                   # chunk 36 after 64: the prompt ends
-    core.step()                                   # a decode after 100
-    plugin._state["file"].close()
-    log = read_step_log(tmp_path / "steps.jsonl")
-    assert [s.shape for s in log.steps] == [StepShape(0, 0.0, ((64, 0),), 0), StepShape(0, 0.0, ((36, 64),), 1),
-                                            StepShape(1, 101.0, (), 1)]
-    assert log.adds[0][1:] == ("cmpl-bench-ab-0-0-x", 100)
-    assert all(s.t0_s <= s.t1_s for s in log.steps)
-
-
-def test_the_plugin_times_its_probe_inside_each_step_and_the_log_reads_it(monkeypatch, tmp_path):
+def _three_logged_steps(monkeypatch, tmp_path):
+    """The plugin on, one 100-token request, three steps (a chunk of 64, a chunk of 36 that ends the
+    prompt, a decode); the log it wrote."""
     plugin, EngineCore, Req = _load_plugin(monkeypatch, tmp_path)
     monkeypatch.setenv(plugin.ENV_VAR, str(tmp_path / "steps.jsonl"))
     plugin.register()
@@ -185,7 +170,19 @@ def test_the_plugin_times_its_probe_inside_each_step_and_the_log_reads_it(monkey
     for _ in range(3):
         core.step()
     plugin._state["file"].close()
-    log = read_step_log(tmp_path / "steps.jsonl")
+    return read_step_log(tmp_path / "steps.jsonl")
+
+
+def test_the_plugin_logs_each_steps_requests_as_vllm_scheduled_them(monkeypatch, tmp_path):
+    log = _three_logged_steps(monkeypatch, tmp_path)
+    assert [s.shape for s in log.steps] == [StepShape(0, 0.0, ((64, 0),), 0), StepShape(0, 0.0, ((36, 64),), 1),
+                                            StepShape(1, 101.0, (), 1)]
+    assert log.adds[0][1:] == ("cmpl-bench-ab-0-0-x", 100)
+    assert all(s.t0_s <= s.t1_s for s in log.steps)
+
+
+def test_the_plugin_times_its_probe_inside_each_step_and_the_log_reads_it(monkeypatch, tmp_path):
+    log = _three_logged_steps(monkeypatch, tmp_path)
     assert all(len(s.probe_s) == 1 and 0 < s.probe_s[0] <= s.t1_s - s.t0_s for s in log.steps)
     probe = log.probe_log("python", log.steps[0].t0_s)
     assert probe.times_s[0] == 0.0 and list(probe.times_s[1:]) == [s.t0_s - log.steps[0].t0_s for s in log.steps[1:]]
