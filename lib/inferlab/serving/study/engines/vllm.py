@@ -48,9 +48,9 @@ OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VLLM_NO_USAGE_ST
 # vLLM's benchmark client, as `vllm bench serve` calls it (its main(args) over its own parser).
 # vLLM's benchmark client, its Python heap frozen after its imports (gc.freeze, as vLLM's own server and
 # engine do): unfrozen, a full collection of its ~620,000 objects (vllm, torch, transformers) took ~200 ms
-# on the 2-core Xeon, a pause in which the client neither sends nor reads, so the requests and tokens
-# of that moment reach it late. The development runs of 2026-12-05 had such stalls of 50 to 400 ms, the
-# TTFT p99 of 20 requests made of them (docs/vllm.md).
+# on the 2-core Xeon, a pause in which the client would neither send nor read. Freezing it did not end the
+# front end's stalls of the 2026-12-05 development runs (their cause was the engine core's busy wait:
+# ENGINE_NICE below); it is kept so that the client cannot add pauses of its own (docs/vllm.md).
 CLIENT = ("import gc, sys\nfrom vllm.utils.argparse_utils import FlexibleArgumentParser\n"
           "from vllm.benchmarks.serve import add_cli_args, main\n"
           "gc.collect()\ngc.freeze()\n"
