@@ -261,6 +261,9 @@ def test_validate_without_make_vllm_says_how_to_get_it(tmp_path, capsys, monkeyp
     (["--model", "tiny"], "leave out --model"),
     (["--device", "cuda"], "cpu only"),
     (["--duration", "10"], "leave out --duration"),
+    (["--repeat-disturbed", "-1"], "--repeat-disturbed must be an integer >= 0 and <= 5"),
+    (["--repeat-disturbed", "6"], "--repeat-disturbed must be an integer >= 0 and <= 5"),
+    (["--engine", "inferlab", "--repeat-disturbed", "1"], "applies to --engine vllm only"),
 ])
 def test_validate_cli_refuses_what_vllm_does_not_take(argv, match, capsys):
     from inferlab.cli import main
@@ -552,3 +555,92 @@ def test_the_speed_timeline_reads_each_parts_decodes_against_the_fit_by_hand():
     assert "| light |" in V.speed_markdown([rec]).splitlines()[0]
     with pytest.raises(ValueError, match="step logs"):
         V.speed_timeline({"profile": {"kind": "vllm-fitted"}, "runs": []})
+
+
+# -- the repeat rule (validate.VLLM_REPEAT_DISTURBED) ------------------------------------------------------------
+class _FakeLog:
+    """A step log's part: 20 decode steps of 4 ms, or 8 ms for the first 15 (a slow start)."""
+
+    def __init__(self, slow_start):
+        self.slow_start = slow_start
+
+    def shapes(self):
+        return [StepShape(1, 20.0, (), 1)] * 20
+
+    def periods_s(self):
+        return np.array([0.008 if (self.slow_start and i < 15) else 0.004 for i in range(20)])
+
+
+def test_the_repeat_rule_serves_a_disturbed_rate_again_keeps_it_and_judges_the_first_quiet_run(monkeypatch):
+    from inferlab.serving.study import validate as val
+    from inferlab.serving.study.fitted import FEATURES, FittedStepTime
+    fit = FittedStepTime([0.004] + [0.0] * (len(FEATURES) - 1))   # every step 4 ms
+    # what each served run measured, by its label: rate 0 stalls on the way out once, then is quiet; rate 1
+    # starts slow every time; rate 2 is quiet (a 49 ms engine wait is under the 50 ms of the rule)
+    quiet = {"engine_wait_max_s": 0.049, "in_max_s": 0.01, "out_max_s": 0.002}
+    waits = {"rate-0": {**quiet, "out_max_s": 0.198}, "rate-0-again-1": quiet,
+             "rate-1": quiet, "rate-1-again-1": quiet, "rate-1-again-2": quiet, "rate-2": quiet}
+    served = []
+
+    def bench_serve(python, server, model_dir, w, work, label, base_id):
+        served.append((label, base_id, len(w)))
+        return {"label": label}
+
+    monkeypatch.setattr(V, "bench_serve", bench_serve)
+    monkeypatch.setattr(V, "check_served", lambda data, w, label: None)
+    monkeypatch.setattr(val, "_logged", lambda steplog, data: _FakeLog(data["label"].startswith("rate-1")))
+    monkeypatch.setattr(val, "run_waits", lambda logged, data: waits[data["label"]])
+    ctx = val._VllmRun(None, None, None, None, Path("."), Path("steps.jsonl"),
+                       v=val.VllmValidation(requests_per_rate=4, repeat_disturbed=2))
+    lines = []
+    lives = val._vllm_serve_rates(ctx, [1.0, 2.0, 3.0], ["light", "moderate", "near saturation"], fit, lines.append)
+    assert [x[0] for x in served] == ["rate-0", "rate-0-again-1", "rate-1", "rate-1-again-1", "rate-1-again-2", "rate-2"]
+    assert len({x[1] for x in served}) == 6 and {x[2] for x in served} == {4}   # fresh request ids, the same workload
+    assert [x[3]["label"] for x in lives] == ["rate-0-again-1", "rate-1-again-2", "rate-2"]   # the judged runs
+    assert [x[5]["disturbances"] for x in lives] == [[], ["its first 15 steps took 2.0 times the fit's time"], []]
+    assert [[d[0]["label"] for d in x[5]["disturbed"]] for x in lives] == [["rate-0"], ["rate-1", "rate-1-again-1"], []]
+    assert lives[0][5]["disturbed"][0][2] == ["a request's way out took 198 ms"]
+    assert any("no repeat left: judged as it is" in line for line in lines)
+    # with no repeats, each first run is judged as it is
+    served.clear()
+    ctx.v = val.VllmValidation(requests_per_rate=4, repeat_disturbed=0)
+    lives = val._vllm_serve_rates(ctx, [1.0], ["light"], fit, lines.append)
+    assert [x[0] for x in served] == ["rate-0"] and lives[0][5] == {
+        "disturbances": ["a request's way out took 198 ms"], "disturbed": []}
+
+
+def test_the_repeats_summary_and_every_runs_bounds_count_the_disturbed_runs_by_hand():
+    from inferlab.serving.study import validate as val
+    inside, outside = _run([0.05, 0.10, 0.08, -0.12]), _run([0.05, 0.40, 0.08, -0.12])
+    judged = [dict(inside, disturbed_attempts=[{"comparison": outside["comparison"]}], disturbances=[]),
+              dict(inside, disturbed_attempts=[], disturbances=["a request's way in took 91 ms"]),
+              dict(outside, bounded=False, disturbed_attempts=[{"comparison": None}], disturbances=[])]
+    assert val.repeats_summary(judged, 2) == {"max_repeats": 2, "rates_served_again": 2, "disturbed_runs_kept": 2,
+                                              "judged_disturbed": 1}
+    assert not val.within_bounds_every_run(judged)              # run 1's disturbed run missed TTFT p99
+    judged[0]["disturbed_attempts"] = [{"comparison": inside["comparison"]}]
+    assert val.within_bounds_every_run(judged)                  # the unbounded run's unusable one does not count
+    judged[1]["disturbed_attempts"] = [{"comparison": None}]
+    assert not val.within_bounds_every_run(judged)              # a bounded disturbed run with a live 0 does
+
+
+def test_the_runs_table_and_the_conclusion_show_the_disturbed_runs_the_repeat_rule_kept_by_hand():
+    quiet = {"engine_wait_max_s": 0.002, "in_max_s": 0.005, "out_max_s": 0.002}
+    served_again = _pieces_run([0.05, 0.10, 0.08, -0.12], [0.0] * 4, [0.0] * 4)
+    served_again.update(waits=quiet, disturbances=[], disturbed_attempts=[
+        {"disturbances": ["a request's way out took 198 ms"], "comparison": _run([-0.29, -0.82, 0.07, -0.22])["comparison"]},
+        {"disturbances": ["its first 15 steps took 2.2 times the fit's time"],
+         "comparison": _run([0.01, -0.10, 0.04, -0.20])["comparison"]}])
+    first_time = _pieces_run([0.01] * 4, [0.0] * 4, [0.0] * 4)
+    first_time.update(waits=quiet, disturbances=[], disturbed_attempts=[])
+    rec = _steplog_record([served_again, first_time])
+    lines = V.runs_markdown([rec]).splitlines()
+    assert lines[2].startswith("| 1 | light, served again after 2 disturbed runs | 2.00 | +5% |")
+    assert lines[3].startswith("| 1 | light | 2.00 | +1% |")
+    assert lines[-1] == ("Counting the 2 disturbed bounded runs the repeat rule served again and kept, 3 of 4 bounded "
+                         "runs were within all four bounds.")
+    text = V.steplog_conclusion([rec])
+    assert ("Under the repeat rule (a run its own measurements show disturbed is served again and kept), 1 of 2 "
+            "bounded rates were served again (run 1, light: a request's way out took 198 ms, and its first 15 steps "
+            "took 2.2 times the fit's time); 1 of the 2 disturbed runs kept would have been within all bounds.") in text
+    assert "Of the 2 bounded runs within their bounds, 0 were disturbed so" in text

