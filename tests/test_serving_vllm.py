@@ -644,3 +644,18 @@ def test_the_runs_table_and_the_conclusion_show_the_disturbed_runs_the_repeat_ru
             "bounded rates were served again (run 1, light: a request's way out took 198 ms, and its first 15 steps "
             "took 2.2 times the fit's time); 1 of the 2 disturbed runs kept would have been within all bounds.") in text
     assert "Of the 2 bounded runs within their bounds, 0 were disturbed so" in text
+
+
+def test_the_disturbed_runs_table_lists_each_kept_run_then_the_judged_one_by_hand():
+    run = _run([0.05, 0.10, 0.08, -0.12])
+    run.update(disturbances=[], disturbed_attempts=[
+        {"disturbances": ["a request's way out took 198 ms"], "comparison": _run([-0.29, -0.82, 0.07, -0.22])["comparison"]},
+        {"disturbances": ["its first 15 steps took 2.2 times the fit's time", "a request's way in took 60 ms"],
+         "comparison": None}])
+    quiet = dict(_run([0.01] * 4), disturbances=[], disturbed_attempts=[])
+    lines = V.disturbed_markdown([_record("t", [run, quiet])]).splitlines()
+    assert lines[2:] == [
+        "| 1 | light | 1 | a request's way out took 198 ms | **\u221229%** | **\u221282%** | +7% | \u221222% |",
+        "| 1 | light | 2 | its first 15 steps took 2.2 times the fit's time; a request's way in took 60 ms | n/a | n/a | n/a | n/a |",
+        "| 1 | light | 3 | nothing (judged) | +5% | +10% | +8% | \u221212% |"]
+    assert V.disturbed_markdown([_record("t", [quiet])]) == ""

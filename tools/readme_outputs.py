@@ -157,6 +157,36 @@ def vllm_held_out_conclusion() -> str:
     return steplog_conclusion(_vllm_records(VLLM_HELD_OUT)) + "\n"
 
 
+VLLM_REPEAT_RULE = VLLM_RECORDS / "repeat-rule-2026-12-05"
+
+
+def vllm_repeat_rule() -> str:
+    """The three held-out repeats under the repeat rule (validate.VLLM_REPEAT_DISTURBED), judged runs."""
+    return _vllm_table(VLLM_REPEAT_RULE)
+
+
+def vllm_repeat_rule_disturbed() -> str:
+    """The disturbed runs those repeats served again and kept (engines.vllm.disturbed_markdown)."""
+    from inferlab.serving.study.engines.vllm import disturbed_markdown
+    table = disturbed_markdown(_vllm_records(VLLM_REPEAT_RULE))
+    return (table or "No run of these repeats was disturbed: none was served again.") + "\n"
+
+
+def vllm_repeat_rule_pieces() -> str:
+    from inferlab.serving.study.engines.vllm import pieces_markdown
+    return pieces_markdown(_vllm_records(VLLM_REPEAT_RULE)) + "\n"
+
+
+def vllm_repeat_rule_speed() -> str:
+    from inferlab.serving.study.engines.vllm import speed_markdown
+    return speed_markdown(_vllm_records(VLLM_REPEAT_RULE)) + "\n"
+
+
+def vllm_repeat_rule_conclusion() -> str:
+    from inferlab.serving.study.engines.vllm import steplog_conclusion
+    return steplog_conclusion(_vllm_records(VLLM_REPEAT_RULE)) + "\n"
+
+
 def vllm_development_reniced() -> str:
     """The development runs of 2026-12-05 that chose the renicing: one without it, one with it."""
     return _vllm_table(VLLM_RECORDS / "development-2026-12-05")
@@ -211,6 +241,9 @@ REGIONS = {"verdict-counts": verdict_counts, "simulator-vs-transformers": simula
            "vllm-steplog": vllm_steplog, "vllm-pieces": vllm_pieces,
            "vllm-steplog-conclusion": vllm_steplog_conclusion, "vllm-speed": vllm_speed,
            "vllm-reniced": vllm_reniced, "vllm-reniced-respread": vllm_reniced_respread,
+           "vllm-repeat-rule": vllm_repeat_rule, "vllm-repeat-rule-disturbed": vllm_repeat_rule_disturbed,
+           "vllm-repeat-rule-pieces": vllm_repeat_rule_pieces, "vllm-repeat-rule-speed": vllm_repeat_rule_speed,
+           "vllm-repeat-rule-conclusion": vllm_repeat_rule_conclusion,
            "vllm-held-out": vllm_held_out, "vllm-held-out-pieces": vllm_held_out_pieces,
            "vllm-held-out-speed": vllm_held_out_speed, "vllm-held-out-conclusion": vllm_held_out_conclusion,
            "vllm-development-reniced": vllm_development_reniced}

@@ -477,6 +477,38 @@ def runs_markdown(records: list) -> str:
     return "\n".join(lines)
 
 
+def disturbed_markdown(records: list) -> str:
+    """The disturbed runs the repeat rule (validate.VLLM_REPEAT_DISTURBED) served again and kept, as one
+    Markdown table: a row per disturbed run (record, rate, which try), what disturbed it, and its four
+    errors against the same prediction as the judged run's (bold outside a bound of a bounded rate;
+    'n/a' where a live percentile was 0); then the judged run of the same rate. '' where the records kept
+    none."""
+    lines = ["| run | load | try | disturbed by | TTFT p50 | TTFT p99 | ITL p50 | ITL p99 |",
+             "|---|---|---|---|---|---|---|---|"]
+
+    def cells(cmp, bounded, bounds):
+        if cmp is None:
+            return ["n/a"] * 4
+        out = []
+        for m, p in VLLM_ERROR_COLUMNS:
+            e = cmp[m][p]["error"]
+            text = f"{e * 100:+.0f}%".replace("-", "\u2212")
+            out.append(f"**{text}**" if bounded and abs(e) > bounds[p] else text)
+        return out
+
+    for i, rec in enumerate(records, 1):
+        for run in rec["runs"]:
+            kept = run.get("disturbed_attempts") or []
+            for j, a in enumerate(kept, 1):
+                lines.append(f"| {i} | {run['load']} | {j} | {'; '.join(a['disturbances'])} | "
+                             + " | ".join(cells(a["comparison"], run["bounded"], rec["bounds"])) + " |")
+            if kept:
+                why = "; ".join(run.get("disturbances") or []) or "nothing (judged)"
+                lines.append(f"| {i} | {run['load']} | {len(kept) + 1} | {why} | "
+                             + " | ".join(cells(run["comparison"], run["bounded"], rec["bounds"])) + " |")
+    return "\n".join(lines) if len(lines) > 2 else ""
+
+
 VARIANTS = (("comparison", "judged: fit, spreads, front end"),
             ("frontend_medians", "front end at its medians"),   # records from the sampled front end on
             ("deterministic", "without the spreads"), ("engine_only", "without the front end either"))
