@@ -659,3 +659,89 @@ def test_the_disturbed_runs_table_lists_each_kept_run_then_the_judged_one_by_han
         "| 1 | light | 2 | its first 15 steps took 2.2 times the fit's time; a request's way in took 60 ms | n/a | n/a | n/a | n/a |",
         "| 1 | light | 3 | nothing (judged) | +5% | +10% | +8% | \u221212% |"]
     assert V.disturbed_markdown([_record("t", [quiet])]) == ""
+
+
+# -- the front end kept off the worker's cores (VllmSettings.pin_front) -------------------------------------------
+def test_reserved_cpus_are_read_from_the_servers_log():
+    assert V.reserved_cpus_from_log("x\n(EngineCore pid=1) INFO [omp.py:185] \treserved_cpus=[1]\n") == {1}
+    assert V.reserved_cpus_from_log("reserved_cpus=[0]\n... reserved_cpus=[2, 3]\n") == {2, 3}   # the last line
+    assert V.reserved_cpus_from_log("reserved_cpus=[]") is None
+    assert V.reserved_cpus_from_log("no such line") is None
+
+
+PINNED = textwrap.dedent("""
+    import http.server, os, subprocess, sys, threading, time
+    # a stand-in vLLM server: a worker child named as vLLM names it, bound to cpu 0, with a thread of its own;
+    # the server itself with two threads; its log names the reserved cpus (argv[2])
+    worker = subprocess.Popen([sys.executable, "-c", "import os, threading, time\\n"
+                               "open('/proc/self/comm', 'w').write('VLLM::Worker')\\n"
+                               "os.sched_setaffinity(0, {0})\\n"
+                               "threading.Thread(target=time.sleep, args=(600,), daemon=True).start()\\n"
+                               "print(os.getpid(), flush=True)\\ntime.sleep(600)\\n"], stdout=subprocess.PIPE)
+    worker_pid = int(worker.stdout.readline())
+    threading.Thread(target=time.sleep, args=(600,), daemon=True).start()
+    class H(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200 if self.path == "/health" else 404); self.end_headers()
+        def log_message(self, *a): pass
+    print(f"worker {worker_pid}", flush=True)
+    print(f"INFO reserved_cpus=[{sys.argv[2]}]", flush=True)
+    http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
+""")
+
+
+def _allowed(pid):
+    import os
+    return {tid: os.sched_getaffinity(int(tid)) for tid in os.listdir(f"/proc/{pid}/task")}
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs Linux's /proc")
+def test_the_front_end_is_pinned_to_the_reserved_cpus_and_the_worker_is_left_alone(tmp_path):
+    import os
+    script = tmp_path / "pinned.py"
+    script.write_text(PINNED)
+    front = max(os.sched_getaffinity(0))   # a core this test may use (on 1 core: the worker's own)
+
+    class Pinned(FakeServer):
+        def command(self):
+            return [sys.executable, str(script), str(self.port), str(front)]
+
+    with Pinned(script, tmp_path / "p.log", log=None) as srv:
+        worker = int(next(line for line in srv.log_text().splitlines() if line.startswith("worker")).split()[1])
+        server_threads = _allowed(srv.proc.pid)
+        assert len(server_threads) >= 2 and all(c == {front} for c in server_threads.values())
+        assert all(c == {0} for c in _allowed(worker).values())    # vLLM's own binding of its worker, untouched
+        assert srv.front_cpus == [front]
+        assert dict(V.session_processes(srv.proc.pid))[worker] == V.WORKER_COMM
+    # a server whose log names no reserved cpus is left as it is
+    with FakeServer(tmp_path / "fake.py", tmp_path / "f.log", log=None) if (tmp_path / "fake.py").write_text(FAKE) else None as srv:
+        assert srv.front_cpus is None
+    assert V.VllmSettings().pin_front and V.VllmSettings(pin_front=False).to_dict()["pin_front"] is False
+    with pytest.raises(ValueError, match="pin_front must be True or False"):
+        V.VllmSettings(pin_front=1)
+
+
+def test_the_client_runs_on_the_front_ends_cpus_before_its_imports(tmp_path, monkeypatch):
+    import os
+    import subprocess
+    front = max(os.sched_getaffinity(0))
+    head = V.CLIENT.split("from vllm")[0]          # what runs before vLLM's client is imported
+    code = head + "print(sorted(os.sched_getaffinity(0)))\n"
+    out = subprocess.run([sys.executable, "-c", code], env={**os.environ, V.CLIENT_CPUS_ENV: str(front)},
+                         capture_output=True, text=True, check=True).stdout
+    assert out.strip() == f"[{front}]"
+    # bench_serve hands the server's front cpus to the client, and none where the server pinned nothing
+    seen = []
+
+    def run(cmd, **kw):
+        seen.append(kw["env"].get(V.CLIENT_CPUS_ENV))
+        return subprocess.CompletedProcess(cmd, 1)
+
+    monkeypatch.setattr(V.subprocess, "run", run)
+    monkeypatch.setenv(V.CLIENT_CPUS_ENV, "7")      # a stale value from the caller's environment is not passed on
+    w = Workload(np.array([0.0]), np.array([8]), np.array([2]))
+    for cpus in ([1], None):
+        srv = type("S", (), {"port": 1, "front_cpus": cpus})()
+        with pytest.raises(RuntimeError, match="client failed"):
+            V.bench_serve("python", srv, "model", w, tmp_path, "x")
+    assert seen == ["1", None]

@@ -1699,9 +1699,9 @@ def _vllm_measure(ctx: _VllmRun, log) -> dict:
         log(f"vllm: predicted capacity {cap:.2f} requests/s; rates {', '.join(f'{r:.2f}' for r in rates)}")
         lives = _vllm_serve_rates(ctx, rates, names, cals[0]["fit"], log)
         cals.append(_vllm_calibrate(ctx, 1, cals[0]["mix_rates"], log))
-        startup_s = server.startup_s
+        startup_s, front_cpus = server.startup_s, server.front_cpus
     return {"cals": cals, "cap": cap, "lives": lives, "startup_s": startup_s, "ceilings": ceil, "info": info,
-            "cfg": cfg, "kv_blocks": kv_blocks}
+            "cfg": cfg, "kv_blocks": kv_blocks, "front_cpus": front_cpus}
 
 
 def _vllm_record(ctx: _VllmRun, m: dict, t_start: float, log) -> dict:
@@ -1723,6 +1723,7 @@ def _vllm_record(ctx: _VllmRun, m: dict, t_start: float, log) -> dict:
     speeds = [float(_speed(cals[0]["fit"], c["steps"], c["durations_s"])) for c in cals]
     version = V.installed_version(ctx.python)
     config = _vllm_config(v, ctx.settings, m["cfg"], m["kv_blocks"])
+    config["vllm"]["front_cpus"] = m.get("front_cpus")   # where the front end ran (pin_front; None: anywhere)
     calibrations = [{"name": c["name"], "fit": c["fit"].to_dict(), "mix_rates": c["mix_rates"],
                      "part_steps": c["part_steps"],  # the step log's parts: the timed requests, each Poisson run
                      "frontend": {k: [float(x) for x in xs] for k, xs in c["frontend_samples"].items()},

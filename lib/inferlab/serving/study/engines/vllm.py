@@ -51,7 +51,10 @@ OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VLLM_NO_USAGE_ST
 # on the 2-core Xeon, a pause in which the client would neither send nor read. Freezing it did not end the
 # front end's stalls of the 2026-12-05 development runs (their cause was the engine core's busy wait:
 # ENGINE_NICE below); it is kept so that the client cannot add pauses of its own (docs/vllm.md).
-CLIENT = ("import gc, sys\nfrom vllm.utils.argparse_utils import FlexibleArgumentParser\n"
+CLIENT = ("import gc, os, sys\n"
+          "if os.environ.get('INFERLAB_VLLM_CLIENT_CPUS'):\n"   # before its imports start any thread (FRONT_CPUS)
+          "    os.sched_setaffinity(0, {int(c) for c in os.environ['INFERLAB_VLLM_CLIENT_CPUS'].split(',')})\n"
+          "from vllm.utils.argparse_utils import FlexibleArgumentParser\n"
           "from vllm.benchmarks.serve import add_cli_args, main\n"
           "gc.collect()\ngc.freeze()\n"
           "p = FlexibleArgumentParser()\nadd_cli_args(p)\nmain(p.parse_args(sys.argv[1:]))\n")
@@ -67,6 +70,16 @@ STEPLOG_ENV = "INFERLAB_VLLM_STEPLOG"   # the step-log plugin's switch (benchmar
 # 12 ms to reach the engine and no token more than 4 ms to reach the client.
 ENGINE_NICE = 10
 ENGINE_NICE_ENV = "INFERLAB_VLLM_ENGINE_NICE"
+# The front end kept off the worker's cores (VllmSettings.pin_front). vLLM binds its worker's threads to
+# the cores it does not reserve (`reserved_cpus=[1]` in its log on 2 cores) and leaves every other process
+# free to run anywhere: a per-thread sampler over a development run of 2026-12-05 found the API server and
+# each benchmark client running on the worker's core now and then (up to 0.4 s of a client's run), where
+# the kernel shares the core between them and the model. After start-up the harness pins every thread
+# of the server's processes but the worker to the reserved cores, and the client runs there too
+# (CLIENT_CPUS_ENV, applied before the client's imports).
+CLIENT_CPUS_ENV = "INFERLAB_VLLM_CLIENT_CPUS"
+RESERVED_CPUS_LINE = re.compile(r"reserved_cpus=\[([\d,\s]*)\]")
+WORKER_COMM = "VLLM::Worker"
 KV_TOKENS_LINE = re.compile(r"KV cache size: ([\d,]+) tokens")
 
 
@@ -134,6 +147,7 @@ class VllmSettings:
     max_model_len: int = 1024
     dtype: str = "bfloat16"
     engine_nice: int | None = ENGINE_NICE
+    pin_front: bool = True
 
     def __post_init__(self):
         for name in ("max_num_seqs", "max_num_batched_tokens", "block_size", "kv_cache_space_gib", "max_model_len"):
@@ -141,6 +155,8 @@ class VllmSettings:
         n = self.engine_nice
         if n is not None and (isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= 19):
             raise ValueError(f"engine_nice must be None (not reniced) or a niceness in [0, 19]; got {n!r}")
+        if not isinstance(self.pin_front, bool):
+            raise ValueError(f"pin_front must be True or False; got {self.pin_front!r}")
         if not isinstance(self.enable_chunked_prefill, bool):
             raise ValueError(f"enable_chunked_prefill must be True or False; got {self.enable_chunked_prefill!r}")
         if not self.enable_chunked_prefill and self.max_num_batched_tokens < self.max_model_len:
@@ -200,6 +216,7 @@ class VllmServer:
         self.proc = None
         self._log_file = None
         self._old_term = None
+        self.front_cpus = None   # the cores the front end was pinned to (pin_front), once started
 
     @property
     def url(self) -> str:
@@ -250,6 +267,24 @@ class VllmServer:
             time.sleep(1.0)
         self.startup_s = time.perf_counter() - t0
         self.say(f"vLLM server: healthy after {self.startup_s:.0f} s")
+        if self.settings.pin_front:
+            self.pin_front()
+
+    def pin_front(self) -> None:
+        """Every thread of the server's processes but the worker's, pinned to the cores vLLM reserved
+        for them (its log's reserved_cpus; FRONT_CPUS above); self.front_cpus names them (None: the log
+        names none, nothing pinned)."""
+        cpus = reserved_cpus_from_log(self.log_text())
+        if not cpus:
+            self.say("vLLM server: its log names no reserved_cpus; the front end is not pinned")
+            return
+        pinned = {}
+        for pid, comm in session_processes(self.proc.pid):
+            if not comm.startswith(WORKER_COMM):
+                pinned[f"{comm} ({pid})"] = pin_threads(pid, cpus)
+        self.front_cpus = sorted(cpus)
+        self.say(f"vLLM server: front end pinned to cpus {self.front_cpus} (" +
+                 ", ".join(f"{k}: {n} threads" for k, n in pinned.items()) + ")")
 
     def healthy(self) -> bool:
         try:
@@ -294,6 +329,50 @@ class VllmServer:
         if self._old_term is not None:
             signal.signal(signal.SIGTERM, self._old_term)
             self._old_term = None
+
+
+def reserved_cpus_from_log(text: str) -> set | None:
+    """The cores vLLM's CPU backend reserved for the processes other than its worker (the last
+    `reserved_cpus=[...]` line of its log); None where the log names none or an empty list."""
+    found = RESERVED_CPUS_LINE.findall(text)
+    if not found or not found[-1].strip():
+        return None
+    return {int(c) for c in found[-1].split(",") if c.strip()}
+
+
+def session_processes(sid: int) -> list:
+    """[(pid, comm)] of the live processes in session `sid` (the server's: started with
+    start_new_session, so its engine core and worker are in it), from /proc."""
+    out = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        comm = stat[stat.index("(") + 1:stat.rindex(")")]
+        fields = stat[stat.rindex(")") + 2:].split()
+        if int(fields[3]) == sid:   # state ppid pgrp session ...
+            out.append((int(entry.name), comm))
+    return sorted(out)
+
+
+def pin_threads(pid: int, cpus) -> int:
+    """Every thread of process `pid` pinned to `cpus` (sched_setaffinity applies to one thread); the
+    number pinned. Threads that ended meanwhile are skipped."""
+    n = 0
+    try:
+        tids = [int(t) for t in os.listdir(f"/proc/{pid}/task")]
+    except OSError:
+        return 0
+    for tid in tids:
+        try:
+            os.sched_setaffinity(tid, set(cpus))
+            n += 1
+        except (ProcessLookupError, OSError):
+            continue
+    return n
 
 
 def _raise_exit(signum, frame):
@@ -376,8 +455,12 @@ def bench_serve(python, server: VllmServer, model_dir, workload: Workload, work_
     log = work_dir / f"{name}.client.log"
     with open(log, "wb") as f:
         try:
+            env = {**os.environ, **OFFLINE}
+            env.pop(CLIENT_CPUS_ENV, None)
+            if getattr(server, "front_cpus", None):
+                env[CLIENT_CPUS_ENV] = ",".join(str(c) for c in server.front_cpus)
             rc = subprocess.run(client_command(python, server.port, model_dir, trace, len(workload), work_dir, out.name),
-                                stdout=f, stderr=subprocess.STDOUT, env={**os.environ, **OFFLINE},
+                                stdout=f, stderr=subprocess.STDOUT, env=env,
                                 stdin=subprocess.DEVNULL, timeout=limit).returncode
         except subprocess.TimeoutExpired:
             raise RuntimeError(f"vLLM's benchmark client ran past {limit:.0f} s on {name}; see {log}") from None
