@@ -203,8 +203,8 @@ FAKE = textwrap.dedent("""
 
 
 class FakeServer(V.VllmServer):
-    def __init__(self, script, *a, **k):
-        super().__init__(sys.executable, "unused", V.VllmSettings(), *a, **k)
+    def __init__(self, script, *a, settings=V.VllmSettings(), **k):
+        super().__init__(sys.executable, "unused", settings, *a, **k)
         self.script = script
 
     def command(self):
@@ -706,7 +706,9 @@ def test_the_front_end_is_pinned_to_the_reserved_cpus_and_the_worker_is_left_alo
         def command(self):
             return [sys.executable, str(script), str(self.port), str(front)]
 
-    with Pinned(script, tmp_path / "p.log", log=None) as srv:
+    with Pinned(script, tmp_path / "p0.log", log=None) as srv:   # pin_front off (the default): nothing pinned
+        assert srv.front_cpus is None and all(c == os.sched_getaffinity(0) for c in _allowed(srv.proc.pid).values())
+    with Pinned(script, tmp_path / "p.log", log=None, settings=V.VllmSettings(pin_front=True)) as srv:
         worker = int(next(line for line in srv.log_text().splitlines() if line.startswith("worker")).split()[1])
         server_threads = _allowed(srv.proc.pid)
         assert len(server_threads) >= 2 and all(c == {front} for c in server_threads.values())
@@ -714,9 +716,10 @@ def test_the_front_end_is_pinned_to_the_reserved_cpus_and_the_worker_is_left_alo
         assert srv.front_cpus == [front]
         assert dict(V.session_processes(srv.proc.pid))[worker] == V.WORKER_COMM
     # a server whose log names no reserved cpus is left as it is
-    with FakeServer(tmp_path / "fake.py", tmp_path / "f.log", log=None) if (tmp_path / "fake.py").write_text(FAKE) else None as srv:
+    (tmp_path / "fake.py").write_text(FAKE)
+    with FakeServer(tmp_path / "fake.py", tmp_path / "f.log", log=None, settings=V.VllmSettings(pin_front=True)) as srv:
         assert srv.front_cpus is None
-    assert V.VllmSettings().pin_front and V.VllmSettings(pin_front=False).to_dict()["pin_front"] is False
+    assert not V.VllmSettings().pin_front and V.VllmSettings(pin_front=True).to_dict()["pin_front"] is True
     with pytest.raises(ValueError, match="pin_front must be True or False"):
         V.VllmSettings(pin_front=1)
 

@@ -157,34 +157,28 @@ def vllm_held_out_conclusion() -> str:
     return steplog_conclusion(_vllm_records(VLLM_HELD_OUT)) + "\n"
 
 
-VLLM_REPEAT_RULE = VLLM_RECORDS / "repeat-rule-2026-12-05"
+VLLM_REPEAT_RULE = VLLM_RECORDS / "repeat-rule-2026-12-05"   # held out: the repeat rule
+VLLM_PINNED = VLLM_RECORDS / "pinned-2026-12-05"             # held out: the front end pinned too (the current method)
 
 
-def vllm_repeat_rule() -> str:
-    """The three held-out repeats under the repeat rule (validate.VLLM_REPEAT_DISTURBED), judged runs."""
-    return _vllm_table(VLLM_REPEAT_RULE)
+def _series_regions(folder) -> dict:
+    """A series' generated pieces: its runs (engines.vllm.runs_markdown), the disturbed runs the repeat
+    rule kept (disturbed_markdown), each prediction's pieces, the engine's speed, and the conclusion."""
+    from inferlab.serving.study.engines import vllm as V
+
+    def disturbed():
+        table = V.disturbed_markdown(_vllm_records(folder))
+        return (table or "No run of these repeats was disturbed: none was served again.") + "\n"
+
+    return {"": lambda: _vllm_table(folder), "-disturbed": disturbed,
+            "-pieces": lambda: V.pieces_markdown(_vllm_records(folder)) + "\n",
+            "-speed": lambda: V.speed_markdown(_vllm_records(folder)) + "\n",
+            "-conclusion": lambda: V.steplog_conclusion(_vllm_records(folder)) + "\n"}
 
 
-def vllm_repeat_rule_disturbed() -> str:
-    """The disturbed runs those repeats served again and kept (engines.vllm.disturbed_markdown)."""
-    from inferlab.serving.study.engines.vllm import disturbed_markdown
-    table = disturbed_markdown(_vllm_records(VLLM_REPEAT_RULE))
-    return (table or "No run of these repeats was disturbed: none was served again.") + "\n"
-
-
-def vllm_repeat_rule_pieces() -> str:
-    from inferlab.serving.study.engines.vllm import pieces_markdown
-    return pieces_markdown(_vllm_records(VLLM_REPEAT_RULE)) + "\n"
-
-
-def vllm_repeat_rule_speed() -> str:
-    from inferlab.serving.study.engines.vllm import speed_markdown
-    return speed_markdown(_vllm_records(VLLM_REPEAT_RULE)) + "\n"
-
-
-def vllm_repeat_rule_conclusion() -> str:
-    from inferlab.serving.study.engines.vllm import steplog_conclusion
-    return steplog_conclusion(_vllm_records(VLLM_REPEAT_RULE)) + "\n"
+def vllm_development_pinned() -> str:
+    """The development runs that tried the pinned front end (VllmSettings.pin_front)."""
+    return _vllm_table(VLLM_RECORDS / "development-pinned-2026-12-05")
 
 
 def vllm_development_reniced() -> str:
@@ -241,9 +235,9 @@ REGIONS = {"verdict-counts": verdict_counts, "simulator-vs-transformers": simula
            "vllm-steplog": vllm_steplog, "vllm-pieces": vllm_pieces,
            "vllm-steplog-conclusion": vllm_steplog_conclusion, "vllm-speed": vllm_speed,
            "vllm-reniced": vllm_reniced, "vllm-reniced-respread": vllm_reniced_respread,
-           "vllm-repeat-rule": vllm_repeat_rule, "vllm-repeat-rule-disturbed": vllm_repeat_rule_disturbed,
-           "vllm-repeat-rule-pieces": vllm_repeat_rule_pieces, "vllm-repeat-rule-speed": vllm_repeat_rule_speed,
-           "vllm-repeat-rule-conclusion": vllm_repeat_rule_conclusion,
+           **{"vllm-repeat-rule" + k: f for k, f in _series_regions(VLLM_REPEAT_RULE).items()},
+           **{"vllm-pinned" + k: f for k, f in _series_regions(VLLM_PINNED).items()},
+           "vllm-development-pinned": vllm_development_pinned,
            "vllm-held-out": vllm_held_out, "vllm-held-out-pieces": vllm_held_out_pieces,
            "vllm-held-out-speed": vllm_held_out_speed, "vllm-held-out-conclusion": vllm_held_out_conclusion,
            "vllm-development-reniced": vllm_development_reniced}

@@ -70,13 +70,15 @@ STEPLOG_ENV = "INFERLAB_VLLM_STEPLOG"   # the step-log plugin's switch (benchmar
 # 12 ms to reach the engine and no token more than 4 ms to reach the client.
 ENGINE_NICE = 10
 ENGINE_NICE_ENV = "INFERLAB_VLLM_ENGINE_NICE"
-# The front end kept off the worker's cores (VllmSettings.pin_front). vLLM binds its worker's threads to
-# the cores it does not reserve (`reserved_cpus=[1]` in its log on 2 cores) and leaves every other process
-# free to run anywhere: a per-thread sampler over a development run of 2026-12-05 found the API server and
-# each benchmark client running on the worker's core now and then (up to 0.4 s of a client's run), where
-# the kernel shares the core between them and the model. After start-up the harness pins every thread
-# of the server's processes but the worker to the reserved cores, and the client runs there too
-# (CLIENT_CPUS_ENV, applied before the client's imports).
+# The front end kept off the worker's cores (VllmSettings.pin_front; off by default). vLLM binds its
+# worker's threads to the cores it does not reserve (`reserved_cpus=[1]` in its log on 2 cores) and leaves
+# every other process free to run anywhere: a per-thread sampler over a development run of 2026-12-05
+# found the API server and each benchmark client running on the worker's core now and then (up to 0.4 s
+# of a client's run). With pin_front, after start-up the harness pins every thread of the server's
+# processes but the worker to the reserved cores, and the client runs there too (CLIENT_CPUS_ENV, applied
+# before the client's imports). Held out on three repeats (data/measurements/serving/vllm/pinned-2026-12-05)
+# it did worse: on one core the front end's ways in grew in the calibrations (median 5.8 to 7.5 ms, was 4.2
+# to 4.8) more than in the rates, and every bounded TTFT p50 came out 11 % to 36 % long.
 CLIENT_CPUS_ENV = "INFERLAB_VLLM_CLIENT_CPUS"
 RESERVED_CPUS_LINE = re.compile(r"reserved_cpus=\[([\d,\s]*)\]")
 WORKER_COMM = "VLLM::Worker"
@@ -147,7 +149,7 @@ class VllmSettings:
     max_model_len: int = 1024
     dtype: str = "bfloat16"
     engine_nice: int | None = ENGINE_NICE
-    pin_front: bool = True
+    pin_front: bool = False
 
     def __post_init__(self):
         for name in ("max_num_seqs", "max_num_batched_tokens", "block_size", "kv_cache_space_gib", "max_model_len"):
