@@ -514,7 +514,8 @@ def test_the_runs_table_counts_steps_from_the_step_log_when_the_record_has_it():
     assert V.runs_markdown([rec]).splitlines()[2].endswith("| 300 / 310 |")
 
 
-@pytest.mark.parametrize("series, sampled", [("steplog-2026-12-05", False), ("reniced-2026-12-05", True)])
+@pytest.mark.parametrize("series, sampled", [("steplog-2026-12-05", False), ("reniced-2026-12-05", True),
+                                             ("repeat-rule-2026-12-05", True), ("pinned-2026-12-05", True)])
 def test_vllm_repredict_remakes_every_recorded_step_log_prediction_from_the_record_alone(series, sampled):
     """The step-log repeats (docs/vllm.md): the fit over their calibrations' logged steps, the steps' spread
     and the front end (its medians in the first series, its sampled delays in the reniced one), re-made
