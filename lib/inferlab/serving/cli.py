@@ -539,6 +539,11 @@ def register(sub) -> None:
     cmp.set_defaults(func=_cmd_compare)
     cmp.set_defaults(option_defaults={a.dest: cmp.get_default(a.dest) for a in cmp._actions
                                       if a.option_strings and a.dest != "help"})
+    _register_validate(ssub)
+
+
+def _register_validate(ssub) -> None:
+    """`inferlab serving validate` and its options."""
     val = ssub.add_parser("validate", help="serve live and simulate the same workload on the measured "
                                            "operator profile; compare TTFT/ITL p50 and p99 at three loads")
     val.add_argument("--model", default="cpu-0.5b", help="cpu-0.5b, tiny, or a name from `inferlab list`")
