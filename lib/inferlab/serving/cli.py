@@ -583,6 +583,6 @@ def _register_validate(ssub) -> None:
     val.add_argument("--repeat-disturbed", type=int, default=None,
                      help="--engine vllm: serve a rate again, up to this many times, while its own step log shows "
                           "it disturbed (an engine wait or a way in or out of 50 ms or more, or a start at 1.5x "
-                          "the fit); every run is kept (default 2; 0: judge each first run as it is)")
+                          "the fit); every run is kept (unset: 2; 0: judge each first run as it is)")
     val.add_argument("--out", default=None, help="record the comparison (and the profile) as JSON")
     val.set_defaults(func=_cmd_validate)
