@@ -749,3 +749,13 @@ def test_the_client_runs_on_the_front_ends_cpus_before_its_imports(tmp_path, mon
         with pytest.raises(RuntimeError, match="client failed"):
             V.bench_serve("python", srv, "model", w, tmp_path, "x")
     assert seen == ["1", None]
+
+
+@pytest.mark.parametrize("options, match", [
+    ({"engine": "inferlab", "repeat_disturbed": 1}, "repeat_disturbed applies to engine 'vllm' only"),
+    ({"engine": "vllm", "repeat_disturbed": -1}, "repeat_disturbed must be an integer >= 0 and <= 5"),
+])
+def test_validate_refuses_a_repeat_count_it_cannot_use_before_anything_runs(options, match):
+    from inferlab.serving.study import validate as val
+    with pytest.raises(ValueError, match=match):
+        val.validate(log=None, **options)

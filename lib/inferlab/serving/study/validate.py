@@ -218,6 +218,8 @@ def validate(config: ValidationConfig | None = None, *, log=print, **options) ->
     t_start = time.perf_counter()
     log = log or (lambda message: None)  # log=None: quiet
     check_engine(c.engine)
+    if c.engine != "vllm" and c.repeat_disturbed is not None:
+        raise ValueError(f"repeat_disturbed applies to engine 'vllm' only; got engine {c.engine!r}")
     if c.engine == "vllm":  # its own server and client (validate_vllm); the model is the one `make vllm` wrote
         return _vllm_pipeline(c, log)
     c = _checked(c)
