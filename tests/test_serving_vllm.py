@@ -759,3 +759,35 @@ def test_validate_refuses_a_repeat_count_it_cannot_use_before_anything_runs(opti
     from inferlab.serving.study import validate as val
     with pytest.raises(ValueError, match=match):
         val.validate(log=None, **options)
+
+
+def test_the_figures_typed_into_the_vllm_pages_prose_follow_from_the_records():
+    """docs/vllm.md's prose about the 2026-12-05 series quotes figures outside its generated tables;
+    each is recomputed here from the records, so a changed record fails this test."""
+    import json as _json
+    page = (ROOT / "docs" / "vllm.md").read_text(encoding="utf-8")
+    load = lambda series: sorted((_json.loads(p.read_text()) for p in (V.RECORDS / series).glob("*.json")),
+                                 key=lambda r: r["created"])
+    rule, pinned, dev = load("repeat-rule-2026-12-05"), load("pinned-2026-12-05"), load("development-pinned-2026-12-05")
+
+    def rates_speed(records):   # the rates' columns of speed_timeline
+        return [r for rec in records for label, r, _ in V.speed_timeline(rec) if label.startswith("rate")]
+
+    def span(xs, fmt):
+        return f"{min(xs):{fmt}} to {max(xs):{fmt}}"
+
+    assert f"ran at {span(rates_speed(dev), '.2f')} times the fit's speed" in page
+    assert f"they ran at {span(rates_speed(rule), '.2f')}" in page
+    assert f"own decode steps ranged from {span(rates_speed(pinned), '.2f')} of the fit ({span(rates_speed(rule), '.2f')} unpinned)" in page
+    missed = [run for rec in rule for run in rec["runs"] if run["bounded"] and not run["comparison"]["within_bounds"]
+              and abs(run["comparison"]["itl_s"]["p50"]["error"]) > 0.15]
+    ratios = [run["step_time_error"]["median_ratio"] for run in missed]
+    assert f"step time was {ratios[0]:.2f} and {ratios[1]:.2f}" in page
+    slow = sorted(r for r in rates_speed(rule) if r < 0.9)
+    assert f"took {1 / slow[0]:.2f} and {1 / slow[1]:.2f} times the fit's" in page
+    way_in = lambda rec: float(np.median([x for c in rec["calibrations"] for x in c["frontend"]["in_any_s"]])) * 1e3
+    unpinned = rule + load("poisson-spread-2026-12-05")
+    assert (f"median {span([way_in(r) for r in pinned], '.1f')} ms per repeat, from "
+            f"{span([way_in(r) for r in unpinned], '.1f')}") in page
+    ttft = [100 * run["comparison"]["ttft_s"]["p50"]["error"] for rec in pinned for run in rec["runs"] if run["bounded"]]
+    assert f"by {min(ttft):.0f} % to {max(ttft):.0f} %" in page
