@@ -69,11 +69,17 @@ def total_cost(costs) -> Cost:
 @dataclass(frozen=True)
 class ForwardCosts:
     """Per-operator costs of one forward pass: `per_layer` ops repeat n_layers times; `head` ops
-    (embedding lookup, LM head) run once."""
+    (embedding lookup, LM head) run once.
+    dims: each matrix product's weight shape, {op: (K, N)} (x: rows x K times W: K x N), so a
+    kernel-time model can look the product up by shape; its rows are flops / (2 K N) (`rows`).
+    tokens: T, the rows through every per-layer projection (None: not known, a pass built by hand).
+    Neither takes part in equality: they follow from the costs of the ops they describe."""
 
     per_layer: dict = field(hash=False)
     head: dict = field(hash=False)
     n_layers: int
+    dims: dict = field(default_factory=dict, hash=False, compare=False)
+    tokens: object = field(default=None, hash=False, compare=False)
 
     def operators(self) -> dict:
         """Whole-model cost of each operator (per-layer ones multiplied by n_layers)."""
@@ -102,7 +108,19 @@ class ForwardCosts:
     def without(self, *names: str) -> "ForwardCosts":
         """The same pass with some operators dropped (e.g. the quadratic attention terms)."""
         return ForwardCosts({n: c for n, c in self.per_layer.items() if n not in names},
-                            {n: c for n, c in self.head.items() if n not in names}, self.n_layers)
+                            {n: c for n, c in self.head.items() if n not in names}, self.n_layers,
+                            {n: kn for n, kn in self.dims.items() if n not in names}, self.tokens)
+
+    def rows(self, name: str):
+        """Rows of the matrix product `name` (tokens it multiplies): flops / (2 K N), with (K, N) = dims[name];
+        0 where the product does not run (the LM head of a prefill chunk other than the last)."""
+        if name not in self.dims:
+            raise ValueError(f"rows: {name!r} is not a matrix product of this pass; allowed: "
+                             f"{', '.join(self.dims) or 'none (a pass built without dims)'}")
+        k, n = self.dims[name]
+        cost = self.per_layer.get(name, self.head.get(name))
+        out = np.asarray(cost.flops, dtype=float) / (2.0 * k * n)
+        return out if out.ndim else float(out)
 
 
 def linear_cost(tokens, d_in: int, d_out: int, precision: Precision = BF16) -> Cost:
@@ -174,6 +192,10 @@ def forward_costs(model: ModelConfig, batch=1, q_len=1, past_len=0,
     per_layer["mlp_up"] = linear_cost(tokens, d, f, precision)
     per_layer["mlp_down"] = linear_cost(tokens, f, d, precision)
 
+    dims = {"q_proj": (d, model.q_dim), "k_proj": (d, model.kv_dim), "v_proj": (d, model.kv_dim),
+            "o_proj": (model.q_dim, d), "mlp_up": (d, f), "mlp_down": (f, d), "lm_head": (d, model.vocab_size)}
+    if model.gated_mlp:
+        dims["mlp_gate"] = (d, f)
     logit_tokens = tokens if all_logits else b
     head = {
         # A lookup: one row of the table per token, no FLOPs.
@@ -181,7 +203,7 @@ def forward_costs(model: ModelConfig, batch=1, q_len=1, past_len=0,
                           tokens * d * ab, 0.0),
         "lm_head": linear_cost(logit_tokens, d, model.vocab_size, precision),
     }
-    return ForwardCosts(per_layer, head, model.n_layers)
+    return ForwardCosts(per_layer, head, model.n_layers, dims, tokens if tokens.ndim else float(tokens))
 
 
 @context_flag
@@ -246,4 +268,5 @@ def chunked_prefill_costs(model, prompt_len: int, chunk_len: int, batch=1,
     # Only the final chunk needs logits (to sample the first token).
     last = (np.arange(n) == n - 1).astype(float)
     head = dict(costs.head, lm_head=costs.head["lm_head"] * last)
-    return ChunkedPrefill(int(chunk_len), q, past, ForwardCosts(costs.per_layer, head, costs.n_layers))
+    return ChunkedPrefill(int(chunk_len), q, past, ForwardCosts(costs.per_layer, head, costs.n_layers, costs.dims,
+                                                                costs.tokens))
