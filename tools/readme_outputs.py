@@ -24,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 # The pages whose outputs are generated: the front page and the command-line reference.
-PAGES = (README, ROOT / "docs" / "cli.md", ROOT / "docs" / "vllm.md")
+PAGES = (README, ROOT / "docs" / "cli.md", ROOT / "docs" / "vllm.md", ROOT / "docs" / "kernels.md")
 PROMPT = "$ "
 REGION = re.compile(r"(<!-- generated: (?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- end generated -->)", re.S)
 CONSOLE = re.compile(r"(```console\n)(?P<body>.*?)(```)", re.S)
@@ -240,7 +240,14 @@ REGIONS = {"verdict-counts": verdict_counts, "simulator-vs-transformers": simula
            "vllm-development-pinned": vllm_development_pinned,
            "vllm-held-out": vllm_held_out, "vllm-held-out-pieces": vllm_held_out_pieces,
            "vllm-held-out-speed": vllm_held_out_speed, "vllm-held-out-conclusion": vllm_held_out_conclusion,
-           "vllm-development-reniced": vllm_development_reniced}
+           "vllm-development-reniced": vllm_development_reniced,
+           "kernel-fit-errors": lambda: _kernel_report().markdown(),
+           "kernel-fit-numbers": lambda: _kernel_report().fitted_markdown()}
+
+
+def _kernel_report():
+    from inferlab.kernels import report
+    return report
 
 
 def render(text: str) -> str:
