@@ -7,6 +7,10 @@
     overlap              how compute and memory time combine (roofline.OVERLAP_MODES)
     allreduce            whether the TP all-reduces are counted at all
     allreduce_latency_s  the start-up latency of one all-reduce (0: the book's idealisation)
+    efficiency           how fast each kernel runs (efficiency.py): None is Roofline(mfu, mbu), the
+                         ideal roofline or fixed knobs; MeasuredKernels() times the products and small
+                         kernels as Vidur measured them (mfu = mbu = 1, an accelerator with profiles)
+    step_overhead        the CPU time of each engine step (kernels.StepOverhead); None: none counted
 
 The core's time functions take one (`latency.prefill_time_s(model, deployment, prompt_len)`); an
 `Accelerator` in its place means `Deployment(accelerator)` with every default, so the short call
@@ -20,6 +24,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from inferlab.efficiency import MEASURED_DTYPES, MeasuredKernels, Roofline
+from inferlab.kernels import StepOverhead, allreduce_time_s, check_measured
 from inferlab.parallel import DEFAULT_ALLREDUCE_LATENCY_S
 from inferlab.roofline import OVERLAP_MODES
 from inferlab.specs import BF16, Accelerator, Precision
@@ -39,6 +45,8 @@ class Deployment:
     overlap: str = "per_operator"
     allreduce: bool = True
     allreduce_latency_s: float = DEFAULT_ALLREDUCE_LATENCY_S
+    efficiency: Roofline | MeasuredKernels | None = None
+    step_overhead: StepOverhead | None = None
 
     def __post_init__(self):
         for name, cls, how in (("accelerator", Accelerator, "resolve names with inferlab.specs.get_accelerator"),
@@ -57,6 +65,65 @@ class Deployment:
         if not isinstance(self.allreduce, (bool, np.bool_)):
             raise ValueError(f"allreduce must be True or False; got {self.allreduce!r}")
         positive_float("allreduce_latency_s", self.allreduce_latency_s, allow_zero=True)
+        self._check_efficiency()
+        if self.step_overhead is not None and not isinstance(self.step_overhead, StepOverhead):
+            raise ValueError(f"step_overhead must be None or a kernels.StepOverhead (StepOverhead.constant(seconds) "
+                             f"or StepOverhead.from_profile()); got {_short(self.step_overhead)}")
+
+    def _check_efficiency(self) -> None:
+        eff = self.efficiency
+        if isinstance(eff, Roofline):
+            # One place for the knobs: a Roofline given here becomes the mfu and mbu fields.
+            if (self.mfu, self.mbu) not in ((1.0, 1.0), (eff.mfu, eff.mbu)):
+                raise ValueError(f"efficiency={eff!r} and mfu={self.mfu}, mbu={self.mbu} disagree; give the "
+                                 f"knobs once (mfu and mbu, or efficiency=Roofline(mfu, mbu))")
+            object.__setattr__(self, "mfu", float(eff.mfu))
+            object.__setattr__(self, "mbu", float(eff.mbu))
+            object.__setattr__(self, "efficiency", None)
+        elif isinstance(eff, MeasuredKernels):
+            if (self.mfu, self.mbu) != (1.0, 1.0):
+                raise ValueError(f"efficiency=MeasuredKernels() times kernels as measured; mfu and mbu (the "
+                                 f"roofline's knobs) must be 1; got mfu={self.mfu}, mbu={self.mbu}")
+            try:
+                check_measured(self.accelerator)
+            except ValueError as err:
+                raise ValueError(f"efficiency=MeasuredKernels(): {err}") from None
+            for name in ("weights", "activations", "compute_dtype"):
+                dtype = getattr(self.precision, name)
+                if dtype not in MEASURED_DTYPES:
+                    raise ValueError(f"efficiency=MeasuredKernels() was measured on 16-bit products; precision "
+                                     f"{name.removesuffix('_dtype')} must be one of {', '.join(MEASURED_DTYPES)}; "
+                                     f"got {dtype}")
+            if self.overlap != "per_operator":
+                raise ValueError(f"efficiency=MeasuredKernels() runs the measured kernels back to back; overlap "
+                                 f"must be 'per_operator'; got {self.overlap!r}")
+            if self.allreduce and self.tp > 1:
+                try:  # a GPU count the collective profiles lack: refused now, not at the first time asked
+                    allreduce_time_s(self.accelerator, 1.0, self.tp, node="nvswitch")
+                except ValueError as err:
+                    raise ValueError(f"efficiency=MeasuredKernels() with tp={self.tp}: {err}") from None
+            if self.allreduce_latency_s != DEFAULT_ALLREDUCE_LATENCY_S:
+                raise ValueError(f"efficiency=MeasuredKernels() times each all-reduce as measured (its latency "
+                                 f"included); leave allreduce_latency_s at its default; got {self.allreduce_latency_s}")
+        elif eff is not None:
+            raise ValueError(f"efficiency must be None (the roofline at mfu, mbu), efficiency.Roofline(mfu, mbu) "
+                             f"or efficiency.MeasuredKernels(); got {_short(eff)}")
+
+    @property
+    def efficiency_model(self) -> Roofline | MeasuredKernels:
+        """The efficiency object every time goes through: `efficiency`, or Roofline(mfu, mbu) when None."""
+        return Roofline(self.mfu, self.mbu) if self.efficiency is None else self.efficiency
+
+    def describe(self) -> str:
+        """One line: which efficiency and which step overhead the times use."""
+        overhead = self.step_overhead.label if self.step_overhead is not None else "none"
+        return f"efficiency: {self.efficiency_model.label_on(self.accelerator)}; step overhead: {overhead}"
+
+    def step_overhead_s(self, batch):
+        """The CPU time of one engine step with `batch` sequences: step_overhead.time_s(batch), 0 when None."""
+        if self.step_overhead is None:
+            return 0.0 * np.asarray(batch, dtype=float) if np.ndim(batch) else 0.0
+        return self.step_overhead.time_s(batch)
 
     def with_(self, **changes) -> "Deployment":
         """A copy with `changes` applied (validated again)."""

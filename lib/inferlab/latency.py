@@ -1,8 +1,10 @@
 """Serving-level predictions: TTFT, ITL, throughput, the KV-crossover batch and cost per token.
 
-All times come from the per-operator roofline (`roofline.pass_time_s`) applied to the exact
-operator costs (`costs`), on one of a deployment's `tp` devices (`deployment.Deployment`), plus the
-tensor-parallel all-reduces.
+All times come from the deployment's efficiency model (`deployment.Deployment.efficiency_model`:
+the per-operator roofline, `roofline.pass_time_s`, by default; or measured kernel times, see
+`efficiency`) applied to the exact operator costs (`costs`), on one of a deployment's `tp` devices
+(`deployment.Deployment`), plus the tensor-parallel all-reduces and, when the deployment has one, the
+CPU time of the engine step (one step per pass).
 The closed forms the chapter uses (2*P*S/peak, (M + B*C_kv)/BW) are here too, named `*_rule`,
 so a reader can set the book's shortcut beside the full count.
 """
@@ -13,9 +15,9 @@ import numpy as np
 from inferlab.context import context_flag
 from inferlab.costs import ATTENTION_OPS, decode_costs, prefill_costs
 from inferlab.deployment import as_deployment
+from inferlab.efficiency import communication_time_s
 from inferlab.memory import kv_cache_bytes, weight_bytes
-from inferlab.parallel import tp_communication_time_s, tp_shard
-from inferlab.roofline import pass_time_s
+from inferlab.parallel import tp_shard
 from inferlab.specs import BF16, Precision, check_accelerator, check_model, check_precision
 from inferlab.input_checks import finite_result, fraction, positive_float, positive_int
 
@@ -28,17 +30,19 @@ def prefill_time_s(model, deployment, prompt_len, batch=1, precision: Precision 
     include_attention=False drops the quadratic QK^T and PV terms: the linear model TTFT ~ 2*P*S/peak.
     Under tensor parallelism each of the 2*L all-reduces costs its bandwidth term plus the
     deployment's allreduce_latency_s (default 8 us, see parallel.DEFAULT_ALLREDUCE_LATENCY_S; 0 is
-    the book's idealisation)."""
+    the book's idealisation). A deployment's step_overhead adds its CPU time for `batch` sequences."""
     d = as_deployment(deployment, precision)
     model = check_model(model)
     shard = tp_shard(model, d.tp)
     costs = prefill_costs(shard, batch, prompt_len, d.precision, causal=causal)
     if not include_attention:
         costs = costs.without(*ATTENTION_OPS)
-    t = pass_time_s(costs, d.accelerator, d.precision.compute_dtype, d.mfu, d.mbu, d.overlap)
+    t = d.efficiency_model.pass_time_s(costs, shard, d)
     if d.allreduce:
         tokens = np.asarray(batch, dtype=float) * np.asarray(prompt_len, dtype=float)  # no int64 wrap-around
-        t = t + tp_communication_time_s(model, tokens, d.tp, d.accelerator, d.precision, d.allreduce_latency_s)
+        t = t + communication_time_s(model, tokens, d)
+    if d.step_overhead is not None:
+        t = t + d.step_overhead.time_s(batch)
     return t if np.ndim(t) else float(t)
 
 
@@ -51,14 +55,16 @@ def decode_step_time_s(model, deployment, context_len, batch=1, precision: Preci
     on `deployment` (a Deployment; an Accelerator means Deployment(accelerator, precision or BF16)).
     At small batch this is ~ (weight bytes + batch * KV bytes) / bandwidth. Tensor parallelism adds
     2*L all-reduces, each with the deployment's allreduce_latency_s (default 8 us; 0 is the book's
-    idealisation)."""
+    idealisation). A deployment's step_overhead adds its CPU time for `batch` sequences."""
     d = as_deployment(deployment, precision)
     model = check_model(model)
     shard = tp_shard(model, d.tp)
     costs = decode_costs(shard, batch, context_len, d.precision)
-    t = pass_time_s(costs, d.accelerator, d.precision.compute_dtype, d.mfu, d.mbu, d.overlap)
+    t = d.efficiency_model.pass_time_s(costs, shard, d)
     if d.allreduce:
-        t = t + tp_communication_time_s(model, batch, d.tp, d.accelerator, d.precision, d.allreduce_latency_s)
+        t = t + communication_time_s(model, batch, d)
+    if d.step_overhead is not None:
+        t = t + d.step_overhead.time_s(batch)
     return t if np.ndim(t) else float(t)
 
 

@@ -25,12 +25,15 @@ def simulate(workload: Workload, model: ModelConfig | None = None, accelerator: 
              replicas: int = 1, router: str = "round-robin", block_tokens: int = 16,
              kv_blocks: int | None = None, memory_utilization: float = 0.9,
              watermark: float = 0.01, mfu: float = 1.0, mbu: float = 1.0,
-             step_time=None, prefix_caching: bool = False) -> SimResult:
+             step_time=None, prefix_caching: bool = False, efficiency=None,
+             step_overhead=None) -> SimResult:
     """Run `workload` to completion. model, accelerator: objects (`specs.get_model`, `get_accelerator`);
     None for either is the chapter's scenario (`specs.book_scenario`: Llama-2 13B as the book counts it,
     one H100 SXM), so `simulate(workload)` runs. KV blocks per replica: `kv_blocks`, or what fits beside the
     weights (`kv.kv_capacity_blocks`). watermark: fraction of blocks kept free at admission
     (vLLM's 1 %). step_time: a StepTimeModel (`step_time_s(step, t_s)`); default the roofline (`RooflineStepTime`).
+    efficiency, step_overhead: the default step time's kernel times and CPU time per step, as
+    `deployment.Deployment` takes them (None: the roofline at mfu, mbu; no CPU term).
     prefix_caching: reuse the KV blocks of shared prefixes (`Workload.prefix_id`; see engine.py);
     off, the prefixes are computed in every prefill like any other prompt tokens.
     Reason: the simulator's one entry point, called by keyword from the notebooks, the lab and the CLI;
@@ -52,9 +55,14 @@ def simulate(workload: Workload, model: ModelConfig | None = None, accelerator: 
         positive_int("kv_blocks", kv_blocks)
         fraction("memory_utilization", memory_utilization)
     if step_time is None:
-        step_time = RooflineStepTime(model, acc, precision, tp=tp, mfu=mfu, mbu=mbu)
+        step_time = RooflineStepTime(model, acc, precision, tp=tp, mfu=mfu, mbu=mbu, efficiency=efficiency,
+                                     step_overhead=step_overhead)
     else:
         check_step_time("step_time", step_time)
+        for name, value in (("efficiency", efficiency), ("step_overhead", step_overhead)):
+            if value is not None:
+                raise ValueError(f"{name} applies to the default step time (RooflineStepTime); a step_time "
+                                 f"given has its own: leave out one of them")
     if not isinstance(prefix_caching, (bool, np.bool_)):
         raise ValueError(f"prefix_caching must be True or False; got {prefix_caching!r}")
     if prefix_caching and policy.name == "static":

@@ -9,7 +9,12 @@ per-operator roofline (`roofline.pass_time_s`, overlap='per_operator'):
     step_time = sum over projections, MLP, embedding of max(compute, memory)(T)
               + L * 2 * max(F_pair * pairs / peak, (T * q_dim * b_act + K * kv_dim * b_kv) / BW)
               + max(compute, memory) of the LM head over `logits` rows
-              + tensor-parallel all-reduces of T tokens (`parallel.tp_communication_time_s`)
+              + tensor-parallel all-reduces of T tokens (`efficiency.communication_time_s`)
+              + the engine's CPU time for the step's sequences (a deployment's step_overhead; none by default)
+
+The projections, MLP, embedding, LM head and all-reduces are timed by the efficiency model
+(`efficiency`: the roofline above, or Vidur's measured kernels, which add the small kernels);
+attention stays on the roofline in both.
 
 with `pairs` the query-key pairs scored (q*p + q(q+1)/2 per sequence with q new and p cached
 tokens) and K the keys read (p + q per sequence). For a uniform batch this is exactly
@@ -32,8 +37,9 @@ import numpy as np
 
 from inferlab.context import beyond_context
 from inferlab.costs import ATTENTION_OPS, forward_costs
-from inferlab.parallel import DEFAULT_ALLREDUCE_LATENCY_S, tp_communication_time_s, tp_shard
-from inferlab.roofline import roofline_time_s
+from inferlab.deployment import Deployment
+from inferlab.efficiency import communication_time_s
+from inferlab.parallel import DEFAULT_ALLREDUCE_LATENCY_S, tp_shard
 from inferlab.specs import BF16, Precision, check_accelerator, check_model, check_precision
 from inferlab.units import bytes_per_element
 from inferlab.input_checks import fraction, positive_float
@@ -94,13 +100,17 @@ class StepTimeModel(Protocol):
 
 
 class RooflineStepTime:
-    """The library's roofline step time for one model instance (tp devices); see the module doc.
+    """The library's step time for one model instance (tp devices); see the module doc. The kernels
+    are timed by `efficiency` (None: the roofline at mfu, mbu; `efficiency.MeasuredKernels()`: Vidur's
+    measured kernels, mfu = mbu = 1) and each step adds `step_overhead` (a kernels.StepOverhead, for
+    the step's sequences; None: no CPU term), as `deployment.Deployment` takes them.
     Token-dependent terms are tabulated once (vectorised through `costs.forward_costs`) and
     looked up per step, so a simulated step costs a few list lookups."""
 
     def __init__(self, model, accelerator, precision: Precision = BF16, *, tp: int = 1,
                  mfu: float = 1.0, mbu: float = 1.0, allreduce: bool = True,
-                 allreduce_latency_s: float = DEFAULT_ALLREDUCE_LATENCY_S):
+                 allreduce_latency_s: float = DEFAULT_ALLREDUCE_LATENCY_S, efficiency=None,
+                 step_overhead=None):
         self.model = check_model(model)
         self.accelerator = check_accelerator(accelerator)
         self.precision = check_precision(precision)
@@ -108,37 +118,48 @@ class RooflineStepTime:
         fraction("mbu", mbu)
         positive_float("allreduce_latency_s", allreduce_latency_s, allow_zero=True)
         self.shard = tp_shard(self.model, tp)
-        self.tp, self.mfu, self.mbu = int(tp), float(mfu), float(mbu)
+        # The deployment checks the efficiency against the knobs, accelerator and precision, once.
+        self.deployment = Deployment(self.accelerator, self.precision, tp=tp, mfu=mfu, mbu=mbu,
+                                     allreduce=allreduce, allreduce_latency_s=allreduce_latency_s,
+                                     efficiency=efficiency, step_overhead=step_overhead)
+        self.efficiency = self.deployment.efficiency_model
+        self.step_overhead = self.deployment.step_overhead
+        self.tp, self.mfu, self.mbu = int(tp), float(self.deployment.mfu), float(self.deployment.mbu)
         self.allreduce, self.allreduce_latency_s = bool(allreduce), float(allreduce_latency_s)
         dtype = self.precision.compute_dtype
         self._dtype = dtype
         s = self.shard
         # Attention constants: one of the two kernels (QK^T or PV), all layers.
-        self._pair_s = s.n_layers * 2.0 * s.n_heads * s.head_dim / (mfu * self.accelerator.peak(dtype))
-        bw = mbu * self.accelerator.hbm_bytes_per_s
+        self._pair_s = s.n_layers * 2.0 * s.n_heads * s.head_dim / (self.mfu * self.accelerator.peak(dtype))
+        bw = self.mbu * self.accelerator.hbm_bytes_per_s
         self._q_byte_s = s.n_layers * s.q_dim * bytes_per_element(self.precision.activations) / bw
         self._kv_byte_s = s.n_layers * s.kv_dim * bytes_per_element(self.precision.kv) / bw
         self._linear: list[float] = [0.0]
         self._head: list[float] = [0.0]
+        self._overhead: list[float] = []
 
     def _grow_linear(self, tokens: int) -> None:
         n = max(2 * len(self._linear), tokens + 1, 1024)
         t = np.arange(len(self._linear), n)
         with beyond_context():  # T is the step's tokens over all its sequences, not one context
             costs = forward_costs(self.shard, 1, t, 0, self.precision).without(*ATTENTION_OPS, "lm_head")
-        times = sum(roofline_time_s(c.flops, c.bytes, self.accelerator, self._dtype, self.mfu, self.mbu)
-                    for c in costs.operators().values())
+        times = self.efficiency.pass_time_s(costs, self.shard, self.deployment)
         if self.allreduce:
-            times = times + tp_communication_time_s(self.model, t, self.tp, self.accelerator,
-                                                    self.precision, self.allreduce_latency_s)
+            times = times + communication_time_s(self.model, t, self.deployment)
         self._linear.extend(np.asarray(times, dtype=float).tolist())
 
     def _grow_head(self, logits: int) -> None:
         n = max(2 * len(self._head), logits + 1, 256)
         b = np.arange(len(self._head), n)
-        c = forward_costs(self.shard, b, 1, 0, self.precision).head["lm_head"]
-        self._head.extend(np.asarray(roofline_time_s(c.flops, c.bytes, self.accelerator, self._dtype,
-                                                     self.mfu, self.mbu), dtype=float).tolist())
+        costs = forward_costs(self.shard, b, 1, 0, self.precision)
+        head = costs.without(*costs.per_layer, *(op for op in costs.head if op != "lm_head"))
+        self._head.extend(np.asarray(self.efficiency.pass_time_s(head, self.shard, self.deployment),
+                                     dtype=float).tolist())
+
+    def _grow_overhead(self, sequences: int) -> None:
+        n = max(2 * len(self._overhead), sequences + 1, 256)
+        self._overhead.extend(np.asarray(self.step_overhead.time_s(np.arange(len(self._overhead), n)),
+                                         dtype=float).tolist())
 
     def attention_time_s(self, tokens: int, attn_pairs: float, attn_kv_tokens: float) -> float:
         """Both attention kernels over all layers: 2 * max(compute, memory) of one."""
@@ -146,23 +167,31 @@ class RooflineStepTime:
                          self._q_byte_s * tokens + self._kv_byte_s * attn_kv_tokens)
 
     def step_time_s(self, step: StepShape, t_s: float) -> float:
-        """The roofline time of `step` (the same at any t_s)."""
+        """The time of `step` (the same at any t_s)."""
         if not step.chunks:  # a decode-only step: its totals are its decodes' (the common step, kept cheap)
             kv = float(step.decode_kv_tokens)
-            return self(step.decode_seqs, step.sampled, kv, kv)
-        return self(step.tokens, step.sampled, step.attn_pairs, step.attn_kv_tokens)
+            return self(step.decode_seqs, step.sampled, kv, kv, step.decode_seqs)
+        return self(step.tokens, step.sampled, step.attn_pairs, step.attn_kv_tokens, step.sequences)
 
-    def __call__(self, tokens: int, logits: int, attn_pairs: float, attn_kv_tokens: float) -> float:
+    def __call__(self, tokens: int, logits: int, attn_pairs: float, attn_kv_tokens: float,
+                 sequences: int | None = None) -> float:
         """The module doc's formula from the step's totals: `tokens` fed, `logits` sampled,
-        `attn_pairs` query-key pairs scored, `attn_kv_tokens` keys read (what `step_time_s` reads
-        off a StepShape; kept for the lab's worked numbers)."""
+        `attn_pairs` query-key pairs scored, `attn_kv_tokens` keys read, `sequences` in the step (for
+        the step overhead; None: `logits`, true of a step where every sequence samples) (what
+        `step_time_s` reads off a StepShape; kept for the lab's worked numbers)."""
         if tokens >= len(self._linear):
             self._grow_linear(tokens)
         if logits >= len(self._head):
             self._grow_head(logits)
-        return (self._linear[tokens] + self._head[logits]
-                + 2.0 * max(self._pair_s * attn_pairs,
-                            self._q_byte_s * tokens + self._kv_byte_s * attn_kv_tokens))
+        t = (self._linear[tokens] + self._head[logits]
+             + 2.0 * max(self._pair_s * attn_pairs,
+                         self._q_byte_s * tokens + self._kv_byte_s * attn_kv_tokens))
+        if self.step_overhead is None:
+            return t
+        sequences = logits if sequences is None else sequences
+        if sequences >= len(self._overhead):
+            self._grow_overhead(sequences)
+        return t + self._overhead[sequences]
 
     def prefill_s(self, prompt_tokens: int) -> float:
         """One prompt alone, in one step (= latency.prefill_time_s for batch 1)."""
