@@ -165,3 +165,31 @@ def test_vendored_data_carries_source_and_licence():
     readme = (VIDUR / "README.md").read_text()
     assert "7d47513363ec447a741ac5e47241580b47724fbf" in readme and "MIT" in readme
     assert "Permission is hereby granted" in (VIDUR / "LICENSE").read_text()
+
+
+@pytest.mark.parametrize("name", ["h100-sxm", "a100-80gb"])
+def test_spec_allreduce_is_the_fit_of_the_vendored_profile(name):
+    # data/accelerators.toml carries the ring formula's two numbers for the measured nodes; they must be
+    # what kernels.collectives.ring_fit makes of the vendored profile today (to the 4 digits typed there).
+    from inferlab.kernels.collectives import ring_fit
+    acc = get_accelerator(name)
+    fit = ring_fit(name)
+    assert acc.allreduce_latency_s == pytest.approx(fit.latency_s, rel=5e-4)
+    assert acc.allreduce_bus_bytes_per_s == pytest.approx(fit.bus_bytes_per_s, rel=5e-4)
+    assert "Vidur" in acc.allreduce_source and name.split("-")[0] in acc.allreduce_source
+
+
+def test_parallel_allreduce_default_follows_the_measured_node():
+    from inferlab import parallel
+    # An 8-GPU H100 node, a decode message of Llama-2 70B at B = 1 (8192 x 2 bytes): the ring formula with
+    # the spec's measured latency and bus bandwidth, by hand, and within 35 % of the profiled points.
+    by_hand = H100.allreduce_latency_s + 2 * 7 / 8 * 16_384 / H100.allreduce_bus_bytes_per_s
+    assert parallel.allreduce_time_s(16_384, 8, H100) == pytest.approx(by_hand, rel=1e-12)
+    measured = float(np.median(_network("h100_dgx", 8, 8_192, 32_768)))
+    assert parallel.allreduce_time_s(16_384, 8, H100) == pytest.approx(measured, rel=0.35)
+    # An accelerator without a measured node keeps the 8 us start-up and its datasheet link.
+    h200 = get_accelerator("h200")
+    assert parallel.allreduce_time_s(16_384, 8, h200) == pytest.approx(
+        parallel.DEFAULT_ALLREDUCE_LATENCY_S + 2 * 7 / 8 * 16_384 / h200.interconnect_bytes_per_s)
+    # latency 0: the book's idealisation, bandwidth only.
+    assert parallel.allreduce_time_s(16_384, 8, H100, latency_s=0.0) == pytest.approx(by_hand - H100.allreduce_latency_s)

@@ -6,7 +6,8 @@
     mfu, mbu             the shares of peak FLOP/s and of HBM bandwidth reached, in (0, 1]
     overlap              how compute and memory time combine (roofline.OVERLAP_MODES)
     allreduce            whether the TP all-reduces are counted at all
-    allreduce_latency_s  the start-up latency of one all-reduce (0: the book's idealisation)
+    allreduce_latency_s  the start-up latency of one all-reduce: None, the accelerator's (its node's measured
+                         one where published, else parallel.DEFAULT_ALLREDUCE_LATENCY_S); 0: the book's idealisation
     efficiency           how fast each kernel runs (efficiency.py): None is Roofline(mfu, mbu), the
                          ideal roofline or fixed knobs; MeasuredKernels() times the products and small
                          kernels as Vidur measured them (mfu = mbu = 1, an accelerator with profiles)
@@ -26,7 +27,6 @@ import numpy as np
 
 from inferlab.efficiency import MEASURED_DTYPES, MeasuredKernels, Roofline
 from inferlab.kernels import StepOverhead, allreduce_time_s, check_measured
-from inferlab.parallel import DEFAULT_ALLREDUCE_LATENCY_S
 from inferlab.roofline import OVERLAP_MODES
 from inferlab.specs import BF16, Accelerator, Precision
 from inferlab.input_checks import choice, fraction, positive_float, positive_int
@@ -44,7 +44,7 @@ class Deployment:
     mbu: float = 1.0
     overlap: str = "per_operator"
     allreduce: bool = True
-    allreduce_latency_s: float = DEFAULT_ALLREDUCE_LATENCY_S
+    allreduce_latency_s: float | None = None
     efficiency: Roofline | MeasuredKernels | None = None
     step_overhead: StepOverhead | None = None
 
@@ -64,7 +64,8 @@ class Deployment:
         choice("overlap", self.overlap, OVERLAP_MODES)
         if not isinstance(self.allreduce, (bool, np.bool_)):
             raise ValueError(f"allreduce must be True or False; got {self.allreduce!r}")
-        positive_float("allreduce_latency_s", self.allreduce_latency_s, allow_zero=True)
+        if self.allreduce_latency_s is not None:
+            positive_float("allreduce_latency_s", self.allreduce_latency_s, allow_zero=True)
         self._check_efficiency()
         if self.step_overhead is not None and not isinstance(self.step_overhead, StepOverhead):
             raise ValueError(f"step_overhead must be None or a kernels.StepOverhead (StepOverhead.constant(seconds) "
@@ -102,7 +103,7 @@ class Deployment:
                     allreduce_time_s(self.accelerator, 1.0, self.tp, node="nvswitch")
                 except ValueError as err:
                     raise ValueError(f"efficiency=MeasuredKernels() with tp={self.tp}: {err}") from None
-            if self.allreduce_latency_s != DEFAULT_ALLREDUCE_LATENCY_S:
+            if self.allreduce_latency_s is not None:
                 raise ValueError(f"efficiency=MeasuredKernels() times each all-reduce as measured (its latency "
                                  f"included); leave allreduce_latency_s at its default; got {self.allreduce_latency_s}")
         elif eff is not None:

@@ -29,7 +29,7 @@ def prefill_time_s(model, deployment, prompt_len, batch=1, precision: Precision 
     on `deployment` (a Deployment; an Accelerator means Deployment(accelerator, precision or BF16)).
     include_attention=False drops the quadratic QK^T and PV terms: the linear model TTFT ~ 2*P*S/peak.
     Under tensor parallelism each of the 2*L all-reduces costs its bandwidth term plus the
-    deployment's allreduce_latency_s (default 8 us, see parallel.DEFAULT_ALLREDUCE_LATENCY_S; 0 is
+    deployment's allreduce_latency_s (default: the accelerator's, parallel.allreduce_latency_s; 0 is
     the book's idealisation). A deployment's step_overhead adds its CPU time for `batch` sequences."""
     d = as_deployment(deployment, precision)
     model = check_model(model)
@@ -54,7 +54,7 @@ def decode_step_time_s(model, deployment, context_len, batch=1, precision: Preci
     """Time of one decode step producing `batch` tokens, each attending over `context_len` positions,
     on `deployment` (a Deployment; an Accelerator means Deployment(accelerator, precision or BF16)).
     At small batch this is ~ (weight bytes + batch * KV bytes) / bandwidth. Tensor parallelism adds
-    2*L all-reduces, each with the deployment's allreduce_latency_s (default 8 us; 0 is the book's
+    2*L all-reduces, each with the deployment's allreduce_latency_s (default: the accelerator's; 0 is the book's
     idealisation). A deployment's step_overhead adds its CPU time for `batch` sequences."""
     d = as_deployment(deployment, precision)
     model = check_model(model)

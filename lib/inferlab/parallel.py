@@ -15,11 +15,12 @@ from inferlab.input_checks import positive_float, positive_int
 
 ALLREDUCES_PER_LAYER = 2
 
-# Start-up latency of one all-reduce over NVLink (seconds per call), added to the bandwidth term.
-# A decode step's message (batch x d_model activations, kilobytes) sits at NCCL's small-message
-# latency floor: the peer inference calculators assume 5-10 us per call, and nccl-tests sweeps on
-# 4-8 x H100 NVLink/NVSwitch put the small-message all-reduce time in that range. 8 us is inside it;
-# pass 0 to reproduce the book's idealisation (communication costs bandwidth only).
+# Start-up latency of one all-reduce (seconds per call) for an accelerator whose spec has no measured
+# all-reduce: the peer inference calculators assume 5-10 us per call. Where a node was measured (the
+# H100 and A100 NVSwitch nodes of Vidur's published profiles, data/accelerators.toml) the spec's
+# fitted latency and bus bandwidth are used instead: 22.6 us and 324 GB/s on the H100 node, so a
+# decode step's kilobyte messages cost 3-5x what this constant with the datasheet's 450 GB/s said.
+# Pass 0 to reproduce the book's idealisation (communication costs bandwidth only).
 DEFAULT_ALLREDUCE_LATENCY_S = 8e-6
 
 
@@ -53,23 +54,43 @@ def tp_shard(model: ModelConfig, tp: int) -> ModelConfig:
     )
 
 
-def allreduce_time_s(message_bytes, tp: int, accelerator, latency_s: float = DEFAULT_ALLREDUCE_LATENCY_S):
+def allreduce_latency_s(accelerator) -> float:
+    """The default start-up latency of one all-reduce on `accelerator`: its node's measured one where
+    the spec carries it (Accelerator.allreduce_latency_s), else DEFAULT_ALLREDUCE_LATENCY_S."""
+    acc = check_accelerator(accelerator)
+    return DEFAULT_ALLREDUCE_LATENCY_S if acc.allreduce_latency_s is None else acc.allreduce_latency_s
+
+
+def allreduce_bus_bytes_per_s(accelerator) -> float:
+    """The bandwidth a ring all-reduce moves its 2(K-1)/K share at: the node's measured bus bandwidth
+    where the spec carries it (Accelerator.allreduce_bus_bytes_per_s), else the interconnect's datasheet
+    bandwidth."""
+    acc = check_accelerator(accelerator)
+    return acc.interconnect_bytes_per_s if acc.allreduce_bus_bytes_per_s is None else acc.allreduce_bus_bytes_per_s
+
+
+def allreduce_time_s(message_bytes, tp: int, accelerator, latency_s: float | None = None):
     """Ring all-reduce: each device sends and receives 2(K-1)/K of the message over its link.
-    time = 2(K-1)/K * bytes / link bandwidth + latency_s (0 for K = 1). latency_s defaults to
-    DEFAULT_ALLREDUCE_LATENCY_S (8 us per call, NVLink); 0 is the book's idealisation."""
+    time = 2(K-1)/K * bytes / bus bandwidth + latency_s (0 for K = 1). The bus bandwidth and the
+    default latency_s (None) are the accelerator's measured all-reduce where its spec has one (H100
+    and A100 NVSwitch nodes, fitted on Vidur's published profiles), else the interconnect's datasheet
+    bandwidth and DEFAULT_ALLREDUCE_LATENCY_S; latency_s 0 drops the start-up cost (the book's
+    idealisation)."""
     positive_int("tp", tp)
     positive_float("message_bytes", message_bytes, allow_zero=True)
-    positive_float("latency_s", latency_s, allow_zero=True)
     acc = check_accelerator(accelerator)
+    latency_s = allreduce_latency_s(acc) if latency_s is None else latency_s
+    positive_float("latency_s", latency_s, allow_zero=True)
     if tp == 1:
         return 0.0 * np.asarray(message_bytes, dtype=float)
-    if acc.interconnect_bytes_per_s <= 0:
+    bus = allreduce_bus_bytes_per_s(acc)
+    if bus <= 0:
         raise ValueError(f"accelerator {acc.name!r} has no interconnect bandwidth for tp={tp}")
-    return 2 * (tp - 1) / tp * np.asarray(message_bytes, dtype=float) / acc.interconnect_bytes_per_s + latency_s
+    return 2 * (tp - 1) / tp * np.asarray(message_bytes, dtype=float) / bus + latency_s
 
 
 def tp_communication_time_s(model, tokens, tp: int, accelerator, precision: Precision = BF16,
-                            latency_s: float = DEFAULT_ALLREDUCE_LATENCY_S):
+                            latency_s: float | None = None):
     """All-reduce time of one forward pass over `tokens` tokens: 2 per layer of tokens*d activations."""
     check_accelerator(accelerator)
     model = check_model(model)

@@ -196,6 +196,12 @@ class Accelerator:
     # memory_bytes (the book's decimal figure); this is documentation and a check on recorded runs.
     reported_memory_bytes: float | None = None
     reported_memory_source: str = ""
+    # A measured all-reduce of the node this accelerator sits in (the ring formula's start-up latency
+    # per call and bus bandwidth), where one was published; None: parallel's defaults (8 us start-up,
+    # the interconnect's datasheet bandwidth).
+    allreduce_latency_s: float | None = None
+    allreduce_bus_bytes_per_s: float | None = None
+    allreduce_source: str = ""
 
     def __post_init__(self):
         """Every field's type is checked; numbers may be Python or numpy (stored as float). A
@@ -215,8 +221,17 @@ class Accelerator:
             if isinstance(peak, (bool, np.bool_)) or not isinstance(peak, (int, float, np.integer, np.floating)):
                 raise ValueError(f"peak_flops_per_s[{dtype}] must be a finite number >= 1; got {_short(peak)}")
             positive_float(f"peak_flops_per_s[{dtype}]", peak, minimum=1.0)
-        for name in ("description", "source", "reported_memory_source"):
+        for name in ("description", "source", "reported_memory_source", "allreduce_source"):
             _check_str_field(self, name)
+        if (self.allreduce_latency_s is None) != (self.allreduce_bus_bytes_per_s is None):
+            raise ValueError("allreduce_latency_s and allreduce_bus_bytes_per_s come together (a measured "
+                             f"all-reduce); got {self.allreduce_latency_s!r} and {self.allreduce_bus_bytes_per_s!r}")
+        if self.allreduce_latency_s is not None:
+            _check_float_field(self, "allreduce_latency_s", allow_zero=True)
+            _check_float_field(self, "allreduce_bus_bytes_per_s")
+            positive_float("allreduce_bus_bytes_per_s", self.allreduce_bus_bytes_per_s, minimum=1.0)
+            if not self.allreduce_source.strip():
+                raise ValueError(f"allreduce_source: a measured all-reduce of {self.name!r} needs its source")
         if self.reported_memory_bytes is not None:
             _check_float_field(self, "reported_memory_bytes")
             positive_float("reported_memory_bytes", self.reported_memory_bytes, minimum=1.0)

@@ -63,18 +63,18 @@ def tensor_parallel_table(model, accelerator, prompt_len, context_len, batch=1, 
                           tps=(1, 2, 4, 8), allreduce_latency_s: float | None = None) -> str:
     """TTFT and ITL on 1, 2, 4, ... devices with tensor parallelism, and each one's speed-up over
     one device. The two all-reduces per layer cost bytes / interconnect bandwidth plus
-    `allreduce_latency_s` each (a fixed start-up cost; None: parallel.DEFAULT_ALLREDUCE_LATENCY_S,
-    8 us; 0: bandwidth only, the book's idealisation)."""
+    `allreduce_latency_s` each (a fixed start-up cost; None: the accelerator's, its node's measured
+    latency where published, parallel.allreduce_latency_s; 0: bandwidth only, the book's idealisation)."""
     check_model(model)
     check_accelerator(accelerator)
     if precision is not None:
         check_precision(precision)
     from inferlab.deployment import Deployment
     from inferlab.latency import decode_step_time_s, prefill_time_s
-    from inferlab.parallel import DEFAULT_ALLREDUCE_LATENCY_S
+    from inferlab.parallel import allreduce_latency_s as default_latency_s
 
     if allreduce_latency_s is None:
-        allreduce_latency_s = DEFAULT_ALLREDUCE_LATENCY_S
+        allreduce_latency_s = default_latency_s(accelerator)
     from inferlab.specs import BF16
 
     precision = precision or BF16

@@ -821,9 +821,9 @@ def growth_order(quantity: str = "recompute", context_lens=(1024, 4096), expecte
 def _tp_step_time(phase, model, accelerator, prompt_len, context_len, allreduce_latency_s):
     """(time on K devices as a function of K, the all-reduce latency used): the prefill of
     `prompt_len` tokens or one decode step at `context_len`, all-reduces at `allreduce_latency_s`
-    (None: the library's default start-up latency)."""
-    from inferlab.parallel import DEFAULT_ALLREDUCE_LATENCY_S
-    lat = DEFAULT_ALLREDUCE_LATENCY_S if allreduce_latency_s is None else allreduce_latency_s
+    (None: the accelerator's default start-up latency, its node's measured one where published)."""
+    from inferlab.parallel import allreduce_latency_s as default_latency_s
+    lat = default_latency_s(accelerator) if allreduce_latency_s is None else allreduce_latency_s
 
     def t(k):
         on = Deployment(accelerator, tp=k, allreduce_latency_s=lat)

@@ -83,3 +83,30 @@ def send_recv_time_s(accelerator, message_bytes, across_nodes: bool = False):
     out = collective_fit(acc.name, "send_recv", node, 2).time_s(message_bytes)
     out = np.where(np.asarray(message_bytes) > 0, out, 0.0)
     return out if np.ndim(out) else float(out)
+
+
+@dataclass(frozen=True)
+class RingFit:
+    """One (latency, bus bandwidth) pair for every GPU count of a node: the ring all-reduce formula
+    t = latency_s + 2 (K - 1) / K * bytes / bus_bytes_per_s fitted on all the node's profiled counts."""
+
+    accelerator: str
+    node: str
+    latency_s: float
+    bus_bytes_per_s: float
+    n_gpus: tuple
+
+
+@functools.cache
+def ring_fit(accelerator_name: str, node: str = "nvswitch") -> RingFit:
+    """The ring formula's two numbers (RingFit) by relative least squares over every profiled
+    all-reduce of `node` on `accelerator_name`: what `parallel.allreduce_time_s` uses by default
+    for an accelerator whose spec carries them (data/accelerators.toml, tested against this fit)."""
+    counts = profiled_collectives(accelerator_name).get(("all_reduce", node), ())
+    ring, measured = [], []
+    for k in counts:
+        size, t = collective_rows(accelerator_name, "all_reduce", node, k)
+        ring.append(2 * (k - 1) / k * size)
+        measured.append(t)
+    latency_s, per_byte_s = fit_affine_relative(np.concatenate(ring), np.concatenate(measured))
+    return RingFit(accelerator_name, node, latency_s, 1.0 / per_byte_s, tuple(counts))

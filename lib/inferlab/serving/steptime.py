@@ -39,7 +39,7 @@ from inferlab.context import beyond_context
 from inferlab.costs import ATTENTION_OPS, forward_costs
 from inferlab.deployment import Deployment
 from inferlab.efficiency import communication_time_s
-from inferlab.parallel import DEFAULT_ALLREDUCE_LATENCY_S, tp_shard
+from inferlab.parallel import allreduce_latency_s as parallel_allreduce_latency_s, tp_shard
 from inferlab.specs import BF16, Precision, check_accelerator, check_model, check_precision
 from inferlab.units import bytes_per_element
 from inferlab.input_checks import fraction, positive_float
@@ -109,14 +109,15 @@ class RooflineStepTime:
 
     def __init__(self, model, accelerator, precision: Precision = BF16, *, tp: int = 1,
                  mfu: float = 1.0, mbu: float = 1.0, allreduce: bool = True,
-                 allreduce_latency_s: float = DEFAULT_ALLREDUCE_LATENCY_S, efficiency=None,
+                 allreduce_latency_s: float | None = None, efficiency=None,
                  step_overhead=None):
         self.model = check_model(model)
         self.accelerator = check_accelerator(accelerator)
         self.precision = check_precision(precision)
         fraction("mfu", mfu)
         fraction("mbu", mbu)
-        positive_float("allreduce_latency_s", allreduce_latency_s, allow_zero=True)
+        if allreduce_latency_s is not None:
+            positive_float("allreduce_latency_s", allreduce_latency_s, allow_zero=True)
         self.shard = tp_shard(self.model, tp)
         # The deployment checks the efficiency against the knobs, accelerator and precision, once.
         self.deployment = Deployment(self.accelerator, self.precision, tp=tp, mfu=mfu, mbu=mbu,
@@ -125,7 +126,9 @@ class RooflineStepTime:
         self.efficiency = self.deployment.efficiency_model
         self.step_overhead = self.deployment.step_overhead
         self.tp, self.mfu, self.mbu = int(tp), float(self.deployment.mfu), float(self.deployment.mbu)
-        self.allreduce, self.allreduce_latency_s = bool(allreduce), float(allreduce_latency_s)
+        self.allreduce = bool(allreduce)
+        self.allreduce_latency_s = (parallel_allreduce_latency_s(self.accelerator) if allreduce_latency_s is None
+                                    else float(allreduce_latency_s))
         dtype = self.precision.compute_dtype
         self._dtype = dtype
         s = self.shard
