@@ -104,11 +104,12 @@ def fitted_markdown() -> str:
         f = linear_fit(get_accelerator(name))
         lines.append(f"| {name} | {f.compute_efficiency:.3f} | {f.bandwidth_efficiency:.3f} | {f.launch_s * 1e6:.2f} us "
                      f"| {f.sharpness:.2f} | {f.wave_share:.2f} | {', '.join(f.fitted_on)} |")
-    lines += ["", "| accelerator | small kernel | floor | per element |", "|---|---|---|---|"]
+    lines += ["", "| accelerator | small kernel | floor t0 | per element b | join exponent q |", "|---|---|---|---|---|"]
     for name in MEASURED_ACCELERATORS:
         for kind in KINDS:
             f = elementwise_fit(name, kind)
-            lines.append(f"| {name} | {kind} | {f.launch_s * 1e6:.2f} us | {f.per_element_s * 1e12:.2f} ps |")
+            lines.append(f"| {name} | {kind} | {f.launch_s * 1e6:.2f} us | {f.per_element_s * 1e12:.2f} ps "
+                         f"| {f.sharpness:.2f} |")
     return "\n".join(lines) + "\n"
 
 
