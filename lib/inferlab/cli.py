@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import json
 import sys
 
 import numpy as np
 
 from inferlab.specs import Precision, get_accelerator, get_model, list_accelerators, list_models
 from inferlab.units import DTYPES, GB, MS
-from inferlab.input_checks import MAX_INT, fraction, nonneg_int, positive_float, positive_int
+from inferlab.input_checks import MAX_INT, choice, fraction, nonneg_int, positive_float, positive_int
 
 # Modules that add subcommands (each has register(subparsers)); missing ones are skipped.
 SUBCOMMAND_MODULES = ("inferlab.claims.cli", "inferlab.measure.cli", "inferlab.figures",
@@ -39,12 +40,82 @@ def _cmd_list(args) -> int:
     return 0
 
 
+# `--efficiency`: how fast each kernel runs (inferlab.efficiency); `--step-overhead`: the profiles of
+# an engine's CPU time per step (kernels.StepOverhead).
+EFFICIENCY_CHOICES = ("ideal", "measured")
+STEP_OVERHEAD_PROFILES = ("vidur-a100",)
+MAX_STEP_OVERHEAD_MS = 10_000.0  # kernels.StepOverhead's bound: 10 s per step
+
+
+def add_efficiency_options(p) -> None:
+    """--efficiency, --step-overhead-ms and --step-overhead (estimate, serve, serving compare)."""
+    p.add_argument("--efficiency", default="ideal", choices=list(EFFICIENCY_CHOICES),
+                   help="how fast each kernel runs: ideal, the roofline at --mfu/--mbu (below 1: fixed knobs); "
+                        "measured, Vidur's published H100/A100 kernel times (--gpu h100-sxm or a100-80gb; "
+                        "attention on the ideal roofline)")
+    p.add_argument("--step-overhead-ms", type=float, default=None,
+                   help="the engine's CPU time per step, ms, added to every pass (unset: none)")
+    p.add_argument("--step-overhead", default=None, choices=list(STEP_OVERHEAD_PROFILES),
+                   help="the engine's CPU time per step from Vidur's A100 scheduler profile: the model's own "
+                        "entry at the nearest profiled TP, else Llama-2 7B at TP 1 (unset: none)")
+
+
+def vidur_step_overhead(model_name: str, tp: int):
+    """Vidur's A100 scheduler profile for `model_name` at `tp`: its own entry at the nearest profiled TP
+    when the profile has the model, else Llama-2 7B at TP 1. Returns the StepOverhead and a note naming
+    the stand-in ('' when the entry is the model's own at this TP)."""
+    from inferlab.kernels import PROFILE_MODELS, StepOverhead
+    from inferlab.kernels.profiles import cpu_overhead_rows
+    name = model_name if model_name in PROFILE_MODELS else "llama-2-7b"
+    tps = sorted(t for m, t in cpu_overhead_rows() if m == PROFILE_MODELS[name])
+    if name != model_name:
+        nearest = 1
+    else:
+        nearest = min(tps, key=lambda t: (abs(t - tp), t))
+    overhead = StepOverhead.from_profile(name, nearest)
+    note = "" if (name, nearest) == (model_name, tp) else f", standing in for {model_name} at TP {tp}"
+    return overhead, note
+
+
+def efficiency_from_options(args, model, acc, precision, tp: int) -> tuple:
+    """(efficiency, step_overhead, note) from --efficiency, --mfu/--mbu, --step-overhead-ms and
+    --step-overhead; a combination that cannot be timed is one line naming the options."""
+    from inferlab.efficiency import MEASURED_DTYPES, MeasuredKernels
+    from inferlab.kernels import StepOverhead, check_measured
+    choice("--efficiency", args.efficiency, EFFICIENCY_CHOICES)
+    efficiency = None
+    if args.efficiency == "measured":
+        if args.mfu != 1 or args.mbu != 1:
+            raise ValueError(f"--efficiency measured times the kernels as measured; --mfu and --mbu (the roofline's "
+                             f"knobs) must stay 1; got --mfu {args.mfu:g}, --mbu {args.mbu:g}")
+        try:
+            check_measured(acc, "--gpu")
+        except ValueError as err:
+            raise ValueError(f"--efficiency measured: {err}") from None
+        for option, dtype in (("--weights-dtype", precision.weights), ("--activations-dtype", precision.activations)):
+            if dtype not in MEASURED_DTYPES:
+                raise ValueError(f"--efficiency measured was measured on 16-bit products; {option} must be one of "
+                                 f"{', '.join(MEASURED_DTYPES)}; got {dtype}")
+        efficiency = MeasuredKernels()
+    overhead, note = None, ""
+    if args.step_overhead_ms is not None and args.step_overhead is not None:
+        raise ValueError(f"give one of --step-overhead-ms ({args.step_overhead_ms:g}) and --step-overhead "
+                         f"({args.step_overhead}), not both")
+    if args.step_overhead_ms is not None:
+        positive_float("--step-overhead-ms", args.step_overhead_ms, allow_zero=True, maximum=MAX_STEP_OVERHEAD_MS)
+        overhead = StepOverhead.constant(args.step_overhead_ms * MS)
+    elif args.step_overhead is not None:
+        choice("--step-overhead", args.step_overhead, STEP_OVERHEAD_PROFILES)
+        overhead, note = vidur_step_overhead(model.name, tp)
+    return efficiency, overhead, note
+
+
 def _cmd_estimate(args) -> int:
     from inferlab.costs import decode_costs, prefill_costs
     from inferlab.deployment import Deployment
     from inferlab.latency import (cost_per_1k_tokens_usd, decode_step_time_s, kv_crossover_batch,
                                   prefill_time_s)
-    from inferlab.memory import kv_cache_bytes, max_batch, memory_budget
+    from inferlab.memory import kv_cache_bytes, max_batch, memory_budget, weight_bytes
     from inferlab.parallel import tp_shard
     from inferlab.roofline import ridge_point, time_weighted_regime
 
@@ -54,6 +125,8 @@ def _cmd_estimate(args) -> int:
     for name in ("batch", "prompt", "tp"):
         positive_int(f"--{name}", getattr(args, name))
     nonneg_int("--output", args.output)
+    if args.context is not None:
+        positive_int("--context", args.context)
     fraction("--mfu", args.mfu)
     fraction("--mbu", args.mbu)
     positive_float("--usd-per-gpu-hour", args.usd_per_gpu_hour, allow_zero=True)
@@ -62,7 +135,14 @@ def _cmd_estimate(args) -> int:
     # Memory kept free on each device: at most all of it (beyond, every configuration is "does not fit").
     positive_float("--reserved-gb", args.reserved_gb, allow_zero=True, maximum=acc.memory_bytes / GB)
     prec = Precision(weights=args.weights_dtype, activations=args.activations_dtype, kv=args.kv_dtype)
-    context = args.prompt + args.output
+    efficiency, overhead, overhead_note = efficiency_from_options(args, model, acc, prec, args.tp)
+    if efficiency is not None and args.allreduce_latency_us != args.allreduce_latency_default_us:
+        raise ValueError(f"--allreduce-latency-us applies to --efficiency ideal (the measured all-reduces include "
+                         f"their latency); leave it out; got {args.allreduce_latency_us:g}")
+    # The decode step's context (ITL, throughput, B*): --context, else prompt + output. The KV cache
+    # holds the longest the sequence gets.
+    decode_context = args.context if args.context is not None else args.prompt + args.output
+    context = max(args.prompt + args.output, decode_context)
     if args.batch * context > MAX_INT:
         raise ValueError(f"--batch x (--prompt + --output) must be <= 2**63 - 1 tokens; got "
                          f"{args.batch} x {context} = {args.batch * context:.3g}")
@@ -74,26 +154,53 @@ def _cmd_estimate(args) -> int:
                          f"with --beyond-context: <= {YARDSTICK_MAX_CONTEXTS * model.max_context_tokens:,} "
                          f"({YARDSTICK_MAX_CONTEXTS} x its maximum context of {model.max_context_tokens:,} tokens)")
     shard = tp_shard(model, args.tp)
+    measured_or_unset = efficiency is not None or args.allreduce_latency_us is None
+    latency_s = None if measured_or_unset else args.allreduce_latency_us * 1e-6
     dep = Deployment(acc, prec, tp=args.tp, mfu=args.mfu, mbu=args.mbu, allreduce=not args.no_allreduce,
-                     allreduce_latency_s=args.allreduce_latency_us * 1e-6)
+                     allreduce_latency_s=latency_s, efficiency=efficiency, step_overhead=overhead)
     yard = dict(beyond_context=args.beyond_context)
     budget = memory_budget(model, acc, args.batch, context, prec, tp=args.tp,
                            reserved_bytes=args.reserved_gb * GB, **yard)
     ttft = prefill_time_s(model, dep, args.prompt, args.batch, **yard)
-    itl = decode_step_time_s(model, dep, context, args.batch, **yard)
-    dtype = prec.compute_dtype
-    pre_regime = time_weighted_regime(prefill_costs(shard, args.batch, args.prompt, prec, **yard), acc, dtype)
-    dec_regime = time_weighted_regime(decode_costs(shard, args.batch, context, prec, **yard), acc, dtype)
+    itl = decode_step_time_s(model, dep, decode_context, args.batch, **yard)
     try:
         bmax = max_batch(model, acc, context, prec, tp=args.tp, reserved_bytes=args.reserved_gb * GB, **yard)
         bmax_text = str(bmax)
     except ValueError as err:
-        bmax_text = f"none ({err})"
+        bmax, bmax_text = None, f"none ({err})"
+    if args.json:
+        alone = prefill_time_s(model, dep, args.prompt, 1, **yard)
+        eff = dep.efficiency_model
+        print(json.dumps({
+            "model": model.name, "accelerator": acc.name, "tp": args.tp,
+            "efficiency": {"name": eff.name, "label": eff.label_on(acc)},
+            "step_overhead": None if overhead is None else overhead.label + overhead_note,
+            "step_overhead_s": None if overhead is None else overhead.time_s(args.batch),
+            "batch": args.batch, "prompt": args.prompt, "output": args.output, "context": decode_context,
+            "params_total": model.n_params, "params_active": model.n_params,  # dense models: every parameter runs
+            "weights_bytes": weight_bytes(model, prec),
+            "kv_cache_bytes_per_sequence": kv_cache_bytes(model, context, 1, prec, **yard),
+            "per_device": {"weights_bytes": budget.weight_bytes, "kv_cache_bytes": budget.kv_bytes,
+                           "free_bytes": budget.free_bytes},
+            "ttft_s": alone, "prefill_batch_s": ttft, "itl_s": itl,
+            "throughput_tokens_per_s": args.batch / itl, "max_batch": bmax, "fits": bool(budget.fits),
+        }, indent=2))
+        if not within_context(model, context):
+            print(f"warning: {context_message(model, context)}", file=sys.stderr)
+        if not budget.fits:
+            print("warning: this configuration does not fit in memory; times are for an impossible run",
+                  file=sys.stderr)
+            return 2
+        return 0
+    dtype = prec.compute_dtype
+    pre_regime = time_weighted_regime(prefill_costs(shard, args.batch, args.prompt, prec, **yard), acc, dtype)
+    dec_regime = time_weighted_regime(decode_costs(shard, args.batch, decode_context, prec, **yard), acc, dtype)
 
     print(f"{model.name} on {args.tp} x {acc.name}: batch {args.batch}, prompt {args.prompt}, "
           f"output {args.output} tokens; weights {prec.weights}, activations {prec.activations}, "
-          f"KV {prec.kv}; MFU {args.mfu}, MBU {args.mbu}"
-          + (f"; all-reduce latency {args.allreduce_latency_us:g} us" if args.tp > 1 and not args.no_allreduce else ""))
+          f"KV {prec.kv}; {dep.describe()}{overhead_note}"
+          + (f"; all-reduce latency {args.allreduce_latency_us:g} us"
+             if args.tp > 1 and not args.no_allreduce and efficiency is None else ""))
     if not within_context(model, context):
         print(f"warning: {context_message(model, context)}", file=sys.stderr)
     print(f"ridge point {ridge_point(acc, dtype):.0f} FLOP/byte ({dtype})")
@@ -107,10 +214,10 @@ def _cmd_estimate(args) -> int:
     if args.batch > 1:
         alone = prefill_time_s(model, dep, args.prompt, 1, **yard)
         print(f"  ({args.batch} prompts in one pass; one prompt alone: {alone / MS:.2f} ms)")
-    print(f"decode step/ITL  {itl / MS:9.2f} ms   ({dec_regime}-bound, at context {context})")
+    print(f"decode step/ITL  {itl / MS:9.2f} ms   ({dec_regime}-bound, at context {decode_context})")
     thr = args.batch / itl
     print(f"decode throughput {thr:9.0f} tokens/s  ({thr / args.batch:.0f} per sequence)")
-    print(f"KV-crossover B*  {kv_crossover_batch(model, context, prec, args.tp, **yard):9.1f}")
+    print(f"KV-crossover B*  {kv_crossover_batch(model, decode_context, prec, args.tp, **yard):9.1f}")
     if args.usd_per_gpu_hour:
         cost = cost_per_1k_tokens_usd(thr, args.usd_per_gpu_hour, args.tp)
         print(f"cost             ${cost:.5f} per 1k output tokens at ${args.usd_per_gpu_hour}/GPU-hour")
@@ -161,6 +268,9 @@ def build_parser() -> argparse.ArgumentParser:
     est.add_argument("--prompt", type=int, default=1024,
                      help="prompt length S in tokens (prompt + output must fit the model's context)")
     est.add_argument("--output", type=int, default=0, help="tokens generated; ITL is at context prompt+output")
+    est.add_argument("--context", type=int, default=None,
+                     help="the decode step's context in tokens (ITL, throughput, B*; unset: prompt + output); "
+                          "memory holds the longer of it and prompt + output")
     est.add_argument("--beyond-context", action="store_true",
                      help="allow prompt + output beyond the model's maximum context (a yardstick only)")
     est.add_argument("--tp", type=int, default=1, help="tensor-parallel degree")
@@ -173,10 +283,14 @@ def build_parser() -> argparse.ArgumentParser:
                          help=f"number format of the {cls}")
     est.add_argument("--mfu", type=float, default=1.0, help="achieved fraction of peak FLOP/s")
     est.add_argument("--mbu", type=float, default=1.0, help="achieved fraction of peak bandwidth")
+    add_efficiency_options(est)
+    est.add_argument("--json", action="store_true",
+                     help="print one JSON object: the configuration, efficiency, memory, TTFT of one prompt, ITL, "
+                          "throughput, max batch, fits")
     est.add_argument("--reserved-gb", type=float, default=0.0, help="memory kept free (activations, slack)")
     est.add_argument("--usd-per-gpu-hour", type=float, default=0.0,
                      help="price of one GPU-hour in dollars; 0: no cost line")
-    est.set_defaults(func=_cmd_estimate)
+    est.set_defaults(func=_cmd_estimate, allreduce_latency_default_us=est.get_default("allreduce_latency_us"))
 
     for modname in SUBCOMMAND_MODULES:
         try:

@@ -8,6 +8,7 @@ import math
 from pathlib import Path
 
 from inferlab.atomicio import write_text_atomic
+from inferlab.cli import add_efficiency_options, efficiency_from_options
 from inferlab.specs import Precision, get_accelerator, get_model
 from inferlab.units import DTYPES, MS
 from inferlab.input_checks import choice, fraction, positive_float, positive_int
@@ -40,6 +41,7 @@ def _engine_options(p) -> None:
                        help=f"number format of the {'weights' if cls == 'weights' else 'KV cache'}")
     p.add_argument("--mfu", type=float, default=1.0, help="achieved fraction of peak FLOP/s")
     p.add_argument("--mbu", type=float, default=1.0, help="achieved fraction of peak bandwidth")
+    add_efficiency_options(p)
     p.add_argument("--slo-ttft-ms", type=float, default=500.0,
                    help="SLO on time to first token, ms (goodput counts requests within every bound)")
     p.add_argument("--slo-tpot-ms", type=float, default=50.0,
@@ -95,9 +97,11 @@ def _check_block_tokens(args) -> None:
 
 
 def _check_engine(args, default_policy: str, default_budget: int):
+    """(policy, SLO, simulate's keyword arguments, the line saying which efficiency and step overhead)."""
+    from inferlab.deployment import Deployment
     from inferlab.serving.metrics import SLO
     from inferlab.serving.policies import make_policy
-    get_model(args.model), get_accelerator(args.gpu)  # unknown names first, with suggestions
+    model, acc = get_model(args.model), get_accelerator(args.gpu)  # unknown names first, with suggestions
     for name in ("tp", "replicas", "batch_size", "max_num_seqs", "max_batched_tokens", "block_tokens"):
         positive_int("--" + name.replace("_", "-"), getattr(args, name))
     for name in ("token_budget", "kv_blocks"):
@@ -127,10 +131,16 @@ def _check_engine(args, default_policy: str, default_budget: int):
     slo = SLO(ttft_s=args.slo_ttft_ms * MS if args.slo_ttft_ms is not None else None,
               tpot_s=args.slo_tpot_ms * MS if args.slo_tpot_ms is not None else None,
               itl_s=args.slo_itl_ms * MS if args.slo_itl_ms is not None else None)
-    kwargs = dict(precision=Precision(weights=args.weights_dtype, kv=args.kv_dtype), tp=args.tp,
+    precision = Precision(weights=args.weights_dtype, kv=args.kv_dtype)
+    efficiency, overhead, note = efficiency_from_options(args, model, acc, precision, args.tp)
+    # The deployment the step time will build, checked now: one line before any work.
+    line = Deployment(acc, precision, tp=args.tp, mfu=args.mfu, mbu=args.mbu, efficiency=efficiency,
+                      step_overhead=overhead).describe() + note
+    kwargs = dict(precision=precision, tp=args.tp,
                   replicas=args.replicas, router=args.router, block_tokens=args.block_tokens,
-                  kv_blocks=args.kv_blocks, mfu=args.mfu, mbu=args.mbu)
-    return policy, slo, kwargs
+                  kv_blocks=args.kv_blocks, mfu=args.mfu, mbu=args.mbu, efficiency=efficiency,
+                  step_overhead=overhead)
+    return policy, slo, kwargs, line
 
 
 # Defaults that differ between the simulator and --live (a CPU serves a 0.5 B model slowly).
@@ -140,7 +150,8 @@ LIVE_DEFAULTS = {"model": "cpu-0.5b", "max_num_seqs": 8, "rate": 0.5, "duration"
                  "prompt": 64, "output": 16, "token_budget": 256}
 # Options of the simulated hardware and KV pool; --live refuses them when set.
 SIM_ONLY = ("gpu", "tp", "replicas", "router", "batch_size", "timeout_ms", "block_tokens", "kv_blocks",
-            "weights_dtype", "kv_dtype", "mfu", "mbu", "shared_prefix", "prefix_caching")
+            "weights_dtype", "kv_dtype", "mfu", "mbu", "efficiency", "step_overhead_ms", "step_overhead",
+            "shared_prefix", "prefix_caching")
 LIVE_ONLY = ("device", "dtype", "max_len", "threads", "out")
 
 
@@ -197,7 +208,7 @@ def _cmd_serve(args) -> int:
         if getattr(args, name) is None:
             setattr(args, name, value)
     from inferlab.serving.simulate import simulate
-    policy, slo, kwargs = _check_engine(args, "chunked", 512)
+    policy, slo, kwargs, efficiency_line = _check_engine(args, "chunked", 512)
     if args.shared_prefix is not None:
         from inferlab.serving.workload import MAX_TOKENS
         positive_int("--shared-prefix", args.shared_prefix, maximum=MAX_TOKENS)
@@ -220,7 +231,7 @@ def _cmd_serve(args) -> int:
         print(json.dumps(result.summary(slo), indent=2))
         return 0
     print(f"simulated (not served): {args.model} on {args.replicas} replica(s) x tp {args.tp} x {args.gpu}, "
-          f"policy {policy}")
+          f"policy {policy}; {efficiency_line}")
     print(f"workload: {len(workload)} requests, {source}")
     print(result.table(slo))
     return 0
@@ -301,7 +312,7 @@ def _cmd_serve_live(args) -> int:
 def _cmd_compare(args) -> int:
     from inferlab.serving.compare import compare, read_vllm_result
     _note_given(args, args.option_defaults)
-    policy, slo, kwargs = _check_engine(args, "chunked", 2048)
+    policy, slo, kwargs, efficiency_line = _check_engine(args, "chunked", 2048)
     for name in ("slo_ttft_ms", "slo_tpot_ms", "slo_itl_ms"):
         if _given(args, name):
             raise ValueError(f"--{name.replace('_', '-')} has no effect on `serving compare` (it compares "
@@ -331,7 +342,7 @@ def _cmd_compare(args) -> int:
         print(json.dumps(rows, indent=2))
     else:
         print(f"vLLM run {args.vllm_result} vs simulated {args.model} on {args.replicas} x tp {args.tp} x "
-              f"{args.gpu}, policy {policy}")
+              f"{args.gpu}, policy {policy}; {efficiency_line}")
         print(cmp.table())
     if args.figure:
         path = cmp.figure(args.figure)
