@@ -120,12 +120,6 @@ class Deployment:
         overhead = self.step_overhead.label if self.step_overhead is not None else "none"
         return f"efficiency: {self.efficiency_model.label_on(self.accelerator)}; step overhead: {overhead}"
 
-    def step_overhead_s(self, batch):
-        """The CPU time of one engine step with `batch` sequences: step_overhead.time_s(batch), 0 when None."""
-        if self.step_overhead is None:
-            return 0.0 * np.asarray(batch, dtype=float) if np.ndim(batch) else 0.0
-        return self.step_overhead.time_s(batch)
-
     def with_(self, **changes) -> "Deployment":
         """A copy with `changes` applied (validated again)."""
         return dataclasses.replace(self, **changes)
