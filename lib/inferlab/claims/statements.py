@@ -12,6 +12,10 @@ a reason). Verdicts are computed from the experiment's cases, never typed:
   unchecked   no experiment can decide it here (a GPU measurement, model quality, user
               perception, an outside fact); the entry says why.
 
+An experiment may also return a sweep (cases shown beside the verdict, never deciding it: what
+would make it flip) and name the measured node its deciding cases ran on (kernels and all-reduces
+as Vidur measured them); an entry's `note` is a template filled from the experiment's values.
+
 Statement-bearing lines (the coverage rule): every non-empty line of the chapter that is not a
 heading (chapter, section, subsection, part) and ends a sentence (its last character, before
 closing quotes or brackets, is '.', '?' or '!'). Lines ending with ':' introduce a formula or a
@@ -227,13 +231,17 @@ class EvaluatedStatement:
     corrected: str = ""
     explanation: str = ""
     note: str = ""
+    sweep: tuple = ()              # (label, holds, detail): shown beside the verdict, never deciding it
+    node: str = ""                 # the measured node the deciding cases ran on, in words ("": none)
 
     def as_dict(self) -> dict:
         return {"id": self.id, "section": self.section, "line": self.line, "description": self.description,
                 "verdict": self.verdict, "experiment": self.experiment, "kind": self.kind,
                 "cases": [{"label": l, "holds": h, "detail": d} for l, h, d in self.cases],
                 "depends_on": self.depends_on or None, "corrected": self.corrected or None,
-                "explanation": self.explanation, "note": self.note or None}
+                "explanation": self.explanation, "note": self.note or None,
+                "sweep": [{"label": l, "holds": h, "detail": d} for l, h, d in self.sweep],
+                "node": self.node or None}
 
 
 def verdict_of(cases) -> str:
@@ -257,7 +265,7 @@ def _fill(entry_id, template: str, values: dict) -> str:
 def evaluate_statement(s: Statement) -> EvaluatedStatement:
     from inferlab.claims.experiments import EXPERIMENTS, SIMULATED, Outcome
     kind = "none" if s.experiment is None else "simulated" if s.experiment in SIMULATED else "analytic"
-    cases, values, varies = (), {}, ""
+    cases, values, varies, sweep, node = (), {}, "", (), ""
     if s.experiment is not None:
         try:
             outcome = EXPERIMENTS[s.experiment](**s.inputs)
@@ -266,13 +274,18 @@ def evaluate_statement(s: Statement) -> EvaluatedStatement:
         if not isinstance(outcome, Outcome) or not outcome.cases:
             raise _fail(s.id, f"experiment {s.experiment}() must return an Outcome with at least one case")
         cases = tuple((c.label, bool(c.holds), c.detail) for c in outcome.cases)
-        values, varies = dict(outcome.values), outcome.varies
+        sweep = tuple((c.label, bool(c.holds), c.detail) for c in outcome.sweep)
+        values, varies, node = dict(outcome.values), outcome.varies, outcome.node
     measured = "; ".join(f"{l}: {d}" for l, _, d in cases)
+    if sweep:  # shown, never deciding: what would make the verdict flip
+        measured += ". Not deciding, what would flip it: " + "; ".join(
+            f"{l}: {d} ({'holds' if h else 'does not hold'})" for l, h, d in sweep)
+    note = _fill(s.id, s.note, values)
     if s.status == "unchecked":
         verdict = "unchecked"
         explanation = _fill(s.id, s.reason, values) + (f" (What the library can say: {measured}.)" if cases else "")
         return EvaluatedStatement(s.id, s.section, s.line, s.description, verdict, s.experiment, kind, cases,
-                                  explanation=explanation, note=s.note)
+                                  explanation=explanation, note=note, sweep=sweep, node=node)
     verdict = verdict_of(outcome.cases)
     depends_on = ""
     if verdict == "depends":
@@ -284,7 +297,7 @@ def evaluate_statement(s: Statement) -> EvaluatedStatement:
     if verdict == "erratum":
         corrected = _fill(s.id, s.corrected, values) or f"Not so in any case tried ({measured})."
     return EvaluatedStatement(s.id, s.section, s.line, s.description, verdict, s.experiment, kind, cases,
-                              depends_on, corrected, measured, s.note)
+                              depends_on, corrected, measured, note, sweep, node)
 
 
 def evaluate_statements(registry: Statements | None = None, section: str | None = None,
@@ -391,6 +404,9 @@ def table(evaluated, width: int = 100) -> str:
                f"corrected: {e.corrected}" if e.verdict == "erratum" else
                e.explanation if e.verdict == "unchecked" else f"{e.kind}: {e.explanation}")
         out.append(textwrap.fill(why, width, initial_indent=" " * len(head), subsequent_indent=" " * len(head)))
+        if e.note:
+            out.append(textwrap.fill(f"note: {e.note}", width, initial_indent=" " * len(head),
+                                     subsequent_indent=" " * len(head)))
     out += ["", summary_line(evaluated)]
     return "\n".join(out)
 
@@ -424,6 +440,15 @@ def errata_section(evaluated) -> str:
     out += ["", "### Statements that depend on the scenario", "",
             "| id | line | the chapter states (our words) | depends on |", "|---|---|---|---|"]
     out += [f"| {e.id} | {e.line} | {_cell(e.description)} | {_cell(e.depends_on)} |" for e in dep]
+    node = [e for e in evaluated if e.node]
+    out += ["", "### Statements checked on a measured node", "",
+            "Advice about practice (tensor parallelism, replicas) is also tried on a node as it was measured:",
+            "kernels and all-reduces timed from Vidur's published H100 profiles ([measured kernels](docs/kernels.md)).",
+            "Where the roofline's verdict turned on the all-reduce latency, the measured node decides it, and",
+            "what would make it flip is shown beside it (`inferlab verify --kind statement`).", "",
+            "| id | line | the chapter states (our words) | verdict | on the measured node |", "|---|---|---|---|---|"]
+    out += [f"| {e.id} | {e.line} | {_cell(e.description)} | {e.verdict} | {_cell(e.note or e.explanation)} |"
+            for e in node]
     out += ["", "### Statements not checkable here", "",
             "| id | line | the chapter states (our words) | why |", "|---|---|---|---|"]
     out += [f"| {e.id} | {e.line} | {_cell(e.description)} | {_cell(e.explanation)} |" for e in unc]
