@@ -78,14 +78,19 @@ def _cmd_verify(args) -> int:
     except RegistryError as err:
         print(f"inferlab verify: error: {err}", file=sys.stderr)
         return 2
+    from inferlab.claims import measured
+    # The practice claims among those listed, against measured kernels (the registry's verdicts stay the ideal's).
+    practice = measured.practice_claims(ids={c.id for c in claims}, registry=registry)
     if args.json:
-        print(as_json(claims))
+        print(as_json(claims, extra={"practice_measured": measured.as_dicts(practice)}))
         return 0
     print(table(claims))
     notes = explanations(claims)
     if notes:
         print("\nWhy (every claim that is not consistent):")
         print(notes)
+    if practice:
+        print("\n" + measured.table(practice))
     from inferlab.claims import crosscheck
     from inferlab.claims.statements import load_statements
     found = crosscheck.contradictions(registry, load_statements(), claim_verdicts={c.id: c.verdict for c in claims})

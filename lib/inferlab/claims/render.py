@@ -53,9 +53,10 @@ def explanations(claims: list[EvaluatedClaim], width: int = 100) -> str:
     return "\n".join(out)
 
 
-def as_json(claims: list[EvaluatedClaim]) -> str:
+def as_json(claims: list[EvaluatedClaim], extra: dict | None = None) -> str:
+    """The claims as one JSON object (summary, approximation_limit, claims), plus the keys of `extra`."""
     return json.dumps({"summary": summary_counts(claims), "approximation_limit": APPROXIMATION_LIMIT,
-                       "claims": [c.as_dict() for c in claims]}, indent=2, ensure_ascii=False)
+                       "claims": [c.as_dict() for c in claims], **(extra or {})}, indent=2, ensure_ascii=False)
 
 
 # -------------------------------------------------------------------------------------------------
