@@ -169,3 +169,216 @@ def headroom_paragraph(fit, model_label: str, accelerator_label: str, utilisatio
         f"and not otherwise. vLLM's default (`gpu_memory_utilization` = {utilisation:g}) keeps "
         f"{(1 - utilisation) * fit.reported_bytes / GB:.2f} GB, more than that, so there the "
         f"largest batch is {fit.max_batch_at_utilisation(utilisation)}")
+
+
+# The chapter on a real GPU (inferlab.measured_plots): each sentence takes the values a notebook
+# computed, and says only that no measured kernels exist where `reason` (measured_plots.measured_reason)
+# is not empty.
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1e3:,.1f} ms" if seconds >= 0.01 else f"{seconds * 1e3:.2f} ms"
+
+
+def measured_source(model, accelerator, profile, reason: str, measured) -> str:
+    """15.x "The same on a real GPU": what the measured times are (the `measured` Deployment's
+    efficiency), and whether a profiled model has `model`'s matrix shapes (`profile`, from
+    measured_plots.profile_for; None: the fitted curve alone); or `reason` when there is nothing measured."""
+    if reason:
+        return reason
+    label = measured.efficiency_model.label_on(accelerator)
+    if profile:
+        return (f"The measured times below are the {label}. The profiled model {profile} has exactly "
+                f"{model.name}'s matrix shapes ($d$ = {model.d_model:,}, {model.n_heads} query and {model.n_kv_heads} "
+                f"KV heads of {model.head_dim}, $f$ = {model.d_ff:,}): its rows are this model's own kernels, "
+                "measured, and the figures show them beside the fitted curve.")
+    return (f"The measured times below are the {label}. No profiled model has {model.name}'s matrix shapes, so "
+            "they come from the fitted curve alone, asked about shapes it was not fitted on (its error on a model "
+            "left out of the fit is in `docs/kernels.md`).")
+
+
+def not_measured(reason: str) -> str:
+    """The short form of `reason` for the sentences after the first: ideal only."""
+    return "Ideal roofline only: no measured kernels for this scenario (above)." if reason else ""
+
+
+def kernel_efficiency_takeaway(point, points) -> str:
+    """15.1.1: one product's efficiency (a measured_plots.KernelPoint) and the range over `points`
+    (the roofline figure's products and token counts)."""
+    if point.measured_s is None:
+        return "No measured kernels here: every product is assumed to run on its roof."
+    eff = [p.efficiency for p in points if p.efficiency is not None]
+    worst = min((p for p in points if p.efficiency is not None), key=lambda p: p.efficiency)
+    return (f"Measured, the {point.label} over {point.tokens:,} tokens runs at {point.efficiency:.0%} of what the "
+            f"roofline allows; across the layer's four products and the figure's token counts the kernels "
+            f"reach {min(eff):.0%} to {max(eff):.0%} of it, the least for the {worst.label} at T = {worst.tokens:,}"
+            + (": a time computed at 100% of the roof is a lower bound." if max(eff) < 1 else
+               "; where a point passes 100%, the fitted curve overshoots the roof it was fitted under."))
+
+
+def measured_times(m, setting: str) -> str:
+    """A measured_plots.Measured (TTFT or ITL) in one sentence: ideal, measured, their ratio, and the
+    profiled rows summed against the fitted curve where there are (`setting`: 'at $S$ = 2,048')."""
+    if m.measured_s is None:
+        return not_measured(m.reason)
+    text = (f"{setting} the measured kernels take {_ms(m.measured_s)} against the ideal {_ms(m.ideal_s)}: "
+            f"{m.ratio:.2f}× the roofline's {m.what}.")
+    if m.profiled_s is not None:
+        off = m.measured_s / m.profiled_s - 1
+        text += (f" Summed from the profiled rows instead of the curve: {_ms(m.profiled_s)}, so for this model the "
+                 f"fitted curve is {abs(off):.1%} {'long' if off > 0 else 'short'} there "
+                 f"(**{size_of_change(off)}**; {thresholds_text()}).")
+    return text
+
+
+def measured_limits(reason: str, attention_share: float | None, where: str, extra: str = "") -> str:
+    """The paragraph "Where the data stop" under a measured result: attention on the ideal roofline (its
+    share of the measured kernel time `where`), 16-bit products of 1-4,096 tokens, kernel time only."""
+    if reason:
+        return not_measured(reason)
+    share = f"{attention_share:.0%}" if attention_share >= 0.005 else "less than 1%"
+    return (f"**Where the data stop.** No attention kernels were published: QK$^\\top$ and PV stay on the ideal "
+            f"roofline, {share} of the measured kernel time {where}, a part no measurement covers. "
+            "The products were profiled in fp16 (bf16 runs at the same peak) at 1 to 4,096 tokens; beyond, the "
+            "curve follows its compute-bound asymptote. And the times are kernel time only: no launch gaps "
+            "between kernels, no CUDA graphs, no scheduler." + (f" {extra}" if extra else ""))
+
+
+def decode_bandwidth_takeaway(nbytes: float, step, datasheet_bytes_per_s: float) -> str:
+    """15.1.2: the bandwidth a B = 1 decode step gets (`step`, a measured_plots.Measured at B = 1)."""
+    if step.measured_s is None:
+        return f"Ideal roofline only: the step reads its {nbytes / 1e9:.1f} GB at the datasheet bandwidth."
+    t = step.profiled_s if step.profiled_s is not None else step.measured_s
+    how = "profiled kernels" if step.profiled_s is not None else "fitted kernels"
+    return (f"One decode step moves {nbytes / 1e9:.1f} GB in {_ms(t)} on the {how}: "
+            f"{nbytes / t / datasheet_bytes_per_s:.0%} of the datasheet bandwidth, so ITL at $B$ = 1 is "
+            f"{t / step.ideal_s:.2f}× the ideal {_ms(step.ideal_s)}. Bytes over bandwidth stays the right model; "
+            "the bandwidth in it is the one the kernels reach.")
+
+
+def layer_profile_note(profiled_s, fitted_s, profile) -> str:
+    """15.1.2: one layer's kernels at B = 1 summed from the profiled rows against the fitted curve."""
+    if profiled_s is None or fitted_s is None:
+        return ""
+    off = fitted_s / profiled_s - 1
+    return (f"One layer's kernels at $B$ = 1 (no attention) take {profiled_s * 1e6:.0f} µs in the {profile} rows and "
+            f"{fitted_s * 1e6:.0f} µs on the fitted curve, {abs(off):.0%} {'long' if off > 0 else 'short'} "
+            f"(**{size_of_change(off)}**; {thresholds_text()}): the curve is fitted on the three profiled models at "
+            f"once, and this model's one-token kernels run {'faster' if off > 0 else 'slower'} than it says.")
+
+
+def measured_step_batch(first, last, batch: int, attention_share: float | None) -> str:
+    """15.1.2: the measured step against the ideal at B = 1 (`first`) and at `batch` (`last`), both
+    measured_plots.Measured, and attention's share of the measured step there."""
+    if last.measured_s is None:
+        return not_measured(last.reason)
+    return (f"At $B$ = 1 the measured step is {first.ratio:.2f}× the ideal, at $B$ = {batch} {last.ratio:.2f}×: the "
+            f"gap narrows as the batch grows because attention, which reads the caches and grows with $B$, is on "
+            f"the ideal roofline in both ({attention_share:.0%} of the measured step at $B$ = {batch}).")
+
+
+def allreduce_source(accelerator, latency_s: float, default_latency_s: float, bus_bytes_per_s: float) -> str:
+    """15.2.1: where the all-reduce's start-up latency (`latency_s`, the What-if cell's; the accelerator's
+    is `default_latency_s`) and bandwidth (`bus_bytes_per_s`) come from for `accelerator`."""
+    if accelerator.allreduce_latency_s is not None:
+        text = (f"On the {accelerator.name} each all-reduce moves its bytes at {bus_bytes_per_s / 1e9:,.0f} GB/s and "
+                f"starts in {default_latency_s * 1e6:.1f} µs: the ring formula fitted on the all-reduces measured "
+                "on an NVSwitch node of these GPUs (Vidur's published profiles), not the datasheet's link bandwidth.")
+    else:
+        text = (f"The {accelerator.name} has no measured all-reduce: each one is taken to start in an assumed "
+                f"{default_latency_s * 1e6:g} µs (the range the inference calculators use) and to move its bytes at "
+                f"the datasheet's {bus_bytes_per_s / 1e9:,.0f} GB/s link bandwidth.")
+    if latency_s != default_latency_s:
+        text += (f" The \"What if?\" cell sets the start-up latency to {latency_s * 1e6:g} µs instead"
+                 + (", the book's idealisation." if latency_s == 0 else "."))
+    return text
+
+
+def measured_latencies(ttft, itl, overhead_label: str) -> str:
+    """15.2.1: TTFT and ITL ideal, measured and measured plus a step overhead (measured_plots.Measured)."""
+    if ttft.measured_s is None:
+        return not_measured(ttft.reason)
+    worse = "TTFT" if ttft.ratio > itl.ratio else "ITL"
+    why = ("the matrix units reach a smaller share of their peak than the memory of its bandwidth" if worse == "TTFT"
+           else "the memory reaches a smaller share of its bandwidth than the matrix units of their peak")
+    return (f"TTFT: {_ms(ttft.ideal_s)} ideal, {_ms(ttft.measured_s)} on the measured kernels ({ttft.ratio:.2f}×), "
+            f"{_ms(ttft.overhead_s)} with the step overhead. ITL: {_ms(itl.ideal_s)}, {_ms(itl.measured_s)} "
+            f"({itl.ratio:.2f}×) and {_ms(itl.overhead_s)}."
+            + (f" The profiled rows summed in the curve's place give {_ms(ttft.profiled_s)} and {_ms(itl.profiled_s)}."
+               if ttft.profiled_s is not None and itl.profiled_s is not None else "")
+            + f" Measured, {worse} loses more: {why}. The step "
+            f"overhead, {overhead_label}, is {(itl.overhead_s - itl.measured_s) / itl.overhead_s:.0%} of the ITL and "
+            f"{(ttft.overhead_s - ttft.measured_s) / ttft.overhead_s:.0%} of the TTFT: a per-step cost weighs on "
+            "the short step.")
+
+
+def measured_tp(tp) -> str:
+    """15.2.1: ITL's speed-up at the largest K, ideal and measured (a measured_plots.TensorParallel)."""
+    if tp.itl_measured_s is None:
+        return not_measured(tp.reason)
+    k = tp.tps[-1]
+    ideal_up = tp.itl_ideal_s[0] / tp.itl_ideal_s[-1]
+    meas_up = tp.itl_measured_s[0] / tp.itl_measured_s[-1]
+    ttft_up = tp.ttft_measured_s[0] / tp.ttft_measured_s[-1]
+    return (f"At $K$ = {k} the measured ITL is {meas_up:.2f}× faster than on one GPU, against {ideal_up:.2f}× on the "
+            f"ideal kernels, and the measured TTFT {ttft_up:.2f}× faster: each GPU's kernels shrink with $K$, the "
+            f"all-reduces do not, and they take {tp.allreduce_share[-1]:.0%} of the measured decode step at $K$ = {k}. "
+            + ("Measured, the case for a small $K$ is stronger than on the roofline." if meas_up < ideal_up else
+               "Measured, a large $K$ pays off at least as well as on the roofline."))
+
+
+def measured_batching(b) -> str:
+    """15.2.2: throughput and cost per token at B = 1 and at the largest batch, ideal and measured, and the
+    batch at which attention takes half a step (a measured_plots.Batching)."""
+    if b.tokens_per_s_measured is None:
+        return not_measured(b.reason)
+    (t1i, tmi), (t1m, tmm) = b.tokens_per_s_ideal, b.tokens_per_s_measured
+    (c1i, cmi), (c1m, cmm) = b.usd_per_1k_ideal, b.usd_per_1k_measured
+    top = (f"at the largest batch that fits ($B$ = {b.max_batch}) {tmm:,.0f} against {tmi:,.0f} ({tmm / tmi:.0%})"
+           if b.max_batch else "and no batch fits beside the weights")
+    cross = (f"A step spends as long in attention (reading the caches) as in everything else from $B$ = "
+             f"{b.crossover_measured} on the measured kernels, against {b.crossover_ideal} on the ideal roofline "
+             f"(about $B^*$ = {b.b_star:.1f}, as it should be): the weights take longer to read, so more sequences "
+             "share each read before the caches dominate."
+             if b.crossover_measured and b.crossover_ideal else "")
+    prof = b.tokens_per_s_profiled
+    profiled = (f"; the profiled rows summed give {prof[0]:,.0f}" if prof and prof[0] is not None else "")
+    cost = (f"A thousand tokens cost US\\${c1m:.4f} at $B$ = 1 and US\\${cmm:.5f} at $B$ = {b.max_batch} measured, "
+            f"against US\\${c1i:.4f} and US\\${cmi:.5f} ideal: {c1m / c1i - 1:.0%} and {cmm / cmi - 1:.0%} more."
+            if b.max_batch else "")
+    return " ".join(x for x in (f"Measured, throughput is {t1m:,.0f} tokens/s at $B$ = 1 against {t1i:,.0f} ideal "
+                                f"({t1m / t1i:.0%}{profiled}), {top}.", cross, cost) if x)
+
+
+def measured_ttft_takeaway(m, prompt_len: int) -> str:
+    """15.1.1: the measured TTFT against the ideal at `prompt_len` (a measured_plots.Measured)."""
+    if m.measured_s is None:
+        return "No measured kernels here: the TTFT above is the roofline's, a lower bound on any real GPU."
+    return (f"Measured, a {prompt_len:,}-token prefill takes {_ms(m.measured_s)}, {m.ratio:.2f}× its roofline time: "
+            f"the pass runs at {1 / m.ratio:.0%} of its roofline speed (for a compute-bound pass, about its MFU). "
+            "Plan TTFT at that share of the peak, not at 100%.")
+
+
+def measured_latency_takeaway(ttft, itl, accelerator_name: str) -> str:
+    """15.2.1: how far the roofline's TTFT and ITL are from the measured ones, step overhead included
+    (measured_plots.Measured, each with its overhead_s)."""
+    if ttft.measured_s is None:
+        return "No measured kernels here: both latencies are the roofline's, lower bounds on any real GPU."
+    return (f"Measured on the {accelerator_name}, TTFT is {ttft.ratio:.2f}× and ITL {itl.ratio:.2f}× the roofline's, "
+            f"and an engine's step overhead brings them to {ttft.overhead_s / ttft.ideal_s:.2f}× and "
+            f"{itl.overhead_s / itl.ideal_s:.2f}×: a latency target met on the roofline is missed by that much.")
+
+
+def measured_batching_takeaway(b) -> str:
+    """15.2.2: what the measured kernels do to the batch where the caches take over and to the cost per
+    token (a measured_plots.Batching)."""
+    if b.tokens_per_s_measured is None:
+        return "No measured kernels here: the throughput and cost above are the roofline's, best cases on any real GPU."
+    (c1i, cmi), (c1m, cmm) = b.usd_per_1k_ideal, b.usd_per_1k_measured
+    moved = (f"the caches take over the step at $B$ = {b.crossover_measured} instead of {b.crossover_ideal}, "
+             if b.crossover_measured and b.crossover_ideal else "")
+    gain_i, gain_m = c1i / cmi, c1m / cmm
+    pays = ("more than on the roofline, since the weight read it shares is longer" if gain_m > gain_i else
+            "less than on the roofline")
+    return (f"On real kernels {moved}and each token costs {c1m / c1i - 1:.0%} more at $B$ = 1 and "
+            f"{cmm / cmi - 1:.0%} more at $B$ = {max(b.max_batch, 1)}: batching is still the cost lever "
+            f"({gain_m:.1f}× cheaper tokens against {gain_i:.1f}× ideal), and it pays {pays}.")
