@@ -7,7 +7,7 @@
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
-#       jupytext_version: 1.19.6
+#       jupytext_version: 1.19.7
 #   kernelspec:
 #     display_name: Python 3 (ipykernel)
 #     language: python
@@ -325,6 +325,98 @@ worked_examples.takeaway(f"Prefill leaves {kv_bytes / GB:.2f} GB of keys and val
 #
 # 1. A key and a value vector per layer, per KV head and per prompt token; every decode step reads all of it.
 # 2. It shrinks in proportion to $N_\text{kv}$, the number of KV heads.
+#
+# </details>
+
+# %% [markdown]
+# ## 4. The same on a real GPU
+#
+# Every time above puts each operator on its roofline: the arithmetic units at the datasheet's
+# peak, the memory at its full bandwidth. Real kernels reach less of either. A matrix product is cut
+# into tiles of its output, spread over the chip's streaming multiprocessors in waves (a last wave
+# half full costs a whole one); near the ridge point neither the memory nor the arithmetic runs flat
+# out; and every kernel pays a launch floor of a few microseconds. Microsoft's Vidur project
+# ([Agrawal et al. 2024](../book/references.md#agrawal2024vidur)) published the kernel time of every
+# matrix product and small kernel (norms, rotary, activation, residual adds) of a transformer layer,
+# measured on an H100 SXM and an A100 at 1 to 4,096 tokens; `inferlab.kernels` fits a curve through
+# them that answers any shape (`docs/kernels.md`). A kernel's **achieved FLOP/s** is its FLOPs over
+# its measured time $t_\text{kernel}$, and its **efficiency** that over what the roofline allows at its
+# intensity $I$. For a product of $T$ rows by a $d_\text{in} \times d_\text{out}$ weight matrix:
+#
+# $$\text{efficiency} = \frac{2T d_\text{in} d_\text{out} \,/\, t_\text{kernel}}{\min(\text{peak},\ I \cdot \text{BW})}.$$
+
+# %%
+# The measured kernels of this scenario (MEASURED is None where none were published)
+from inferlab import measured_plots
+
+IDEAL, MEASURED = measured_plots.deployments(GPU, PREC)
+PROFILE = measured_plots.profile_for(MODEL)     # the profiled model with MODEL's matrix shapes, or None
+NOT_MEASURED = measured_plots.measured_reason(GPU, PREC)
+Markdown(conclusions.measured_source(MODEL, GPU, PROFILE, NOT_MEASURED, MEASURED))
+
+# %% [markdown]
+# [Figure](#fig-15-1-1-kernels-roofline) puts the layer's four products, as a server runs them (the
+# query, key and value matrices fused into one product, the gate and up matrices into another), on
+# the roofline at 1 to 4,096 tokens: each point's height is its achieved FLOP/s.
+
+# %%
+# figure: fig-15-1-1-kernels-roofline
+# caption: A layer's four matrix products at 1 to 4,096 tokens, placed at their intensity with the FLOP/s their measured kernels achieve: every point sits below the roofline, furthest below near the ridge point.
+# alt: Log-log roofline of achieved TFLOP/s against FLOP per byte, with the four products of one layer as coloured points at six token counts and a fitted line per product running below the sloped and flat ceilings.
+reader.draw(measured_plots.kernel_roofline_plot, MODEL, GPU, PREC)
+
+# %% [markdown]
+# One product in numbers: the gate and up matrices side by side ($d_\text{in} = d$,
+# $d_\text{out} = 2f$ for a gated MLP) over the prompt's $T$ tokens, with the profiled time where
+# the profile has it:
+
+# %%
+# The efficiency of one product with this scenario's numbers: the fused gate and up product over T tokens
+gate_up = measured_plots.kernel_point(MODEL, GPU, PREC, "mlp_up", T)
+measured_plots.efficiency_worked(gate_up, GPU, PREC)
+
+# %%
+worked_examples.takeaway(conclusions.kernel_efficiency_takeaway(
+    gate_up, measured_plots.kernel_points(MODEL, GPU, PREC)))
+
+# %% [markdown]
+# ### TTFT, ideal and measured
+# Summing every kernel of the pass gives the measured TTFT; attention's two products stay on the
+# ideal roofline (no attention kernels were published). [Figure](#fig-15-1-1-kernels-ttft) draws it
+# beside the ideal; where a profiled model has this model's shapes, the circles are its profiled
+# rows summed layer by layer in place of the curve: how close the curve is.
+
+# %%
+# figure: fig-15-1-1-kernels-ttft
+# caption: TTFT against prompt length on the ideal roofline and on the measured kernels, with the profiled rows summed at the profiled lengths: the measured pass is slower at every length.
+# alt: Log-log plot of TTFT in milliseconds against prompt length: a blue ideal line, a purple measured line above it, dashed beyond 4,096 tokens, and black circles of the profiled rows on the purple line.
+reader.draw(measured_plots.ttft_measured_plot, MODEL, GPU, PREC, batch=BATCH)
+
+# %%
+ttft_measured = measured_plots.ttft(MODEL, GPU, PREC, PROMPT, BATCH)
+Markdown(conclusions.measured_times(ttft_measured, f"For {BATCH} × {PROMPT:,} tokens"))
+
+# %%
+worked_examples.takeaway(conclusions.measured_ttft_takeaway(ttft_measured, PROMPT))
+
+# %%
+attn_measured = measured_plots.attention_share(MODEL, MEASURED, prompt_len=PROMPT, batch=BATCH) if MEASURED else None
+Markdown(conclusions.measured_limits(NOT_MEASURED, attn_measured, f"at $S$ = {PROMPT:,}",
+                                     "A real server's TTFT is longer still."))
+
+# %% [markdown]
+# **Check yourself.**
+# 1. Why does a product over one token reach a larger share of its roof than the same product over
+#    a few hundred tokens?
+# 2. The measured times count kernels only. Name two things a real server adds to a prefill.
+#
+# <details class="self-check"><summary>Answers</summary>
+#
+# 1. Over one token it only streams its weights, which the memory system does well; near the ridge
+#    neither the memory nor the arithmetic runs flat out, and the output tiles fill the
+#    multiprocessors in uneven waves.
+# 2. The gaps between kernel launches, and the scheduler's CPU time; attention kernels below their
+#    roof too.
 #
 # </details>
 

@@ -7,7 +7,7 @@
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
-#       jupytext_version: 1.19.6
+#       jupytext_version: 1.19.7
 #   kernelspec:
 #     display_name: Python 3 (ipykernel)
 #     language: python
@@ -319,6 +319,84 @@ reader.draw_if_fits(FIT, plots.kv_variants_plot, MODEL, GPU, CONTEXT, PREC,
 #    divided by one sequence's cache, is the largest batch.
 # 2. Fewer KV heads (grouped-query attention) and fewer bytes per cached number (an int8 cache);
 #    a shorter context does it too.
+#
+# </details>
+
+# %% [markdown]
+# ## 5. The same on a real GPU
+#
+# [Eq. (step-time)](#eq-step-time) reads every byte at the datasheet's bandwidth. Real kernels do not:
+# a product over a few rows streams its weights through the memory system at less than its peak,
+# and each of the layer's small kernels (norms, rotary, activation, residual adds) costs a few
+# microseconds whatever its size. The kernel times Vidur measured on an H100 SXM and an A100
+# ([Agrawal et al. 2024](../book/references.md#agrawal2024vidur); the curve fitted through them, as in
+# [15.1.1](15_1_1_prefill.ipynb#the-same-on-a-real-gpu)) say how much of the bandwidth a decode step
+# really gets:
+#
+# $$\text{achieved bandwidth} = \frac{\text{bytes moved}}{\text{measured step time}}.$$
+
+# %%
+# The measured kernels of this scenario (MEASURED is None where none were published)
+from inferlab import measured_plots
+
+IDEAL, MEASURED = measured_plots.deployments(GPU, PREC)
+PROFILE = measured_plots.profile_for(MODEL)     # the profiled model with MODEL's matrix shapes, or None
+NOT_MEASURED = measured_plots.measured_reason(GPU, PREC)
+Markdown(conclusions.measured_source(MODEL, GPU, PROFILE, NOT_MEASURED, MEASURED))
+
+# %% [markdown]
+# For one sequence ($B$ = 1) at the scenario's context, the bytes a step moves (every weight once, the
+# sequence's cache, the activations) over its measured time, with the profiled rows where the
+# profile has the model's shapes:
+
+# %%
+# The achieved bandwidth of a B = 1 decode step with this scenario's numbers
+bytes_moved = measured_plots.step_bytes(MODEL, PREC, CONTEXT, 1)   # weights, one cache, activations
+step_one = measured_plots.itl(MODEL, GPU, PREC, CONTEXT, 1)         # ideal, fitted and profiled times
+measured_plots.bandwidth_worked(bytes_moved, step_one, GPU)
+
+# %%
+worked_examples.takeaway(conclusions.decode_bandwidth_takeaway(bytes_moved, step_one, GPU.hbm_bytes_per_s))
+
+# %%
+layer_profiled, layer_fitted = measured_plots.layer_kernels_s(MODEL, GPU, 1) if MEASURED else (None, None)
+display(Markdown(conclusions.layer_profile_note(layer_profiled, layer_fitted, PROFILE)))
+reader.details("each product's share of the bandwidth at B = 1, profiled and fitted",
+               measured_plots.bandwidth_table(MODEL, GPU, PREC))
+
+# %% [markdown]
+# ### Step time against batch, measured
+# [Figure](#fig-15-1-2-kernels-step-time) draws the step time of [Eq. (step-time)](#eq-step-time) on
+# the ideal roofline and on the measured kernels (the circles: the profiled rows summed), and under it
+# the share of the datasheet's bandwidth each one reaches.
+
+# %%
+# figure: fig-15-1-2-kernels-step-time
+# caption: The decode step time grows linearly with the batch on the ideal roofline and on the measured kernels alike; the measured step is longer, because it reaches a smaller share of the datasheet's bandwidth.
+# alt: Two stacked panels against batch size: decode step time in milliseconds with a blue ideal line below a purple measured line and black circles of the profiled rows; the percentage of the datasheet bandwidth reached, the ideal at 100 and the measured below it; a dashed red line at the memory limit.
+reader.draw_if_fits(FIT, measured_plots.decode_measured_plot, MODEL, GPU, CONTEXT, PREC)
+
+# %%
+step_last = measured_plots.itl(MODEL, GPU, PREC, CONTEXT, max(b_max_dec, 1))
+attn_last = (measured_plots.attention_share(MODEL, MEASURED, context_len=CONTEXT, batch=max(b_max_dec, 1))
+             if MEASURED else None)
+Markdown(conclusions.or_not_fitting(FIT, conclusions.measured_step_batch(step_one, step_last, max(b_max_dec, 1),
+                                                                         attn_last), prefix="**Does not fit:** ")
+         + "\n\n" + conclusions.measured_limits(NOT_MEASURED, attn_last, f"at $B$ = {max(b_max_dec, 1)}",
+                                                  "Each step is longer still on a real server."))
+
+# %% [markdown]
+# **Check yourself.**
+# 1. A decode step at $B$ = 1 reaches three quarters of the datasheet bandwidth. What does that do to
+#    the ITL the bytes-over-bandwidth formula predicts?
+# 2. Why does the measured step come closer to the ideal as the batch grows, and why is that
+#    closeness partly an artefact here?
+#
+# <details class="self-check"><summary>Answers</summary>
+#
+# 1. Divides the bandwidth by the share reached: the ITL is a third longer, the formula's shape stays.
+# 2. The caches' share of the bytes grows with $B$, and attention, which reads them, has no measured
+#    kernels: it stays on the ideal roofline, so the measured step is optimistic where it dominates.
 #
 # </details>
 

@@ -7,7 +7,7 @@
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
-#       jupytext_version: 1.19.6
+#       jupytext_version: 1.19.7
 #   kernelspec:
 #     display_name: Python 3 (ipykernel)
 #     language: python
@@ -37,9 +37,8 @@
 # %matplotlib inline
 from IPython.display import Markdown
 
-from inferlab import Precision, conclusions, equations, latency, memory, plots, reader, roofline
+from inferlab import Precision, conclusions, equations, latency, memory, parallel, plots, reader, roofline
 from inferlab.deployment import Deployment
-from inferlab.parallel import DEFAULT_ALLREDUCE_LATENCY_S
 from inferlab.units import MS, bytes_per_element
 
 # %% [markdown]
@@ -53,7 +52,7 @@ MODEL, GPU, PREC = reader.what_if(
     Precision(weights="bf16", activations="bf16", kv="bf16"))  # e.g. weights="int8"
 PROMPT = 1024                          # prompt length S, tokens
 BATCH = 1                              # concurrent sequences
-ALLREDUCE_LATENCY_S = DEFAULT_ALLREDUCE_LATENCY_S  # per all-reduce under TP (8 µs); 0 = the book's idealisation
+ALLREDUCE_LATENCY_S = parallel.allreduce_latency_s(GPU)  # per all-reduce under TP: GPU's; 0 = the book's idealisation
 # ---------------------------------------------------------------------------------------------
 BOOK = reader.is_book_setup(MODEL, GPU, PREC) and PROMPT == 1024 and BATCH == 1
 FIT = reader.fit_message(MODEL, GPU, PROMPT, PREC)
@@ -222,11 +221,15 @@ Markdown(f"From {PREC.weights} to int4 weights the weight bytes fall to {w_int4 
 # Splitting every layer over $K$ devices ([Shoeybi et al. 2019](../book/references.md#shoeybi2019))
 # divides the FLOPs and the weight bytes per device by $K$, so both TTFT and ITL fall; what they
 # pay back is two all-reduces of the activations per layer, each costing its bytes over the
-# interconnect plus a fixed start-up latency (`ALLREDUCE_LATENCY_S` in the "What if?" cell, an
-# assumption):
+# interconnect plus a fixed start-up latency (`ALLREDUCE_LATENCY_S` in the "What if?" cell; where
+# they come from is under the equation):
 #
 # <!-- equation: eq-tp-time -->
 # $$t(K) \approx \frac{t(1)}{K} + 2L\left(\frac{\text{message bytes}}{\text{link BW}} + t_\text{latency}\right).$$
+
+# %%
+Markdown(conclusions.allreduce_source(GPU, ALLREDUCE_LATENCY_S, parallel.allreduce_latency_s(GPU),
+                                      parallel.allreduce_bus_bytes_per_s(GPU)))
 
 # %%
 tps = (1, 2, 4, 8)
@@ -243,7 +246,7 @@ print("ITL speedup:" + "".join(f"{itl_k[0] / t:9.2f}" for t in itl_k))
 # the batch's activations, B * d elements
 message_bytes = BATCH * MODEL.d_model * bytes_per_element(PREC.activations)
 equations.TP_TIME.worked(t1=itl_k[0], K=tps[-1], L=MODEL.n_layers, msg=message_bytes,
-                         link=GPU.interconnect_bytes_per_s, lat=ALLREDUCE_LATENCY_S, library=itl_k[-1])
+                         link=parallel.allreduce_bus_bytes_per_s(GPU), lat=ALLREDUCE_LATENCY_S, library=itl_k[-1])
 
 # %%
 worked_examples.takeaway(f"Tensor parallelism over {tps[-1]} GPUs takes TTFT from {ttft_k[0] / MS:.0f} to "
@@ -267,6 +270,73 @@ Markdown(conclusions.tp_speedups(tps, ttft_k, itl_k, ALLREDUCE_LATENCY_S))
 #    runs in bf16.
 # 2. The all-reduces between the devices after each layer's matrix products: their transfer time
 #    and their start-up latency.
+#
+# </details>
+
+# %% [markdown]
+# ## 4. The same on a real GPU
+#
+# Both formulas of [Eq. (ttft-itl)](#eq-ttft-itl) assume every kernel on its roofline. Real kernels
+# reach less of the peak and of the bandwidth ([15.1.1](15_1_1_prefill.ipynb#the-same-on-a-real-gpu)
+# and [15.1.2](15_1_2_decode_kv_cache.ipynb#the-same-on-a-real-gpu) measure by how much), and a
+# serving engine adds time between its steps: the **step overhead**, the CPU time it spends
+# scheduling, sampling and preparing the next step's inputs. Each latency three ways: on the ideal
+# roofline, on the kernels Vidur measured ([Agrawal et al. 2024](../book/references.md#agrawal2024vidur)),
+# and on those kernels plus a step overhead, here the CPU time Vidur profiled for a vLLM-style
+# scheduler on A100 hosts, a fixed part plus a part per sequence (a separate, named term: it depends on
+# the engine and the host, not on the GPU).
+
+# %%
+# The measured kernels of this scenario (MEASURED is None where none were published) and a step overhead
+from inferlab import kernels, measured_plots
+
+IDEAL, MEASURED = measured_plots.deployments(GPU, PREC)
+PROFILE = measured_plots.profile_for(MODEL)     # the profiled model with MODEL's matrix shapes, or None
+NOT_MEASURED = measured_plots.measured_reason(GPU, PREC)
+OVERHEAD = kernels.StepOverhead.from_profile()  # CPU time per engine step (Vidur's A100 scheduler profile)
+Markdown(conclusions.measured_source(MODEL, GPU, PROFILE, NOT_MEASURED, MEASURED))
+
+# %%
+# figure: fig-15-2-1-kernels-latency
+# caption: TTFT and ITL on the ideal roofline, on the measured kernels and on the measured kernels plus an engine's step overhead: measured, both latencies are longer, TTFT by more.
+# alt: Two stacked horizontal bar charts, TTFT and ITL in milliseconds, each with three bars: ideal roofline, measured kernels, and measured kernels plus step overhead.
+reader.draw(measured_plots.latency_measured_plot, MODEL, GPU, PREC, prompt_len=PROMPT, context_len=PROMPT,
+            batch=BATCH, step_overhead=OVERHEAD)
+
+# %%
+ttft_three = measured_plots.ttft(MODEL, GPU, PREC, PROMPT, BATCH, OVERHEAD)
+itl_three = measured_plots.itl(MODEL, GPU, PREC, PROMPT, BATCH, OVERHEAD)
+Markdown(conclusions.measured_latencies(ttft_three, itl_three, OVERHEAD.label))
+
+# %%
+worked_examples.takeaway(conclusions.measured_latency_takeaway(ttft_three, itl_three, GPU.name))
+
+# %% [markdown]
+# ### Tensor parallelism, measured
+# The table of section 3 used the measured node's all-reduce with kernels on the roofline. On the
+# measured kernels each GPU's share of the pass runs slower, and each all-reduce takes the time
+# Vidur measured for its message size and GPU count:
+
+# %%
+tp_measured = measured_plots.tensor_parallel(MODEL, GPU, PREC, PROMPT, PROMPT, BATCH, tps)
+display(reader.details("TTFT and ITL against K, ideal and measured", tp_measured.table()))
+attn_step = measured_plots.attention_share(MODEL, MEASURED, context_len=PROMPT, batch=BATCH) if MEASURED else None
+Markdown(conclusions.measured_tp(tp_measured) + "\n\n"
+         + conclusions.measured_limits(NOT_MEASURED, attn_step, f"of a decode step at context {PROMPT:,}",
+                                       "The step overhead stands for what an engine adds, and was profiled on A100 hosts."))
+
+# %% [markdown]
+# **Check yourself.**
+# 1. A step overhead of about a millisecond: why does it matter more to ITL than to TTFT?
+# 2. On the measured kernels tensor parallelism speeds ITL up less than on the roofline. Why?
+#
+# <details class="self-check"><summary>Answers</summary>
+#
+# 1. It is paid once per step, and a decode step is a few milliseconds while a prefill is tens: the
+#    same cost is a larger share of the shorter step.
+# 2. The all-reduces cost the same either way, while each GPU's kernels are slower than the
+#    roofline's and shrink less with $K$ (small products sit on their launch floor), so the
+#    communication is a larger share of a step that falls less.
 #
 # </details>
 

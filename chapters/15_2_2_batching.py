@@ -7,7 +7,7 @@
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
-#       jupytext_version: 1.19.6
+#       jupytext_version: 1.19.7
 #   kernelspec:
 #     display_name: Python 3 (ipykernel)
 #     language: python
@@ -251,6 +251,60 @@ worked_examples.takeaway(f"Static batching needs {n_static} steps for these {len
 #
 # 1. When all answers in each static batch have the same length: no slot ever idles.
 # 2. Those waiting behind a batch with one long answer: they start as soon as any slot frees.
+#
+# </details>
+
+# %% [markdown]
+# ## 5. The same on a real GPU
+#
+# [Eq. (throughput)](#eq-throughput) reads the weights and the caches at the datasheet's bandwidth.
+# On real kernels ([15.1.2](15_1_2_decode_kv_cache.ipynb#the-same-on-a-real-gpu)) the weights take
+# longer to read, while attention, which reads the caches, has no measured kernels and stays on the
+# ideal roofline. So the measured step is longer by a fixed amount per step, the part every sequence
+# shares: the batch must grow further before the caches dominate the step, and every token costs
+# more. [Figure](#fig-15-2-2-kernels-throughput) draws the throughput both ways, on the kernels Vidur
+# measured ([Agrawal et al. 2024](../book/references.md#agrawal2024vidur)).
+
+# %%
+# The measured kernels of this scenario (MEASURED is None where none were published)
+from inferlab import measured_plots
+
+IDEAL, MEASURED = measured_plots.deployments(GPU, PREC)
+PROFILE = measured_plots.profile_for(MODEL)     # the profiled model with MODEL's matrix shapes, or None
+NOT_MEASURED = measured_plots.measured_reason(GPU, PREC)
+Markdown(conclusions.measured_source(MODEL, GPU, PROFILE, NOT_MEASURED, MEASURED))
+
+# %%
+# figure: fig-15-2-2-kernels-throughput
+# caption: Decode throughput against batch on the ideal roofline and on the measured kernels: the measured curve is lower at every batch, and the profiled rows follow it.
+# alt: Plot of throughput in tokens per second against batch size on linear axes: a blue ideal curve above a purple measured one, black circles of the profiled rows on the purple curve, dotted beyond the memory limit, and dashed vertical lines at B* and at the memory limit.
+reader.draw_if_fits(FIT, measured_plots.throughput_measured_plot, MODEL, GPU, CONTEXT, PREC)
+
+# %%
+batching_measured = measured_plots.batching(MODEL, GPU, PREC, CONTEXT, USD_PER_GPU_HOUR)
+Markdown(conclusions.or_not_fitting(FIT, conclusions.measured_batching(batching_measured), prefix="**Does not fit:** "))
+
+# %%
+worked_examples.takeaway(conclusions.or_not_fitting(FIT, conclusions.measured_batching_takeaway(batching_measured)))
+
+# %%
+Markdown(conclusions.measured_limits(
+    NOT_MEASURED, batching_measured.attention_share_measured,
+    f"of a decode step at $B$ = {max(batching_measured.max_batch, 1)}",
+    "Where attention dominates, the measured throughput is an upper bound."))
+
+# %% [markdown]
+# **Check yourself.**
+# 1. On the measured kernels the weights take longer to read, the caches do not. Does the batch at
+#    which a step spends half its time on the caches move up or down?
+# 2. Why does the measured throughput come closest to the ideal at the largest batches?
+#
+# <details class="self-check"><summary>Answers</summary>
+#
+# 1. Up: the shared part of the step (the weight read) is longer, so more sequences' caches are needed
+#    to match it.
+# 2. There the caches dominate the step, and attention, which reads them, is on the ideal roofline in
+#    both curves: the closeness is partly the missing attention kernels.
 #
 # </details>
 
