@@ -79,6 +79,22 @@ def verdict_counts() -> str:
     return "\n".join(lines) + "\n"
 
 
+# The practice claims the front page shows (all of them: `inferlab verify`, after its table).
+FRONT_PAGE_PRACTICE = ("15.1.1-n", "15.2.1-v", "15.1.2-ah", "15.2.2-al")
+
+
+def practice_measured() -> str:
+    """The chapter's practice numbers against the ideal roofline and the measured H100 kernels
+    (`inferlab verify --json`'s practice_measured), for FRONT_PAGE_PRACTICE."""
+    rows = {r["id"]: r for r in json.loads(inferlab(["verify", "--json"]))["practice_measured"]}
+    lines = ["| the book says | ideal roofline | measured kernels | + a scheduler's step time |", "|---|---|---|---|"]
+    for cid in FRONT_PAGE_PRACTICE:
+        r = rows[cid]
+        cells = [f"{r[k]['display']} {r['unit']} ({r[k]['verdict']})" for k in ("ideal", "measured", "overhead")]
+        lines.append(f"| {r['description']}: {r['book']} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def simulator_vs_transformers() -> str:
     """The judged prediction's rows of the recorded transformers repeats (validate.repeats_markdown)."""
     from inferlab.serving.study import validate
@@ -230,7 +246,7 @@ def subcommands() -> str:
     return "\n".join(rows) + "\n"
 
 
-REGIONS = {"verdict-counts": verdict_counts, "simulator-vs-transformers": simulator_vs_transformers,
+REGIONS = {"verdict-counts": verdict_counts, "practice-measured": practice_measured, "simulator-vs-transformers": simulator_vs_transformers,
            "subcommands": subcommands, "vllm-development": vllm_development, "vllm-shared-host": vllm_shared_host,
            "vllm-steplog": vllm_steplog, "vllm-pieces": vllm_pieces,
            "vllm-steplog-conclusion": vllm_steplog_conclusion, "vllm-speed": vllm_speed,
