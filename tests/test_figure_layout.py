@@ -217,7 +217,7 @@ def test_chapter_figure_layout(name):
 def test_chapter_figure_layout_in_other_scenarios(name, model, gpu):
     """The What-if scenarios of tests/test_reader_notebooks.py, without the book's markers."""
     import inferlab.figures as f
-    from inferlab import reader
+    from inferlab import kernels, measured_plots, reader
     model, gpu = get_model(model), get_accelerator(gpu)  # the What-if cell's objects
     build = {
         "15.1.1-fig1-roofline": lambda: plots.roofline_plot(model, gpu, BF16, prompt_lens=(128, 512, 2048, 8192),
@@ -234,8 +234,16 @@ def test_chapter_figure_layout_in_other_scenarios(name, model, gpu):
         "15.2.2-fig2-latency-throughput": lambda: plots.latency_throughput_plot(model, gpu, 1024, BF16),
         "15.2.2-fig3-cost-vs-batch": lambda: plots.cost_plot(model, gpu, 1024, f.BOOK_USD_PER_GPU_HOUR, BF16),
         "15.2.2-fig4-kv-variants-throughput": lambda: plots.kv_variants_throughput_plot(model, gpu, 1024, BF16),
+        # the measured figures: the h200 has no profiles (the ideal alone); llama-2-70b was profiled itself
+        "15.1.1-fig3-kernels-roofline": lambda: measured_plots.kernel_roofline_plot(model, gpu, BF16),
+        "15.1.1-fig4-kernels-ttft": lambda: measured_plots.ttft_measured_plot(model, gpu, BF16),
+        "15.1.2-fig4-kernels-step-time": lambda: measured_plots.decode_measured_plot(model, gpu, 1000, BF16),
+        "15.2.1-fig4-kernels-latency": lambda: measured_plots.latency_measured_plot(
+            model, gpu, BF16, prompt_len=1024, context_len=1024, step_overhead=kernels.StepOverhead.from_profile()),
+        "15.2.2-fig5-kernels-throughput": lambda: measured_plots.throughput_measured_plot(model, gpu, 1024, BF16),
     }[name]
-    needs_fit = not name.startswith(("15.1.1", "15.2.1-fig1", "15.2.1-fig3", "15.1.2-fig1"))
+    # as the notebooks: the figures that need a sequence beside the weights are drawn only if it fits
+    needs_fit = not name.startswith(("15.1.1", "15.2.1-fig1", "15.2.1-fig3", "15.2.1-fig4", "15.1.2-fig1"))
     message = reader.fit_message(model, gpu, 1000, BF16) if needs_fit else ""
     fig = reader.draw_if_fits(message, build).fig
     assert layout_problems(fig) == []

@@ -3,8 +3,9 @@
 `FIGURES` maps a name "<section>-fig<n>-<slug>" to a function building that figure (a
 `plots.Plot`) for the book's setup (Llama-2 13B, one H100 SXM, bf16; the real architecture, as
 the claims registry's "ours"),
-with the book's own values marked from the claims registry. The chapter notebooks draw the same
-figures from their "what if" cell; tests/test_notebooks.py checks that, at the defaults, each
+with the book's own values marked from the claims registry. The measured figures (`measured_plots`: the
+same on Vidur's measured H100 kernels) are here too, with no book marks: the book states no measured
+value to mark. The chapter notebooks draw the same figures from their "what if" cell; tests/test_notebooks.py checks that, at the defaults, each
 notebook prints the same table as the figure built here.
 
     inferlab figures --out build/figures       (or: make figures)
@@ -15,7 +16,7 @@ from pathlib import Path
 
 import matplotlib
 
-from inferlab import plots
+from inferlab import kernels, measured_plots, plots
 from inferlab.specs import BF16, get_accelerator, get_model
 
 BOOK_MODEL = "llama-2-13b"  # the registry's "ours" is the real architecture
@@ -100,12 +101,15 @@ FIGURES = {
         context_len=2048),
     "15.1.1-fig2-ttft-vs-prompt": lambda: plots.ttft_plot(
         *_book_setup(), BF16, batch=1, book_points=book_points("15.1.1", "ttft")),
+    "15.1.1-fig3-kernels-roofline": lambda: measured_plots.kernel_roofline_plot(*_book_setup(), BF16),
+    "15.1.1-fig4-kernels-ttft": lambda: measured_plots.ttft_measured_plot(*_book_setup(), BF16, batch=1),
     "15.1.2-fig1-decode-intensity": lambda: plots.decode_intensity_plot(
         *_book_setup(), BF16, context_len=1000),
     "15.1.2-fig2-memory-budget": lambda: plots.memory_budget_plot(
         *_book_setup(), 1000, BF16, book_points=book_points("15.1.2", "memory")),
     "15.1.2-fig3-kv-variants": lambda: plots.kv_variants_plot(
         *_book_setup(), 1000, BF16, book_points=book_points("15.1.2", "kv-variants")),
+    "15.1.2-fig4-kernels-step-time": lambda: measured_plots.decode_measured_plot(*_book_setup(), 1000, BF16),
     "15.2.1-fig1-ttft-vs-prompt": lambda: plots.ttft_plot(
         *_book_setup(), BF16, batch=1, book_points=book_points("15.2.1", "ttft")),
     "15.2.1-fig2-itl-vs-context": lambda: plots.itl_plot(
@@ -113,6 +117,9 @@ FIGURES = {
     "15.2.1-fig3-weight-dtype": lambda: plots.weight_dtype_plot(
         *_book_setup(), BF16, prompt_len=1024, context_len=1024, batch=1,
         book_points=book_points("15.2.1", "weight-dtype")),
+    "15.2.1-fig4-kernels-latency": lambda: measured_plots.latency_measured_plot(
+        *_book_setup(), BF16, prompt_len=1024, context_len=1024, batch=1,
+        step_overhead=kernels.StepOverhead.from_profile()),
     "15.2.2-fig1-throughput-vs-batch": lambda: plots.throughput_plot(
         *_book_setup(), 1024, BF16, book_throughput=book_points("15.2.2", "throughput")),
     "15.2.2-fig2-latency-throughput": lambda: plots.latency_throughput_plot(
@@ -121,6 +128,7 @@ FIGURES = {
         *_book_setup(), 1024, BOOK_USD_PER_GPU_HOUR, BF16, book_points=book_points("15.2.2", "cost")),
     "15.2.2-fig4-kv-variants-throughput": lambda: plots.kv_variants_throughput_plot(
         *_book_setup(), 1024, BF16),
+    "15.2.2-fig5-kernels-throughput": lambda: measured_plots.throughput_measured_plot(*_book_setup(), 1024, BF16),
 }
 
 
