@@ -320,6 +320,20 @@ def test_markdown_table_for_a_notebook(rows):
         M.markdown_table("15.9.9")
 
 
+def test_markdown_table_of_a_section_without_practice_claims_says_so(monkeypatch):
+    """A notebook shows the result as Markdown: an empty string was an empty cell under a sentence
+    announcing a table. Each section's claims taken out of PRACTICE in turn: one sentence naming the
+    section, and the claims left out (with why) where the section has any."""
+    for section in ("15.1.2", "15.2.1"):
+        monkeypatch.setattr(M, "PRACTICE", tuple(p for p in M.PRACTICE if not p[0].startswith(section + "-")))
+        text = M.markdown_table(section)
+        assert text.startswith(f"Section {section} states no practice time or throughput") and "|" not in text
+        assert text.endswith(".") and "\n" not in text
+    assert "15.1.2-" not in M.markdown_table("15.1.2").split(":", 1)[1]   # 15.1.2 leaves nothing out
+    assert ("left out: 15.2.1-u (int4 weights: the measured kernels were profiled on 16-bit products only); "
+            "15.2.1-w (int8 weights") in M.markdown_table("15.2.1")
+
+
 # --- the statements on the measured node -----------------------------------------------------------
 
 @pytest.fixture(scope="module")

@@ -286,10 +286,13 @@ def _md(text: str) -> str:
 def markdown_table(section: str, explain: bool = False) -> str:
     """A Markdown table of `section`'s practice claims for a notebook cell: the book's number, then
     the ideal, measured and measured + step-overhead values, each with its verdict; explain=True adds
-    each claim's one-line explanation under the table. "" when the section has none."""
+    each claim's one-line explanation under the table. A section without such claims gets one sentence
+    saying so (and naming its practice claims LEFT_OUT, with why), never an empty cell."""
     rows = practice_claims(section)
     if not rows:
-        return ""
+        left = [f"{cid} ({_md(why)})" for cid, why in LEFT_OUT if cid.rsplit("-", 1)[0] == section]
+        return (f"Section {section} states no practice time or throughput that the measured kernels can time: "
+                "nothing to judge against them here" + (f"; left out: {'; '.join(left)}." if left else "."))
     out = ["| claim | the book | ideal roofline | measured H100 kernels | + A100 step overhead |",
            "|---|---|---|---|---|"]
     out += [f"| {r.id}: {_md(r.description)} | {_md(r.book)} | "
