@@ -16,6 +16,8 @@ from inferlab.claims.evaluate import evaluate_registry
 from inferlab.claims.registry import load_registry
 from inferlab.cli import main
 
+pytestmark = pytest.mark.claims
+
 CHAPTER = default_chapter_path()
 PATTERNS = [r.pattern for r in load_ignore()]
 
