@@ -63,7 +63,7 @@ MAX_NOTEBOOK_BYTES = 20 * 10**6
 MAX_REPORT_BYTES = 5 * 10**6
 MAX_ANSWER_CHARS = 20_000
 # Run only the cells the graded answers depend on (`skipped_cells`); False (`grade --all-cells`, or the environment
-# variable INFERLAB_GRADE_ALL_CELLS=1): every cell, as before issue 37.
+# variable INFERLAB_GRADE_ALL_CELLS=1): every cell.
 SKIP_LECTURE = os.environ.get("INFERLAB_GRADE_ALL_CELLS", "") != "1"
 MAX_JSON_DEPTH = 64  # a notebook or a report nested deeper is refused before json.loads sees it
 NO_SANDBOX_WARNING = ("WARNING: grading without a sandbox: each submitted notebook runs with your rights and "

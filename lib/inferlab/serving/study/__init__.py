@@ -8,4 +8,7 @@
 - the measured step times: `profiled` (an operator profile), `fitted` (a fit to an engine's timed
   steps), `bracketing` (calibrations before and after each rate), `hostspeed` (the in-run probe).
 - `live` and `engines`: the live servers (our loop, transformers' continuous batching, vLLM).
+
+The study's own words (bracket, probe-tracked, knife-edged, disturbed, ...) are defined once in
+docs/glossary.md; the runs behind its settings are in docs/lab-notes.md.
 """

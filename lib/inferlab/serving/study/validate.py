@@ -7,7 +7,7 @@ profile composed into step times, never a live step), and compare the percentile
 
     error = simulated / live - 1    for p50 and p99 of TTFT and of ITL, at each rate
 
-Bounds (issue 14): |error| <= 15 % at p50 and <= 25 % at p99. Rates are set from the capacity
+Bounds: |error| <= 15 % at p50 and <= 25 % at p99. Rates are set from the capacity
 the profile predicts (the throughput of a simulated saturating burst): 0.3x (light), 0.6x
 (moderate), 0.85x (near saturation) and 1.3x (overloaded: reported, not bounded, since queueing
 there amplifies any step error without limit), unless given. Every live step's duration is also
@@ -51,28 +51,24 @@ STEP_MODELS = ("profile", "fitted")  # what the simulator steps on: the operator
 BOUNDED_UP_TO = 1.0  # fractions of capacity above this are reported, not held to the bounds
 # Requests served at each rate. A TTFT p99 over n requests interpolates between the two slowest
 # (numpy's linear percentile puts it 0.99 (n - 1) ranks up): it is close to the max, and one
-# request decides it. 20 (twice the 0.3x sample of 30 s runs) at the 2-core Xeon's ~0.6 requests/s:
-# 0.3x takes ~110 s of arrivals, a whole transformers validation 490-530 s with its 5 calibrations.
+# request decides it. 20 keeps a whole transformers validation, calibrations included, within
+# minutes on a 2-core host (its durations: docs/lab-notes.md).
 REQUESTS_PER_RATE = 20
-# transformers' token budget per step (its max_batch_tokens) in the validation. Stop 23's three
-# repeats ran 256: a prompt's whole prefill in one step of 1.2-2.0 s on the 2-core Xeon, so a burst
-# arriving just after a step started waited that whole step, and the TTFT p99 of 20 requests (the
-# seed-0 workload's burst of three) hinged on which side of a step boundary it fell. Simulated alone
-# on that record's first calibration fit, before any run at 64: a uniform 5 % step error moved the
-# TTFT p99 by +32 % at 0.6x and -22 % at 0.85x with 256 tokens, within 8 % at every rate with 64
-# (each prompt split into chunks of 64: steps of ~0.3-0.5 s), at 9 % less capacity.
+# transformers' token budget per step (its max_batch_tokens) in the validation. With a budget that
+# holds a whole prompt, a burst arriving just after a step began waits that whole prefill, and the
+# TTFT p99 turns on which side of a step boundary the burst falls (knife-edged: docs/glossary.md);
+# chunks of 64 make the steps short enough that a 5 % step error no longer moves it past its bound,
+# for somewhat less capacity (the runs that showed it: docs/lab-notes.md).
 MAX_BATCH_TOKENS = 64
-# The predictions a transformers run makes from its probe (serving.study.hostspeed), both on the mean of its
-# two brackets' probe-normalized fits (hostspeed.normalized_durations; the earliest records on their raw
-# fits): every step x the host's speed ('probe-tracked', judged), or only its decode part x the speed
-# and its prompt-chunk part x speed ** 0.5 ('split'). On the development records (three runs,
-# a pilot and the first held-out repeat: 15 bounded pairs) re-simulated (validate.repredict),
-# 9 of 15 pairs were within both bounds probe-tracked on raw fits, 11 probe-tracked on normalized
-# fits, 11 split on normalized fits; the simpler is judged. PREDICTION is the one judged against the
-# bounds (the run's `comparison` and summary.rates), and the only one a run computes. Records made before
-# this also kept the others beside it (under PREDICTION_KEYS[name], `bracketed`: the brackets' raw fits
-# without the probe, and `first_calibration_only`); `alternatives` recomputes all of them from what every
-# record keeps (benchmarks/serving_alternatives.py).
+# The predictions a transformers run makes from its probe (serving.study.hostspeed), both on the mean of
+# its two brackets' probe-normalized fits (docs/glossary.md): every step x the host's speed
+# ('probe-tracked', judged), or only its decode part x the speed and its prompt-chunk part x speed ** 0.5
+# ('split'). Of predictions that did equally well on the development records, the simpler is judged
+# (the counts: docs/lab-notes.md). PREDICTION is the one judged against the bounds (the run's
+# `comparison` and summary.rates), and the only one a run computes. Older records also kept the others
+# beside it (under PREDICTION_KEYS[name], `bracketed`: the brackets' raw fits without the probe, and
+# `first_calibration_only`); `alternatives` recomputes all of them from what every record keeps
+# (benchmarks/serving_alternatives.py).
 PREDICTIONS = ("probe-tracked", "split")
 PREDICTION = "probe-tracked"
 PREDICTION_KEYS = {"probe-tracked": "tracked", "split": "split"}
@@ -80,23 +76,16 @@ PREDICTION_MODELS = {"probe-tracked": SpeedTrackedStepTime, "split": SplitSpeedS
 ALTERNATIVES = ("split", "bracketed", "first-calibration-only")
 
 # The transformers engine's calibration run (one per bracket, serving.study.bracketing): lone prompts, then
-# a burst. On the 2-core Xeon (cpu-0.5b, bf16; four runs back to back, bursts of 8, 12, 8, 32) a
-# burst of 8 took 24-27 s (5-6 s of it the engine's warm-up) against 60 s for 32, for 63-68 steps;
-# its fit predicted its own steps within a median 7 % (p90 17-18 %), as the burst of 32 did (8 %,
-# 17 %), and the 32-burst run's steps within a median 8-10 % (the 32-burst fit predicted the
-# 8-burst runs' within 10 %). Runs a minute apart moved 12-15 % against each other: drift, not fit.
-# In the earliest records the lone prompts (16, 48, 96, 200 tokens, 16 output tokens each) came 0.75 s apart,
-# so each one's prefill ran beside the previous one's decodes: no calibration step was a prompt chunk
-# alone. At a 64-token budget the live runs at 0.3x are full of such steps (23 of the 47 prefill
-# steps of the first run at 64 tokens), and the fits, extrapolating, over-predicted them: measured /
-# predicted 0.85 there (0.89 beside decodes), and 13 of that rate's 20 TTFTs simulated 14-44 % long.
-# Now each lone prompt, with few output tokens, is served alone before the next arrives, and the
-# chunk sizes a 64-token budget cuts (a whole 64, a 32 remainder, three 64s and an 8) are among them.
+# a burst. A burst of 8 fits the steps as well as a longer one in a fraction of the time. Each lone
+# prompt, with few output tokens, is served alone before the next arrives, so the calibration holds
+# steps that are a prompt chunk alone, and the chunk sizes a 64-token budget cuts (a whole 64, a 32
+# remainder, three 64s and an 8) are among them: live runs at light load are full of such steps, which
+# fits without them over-predict (the runs behind both choices: docs/lab-notes.md).
 CALIBRATION_BURST = 8         # requests arriving at once in the transformers engine's calibration run
 CALIBRATION_LONE = (16, 48, 64, 96, 200)  # prompts served alone before the burst, each in its own steps
 CALIBRATION_LONE_OUTPUT = 4   # output tokens of each lone prompt
-CALIBRATION_LONE_GAP_S = 2.0  # seconds between lone prompts: a 200-token prompt and its 4 tokens took
-                              # ~1.5-2 s on the 2-core Xeon (cpu-0.5b, bf16, 64-token steps)
+CALIBRATION_LONE_GAP_S = 2.0  # seconds between lone prompts: longer than the longest one takes to serve
+                              # on a 2-core host, so none overlaps the next
 
 
 def quantile_plot(record: dict):
@@ -1209,8 +1198,8 @@ def engines_conclusion(summary: dict) -> str:
 # (`_vllm_prediction`), with the front end's delays drawn per request from the calibrations' (SampledFrontend)
 # and the steps' spread drawn from their Poisson runs (VLLM_SPREAD_FROM) (serving.study.served). The server's
 # engine core runs reniced (engines.vllm.ENGINE_NICE: on 2 cores its busy wait starved the front end).
-# `vllm_calibration_steps` is the method of the records made before the step log (2026-12-04 and earlier):
-# steps inferred from the client's times (a lone prompt's TTFT; a burst's last token less a lone prompt's TTFT).
+# `vllm_calibration_steps` is the method of the records made before the step log existed: steps
+# inferred from the client's times (a lone prompt's TTFT; a burst's last token less a lone prompt's TTFT).
 VLLM_CAL_LONE = (8, 16, 32, 48, 64)   # prompt tokens of the lone prefills (those within the token budget)
 VLLM_CAL_REPEATS = 4                  # each lone prompt this many times
 VLLM_CAL_LONE_GAP_S = 0.5             # between lone prompts: each served before the next arrives
@@ -1221,9 +1210,9 @@ VLLM_CAL_BURST_GAP_S = 1.5
 # A gap between two tokens shorter than this is a delivery artefact (several tokens in one message): no
 # decode step of the served model is this short. Each run records the share of such gaps.
 VLLM_BUNCHED_GAP_S = 0.5e-3
-# The repeat rule, committed before the held-out repeats it was first applied to (repeat-rule-2026-12-05,
-# docs/vllm.md); its thresholds are those named after the misses of poisson-spread-2026-12-05: a
-# rate's run that its own measurements show disturbed (engines.vllm.disturbances_of: the engine waiting
+# The repeat rule (docs/vllm.md; when it was committed and the runs its thresholds came from:
+# docs/lab-notes.md): a rate's run that its own measurements show disturbed (docs/glossary.md;
+# engines.vllm.disturbances_of: the engine waiting
 # 50 ms or more with work in hand, a request's way in or out that long, or its first 15 steps at 1.5x
 # or more calibration 0's fit) is served again, the same workload, up to VLLM_REPEAT_DISTURBED times; the
 # first undisturbed run is judged (the last if none is), and every disturbed run stays in the record
@@ -1481,11 +1470,9 @@ class _VllmPrediction:
 
 # Whose steps the steps' spread (serving.study.served.JitteredStepTime) is drawn from: "poisson", the
 # calibrations' Poisson runs only (the steps made as the workloads' are), or "all" their logged steps (the
-# records made before 2026-12-05 05:10). Chosen on the three reniced repeats of 2026-12-05
-# (data/measurements/serving/vllm/reniced-2026-12-05/, then held out): there the timed requests (lone
-# prompts and bursts after idle gaps, half of each calibration's steps) scattered wider around the fit
-# (per repeat, p90 of measured / fitted 1.34 to 1.35) than the Poisson runs (1.10 to 1.15) and the bounded
-# live runs (1.08 to 1.15), and every ITL p99 of the nine bounded runs came out long (+5 % to +35 %).
+# older records). The timed requests (lone prompts and bursts after idle gaps) scatter wider around the
+# fit than the Poisson runs and the live runs do, so drawing from them made every ITL p99 long (the
+# repeats that showed it: docs/lab-notes.md).
 VLLM_SPREAD_FROM = "poisson"
 VLLM_SPREADS_FROM = ("poisson", "all")
 

