@@ -273,7 +273,7 @@ MUTANTS = [
       "        if True:\n            return tp", "smallest_tp ignores memory (always 1)"),
     M("serving/lab", "serving/lab.py", "    if not d_fits:  # shown as such",
       "    if False:  # shown as such", "a deployment that does not fit is run"),
-    # serving/study: the validation study's judging (checks) and its records (validate) -------------
+    # serving/study: the validation study's judging (checks) and its reports ------------------------
     M("serving/study", "serving/study/checks.py", "return float(simulated / live - 1.0)", "return float(live / simulated - 1.0)",
       "error inverted"),
     M("serving/study", "serving/study/checks.py", "\"within\": abs(e) <= bound}", "\"within\": e <= bound}",
@@ -285,11 +285,11 @@ MUTANTS = [
     M("serving/study", "serving/study/checks.py", "return float(n / np.nanmax(setup.simulate(w, step_time).finish_s))",
       "return float(n / np.nanmean(setup.simulate(w, step_time).finish_s))",
       "capacity over the mean finish, not the last"),
-    M("serving/study", "serving/study/validate.py", "if abs(r[\"comparison\"][m][p][\"error\"]) > record[\"bounds\"][p]]",
+    M("serving/study", "serving/study/reports.py", "if abs(r[\"comparison\"][m][p][\"error\"]) > record[\"bounds\"][p]]",
       "if r[\"comparison\"][m][p][\"error\"] > record[\"bounds\"][p]]", "negative misses not listed"),
-    M("serving/study", "serving/study/validate.py", "return all(r[\"live\"][\"completed\"] == r[\"simulated\"][\"completed\"] == r[\"requests\"]",
+    M("serving/study", "serving/study/reports.py", "return all(r[\"live\"][\"completed\"] == r[\"simulated\"][\"completed\"] == r[\"requests\"]",
       "return all(r[\"live\"][\"completed\"] == r[\"simulated\"][\"completed\"]", "all_served ignores unserved requests on both sides"),
-    M("serving/study", "serving/study/validate.py", "key=lambda x: x[0])", "key=lambda x: x[1])",
+    M("serving/study", "serving/study/reports.py", "key=lambda x: x[0])", "key=lambda x: x[1])",
       "worst error by signed value"),
     M("serving/study", "serving/study/checks.py", "\"p90_abs\": float(np.percentile(np.abs(r - 1), 90))",
       "\"p90_abs\": float(np.percentile(np.abs(r - 1), 50))", "step error p90 is the median"),
@@ -327,13 +327,13 @@ MUTANTS = [
 
 def _scratch() -> Path:
     tmp = Path(tempfile.mkdtemp(prefix="inferlab-mutants-"))
-    for name in ("lib", "data", "tests"):
+    for name in ("lib", "data", "tests", "docs"):   # some tests read the reference pages
         shutil.copytree(ROOT / name, tmp / name, ignore=shutil.ignore_patterns("__pycache__"))
     (tmp / "chapters").mkdir()
     for p in (ROOT / "chapters").iterdir():  # some tests read the notebooks and their sources
         if p.is_file():
             shutil.copy(p, tmp / "chapters" / p.name)
-    for name in ("pyproject.toml", "README.md", "Makefile"):
+    for name in ("pyproject.toml", "README.md", "Makefile", "ARCHITECTURE.md", "ERRATA.md"):
         shutil.copy(ROOT / name, tmp / name)
     return tmp
 

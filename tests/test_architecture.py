@@ -398,3 +398,19 @@ def test_every_name_the_document_gives_exists(doc):
 def test_the_package_map_names_every_module(doc):
     named = set(re.findall(r"`([\w.]+)`", section(doc, "Packages")))
     assert sorted(set(all_modules()) - named) == [], "modules missing from ARCHITECTURE.md's Packages map"
+
+
+def test_every_study_file_has_one_job(doc):
+    # the job table of "The validation study's pipelines": each module of serving.study in one row
+    # (run a pipeline, control a process, write tables and prose, ...), none in two
+    rows = [line for line in section(doc, "The validation study's pipelines").splitlines()
+            if line.startswith("| ") and not line.startswith(("| job", "| engine"))
+            and line.count("|") == 3]
+    jobs = {}
+    for row in rows:
+        job, files = row.strip("|").split("|")
+        for mod in re.findall(r"`([\w.]+)`", files):
+            jobs.setdefault(mod, []).append(job.strip())
+    study = {m for m in all_modules() if m.startswith("serving.study.") and m != "serving.study.engines"}
+    assert sorted(m for m, js in jobs.items() if len(js) > 1) == [], "a study file with two jobs"
+    assert sorted(study - set(jobs)) == [], "study files the job table leaves out"
