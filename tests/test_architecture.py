@@ -414,3 +414,39 @@ def test_every_study_file_has_one_job(doc):
     study = {m for m in all_modules() if m.startswith("serving.study.") and m != "serving.study.engines"}
     assert sorted(m for m, js in jobs.items() if len(js) > 1) == [], "a study file with two jobs"
     assert sorted(study - set(jobs)) == [], "study files the job table leaves out"
+
+
+SIMULATOR = {"serving", "serving.workload", "serving.policies", "serving.metrics", "serving.kv", "serving.steptime",
+             "serving.engine", "serving.simulate", "serving.compare", "serving.definitions"}
+
+
+def group_of(module: str, floors: dict[str, int]) -> str:
+    """The group of ARCHITECTURE.md's "What imports what" table a module belongs to."""
+    if module in SIMULATOR:
+        return "the simulator"
+    if module in ("serving.lab", "serving.labplots", "serving.conclusions"):
+        return "the serving lab"
+    if module.startswith("serving.study") or module == "serving.validate":
+        return "the study"
+    for package in ("measure", "claims", "exercises"):
+        if module == package or module.startswith(package + "."):
+            return package
+    if module in ("cli", "__main__", "serving.cli"):
+        return "the command lines"
+    return "the core" if module == "inferlab" or floors[module] <= 2 else "figures and notebooks"
+
+
+def test_what_imports_what_is_the_table_of_the_document(doc, floors):
+    rows = {}
+    for line in section(doc, "What imports what").splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if line.startswith("| ") and len(cells) == 3 and cells[0] not in ("group", "---"):
+            rows[cells[0]] = (cells[1], set() if cells[2] == "nothing else" else set(cells[2].split(", ")))
+    graph = import_graph()
+    found = {group_of(m, floors): set() for m in graph}
+    for a, deps in graph.items():
+        found[group_of(a, floors)] |= {group_of(b, floors) for b in deps} - {group_of(a, floors)}
+    assert {g: imports for g, (_, imports) in rows.items()} == found
+    # the modules a row names belong to its group
+    assert [(m, g) for g, (mods, _) in rows.items() for m in re.findall(r"`([\w.]+)`", mods)
+            if m in graph and group_of(m, floors) != g] == []
