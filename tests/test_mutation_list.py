@@ -49,3 +49,18 @@ def test_a_stale_mutant_is_named_and_stops_the_run(mutation, tmp_path, capsys):
         assert "STALE costs" in out and "1 stale" in out
     finally:
         mutation.MUTANTS = saved
+
+
+def test_the_development_pages_table_counts_the_list_as_it_is(mutation):
+    # docs/development.md gives the last run's score per package as "K of N" and the equivalents; N,
+    # the equivalents and the groups must be the list's own (K comes from the dated run)
+    import re
+    page = (ROOT / "docs" / "development.md").read_text(encoding="utf-8")
+    rows = re.findall(r"^\s*\| (\w+) \| ([^|]+) \| (\d+) of (\d+) \| (\d+) \|$", page, re.M)
+    assert rows
+    for package, groups, killed, total, equivalent in rows:
+        mine = [m for m in mutation.MUTANTS if mutation.package(m.module) == package]
+        assert sorted(re.findall(r"`([\w/]+)`", groups)) == sorted({m.module for m in mine}), package
+        assert int(total) == sum(not m.equivalent for m in mine) and int(killed) <= int(total), package
+        assert int(equivalent) == sum(bool(m.equivalent) for m in mine), package
+    assert {r[0] for r in rows} == {mutation.package(m.module) for m in mutation.MUTANTS}
