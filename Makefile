@@ -1,6 +1,7 @@
 # Two commands do everything on a fresh machine:
 #   make lab   - set up .venv and open the companion in JupyterLab (localhost, token auth)
 #   make test  - set up .venv and run every test (library, notebooks under nbval)
+#   make test-fast - the core formulas, the claims and the simulator only (well under a minute)
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -8,7 +9,7 @@ PY := $(VENV)/bin/python
 TORCH_SPEC ?= torch==2.13.0
 TORCH_ARGS ?=
 
-.PHONY: setup lab lab-instructor test figures notebooks errata readme bench clean
+.PHONY: setup lab lab-instructor test test-fast figures notebooks errata readme bench clean
 
 # One stamp per torch choice: `make setup TORCH_ARGS=...` after a first setup reinstalls torch.
 TORCH_STAMP := $(VENV)/.torch-$(shell printf '%s' '$(TORCH_SPEC) $(TORCH_ARGS)' | cksum | cut -d' ' -f1)
@@ -45,6 +46,12 @@ reader/%.ipynb: chapters/%.ipynb | setup
 
 test: setup
 	$(PY) -m pytest
+
+# The fast tier: the test files marked core, claims or simulator (a `pytestmark` line in each), less
+# the tests marked slow. Only those files are collected, so no other test module is imported.
+FAST_TESTS := $(shell grep -l -E '^pytestmark = pytest\.mark\.(core|claims|simulator)$$' tests/test_*.py)
+test-fast: setup
+	$(PY) -m pytest -m "(core or claims or simulator) and not slow" $(FAST_TESTS)
 
 # Every figure of the chapter as SVG and PNG, named by section and figure: build/figures/15.1.1-fig1-roofline.svg
 figures: setup

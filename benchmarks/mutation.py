@@ -7,11 +7,17 @@ working tree is never touched), runs the module's fast tests with `pytest -x`, a
 (a test failed) or survived. Mutants marked equivalent change no observable result; they are listed
 and left out of the kill rate.
 
-    .venv/bin/python benchmarks/mutation.py                 # all modules (~10 min on 2 busy cores)
-    .venv/bin/python benchmarks/mutation.py --module costs  # one module
-    .venv/bin/python benchmarks/mutation.py --list          # the mutants, without running them
+Every mutant must apply exactly once: its snippet must occur once in its file. Before anything runs,
+every chosen mutant is checked, and a run with a stale one (its snippet gone or repeated after an
+edit) stops and names each, so a score always covers the whole list (`--list` marks them too, and
+tests/test_mutation_list.py fails on them in the fast tier).
 
-Not part of `make test` (it reruns the suite once per mutant).
+    .venv/bin/python benchmarks/mutation.py                 # every mutant
+    .venv/bin/python benchmarks/mutation.py --module costs  # one module group (repeatable)
+    .venv/bin/python benchmarks/mutation.py --list          # the mutants and whether each applies
+
+Not part of `make test` (it reruns the tests once per mutant). The last measured scores, with the
+command and the date: docs/development.md.
 """
 from __future__ import annotations
 
@@ -51,9 +57,14 @@ TESTS = {
     "serving/engine": ["tests/test_serving_mutants.py", "tests/test_serving.py", "tests/test_serving_prefix.py",
                        "tests/test_serving_properties.py"],
     "serving/lab": ["tests/test_serving_mutants.py", "tests/test_serving_lab.py", "tests/test_serving_lab_fit.py"],
-    "serving/validate": ["tests/test_serving_mutants.py", "tests/test_serving_validate.py"],
+    "serving/study": ["tests/test_serving_mutants.py", "tests/test_serving_validate.py"],
     "serving/cli": ["tests/test_serving_mutants.py", "tests/test_cli_edges.py", "tests/test_serving_cli.py"],
 }
+
+def package(module: str) -> str:
+    """The package a module group belongs to: 'core' for the top-level formulas, else its folder."""
+    return module.split("/")[0] if "/" in module else "core"
+
 
 M = Mutant
 MUTANTS = [
@@ -109,12 +120,12 @@ MUTANTS = [
       "usd_per_gpu_hour / 3600.0 / np.asarray(tokens_per_s, dtype=float) * 1e6", "cost per million, not per 1k"),
     M("latency", "latency.py", "out = n_gpus * usd_per_gpu_hour", "out = usd_per_gpu_hour",
       "cost of one GPU for a tp group"),
-    M("latency", "latency.py", "t = t + tp_communication_time_s(model, batch, tp", "t = t + 0 * tp_communication_time_s(model, batch, tp",
+    M("latency", "latency.py", "t = t + tp_communication_time_s(model, batch, d.tp", "t = t + 0 * tp_communication_time_s(model, batch, d.tp",
       "decode all-reduces dropped"),
     M("latency", "latency.py", "costs = costs.without(*ATTENTION_OPS)", "costs = costs",
       "include_attention=False ignored"),
-    M("latency", "latency.py", "costs = decode_costs(shard, batch, context_len, precision)",
-      "costs = decode_costs(model, batch, context_len, precision)", "decode not sharded under tp"),
+    M("latency", "latency.py", "costs = decode_costs(shard, batch, context_len, d.precision)",
+      "costs = decode_costs(model, batch, context_len, d.precision)", "decode not sharded under tp"),
     M("latency", "latency.py", "flops / (mfu * acc.peak(dtype)), n_params", "flops / acc.peak(dtype), n_params",
       "ttft_rule_s ignores mfu"),
     M("latency", "latency.py", "(weight_bytes_total + np.asarray(batch, dtype=float) * kv_bytes_per_seq)",
@@ -191,8 +202,8 @@ MUTANTS = [
       "copy bandwidth counts reads only (MBU doubled)"),
     M("measure/efficiency", "measure/ceilings.py", "return 2.0 * n ** 3", "return n ** 3",
       "matmul FLOPs without the 2"),
-    M("measure/efficiency", "measure/efficiency.py", "if sum(r[\"clean\"] for r in rows) >= rounds:",
-      "if len(rows) >= rounds:", "contended rounds counted as clean"),
+    M("measure/efficiency", "measure/efficiency.py", "if sum(r[\"clean\"] for r in rows) >= config.rounds:",
+      "if len(rows) >= config.rounds:", "contended rounds counted as clean"),
     # serving/engine -------------------------------------------------------------------------------
     M("serving/engine", "serving/engine.py", "limit = self.total_blocks - (0 if self.static else self.watermark)",
       "limit = self.total_blocks", "a request that fits only inside the watermark accepted (blocks every later one)"),
@@ -218,12 +229,12 @@ MUTANTS = [
       equivalent="the victim heads the queue and needs at least the blocks it freed, more than the short pool "
                  "has left, so FIFO admission admits nothing in that step anyway (300 random runs with 538 "
                  "preemptions, prefix caching on and off: identical results)"),
-    M("serving/engine", "serving/engine.py", "pairs += q * p + q * (q + 1) / 2", "pairs += q * (q + 1) / 2",
+    M("serving/engine", "serving/steptime.py", "pairs += q * p + q * (q + 1) / 2", "pairs += q * (q + 1) / 2",
       "a prompt chunk does not attend to the earlier chunks"),
-    M("serving/engine", "serving/engine.py", "            kv += p + q\n", "            kv += q\n",
+    M("serving/engine", "serving/steptime.py", "            kv += p + q\n", "            kv += q\n",
       "a chunk's attention reads only its own keys"),
-    M("serving/engine", "serving/engine.py", "            if p + q == r.target:\n                logits += 1",
-      "            if True:\n                logits += 1", "LM head on every prompt chunk"),
+    M("serving/engine", "serving/engine.py", "logits = n_dec + sum(1 for r, q in chunks if r.done + q == r.target)",
+      "logits = n_dec + len(chunks)", "LM head on every prompt chunk"),
     M("serving/engine", "serving/engine.py", "s = max(r.prompt for r in batch)  # prompts padded",
       "s = min(r.prompt for r in batch)  # prompts padded", "static batch padded to the shortest prompt"),
     M("serving/engine", "serving/engine.py", "need = blocks_for(r.prompt + r.output, self.bs)  # reserved",
@@ -262,24 +273,25 @@ MUTANTS = [
       "        if True:\n            return tp", "smallest_tp ignores memory (always 1)"),
     M("serving/lab", "serving/lab.py", "    if not d_fits:  # shown as such",
       "    if False:  # shown as such", "a deployment that does not fit is run"),
-    # serving/validate -----------------------------------------------------------------------------
-    M("serving/validate", "serving/validate.py", "return float(simulated / live - 1.0)", "return float(live / simulated - 1.0)",
+    # serving/study: the validation study's judging (checks) and its reports ------------------------
+    M("serving/study", "serving/study/checks.py", "return float(simulated / live - 1.0)", "return float(live / simulated - 1.0)",
       "error inverted"),
-    M("serving/validate", "serving/validate.py", "\"within\": abs(e) <= bound}", "\"within\": e <= bound}",
+    M("serving/study", "serving/study/checks.py", "\"within\": abs(e) <= bound}", "\"within\": e <= bound}",
       "a too-fast simulation always within"),
-    M("serving/validate", "serving/validate.py", "ok &= abs(e) <= bound", "ok &= abs(e) < bound",
+    M("serving/study", "serving/study/checks.py", "ok &= abs(e) <= bound", "ok &= abs(e) < bound",
       "an error on the bound counted as a miss"),
-    M("serving/validate", "serving/validate.py", "P50_BOUND, P99_BOUND = 0.15, 0.25", "P50_BOUND, P99_BOUND = 0.25, 0.25",
+    M("serving/study", "serving/study/checks.py", "P50_BOUND, P99_BOUND = 0.15, 0.25", "P50_BOUND, P99_BOUND = 0.25, 0.25",
       "the median held to the p99 bound"),
-    M("serving/validate", "serving/validate.py", "return float(n / np.nanmax(r.finish_s))", "return float(n / np.nanmean(r.finish_s))",
+    M("serving/study", "serving/study/checks.py", "return float(n / np.nanmax(setup.simulate(w, step_time).finish_s))",
+      "return float(n / np.nanmean(setup.simulate(w, step_time).finish_s))",
       "capacity over the mean finish, not the last"),
-    M("serving/validate", "serving/validate.py", "if abs(r[\"comparison\"][m][p][\"error\"]) > record[\"bounds\"][p]]",
+    M("serving/study", "serving/study/reports.py", "if abs(r[\"comparison\"][m][p][\"error\"]) > record[\"bounds\"][p]]",
       "if r[\"comparison\"][m][p][\"error\"] > record[\"bounds\"][p]]", "negative misses not listed"),
-    M("serving/validate", "serving/validate.py", "return all(r[\"live\"][\"completed\"] == r[\"simulated\"][\"completed\"] == r[\"requests\"]",
+    M("serving/study", "serving/study/reports.py", "return all(r[\"live\"][\"completed\"] == r[\"simulated\"][\"completed\"] == r[\"requests\"]",
       "return all(r[\"live\"][\"completed\"] == r[\"simulated\"][\"completed\"]", "all_served ignores unserved requests on both sides"),
-    M("serving/validate", "serving/validate.py", "key=lambda x: x[0])", "key=lambda x: x[1])",
+    M("serving/study", "serving/study/reports.py", "key=lambda x: x[0])", "key=lambda x: x[1])",
       "worst error by signed value"),
-    M("serving/validate", "serving/validate.py", "\"p90_abs\": float(np.percentile(np.abs(r - 1), 90))",
+    M("serving/study", "serving/study/checks.py", "\"p90_abs\": float(np.percentile(np.abs(r - 1), 90))",
       "\"p90_abs\": float(np.percentile(np.abs(r - 1), 50))", "step error p90 is the median"),
     # serving/cli ----------------------------------------------------------------------------------
     M("serving/cli", "serving/cli.py", "        if _given(args, name) and policy_name not in policies:",
@@ -298,14 +310,14 @@ MUTANTS = [
       "        open(args.timeseries, \"w\").write(result.timeseries_csv())", "timeseries written in place (partial on Ctrl-C)"),
     M("serving/cli", "serving/cli.py", "        if Path(args.figure).suffix.lower() not in FIGURE_SUFFIXES:",
       "        if False:", "--figure format checked only after the table"),
-    M("serving/cli", "serving/cli.py", "    positive_int(\"--seed\", args.seed, minimum=0)\n    positive_float(\"--duration\", args.duration, maximum=VALIDATE_MAX_DURATION_S)",
-      "    positive_float(\"--duration\", args.duration, maximum=VALIDATE_MAX_DURATION_S)", "validate --seed checked only after profiling"),
+    M("serving/cli", "serving/cli.py", "    positive_int(\"--seed\", args.seed, minimum=0)\n    if args.duration is not None and args.requests",
+      "    if args.duration is not None and args.requests", "validate --seed checked only after profiling"),
     # exercises/core -------------------------------------------------------------------------------
     M("exercises/core", "exercises/core.py", "return abs(value - expected) <= max(part.rel_tol * abs(expected), part.abs_tol)",
       "return abs(value - expected) <= max(5 * part.rel_tol * abs(expected), part.abs_tol)",
       "tolerance 5x looser"),
-    M("exercises/core", "exercises/core.py", "def number(name, description, unit=\"\", rel_tol=0.01, hint=\"\"):",
-      "def number(name, description, unit=\"\", rel_tol=0.05, hint=\"\"):", "default tolerance 5x looser"),
+    M("exercises/core", "exercises/core.py", "def number(name, description, unit=\"\", rel_tol=0.01, hint=\"\",",
+      "def number(name, description, unit=\"\", rel_tol=0.05, hint=\"\",", "default tolerance 5x looser"),
     M("exercises/core", "exercises/core.py", "if part.kind in (\"number\", \"integer\"):\n        return abs",
       "if part.kind in (\"number\",):\n        return abs", "integers compared as choices (abs_tol ignored)"),
     M("exercises/core", "exercises/core.py", "and not _matches(part, m.value, expected)]", "]",
@@ -315,13 +327,13 @@ MUTANTS = [
 
 def _scratch() -> Path:
     tmp = Path(tempfile.mkdtemp(prefix="inferlab-mutants-"))
-    for name in ("lib", "data", "tests"):
+    for name in ("lib", "data", "tests", "docs"):   # some tests read the reference pages
         shutil.copytree(ROOT / name, tmp / name, ignore=shutil.ignore_patterns("__pycache__"))
     (tmp / "chapters").mkdir()
     for p in (ROOT / "chapters").iterdir():  # some tests read the notebooks and their sources
         if p.is_file():
             shutil.copy(p, tmp / "chapters" / p.name)
-    for name in ("pyproject.toml", "README.md", "Makefile"):
+    for name in ("pyproject.toml", "README.md", "Makefile", "ARCHITECTURE.md", "ERRATA.md"):
         shutil.copy(ROOT / name, tmp / name)
     return tmp
 
@@ -341,17 +353,37 @@ def run_tests(tmp: Path, tests: list[str], timeout_s: float, report: bool = Fals
     return done.returncode == 0
 
 
+def stale(mutants, lib: Path | None = None) -> list[str]:
+    """'<what> (<path>): snippet found N times' for each mutant that does not apply exactly once."""
+    lib = lib or ROOT / "lib" / "inferlab"
+    out = []
+    for m in mutants:
+        target = lib / m.path
+        n = target.read_text().count(m.before) if target.is_file() else 0
+        if n != 1:
+            where = m.path if target.is_file() else f"{m.path}, which does not exist"
+            out.append(f"{m.module}: {m.what} ({where}): snippet found {n} times")
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--module", action="append", choices=sorted(TESTS), help="only these modules (repeatable)")
-    ap.add_argument("--list", action="store_true", help="print the mutants and exit")
+    ap.add_argument("--list", action="store_true", help="print the mutants, marking the stale ones, and exit")
     ap.add_argument("--timeout-s", type=float, default=300, help="per mutant")
     args = ap.parse_args(argv)
     chosen = [m for m in MUTANTS if not args.module or m.module in args.module]
+    bad = stale(chosen)
     if args.list:
         for m in chosen:
-            print(f"{m.module:20s} {m.what}" + (f"  [equivalent: {m.equivalent}]" if m.equivalent else ""))
-        return 0
+            mark = "STALE " if stale([m]) else ""
+            print(f"{mark}{m.module:20s} {m.what}" + (f"  [equivalent: {m.equivalent}]" if m.equivalent else ""))
+        print(f"{len(chosen)} mutants, {len(bad)} stale")
+        return 1 if bad else 0
+    if bad:
+        print(f"{len(bad)} of {len(chosen)} mutants no longer apply exactly once; rewrite them against the code "
+              "or remove them (with the reason):", *(f"  {b}" for b in bad), sep="\n", file=sys.stderr)
+        return 1
     tmp = _scratch()
     try:
         # The unmutated code must pass the same tests, or a "kill" means nothing.
@@ -363,10 +395,6 @@ def main(argv=None) -> int:
         for m in chosen:
             target = tmp / "lib" / "inferlab" / m.path
             original = target.read_text()
-            if original.count(m.before) != 1:
-                print(f"stale mutant ({m.what}): snippet found {original.count(m.before)} times in {m.path}",
-                      file=sys.stderr)
-                return 1
             target.write_text(original.replace(m.before, m.after))
             start = time.perf_counter()
             try:
@@ -386,6 +414,11 @@ def main(argv=None) -> int:
         rows = [(m, s) for m, s in results if m.module == module and not m.equivalent]
         killed = sum(s == "killed" for _, s in rows)
         print(f"  {module:20s} {killed}/{len(rows)}" + (f" = {killed / len(rows):.0%}" if rows else ""))
+    print("per package:")
+    for pkg in dict.fromkeys(package(m.module) for m in chosen):
+        rows = [s for m, s in results if package(m.module) == pkg and not m.equivalent]
+        killed = sum(s == "killed" for s in rows)
+        print(f"  {pkg:20s} {killed}/{len(rows)}" + (f" = {killed / len(rows):.0%}" if rows else ""))
     live = [s for m, s in results if not m.equivalent]
     total = sum(s == "killed" for s in live)
     print(f"  {'all':20s} {total}/{len(live)} = {total / max(len(live), 1):.0%}")

@@ -11,6 +11,8 @@ from inferlab.claims.coverage import CHAPTER_NAME, default_chapter_path, load_ig
 from inferlab.claims.registry import RegistryError, load_registry
 from inferlab.claims.statements import load_statements, located
 
+pytestmark = pytest.mark.claims
+
 CHAPTER = default_chapter_path()
 
 

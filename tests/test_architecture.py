@@ -1,7 +1,9 @@
 """The library's layering (ARCHITECTURE.md): every module of lib/inferlab sits on one floor; an
-import may go down or stay on its floor, never up; no import circle; and the core never resolves a
+import may go down or stay on its floor, never up; no import circle; the core never resolves a
 name (get_model, get_accelerator, as_precision, measure.plan.resolve_model): only the edges listed in
-ARCHITECTURE.md do.
+ARCHITECTURE.md do; the imports its "never imports" rules forbid appear nowhere, not even through
+other modules; and every module or path the document names exists, and its package map names
+every module.
 
 The floors are read from ARCHITECTURE.md's table (the table there is the data this test checks), so the
 document and the code cannot drift apart. The checks are plain functions, each also run on a small
@@ -14,6 +16,8 @@ import re
 from pathlib import Path
 
 import pytest
+
+pytestmark = pytest.mark.core
 
 ROOT = Path(__file__).resolve().parents[1]
 LIB = ROOT / "lib"
@@ -93,6 +97,102 @@ def read_resolving(text: str) -> set[str]:
     section = text.split("## Where names are resolved", 1)[1].split("\n## ", 1)[0]
     return {mod for line in section.splitlines() if line.startswith("- ")
             for mod in re.findall(r"`([\w.]+)`", line.split(":", 1)[0])}
+
+
+def external_imports(source: str) -> set[str]:
+    """The top-level names of the packages outside the library `source` imports, anywhere in it."""
+    out = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            out |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            out.add(node.module.split(".")[0])
+    return out - {"inferlab"}
+
+
+def top_level_names(source: str) -> set[str]:
+    """What a module defines or imports at its top: functions, classes, assigned and imported names."""
+    out = set()
+    for node in ast.parse(source).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            out.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            out |= {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            out |= {(a.asname or a.name).split(".")[0] for a in node.names}
+    return out
+
+
+def read_never(text: str) -> list[tuple[list[str], list[str]]]:
+    """The rules of ARCHITECTURE.md's 'never imports' lines: `- `a`, `b` never imports `c` or `d`: why`
+    gives (['a', 'b'], ['c', 'd']). A name ending in '.*' stands for a package and its modules."""
+    rules = []
+    for line in text.splitlines():
+        if line.startswith("- ") and " never import" in line:
+            before, after = line.split(" never import", 1)
+            targets = after.split(":", 1)[0]
+            rules.append((re.findall(r"`([\w.*]+)`", before), re.findall(r"`([\w.*]+)`", targets)))
+    return rules
+
+
+def _matches(name: str, pattern: str) -> bool:
+    if pattern.endswith(".*"):
+        return name == pattern[:-2] or name.startswith(pattern[:-1])
+    return name == pattern
+
+
+def forbidden_imports(graph: dict[str, set[str]], externals: dict[str, set[str]], rules) -> list[str]:
+    """Every rule broken: 'a imports b (through a -> x -> b)' for a library module b, or 'a imports
+    torch (through a -> x)' for a package outside the library, over the imports' transitive closure."""
+    out = []
+    for sources, targets in rules:
+        for a in sorted(m for m in graph if any(_matches(m, s) for s in sources)):
+            paths, frontier = {a: [a]}, [a]
+            while frontier:
+                nxt = []
+                for v in frontier:
+                    for w in sorted(graph.get(v, ())):
+                        if w not in paths:
+                            paths[w] = paths[v] + [w]
+                            nxt.append(w)
+                frontier = nxt
+            for b, path in sorted(paths.items()):
+                hit = [t for t in targets if _matches(b, t)] if b != a else []
+                hit += [t for t in targets if t in externals.get(b, ())]
+                out += [f"{a} imports {t} (through {' -> '.join(path)})" for t in hit]
+    return out
+
+
+def named_but_missing(text: str, modules: dict[str, str]) -> list[str]:
+    """Names in `backticks` that look like the library's (a dotted name whose first part is a module
+    or package of it) but are neither a module nor a top-level name of the longest module they start
+    with; and relative paths (`data/claims.toml`) that do not exist. `modules` maps name -> source."""
+    out = []
+    firsts = {m.split(".")[0] for m in modules}
+    for token in sorted(set(re.findall(r"`([^`\s]+)`", text))):
+        if "/" in token and re.fullmatch(r"[\w./-]+", token) and "." in token.rsplit("/", 1)[-1]:
+            if not (ROOT / token).exists():
+                out.append(f"{token}: no such file")
+            continue
+        name = token[:-2] if token.endswith(".*") else token
+        name = name[len("inferlab."):] if name.startswith("inferlab.") else name
+        if not re.fullmatch(r"[A-Za-z_]\w*(\.\w+)+", name) or name.split(".")[0] not in firsts:
+            continue
+        if name in modules:
+            continue
+        parts = name.split(".")
+        prefix = next((".".join(parts[:k]) for k in range(len(parts) - 1, 0, -1) if ".".join(parts[:k]) in modules),
+                      None)
+        if prefix is None:
+            out.append(f"{token}: no module {name}")
+        elif parts[len(prefix.split("."))] not in top_level_names(modules[prefix]):
+            out.append(f"{token}: module {prefix} has no {parts[len(prefix.split('.'))]}")
+    return out
+
+
+def section(text: str, heading: str) -> str:
+    return text.split(f"## {heading}", 1)[1].split("\n## ", 1)[0]
 
 
 # -- the rules, as functions of a graph --------------------------------------------------------------
@@ -198,6 +298,29 @@ def test_the_checks_catch_what_they_name():
     assert read_resolving(text) == {"cli", "serving.cli", "reader"}
 
 
+def test_the_document_checks_catch_what_they_name():
+    graph = {"serving": {"serving.simulate"}, "serving.simulate": {"serving.kv"}, "serving.kv": set(),
+             "serving.study.live": {"serving.kv"}, "claims.x": set()}
+    rules = read_never("- `serving`, `claims.*` never import `serving.study.*` or `torch`: why\n"
+                       "- `serving.kv` never imports `serving.simulate`: why\n- not a rule\n")
+    assert rules == [(["serving", "claims.*"], ["serving.study.*", "torch"]), (["serving.kv"], ["serving.simulate"])]
+    assert forbidden_imports(graph, {}, rules) == []
+    graph["serving.kv"] = {"serving.study.live"}
+    assert forbidden_imports(graph, {"serving.study.live": {"torch"}}, rules[:1]) == [
+        "serving imports serving.study.* (through serving -> serving.simulate -> serving.kv -> serving.study.live)",
+        "serving imports torch (through serving -> serving.simulate -> serving.kv -> serving.study.live)"]
+    assert forbidden_imports({"claims.x": set()}, {"claims.x": {"torch"}}, rules[:1]) == [
+        "claims.x imports torch (through claims.x)"]
+    assert external_imports("import torch.nn\nfrom numpy import array\ndef f():\n    import matplotlib.pyplot\n"
+                            "from inferlab import costs\n") == {"torch", "numpy", "matplotlib"}
+    modules = {"costs": "def prefill_costs(): pass\nX = 1\n", "serving.study.live": "class LiveResult: pass\n",
+               "serving.study": ""}
+    text = ("`costs.prefill_costs`, `costs.X`, `inferlab.costs`, `serving.study.live.LiveResult`, `get_model`, "
+            "`costs.gone`, `serving.studdy.live`, `step_time.f`, `serving.study.*`, `data/none.toml`, `pyproject.toml`")
+    assert named_but_missing(text, modules) == ["costs.gone: module costs has no gone", "data/none.toml: no such file",
+                                                "serving.studdy.live: no module serving.studdy.live"]
+
+
 # -- the library keeps them -----------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
@@ -255,3 +378,75 @@ def test_a_name_given_to_the_core_says_which_function_and_which_resolver():
         RooflineStepTime("llama-2-13b", a)
     # objects pass, and give the numbers the names gave before
     assert memory.weight_bytes(m, Precision()) == m.n_params * 2
+
+
+def test_no_import_a_rule_of_the_document_forbids(doc):
+    rules = read_never(section(doc, "What never imports what"))
+    mods = all_modules()
+    assert len(rules) >= 3 and all(s and t for s, t in rules)
+    assert [s for sources, _ in rules for s in sources if not any(_matches(m, s) for m in mods)] == [], \
+        "a rule names a module that does not exist"
+    externals = {m: external_imports(p.read_text()) for m, p in mods.items()}
+    assert forbidden_imports(import_graph(), externals, rules) == []
+
+
+def test_every_name_the_document_gives_exists(doc):
+    mods = {m: p.read_text() for m, p in all_modules().items()}
+    assert named_but_missing(doc, mods) == []
+
+
+def test_the_package_map_names_every_module(doc):
+    named = set(re.findall(r"`([\w.]+)`", section(doc, "Packages")))
+    assert sorted(set(all_modules()) - named) == [], "modules missing from ARCHITECTURE.md's Packages map"
+
+
+def test_every_study_file_has_one_job(doc):
+    # the job table of "The validation study's pipelines": each module of serving.study in one row
+    # (run a pipeline, control a process, write tables and prose, ...), none in two
+    rows = [line for line in section(doc, "The validation study's pipelines").splitlines()
+            if line.startswith("| ") and not line.startswith(("| job", "| engine"))
+            and line.count("|") == 3]
+    jobs = {}
+    for row in rows:
+        job, files = row.strip("|").split("|")
+        for mod in re.findall(r"`([\w.]+)`", files):
+            jobs.setdefault(mod, []).append(job.strip())
+    study = {m for m in all_modules() if m.startswith("serving.study.") and m != "serving.study.engines"}
+    assert sorted(m for m, js in jobs.items() if len(js) > 1) == [], "a study file with two jobs"
+    assert sorted(study - set(jobs)) == [], "study files the job table leaves out"
+
+
+SIMULATOR = {"serving", "serving.workload", "serving.policies", "serving.metrics", "serving.kv", "serving.steptime",
+             "serving.engine", "serving.simulate", "serving.compare", "serving.definitions"}
+
+
+def group_of(module: str, floors: dict[str, int]) -> str:
+    """The group of ARCHITECTURE.md's "What imports what" table a module belongs to."""
+    if module in SIMULATOR:
+        return "the simulator"
+    if module in ("serving.lab", "serving.labplots", "serving.conclusions"):
+        return "the serving lab"
+    if module.startswith("serving.study") or module == "serving.validate":
+        return "the study"
+    for package in ("measure", "claims", "exercises"):
+        if module == package or module.startswith(package + "."):
+            return package
+    if module in ("cli", "__main__", "serving.cli"):
+        return "the command lines"
+    return "the core" if module == "inferlab" or floors[module] <= 2 else "figures and notebooks"
+
+
+def test_what_imports_what_is_the_table_of_the_document(doc, floors):
+    rows = {}
+    for line in section(doc, "What imports what").splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if line.startswith("| ") and len(cells) == 3 and cells[0] not in ("group", "---"):
+            rows[cells[0]] = (cells[1], set() if cells[2] == "nothing else" else set(cells[2].split(", ")))
+    graph = import_graph()
+    found = {group_of(m, floors): set() for m in graph}
+    for a, deps in graph.items():
+        found[group_of(a, floors)] |= {group_of(b, floors) for b in deps} - {group_of(a, floors)}
+    assert {g: imports for g, (_, imports) in rows.items()} == found
+    # the modules a row names belong to its group
+    assert [(m, g) for g, (mods, _) in rows.items() for m in re.findall(r"`([\w.]+)`", mods)
+            if m in graph and group_of(m, floors) != g] == []

@@ -14,6 +14,8 @@ from inferlab.claims.statements import load_statements
 from inferlab.cli import main
 from hang_guard import HANG_S
 
+pytestmark = pytest.mark.claims
+
 # Derived by hand from the chapter before the registry was run; one line each on why.
 EXPECTED_ERRATA = {
     "15.1.1-k",   # 6·P·S (the training rule) for a forward pass: 1.6e14 FLOPs instead of 5.3e13

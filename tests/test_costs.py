@@ -11,6 +11,8 @@ from inferlab.costs import (Cost, ForwardCosts, attention_pairs, chunked_prefill
                             decode_costs, forward_costs, linear_cost, prefill_costs, total_cost)
 from inferlab.latency import prefill_flops_rule
 
+pytestmark = pytest.mark.core
+
 LLAMA_2_13B = get_model("llama-2-13b")
 LLAMA_3_8B = get_model("llama-3-8b")
 

@@ -8,6 +8,8 @@ from inferlab.claims.chapter import numbers_in
 from inferlab.claims.coverage import CHAPTER_NAME, default_chapter_path, load_ignore, uncovered, unprinted
 from inferlab.claims.registry import load_registry
 
+pytestmark = pytest.mark.claims
+
 # The chapter text is not part of the repository: INFERLAB_BOOK names it (file or folder), else
 # ../shared/book/ beside the clone (where CI checks it out, so CI runs these tests).
 CHAPTER = default_chapter_path()

@@ -9,6 +9,8 @@ from inferlab.claims.crosscheck import accepted, contradictions, markdown, numbe
 from inferlab.claims.registry import load_registry
 from inferlab.claims.statements import load_statements
 
+pytestmark = pytest.mark.claims
+
 
 def _claims(*entries):
     text = ""

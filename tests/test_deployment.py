@@ -9,6 +9,8 @@ from inferlab.costs import decode_costs
 from inferlab.deployment import Deployment
 from inferlab.specs import Precision, get_accelerator, get_model
 
+pytestmark = pytest.mark.core
+
 M, G = get_model("llama-2-13b"), get_accelerator("h100-sxm")
 INT8 = Precision(weights="int8")
 

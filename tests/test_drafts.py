@@ -16,6 +16,8 @@ from inferlab.claims.evaluate import evaluate_registry
 from inferlab.claims.registry import load_registry
 from inferlab.cli import main
 
+pytestmark = pytest.mark.claims
+
 CHAPTER = default_chapter_path()
 PATTERNS = [r.pattern for r in load_ignore()]
 
@@ -329,3 +331,81 @@ def test_without_the_registered_text_every_number_is_still_judged(tmp_path, text
     assert report.registered is None and "not found (scenario words not compared)" in table(report)
     assert [(c.evaluated.id, c.evaluated.verdict, c.line) for c in report.claims] == \
         [(c.evaluated.id, c.evaluated.verdict, c.line) for c in first.claims]
+
+
+def _appended_cases(text, first):
+    """Two registered lines outside the worked examples holding claims: one that also holds a
+    statement (a statement used to account for every number on its line) and one that does not."""
+    claim_lines = {c.line for c in first.claims if c.line}
+    statement_lines = {s.line for s in first.statements if s.line}
+    plain = [l for l in sorted(claim_lines) if text.where[l][1] != "example"]
+    return [next(l for l in plain if l in statement_lines), next(l for l in plain if l not in statement_lines)]
+
+
+def test_a_sentence_appended_to_a_registered_line_reports_its_new_number(tmp_path, text, first):
+    # the new sentence names another model and prints a number found nowhere on the line: the
+    # number is reported alone, and the entries whose numbers come before it keep their inputs
+    for line in _appended_cases(text, first):
+        printed = {n.value for n, _, _ in number_spans(text.line(line), PATTERNS)}
+        new = next(str(v) for v in range(37, 1000) if v not in printed)
+        model = next(m for m in ("Llama-2 70B", "Mistral 7B") if m not in text.line(line))
+        lines = list(text.lines)
+        lines[line - 1] += f" A later run on {model} measured {new} GB."
+        report = verify_text(_write(tmp_path, lines))
+        [u] = report.unaccounted
+        assert (u.line, u.numbers) == (line, (new,)), line
+        assert "add a claim" in u.suggestion
+        _others_untouched(report, first)   # the line's own claims and statements included
+        assert report.exit_code == 1
+
+
+def test_a_claim_that_reads_a_number_of_an_appended_sentence_leaves_its_old_one_unaccounted(tmp_path, text, first,
+                                                                                             registry):
+    # an anchor whose last phrase recurs in the new sentence reads the new number; the number it
+    # read before is then no entry's and is reported, not kept as accounted by the registered line
+    for claim in registry.claims:
+        if not claim.anchor or claim.is_range:
+            continue
+        line = locate_claim(text, claim, PATTERNS).line
+        raw = text.line(line)
+        sentence = f" Again {claim.anchor[-1]} 9999 units."
+        if not line or "9999" in raw:
+            continue
+        lines = list(text.lines)
+        lines[line - 1] = raw + sentence
+        if [n.text for n in locate_claim(Text(text.path, tuple(lines), text.where), claim, PATTERNS).numbers] != ["9999"]:
+            continue
+        report = verify_text(_write(tmp_path, lines))
+        c = _by_id(report)[0][claim.id]
+        assert c.evaluated.book == "9999" and c.change != "unchanged"
+        old = _span(text, claim)[3].text
+        assert any(u.line == line and old in u.numbers for u in report.unaccounted)
+        return
+    pytest.skip("no anchor of the registry reads a number appended after its line")
+
+
+def test_the_draft_in_the_authors_guide_prints_what_the_guide_shows(tmp_path, text, registry):
+    # docs/authors.md shows the report of a draft with five edits; the same edits made here must
+    # print every line the guide shows (its '...' lines stand for rows it leaves out)
+    import re
+    from pathlib import Path
+    guide = (Path(__file__).resolve().parents[1] / "docs" / "authors.md").read_text(encoding="utf-8")
+    shown = guide.split("`inferlab verify --book second-edition/`", 1)[1].split("```text\n", 1)[1].split("```", 1)[0]
+    by = {c.id: c for c in registry.claims}
+    lines = list(text.lines)
+    fixed, wrong = by["15.2.2-ag"], by["15.2.2-z"]
+    for claim, new in ((fixed, lambda n: "21.5"), (wrong, lambda n: f"{int(n.value) + 1000:,}")):
+        line, start, end, _ = _span(text, claim)
+        lines[line - 1] = _replace_number(lines[line - 1], start, end, new(_span(text, claim)[3]))
+    swapped = locate_claim(text, by["15.1.2-af"], PATTERNS).line
+    lines[swapped - 1] = lines[swapped - 1].replace("Llama-2 13B", "Llama-2 70B")
+    new_sentence = re.search(r"line \d+ \[3\.3\]: (.*)", shown).group(1)
+    after = locate_claim(text, by["15.1.2-a"], PATTERNS).line   # a paragraph of its own after 15.1.2-a's
+    lines[after + 1:after + 1] = [new_sentence, ""]
+    deleted = locate_claim(text, by["15.1.1-u"], PATTERNS).line
+    del lines[deleted - 1:deleted + 1]
+    printed = table(verify_text(_write(tmp_path, lines))).splitlines()
+    for row in shown.splitlines():
+        if "..." in row or row.startswith(("Text:", "Registered text:")):
+            continue
+        assert row in printed, row

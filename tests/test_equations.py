@@ -5,6 +5,8 @@ import pytest
 
 from inferlab import equations
 
+pytestmark = pytest.mark.core
+
 
 def test_ridge_point_by_hand():
     # 989.4 TFLOP/s over 3.35 TB/s = 295.34 FLOP/byte

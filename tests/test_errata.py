@@ -1,10 +1,14 @@
 """ERRATA.md is generated from the claims registry and committed: it must match what the registry gives."""
 from pathlib import Path
 
+import pytest
+
 from inferlab.claims.evaluate import evaluate_registry
 from inferlab.claims.registry import load_registry
 from inferlab.claims.render import errata_document
 from inferlab.cli import main
+
+pytestmark = pytest.mark.claims
 
 ERRATA = Path(__file__).resolve().parents[1] / "ERRATA.md"
 

@@ -14,6 +14,8 @@ from inferlab.latency import (cost_per_1k_tokens_usd, decode_step_rule_s, decode
                               ttft_rule_s, ttft_s)
 from inferlab.specs import get_accelerator, get_model
 
+pytestmark = pytest.mark.core
+
 H100_SXM = get_accelerator("h100-sxm")
 LLAMA_2_13B = get_model("llama-2-13b")
 

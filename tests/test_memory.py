@@ -7,6 +7,8 @@ from inferlab.memory import (kv_cache_bytes, kv_cache_bytes_per_token, max_batch
                              weight_bytes)
 from inferlab.specs import get_accelerator
 
+pytestmark = pytest.mark.core
+
 H100_SXM = get_accelerator("h100-sxm")
 LLAMA_2_13B = get_model("llama-2-13b")
 LLAMA_3_70B = get_model("llama-3-70b")

@@ -10,6 +10,8 @@ from inferlab.parallel import check_tp
 from inferlab.specs import get_model
 from inferlab.specs import get_accelerator
 
+pytestmark = pytest.mark.core
+
 H100_SXM = get_accelerator("h100-sxm")
 LLAMA_2_70B = get_model("llama-2-70b")
 LLAMA_3_8B = get_model("llama-3-8b")
@@ -169,6 +171,7 @@ def test_a_slip_that_equals_the_answer_gives_no_hint():
     assert slip._hint(part, 30.0, 10.0, slip.mistakes(10)) == "tripled"
 
 
+@pytest.mark.slow   # four rounds of the tiny model's measurement in torch: about 20 s of CPU
 def test_efficiency_rounds_continue_until_enough_clean_ones(monkeypatch):
     """Issue 22: rounds whose CPUs other processes took are not clean and do not count. Scripted
     contention (the meter is replaced): rounds 1 and 3 fully contended (all of the machine: beyond

@@ -8,6 +8,8 @@ from inferlab.memory import kv_cache_bytes, kv_cache_bytes_per_token, memory_bud
 from inferlab.parallel import allreduce_time_s, check_tp, tp_communication_time_s, tp_shard
 from inferlab.specs import get_accelerator
 
+pytestmark = pytest.mark.core
+
 H100_SXM = get_accelerator("h100-sxm")
 LLAMA_2_70B = get_model("llama-2-70b")
 LLAMA_3_8B = get_model("llama-3-8b")

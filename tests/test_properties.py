@@ -12,6 +12,8 @@ from inferlab.memory import (kv_cache_bytes, max_batch, memory_budget, weight_by
 from inferlab.parallel import tp_shard
 from inferlab.roofline import pass_time_s, roofline_time_s
 
+pytestmark = pytest.mark.core
+
 # No wall-clock deadline or speed check: a busy machine must not fail a property (tests pass with every core busy).
 FAST = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 KV_DTYPES = ["fp32", "bf16", "fp8", "int8", "int4"]

@@ -6,6 +6,8 @@ from inferlab.serving.definitions import metrics_table
 from inferlab.specs import BF16, get_accelerator, get_model
 from inferlab.qualitative_words import LARGE_CHANGE, SMALL_CHANGE, ranking, size_of_change
 
+pytestmark = pytest.mark.core
+
 
 def test_size_of_change_by_its_thresholds():
     assert (SMALL_CHANGE, LARGE_CHANGE) == (0.10, 0.30)

@@ -7,6 +7,8 @@ from inferlab.roofline import (attainable_flops_per_s, bound, operator_regimes, 
                                ridge_point, roofline_time_s, time_weighted_regime)
 from inferlab.specs import get_accelerator, get_model
 
+pytestmark = pytest.mark.core
+
 A100_80GB = get_accelerator("a100-80gb")
 H100_SXM = get_accelerator("h100-sxm")
 

@@ -10,6 +10,8 @@ from inferlab.claims.statements import evaluate_statements, load_statements
 from inferlab.context import beyond_context
 from inferlab.specs import get_model
 
+pytestmark = pytest.mark.claims
+
 
 @pytest.fixture(scope="module")
 def verdicts():

@@ -14,6 +14,8 @@ from inferlab.serving.kv import blocks_for, kv_capacity_blocks
 from inferlab.memory import kv_cache_bytes_per_token, weight_bytes
 from inferlab.specs import get_accelerator, get_model
 
+pytestmark = pytest.mark.simulator
+
 M, G = get_model("llama-2-13b-book"), get_accelerator("h100-sxm")
 POLICIES = [ContinuousBatching(), PrefillFirst(), ChunkedPrefill(token_budget=2048), StaticBatching(1)]
 

@@ -11,6 +11,8 @@ from inferlab.serving.metrics import SLO
 from inferlab.serving.study.checks import SimSetup
 from inferlab.specs import get_accelerator, get_model
 
+pytestmark = pytest.mark.simulator
+
 M, G = get_model("llama-2-13b-book"), get_accelerator("h100-sxm")
 
 

@@ -12,6 +12,8 @@ from inferlab.serving import (ChunkedPrefill, ContinuousBatching, LengthDist, Pr
                               StaticBatching, Workload, simulate, synthetic, with_shared_prefix)
 from inferlab.specs import get_accelerator, get_model
 
+pytestmark = pytest.mark.simulator
+
 M, G = get_model("llama-2-13b-book"), get_accelerator("h100-sxm")
 ITERATION = [ContinuousBatching(), PrefillFirst(max_batched_tokens=None), ChunkedPrefill(token_budget=2048)]
 

@@ -8,6 +8,8 @@ from inferlab.serving import (ChunkedPrefill, ContinuousBatching, PrefillFirst, 
 from inferlab.serving.kv import blocks_for
 from inferlab.specs import get_accelerator, get_model
 
+pytestmark = pytest.mark.simulator
+
 M, G = get_model("llama-2-7b"), get_accelerator("h100-sxm")
 # No wall-clock deadline or speed check: a busy machine must not fail a property (tests pass with every core busy).
 FAST = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])

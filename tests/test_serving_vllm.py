@@ -573,7 +573,7 @@ class _FakeLog:
 
 
 def test_the_repeat_rule_serves_a_disturbed_rate_again_keeps_it_and_judges_the_first_quiet_run(monkeypatch):
-    from inferlab.serving.study import validate as val
+    from inferlab.serving.study.engines import vllm_validate as val   # the pipeline whose steps are replaced
     from inferlab.serving.study.fitted import FEATURES, FittedStepTime
     fit = FittedStepTime([0.004] + [0.0] * (len(FEATURES) - 1))   # every step 4 ms
     # what each served run measured, by its label: rate 0 stalls on the way out once, then is quiet; rate 1

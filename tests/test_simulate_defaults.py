@@ -4,6 +4,8 @@ import pytest
 from inferlab.serving import burst, simulate, synthetic
 from inferlab.specs import get_accelerator, get_model
 
+pytestmark = pytest.mark.simulator
+
 
 def test_simulate_with_only_a_workload_is_the_books_scenario():
     w = synthetic(5, duration_s=20, seed=3)

@@ -1,5 +1,8 @@
 """The package imports and its data loads: the minimum a fresh clone must do."""
 import inferlab
+import pytest
+
+pytestmark = pytest.mark.core
 
 
 # Parameter counts of the released checkpoints (the safetensors totals Hugging Face reports), which

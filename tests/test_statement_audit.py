@@ -11,6 +11,8 @@ import pytest
 from inferlab.claims import experiments as E
 from inferlab.claims.statements import evaluate_statements, load_statements
 
+pytestmark = pytest.mark.claims
+
 ROOT = Path(__file__).resolve().parents[1]
 
 # The audit's verdicts, each derived by hand (the reason beside it); a change in an experiment or an

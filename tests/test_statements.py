@@ -15,6 +15,8 @@ from inferlab.claims.statements import (STATEMENT_VERDICTS, coverage, evaluate_s
                                         load_statements, statement_bearing_lines, verdict_of)
 from inferlab.cli import main
 
+pytestmark = pytest.mark.claims
+
 ROOT = Path(__file__).resolve().parents[1]
 
 

@@ -18,6 +18,8 @@ from inferlab.claims.registry import RegistryError, half_unit, load_registry
 from inferlab.claims.render import errata_document, table
 from inferlab.claims.quantities import METHODS
 
+pytestmark = pytest.mark.claims
+
 ROOT = Path(__file__).resolve().parents[1]
 ERRATA = ROOT / "ERRATA.md"
 OPS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}

@@ -3,6 +3,8 @@ import pytest
 
 from inferlab import worked_examples
 
+pytestmark = pytest.mark.core
+
 
 @pytest.mark.parametrize("x, tex", [
     (295.3, "295"), (3.35, "3.35"), (0.0078, "0.00780"), (7.8, "7.80"), (26_000, "26{,}000"),

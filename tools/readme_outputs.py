@@ -112,7 +112,7 @@ def _vllm_table(folder) -> str:
 
 
 def vllm_development() -> str:
-    """The two development runs against vLLM (engines.vllm.runs_markdown), in the order they were made."""
+    """The two development runs against vLLM (engines.vllm_report.runs_markdown), in the order they were made."""
     return _vllm_table(VLLM_RECORDS / "development")
 
 
@@ -178,7 +178,7 @@ VLLM_PINNED = VLLM_RECORDS / "pinned-2026-12-05"             # held out: the fro
 
 
 def _series_regions(folder) -> dict:
-    """A series' generated pieces: its runs (engines.vllm.runs_markdown), the disturbed runs the repeat
+    """A series' generated pieces: its runs (engines.vllm_report.runs_markdown), the disturbed runs the repeat
     rule kept (disturbed_markdown), each prediction's pieces, the engine's speed, and the conclusion."""
     from inferlab.serving.study.engines import vllm as V
 
@@ -208,21 +208,21 @@ def vllm_steplog() -> str:
 
 
 def vllm_pieces() -> str:
-    """The same repeats, each prediction's pieces taken away in turn (engines.vllm.pieces_markdown)."""
+    """The same repeats, each prediction's pieces taken away in turn (engines.vllm_report.pieces_markdown)."""
     from inferlab.serving.study.engines.vllm import pieces_markdown
     records = [json.loads(p.read_text(encoding="utf-8")) for p in VLLM_STEPLOG.glob("*.json")]
     return pieces_markdown(sorted(records, key=lambda r: r["created"])) + "\n"
 
 
 def vllm_speed() -> str:
-    """The engine's speed through each of those repeats, on its fit (engines.vllm.speed_markdown)."""
+    """The engine's speed through each of those repeats, on its fit (engines.vllm_report.speed_markdown)."""
     from inferlab.serving.study.engines.vllm import speed_markdown
     records = [json.loads(p.read_text(encoding="utf-8")) for p in VLLM_STEPLOG.glob("*.json")]
     return speed_markdown(sorted(records, key=lambda r: r["created"])) + "\n"
 
 
 def vllm_steplog_conclusion() -> str:
-    """What those repeats say, in sentences built from them (engines.vllm.steplog_conclusion)."""
+    """What those repeats say, in sentences built from them (engines.vllm_report.steplog_conclusion)."""
     from inferlab.serving.study.engines.vllm import steplog_conclusion
     records = [json.loads(p.read_text(encoding="utf-8")) for p in VLLM_STEPLOG.glob("*.json")]
     return steplog_conclusion(sorted(records, key=lambda r: r["created"])) + "\n"

@@ -53,7 +53,7 @@ def _cmd_verify_book(args) -> int:
     except RegistryError as err:
         print(f"inferlab verify: error: {err}", file=sys.stderr)
         return 2
-    diff = draft.compare(old, new)
+    diff = draft.compare(old, new, registry, statements)
     print(draft.diff_json(diff, old, new) if args.json else draft.diff_markdown(diff, old, new))
     return new.exit_code
 

@@ -9,14 +9,16 @@ with its band. Its `change` against the registered text is one of CHANGES:
   erratum fixed   the number changed and the verdict went from erratum or approximation to consistent;
   new erratum     the number changed and the verdict became erratum (from consistent or approximation);
   value changed   the number changed, the verdict class did not move that way;
-  inputs changed  a model, accelerator, precision or S/B/T = value beside the number differs from the
-                  registered text (the verdict is computed for the registered inputs);
+  inputs changed  a model, accelerator, precision or S/B/T = value in the number's sentence or earlier
+                  on its line differs from the registered text (the verdict is computed for the
+                  registered inputs);
   removed         the anchor names no line of the draft (the sentence was deleted or rewritten).
 
 Statements take unchanged, inputs changed or removed (their verdicts come from experiments, not from
-the text). Then every line with a number or a quantifier that no entry accounts for (`coverage.
-line_coverage` on the draft, with the claims' numbers as printed there), each with the registered
-quantity it most resembles (same unit, most shared words) as a suggestion.
+the text). Then every line with a number or a quantifier that no entry accounts for, each with the
+registered quantity it most resembles (same unit, most shared words) as a suggestion: a line the
+registered text holds is mapped whole (`coverage.line_coverage`), a changed one number by number
+(`_unaccounted`), so a sentence appended to a line with entries shows its new number.
 
 The scenario words are compared with the registered text (the chapter `coverage.default_chapter_path`
 finds); without it, inputs cannot be compared and the report says so.
@@ -30,7 +32,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from inferlab.claims.anchors import Text, locate_claim, normal
-from inferlab.claims.chapter import number_spans, numbers_in as numbers_on
+from inferlab.claims.chapter import number_spans
 from inferlab.claims.coverage import CHAPTER_NAME, _same, default_chapter_path, load_ignore, load_line_ignores
 from inferlab.claims.evaluate import EvaluatedClaim, display, evaluate
 from inferlab.claims.registry import Registry, RegistryError, load_registry
@@ -69,10 +71,24 @@ def chapter_file(book) -> Path:
     return path
 
 
-def scenario_words(text: Text, line: int, skip=(), patterns=()) -> tuple:
+# a sentence ends at '.', '!' or '?' before a capital, a '(', a LaTeX command or the line's end; the chapter
+# prints decimals with spaces ("0 . 82"), which a digit after the point tells apart
+_SENTENCE_END = re.compile(r"[.!?](?=\s+[A-Z(\\]|\s*$)")
+
+
+def sentence_end(plain: str, position: int) -> int:
+    """The end of the sentence of `plain` (a line with '$' removed) holding `position`."""
+    m = _SENTENCE_END.search(plain, position)
+    return m.end() if m else len(plain)
+
+
+def scenario_words(text: Text, line: int, skip=(), patterns=(), upto: int | None = None) -> tuple:
     """The inputs a sentence names: models, accelerators, precisions and S/B/T/K/G/N_kv = value, on
-    `line` and, in a worked example, on the example's first line (its set-up). Numbers starting at
-    the positions in `skip` (the claim's own) are left out. Sorted, with repeats."""
+    `line` and, in a worked example, on the example's first line (its set-up, read whole). With
+    `upto` (a position in the line with '$' removed: an entry's number), only the line's start up to
+    the end of that position's sentence counts, so a sentence added after an entry's own never
+    changes its inputs. Numbers starting at the positions in `skip` (the claim's own) are left out.
+    Sorted, with repeats."""
     section, part = text.where.get(line, ("", ""))
     lines = [line]
     if part == "example":
@@ -83,16 +99,30 @@ def scenario_words(text: Text, line: int, skip=(), patterns=()) -> tuple:
     for i in lines:
         raw = text.line(i)
         plain = raw.replace("$", "")
-        words += [" ".join(m.group(0).split()) for rx in (_MODEL, _ACCEL) for m in rx.finditer(plain)]
-        words += [m.group(0).lower() for m in _DTYPE.finditer(plain)]
+        end = sentence_end(plain, upto) if i == line and upto is not None else len(plain)
+        words += [" ".join(m.group(0).split()) for rx in (_MODEL, _ACCEL) for m in rx.finditer(plain[:end])]
+        words += [m.group(0).lower() for m in _DTYPE.finditer(plain[:end])]
         for n, start, _ in number_spans(raw, patterns):
-            if i == line and start in skip:
+            if (i == line and start in skip) or start >= end:
                 continue
             m = _ASSIGN.search(plain[:start])
             if m:
                 name = m.group(1) or ("batch size" if m.group(2) else "N_kv")
                 words.append(f"{name} = {n.text}")
     return tuple(sorted(words))
+
+
+def claim_words(text: Text, line: int, claim, patterns=()) -> tuple:
+    """`scenario_words` of a claim: its own numbers skipped, the line read up to its number's sentence."""
+    starts = _starts(text.line(line), claim, patterns)
+    return scenario_words(text, line, starts, patterns, max(starts) if starts else None)
+
+
+def statement_words(text: Text, line: int, keywords, patterns=()) -> tuple:
+    """`scenario_words` of a statement: the line read up to the sentence of its last keyword."""
+    from inferlab.claims.anchors import phrase_spans
+    found = [spans[0][0] for spans in (phrase_spans(text.line(line), k) for k in keywords) if spans]
+    return scenario_words(text, line, patterns=patterns, upto=max(found) if found else None)
 
 
 def _word_diff(old: tuple, new: tuple) -> tuple:
@@ -225,10 +255,8 @@ def _judge(claim, defaults, text: Text, base: Text | None, patterns, registered:
     if base is not None:
         old = locate_claim(base, claim, patterns)
         if old.line is not None:
-            skip = _starts(text.line(line), claim.anchor, patterns)
-            inputs = _word_diff(scenario_words(base, old.line, _starts(base.line(old.line), claim.anchor, patterns),
-                                               patterns),
-                                scenario_words(text, line, skip, patterns))
+            inputs = _word_diff(claim_words(base, old.line, claim, patterns),
+                                claim_words(text, line, claim, patterns))
     book, low, high = _printed_here(claim, numbers)
     if _same(low, claim.low) and _same(high, claim.high):
         ev, change = registered, "unchanged"
@@ -245,9 +273,20 @@ def _judge(claim, defaults, text: Text, base: Text | None, patterns, registered:
     return ClaimInText(ev, line, change, claim.book, registered.verdict, inputs, problem)
 
 
-def _starts(line: str, anchor, patterns) -> set:
+def _starts(line: str, claim, patterns) -> set:
+    """Where the claim's number(s) start on `line` (two for a range), in '$'-free positions."""
     from inferlab.claims.anchors import spans_after
-    return {start for _, start in spans_after(line, anchor, patterns, 2)[0]}
+    return {start for _, start in spans_after(line, claim.anchor, patterns, 2 if claim.is_range else 1)[0]}
+
+
+def _reads(text: Text, registry, patterns) -> dict:
+    """{line: the starts of the numbers the claims anchored on it read} in `text`."""
+    out: dict[int, set] = {}
+    for c in registry.claims:
+        line = locate_claim(text, c, patterns).line if c.anchor else None
+        if line:
+            out.setdefault(line, set()).update(_starts(text.line(line), c, patterns))
+    return out
 
 
 _STOP = set("this that with from have than they their there which when what then into only more most also "
@@ -292,12 +331,77 @@ def suggest(raw: str, section: str, numbers, registry: Registry, statements, pat
             "add a statement or an ignore entry for this line")
 
 
-def _anchor_hint(text: Text, mapping, patterns) -> str:
-    """'; anchor = [...]' for the first number of an unaccounted line (anchors.suggest_anchor)."""
+def _anchor_hint(text: Text, line: int, start: int | None, patterns) -> str:
+    """'; anchor = [...]' for the number starting at `start` on `line` (anchors.suggest_anchor)."""
     from inferlab.claims.anchors import suggest_anchor
-    starts = [start for n, start, _ in number_spans(text.line(mapping.line), patterns) if n.text in mapping.numbers]
-    anchor = suggest_anchor(text, mapping.line, starts[0], patterns) if starts else None
+    anchor = suggest_anchor(text, line, start, patterns) if start is not None else None
     return f"; its number could take anchor = {json.dumps(anchor, ensure_ascii=False)}" if anchor else ""
+
+
+def _same_entries(text: Text, base: Text, registry, statements, line_ignores, patterns) -> dict:
+    """{line of `text`: Counter of the lines of `base` where the entries standing on it stand}: the
+    registered line a changed line comes from (claims, statements and ignore entries alike)."""
+    from inferlab.claims.coverage import located_line_ignores
+    pairs: dict[int, Counter] = {}
+    here, there = located(statements, text)[0], located(statements, base)[0]
+    couples = [(locate_claim(text, c, patterns).line, locate_claim(base, c, patterns).line)
+               for c in registry.claims if c.anchor]
+    couples += [(a.line, b.line) for a, b in zip(here.statements + here.ignored, there.statements + there.ignored)]
+    couples += [(a.line, b.line) for a, b in zip(located_line_ignores(line_ignores, text)[0],
+                                                 located_line_ignores(line_ignores, base)[0])]
+    for a, b in couples:
+        if a and b:
+            pairs.setdefault(a, Counter())[b] += 1
+    return pairs
+
+
+def _unaccounted(text: Text, base: Text | None, mapping, claims, registry, statements, line_ignores, ignore,
+                 patterns) -> tuple:
+    """Every line of `text` holding a number no entry accounts for, or a quantifier nothing maps.
+
+    A line the registered text holds word for word is accounted for as `coverage.line_coverage` maps
+    it. A changed line is read number by number: a number is accounted for when a claim anchored on
+    the line reads it, or when the registered line it comes from (where the same entries stand)
+    printed it, no claim read it there (a claim's number is its own) and the line was accounted for;
+    each registered number accounts for one printed here.
+    So a sentence added to a line that holds entries shows its new number, and an equal value
+    elsewhere in the part accounts for nothing. Without a registered text, lines are mapped whole."""
+    from inferlab.claims.coverage import line_coverage
+    reads = _reads(text, registry, patterns)
+    if base is not None:
+        old_lines = {normal(l) for l in base.lines}
+        came_from = _same_entries(text, base, registry, statements, line_ignores, patterns)
+        base_reads = _reads(base, registry, patterns)
+        accounted_before = {m.line for m in line_coverage(base.path, registry=registry, statements=statements,
+                                                          ignore=ignore, line_ignores=line_ignores) if m.mapped_to}
+    out = []
+    for m in mapping:
+        raw = text.line(m.line)
+        spans = [(n, start) for n, start, _ in number_spans(raw, patterns)]
+        if base is None or normal(raw) in old_lines:
+            new = [] if m.mapped_to else spans
+        else:
+            source = came_from.get(m.line)
+            old_line = source.most_common(1)[0][0] if source else None
+            left = Counter(n.text for n, start, _ in number_spans(base.line(old_line), patterns)
+                           if start not in base_reads.get(old_line, ())) if old_line in accounted_before else Counter()
+            new = []
+            for n, start in spans:
+                if start in reads.get(m.line, ()):
+                    continue
+                if left[n.text]:
+                    left[n.text] -= 1
+                    continue
+                new.append((n, start))
+            if not m.mapped_to and not new:
+                new = spans
+        if not new and m.mapped_to:
+            continue
+        numbers = tuple(n.text for n, _ in new)
+        out.append(Unaccounted(m.line, raw.strip(), numbers, m.quantifiers,
+                               suggest(raw, text.where.get(m.line, ("", ""))[0], numbers, registry, statements,
+                                       patterns) + _anchor_hint(text, m.line, new[0][1] if new else None, patterns)))
+    return tuple(out)
 
 
 def verify_text(book, *, registry: Registry | None = None, statements=None, registered=None) -> DraftReport:
@@ -329,8 +433,8 @@ def verify_text(book, *, registry: Registry | None = None, statements=None, regi
             continue
         inputs = ()
         if before is not None and before.statements[k].line:
-            inputs = _word_diff(scenario_words(base, before.statements[k].line, patterns=patterns),
-                                scenario_words(text, s.line, patterns=patterns))
+            inputs = _word_diff(statement_words(base, before.statements[k].line, s.keywords, patterns),
+                                statement_words(text, s.line, s.keywords, patterns))
         out_statements.append(StatementInText(e, s.line, "inputs changed" if inputs else "unchanged", inputs,
                                               why.get(s.id, "")))
 
@@ -346,27 +450,8 @@ def verify_text(book, *, registry: Registry | None = None, statements=None, regi
         printed_here.append(claim)
     mapping = line_coverage(path, registry=replace(registry, claims=tuple(printed_here)), statements=statements,
                             ignore=ignore, line_ignores=load_line_ignores())
-    # A line new to this text is not accounted for by numbers that merely equal a claim's somewhere
-    # in its part: only the claims anchored on it (or a statement or ignore entry) account for it.
-    from inferlab.claims.registry import ID_RE
-    old_lines = {normal(l) for l in base.lines} if base is not None else None
-    anchored: dict[int, list] = {}
-    for c, claim in zip(claims, printed_here):
-        if c.line:
-            anchored.setdefault(c.line, []).extend(claim.numbers())
-
-    def accounted(m) -> bool:
-        if not m.mapped_to:
-            return False
-        if old_lines is None or normal(text.line(m.line)) in old_lines or not all(ID_RE.match(x) for x in m.mapped_to):
-            return True
-        values = [n.values() for n in numbers_on(text.line(m.line), patterns)]
-        return all(any(_same(x, v) for x in vs for v in anchored.get(m.line, [])) for vs in values)
-    unaccounted = tuple(
-        Unaccounted(m.line, text.line(m.line).strip(), m.numbers, m.quantifiers,
-                    suggest(text.line(m.line), text.where.get(m.line, ("", ""))[0], m.numbers, registry, statements,
-                            patterns) + _anchor_hint(text, m, patterns))
-        for m in mapping if not accounted(m))
+    unaccounted = _unaccounted(text, base, mapping, claims, registry, statements, load_line_ignores(), ignore,
+                               patterns)
     from inferlab.claims import crosscheck
     gone = {e.evaluated.id for e in (*claims, *out_statements) if e.change == "removed"}
     found = crosscheck.contradictions(
@@ -464,12 +549,20 @@ class Difference:
                 "band": self.band, "inputs_changed": list(self.inputs)}
 
 
-def compare(old: DraftReport, new: DraftReport) -> dict:
+def compare(old: DraftReport, new: DraftReport, registry: Registry | None = None, statements=None) -> dict:
     """What changed from draft `old` to draft `new`: {"entries": [Difference], "moved": n (entries
     whose line alone moved), "unaccounted_new"/"unaccounted_gone": [Unaccounted],
-    "contradictions_new"/"contradictions_gone": [crosscheck.Contradiction]}."""
+    "contradictions_new"/"contradictions_gone": [crosscheck.Contradiction]}. `registry` and
+    `statements` are those the two reports were judged with (default: the registered ones)."""
     old_text, new_text = Text.read(old.path), Text.read(new.path)
     patterns = [r.pattern for r in load_ignore()]
+    claims = {c.id: c for c in (registry or load_registry()).claims}
+    keywords = {s.id: s.keywords for s in (statements or load_statements()).statements}
+
+    def words(text, line, entry_id, kind):
+        if kind == "claim":
+            return claim_words(text, line, claims[entry_id], patterns)
+        return statement_words(text, line, keywords[entry_id], patterns)
     out, moved = [], 0
     for kind, pairs in (("claim", zip(old.claims, new.claims)), ("statement", zip(old.statements, new.statements))):
         for a, b in pairs:
@@ -477,8 +570,7 @@ def compare(old: DraftReport, new: DraftReport) -> dict:
             book_a, book_b = (ea.book, eb.book) if kind == "claim" else ("", "")
             inputs = ()
             if a.line and b.line:
-                inputs = _word_diff(scenario_words(old_text, a.line, patterns=patterns),
-                                    scenario_words(new_text, b.line, patterns=patterns))
+                inputs = _word_diff(words(old_text, a.line, ea.id, kind), words(new_text, b.line, eb.id, kind))
             if a.line and not b.line:
                 change = "removed"
             elif b.line and not a.line:

@@ -14,7 +14,8 @@ import csv
 import math
 from pathlib import Path
 
-from inferlab.exercises.grade import MANUAL_HEADER, manual_column, pending_text
+from inferlab.exercises.results import MANUAL_HEADER
+from inferlab.exercises.scoring import manual_column, pending_text
 from inferlab.exercises.safeio import FORMULA_START, cell
 
 

@@ -42,8 +42,7 @@ def _budgets(*seconds) -> tuple:
 
 
 # cpu-0.5b, quick: 270 s in all, under the 5 minutes a quick run is promised on 2 cores. Set from the stored runs'
-# stage_elapsed_s (2026-12-04, AVX2 hold: profile 129-179 s, TTFT 62-72 s, batch 46-50 s, ITL 24-28 s): the
-# profile keeps the rounds that fit (one round of cpu-0.5b in fp32 is ~25-40 s, the step's compiles ~20-60 s),
+# stage_elapsed_s (the durations they showed: docs/lab-notes.md): the profile keeps the rounds that fit,
 # and TTFT's per-operator breakdown of the longest prefill takes as many profiled calls as fit.
 CPU_QUICK_BUDGETS = _budgets(15, 10, 15, 95, 45, 30, 10, 45, 5)
 CPU_FULL_BUDGETS = _budgets(30, 30, 30, 300, 150, 90, 20, 150, 10)

@@ -3,13 +3,13 @@
 workload (arrivals, lengths) -> policies (static, continuous, prefill-first, chunked) -> engine
 (one replica: scheduler, paged KV, preemption) -> simulate (replicas, router) -> metrics
 (TTFT, ITL, TPOT, E2E, queueing; percentiles, throughput, goodput). `compare` reads a vLLM
-`bench serve` result and sets it beside the simulation of the same workload. `live.run_live`
-serves a workload for real on the torch decoder with the same scheduling, on the wall clock.
-`engines` holds the live engines `validate` sets against the simulator: that loop, and Hugging
-Face transformers' continuous batching (`engines.transformers_cb`, imported only when used).
+`bench serve` result and sets it beside the simulation of the same workload.
+
+The validation study (`serving.study`: live engines on the wall clock, set against this simulator)
+is imported from its own modules, never from here, so importing the simulator loads neither the
+study nor torch.
 """
 from inferlab.serving.kv import blocks_for, kv_capacity_blocks
-from inferlab.serving.study.live import LiveResult, run_live
 from inferlab.serving.metrics import SLO, SimResult
 from inferlab.serving.policies import (ChunkedPrefill, ContinuousBatching, PrefillFirst,
                                        StaticBatching, make_policy)
@@ -19,5 +19,4 @@ from inferlab.serving.workload import LengthDist, Workload, burst, load_trace, s
 
 __all__ = ["SLO", "SimResult", "ChunkedPrefill", "ContinuousBatching", "PrefillFirst", "StaticBatching",
            "make_policy", "simulate", "RooflineStepTime", "LengthDist", "Workload", "burst",
-           "load_trace", "synthetic", "with_shared_prefix", "blocks_for", "kv_capacity_blocks",
-           "LiveResult", "run_live"]
+           "load_trace", "synthetic", "with_shared_prefix", "blocks_for", "kv_capacity_blocks"]

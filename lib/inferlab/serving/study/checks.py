@@ -4,7 +4,7 @@ the replay of the live step times, the sensitivity to a uniform step-time error)
 
     error = simulated / live - 1    for p50 and p99 of TTFT and of ITL, at each rate
 
-Bounds (issue 14): |error| <= 15 % at p50 and <= 25 % at p99.
+Bounds: |error| <= 15 % at p50 and <= 25 % at p99.
 """
 from __future__ import annotations
 

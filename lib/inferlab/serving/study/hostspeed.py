@@ -1,10 +1,10 @@
 """The host's speed inside a live run: a short probe kernel timed at every engine step, and the
 simulator's step time scaled by it over time.
 
-Why: on the 2-vCPU Xeon VM the host's speed moves by 19-62 % within a validation, and within the
-1-2 minutes of one rate (in 6 of 9 bracketed runs recorded before the probe existed, the live run's
-own speed lay outside the speeds of the calibrations taken right before and right after it). A step
-time fitted outside the live run cannot follow that; a probe inside it can.
+Why: a shared host's speed moves within a validation, and within the minute or two of one rate,
+often beyond the speeds of the calibrations taken right before and right after it (how far, on the
+runs recorded before the probe existed: docs/lab-notes.md). A step time fitted outside the live run
+cannot follow that; a probe inside it can.
 
 The probe (`measure.probe.LinearProbe.for_model`, the profile's and the drift probes' kernel): one
 row through `F.linear` of the model's MLP up-projection shape (d_model -> d_ff), in the run's dtype:
@@ -12,8 +12,8 @@ the kernel that dominates a decode step of the engine (every linear layer of a d
 one-row product), at a shape the engine runs. Its weight copies rotate past the last-level cache
 (measure.probe's copy rule), so every call reads its weight from DRAM as the engine's steps do;
 every copy is read once, untimed, before the first timed call, since first reads of fresh copies
-ran slow (measure.drift's docstring). cpu-0.5b in bf16: a 5632 x 2048 weight of 23 MB, ~2.1 ms per
-call standalone on the Xeon VM, 25 copies (24 under the rule this probe had before it was shared).
+ran slow (measure.drift's docstring). cpu-0.5b in bf16: a 5632 x 2048 weight of 23 MB, a few ms
+per call on a 2-core CPU host.
 
 Where it runs (serving.study.engines.transformers_cb._instrument): in the engine's own thread, serially,
 once per step, INSIDE the logged step window (after the scheduler has picked the step's batch,
@@ -21,8 +21,8 @@ before its forward). So its cost lands the same way in the calibrations and in t
 fitted step time absorbs it (a near-constant term, mostly in the fit's b0), the live tokens are
 delayed by it, and the simulator, stepping on the fit, delays its tokens alike. Never concurrent: on
 2 cores a probe beside the engine would take the engine's CPU. Every step rather than every k-th:
-at ~2 ms against steps of 100-200 ms it costs 1-2 % of a step (`probe_share`; the recorded runs
-report theirs), and it gives ~6 samples per second for the running median.
+a few ms against steps of a hundred ms or more costs a few % of a step (`probe_share`: each record
+reports its own), and it gives several samples per second for the running median.
 
 The speed track (`SpeedTrack`): the probe log of a live run, (time since t0, probe seconds) per
 step, and a reference probe time, the median probe of the calibration(s) the step time was fitted
@@ -194,8 +194,8 @@ def normalized_durations(durations_s, log: ProbeLog) -> np.ndarray:
     steps of a host whose probe reads that median, which is what the reference of a probe-tracked
     prediction (`reference_probe_s`) says it does: the fit and the probe then agree on what speed 1
     means even when the host moved during the calibration. (Fitted to the raw durations, the fit
-    averages over the calibration's moves while its reference is the probe's median; in the development
-    record ...T0600.json the decode steps ran ~10 % slower than the probe-tracked prediction on raw fits.)"""
+    averages over the calibration's moves while its reference is the probe's median, and the two
+    disagree on what speed 1 means.)"""
     d = _times("durations_s", durations_s, positive=True)
     if not isinstance(log, ProbeLog):
         raise ValueError(f"log must be a ProbeLog; got {type(log).__name__}")
@@ -206,14 +206,10 @@ def normalized_durations(durations_s, log: ProbeLog) -> np.ndarray:
 
 
 # The exponent of the host's speed applied to the prompt-chunk part of a step (SplitSpeedStepTime).
-# Chosen on development data only (data/measurements/serving/development/): the three 256-token records
-# ...T{0356,0405,0415}.json and the 64-token pilot ...T0546-pilot.json (12 bounded (repeat, rate)
-# pairs), re-simulated from their recorded step models and probe logs:
-# within both bounds 5 of 12 bracketed, 7 of 12 probe-tracked (every step x speed), 6 of 12 with the
-# chunk part unscaled (exponent 0), 9 of 12 with 0.5, 6 of 12 with every part x speed^0.5 (all on
-# raw fits). Frozen before any later run was simulated with it; on the probe-normalized fits it is
-# recorded beside the judged prediction (serving.study.validate.PREDICTION): 7 of 9 pairs of the three
-# recorded repeats (...-transformers-...T{0625,0634,0645}.json) within both bounds, against 9 of 9 judged.
+# Chosen on the development records only (data/measurements/serving/development/), re-simulated from
+# their recorded step models and probe logs, and frozen before any later run was simulated with it;
+# it is recorded beside the judged prediction (serving.study.validate.PREDICTION). The counts that
+# chose it, and how it did since: docs/lab-notes.md.
 CHUNK_SPEED_EXPONENT = 0.5
 
 
@@ -226,9 +222,8 @@ class SplitSpeedStepTime:
     (its decoding sequences alone, at most `full`; 0 in a step without decodes); the rest is what the
     prompt chunks add. Why: the probe is a one-row linear, a weight read, the kernel a decode step is
     made of; a prompt chunk's added cost is matrix-matrix work, bound by compute, which the host's
-    memory speed moves less (development record ...T0415.json at 0.85x: the probe read 0.68 of its
-    reference while the prefill steps ran 25 % slower than that). In the recorded runs the probe's moves followed decode
-    steps with a slope near 1 and prefill steps with slopes of 0.1-0.8 (median ~0.5); the exponent is
+    memory speed moves less: in the recorded runs the probe's moves followed decode steps with a slope
+    near 1 and prefill steps with a smaller one (docs/lab-notes.md); the exponent is
     CHUNK_SPEED_EXPONENT (see there how it was chosen)."""
 
     def __init__(self, base: StepTimeModel, track: SpeedTrack, chunk_exponent: float = CHUNK_SPEED_EXPONENT):

@@ -18,9 +18,9 @@ engine's steps:
 
 - `SampledFrontend(in_samples_s, out_samples_s)`: the same two delays, each request's drawn (with
   replacement, seeded) from the delays the calibrations measured, rather than their medians. Why: the
-  way in scatters (on the 2026-12-05 development runs 2 to 12 ms with vLLM's engine core reniced, and
-  stalls of up to 750 ms before, engines.vllm.ENGINE_NICE), and a TTFT p99 of 20 requests, one of the
-  slowest two, picks up that tail. Draws are independent per request: a stall that holds several
+  way in scatters (by milliseconds with vLLM's engine core reniced, engines.vllm.ENGINE_NICE, and by
+  hundreds of ms without: docs/lab-notes.md), and a TTFT p99 of 20 requests, one of the slowest two,
+  picks up that tail. Draws are independent per request: a stall that holds several
   requests at once is not modelled.
 
 - `JitteredStepTime(base, ratios, seed)`: each step takes the base model's time times a ratio drawn

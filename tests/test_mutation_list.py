@@ -1,0 +1,66 @@
+"""The hand list of mutants (benchmarks/mutation.py) applies to today's code: every mutant's snippet
+occurs exactly once in its file, so a mutation score always covers the whole list, and an edit that
+moves a mutated line shows up here, in the fast tier, rather than halfway through a long run."""
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.core
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def mutation():
+    spec = importlib.util.spec_from_file_location("mutation", ROOT / "benchmarks" / "mutation.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["mutation"] = module   # its dataclass looks its module up while it is defined
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_every_mutant_applies_exactly_once(mutation):
+    assert mutation.stale(mutation.MUTANTS) == []
+
+
+def test_every_mutant_names_its_tests_and_they_exist(mutation):
+    assert {m.module for m in mutation.MUTANTS} <= set(mutation.TESTS)
+    assert [t for tests in mutation.TESTS.values() for t in tests if not (ROOT / t).is_file()] == []
+
+
+def test_a_stale_mutant_is_named_and_stops_the_run(mutation, tmp_path, capsys):
+    (tmp_path / "a.py").write_text("x = 1\nx = 1\ny = 2\n")
+    gone = mutation.Mutant("costs", "a.py", "z = 3", "z = 4", "z changed")
+    twice = mutation.Mutant("costs", "a.py", "x = 1", "x = 2", "x changed")
+    missing = mutation.Mutant("costs", "b.py", "y = 2", "y = 3", "in no file")
+    fine = mutation.Mutant("costs", "a.py", "y = 2", "y = 3", "y changed")
+    assert mutation.stale([gone, twice, missing, fine], lib=tmp_path) == [
+        "costs: z changed (a.py): snippet found 0 times", "costs: x changed (a.py): snippet found 2 times",
+        "costs: in no file (b.py, which does not exist): snippet found 0 times"]
+    saved = mutation.MUTANTS
+    try:
+        mutation.MUTANTS = [*saved, mutation.Mutant("costs", "costs.py", "no such snippet", "", "planted stale")]
+        assert mutation.main(["--module", "costs"]) == 1
+        assert "planted stale (costs.py): snippet found 0 times" in capsys.readouterr().err
+        assert mutation.main(["--module", "costs", "--list"]) == 1
+        out = capsys.readouterr().out
+        assert "STALE costs" in out and "1 stale" in out
+    finally:
+        mutation.MUTANTS = saved
+
+
+def test_the_development_pages_table_counts_the_list_as_it_is(mutation):
+    # docs/development.md gives the last run's score per package as "K of N" and the equivalents; N,
+    # the equivalents and the groups must be the list's own (K comes from the dated run)
+    import re
+    page = (ROOT / "docs" / "development.md").read_text(encoding="utf-8")
+    rows = re.findall(r"^\s*\| (\w+) \| ([^|]+) \| (\d+) of (\d+) \| (\d+) \|$", page, re.M)
+    assert rows
+    for package, groups, killed, total, equivalent in rows:
+        mine = [m for m in mutation.MUTANTS if mutation.package(m.module) == package]
+        assert sorted(re.findall(r"`([\w/]+)`", groups)) == sorted({m.module for m in mine}), package
+        assert int(total) == sum(not m.equivalent for m in mine) and int(killed) <= int(total), package
+        assert int(equivalent) == sum(bool(m.equivalent) for m in mine), package
+    assert {r[0] for r in rows} == {mutation.package(m.module) for m in mutation.MUTANTS}
