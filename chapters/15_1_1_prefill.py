@@ -704,6 +704,18 @@ Markdown(f"The book's 8,192- and 32,768-token prompts (15.1.1-q, -r, -v) are bey
          "runs the model can serve.")
 
 # %% [markdown]
+# ### The practice numbers against measured kernels
+# The book's numbers above that state what a deployment shows in practice, judged by the same
+# [rule](../ERRATA.md#the-verdict-rule) three ways: on the ideal roofline (the table's own value),
+# on the kernel times Vidur measured on an H100 (section 4 above), and on those kernels plus the CPU
+# time a serving engine's scheduler spends on every step (Vidur's A100 profile).
+
+# %%
+# The book's practice numbers on the ideal roofline, on measured kernels, and with a step overhead
+from inferlab.claims import measured
+Markdown(measured.markdown_table("15.1.1"))
+
+# %% [markdown]
 # ### All verdicts
 # Every number of 15.1.1 appeared in one of the tables above; the [errata](../ERRATA.md) page
 # collects the errata of the whole chapter.
