@@ -26,6 +26,8 @@ from inferlab.claims.statements import load_statements, evaluate_statement, stat
 from inferlab.cli import main
 from inferlab.specs import get_accelerator, get_model
 
+pytestmark = pytest.mark.claims
+
 ROOT = Path(__file__).resolve().parents[1]
 ACC = get_accelerator("h100-sxm")
 PEAK, BW = 989.4e12, 3.35e12      # the H100 SXM datasheet's dense bf16 peak and HBM bandwidth

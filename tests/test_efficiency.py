@@ -19,6 +19,8 @@ from inferlab.roofline import pass_time_s
 from inferlab.serving import ContinuousBatching, RooflineStepTime, Workload, simulate
 from inferlab.specs import Precision, get_accelerator, get_model
 
+pytestmark = pytest.mark.core
+
 M, BOOK, G = get_model("llama-2-13b"), get_model("llama-2-13b-book"), get_accelerator("h100-sxm")
 A100, H200 = get_accelerator("a100-80gb"), get_accelerator("h200")
 MEASURED = Deployment(G, efficiency=MeasuredKernels())

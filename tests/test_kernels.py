@@ -16,6 +16,8 @@ from inferlab import kernels
 from inferlab.kernels import report
 from inferlab.specs import get_accelerator
 
+pytestmark = pytest.mark.core
+
 ROOT = Path(__file__).resolve().parents[1]
 VIDUR = ROOT / "data" / "vidur"
 SHARED = ROOT.parent / "shared" / "vidur-profiles"
