@@ -41,7 +41,8 @@ def test_tensor_parallel_table_speeds_up_both_latencies_and_latency_costs():
     assert rows[0][1:] == [f"{prefill_time_s(M, G, 1024) * 1e3:.2f}", "1.00",
                            f"{decode_step_time_s(M, G, 1024) * 1e3:.3f}", "1.00"]
     assert 1 < float(rows[1][2]) < 2 and 1 < float(rows[1][4]) <= 2.001
-    slow = tensor_parallel_table(M, G, 1024, 1024, tps=(1, 2), allreduce_latency_s=1e-5).splitlines()[3]
+    # 50 us per all-reduce, above the H100 node's measured 22.6 us default: a slower link, a smaller speed-up.
+    slow = tensor_parallel_table(M, G, 1024, 1024, tps=(1, 2), allreduce_latency_s=5e-5).splitlines()[3]
     assert float(slow.split()[4]) < float(rows[1][4])
 
 
