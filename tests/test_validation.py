@@ -48,6 +48,8 @@ GOOD = {
     parallel.check_tp: dict(model=BOOK, tp=2),
     parallel.tp_shard: dict(model=BOOK, tp=2),
     parallel.allreduce_time_s: dict(message_bytes=1e6, tp=2, accelerator=H100_SXM, latency_s=0.0),
+    parallel.allreduce_latency_s: dict(accelerator=H100_SXM),
+    parallel.allreduce_bus_bytes_per_s: dict(accelerator=H100_SXM),
     parallel.tp_communication_time_s: dict(model=BOOK, tokens=4, tp=2, accelerator=H100_SXM,
                                            precision=BF16, latency_s=0.0),
     Deployment: dict(accelerator=H100_SXM, precision=BF16, tp=2, mfu=1.0, mbu=1.0, overlap="per_operator",
