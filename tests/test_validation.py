@@ -102,6 +102,9 @@ FLAGS = {"causal", "all_logits", "include_attention", "allreduce", "allow_zero",
 WORD = {("get_model", "name"): "model", ("get_accelerator", "name"): "accelerator"}
 BAD_NAME = {("get_model", "name"): BAD["model"], ("get_accelerator", "name"): BAD["accelerator"],
             ("roofline_time_s", "overlap"): ["max", True, False],  # one vocabulary with pass_time_s
+            # an efficiency or a step overhead is an object (efficiency.MeasuredKernels(), kernels.StepOverhead)
+            ("Deployment", "efficiency"): ["measured", 0.5, True],
+            ("Deployment", "step_overhead"): [0.001, "vidur-a100"],
             # None is the deployment's own precision (BF16 beside a bare Accelerator)
             **{(f, "precision"): ["bf16", 2] for f in ("prefill_time_s", "decode_step_time_s", "throughput_tokens_per_s")}}
 # Helpers outside the contract: display conversions, listings, aggregation and the checkers themselves.
