@@ -41,11 +41,58 @@ def test_itl_grid_leaves_a_gap_where_the_batch_does_not_fit():
 def test_spec_slider_toggles_one_frame_per_step():
     g = interactive.throughput_grid(L13, H100, BF16, contexts=(512, 2048), active_context=1024, batches=(1, 8))
     spec = json.loads(json.dumps(g.spec()))       # plain JSON, as the page receives it
-    assert len(spec["data"]) == 3
-    assert [t["visible"] for t in spec["data"]] == [False, True, False]
+    # per frame: the throughput curve and its two marks (B_max, B*)
+    assert len(spec["data"]) == 3 * 3
+    frame_of = g.trace_frames()
+    assert frame_of == [0, 0, 0, 1, 1, 1, 2, 2, 2]
+    assert [t["visible"] for t in spec["data"]] == [f == 1 for f in frame_of]
     steps = spec["layout"]["sliders"][0]["steps"]
     assert [s["label"] for s in steps] == ["512", "1024", "2048"]
-    assert [s["args"][0]["visible"] for s in steps] == [[True, False, False], [False, True, False], [False, False, True]]
+    assert [s["args"][0]["visible"] for s in steps] == [[f == i for f in frame_of] for i in range(3)]
+
+
+def test_throughput_grid_marks_b_star_and_b_max_as_the_static_figure():
+    g = interactive.throughput_grid(L13, H100, BF16, contexts=(1024,), active_context=1024)
+    kv_per_seq = 2 * 40 * 40 * 128 * 2 * 1024                 # bytes, bf16, S = 1,024
+    b_max = int((80e9 - L13.n_params * 2) // kv_per_seq)
+    b_star = L13.n_params * 2 / kv_per_seq
+    (marks,) = g.marks
+    assert dict((label.split(" =")[0], x) for label, x in marks) == {"B_max": b_max, "B*": pytest.approx(b_star)}
+    spec = g.spec()
+    lines = [t for t in spec["data"] if t["name"].startswith(("B_max", "B*"))]
+    assert [t["x"] for t in lines] == [[b_max, b_max], [pytest.approx(b_star)] * 2]
+    assert all(t["line"]["dash"] == "dash" for t in lines)
+    assert plots.throughput_plot(L13, H100, 1024, BF16).data["max_batch"] == b_max   # the static figure's mark
+    assert g.notes == ((),) and spec["layout"]["annotations"] == []
+
+
+L70 = get_model("llama-2-70b")
+
+
+@pytest.mark.parametrize("grid", [interactive.memory_grid, interactive.throughput_grid])
+def test_a_scenario_that_does_not_fit_says_so_and_names_the_tp_degree_that_does(grid):
+    g = grid(L70, H100, BF16)
+    spec = json.loads(json.dumps(g.spec()))
+    text = spec["layout"]["annotations"][0]["text"]
+    note = text.replace("<br>", " ")
+    assert "does not fit on one h100-sxm" in note and "tensor parallelism 2" in note
+    assert all(len(line) <= 34 for line in text.split("<br>"))     # lines that fit a phone's plot
+    # every slider position carries its note (138 GB of weights fit no context) and no B_max mark
+    for step in spec["layout"]["sliders"][0]["steps"]:
+        assert "tensor parallelism 2" in step["args"][1]["annotations"][0]["text"].replace("<br>", " ")
+    assert all(m == () for m in g.marks)
+
+
+def test_the_menus_carry_each_grids_notes():
+    m = interactive.memory_grid(L13, H100, BF16, contexts=(1000,), active_context=1000, models=(L70,))
+    spec = json.loads(json.dumps(m.spec()))
+    names = spec["controls"]["menus"][0]["values"]
+    combo = spec["controls"]["combos"].index([names.index("llama-2-70b"), 0])
+    (notes,) = spec["controls"]["notes"][combo]
+    assert "tensor parallelism 2" in notes[0]["text"].replace("<br>", " ")
+    assert spec["controls"]["notes"][spec["controls"]["combos"].index([0, 0])] == [[]]
+    # the owner list covers every trace, marks included
+    assert len(spec["controls"]["owner"]) == len(spec["data"])
 
 
 def test_explorable_keeps_the_static_figure_and_its_table():

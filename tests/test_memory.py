@@ -137,3 +137,42 @@ def test_max_batch_is_never_negative_or_nan():
     np.testing.assert_array_equal(b, [66_135, 66, 1, 0, 0])
     with pytest.raises(DoesNotFitError):
         max_batch(BOOK, H100_SXM, seq)
+
+
+# ---------------------------------------------------------------------------------------------
+# fit_advice: what fits when a scenario does not (the figures never dead-end)
+# ---------------------------------------------------------------------------------------------
+
+def test_fit_advice_names_the_tensor_parallel_degree_that_fits_llama_2_70b():
+    from inferlab.memory import fit_advice
+    m = get_model("llama-2-70b")
+    a = fit_advice(m, H100_SXM, 1000)
+    # 138 GB of bf16 weights > 80 GB: nothing fits on one GPU, not even with a shorter context
+    assert not a.fits and a.max_batch == 0 and a.longest_context == 0 and a.int8_kv_max_batch == 0
+    assert a.tp == 2
+    # at TP = 2 each GPU holds half the weights (the sharded matrices; embeddings split by vocab) and
+    # half of the 8 KV heads: 2 * 80 layers * 4 heads * 128 * 2 bytes per token
+    shard_weights = weight_bytes(m, tp=2)
+    assert shard_weights == pytest.approx(m.n_params, rel=0.01)          # ~ P bytes = half of 2P
+    per_token = 2 * m.n_layers * (m.n_kv_heads // 2) * m.head_dim * 2
+    assert a.tp_max_batch == int((80e9 - shard_weights) // (per_token * 1000))
+    text = a.sentence()
+    assert "does not fit on one h100-sxm" in text and "tensor parallelism 2" in text
+    assert f"B_max = {a.tp_max_batch}" in text
+    assert all(len(line) <= 34 for line in a.lines(34))
+
+
+def test_fit_advice_for_a_context_too_long_offers_int8_a_shorter_context_and_tp():
+    from inferlab.memory import fit_advice
+    a = fit_advice(LLAMA_2_13B, H100_SXM, 100_000, beyond_context=True)
+    free = 80e9 - weight_bytes(LLAMA_2_13B)
+    assert a.longest_context == int(free // KV_PER_TOKEN)               # 65,879 tokens
+    assert KV_PER_TOKEN * 100_000 > free >= KV_PER_TOKEN / 2 * 100_000   # int8 halves it: one fits
+    assert a.int8_kv_max_batch == 1 and a.tp == 2
+    assert "int8 KV cache" in a.sentence() and f"{a.longest_context:,} tokens" in a.sentence()
+
+
+def test_fit_advice_when_it_fits_is_silent():
+    from inferlab.memory import fit_advice
+    a = fit_advice(LLAMA_2_13B, H100_SXM, 1000)
+    assert a.fits and a.max_batch == max_batch(LLAMA_2_13B, H100_SXM, 1000) and a.sentence() == ""

@@ -123,7 +123,7 @@ def test_context_note_says_when_a_length_is_beyond_the_window():
 def test_fit_message_and_does_not_fit_figure():
     # Llama-2 70B in bf16: 69e9 parameters x 2 bytes = 138 GB > 80 GB of one H100.
     msg = reader.fit_message("llama-2-70b", "h100-sxm", 1000)
-    assert "138.0 GB" in msg and "80 GB" in msg
+    assert "138 GB of 80 GB" in msg and "tensor parallelism 2" in msg
     assert reader.fit_message("llama-2-13b", "h100-sxm", 1000) == ""
     p = reader.draw_if_fits(msg, plots.memory_budget_plot, LLAMA_2_70B, H100_SXM, 1000)
     assert p.table.startswith("does not fit: ") and p.data["does_not_fit"] == msg

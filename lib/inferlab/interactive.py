@@ -21,19 +21,25 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from inferlab.latency import decode_step_time_s, prefill_time_s, throughput_tokens_per_s
-from inferlab.memory import kv_cache_bytes, max_batch, weight_bytes
+from inferlab.latency import decode_step_time_s, kv_crossover_batch, prefill_time_s, throughput_tokens_per_s
+from inferlab.memory import fit_advice, kv_cache_bytes, max_batch, weight_bytes
 from inferlab.specs import BF16, Precision, check_accelerator, check_model, check_precision
 from inferlab.units import GB, MS
 from inferlab.input_checks import DoesNotFitError, positive_int
 
 MIME = "application/vnd.inferlab.plotly+json"
 COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd")
+MARK_COLORS = ("#d62728", "#2ca02c")   # B_max red, B* green, as the static figures
+NOTE_COLOR = "#a50f15"
 
 
 @dataclass(frozen=True)
 class Grid:
-    """One series family per slider position: frames[i] = (label, {series name: y values})."""
+    """One series family per slider position: frames[i] = (label, {series name: y values}).
+    `marks[i]`: the vertical lines of frame i, ((label, x), ...) (B*, B_max: as the static figure
+    marks them); `notes[i]`: '' or what frame i cannot show and what would fit instead, in short lines
+    (memory.FitAdvice.lines), drawn over the plot so that a scenario that does not fit never leaves
+    an empty or a wrong plot unexplained. Both empty: none."""
 
     title: str
     x: tuple
@@ -45,21 +51,63 @@ class Grid:
     log_x: bool = False
     log_y: bool = False
     hover_unit: str = ""
+    marks: tuple = ()
+    notes: tuple = ()
+
+    def __post_init__(self):
+        for name in ("marks", "notes"):
+            value = getattr(self, name)
+            if value and len(value) != len(self.frames):
+                raise ValueError(f"{name} must hold one entry per frame ({len(self.frames)}); got {len(value)}")
+
+    def note(self, i: int) -> tuple:
+        """Frame i's note as lines (() for none)."""
+        return tuple(self.notes[i]) if self.notes else ()
+
+    def annotations(self, i: int) -> list:
+        """The plotly annotation of frame i's note, or [] (a box over the middle of the plot)."""
+        lines = self.note(i)
+        if not lines:
+            return []
+        return [{"text": "<br>".join(lines), "xref": "paper", "yref": "paper", "x": 0.5, "y": 0.55,
+                 "showarrow": False, "align": "left", "bgcolor": "rgba(255,255,255,0.94)",
+                 "bordercolor": NOTE_COLOR, "borderwidth": 1, "borderpad": 6,
+                 "font": {"size": 13, "color": NOTE_COLOR}}]
+
+    def _traces(self, i: int, series: dict) -> list:
+        out = []
+        for k, (name, ys) in enumerate(series.items()):
+            out.append({"type": "scatter", "mode": "lines", "name": name, "x": list(self.x),
+                        "y": [None if y is None or not np.isfinite(y) else float(y) for y in ys],
+                        "visible": i == self.active, "line": {"color": COLORS[k % len(COLORS)]},
+                        "hovertemplate": f"{name}<br>%{{x:,}}: %{{y:,.4g}} {self.hover_unit}<extra></extra>"})
+        finite = [y for t in out for y in t["y"] if y is not None]
+        top = max(finite) * 1.02 if finite else 1.0
+        for k, (label, x) in enumerate(self.marks[i] if self.marks else ()):
+            out.append({"type": "scatter", "mode": "lines", "name": label, "x": [float(x), float(x)],
+                        "y": [0.0, float(top)], "visible": i == self.active,
+                        "line": {"color": MARK_COLORS[k % len(MARK_COLORS)], "dash": "dash", "width": 1.5},
+                        "hovertemplate": f"{label}<extra></extra>"})
+        return out
+
+    def trace_frames(self) -> list:
+        """The frame each trace of the spec belongs to, in the spec's order."""
+        return [i for i, (_, series) in enumerate(self.frames)
+                for _ in range(len(series) + (len(self.marks[i]) if self.marks else 0))]
 
     def spec(self) -> dict:
         """The plotly.js figure: every frame's traces, only the active frame's visible; one slider
-        step per frame toggles the visibility (a restyle, no recomputation in the page)."""
-        data, owner = [], []
+        step per frame toggles the visibility and shows that frame's note (an update: no
+        recomputation in the page)."""
+        data, owner = [], self.trace_frames()
         for i, (_, series) in enumerate(self.frames):
-            for k, (name, ys) in enumerate(series.items()):
-                data.append({"type": "scatter", "mode": "lines", "name": name, "x": list(self.x),
-                             "y": [None if y is None or not np.isfinite(y) else float(y) for y in ys],
-                             "visible": i == self.active, "line": {"color": COLORS[k % len(COLORS)]},
-                             "hovertemplate": f"{name}<br>%{{x:,}}: %{{y:,.4g}} {self.hover_unit}<extra></extra>"})
-                owner.append(i)
-        steps = [{"label": str(label), "method": "restyle",
-                  "args": [{"visible": [o == i for o in owner]}]} for i, (label, _) in enumerate(self.frames)]
-        # text at 13 px or more (the book's smallest is 11 px); a log axis labels its decades only
+            data += self._traces(i, series)
+        steps = [{"label": str(label), "method": "update",
+                  "args": [{"visible": [o == i for o in owner]}, {"annotations": self.annotations(i)}]}
+                 for i, (label, _) in enumerate(self.frames)]
+        # text at 13 px or more (the book's smallest is 11 px); a log axis labels its decades only.
+        # The legend sits above the plot, the slider alone under the x axis (the page's script,
+        # book/_static/interactive.js, shows the title as text above the plot and fits it to a phone).
         log_axis = {"type": "log", "dtick": 1}
         layout = {
             "font": {"size": 13},
@@ -67,13 +115,14 @@ class Grid:
             "xaxis": {"title": {"text": self.x_title}, **(log_axis if self.log_x else {"type": "linear"})},
             "yaxis": {"title": {"text": self.y_title}, **(log_axis if self.log_y else {"type": "linear"}),
                       "rangemode": "tozero"},
-            "legend": {"orientation": "h", "y": -0.5},
+            "legend": {"orientation": "h", "x": 0, "xanchor": "left", "y": 1.02, "yanchor": "bottom"},
             "margin": {"l": 60, "r": 10, "t": 40, "b": 10},
             "height": 460,
+            "annotations": self.annotations(self.active),
         }
         if len(self.frames) > 1:   # one frame: nothing to slide over
             layout["sliders"] = [{"active": self.active, "currentvalue": {"prefix": f"{self.slider_label}: "},
-                                  "pad": {"t": 50}, "steps": steps, "font": {"size": 13}}]
+                                  "pad": {"t": 75}, "steps": steps, "font": {"size": 13}}]
         return {"data": data, "layout": layout}
 
 
@@ -114,16 +163,18 @@ class MenuGrid:
     def spec(self) -> dict:
         """Every grid's traces (only the active grid's active frame visible), the active grid's layout
         with a slider that only reports its position (method 'skip'), and `controls`: the menus, the
-        grid and frame each trace belongs to, and each grid's title."""
-        data, owner, titles = [], [], {}
+        grid and frame each trace belongs to, each grid's title and each grid's notes per frame (the
+        annotations the page shows for the chosen grid and frame)."""
+        data, owner, titles, notes = [], [], {}, {}
         combos = sorted(self.grids)
         for c in combos:
             g = self.grids[c]
             for t in g.spec()["data"]:   # 4 significant digits: the page stays small with many grids
                 data.append(_compact(dict(t, visible=t["visible"] and c == self.active,
                                           y=[None if y is None else float(f"{y:.4g}") for y in t["y"]])))
-            owner += [[combos.index(c), i] for i, (_, series) in enumerate(g.frames) for _ in series]
+            owner += [[combos.index(c), i] for i in g.trace_frames()]
             titles[combos.index(c)] = g.title
+            notes[combos.index(c)] = [g.annotations(i) for i in range(len(g.frames))]
         layout = self.grids[self.active].spec()["layout"]
         for s in layout.get("sliders", []):
             s["steps"] = [dict(step, method="skip", args=[]) for step in s["steps"]]
@@ -131,8 +182,19 @@ class MenuGrid:
                               for (label, values), a in zip(self.menus, self.active)],
                     "combos": [list(c) for c in combos], "owner": owner,
                     "titles": [titles[i] for i in range(len(combos))],
+                    "notes": [notes[i] for i in range(len(combos))],
                     "frame": self.grids[self.active].active}
         return {"data": data, "layout": layout, "controls": controls}
+
+
+def _weights_note(model, accelerator, precision, extra: str) -> tuple:
+    """The lines of a note when the weights alone do not fit one device (what would: the tensor-parallel
+    degree), `extra` appended; () when they fit."""
+    fit = fit_advice(model, accelerator, 1, precision)
+    if fit.fits or fit.longest_context:          # the weights fit: a gap in a curve says the rest
+        return ()
+    import textwrap
+    return tuple(textwrap.wrap(fit.sentence() + (f" Here {extra}." if extra else ""), 34))
 
 
 def _values(fn, xs) -> list:
@@ -187,9 +249,10 @@ def ttft_grid(model, accelerator, precision: Precision = BF16, *, batches=(1, 2,
                                                                beyond_context=True) / MS, xs),
             "linear 2PS/peak": _values(lambda s: prefill_time_s(model, accelerator, s, b, precision,
                                                                 include_attention=False, beyond_context=True) / MS, xs)}))
+    note = _weights_note(model, accelerator, precision, "the times are the arithmetic of one device")
     return Grid(f"TTFT of {model.name} on one {accelerator.name}", xs, "prompt length (tokens)", "TTFT (ms)",
                 "batch", tuple(frames), batches.index(active_batch),
-                log_x=True, log_y=True, hover_unit="ms")
+                log_x=True, log_y=True, hover_unit="ms", notes=(note,) * len(frames) if note else ())
 
 
 def memory_grid(model, accelerator, precision: Precision = BF16, *, contexts=(512, 1000, 2048, 4096, 8192),
@@ -206,16 +269,19 @@ def memory_grid(model, accelerator, precision: Precision = BF16, *, contexts=(51
     try:
         top = max_batch(model, accelerator, min(contexts), precision)
     except DoesNotFitError:
-        top = 1
+        top = 16          # nothing fits (the figure's note says what would): a batch axis to 16
     xs = tuple(int(b) for b in (batches or np.unique(np.linspace(1, max(2, int(top * 1.25)), 60).astype(int))))
-    frames = []
+    frames, marks, notes = [], [], []
     for s in contexts:
         kv = [float(kv_cache_bytes(model, s, b, precision, beyond_context=True)) for b in xs]
         frames.append((s, {"weights": [w / GB] * len(xs), "weights + KV cache": [(w + k) / GB for k in kv],
                            "capacity": [accelerator.memory_bytes / GB] * len(xs)}))
+        fit = fit_advice(model, accelerator, s, precision, beyond_context=True)
+        marks.append(((f"B_max = {fit.max_batch}", fit.max_batch),) if fit.fits else ())
+        notes.append(tuple(fit.lines()))
     return Grid(f"Memory of {model.name} on one {accelerator.name}", xs, "batch (sequences)", "memory (GB)",
                 "context (tokens)", tuple(frames), contexts.index(active_context),
-                hover_unit="GB")
+                hover_unit="GB", marks=tuple(marks), notes=tuple(notes))
 
 
 def itl_grid(model, accelerator, precision: Precision = BF16, *, batches=(1, 8, 32, 64), active_batch: int = 1,
@@ -237,9 +303,10 @@ def itl_grid(model, accelerator, precision: Precision = BF16, *, batches=(1, 8, 
                 raise DoesNotFitError(f"batch {b} at {s} tokens")
             return decode_step_time_s(model, accelerator, s, b, precision, beyond_context=True) / MS
         frames.append((b, {"ITL": _values(itl, xs)}))
+    note = _weights_note(model, accelerator, precision, "")
     return Grid(f"ITL of {model.name} on one {accelerator.name}", xs, "context length (tokens)", "ITL (ms)",
                 "batch", tuple(frames), batches.index(active_batch),
-                log_x=True, hover_unit="ms")
+                log_x=True, hover_unit="ms", notes=(note,) * len(frames) if note else ())
 
 
 def throughput_grid(model, accelerator, precision: Precision = BF16, *, contexts=(512, 1024, 2048, 4096, 8192),
@@ -255,20 +322,21 @@ def throughput_grid(model, accelerator, precision: Precision = BF16, *, contexts
     try:
         top = max_batch(model, accelerator, min(contexts), precision)
     except DoesNotFitError:
-        top = 1
+        top = 16          # nothing fits (the figure's note says what would): a batch axis to 16
     xs = tuple(int(b) for b in (batches or np.unique(np.linspace(1, max(2, top), 60).astype(int))))
-    frames = []
+    frames, marks, notes = [], [], []
     for s in contexts:
-        try:
-            limit = max_batch(model, accelerator, s, precision)
-        except DoesNotFitError:
-            limit = 0
+        fit = fit_advice(model, accelerator, s, precision, beyond_context=True)
+        limit = fit.max_batch
         frames.append((s, {"throughput": [float(throughput_tokens_per_s(model, accelerator, s, b, precision,
                                                                          beyond_context=True)) if b <= limit else None
                                           for b in xs]}))
+        bstar = float(kv_crossover_batch(model, s, precision, beyond_context=True))
+        marks.append(((f"B_max = {limit}", limit), (f"B* = {bstar:.0f}", bstar)) if fit.fits else ())
+        notes.append(tuple(fit.lines()))
     return Grid(f"Decode throughput of {model.name} on one {accelerator.name}", xs, "batch (sequences)",
                 "throughput (tokens/s)", "context (tokens)", tuple(frames),
-                contexts.index(active_context), hover_unit="tokens/s")
+                contexts.index(active_context), hover_unit="tokens/s", marks=tuple(marks), notes=tuple(notes))
 
 
 def tail_grid(sweep, percentiles=("p50", "p90", "p99")) -> MenuGrid:

@@ -102,3 +102,104 @@ def max_batch(model, accelerator, seq_len, precision: Precision = BF16, tp: int 
             f"{free / GB:.2f} GB is left beside the weights on {acc.name}; shorten seq_len, "
             "quantise the KV cache or add devices")
     return b if b.ndim else int(b)
+
+
+TP_DEGREES = (2, 4, 8, 16)   # tensor-parallel degrees fit_advice tries, smallest first
+
+
+@dataclass(frozen=True)
+class FitAdvice:
+    """Whether one sequence of `seq_len` tokens fits beside the weights on one device, and, when it
+    does not, what would: the smallest tensor-parallel degree `tp` (with the batch it then holds), an
+    int8 KV cache (its batch; 0 when that does not help) and the longest context that fits (0 when the
+    weights alone do not). `reason` is the DoesNotFitError's message ('' when it fits)."""
+
+    model: str
+    accelerator: str
+    seq_len: int
+    max_batch: int
+    reason: str = ""
+    weight_gb: float = 0.0
+    memory_gb: float = 0.0
+    tp: int | None = None
+    tp_max_batch: int = 0
+    int8_kv_max_batch: int = 0
+    longest_context: int = 0
+
+    @property
+    def fits(self) -> bool:
+        return self.max_batch >= 1
+
+    def remedies(self) -> list[str]:
+        """What would fit, in words, most direct first: an int8 cache, a shorter context, TP."""
+        out = []
+        if self.int8_kv_max_batch:
+            out.append(f"an int8 KV cache (B_max = {self.int8_kv_max_batch:,})")
+        if self.longest_context:
+            out.append(f"a context of at most {self.longest_context:,} tokens")
+        if self.tp:
+            out.append(f"tensor parallelism {self.tp} (B_max = {self.tp_max_batch:,} per replica)")
+        return out
+
+    def sentence(self) -> str:
+        """'' when it fits; else what does not fit and what would, in one or two sentences."""
+        if self.fits:
+            return ""
+        if self.longest_context == 0:
+            head = (f"{self.model} does not fit on one {self.accelerator}: its weights take "
+                    f"{self.weight_gb:.0f} GB of {self.memory_gb:.0f} GB.")
+        else:
+            head = (f"{self.model} on one {self.accelerator} has no room for one sequence of "
+                    f"{self.seq_len:,} tokens beside its {self.weight_gb:.0f} GB of weights.")
+        fixes = self.remedies()
+        if not fixes:
+            return head + f" No tensor-parallel degree up to {TP_DEGREES[-1]} fits it either."
+        return head + " What fits: " + _or_list(fixes) + "."
+
+    def lines(self, width: int = 34) -> list[str]:
+        """The sentence in lines of at most `width` characters (a figure's note on a phone)."""
+        import textwrap
+        return textwrap.wrap(self.sentence(), width)
+
+
+def _or_list(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " or " + items[-1]
+
+
+@context_flag
+def fit_advice(model, accelerator, seq_len: int, precision: Precision = BF16) -> FitAdvice:
+    """`max_batch` at `seq_len` on one device, and, when not one sequence fits, the remedies:
+    the smallest tensor-parallel degree of TP_DEGREES that `parallel.check_tp` allows and that holds
+    one sequence (per replica), an int8 KV cache, and the longest context that one device holds."""
+    model, acc, precision = check_model(model), check_accelerator(accelerator), check_precision(precision)
+    positive_int("seq_len", seq_len)
+    seq_len = int(seq_len)
+    w = weight_bytes(model, precision)
+    common = dict(model=model.name, accelerator=acc.name, seq_len=seq_len, weight_gb=w / GB,
+                  memory_gb=acc.memory_bytes / GB)
+    b = max_batch(model, acc, seq_len, precision, allow_zero=True) if w <= acc.memory_bytes else 0
+    if b >= 1:
+        return FitAdvice(max_batch=int(b), **common)
+    reason = ""
+    try:
+        max_batch(model, acc, seq_len, precision)
+    except DoesNotFitError as e:
+        reason = str(e)
+    tp, tp_b = None, 0
+    for k in TP_DEGREES:
+        if k > model.n_heads:
+            break
+        try:
+            tp_b = max_batch(model, acc, seq_len, precision, tp=k)
+        except (DoesNotFitError, ValueError):   # ValueError: k cannot split the model's heads evenly
+            continue
+        tp = k
+        break
+    int8_b, longest = 0, 0
+    if w <= acc.memory_bytes:
+        if precision.kv != "int8" and bytes_per_element(precision.kv) > 1:
+            int8 = Precision(precision.weights, precision.activations, "int8", precision.compute)
+            int8_b = int(max_batch(model, acc, seq_len, int8, allow_zero=True))
+        longest = int((acc.memory_bytes - w) // kv_cache_bytes_per_token(model, precision))
+    return FitAdvice(max_batch=0, reason=reason, tp=tp, tp_max_batch=int(tp_b) if tp else 0,
+                     int8_kv_max_batch=int8_b, longest_context=longest, **common)

@@ -356,14 +356,10 @@ def draw(plot_function, *args, **kwargs):
 
 def fit_message(model, accelerator, seq_len: int, precision: Precision = BF16) -> str:
     """'' when at least one sequence of `seq_len` tokens fits beside the weights on one device,
-    else the reason in one sentence (from `memory.max_batch`)."""
-    from inferlab.memory import max_batch
-    from inferlab.input_checks import DoesNotFitError
-    try:
-        max_batch(get_model(model), get_accelerator(accelerator), seq_len, precision)
-    except DoesNotFitError as e:
-        return str(e)
-    return ""
+    else what does not fit and what would (the tensor-parallel degree, an int8 cache, a shorter
+    context), in a sentence or two (`memory.fit_advice`)."""
+    from inferlab.memory import fit_advice
+    return fit_advice(get_model(model), get_accelerator(accelerator), seq_len, precision).sentence()
 
 
 def draw_if_fits(message: str, plot_function, *args, **kwargs):
