@@ -5,7 +5,8 @@
 
 Steps: copy book/ (conf.py, references.md, _static/) into a staging folder (build/book-src/),
 convert each notebook's markup conventions there (book/convert.py; chapters/ is only read),
-turn ERRATA.md into the errata page, unpack MathJax 3 from the npm registry's tarball (pinned
+turn ERRATA.md into the errata page, write the cheat sheet from the library (inferlab.cheatsheet),
+unpack MathJax 3 from the npm registry's tarball (pinned
 version and sha512; cached in build/cache/) into _static/mathjax/, and run Sphinx with warnings
 as errors (a broken figure, equation or citation reference fails the build); then rewrite the
 built pages where CSS alone cannot (book/postprocess.py: code lines with a hanging indent; each
@@ -47,7 +48,8 @@ PLOTLY_URL = f"https://registry.npmjs.org/plotly.js-basic-dist-min/-/plotly.js-b
 PLOTLY_SHA512_B64 = "1oNF8PeQx2hv/y7tqEVWKD3JGwn/MGEMQ8mL9HUwsaqG9FGy/OU5FHUHvzqbqxN4mnwZGI9abTiE775C4kkjMQ=="
 PLOTLY_FILE = "plotly/plotly-basic.min.js"     # under _static/ (conf.py loads it when present)
 BOOK_FILES = ("conf.py", "references.md", "notation.md", "_static")
-EXTRA_PAGES = ("notation", "errata", "references")
+EXTRA_PAGES = ("cheatsheet", "notation", "errata", "references")
+CHEATSHEET_SETUP = ("llama-2-13b", "h100-sxm")   # the book's worked example: the cheat sheet's numbers
 
 
 def npm_tarball(cache: Path, name: str, url: str, sha512_b64: str, what: str) -> bytes:
@@ -100,6 +102,13 @@ def unpack_mathjax(data: bytes, dest: Path) -> int:
             target.write_bytes(tar.extractfile(member).read())
             n += 1
     return n
+
+
+def cheatsheet_page() -> str:
+    """The cheat-sheet page (inferlab.cheatsheet) for the book's worked example, from the specs in data/."""
+    from inferlab import cheatsheet, get_accelerator, get_model
+    model, gpu = CHEATSHEET_SETUP
+    return cheatsheet.markdown(get_model(model), get_accelerator(gpu))
 
 
 DATASHEETS_MARKER = "<!-- DATASHEETS: book/build.py writes the list from data/accelerators.toml here. -->"
@@ -188,6 +197,7 @@ def stage(chapters: Path, errata: Path, src: Path, docs: Path | None = None) -> 
         postprocess.extract_narrow_images(out, src / "_static" / postprocess.NARROW_DIR)
         (src / f"{page}.ipynb").write_text(json.dumps(out, indent=1))
     (src / "errata.md").write_text(convert.convert_errata_page(errata.read_text()))
+    (src / "cheatsheet.md").write_text(cheatsheet_page())
     notation = src / "notation.md"
     notation.write_text(convert.unlink_missing_pages(notation.read_text(), names))
     (src / "_static" / "text-widths.css").write_text(text_width_css())

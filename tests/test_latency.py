@@ -196,3 +196,42 @@ def test_vectorised_calls_match_scalar_calls():
             assert grid[i, j] == pytest.approx(decode_step_time_s(BOOK, H100_SXM, s, b), rel=1e-12)
             assert thr[i, j] == pytest.approx(throughput_tokens_per_s(BOOK, H100_SXM, s, b), rel=1e-12)
             assert ttft[i, j] == pytest.approx(prefill_time_s(BOOK, H100_SXM, s, b), rel=1e-12)
+
+
+# ---------------------------------------------------------------------------------------------
+# A pass after a cached prefix, and a prompt prefilled in chunks
+# ---------------------------------------------------------------------------------------------
+
+def test_extend_time_is_a_prefill_with_nothing_cached_and_a_decode_step_with_one_new_token():
+    from inferlab.latency import decode_step_time_s, extend_time_s, prefill_time_s
+    m, g = get_model("llama-2-13b"), get_accelerator("h100-sxm")
+    assert extend_time_s(m, g, 2048, 0) == pytest.approx(prefill_time_s(m, g, 2048), rel=1e-12)
+    assert extend_time_s(m, g, 1, 1023) == pytest.approx(decode_step_time_s(m, g, 1024), rel=1e-12)
+
+
+def test_a_cached_prefix_leaves_only_the_new_tokens_linear_work():
+    from inferlab.latency import extend_time_s, prefill_time_s
+    m, g = get_model("llama-2-13b"), get_accelerator("h100-sxm")
+    cached = extend_time_s(m, g, 200, 3000)
+    # at least the 200 tokens' matrix FLOPs at peak (2 * P_matmul * 200), far under the whole prompt's prefill
+    # at least the 200 tokens' matrix FLOPs at peak and one read of the weights at full bandwidth ...
+    assert cached >= max(2 * m.n_matmul_params * 200 / g.peak("bf16"), m.n_params * 2 / g.hbm_bytes_per_s)
+    # ... and a small share of prefilling all 3,200 tokens
+    assert cached < 0.15 * prefill_time_s(m, g, 3200)
+    assert prefill_time_s(m, g, 200) < cached            # attending to the 3,000 cached keys costs something
+
+
+def test_chunked_prefill_is_the_sum_of_its_chunks_and_never_faster():
+    from inferlab.deployment import Deployment
+    from inferlab.latency import chunked_prefill_time_s, extend_time_s, prefill_time_s
+    m, g = get_model("llama-2-13b"), get_accelerator("h100-sxm")
+    for d in (g, Deployment(g, tp=2)):
+        whole = prefill_time_s(m, d, 3000)
+        assert chunked_prefill_time_s(m, d, 3000, 4096) == pytest.approx(whole, rel=1e-12)
+        # 3,000 = 5 chunks of 512 and one of 440, each after the ones before it (only the last samples)
+        chunks = [extend_time_s(m, d, 512, 512 * i) for i in range(5)]
+        last = extend_time_s(m, d, 440, 2560)
+        got = chunked_prefill_time_s(m, d, 3000, 512)
+        assert got <= sum(chunks) + last + 1e-12          # logits only after the last chunk
+        assert got >= sum(chunks) + last - 5 * extend_time_s(m, d, 1, 0)
+        assert got > whole

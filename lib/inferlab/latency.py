@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from inferlab.context import context_flag
-from inferlab.costs import ATTENTION_OPS, decode_costs, prefill_costs
+from inferlab.costs import ATTENTION_OPS, chunked_prefill_costs, decode_costs, forward_costs, prefill_costs
 from inferlab.deployment import as_deployment
 from inferlab.efficiency import communication_time_s
 from inferlab.memory import kv_cache_bytes, weight_bytes
@@ -69,6 +69,42 @@ def decode_step_time_s(model, deployment, context_len, batch=1, precision: Preci
 
 
 itl_s = decode_step_time_s
+
+
+@context_flag
+def extend_time_s(model, deployment, new_tokens, cached_tokens, batch=1, precision: Precision | None = None):
+    """Time of one pass that adds `new_tokens` to each of `batch` sequences whose first `cached_tokens`
+    are already in the KV cache: a prompt after a cached prefix (prompt caching), or one chunk of a
+    chunked prefill. cached_tokens=0 is a prefill (`prefill_time_s`); new_tokens=1 after S - 1 cached
+    is a decode step at context S (`decode_step_time_s`). All-reduces and step overhead as there."""
+    d = as_deployment(deployment, precision)
+    model = check_model(model)
+    shard = tp_shard(model, d.tp)
+    costs = forward_costs(shard, batch, new_tokens, cached_tokens, d.precision)
+    t = d.efficiency_model.pass_time_s(costs, shard, d)
+    if d.allreduce:
+        t = t + communication_time_s(model, np.asarray(batch, dtype=float) * np.asarray(new_tokens, dtype=float), d)
+    if d.step_overhead is not None:
+        t = t + d.step_overhead.time_s(batch)
+    return t if np.ndim(t) else float(t)
+
+
+@context_flag
+def chunked_prefill_time_s(model, deployment, prompt_len: int, chunk_len: int, precision: Precision | None = None):
+    """Time of one prompt prefilled alone in ceil(S/C) passes of `chunk_len` tokens (chunked prefill
+    with no other request sharing the steps): each pass re-reads the weights and the cache of the
+    chunks before it, so it is never shorter than `prefill_time_s` (equal when C >= S). The same
+    FLOPs, more bytes (`costs.chunked_prefill_costs`); all-reduces and step overhead once per chunk."""
+    d = as_deployment(deployment, precision)
+    model = check_model(model)
+    shard = tp_shard(model, d.tp)
+    chunked = chunked_prefill_costs(shard, prompt_len, chunk_len, 1, d.precision)
+    t = np.asarray(d.efficiency_model.pass_time_s(chunked.chunks, shard, d), dtype=float)
+    if d.allreduce:
+        t = t + communication_time_s(model, chunked.q_len, d)
+    if d.step_overhead is not None:
+        t = t + d.step_overhead.time_s(1)
+    return float(np.sum(t) if t.ndim else t * chunked.n_chunks)
 
 
 @context_flag

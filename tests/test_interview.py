@@ -1,0 +1,163 @@
+"""inferlab.interview: the chapter's twelve interview questions as drills, their folded answers computed
+for the page's scenario. The key numbers are recomputed here by hand (model fields, datasheet values);
+every erratum of a question's paragraph is answered with its link; a What-if scenario changes them."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from inferlab import interview
+from inferlab.specs import BF16, get_accelerator, get_model
+
+ROOT = Path(__file__).resolve().parents[1]
+L13, L70, L3 = get_model("llama-2-13b"), get_model("llama-2-70b"), get_model("llama-3-8b")
+H100, H200 = get_accelerator("h100-sxm"), get_accelerator("h200")
+BOOK = (L13, H100)
+OTHER = (L3, H200)
+
+
+@pytest.fixture(scope="module")
+def answers():
+    """{(drill id, scenario): Answer} for the book's scenario, another, and one that does not fit a GPU."""
+    out = {}
+    for key in interview.DRILLS:
+        section, number = key.rsplit("-", 1)
+        for m, g in (BOOK, OTHER, (L70, H100)):
+            out[key, m.name] = interview.answer(section, int(number), m, g, BF16)
+    return out
+
+
+def number(pattern: str, text: str) -> float:
+    m = re.search(pattern, text)
+    assert m, f"{pattern!r} not in {text[:300]!r}"
+    return float(m.group(1).replace(",", ""))
+
+
+def test_twelve_drills_three_per_section_with_their_anchors():
+    ids = [d.anchor for d in interview.DRILLS.values()]
+    assert ids == [f"interview-{s.replace('.', '-')}-{n}" for s in interview.SECTIONS for n in (1, 2, 3)]
+    assert ids[0] == "interview-15-1-1-1" and ids[-1] == "interview-15-2-2-3"
+    with pytest.raises(ValueError, match="questions 1-3"):
+        interview.drill("15.1.1", 4)
+
+
+def test_each_drill_sits_on_an_interview_line_of_the_chapter():
+    """The line of each drill is a line of the chapter's 'How This Shows Up in Interviews' parts (the
+    statements registry's numbering): the statements on it are those the registry files under it."""
+    from inferlab.claims.statements import evaluate_statements
+    lines = {(s.section, s.line) for s in evaluate_statements()}
+    for d in interview.DRILLS.values():
+        assert (d.section, d.line) in lines, d
+        for cid in d.claims:   # the paragraph's claims are the registry's "interviews" part
+            assert interview._claims(d.section)[cid].part == "interviews", cid
+
+
+def test_answers_render_folded_with_numbers(answers):
+    for (key, scenario), a in answers.items():
+        md = a._repr_markdown_()
+        assert md.startswith('<details class="interview-answer"') and md.rstrip().endswith("</details>")
+        assert f'data-drill="{interview.DRILLS[key].anchor}"' in md
+        assert re.search(r"\d", a.body()) and "nan" not in a.body().lower(), (key, scenario)
+        assert repr(a) == a.body()
+
+
+def test_every_erratum_approximation_and_dependence_is_answered_with_its_link(answers):
+    for key, d in interview.DRILLS.items():
+        for rid in interview.to_correct(d):
+            body = answers[key, L13.name].body()
+            assert f"[{rid}](../ERRATA.md#" in body, f"{key}: {rid} ({interview.verdicts(d)[rid]}) not answered"
+
+
+def test_the_links_point_at_sections_of_the_errata_page():
+    """Each anchor a drill links to is a heading of ERRATA.md (GitHub-style slugs, as the book's)."""
+    headings = re.findall(r"^#+ (.+)$", (ROOT / "ERRATA.md").read_text(), re.M)
+    slugs = {re.sub(r"[^a-z0-9 -]", "", h.lower()).replace(" ", "-") for h in headings}
+    for d in interview.DRILLS.values():
+        for rid in interview.verdicts(d):
+            anchor = re.search(r"#([^)]+)\)", interview.link(rid, d)).group(1)
+            assert anchor in slugs, (rid, anchor)
+    assert "statement-errata" in interview.link("15.1.1-s20", interview.DRILLS["15.1.1-1"])
+    assert "#1522-ag)" in interview.link("15.2.2-ag", interview.DRILLS["15.2.2-3"])
+
+
+def test_the_not_modelled_note_is_said_once_in_its_drill(answers):
+    for key, note in interview.NOT_MODELLED.items():
+        a = answers[key, L13.name]
+        assert a.not_modelled == note and a.body().count(note) == 1
+        assert note.startswith("Not modelled yet")
+    assert set(interview.NOT_MODELLED) == {"15.1.1-3", "15.1.2-3", "15.2.2-2"}
+
+
+# ---------------------------------------------------------------------------------------------
+# The numbers, by hand
+# ---------------------------------------------------------------------------------------------
+
+KV_13B = 2 * 40 * 40 * 128 * 2          # bytes per token: 2 (K, V) x L x N_kv x H x 2 bytes
+
+
+def test_system_prompt_numbers(answers):
+    body = answers["15.1.1-1", L13.name].body()
+    assert number(r"KV cache \(([\d.]+) GB\)", body) == pytest.approx(KV_13B * 10_000 / 1e9, abs=0.005)
+    ideal_ms = number(r"prefilling 10,000 tokens takes ([\d.]+) ms", body)
+    assert ideal_ms >= 2 * L13.n_matmul_params * 10_000 / 989.4e12 * 1e3        # 2PS/peak, attention on top
+    assert ideal_ms < 1.2 * 2 * L13.n_matmul_params * 10_000 / 989.4e12 * 1e3
+    assert number(r"A 4 s TTFT is ([\d.]+)×", body) == pytest.approx(4000 / ideal_ms, rel=0.05)
+    assert "beyond llama-2-13b's context window of 4,096" in body
+
+
+def test_decode_numbers(answers):
+    body = answers["15.1.2-1", L13.name].body()
+    step_ms = number(r"one token: ([\d.]+) ms per step", body)
+    weights_read = L13.n_params * 2 - (32000 - 1) * 5120 * 2          # all but the embedding's unused rows
+    assert step_ms * 1e-3 >= weights_read / 3.35e12
+    assert number(r"([\d,]+) tokens/s\.", body) == pytest.approx(1e3 / step_ms, rel=0.01)
+    body = answers["15.1.2-2", L13.name].body()
+    b_max = int((80e9 - L13.n_params * 2) // (KV_13B * 1000))
+    assert f"$B_\\text{{max}}$ = {b_max}" in body
+
+
+def test_streaming_chat_reading_pace(answers):
+    body = answers["15.2.1-1", L13.name].body()
+    tokens_per_s = 238 / 60 * 4 / 3
+    assert number(r"about 238 words a minute, ([\d.]+) tokens/s", body) == pytest.approx(tokens_per_s, abs=0.05)
+    assert number(r"while ITL is under ([\d.]+) ms", body) == pytest.approx(1e3 / tokens_per_s, rel=0.01)
+
+
+def test_long_prompt_70b_numbers(answers):
+    body = answers["15.2.1-2", L13.name].body()
+    assert number(r"989 TFLOP/s is ([\d.]+) s", body) == pytest.approx(2 * 70e9 * 50_000 / 989.4e12, abs=0.01)
+    # 138 GB of weights and 80 x 8 KV heads x 128 x 2 x 2 bytes x 50,000 tokens of cache
+    assert number(r"the prompt's KV cache adds ([\d.]+) GB", body) == pytest.approx(
+        2 * 80 * 8 * 128 * 2 * 50_000 / 1e9, abs=0.05)
+
+
+def test_memory_budget_70b_numbers(answers):
+    body = answers["15.2.2-3", L13.name].body()
+    kv = 2 * 80 * 8 * 128 * 2048 * 32 * 2
+    assert number(r"= ([\d.]+) GB: Llama-2 70B caches", body) == pytest.approx(kv / 1e9, abs=0.05)
+    assert number(r"([\d.]+) GB per GPU\.\n", body + "\n") == pytest.approx(kv / 2e9, abs=0.05)
+    assert number(r"its own product is ([\d.]+) GB", body) == pytest.approx(kv * 8 / 1e9, abs=0.5)
+
+
+def test_throughput_numbers(answers):
+    body = answers["15.2.2-1", L13.name].body()
+    assert number(r"C_\\text\{kv\}\$ = ([\d.]+) and", body) == pytest.approx(L13.n_params * 2 / (KV_13B * 1024), abs=0.5)
+
+
+# ---------------------------------------------------------------------------------------------
+# The What-if changes them; a model too large for one GPU is answered on the layout that holds it
+# ---------------------------------------------------------------------------------------------
+
+def test_another_scenario_changes_every_answers_numbers(answers):
+    for key in interview.DRILLS:
+        a, b = answers[key, L13.name].body(), answers[key, L3.name].body()
+        assert re.findall(r"\d[\d,.]*", a) != re.findall(r"\d[\d,.]*", b), key
+        assert L3.name in b and H200.name in b, key
+
+
+def test_a_model_too_large_for_one_gpu_is_answered_on_the_layout_that_holds_it(answers):
+    for key in interview.DRILLS:
+        body = answers[key, L70.name].body()
+        assert "tensor parallelism 2" in body or "TP = 2" in body, key
