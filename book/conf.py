@@ -31,7 +31,7 @@ html_theme = "sphinx_book_theme"
 html_static_path = ["_static"]
 html_css_files = ["custom.css", "text-widths.css"]
 # Folds open for printing and when a link points inside one (no network, no framework).
-html_js_files = ["folds.js"]
+html_js_files = ["folds.js", "scrollcue.js"]
 # plotly.js, when the build unpacked it (book/build.py: only if a page has an interactive figure),
 # and the script that draws each interactive figure from its spec.
 import os  # noqa: E402

@@ -20,6 +20,12 @@ The conventions, and what each becomes:
   `<!-- SOLUTION -->` markdown     -> collapsed <details> block
   `check("<id>", ...)` code cell   -> its stored PASS replaced by a folded hint (exercise_hint)
   `equations.X.worked`, `worked_examples.equation/takeaway` cell -> code folded ("hide-input"): the output reads as prose
+  a cell that only writes prose (Markdown outputs), draws through `reader.draw`/`draw_if_fits`, or
+                                   answers an interview drill (`interview.answer`) -> code folded too
+  `# NBVAL_...` comment lines      -> left out of the code shown (the test runner's markers, not the reader's)
+  `<!-- lab -->...<!-- /lab -->`   -> left out (what applies in JupyterLab only)
+  `<!-- web: text -->`             -> `text` (what the web page says instead; invisible in JupyterLab)
+  `<!-- YOUR ANSWER -->` markdown  -> a box titled "Your answer" (an interview drill's answer cell)
   HTML table in an output          -> every cell labelled with its column (stacked on phones)
   figure cell with other outputs   -> split, keeping the outputs' order (split_figure_cell)
 """
@@ -148,14 +154,34 @@ def convert_takeaways(text: str) -> str:
     return "\n".join(out)
 
 
+_LAB_ONLY = re.compile(r"<!--\s*lab\s*-->.*?<!--\s*/lab\s*-->", re.S)
+_WEB_ONLY = re.compile(r"<!--\s*web:\s*(.*?)\s*-->", re.S)
+ANSWER_MARK = "<!-- YOUR ANSWER -->"
+
+
+def convert_lab_and_web(text: str) -> str:
+    """What a notebook says only in JupyterLab (`<!-- lab -->...<!-- /lab -->`) left out, and what the
+    web page says instead (`<!-- web: ... -->`, a comment JupyterLab does not show) put in."""
+    return _WEB_ONLY.sub(lambda m: m.group(1), _LAB_ONLY.sub("", text))
+
+
+def convert_answer_cell(text: str) -> str:
+    """An interview drill's answer cell (first line `<!-- YOUR ANSWER -->`) -> a box titled "Your answer"."""
+    body = text.lstrip().removeprefix(ANSWER_MARK).strip()
+    return f"````{{admonition}} Your answer\n:class: your-answer\n\n{body}\n````"
+
+
 def convert_markdown(text: str) -> str:
-    """All markdown conventions of one cell (equations, errata and takeaway boxes, links;
-    solutions wrapped)."""
+    """All markdown conventions of one cell (what is JupyterLab's or the web's, equations, errata and
+    takeaway boxes, links; solutions and answer cells wrapped)."""
     solution = text.lstrip().startswith("<!-- SOLUTION -->")
-    text = convert_links(convert_takeaways(convert_errata_boxes(convert_equations(text))))
+    answer = text.lstrip().startswith(ANSWER_MARK)
+    text = convert_links(convert_takeaways(convert_errata_boxes(convert_equations(convert_lab_and_web(text)))))
     if solution:
         body = text.lstrip().removeprefix("<!-- SOLUTION -->").strip()
         text = f'<details class="solution">\n<summary>Show solution</summary>\n\n{body}\n\n</details>'
+    elif answer:
+        text = convert_answer_cell(text)
     return text
 
 
@@ -328,6 +354,22 @@ def errata_hrefs(html_text: str) -> str:
 
 
 WORKED_CALL = re.compile(r"\b(worked(_examples)?\.(equation|takeaway)|equations\.\w+\.worked)\(")
+PROSE_CALL = re.compile(r"\b(reader\.draw(_if_fits)?|interview\.answer)\(")
+_NBVAL_LINE = re.compile(r"^[ \t]*#\s*NBVAL_\w+.*\n?", re.M)
+
+
+def writes_prose(cell: dict) -> bool:
+    """A code cell whose every output is rendered Markdown (a sentence, a takeaway, a table in words):
+    its code writes prose, and the book folds it (an exercise's check cell, whose output the book
+    replaces with a hint, is not one)."""
+    outs = cell.get("outputs", [])
+    return bool(outs) and all(o.get("output_type") in ("display_data", "execute_result")
+                              and "text/markdown" in o.get("data", {}) for o in outs)
+
+
+def without_test_markers(source: str) -> str:
+    """The code a reader sees: the test runner's `# NBVAL_...` comment lines left out."""
+    return _NBVAL_LINE.sub("", source)
 _CHECK_CALL = re.compile(r"""^check\(\s*["'](?P<id>[0-9.]+-ex\d+)["']""", re.M)
 
 
@@ -422,7 +464,9 @@ def convert_code_cell(cell: dict, where: str) -> dict:
         table = o.get("data", {}).get("text/html")
         if table is not None:
             o["data"]["text/html"] = errata_hrefs(label_table_cells("".join(table) if isinstance(table, list) else table))
-    if WORKED_CALL.search(source):   # a substituted equation or a takeaway: it reads as prose, code folded
+    if WORKED_CALL.search(source) or PROSE_CALL.search(source) or writes_prose(cell):
+        # a substituted equation, a takeaway, a sentence or a figure drawn from computed values, an
+        # interview answer: it reads as prose (or as a figure), its code folded (the notebook keeps it)
         tags.append("hide-input")
     elif setup_cell(source) or "diagrams." in source:
         # imports and the What-if cell (a static page cannot run them), and a mechanism diagram (the
@@ -457,6 +501,7 @@ def convert_code_cell(cell: dict, where: str) -> dict:
     elif images:
         raise ConversionError(f"{where}: draws an image but has no '# figure:/# caption:/# alt:' "
                               "lines (every image needs a caption and alt text)")
+    cell["source"] = without_test_markers(_source(cell))
     if source.lstrip().startswith("# SOLUTION") or "solution" in tags:
         tags.append("hide-cell")
         meta.setdefault("mystnb", {})["code_prompt_show"] = "Show solution"

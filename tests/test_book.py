@@ -185,7 +185,7 @@ def test_figure_cell_gets_caption_alt_and_name_and_loses_the_three_lines():
     assert cell["metadata"]["mystnb"] == {
         "figure": {"name": "fig-15-9-9-dot", "caption": "The dot shows where the fixture's roofline would be."},
         "image": {"alt": ALT}}
-    assert cell["source"] == "# NBVAL_IGNORE_OUTPUT\nfig = draw()\nfig"
+    assert cell["source"] == "fig = draw()\nfig"          # the test runner's marker is not the reader's
 
 
 @pytest.mark.parametrize("source,outputs,message", [
@@ -510,6 +510,29 @@ def test_worked_cells_fold_their_code():
         assert "hide-input" in convert.convert_code_cell(code(source, [markdown_out("$$x$$")]), "nb")["metadata"]["tags"]
 
 
+def test_cells_that_write_prose_fold_their_code_and_test_markers_never_show():
+    prose = convert.convert_code_cell(code("b = 2\nMarkdown(f'Two is {b}.')", [markdown_out("Two is 2.")]), "nb")
+    assert "hide-input" in prose["metadata"]["tags"]
+    mixed = convert.convert_code_cell(code("print(1)\nMarkdown('x')", [stream("1\n"), markdown_out("x")]), "nb")
+    assert "hide-input" not in mixed["metadata"]["tags"]            # a printed table stays in view with its code
+    live = convert.convert_code_cell(code("# NBVAL_IGNORE_OUTPUT\nrun = measure()\nrun", [stream("1\n")]), "nb")
+    assert live["source"] == "run = measure()\nrun" and "NBVAL" not in live["source"]
+
+
+def test_what_applies_in_jupyterlab_only_gives_way_to_what_the_web_page_says():
+    text = ("## Try it\n<!-- lab -->Move the controls: the curve follows.<!-- /lab -->"
+            "<!-- web: In JupyterLab the panel has controls; here it is drawn in its default state. -->")
+    out = convert.convert_markdown(text)
+    assert "Move the controls" not in out and "<!--" not in out
+    assert out == "## Try it\nIn JupyterLab the panel has controls; here it is drawn in its default state."
+
+
+def test_an_interview_answer_cell_becomes_a_your_answer_box():
+    out = convert.convert_markdown("<!-- YOUR ANSWER -->\n**Your answer.** <!-- lab -->Double-click here.<!-- /lab -->"
+                                   "<!-- web: Answer aloud first. -->")
+    assert out == "````{admonition} Your answer\n:class: your-answer\n\n**Your answer.** Answer aloud first.\n````"
+
+
 def test_takeaway_blockquote_becomes_a_callout(built):
     assert convert.convert_takeaways("> **Takeaway.** One line\n> and two.\n\nAfter.") == \
         "````{admonition} Takeaway\n:class: tip takeaway\n\nOne line\nand two.\n````\n\nAfter."
@@ -700,7 +723,9 @@ def test_the_index_entry_of_a_defined_term_reaches_the_page(built):
     ("# %matplotlib inline\nfrom IPython.display import Markdown\n\nfrom inferlab import plots, reader", True),
     ("# What if? ----\nMODEL, GPU, PREC = reader.what_if('llama-2-13b', 'h100-sxm')\nBATCH = 16", True),
     ("from inferlab import diagrams\n\ndiagrams.kv_cache_diagram(MODEL, PREC)", True),   # the picture is the lesson
-    ("reader.draw(plots.ttft_plot, MODEL, GPU, PREC)", False),
+    ("reader.draw(plots.ttft_plot, MODEL, GPU, PREC)", True),       # a figure: the picture is what reads
+    ("reader.draw_if_fits(FIT, plots.cost_plot, MODEL, GPU)", True),
+    ("interview.answer('15.2.2', 3, MODEL, GPU, PREC)", True),
     ("x = 1", False),
 ])
 def test_imports_and_the_what_if_cell_fold_their_code_in_the_book(source, folded):

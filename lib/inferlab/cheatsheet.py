@@ -37,6 +37,35 @@ class Line:
     note: str = ""
 
 
+ROW_CHARS = 80      # a stated equation's row longer than this (TeX characters) breaks at its "=" signs
+
+
+def _top_level_equals(tex: str) -> list[str]:
+    """`tex` split at each " = " outside braces."""
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(tex):
+        depth += ch == "{"
+        depth -= ch == "}"
+        if depth == 0 and tex.startswith(" = ", i):
+            parts.append(tex[start:i])
+            start = i + 3
+    return parts + [tex[start:]]
+
+
+def rows(tex: str) -> list[str]:
+    """A stated equation as rows that fit half a printed page: one part per row (they are joined by
+    \\qquad), a long part broken at its top-level '=' signs (the continuation indented)."""
+    out = []
+    for part in tex.split(r",\qquad "):
+        pieces = _top_level_equals(part)
+        if len(part) <= ROW_CHARS or len(pieces) < 3:
+            out.append(part)
+            continue
+        out.append(f"{pieces[0]} = {pieces[1]}")
+        out += [rf"\quad = {p}" for p in pieces[2:]]
+    return out
+
+
 def _values(eq: equations.Equation, worked: equations.Worked, parts=None) -> str:
     """The worked parts' values, each as `symbol = value` in its display unit (TeX), comma-separated."""
     names = parts or [p.result for p in eq.parts if p.worked]
@@ -152,8 +181,8 @@ def markdown(model, accelerator, precision: Precision = BF16, *, usd_per_gpu_hou
             section = line.section
             parts += [f"## {section}", ""]
         note = f" ({line.note})" if line.note else ""
-        rows = line.tex.split(r",\qquad ") + [r"\Rightarrow\ " + line.value]   # one part per row
-        block = "\\begin{aligned}\n" + " \\\\\n".join(f"&{r}" for r in rows) + "\n\\end{aligned}"
+        shown = rows(line.tex) + [r"\Rightarrow\ " + line.value]
+        block = "\\begin{aligned}\n" + " \\\\\n".join(f"&{r}" for r in shown) + "\n\\end{aligned}"
         parts += [f"**{line.name}**{note}", "", f"$$\n{block}\n$$", ""]
     parts += ["## Rules of thumb", ""]
     parts += [f"- {r}" for r in rules_of_thumb(m, g, p, usd_per_gpu_hour=usd_per_gpu_hour)]
