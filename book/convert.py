@@ -20,8 +20,9 @@ The conventions, and what each becomes:
   `<!-- SOLUTION -->` markdown     -> collapsed <details> block
   `check("<id>", ...)` code cell   -> its stored PASS replaced by a folded hint (exercise_hint)
   `equations.X.worked`, `worked_examples.equation/takeaway` cell -> code folded ("hide-input"): the output reads as prose
-  a cell that only writes prose (Markdown outputs), draws through `reader.draw`/`draw_if_fits`, or
-                                   answers an interview drill (`interview.answer`) -> code folded too
+  a cell that only writes prose (Markdown outputs) or draws through `reader.draw`/`draw_if_fits`
+                                   -> code folded too; an interview drill's answer (`interview.answer`)
+                                   -> code left out (the answer is a fold of its own)
   `# NBVAL_...` comment lines      -> left out of the code shown (the test runner's markers, not the reader's)
   `<!-- lab -->...<!-- /lab -->`   -> left out (what applies in JupyterLab only)
   `<!-- web: text -->`             -> `text` (what the web page says instead; invisible in JupyterLab)
@@ -354,7 +355,8 @@ def errata_hrefs(html_text: str) -> str:
 
 
 WORKED_CALL = re.compile(r"\b(worked(_examples)?\.(equation|takeaway)|equations\.\w+\.worked)\(")
-PROSE_CALL = re.compile(r"\b(reader\.draw(_if_fits)?|interview\.answer)\(")
+PROSE_CALL = re.compile(r"\b(reader\.draw(_if_fits)?)\(")
+DRILL_CALL = re.compile(r"\binterview\.answer\(")
 _NBVAL_LINE = re.compile(r"^[ \t]*#\s*NBVAL_\w+.*\n?", re.M)
 
 
@@ -464,7 +466,10 @@ def convert_code_cell(cell: dict, where: str) -> dict:
         table = o.get("data", {}).get("text/html")
         if table is not None:
             o["data"]["text/html"] = errata_hrefs(label_table_cells("".join(table) if isinstance(table, list) else table))
-    if WORKED_CALL.search(source) or PROSE_CALL.search(source) or writes_prose(cell):
+    if DRILL_CALL.search(source):
+        # an interview drill's answer: its output is a fold of its own, right under the answer box
+        tags.append("remove-input")
+    elif WORKED_CALL.search(source) or PROSE_CALL.search(source) or writes_prose(cell):
         # a substituted equation, a takeaway, a sentence or a figure drawn from computed values, an
         # interview answer: it reads as prose (or as a figure), its code folded (the notebook keeps it)
         tags.append("hide-input")

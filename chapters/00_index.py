@@ -7,7 +7,7 @@
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
-#       jupytext_version: 1.19.6
+#       jupytext_version: 1.19.7
 #   kernelspec:
 #     display_name: Python 3 (ipykernel)
 #     language: python
@@ -33,19 +33,28 @@
 # | 5 | [15.2.3 Serving lab](15_2_3_serving_lab.ipynb) *(beyond the chapter)* | A stream of requests through the `inferlab.serving` simulator: static vs continuous batching; a long prompt with and without chunked prefill; tail latency against the request rate; SLO goodput per dollar for replicas, batching and tensor parallelism; prefix caching of a shared system prompt | throughput and latency against rate per policy; ITL stall against chunk size; p99 TTFT and ITL against rate; requests per dollar per deployment; TTFT and SLO attainment with and without prefix caching |
 # | 6 | [15.2.3a Appendix: the simulator against live servers](15_2_3a_validation.ipynb) *(beyond the chapter)* | How the lab's simulator is checked: its step time calibrated on the engine itself, the same random workloads run live (this project's own loop, transformers' continuous batching) and simulated, and the percentiles compared within stated bounds | measured against simulated TTFT and ITL percentiles per rate |
 #
-# **How to use them.** Open a notebook and *Run → Run All Cells*. Near the top of each is a
-# **"What if?"** cell: change the model, the accelerator, the number formats, the lengths or the
-# batch there and run all again; every derived number, figure and written conclusion follows, and
-# the book's markers appear on a figure only when the scenario is the book's. The closing check of
-# the book's numbers is the exception: it always uses the book's own configuration. Each subsection's notebook also has
-# a **"Try it"** panel (live controls for model, accelerator, number formats, batch and length). In the closing section,
-# **"Measure it here"** times the same effect live on your machine with a tiny model (a few
-# seconds; its output varies, so the tests check only the qualitative result).
+# **How to use them.** <!-- lab -->Open a notebook and *Run → Run All Cells*.<!-- /lab --><!-- web:
+# These pages show each notebook as it last ran; to run one yourself, open it in JupyterLab (`make lab`)
+# and run all its cells. --> Near the top of each is a **"What if?"** cell: change the model, the
+# accelerator, the number formats, the lengths or the batch there and run all again; every derived
+# number, figure and written conclusion follows, and the book's markers appear on a figure only when
+# the scenario is the book's. The closing check of the book's numbers is the exception: it always uses
+# the book's own configuration. Each subsection's notebook also has a **"Try it"** panel (<!-- web: in
+# JupyterLab, -->live controls for model, accelerator, number formats, batch and length). In the closing
+# section, **"Measure it here"** times the same effect live on <!-- lab -->your machine<!-- /lab --><!--
+# web: the machine that runs the notebook --> with a tiny model (a few seconds; its output varies, so
+# the tests check only the qualitative result).
+#
+# **In the interview.** Each subsection's notebook ends its lesson with the book's three interview
+# questions of that subsection as drills: the question, room for your own answer, and the answer folded
+# under it with the numbers of the page's scenario, corrected where the checked numbers disagree with
+# the book.<!-- web: The [cheat sheet](cheatsheet.md) puts the chapter's formulas and rules of thumb,
+# each with its number, on one printable page. -->
 #
 # **Exercises.** Each of the five notebooks ends with four or five exercises, from recomputing a
-# number for another model or accelerator to a small design question. Write your answer in the
-# cell under each statement and run the `check(...)` cell below it: it prints PASS, or FAIL with a
-# hint about the likely slip (a unit, GB vs GiB, a missing factor 2), never the answer. `make lab`
+# number for another model or accelerator to a small design question. <!-- web: In JupyterLab, -->Write
+# your answer in the cell under each statement and run the `check(...)` cell below it: it prints PASS, or
+# FAIL with a hint about the likely slip (a unit, GB vs GiB, a missing factor 2), never the answer. `make lab`
 # opens this reader version, whose answer cells are empty; `make lab-instructor` opens the
 # versions with solutions. Instructors: see the README for student versions and grading.
 #

@@ -42,10 +42,12 @@ from inferlab.units import GB, MS, TFLOP, bytes_per_element
 
 # %% [markdown]
 # ## What if?
-# Change the model, the accelerator, the number formats, the prompt length or the batch here,
-# then *Run → Run All Cells*: every number, figure and conclusion below follows. (The closing check
-# of the book's numbers does not: it always checks the book's own setup. The book's markers appear
-# on the figures only when the scenario is the book's.)
+# <!-- lab -->Change the model, the accelerator, the number formats, the prompt length or the batch here,
+# then *Run → Run All Cells*: every number, figure and conclusion below follows.<!-- /lab --><!-- web: The
+# scenario this page was computed for. In JupyterLab (`make lab`) you change the model, the accelerator,
+# the number formats, the prompt length or the batch in this cell and run all cells: every number,
+# figure and conclusion follows. --> (The closing check of the book's numbers does not: it always checks
+# the book's own setup. The book's markers appear on the figures only when the scenario is the book's.)
 
 # %%
 # What if? ------------------------------------------------------------------------------------
@@ -422,16 +424,79 @@ Markdown(conclusions.measured_limits(NOT_MEASURED, attn_measured, f"at $S$ = {PR
 
 # %% [markdown]
 # ## Try it
-# Move the controls: the TTFT curve and the key numbers follow. (Without a live kernel, e.g. in
-# a static page, the panel shows its default state, the scenario of the "What if?" cell.)
+# <!-- lab -->Move the controls: the TTFT curve and the key numbers follow. (Without a live kernel
+# the panel shows its default state, the scenario of the "What if?" cell.)<!-- /lab --><!-- web: In
+# JupyterLab (`make lab`) this panel has controls (model, accelerator, number formats, prompt and
+# batch) that redraw the TTFT curve and its key numbers; this page shows it as drawn for the "What
+# if?" scenario. To explore on this page, use the menus and the slider of the interactive version of
+# [Figure](#fig-15-1-1-ttft-vs-prompt). -->
 
 # %%
 # figure: fig-15-1-1-panel
-# caption: The interactive prefill panel in its default state: TTFT against prompt length for the What-if scenario.
-# alt: Time to first token against prompt length for the scenario chosen in the What-if cell, with the key numbers beside it; controls change the model, accelerator, dtypes, prompt and batch.
+# caption: The prefill panel as drawn for the What-if scenario: TTFT against prompt length for the What-if scenario.
+# alt: Time to first token against prompt length for the scenario chosen in the What-if cell, with the key numbers beside it.
 from inferlab import panel
 
 panel.prefill_panel(MODEL, GPU, PREC, prompt=PROMPT, batch=BATCH)
+
+# %% [markdown]
+# ## In the interview
+# Section 15.1.1 of the book ends with three interview questions, the third a senior follow-up.
+# Each is a drill here: the question in our words, room for your answer, and the answer folded
+# under it, worked for this page's scenario (the What-if cell changes its numbers). The answer keeps
+# the chapter's points, corrects what the checked numbers contradict (each correction links to its
+# entry on the errata page) and ends with a follow-up question.
+
+# %%
+from inferlab import interview
+
+# %% [markdown]
+# ### Question 1: A 10,000-token system prompt and a 4-second first token
+# <a id="interview-15-1-1-1"></a>
+# *Section 15.1.1, question 1.* A request arrives with a 10,000-token system prompt, and its first
+# token appears after four seconds. How would you bring that down?
+
+# %% [markdown]
+# <!-- YOUR ANSWER -->
+# <!-- lab -->**Your answer:** double-click this cell, write your answer with its numbers, and run the
+# cell (Shift+Enter) before you open the one below.<!-- /lab --><!-- web: Say your answer aloud or
+# write it down, with its numbers, before you open the one below. In JupyterLab (`make lab`) this box
+# is a cell to write it in. -->
+
+# %%
+interview.answer("15.1.1", 1, MODEL, GPU, PREC, prompt=PROMPT)
+
+# %% [markdown]
+# ### Question 2: Why prefill keeps the arithmetic busy and decode does not
+# <a id="interview-15-1-1-2"></a>
+# *Section 15.1.1, question 2.* Prefill keeps the GPU's arithmetic units busy; decoding with the
+# same model leaves them waiting on memory. Why?
+
+# %% [markdown]
+# <!-- YOUR ANSWER -->
+# <!-- lab -->**Your answer:** double-click this cell, write your answer with its numbers, and run the
+# cell (Shift+Enter) before you open the one below.<!-- /lab --><!-- web: Say your answer aloud or
+# write it down, with its numbers, before you open the one below. In JupyterLab (`make lab`) this box
+# is a cell to write it in. -->
+
+# %%
+interview.answer("15.1.1", 2, MODEL, GPU, PREC, prompt=PROMPT)
+
+# %% [markdown]
+# ### Question 3: Prefill and decode on separate pools of GPUs
+# <a id="interview-15-1-1-3"></a>
+# *Section 15.1.1, question 3 (the senior follow-up).* You move prefill and decode onto two separate
+# pools of GPUs. What do you gain, and what does it cost?
+
+# %% [markdown]
+# <!-- YOUR ANSWER -->
+# <!-- lab -->**Your answer:** double-click this cell, write your answer with its numbers, and run the
+# cell (Shift+Enter) before you open the one below.<!-- /lab --><!-- web: Say your answer aloud or
+# write it down, with its numbers, before you open the one below. In JupyterLab (`make lab`) this box
+# is a cell to write it in. -->
+
+# %%
+interview.answer("15.1.1", 3, MODEL, GPU, PREC, prompt=PROMPT)
 
 # %% [markdown]
 # ## Takeaways
@@ -454,9 +519,12 @@ Markdown(
 # %% [markdown]
 # ## Exercises
 #
-# 4 exercises (7 points), from recomputing a number to a design question. Put your answer in the cell
-# under each statement and run the check below it: it says PASS, or FAIL with a hint; it never shows
-# the expected value. Tolerances are relative unless stated; GB means 10⁹ bytes.
+# 4 exercises (7 points), from recomputing a number to a design question. <!-- lab -->Put your answer
+# in the cell under each statement and run the check below it: it says PASS, or FAIL with a hint; it
+# never shows the expected value.<!-- /lab --><!-- web: In JupyterLab (`make lab`) each statement has
+# a cell for your answer and a check under it that says PASS, or FAIL with a hint, never the expected
+# value; on this page each check shows its hints. --> Tolerances are relative unless stated; GB means
+# 10⁹ bytes.
 
 # %%
 from inferlab.exercises import check
@@ -725,7 +793,8 @@ print(reader.verdict_summary())
 
 # %% [markdown]
 # ### Measure it here
-# The same effect, timed on the machine running this notebook: a tiny Llama-style model
+# The same effect, timed on the machine running this notebook<!-- web: (on this page: the machine
+# that last ran it) -->: a tiny Llama-style model
 # (`inferlab.model`, random weights) through `inferlab.measure`'s quick suite, a few seconds on
 # one CPU core, faster on a GPU. Times vary from machine to machine and run to run, so nbval
 # ignores this cell's output; the `assert` checks only the qualitative result, which should

@@ -45,8 +45,10 @@ from inferlab.units import GB, MS, bytes_per_element
 
 # %% [markdown]
 # ## What if?
-# Change the scenario here, then *Run → Run All Cells*. The book's markers appear on the figures only
-# in the book's setup; the closing check of its numbers always keeps that setup.
+# <!-- lab -->Change the scenario here, then *Run → Run All Cells*.<!-- /lab --><!-- web: The scenario
+# this page was computed for; in JupyterLab (`make lab`) you change it in this cell and run all cells. -->
+# The book's markers appear on the figures only in the book's setup; the closing check of its numbers
+# always keeps that setup.
 
 # %%
 # What if? ------------------------------------------------------------------------------------
@@ -402,16 +404,78 @@ Markdown(conclusions.or_not_fitting(FIT, conclusions.measured_step_batch(step_on
 
 # %% [markdown]
 # ## Try it
-# Move the controls: the memory budget and the key numbers follow. (Without a live kernel the
-# panel shows its default state, the scenario of the "What if?" cell.)
+# <!-- lab -->Move the controls: the memory budget and the key numbers follow. (Without a live
+# kernel the panel shows its default state, the scenario of the "What if?" cell.)<!-- /lab --><!--
+# web: In JupyterLab (`make lab`) this panel has controls (model, accelerator, number formats,
+# context and batch) that redraw the memory budget and its key numbers; this page shows it as drawn
+# for the "What if?" scenario. To explore on this page, use the menus and the slider of the
+# interactive version of [Figure](#fig-15-1-2-memory-budget). -->
 
 # %%
 # figure: fig-15-1-2-panel
-# caption: The interactive decode panel in its default state: memory budget and step time for the What-if scenario.
-# alt: Decode figures for the scenario chosen in the What-if cell, with the key numbers beside them; controls change the model, accelerator, dtypes, context and batch.
+# caption: The decode panel as drawn for the What-if scenario: memory budget and step time for the What-if scenario.
+# alt: Decode figures for the scenario chosen in the What-if cell, with the key numbers beside them.
 from inferlab import panel
 
 panel.decode_panel(MODEL, GPU, PREC, context=CONTEXT, batch=BATCH)
+
+# %% [markdown]
+# ## In the interview
+# Section 15.1.2 of the book ends with three interview questions, the third a senior follow-up.
+# Each is a drill here: the question in our words, room for your answer, and the answer folded
+# under it, worked for this page's scenario (the What-if cell changes its numbers). The answer keeps
+# the chapter's points, corrects what the checked numbers contradict (each correction links to its
+# entry on the errata page) and ends with a follow-up question.
+
+# %%
+from inferlab import interview
+
+# %% [markdown]
+# ### Question 1: What makes generation slow
+# <a id="interview-15-1-2-1"></a>
+# *Section 15.1.2, question 1.* Generating tokens is slow. What limits it?
+
+# %% [markdown]
+# <!-- YOUR ANSWER -->
+# <!-- lab -->**Your answer:** double-click this cell, write your answer with its numbers, and run the
+# cell (Shift+Enter) before you open the one below.<!-- /lab --><!-- web: Say your answer aloud or
+# write it down, with its numbers, before you open the one below. In JupyterLab (`make lab`) this box
+# is a cell to write it in. -->
+
+# %%
+interview.answer("15.1.2", 1, MODEL, GPU, PREC, context=CONTEXT)
+
+# %% [markdown]
+# ### Question 2: What a larger batch buys, and where it stops
+# <a id="interview-15-1-2-2"></a>
+# *Section 15.1.2, question 2.* Why does a larger batch make generation faster overall, and what
+# ends the gain?
+
+# %% [markdown]
+# <!-- YOUR ANSWER -->
+# <!-- lab -->**Your answer:** double-click this cell, write your answer with its numbers, and run the
+# cell (Shift+Enter) before you open the one below.<!-- /lab --><!-- web: Say your answer aloud or
+# write it down, with its numbers, before you open the one below. In JupyterLab (`make lab`) this box
+# is a cell to write it in. -->
+
+# %%
+interview.answer("15.1.2", 2, MODEL, GPU, PREC, context=CONTEXT)
+
+# %% [markdown]
+# ### Question 3: Can the architecture lift attention's intensity?
+# <a id="interview-15-1-2-3"></a>
+# *Section 15.1.2, question 3 (the senior follow-up).* Decode attention does about one FLOP per byte
+# it reads, however large the batch. Can a change of architecture move that number?
+
+# %% [markdown]
+# <!-- YOUR ANSWER -->
+# <!-- lab -->**Your answer:** double-click this cell, write your answer with its numbers, and run the
+# cell (Shift+Enter) before you open the one below.<!-- /lab --><!-- web: Say your answer aloud or
+# write it down, with its numbers, before you open the one below. In JupyterLab (`make lab`) this box
+# is a cell to write it in. -->
+
+# %%
+interview.answer("15.1.2", 3, MODEL, GPU, PREC, context=CONTEXT)
 
 # %% [markdown]
 # ## Takeaways
@@ -434,9 +498,12 @@ Markdown(
 # %% [markdown]
 # ## Exercises
 #
-# 5 exercises (9 points), from recomputing a number to a design question. Put your answer in the cell
-# under each statement and run the check below it: it says PASS, or FAIL with a hint; it never shows
-# the expected value. Tolerances are relative unless stated; GB means 10⁹ bytes.
+# 5 exercises (9 points), from recomputing a number to a design question. <!-- lab -->Put your answer
+# in the cell under each statement and run the check below it: it says PASS, or FAIL with a hint; it
+# never shows the expected value.<!-- /lab --><!-- web: In JupyterLab (`make lab`) each statement has
+# a cell for your answer and a check under it that says PASS, or FAIL with a hint, never the expected
+# value; on this page each check shows its hints. --> Tolerances are relative unless stated; GB means
+# 10⁹ bytes.
 
 # %%
 from inferlab.exercises import check
@@ -712,7 +779,8 @@ print(reader.verdict_summary())
 
 # %% [markdown]
 # ### Measure it here
-# The same effect, timed on the machine running this notebook: a tiny Llama-style model
+# The same effect, timed on the machine running this notebook<!-- web: (on this page: the machine
+# that last ran it) -->: a tiny Llama-style model
 # (`inferlab.model`, random weights) through `inferlab.measure`'s quick suite, a few seconds on
 # one CPU core, faster on a GPU. Times vary from machine to machine and run to run, so nbval
 # ignores this cell's output; the `assert` checks only the qualitative result, which should

@@ -342,16 +342,79 @@ Markdown(conclusions.measured_tp(tp_measured) + "\n\n"
 
 # %% [markdown]
 # ## Try it
-# Move the controls: the ITL curve and both latencies follow. (Without a live kernel the panel
-# shows its default state, the scenario of the "What if?" cell.)
+# <!-- lab -->Move the controls: the ITL curve and both latencies follow. (Without a live kernel the
+# panel shows its default state, the scenario of the "What if?" cell.)<!-- /lab --><!-- web: In
+# JupyterLab (`make lab`) this panel has controls (model, accelerator, number formats, prompt and
+# batch) that redraw the ITL curve and both latencies; this page shows it as drawn for the "What
+# if?" scenario. To explore on this page, use the menus and the slider of the interactive version of
+# [Figure](#fig-15-2-1-itl-vs-context). -->
 
 # %%
 # figure: fig-15-2-1-panel
-# caption: The interactive latency panel in its default state: TTFT and ITL for the What-if scenario.
-# alt: Time to first token and inter-token latency for the scenario chosen in the What-if cell, with the key numbers beside them; controls change the model, accelerator, dtypes, prompt and batch.
+# caption: The latency panel as drawn for the What-if scenario: TTFT and ITL for the What-if scenario.
+# alt: Time to first token and inter-token latency for the scenario chosen in the What-if cell, with the key numbers beside them.
 from inferlab import panel
 
 panel.latency_panel(MODEL, GPU, PREC, prompt=PROMPT, batch=BATCH)
+
+# %% [markdown]
+# ## In the interview
+# Section 15.2.1 of the book ends with three interview questions, the third a senior follow-up.
+# Each is a drill here: the question in our words, room for your answer, and the answer folded
+# under it, worked for this page's scenario (the What-if cell changes its numbers). The answer keeps
+# the chapter's points, corrects what the checked numbers contradict (each correction links to its
+# entry on the errata page) and ends with a follow-up question.
+
+# %%
+from inferlab import interview
+
+# %% [markdown]
+# ### Question 1: TTFT or ITL for a streaming chat
+# <a id="interview-15-2-1-1"></a>
+# *Section 15.2.1, question 1.* How do time to first token and inter-token latency differ, and which
+# one should a streaming chat product care about more?
+
+# %% [markdown]
+# <!-- YOUR ANSWER -->
+# <!-- lab -->**Your answer:** double-click this cell, write your answer with its numbers, and run the
+# cell (Shift+Enter) before you open the one below.<!-- /lab --><!-- web: Say your answer aloud or
+# write it down, with its numbers, before you open the one below. In JupyterLab (`make lab`) this box
+# is a cell to write it in. -->
+
+# %%
+interview.answer("15.2.1", 1, MODEL, GPU, PREC, prompt=PROMPT, context=PROMPT)
+
+# %% [markdown]
+# ### Question 2: A 50,000-token prompt on a 70B model
+# <a id="interview-15-2-1-2"></a>
+# *Section 15.2.1, question 2.* A 70B-parameter model receives a 50,000-token prompt. Walk through
+# what happens to its time to first token.
+
+# %% [markdown]
+# <!-- YOUR ANSWER -->
+# <!-- lab -->**Your answer:** double-click this cell, write your answer with its numbers, and run the
+# cell (Shift+Enter) before you open the one below.<!-- /lab --><!-- web: Say your answer aloud or
+# write it down, with its numbers, before you open the one below. In JupyterLab (`make lab`) this box
+# is a cell to write it in. -->
+
+# %%
+interview.answer("15.2.1", 2, MODEL, GPU, PREC, prompt=PROMPT, context=PROMPT)
+
+# %% [markdown]
+# ### Question 3: Chunked prefill, the KV cache and the other requests' tail
+# <a id="interview-15-2-1-3"></a>
+# *Section 15.2.1, question 3 (the senior follow-up).* How does chunked prefill change the way a
+# prompt's KV cache is filled, and what does it do to the latency tail of the other requests?
+
+# %% [markdown]
+# <!-- YOUR ANSWER -->
+# <!-- lab -->**Your answer:** double-click this cell, write your answer with its numbers, and run the
+# cell (Shift+Enter) before you open the one below.<!-- /lab --><!-- web: Say your answer aloud or
+# write it down, with its numbers, before you open the one below. In JupyterLab (`make lab`) this box
+# is a cell to write it in. -->
+
+# %%
+interview.answer("15.2.1", 3, MODEL, GPU, PREC, prompt=PROMPT, context=PROMPT)
 
 # %% [markdown]
 # ## Takeaways
@@ -374,9 +437,12 @@ Markdown(
 # %% [markdown]
 # ## Exercises
 #
-# 4 exercises (7 points), from recomputing a number to a design question. Put your answer in the cell
-# under each statement and run the check below it: it says PASS, or FAIL with a hint; it never shows
-# the expected value. Tolerances are relative unless stated; GB means 10⁹ bytes.
+# 4 exercises (7 points), from recomputing a number to a design question. <!-- lab -->Put your answer
+# in the cell under each statement and run the check below it: it says PASS, or FAIL with a hint; it
+# never shows the expected value.<!-- /lab --><!-- web: In JupyterLab (`make lab`) each statement has
+# a cell for your answer and a check under it that says PASS, or FAIL with a hint, never the expected
+# value; on this page each check shows its hints. --> Tolerances are relative unless stated; GB means
+# 10⁹ bytes.
 
 # %%
 from inferlab.exercises import check
@@ -616,7 +682,8 @@ print(reader.verdict_summary())
 
 # %% [markdown]
 # ### Measure it here
-# The same effect, timed on the machine running this notebook: a tiny Llama-style model
+# The same effect, timed on the machine running this notebook<!-- web: (on this page: the machine
+# that last ran it) -->: a tiny Llama-style model
 # (`inferlab.model`, random weights) through `inferlab.measure`'s quick suite, a few seconds on
 # one CPU core, faster on a GPU. Times vary from machine to machine and run to run, so nbval
 # ignores this cell's output; the `assert` checks only the qualitative result, which should

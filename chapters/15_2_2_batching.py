@@ -310,16 +310,80 @@ Markdown(conclusions.measured_limits(
 
 # %% [markdown]
 # ## Try it
-# Move the controls: the throughput curve, its ceiling, $B^*$ and $B_\text{max}$ follow. (Without
-# a live kernel the panel shows its default state, the scenario of the "What if?" cell.)
+# <!-- lab -->Move the controls: the throughput curve, its ceiling, $B^*$ and $B_\text{max}$ follow.
+# (Without a live kernel the panel shows its default state, the scenario of the "What if?"
+# cell.)<!-- /lab --><!-- web: In JupyterLab (`make lab`) this panel has controls (model,
+# accelerator, number formats, context and batch) that redraw the throughput curve, its ceiling,
+# $B^*$ and $B_\text{max}$; this page shows it as drawn for the "What if?" scenario. To explore on
+# this page, use the menus and the slider of the interactive version of
+# [Figure](#fig-15-2-2-throughput-vs-batch). -->
 
 # %%
 # figure: fig-15-2-2-panel
-# caption: The interactive batching panel in its default state: step time and throughput against batch for the What-if scenario.
-# alt: Step time and throughput against batch size for the scenario chosen in the What-if cell, with the key numbers beside them; controls change the model, accelerator, dtypes, context and batch.
+# caption: The batching panel as drawn for the What-if scenario: step time and throughput against batch for the What-if scenario.
+# alt: Step time and throughput against batch size for the scenario chosen in the What-if cell, with the key numbers beside them.
 from inferlab import panel
 
 panel.batching_panel(MODEL, GPU, PREC, context=CONTEXT, batch=16)
+
+# %% [markdown]
+# ## In the interview
+# Section 15.2.2 of the book ends with three interview questions, the third a senior follow-up.
+# Each is a drill here: the question in our words, room for your answer, and the answer folded
+# under it, worked for this page's scenario (the What-if cell changes its numbers). The answer keeps
+# the chapter's points, corrects what the checked numbers contradict (each correction links to its
+# entry on the errata page) and ends with a follow-up question.
+
+# %%
+from inferlab import interview
+
+# %% [markdown]
+# ### Question 1: The most tokens per second from a busy endpoint
+# <a id="interview-15-2-2-1"></a>
+# *Section 15.2.2, question 1.* An endpoint serves heavy traffic. How do you get the most tokens per
+# second out of its GPUs?
+
+# %% [markdown]
+# <!-- YOUR ANSWER -->
+# <!-- lab -->**Your answer:** double-click this cell, write your answer with its numbers, and run the
+# cell (Shift+Enter) before you open the one below.<!-- /lab --><!-- web: Say your answer aloud or
+# write it down, with its numbers, before you open the one below. In JupyterLab (`make lab`) this box
+# is a cell to write it in. -->
+
+# %%
+interview.answer("15.2.2", 1, MODEL, GPU, PREC, context=CONTEXT, usd_per_gpu_hour=USD_PER_GPU_HOUR)
+
+# %% [markdown]
+# ### Question 2: Tail latency at peak hours
+# <a id="interview-15-2-2-2"></a>
+# *Section 15.2.2, question 2.* Users see long tail latencies at peak hours. How do you find the
+# cause, and what do you change?
+
+# %% [markdown]
+# <!-- YOUR ANSWER -->
+# <!-- lab -->**Your answer:** double-click this cell, write your answer with its numbers, and run the
+# cell (Shift+Enter) before you open the one below.<!-- /lab --><!-- web: Say your answer aloud or
+# write it down, with its numbers, before you open the one below. In JupyterLab (`make lab`) this box
+# is a cell to write it in. -->
+
+# %%
+interview.answer("15.2.2", 2, MODEL, GPU, PREC, context=CONTEXT, usd_per_gpu_hour=USD_PER_GPU_HOUR)
+
+# %% [markdown]
+# ### Question 3: Llama-2 70B on two H100s: the memory budget
+# <a id="interview-15-2-2-3"></a>
+# *Section 15.2.2, question 3 (the senior follow-up).* Budget the memory of Llama-2 70B serving 32
+# sequences of 2,048 tokens on two H100s with tensor parallelism.
+
+# %% [markdown]
+# <!-- YOUR ANSWER -->
+# <!-- lab -->**Your answer:** double-click this cell, write your answer with its numbers, and run the
+# cell (Shift+Enter) before you open the one below.<!-- /lab --><!-- web: Say your answer aloud or
+# write it down, with its numbers, before you open the one below. In JupyterLab (`make lab`) this box
+# is a cell to write it in. -->
+
+# %%
+interview.answer("15.2.2", 3, MODEL, GPU, PREC, context=CONTEXT, usd_per_gpu_hour=USD_PER_GPU_HOUR)
 
 # %% [markdown]
 # ## Takeaways
@@ -341,9 +405,12 @@ Markdown(
 # %% [markdown]
 # ## Exercises
 #
-# 4 exercises (7 points), from recomputing a number to a design question. Put your answer in the cell
-# under each statement and run the check below it: it says PASS, or FAIL with a hint; it never shows
-# the expected value. Tolerances are relative unless stated; GB means 10⁹ bytes.
+# 4 exercises (7 points), from recomputing a number to a design question. <!-- lab -->Put your answer
+# in the cell under each statement and run the check below it: it says PASS, or FAIL with a hint; it
+# never shows the expected value.<!-- /lab --><!-- web: In JupyterLab (`make lab`) each statement has
+# a cell for your answer and a check under it that says PASS, or FAIL with a hint, never the expected
+# value; on this page each check shows its hints. --> Tolerances are relative unless stated; GB means
+# 10⁹ bytes.
 
 # %%
 from inferlab.exercises import check
@@ -614,7 +681,8 @@ Markdown(measured.markdown_table("15.2.2"))
 
 # %% [markdown]
 # ### Measure it here
-# The same effect, timed on the machine running this notebook: a tiny Llama-style model
+# The same effect, timed on the machine running this notebook<!-- web: (on this page: the machine
+# that last ran it) -->: a tiny Llama-style model
 # (`inferlab.model`, random weights) through `inferlab.measure`'s quick suite, a few seconds on
 # one CPU core, faster on a GPU. Times vary from machine to machine and run to run, so nbval
 # ignores this cell's output; the `assert` checks only the qualitative result, which should

@@ -7,7 +7,7 @@
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
-#       jupytext_version: 1.19.6
+#       jupytext_version: 1.19.7
 #   kernelspec:
 #     display_name: Python 3 (ipykernel)
 #     language: python
@@ -452,9 +452,12 @@ Markdown(conclusions.takeaways(SCENARIO, slot_use=slot_use, policies=policies, l
 # %% [markdown]
 # ## Exercises
 #
-# 4 exercises (8 points), from recomputing a number to a design question. Put your answer in the cell
-# under each statement and run the check below it: it says PASS, or FAIL with a hint; it never shows
-# the expected value. Tolerances are relative unless stated; GB means 10⁹ bytes.
+# 4 exercises (8 points), from recomputing a number to a design question. <!-- lab -->Put your answer
+# in the cell under each statement and run the check below it: it says PASS, or FAIL with a hint; it
+# never shows the expected value.<!-- /lab --><!-- web: In JupyterLab (`make lab`) each statement has
+# a cell for your answer and a check under it that says PASS, or FAIL with a hint, never the expected
+# value; on this page each check shows its hints. --> Tolerances are relative unless stated; GB means
+# 10⁹ bytes.
 
 # %%
 from inferlab.exercises import check

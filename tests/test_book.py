@@ -519,6 +519,12 @@ def test_cells_that_write_prose_fold_their_code_and_test_markers_never_show():
     assert live["source"] == "run = measure()\nrun" and "NBVAL" not in live["source"]
 
 
+def test_a_drills_answer_shows_only_its_fold():
+    cell = convert.convert_code_cell(code("interview.answer('15.2.2', 3, MODEL, GPU, PREC)",
+                                          [markdown_out("<details class=\"interview-answer\">x</details>")]), "nb")
+    assert "remove-input" in cell["metadata"]["tags"] and "hide-input" not in cell["metadata"]["tags"]
+
+
 def test_what_applies_in_jupyterlab_only_gives_way_to_what_the_web_page_says():
     text = ("## Try it\n<!-- lab -->Move the controls: the curve follows.<!-- /lab -->"
             "<!-- web: In JupyterLab the panel has controls; here it is drawn in its default state. -->")
@@ -725,7 +731,6 @@ def test_the_index_entry_of_a_defined_term_reaches_the_page(built):
     ("from inferlab import diagrams\n\ndiagrams.kv_cache_diagram(MODEL, PREC)", True),   # the picture is the lesson
     ("reader.draw(plots.ttft_plot, MODEL, GPU, PREC)", True),       # a figure: the picture is what reads
     ("reader.draw_if_fits(FIT, plots.cost_plot, MODEL, GPU)", True),
-    ("interview.answer('15.2.2', 3, MODEL, GPU, PREC)", True),
     ("x = 1", False),
 ])
 def test_imports_and_the_what_if_cell_fold_their_code_in_the_book(source, folded):

@@ -212,3 +212,28 @@ def test_no_empty_code_cells(name):
     blank input box: every code cell has code."""
     empty = [i for i, c in enumerate(stored(name).cells) if c.cell_type == "code" and not c.source.strip()]
     assert empty == [], f"{name}: empty code cells at {empty}"
+
+
+@pytest.mark.parametrize("name", list(SECTIONS))
+def test_in_the_interview_holds_the_sections_three_drills_before_the_audit(name):
+    """Each subsection's page poses the book's three interview questions of its section, in order, before
+    the closing audit: the question with its anchor (interview-15-x-y-n), an answer cell, and the folded
+    answer the library computes (`interview.answer`) with its numbers stored."""
+    from inferlab import interview
+    cells = stored(name).cells
+    sources = [c.source for c in cells]
+    start = next(i for i, s in enumerate(sources) if s.startswith("## In the interview"))
+    audit = next(i for i, s in enumerate(sources) if s.startswith("## Checking the book's numbers"))
+    assert start < audit
+    section = SECTIONS[name]
+    at = start
+    for n in (1, 2, 3):
+        anchor = interview.drill(section, n).anchor
+        q = next(i for i, s in enumerate(sources) if f'<a id="{anchor}"></a>' in s)
+        assert at < q < audit, f"{name}: {anchor} is not in order before the audit"
+        assert cells[q + 1].cell_type == "markdown" and sources[q + 1].startswith("<!-- YOUR ANSWER -->")
+        answer = cells[q + 2]
+        assert answer.cell_type == "code" and f'interview.answer("{section}", {n},' in answer.source
+        md = "".join(o.get("data", {}).get("text/markdown", "") for o in answer.outputs)
+        assert f'<details class="interview-answer" data-drill="{anchor}">' in md and re.search(r"\d", md)
+        at = q

@@ -193,3 +193,53 @@ def test_the_reader_version_that_make_lab_opens_has_no_solutions(tmp_path):
         assert not [c for c in out.cells if c.source.lstrip().startswith(("# SOLUTION", "<!-- SOLUTION"))]
         assert sum("check(" in c.source for c in out.cells) == sum("check(" in c.source for c in src.cells)
         assert [c.source for c in main_body(out)] == [c.source for c in main_body(src)]
+
+
+# ---------------------------------------------------------------------------------------------
+# The interview drills follow the What-if
+# ---------------------------------------------------------------------------------------------
+
+def drill_answers(nb) -> dict:
+    """{anchor: the folded answer's Markdown} of a notebook's interview drills."""
+    out = {}
+    for c in nb.cells:
+        if c.cell_type == "code" and "interview.answer(" in c.source:
+            md = "".join(o.get("data", {}).get("text/markdown", "") for o in c.outputs)
+            out[re.search(r'data-drill="([^"]+)"', md).group(1)] = md
+    return out
+
+
+def test_the_interview_drills_answer_for_the_what_if_scenario(rerun):
+    """Under another scenario every drill's folded answer carries that scenario's numbers: each differs
+    from the stored answer of the book's scenario, and its key numbers are the library's for the new one."""
+    from inferlab.deployment import Deployment
+    from inferlab.memory import fit_advice
+    scenario, nbs = rerun
+    m, g = get_model(SCENARIOS[scenario][0]), get_accelerator(SCENARIOS[scenario][1])
+    for name, nb in nbs.items():
+        stored = drill_answers(nbformat.read(CHAPTERS / f"{name}.ipynb", as_version=4))
+        got = drill_answers(nb)
+        assert sorted(got) == sorted(stored) and len(got) == 3, name
+        for anchor, md in got.items():
+            assert md != stored[anchor], f"{name} {anchor}: the same answer under {scenario}"
+            assert m.name in md, f"{name} {anchor} does not name {m.name}"
+    fit = fit_advice(m, g, 1000)
+    tp = 1 if fit.fits else fit.tp
+    # 15.1.1, question 1: the KV cache of the 10,000-token system prompt, 2 L N_kv H b S
+    kv_gb = 2 * m.n_layers * m.n_kv_heads * m.head_dim * 2 * 10_000 / 1e9
+    md = drill_answers(nbs["15_1_1_prefill"])["interview-15-1-1-1"]
+    assert number(re.search(r"KV cache \(([\d.]+) GB\)", md).group(1)) == pytest.approx(kv_gb, rel=0.005)
+    # 15.1.2, question 2: the largest batch at the page's 1,000-token context, per replica
+    md = drill_answers(nbs["15_1_2_decode_kv_cache"])["interview-15-1-2-2"]
+    said = int(re.search(r"at \$B_\\text\{max\}\$ = (\d+)", md).group(1))
+    assert said == memory.max_batch(m, g, 1000, tp=tp)
+    # 15.2.1, question 2: the page's scenario at 50,000 tokens
+    md = drill_answers(nbs["15_2_1_ttft_itl"])["interview-15-2-1-2"]
+    t = latency.prefill_time_s(m, Deployment(g, tp=1 if fit_advice(m, g, 1).fits else fit_advice(m, g, 1).tp),
+                               50_000, beyond_context=True)
+    said = re.search(r"On this page's scenario, [^:]*: ([\d.]+) (ms|s)\b", md)
+    assert number(said.group(1)) * (1e-3 if said.group(2) == "ms" else 1) == pytest.approx(t, rel=0.01)
+    # 15.2.2, question 1: B* = M_weights / C_kv at the page's 1,024-token context
+    md = drill_answers(nbs["15_2_2_batching"])["interview-15-2-2-1"]
+    bstar = latency.kv_crossover_batch(m, 1024, tp=1 if fit_advice(m, g, 1024).fits else fit_advice(m, g, 1024).tp)
+    assert number(re.search(r"C_\\text\{kv\}\$ = ([\d.]+) and", md).group(1)) == pytest.approx(bstar, abs=0.5)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from inferlab import equations
 from inferlab.deployment import Deployment
+from inferlab.figures import BOOK_USD_PER_GPU_HOUR
 from inferlab.latency import (cost_per_1k_tokens_usd, decode_step_time_s, prefill_time_s, throughput_tokens_per_s)
 from inferlab.memory import kv_cache_bytes, max_batch, weight_bytes
 from inferlab.parallel import allreduce_bus_bytes_per_s, allreduce_latency_s
@@ -22,7 +23,7 @@ from inferlab.units import GB, bytes_per_element
 
 PROMPT = 2048             # the chapter's prefill example (15.1.1)
 CONTEXT = 1024            # its decode and batching examples (15.2.1, 15.2.2; 15.1.2's 1,000 rounded to 1,024)
-USD_PER_GPU_HOUR = 2.0    # the price the cost line assumes (the companion's figures.BOOK_USD_PER_GPU_HOUR)
+USD_PER_GPU_HOUR = BOOK_USD_PER_GPU_HOUR   # the book's price of an H100-hour (15.2.2), for the cost line
 TP = 2                    # the tensor-parallel degree of the TP line
 
 

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from inferlab.deployment import Deployment
+from inferlab.figures import BOOK_USD_PER_GPU_HOUR
 from inferlab.latency import (chunked_prefill_time_s, cost_per_1k_tokens_usd, decode_step_time_s, extend_time_s,
                               kv_crossover_batch, prefill_time_s, throughput_tokens_per_s, ttft_rule_s)
 from inferlab.memory import fit_advice, kv_cache_bytes, kv_cache_bytes_per_token, max_batch, weight_bytes
@@ -687,7 +688,8 @@ def _latency_3(model, accelerator, precision, **_) -> Answer:
 # 15.2.2
 # ---------------------------------------------------------------------------------------------
 
-def _batching_1(model, accelerator, precision, context: int = 1024, usd_per_gpu_hour: float = 2.0, **_) -> Answer:
+def _batching_1(model, accelerator, precision, context: int = 1024, usd_per_gpu_hour: float = BOOK_USD_PER_GPU_HOUR,
+                **_) -> Answer:
     drill = DRILLS["15.2.2-1"]
     model, acc, prec, dep, note = _setup(model, accelerator, precision, context)
     bstar = kv_crossover_batch(model, context, prec, tp=dep.tp)

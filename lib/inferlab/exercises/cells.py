@@ -88,11 +88,14 @@ def exercise_cells(section: str, *, heading: bool = True) -> list[str]:
     cells = []
     if heading:
         total = sum(e.points for e in items)
+        # what applies in JupyterLab only, and what the web page says instead (book/convert.py)
         intro = textwrap.fill(
-            f"{len(items)} exercises ({total} points), from recomputing a number to a design question. Put your "
-            "answer in the cell under each statement and run the check below it: it says PASS, or FAIL with a "
-            "hint; it never shows the expected value. Tolerances are relative unless stated; GB means 10⁹ bytes.",
-            width=100)
+            f"{len(items)} exercises ({total} points), from recomputing a number to a design question. "
+            "<!-- lab -->Put your answer in the cell under each statement and run the check below it: it says "
+            "PASS, or FAIL with a hint; it never shows the expected value.<!-- /lab --><!-- web: In JupyterLab "
+            "(`make lab`) each statement has a cell for your answer and a check under it that says PASS, or FAIL "
+            "with a hint, never the expected value; on this page each check shows its hints. --> Tolerances are "
+            "relative unless stated; GB means 10⁹ bytes.", width=100, break_on_hyphens=False)
         cells.append(_markdown(f"## Exercises\n\n{intro}"))
         cells.append(_code("from inferlab.exercises import check"))
     for e in items:
