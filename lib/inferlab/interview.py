@@ -192,7 +192,7 @@ class Answer:
 
     def body(self) -> str:
         label = "The senior answer" if self.drill.number == 3 else "The strong answer"
-        parts = [f"**{label}** (the chapter's points, with the numbers of {self.scenario}):", "",
+        parts = [f"**{label}**, the chapter's points with the numbers:", "",
                  *[f"- {s}" for s in self.strong]]
         if self.corrected:
             parts += ["", f"**{self.corrected_heading}:**", "", *[f"- {c}" for c in self.corrected]]
@@ -565,13 +565,13 @@ def _latency_1(model, accelerator, precision, prompt: int = 1024, context: int =
         f"{note}TTFT is the prefill: compute-bound, growing with the prompt and the model ({_t(ttft)} for "
         f"{prompt:,} tokens). ITL is a decode step: bandwidth-bound, growing with the weight bytes and the "
         f"batch's caches ({_t(itl1)} at $B$ = 1, {_t(itl_max)} at the largest batch, {b_max}).",
-        "The chapter answers ITL for streaming chat, lowered by quantising weights and shrinking the KV "
-        "cache, and TTFT by more GPUs for prefill or a shorter prompt.",
+        "The chapter's answer: ITL matters more for streaming chat; lower it by quantising the weights and "
+        "shrinking the KV cache, and TTFT by more GPUs for prefill or a shorter prompt.",
     )
     e2e = ttft + (CHAT_ANSWER_TOKENS - 1) * itl_max
     corrected = (
-        f"What the numbers say (the chapter's 200 ms and 100 ms are judgements, "
-        f"{link('15.2.1-z', drill)}; {link('15.2.1-s21', drill)}): a reader takes in about "
+        f"The chapter's 200 ms and 100 ms are judgements ({link('15.2.1-z', drill)}; "
+        f"{link('15.2.1-s21', drill)}); reading pace is a number: a reader takes in about "
         f"{READING_WORDS_PER_MIN:.0f} words a minute, {reading_tokens_per_s:.1f} tokens/s, so a stream keeps "
         f"ahead of the reader while ITL is under {_t(slowest_itl)}. Here ITL is {_t(itl_max)} even at "
         f"$B$ = {b_max}, {_x(slowest_itl / itl_max)} faster than reading: once text flows, ITL is invisible, "
@@ -758,7 +758,16 @@ def _batching_2(model, accelerator, precision, **_) -> Answer:
         steps = np.concatenate([t.step_s for t in res.traces])
         return s["batch"]["mean"], float(np.percentile(steps, 50)), float(np.percentile(steps, 99)), \
             s["itl_s"]["p99"], s["ttft_s"]["p99"]
-    q, p = stats(run(quiet)), stats(run(peak))
+
+    def slow_with_prompts(res) -> float:
+        """The share of the slowest 1 % of steps that carry prompt tokens (more tokens than sequences)."""
+        steps = np.concatenate([t.step_s for t in res.traces])
+        tokens = np.concatenate([t.tokens for t in res.traces])
+        batch = np.concatenate([t.batch for t in res.traces])
+        slow = steps >= np.percentile(steps, 99)
+        return float(np.mean(tokens[slow] > batch[slow]))
+    at_peak = run(peak)
+    q, p = stats(run(quiet)), stats(at_peak)
     two = stats(run(peak, replicas=2))
     cap = max(2, int(round(0.75 * p[0])))
     capped = stats(run(peak, cap=cap))
@@ -769,9 +778,10 @@ def _batching_2(model, accelerator, precision, **_) -> Answer:
         f"grows from {q[0]:.1f} to {p[0]:.1f} sequences, the median step from {_t(q[1])} to {_t(p[1])}, "
         f"p99 ITL from {_t(q[3])} to {_t(p[3])} and p99 TTFT from {_t(q[4])} to {_t(p[4])} (simulated, "
         f"{sc.layout}, continuous batching).".strip(),
-        f"Confirm it with the step-time histogram: at peak the p99 step is {_t(p[2])}; the roofline's step at "
-        f"the peak's mean batch is {_t(step_at_mean)}, so the longer steps are the bigger batch, not a slower "
-        "GPU.",
+        f"Confirm it with the step-time histogram: at peak the median step, {_t(p[1])}, is within "
+        f"{abs(p[1] / step_at_mean - 1):.0%} of the roofline's step for the peak's mean batch, {_t(step_at_mean)}: "
+        "the steps are longer because the batch is bigger, not because the GPU is slower. Of the slowest 1 % "
+        f"({_t(p[2])} and more), {slow_with_prompts(at_peak):.0%} also prefill prompts.",
         f"Fix 1, replicas: two replicas at the same {peak:g} requests/s run {two[0]:.1f} sequences each, "
         f"p99 ITL {_t(two[3])}, p99 TTFT {_t(two[4])}.",
         f"Fix 2, cap the batch (preempting beyond it): at most {cap} sequences, p99 ITL {_t(capped[3])}.",
