@@ -58,6 +58,11 @@ GOOD = {
     latency.decode_step_time_s: dict(model=BOOK, deployment=H100_SXM, context_len=16, batch=1, precision=BF16),
     latency.throughput_tokens_per_s: dict(model=BOOK, deployment=H100_SXM, context_len=16, batch=1,
                                           precision=BF16),
+    latency.extend_time_s: dict(model=BOOK, deployment=H100_SXM, new_tokens=8, cached_tokens=16, batch=1,
+                                precision=BF16),
+    latency.chunked_prefill_time_s: dict(model=BOOK, deployment=H100_SXM, prompt_len=100, chunk_len=32,
+                                         precision=BF16),
+    memory.fit_advice: dict(model=BOOK, accelerator=H100_SXM, seq_len=10, precision=BF16),
     latency.kv_crossover_batch: dict(model=BOOK, context_len=16, precision=BF16, tp=1),
     latency.cost_per_1k_tokens_usd: dict(tokens_per_s=100.0, usd_per_gpu_hour=4.0, n_gpus=1),
     latency.prefill_flops_rule: dict(n_params=1e9, tokens=100, flops_per_param_token=2.0),
@@ -106,7 +111,9 @@ BAD_NAME = {("get_model", "name"): BAD["model"], ("get_accelerator", "name"): BA
             ("Deployment", "efficiency"): ["measured", 0.5, True],
             ("Deployment", "step_overhead"): [0.001, "vidur-a100"],
             # None is the deployment's own precision (BF16 beside a bare Accelerator)
-            **{(f, "precision"): ["bf16", 2] for f in ("prefill_time_s", "decode_step_time_s", "throughput_tokens_per_s")}}
+            **{(f, "precision"): ["bf16", 2] for f in ("prefill_time_s", "decode_step_time_s", "throughput_tokens_per_s",
+                                                       "extend_time_s", "chunked_prefill_time_s")},
+            ("extend_time_s", "new_tokens"): COUNT, ("extend_time_s", "cached_tokens"): NONNEG_COUNT}
 # Helpers outside the contract: display conversions, listings, aggregation and the checkers themselves.
 EXEMPT = {"as_deployment", "check_model", "check_accelerator", "check_precision", "data_dir", "list_models", "list_accelerators", "book_scenario", "to_gb", "to_ms", "total_cost", "as_precision",
           "positive_int", "nonneg_int", "positive_float", "fraction", "choice", "writable_file", "writable_dir", "finite_result", "scalar"}
@@ -148,6 +155,8 @@ def test_the_valid_calls_succeed(func, good):
         out = [out.flops, out.bytes]
     if hasattr(out, "free_bytes"):  # a MemoryBudget
         out = [out.free_bytes, out.used_bytes]
+    if hasattr(out, "remedies"):    # a FitAdvice
+        out = [out.max_batch, out.weight_gb, out.memory_gb]
     if isinstance(out, (str, dict)) or hasattr(out, "name") or isinstance(out, Deployment):
         return  # a regime, a table of regimes, a model, accelerator or deployment: checked by their own tests
     assert np.all(np.isfinite(np.asarray(out, dtype=float))), out

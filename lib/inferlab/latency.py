@@ -19,7 +19,7 @@ from inferlab.efficiency import communication_time_s
 from inferlab.memory import kv_cache_bytes, weight_bytes
 from inferlab.parallel import tp_shard
 from inferlab.specs import BF16, Precision, check_accelerator, check_model, check_precision
-from inferlab.input_checks import finite_result, fraction, positive_float, positive_int
+from inferlab.input_checks import finite_result, fraction, nonneg_int, positive_float, positive_int
 
 
 @context_flag
@@ -79,6 +79,8 @@ def extend_time_s(model, deployment, new_tokens, cached_tokens, batch=1, precisi
     is a decode step at context S (`decode_step_time_s`). All-reduces and step overhead as there."""
     d = as_deployment(deployment, precision)
     model = check_model(model)
+    positive_int("new_tokens", new_tokens)
+    nonneg_int("cached_tokens", cached_tokens)
     shard = tp_shard(model, d.tp)
     costs = forward_costs(shard, batch, new_tokens, cached_tokens, d.precision)
     t = d.efficiency_model.pass_time_s(costs, shard, d)
