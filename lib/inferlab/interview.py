@@ -572,7 +572,9 @@ def _latency_1(model, accelerator, precision, prompt: int = 1024, context: int =
     corrected = (
         f"The chapter's 200 ms and 100 ms are judgements ({link('15.2.1-z', drill)}; "
         f"{link('15.2.1-s21', drill)}); reading pace is a number: a reader takes in about "
-        f"{READING_WORDS_PER_MIN:.0f} words a minute, {reading_tokens_per_s:.1f} tokens/s, so a stream keeps "
+        f"{READING_WORDS_PER_MIN:.0f} words a minute, {reading_tokens_per_s:.1f} tokens/s "
+        "([Brysbaert 2019](../book/references.md#brysbaert2019); about 4/3 tokens a word, "
+        "[OpenAI](../book/references.md#openaitokens)), so a stream keeps "
         f"ahead of the reader while ITL is under {_t(slowest_itl)}. Here ITL is {_t(itl_max)} even at "
         f"$B$ = {b_max}, {_x(slowest_itl / itl_max)} faster than reading: once text flows, ITL is invisible, "
         f"and the wait the user sees is TTFT. ITL matters through cost: it sets how large a batch, and how "
