@@ -549,11 +549,14 @@ HAND = [
     # (6*P*S would give 431.6 ms; the sparse peak 71.9 ms.)
     ("15.1.1-ex3", "ttft_ms", 143.864475), ("15.1.1-ex3", "true", frozenset("AB")),
     # Llama 3 8B, S = 4096, MFU 0.5, every matmul compute-bound: TTFT at tp = 1, 2, 4, 8 = 124.80, 67.18,
-    # 38.37, 24.09 ms with bandwidth-only all-reduces, plus 2 all-reduces * 32 layers * 8 us (the library's
-    # default start-up latency) = 0.512 ms at tp > 1: 67.694475, 38.88, 24.60 ms. tp = 1 misses 100 ms.
-    # Replicas ceil(60 * t / 0.7): tp 2: ceil(5.80) = 6 -> 12 GPUs; tp 4: ceil(3.33) = 4 -> 16;
-    # tp 8: ceil(2.11) = 3 -> 24. Best tp = 2.
-    ("15.1.1-ex4", "tp", 2), ("15.1.1-ex4", "n_gpus", 12), ("15.1.1-ex4", "ttft_ms", 67.182475 + 64 * 0.008),
+    # 38.37, 24.09 ms with all-reduces at the datasheet's 450 GB/s and no start-up latency. The H100 node's
+    # measured all-reduce (22.59 us per call, 323.8 GB/s bus bandwidth) replaces that: at tp 2 each of the
+    # 64 calls moves 4096 * 4096 * 2 = 33,554,432 B, 74.565 us at 450 GB/s, 103.627 us + 22.59 us at the node:
+    # 67.182475 - 64 * 0.074565 + 64 * 0.126217 = 70.4882 ms; at tp 4 (2 * 3/4 of the message): 38.37
+    # - 64 * 0.111848 + 64 * (0.155441 + 0.02259) = 42.61 ms. tp = 1 misses 100 ms.
+    # Replicas ceil(60 * t / 0.7): tp 2: ceil(6.04) = 7 -> 14 GPUs; tp 4: ceil(3.65) = 4 -> 16. Best tp = 2.
+    ("15.1.1-ex4", "tp", 2), ("15.1.1-ex4", "n_gpus", 14),
+    ("15.1.1-ex4", "ttft_ms", 67.182475 - 64 * 33_554_432 / 450e9 * 1e3 + 64 * (33_554_432 / 323.8e9 + 22.59e-6) * 1e3),
     # Llama 3 8B decode, B = 512, context 4096: mlp_up intensity 2*512*d*f / (2*d*f + 2*512*(d+f))
     # = 441.1 > 295.3 -> compute. Attention per layer: FLOPs 2 (QK^T, PV) * 2*B*h*hd*S = 2 * 17,179,869,184;
     # bytes 2 * (B*h*hd*2 (Q or P) + B*S*kv*hd*2 (K or V)) = 2 * (16,777,216 + 4,294,967,296);
@@ -590,11 +593,14 @@ HAND = [
     # per-operator time on the H100 SXM 6.402021 s (the 2*P*S rule says 1.99 s).
     ("15.2.1-ex3", "ttft_s", 6.40202057), ("15.2.1-ex3", "attention_share", 0.71111256), ("15.2.1-ex3", "cause", "A"),
     # Llama 2 13B, H100 SXM, MFU 0.6, 200 ms: bisection of the per-operator TTFT (attention's S^2 and, at tp = 2,
-    # the all-reduces included): longest S = 4367 at tp = 1, 7730 at tp = 2 with bandwidth-only all-reduces
-    # (not 2 * 4367 = 8734). Their start-up latency, 2 * 40 layers * 8 us = 0.64 ms, costs at a slope of
-    # (2 * 13.0e9 + 4 * 5120 * 40 * 7700) FLOP/token / (0.6 * 989.4e12 * 2 GPUs) = 27.2 ns/token about
-    # 0.64 ms / 27.2 ns = 23.5 tokens: 7730 - 23.5 -> 7707 (the bisection's integer).
-    ("15.2.1-ex4", "s_max_tp1", 4367), ("15.2.1-ex4", "s_max_tp2", 7707),
+    # the all-reduces included): longest S = 4367 at tp = 1, 7730 at tp = 2 with all-reduces at the datasheet's
+    # 450 GB/s and no start-up latency (not 2 * 4367 = 8734). The H100 node's measured all-reduce adds its
+    # latency, 2 * 40 layers * 22.59 us = 1.807 ms, and its slower bus: each token's 80 * 10,240 B take
+    # 2.53 us at 323.8 GB/s against 1.82 us, 0.71 us * ~7,500 tokens = 5.3 ms. At a slope of
+    # (2 * 13.0e9 + 4 * 5120 * 40 * 7700) FLOP/token / (0.6 * 989.4e12 * 2 GPUs) + 2.53 us = 27.9 us/token
+    # that is 7.1 ms / 27.9 us = 255 tokens: 7730 - 255 = 7475 by this linearised estimate; the bisection's
+    # integer on the exact per-operator sum is 7480.
+    ("15.2.1-ex4", "s_max_tp1", 4367), ("15.2.1-ex4", "s_max_tp2", 7480),
     # Llama 3 8B, H200, S = 4096: weights 8,030,261,248 * 2 = 16,060,522,496 B; KV 2 * 32 * 8 * 128 * 4096 * 2
     # = 536,870,912 B; B* = 29.9151; (141e9 - 16,060,522,496) / 536,870,912 = 232.72 -> 232.
     ("15.2.2-ex1", "b_star", 29.9150543), ("15.2.2-ex1", "max_batch", 232),
@@ -609,15 +615,15 @@ HAND = [
     # (80e9 - 35,278,831,616) / 335,544,320 = 133.28 -> 133.
     ("15.2.2-ex3", "kv_gb_per_gpu", 16.10612736), ("15.2.2-ex3", "max_batch", 133), ("15.2.2-ex3", "true", frozenset("AB")),
     # Llama 3 70B on H100s, prompt 2048 + output 512 = 2560: tp = 2 TTFT 156.7 ms > 150 -> out; tp = 4 TTFT
-    # 90.8 ms, max batch 213 in memory, largest with ITL <= 25 ms and bandwidth-only all-reduces: 193. The
-    # all-reduces' start-up latency, 2 * 80 layers * 8 us = 1.28 ms per step, costs at the step's slope per
-    # sequence (KV 2 * 80 * 2 heads * 128 * 2560 * 2 B = 209.7 MB / 3.35e12 = 62.6 us, all-reduce bytes
-    # 8192 * 2 * 160 * 1.5 = 3.9 MB / 450e9 = 8.7 us, activations ~0.5 us: ~71-72 us) 1.28 ms / 71.5 us =
-    # 17.9 sequences, i.e. 193 - 17.9 = 175.1 by this linearised estimate; the step time's exact
-    # per-operator sum (integer batch, 193's slack under 25 ms) puts the largest batch at 176. 176 / 25 ms
-    # = 7,040 tokens/s -> 1 replica, 4 GPUs; tp = 8 needs 8 GPUs.
-    # Best tp = 4, batch 176, 4 GPUs.
-    ("15.2.2-ex4", "tp", 4), ("15.2.2-ex4", "batch", 176), ("15.2.2-ex4", "n_gpus", 4),
+    # 90.8 ms, max batch 213 in memory, largest with ITL <= 25 ms and all-reduces at 450 GB/s with no start-up
+    # latency: 193. The H100 node's measured all-reduce costs 2 * 80 layers * 22.59 us = 3.61 ms per step
+    # of latency, and its 323.8 GB/s bus raises each sequence's all-reduce bytes (8192 * 2 * 160 * 1.5 =
+    # 3.9 MB) from 8.7 us to 12.1 us: 193 * 3.4 us = 0.66 ms more. The step's slope per sequence (KV
+    # 2 * 80 * 2 heads * 128 * 2560 * 2 B = 209.7 MB / 3.35e12 = 62.6 us, all-reduce 12.1 us, activations
+    # ~0.5 us: ~75.2 us) turns 4.27 ms into 56.8 sequences: 193 - 56.8 = 136.2 by this linearised
+    # estimate; the exact per-operator sum (integer batch) puts the largest batch at 139. One replica of
+    # tp = 4 still meets the target; tp = 8 needs 8 GPUs. Best tp = 4, batch 139, 4 GPUs.
+    ("15.2.2-ex4", "tp", 4), ("15.2.2-ex4", "batch", 139), ("15.2.2-ex4", "n_gpus", 4),
     # Llama 3 8B on an H100 SXM (989.4 TFLOP/s, 3.35 TB/s), a 6,000-token prefix cached, q = 1,000 own tokens.
     # Matmul params per layer: 4096 * (4096 + 2 * 1024) + 4096^2 + 3 * 4096 * 14336 = 218,103,808; * 32 =
     # 6,979,321,856. Projections and MLP (compute-bound at 1,000 tokens): 2 * 6,979,321,856 * 1000 / 989.4e12
