@@ -402,9 +402,10 @@ Markdown(conclusions.measured_times(ttft_measured, f"For {BATCH} × {PROMPT:,} t
 worked_examples.takeaway(conclusions.measured_ttft_takeaway(ttft_measured, PROMPT))
 
 # %%
-attn_measured = measured_plots.attention_share(MODEL, MEASURED, prompt_len=PROMPT, batch=BATCH) if MEASURED else None
-Markdown(conclusions.measured_limits(NOT_MEASURED, attn_measured, f"at $S$ = {PROMPT:,}",
-                                     "A real server's TTFT is longer still."))
+attn_measured = (measured_plots.attention_share(MODEL, MEASURED, prompt_len=PROMPT, batch=BATCH)
+                 if MEASURED else None)
+Markdown(conclusions.measured_limits(
+    NOT_MEASURED, attn_measured, f"at $S$ = {PROMPT:,}", "A real server's TTFT is longer still."))
 
 # %% [markdown]
 # **Check yourself.**

@@ -335,7 +335,7 @@ reader.draw_if_fits(FIT, plots.kv_variants_plot, MODEL, GPU, CONTEXT, PREC,
 # [15.1.1](15_1_1_prefill.ipynb#the-same-on-a-real-gpu)) say how much of the bandwidth a decode step
 # really gets:
 #
-# $$\text{achieved bandwidth} = \frac{\text{bytes moved}}{\text{measured step time}}.$$
+# $$\text{BW}_{\text{achieved}} = \frac{\text{bytes moved}}{t_{\text{step, measured}}}.$$
 
 # %%
 # The measured kernels of this scenario (MEASURED is None where none were published)
@@ -379,13 +379,18 @@ reader.details("each product's share of the bandwidth at B = 1, profiled and fit
 reader.draw_if_fits(FIT, measured_plots.decode_measured_plot, MODEL, GPU, CONTEXT, PREC)
 
 # %%
-step_last = measured_plots.itl(MODEL, GPU, PREC, CONTEXT, max(b_max_dec, 1))
-attn_last = (measured_plots.attention_share(MODEL, MEASURED, context_len=CONTEXT, batch=max(b_max_dec, 1))
-             if MEASURED else None)
-Markdown(conclusions.or_not_fitting(FIT, conclusions.measured_step_batch(step_one, step_last, max(b_max_dec, 1),
-                                                                         attn_last), prefix="**Does not fit:** ")
-         + "\n\n" + conclusions.measured_limits(NOT_MEASURED, attn_last, f"at $B$ = {max(b_max_dec, 1)}",
-                                                  "Each step is longer still on a real server."))
+b_last = max(b_max_dec, 1)
+step_last = measured_plots.itl(MODEL, GPU, PREC, CONTEXT, b_last)
+attn_last = (measured_plots.attention_share(
+    MODEL, MEASURED, context_len=CONTEXT, batch=b_last) if MEASURED else None)
+step_text = conclusions.measured_step_batch(
+    step_one, step_last, b_last, attn_last)
+fit_text = conclusions.or_not_fitting(
+    FIT, step_text, prefix="**Does not fit:** ")
+limits = conclusions.measured_limits(
+    NOT_MEASURED, attn_last, f"at $B$ = {b_last}",
+    "Each step is longer still on a real server.")
+Markdown(fit_text + "\n\n" + limits)
 
 # %% [markdown]
 # **Check yourself.**

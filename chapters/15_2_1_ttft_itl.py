@@ -228,8 +228,8 @@ Markdown(f"From {PREC.weights} to int4 weights the weight bytes fall to {w_int4 
 # $$t(K) \approx \frac{t(1)}{K} + 2L\left(\frac{\text{message bytes}}{\text{link BW}} + t_\text{latency}\right).$$
 
 # %%
-Markdown(conclusions.allreduce_source(GPU, ALLREDUCE_LATENCY_S, parallel.allreduce_latency_s(GPU),
-                                      parallel.allreduce_bus_bytes_per_s(GPU)))
+Markdown(conclusions.allreduce_source(
+    GPU, ALLREDUCE_LATENCY_S, parallel.allreduce_latency_s(GPU), parallel.allreduce_bus_bytes_per_s(GPU)))
 
 # %%
 tps = (1, 2, 4, 8)
@@ -319,11 +319,13 @@ worked_examples.takeaway(conclusions.measured_latency_takeaway(ttft_three, itl_t
 
 # %%
 tp_measured = measured_plots.tensor_parallel(MODEL, GPU, PREC, PROMPT, PROMPT, BATCH, tps)
-display(reader.details("TTFT and ITL against K, ideal and measured", tp_measured.table()))
-attn_step = measured_plots.attention_share(MODEL, MEASURED, context_len=PROMPT, batch=BATCH) if MEASURED else None
-Markdown(conclusions.measured_tp(tp_measured) + "\n\n"
-         + conclusions.measured_limits(NOT_MEASURED, attn_step, f"of a decode step at context {PROMPT:,}",
-                                       "The step overhead stands for what an engine adds, and was profiled on A100 hosts."))
+display(reader.details("TTFT and ITL (ms) against K, ideal and measured; each speed-up is the ITL at K = 1 over "
+                       "the ITL at K; all-reduce % is its share of the measured ITL", tp_measured.table()))
+attn_step = (measured_plots.attention_share(MODEL, MEASURED, context_len=PROMPT, batch=BATCH)
+             if MEASURED else None)
+Markdown(conclusions.measured_tp(tp_measured) + "\n\n" + conclusions.measured_limits(
+    NOT_MEASURED, attn_step, f"of a decode step at context {PROMPT:,}",
+    "The step overhead stands for what an engine adds, and was profiled on A100 hosts."))
 
 # %% [markdown]
 # **Check yourself.**

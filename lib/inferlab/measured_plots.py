@@ -286,14 +286,17 @@ def bandwidth_worked(nbytes: float, step: "Measured", accelerator):
     if t is None:
         return Markdown(step.reason)
     bw = acc.hbm_bytes_per_s
-    tex = (r"\text{achieved bandwidth} = \frac{\text{bytes moved}}{\text{measured step time}} "
-           r"= \frac{<gb>\ \text{GB}}{<ms>\ \text{ms}} = <gbs>\ \text{GB/s} "
-           r"= <pct>\%\ \text{of the datasheet's}\ <bw>\ \text{TB/s}")
+    # Symbols rather than words on the left, and the fitted curve's figure in prose: the display
+    # equation must fit a laptop's column without scrolling.
+    tex = (r"\text{BW}_\text{achieved} = \frac{<gb>\ \text{GB}}{<ms>\ \text{ms}} = <gbs>\ \text{GB/s} "
+           r"= <pct>\%\ \text{of}\ <bw>\ \text{TB/s}")
     values = dict(gb=nbytes / 1e9, ms=t / MS, gbs=nbytes / t / 1e9, pct=100 * nbytes / t / bw, bw=bw / 1e12)
-    if step.profiled_s is not None:
-        tex += r"\quad (\text{profiled; the fitted curve: } <pf>\%)"
-        values.update(pf=100 * nbytes / step.measured_s / bw)
-    return equation(tex, **values)
+    shown = equation(tex, **values)
+    if step.profiled_s is None:
+        return shown
+    fitted_pct = 100 * nbytes / step.measured_s / bw
+    return Markdown(f"{shown.data}\n\nThat step time sums the profiled kernel times; the curve fitted through "
+                    f"them gives {fitted_pct:.1f} % of the datasheet bandwidth.")
 
 
 def bandwidth_table(model, accelerator, precision: Precision = BF16, tokens: int = 1) -> str:
@@ -443,8 +446,9 @@ class TensorParallel:
                 self.itl_measured_s[0] / self.itl_measured_s[i], 100 * self.allreduce_share[i])
             rows.append((k, self.ttft_ideal_s[i] / MS, self.itl_ideal_s[i] / MS,
                          self.itl_ideal_s[0] / self.itl_ideal_s[i], *meas))
-        return text_table(("K", "TTFT ideal ms", "ITL ideal ms", "ITL speed-up ideal", "TTFT measured ms",
-                           "ITL measured ms", "ITL speed-up measured", "all-reduce % of measured ITL"), rows,
+        # Short headers (times in ms) so the table fits a page's column without shrinking its text.
+        return text_table(("K", "TTFT ideal", "ITL ideal", "speed-up", "TTFT meas.", "ITL meas.", "speed-up",
+                           "all-reduce %"), rows,
                           ("d", ".2f", ".3f", ".2f", ".2f", ".3f", ".2f", ".0f"))
 
 
