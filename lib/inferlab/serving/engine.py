@@ -73,7 +73,6 @@ class Replica:
                  watermark_blocks: int = 0, index: int = 0, prefix_caching: bool = False):
         self.step_time, self.policy = step_time, policy
         self.static = isinstance(policy, StaticBatching)
-        self.kind = policy.name
         # chunked prefill off (policies.VllmV1): a prompt joins a step only when all of it fits the budget left
         self.whole = bool(getattr(policy, "whole_prompts", False))
         self.total_blocks, self.bs = int(kv_blocks), int(block_tokens)
@@ -273,49 +272,26 @@ class Replica:
         self.n_dec += 1
         self.sum_cache += r.c0
 
+    # -- the state a policy plans on (policies.plan_step) ------------------------------------------
+    @property
+    def n_decoding(self) -> int:
+        return self.n_dec
+
+    def left(self, r: Req) -> int:
+        """Prompt tokens r still has to feed in its prefill."""
+        return r.target - r.done
+
+    def reserve_decode(self) -> bool:
+        return self._reserve_decode_blocks()
+
+    def admit(self, token_cap=None, max_seqs=None, first_chunk=None) -> int:
+        return self._admit(self.clock, token_cap, max_seqs, first_chunk)
+
     # -- one step of the iteration-level policies ---------------------------------------------------
     def _step(self) -> bool:
         t0 = self.clock
-        pol = self.policy
-        kind = self.kind
-        chunks = []
-        do_decode = False
-        if kind == "prefill-first":
-            self._admit(t0, pol.max_batched_tokens, pol.max_num_seqs)
-            if self.prefilling:
-                chunks = [(r, r.target - r.done) for r in self.prefilling]
-            elif self.n_dec:
-                self._reserve_decode_blocks()
-                do_decode = self.n_dec > 0
-        elif kind == "continuous":
-            preempted = False
-            if self.n_dec:
-                preempted = self._reserve_decode_blocks()
-                do_decode = self.n_dec > 0
-            if not preempted:  # as vLLM: no new prompts in a step that had to evict
-                self._admit(t0, pol.max_batched_tokens, pol.max_num_seqs)
-            chunks = [(r, r.target - r.done) for r in self.prefilling]
-        else:  # chunked
-            preempted = False
-            if self.n_dec:
-                preempted = self._reserve_decode_blocks()
-                do_decode = self.n_dec > 0
-            budget = pol.token_budget - self.n_dec
-            for r in self.prefilling:
-                if budget <= 0:
-                    break
-                q = min(budget, r.target - r.done)
-                chunks.append((r, q))
-                budget -= q
-            if budget > 0 and not preempted:
-                n0 = len(self.prefilling)
-                self._admit(t0, None, pol.max_num_seqs, first_chunk=budget)
-                for r in self.prefilling[n0:]:
-                    if budget <= 0:
-                        break
-                    q = min(budget, r.target - r.done)
-                    chunks.append((r, q))
-                    budget -= q
+        plan = self.policy.plan_step(self)
+        chunks, do_decode = list(plan.chunks), plan.decode
         if not chunks and not do_decode:
             return False
 
@@ -433,7 +409,7 @@ class Replica:
         """Run every step that starts before time t (all remaining work when final)."""
         while self.clock < t:
             if self.static:
-                if self.static_batch:
+                if self.policy.plan_step(self).decode:
                     self._static_decode()
                     continue
                 if not self.waiting:
