@@ -44,10 +44,11 @@ class Req:
     __slots__ = ("i", "arrival", "prompt", "output", "generated", "target", "done", "blocks",
                  "epoch", "first_sched", "first_token", "finish", "parts", "preemptions",
                  "admit_seq", "d_start", "c0", "end_d", "replica", "rejected", "pid", "pblocks",
-                 "pref", "hit")
+                 "pref", "hit", "prio")
 
-    def __init__(self, i, arrival, prompt, output, pid=-1, prefix=0, block_tokens=16):
+    def __init__(self, i, arrival, prompt, output, pid=-1, prefix=0, block_tokens=16, prio=1):
         self.i, self.arrival, self.prompt, self.output = i, arrival, prompt, output
+        self.prio = prio        # priority level (workload.PRIORITY_CLASSES index; 0 most urgent)
         self.generated = 0
         self.target = prompt  # tokens the next prefill must process
         self.done = 0         # of those, processed so far (chunked prefill)
@@ -73,6 +74,8 @@ class Replica:
                  watermark_blocks: int = 0, index: int = 0, prefix_caching: bool = False):
         self.step_time, self.policy = step_time, policy
         self.static = isinstance(policy, StaticBatching)
+        # policies.PriorityScheduling: the queue kept in (level, arrival) order, victims least urgent first
+        self.by_priority = bool(getattr(policy, "priority_aware", False))
         # chunked prefill off (policies.VllmV1): a prompt joins a step only when all of it fits the budget left
         self.whole = bool(getattr(policy, "whole_prompts", False))
         self.total_blocks, self.bs = int(kv_blocks), int(block_tokens)
@@ -119,7 +122,19 @@ class Replica:
             return
         if not self.busy() and self.clock < r.arrival:
             self.clock = r.arrival
-        self.waiting.append(r)
+        self._enqueue(r, front=False)
+
+    def _enqueue(self, r: Req, front: bool) -> None:
+        """Into the waiting queue: at the back (an arrival) or the front (a preempted request); by
+        (priority level, arrival order) under a priority policy."""
+        if not self.by_priority:
+            (self.waiting.appendleft if front else self.waiting.append)(r)
+            return
+        key = (r.prio, r.i)
+        pos = len(self.waiting)
+        while pos > 0 and (self.waiting[pos - 1].prio, self.waiting[pos - 1].i) > key:
+            pos -= 1
+        self.waiting.insert(pos, r)
 
     def _finish(self, r: Req, t: float) -> None:
         r.finish = t
@@ -236,7 +251,7 @@ class Replica:
         v.preemptions += 1
         v.target = v.prompt + v.generated
         v.done = 0
-        self.waiting.appendleft(v)
+        self._enqueue(v, front=True)
 
     def _reserve_decode_blocks(self) -> bool:
         """Give every decoding sequence that crosses a block boundary at this step a new block,
@@ -248,7 +263,8 @@ class Replica:
             self._evict(len(needs) - self.free)
         while self.free < len(needs):
             preempted = True
-            victim = max((*self.decoding.values(), *self.prefilling), key=lambda r: r.admit_seq)
+            victim = max((*self.decoding.values(), *self.prefilling),
+                         key=(lambda r: (r.prio, r.admit_seq)) if self.by_priority else (lambda r: r.admit_seq))
             self._preempt(victim)
             if victim in needs:
                 needs.remove(victim)

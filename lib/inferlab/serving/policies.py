@@ -53,7 +53,7 @@ from dataclasses import dataclass
 
 from inferlab.input_checks import positive_float, positive_int
 
-POLICY_NAMES = ("static", "continuous", "prefill-first", "chunked")
+POLICY_NAMES = ("static", "continuous", "prefill-first", "chunked", "priority")
 
 
 @dataclass(frozen=True)
@@ -195,6 +195,18 @@ class TransformersFIFO(ChunkedPrefill):
         return self.max_num_seqs
 
 
+@dataclass(frozen=True)
+class PriorityScheduling(ChunkedPrefill):
+    """Chunked prefill (as ChunkedPrefill) with vLLM's `--scheduling-policy priority`: waiting
+    requests are admitted by (priority level, arrival), a preempted one rejoins at its place, and
+    a decode short of a block evicts the least urgent, latest admitted running sequence first.
+    Levels come from `Workload.priority` (workload.PRIORITY_CLASSES). Not modelled: evicting a
+    running low-priority sequence to admit a waiting high-priority one (only decodes evict)."""
+
+    name = "priority"
+    priority_aware = True
+
+
 PREEMPTION_MODES = ("recompute",)  # vLLM V1's only mode (V0's swap was removed with V0)
 
 
@@ -242,4 +254,6 @@ def make_policy(name: str, *, batch_size: int = 8, timeout_s: float | None = Non
         return ContinuousBatching(max_num_seqs)
     if name == "prefill-first":
         return PrefillFirst(max_num_seqs, max_batched_tokens)
+    if name == "priority":
+        return PriorityScheduling(token_budget, max_num_seqs)
     return ChunkedPrefill(token_budget, max_num_seqs)

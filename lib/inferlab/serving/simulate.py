@@ -81,8 +81,11 @@ def simulate(workload: Workload, model: ModelConfig | None = None, accelerator: 
             arrivals, prompts, outputs, workload.prefix_id.tolist(), workload.prefix_tokens.tolist()))]
     else:
         reqs = [Req(i, a, p, o) for i, (a, p, o) in enumerate(zip(arrivals, prompts, outputs))]
+    if workload.priority is not None:
+        for r, level in zip(reqs, workload.priority.tolist()):
+            r.prio = level
     serve(engines, reqs, router)
-    return _result(reqs, engines, f"{model.name} on {replicas} x {tp} x {acc.name}, {policy}")
+    return _result(reqs, engines, f"{model.name} on {replicas} x {tp} x {acc.name}, {policy}", workload.priority)
 
 
 def serve(replicas, requests, router: str = "least-loaded") -> None:
@@ -103,7 +106,7 @@ def serve(replicas, requests, router: str = "least-loaded") -> None:
         replica.run_until(float("inf"), final=True)
 
 
-def _result(reqs, engines, description) -> SimResult:
+def _result(reqs, engines, description, priority=None) -> SimResult:
     n = len(reqs)
     nan = float("nan")
     ends = [np.asarray(e.dec_end) for e in engines]
@@ -132,4 +135,4 @@ def _result(reqs, engines, description) -> SimResult:
         preemptions=np.array([r.preemptions for r in reqs], dtype=np.int64),
         replica=np.array([r.replica for r in reqs], dtype=np.int64),
         itls_s=itls, traces=traces, description=description,
-        cached_prompt_tokens=np.array([r.hit for r in reqs], dtype=np.int64))
+        cached_prompt_tokens=np.array([r.hit for r in reqs], dtype=np.int64), priority=priority)
