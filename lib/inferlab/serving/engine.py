@@ -44,11 +44,12 @@ class Req:
     __slots__ = ("i", "arrival", "prompt", "output", "generated", "target", "done", "blocks",
                  "epoch", "first_sched", "first_token", "finish", "parts", "preemptions",
                  "admit_seq", "d_start", "c0", "end_d", "replica", "rejected", "pid", "pblocks",
-                 "pref", "hit", "prio")
+                 "pref", "hit", "prio", "kv_ready")
 
     def __init__(self, i, arrival, prompt, output, pid=-1, prefix=0, block_tokens=16, prio=1):
         self.i, self.arrival, self.prompt, self.output = i, arrival, prompt, output
         self.prio = prio        # priority level (workload.PRIORITY_CLASSES index; 0 most urgent)
+        self.kv_ready = False   # its prompt's KV cache arrives computed (a disaggregated decode pool)
         self.generated = 0
         self.target = prompt  # tokens the next prefill must process
         self.done = 0         # of those, processed so far (chunked prefill)
@@ -83,6 +84,7 @@ class Replica:
         self.index = index
         self.clock = 0.0
         self.waiting: deque = deque()
+        self.arrived: deque = deque()  # requests whose KV cache arrived from a prefill pool, not yet admitted
         self.prefilling: list = []
         self.decoding: dict = {}
         self.n_dec = 0
@@ -122,6 +124,9 @@ class Replica:
             return
         if not self.busy() and self.clock < r.arrival:
             self.clock = r.arrival
+        if r.kv_ready:
+            self.arrived.append(r)
+            return
         self._enqueue(r, front=False)
 
     def _enqueue(self, r: Req, front: bool) -> None:
@@ -232,6 +237,31 @@ class Replica:
             admitted_tokens += take
         return admitted_tokens
 
+    def _admit_arrived(self, t: float) -> None:
+        """Requests whose KV cache arrived (prompt computed elsewhere, first token sampled there)
+        join the decoding sequences in arrival order while blocks and the sequence cap allow;
+        their first token is delivered now (serving.disaggregation)."""
+        cap = self.policy.max_num_seqs
+        while self.arrived and len(self.prefilling) + self.n_dec < cap:
+            r = self.arrived[0]
+            need = blocks_for(r.prompt, self.bs)
+            if self.free - need < self.watermark:
+                break
+            self.arrived.popleft()
+            self.free -= need
+            r.blocks = need
+            self.admitted += 1
+            r.admit_seq = self.admitted
+            r.first_sched = t
+            r.target = r.done = r.prompt
+            r.generated = 1
+            r.first_token = t
+            r.parts.append(t)
+            if r.output == 1:
+                self._finish(r, t)
+            else:
+                self._join_decoding(r)
+
     def _preempt(self, v: Req) -> None:
         if v.i in self.decoding:
             k = self.d - v.d_start
@@ -306,6 +336,8 @@ class Replica:
     # -- one step of the iteration-level policies ---------------------------------------------------
     def _step(self) -> bool:
         t0 = self.clock
+        if self.arrived:
+            self._admit_arrived(t0)
         plan = self.policy.plan_step(self)
         chunks, do_decode = list(plan.chunks), plan.decode
         if not chunks and not do_decode:
@@ -444,7 +476,7 @@ class Replica:
                 self.clock = ready
                 self._static_form()
                 continue
-            if not (self.waiting or self.busy()):
+            if not (self.waiting or self.arrived or self.busy()):
                 break
             if not self._step():
                 break
