@@ -24,8 +24,8 @@
 #
 # **The question.** Under a stream of requests and the chapter's targets (a time to first token,
 # TTFT, under 500 ms; an inter-token latency, ITL, under 50 ms; both defined below), what do the
-# scheduler, the chunk size, the request rate, the way GPUs are combined and a cached system prompt
-# each change?
+# scheduler, the chunk size, the request rate, the way GPUs are combined, a cached system prompt,
+# separate prefill and decode pools, speculative decoding and priorities each change?
 
 # %%
 # %matplotlib inline
@@ -468,7 +468,7 @@ sizing = lab.pool_sizing(SCENARIO, split_rate, max_replicas=POOL_REPLICAS + 2, w
 Markdown(conclusions.disaggregation_table(split))
 
 # %%
-Markdown(conclusions.disaggregation_conclusion(split, sizing, TARGETS.tpot_s))
+Markdown(conclusions.disaggregation_conclusion(split, sizing))
 
 # %% [markdown]
 # **Check yourself.** Why can a split raise the TTFT, even though the prefill pool only
@@ -522,7 +522,8 @@ Markdown(conclusions.priority_conclusion(prio))
 
 # %%
 Markdown(conclusions.takeaways(SCENARIO, slot_use=slot_use, policies=policies, long_run=long_run, tails=tails,
-                               capacity=capacity, system_prompt=prefix)
+                               capacity=capacity, system_prompt=prefix, pools=split, speculation=spec,
+                               priorities=prio)
          + "\n\nNext: [15.2.3a Appendix: how far to trust the serving simulator](15_2_3a_validation.ipynb) · "
          "Previous: [15.2.2 Throughput under batching](15_2_2_batching.ipynb) · Back to the [index](00_index.ipynb)")
 # %% [markdown]

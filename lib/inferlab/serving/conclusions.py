@@ -208,9 +208,11 @@ def simulator_error_note(capacity: Capacity, rel_tol: float, sim_err: dict) -> s
 
 
 def takeaways(scenario: Scenario, *, slot_use: float, policies: Sweep, long_run: LongPrompt, tails: Sweep,
-              capacity: Capacity, system_prompt: PrefixSweep) -> str:
+              capacity: Capacity, system_prompt: PrefixSweep, pools=None, speculation=None, priorities=None) -> str:
     """The lab's takeaways as a Markdown list, one per section. The sweeps' first two labels are
-    (static, continuous) in `policies` and (continuous, chunked) in `tails`."""
+    (static, continuous) in `policies` and (continuous, chunked) in `tails`. pools, speculation,
+    priorities: sections 6-8's results (lab.Disaggregation, lab.SpeculativeSweep, lab.PriorityLoad), each
+    a line when given."""
     static, cont = policies.labels[:2]
     top = len(policies.rates) - 1
     thr_s = policies.column(static, "throughput_output_tokens_per_s")
@@ -243,15 +245,32 @@ def takeaways(scenario: Scenario, *, slot_use: float, policies: Sweep, long_run:
     lines.append(f"A cached {system_prompt.prefix_tokens:,}-token system prompt raised the rate within the SLO from "
                  f"{system_prompt.max_rate('off'):g} to {system_prompt.max_rate('on'):g} requests/s; the decode steps "
                  "still read it for every sequence.")
+    if pools is not None:
+        from inferlab.serving.lab import MIXES, SHARED_LAYOUTS
+        split = min((label for label in pools.layouts if label not in SHARED_LAYOUTS),
+                    key=lambda label: pools.p99_itl_s[label, MIXES[1]])
+        lines.append(f"With long prompts in the mix, separate pools ({split}) kept the p99 ITL at "
+                     f"{pools.p99_itl_s[split, MIXES[1]] / MS:.1f} ms against {pools.p99_itl_s[SHARED_LAYOUTS[0], MIXES[1]] / MS:.1f} ms "
+                     f"shared and unchunked; the TTFT pays the transfer and the split of the GPUs.")
+    if speculation is not None:
+        stop = speculation.break_even_batch
+        lines.append(f"Speculative decoding made a batch-{speculation.batches[0]} decode {speculation.speedup[0]:.2f}× faster"
+                     + (f" and stopped paying by batch {stop}." if stop is not None else
+                        f", still {speculation.speedup[-1]:.2f}× at batch {speculation.batches[-1]}."))
+    if priorities is not None:
+        lines.append(f"Admitting latency-sensitive requests first cut their p99 TTFT from "
+                     f"{priorities.p99_ttft_s['FIFO', 'high'] / MS:,.0f} to {priorities.p99_ttft_s['priority', 'high'] / MS:,.0f} ms "
+                     "under a queue; their decode steps stay those of the shared batch.")
     return "\n".join(f"- {line}" for line in lines)
 
 
 __all__ = ["capacity_conclusion", "capacity_ranking", "capacity_takeaway", "largest_chunk_within", "littles_law",
            "long_prompt_conclusion", "policy_conclusion", "prefix_conclusion", "simulator_error_note",
-           "tails_conclusion", "takeaways"]
+           "tails_conclusion", "takeaways", "disaggregation_conclusion", "disaggregation_table",
+           "speculative_conclusion", "speculative_table", "priority_conclusion", "priority_table"]
 
 
-def disaggregation_conclusion(d, sizing, itl_target_s: float) -> str:
+def disaggregation_conclusion(d, sizing) -> str:
     """Section 6: the p99 ITL of the running requests with the long-prompt mix, shared against split
     pools; what the transfer adds to TTFT; which split the sizing picked."""
     from inferlab.serving.lab import MIXES, SHARED_LAYOUTS

@@ -245,7 +245,7 @@ class Replica:
         while self.arrived and len(self.prefilling) + self.n_dec < cap:
             r = self.arrived[0]
             need = blocks_for(r.prompt, self.bs)
-            if self.free - need < self.watermark:
+            if self.free < need + self.watermark:
                 break
             self.arrived.popleft()
             self.free -= need
