@@ -470,6 +470,19 @@ Markdown(conclusions.disaggregation_table(split))
 # %%
 Markdown(conclusions.disaggregation_conclusion(split, sizing))
 
+# %%
+# Eq. (kv-transfer) with this scenario's numbers, for a request of the mix's mean prompt
+mean_prompt = split.mean_prompt_tokens
+worked_examples.equation(r"t_\text{transfer} = <lat>\ \text{s} + \frac{<S> \times <bpt>\ \text{B}}{<bw>\ \text{B/s}}"
+                         r" = <t>\ \text{s}", lat=split.link_latency_s, S=mean_prompt,
+                         bpt=kv_cache_bytes_per_token(MODEL, PREC, SCENARIO.tp), bw=split.link_gbps * 1e9 / 8,
+                         t=split.transfer_s)
+
+# %%
+worked_examples.takeaway(f"A {round(mean_prompt):,}-token prompt's cache takes {split.transfer_s / MS:.1f} ms to cross a "
+                         f"{split.link_gbps:g} Gbit/s link: a cost every request's TTFT pays once, for decode steps that carry "
+                         "no other request's prefill.")
+
 # %% [markdown]
 # **Check yourself.** Why can a split raise the TTFT, even though the prefill pool only
 # prefills?
@@ -502,6 +515,15 @@ Markdown(conclusions.speculative_table(spec))
 
 # %%
 Markdown(conclusions.speculative_conclusion(spec))
+
+# %%
+# Eq. (speculative-tokens) with this section's k and acceptance
+worked_examples.equation(r"E = \frac{1 - <a>^{<k1>}}{1 - <a>} = <e>\ \text{tokens per verification}",
+                         a=spec.acceptance, k1=spec.k + 1, e=spec.tokens_per_verification)
+
+# %%
+worked_examples.takeaway(f"{spec.tokens_per_verification:.2f} tokens per verification is the ceiling of the speed-up; "
+                         f"it is reached only where a step over {spec.k + 1} tokens costs what a step over one does.")
 
 # %% [markdown]
 # ## 8. Priorities for latency-sensitive requests

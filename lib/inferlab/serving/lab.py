@@ -464,6 +464,7 @@ class Disaggregation:
     transfer_s: float = 0.0
     link_gbps: float = 0.0
     link_latency_s: float = 0.0
+    mean_prompt_tokens: float = 0.0   # of the mix: transfer_s is the transfer of a prompt this long
 
 
 def with_long_prompts(workload: Workload, long_tokens: int, share: float, seed: int = 0) -> Workload:
@@ -509,7 +510,8 @@ def disaggregation(scenario: Scenario, rate_per_s: float, *, replicas: int = 4, 
             p50_ttft[label, mix] = _percentile(r.ttft_s, 50)
     moved = float(np.mean(transfer_time_s(sc.model, sc.precision, loads[MIXES[1]].prompt_tokens, kv_link, sc.tp)))
     return Disaggregation(int(replicas), float(rate_per_s), int(long_tokens), float(long_share), labels,
-                          p99_itl, p99_ttft, p50_ttft, moved, kv_link.gbps, kv_link.latency_s)
+                          p99_itl, p99_ttft, p50_ttft, moved, kv_link.gbps, kv_link.latency_s,
+                          float(loads[MIXES[1]].prompt_tokens.mean()))
 
 
 @dataclass(frozen=True)
