@@ -62,3 +62,10 @@ def test_the_live_loop_asks_the_same_method():
     a.done = 8
     chunks, _ = _schedule(ChunkedPrefill(token_budget=8, max_num_seqs=4), q, 1.0)
     assert [(r.i, n) for r, n in chunks] == [(0, 2), (1, 5)]
+
+
+def test_the_live_loop_refuses_a_priority_policy_it_would_serve_in_arrival_order():
+    from inferlab.serving.policies import PriorityScheduling
+    from inferlab.serving.study.live import _policy
+    with pytest.raises(ValueError, match="policy priority orders requests by priority class.*simulated only"):
+        _policy(PriorityScheduling(), 4, 64, None)

@@ -35,6 +35,9 @@
   watermark=0). Not modelled: V1 allocates a prompt's blocks chunk by chunk as they are computed,
   where the engine reserves the whole prompt's blocks at admission; the two differ only when the KV
   pool runs short during a prefill.
+- PriorityScheduling: ChunkedPrefill with vLLM's priority order (`--scheduling-policy priority`):
+  waiting requests admitted by (priority class, arrival), a block-short decode evicting the least
+  urgent, latest admitted sequence (classes: `Workload.priority`).
 All but static: paged KV with admission when the prompt's blocks are free (beyond a watermark),
 and preemption by recompute (the latest admitted sequence is evicted) when a decode needs a block.
 

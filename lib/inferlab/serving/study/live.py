@@ -198,6 +198,9 @@ class _Req:
 
 
 def _policy(policy, max_num_seqs, token_budget, max_batched_tokens):
+    if getattr(policy, "priority_aware", False):  # the live queues admit in arrival order only
+        raise ValueError(f"policy {policy.name} orders requests by priority class, which the live loop does not "
+                         f"carry; it is simulated only (serving.simulate)")
     if isinstance(policy, (PrefillFirst, ContinuousBatching, ChunkedPrefill)):
         return policy
     if not isinstance(policy, str):
