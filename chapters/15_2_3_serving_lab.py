@@ -24,8 +24,8 @@
 #
 # **The question.** Under a stream of requests and the chapter's targets (a time to first token,
 # TTFT, under 500 ms; an inter-token latency, ITL, under 50 ms; both defined below), what do the
-# scheduler, the chunk size, the request rate, the way GPUs are combined and a cached system prompt
-# each change?
+# scheduler, the chunk size, the request rate, the way GPUs are combined, a cached system prompt,
+# separate prefill and decode pools, speculative decoding and priorities each change?
 
 # %%
 # %matplotlib inline
@@ -442,11 +442,110 @@ Markdown(conclusions.prefix_conclusion(prefix, TARGETS.tpot_s))
 # </details>
 
 # %% [markdown]
+# ## 6. Prefill and decode on separate pools
+# The chapter's senior answer to a shared pool's stalls is to split it: a *prefill pool* computes
+# each prompt and samples its first token, then sends the prompt's KV cache over a link to a
+# *decode pool*, which only ever runs decode steps. The simulator models the hand-off (the cache's
+# bytes from `memory.kv_cache_bytes_per_token`, sent over a link after the prefill, one transfer at
+# a time per prefill replica) and delivers the first token when the decode pool admits the request,
+# as vLLM's disaggregated-prefill proxy does:
+#
+# <!-- equation: eq-kv-transfer -->
+# $$t_\text{transfer} = t_\text{latency} + \frac{S \cdot 2 L\, n_\text{kv}\, d_\text{head}\, b}{\text{link bandwidth}},
+# \qquad \text{TTFT} = t_\text{queue} + t_\text{prefill} + t_\text{transfer} + t_\text{decode admission}.$$
+#
+# The question: how much does a split help the running requests' p99 ITL when long prompts join the
+# traffic, what does it cost on TTFT, and how should the GPUs be divided between the two pools?
+
+# %%
+POOL_REPLICAS = 4                      # replicas in all, shared or split
+LONG_PROMPT, LONG_SHARE = 3000, 0.2    # the long prompts of the mix, and their share of the requests
+split_rate = lab.sustainable_rate(SCENARIO, 0.45 * POOL_REPLICAS)  # 45 % of what the replicas sustain
+split = lab.disaggregation(SCENARIO, split_rate, replicas=POOL_REPLICAS, long_tokens=LONG_PROMPT,
+                           long_share=LONG_SHARE)
+sizing = lab.pool_sizing(SCENARIO, split_rate, max_replicas=POOL_REPLICAS + 2, workload=lab.with_long_prompts(
+    SCENARIO.workload(split_rate), LONG_PROMPT, LONG_SHARE, SCENARIO.seed))
+Markdown(conclusions.disaggregation_table(split))
+
+# %%
+Markdown(conclusions.disaggregation_conclusion(split, sizing))
+
+# %%
+# Eq. (kv-transfer) with this scenario's numbers, for a request of the mix's mean prompt
+mean_prompt = split.mean_prompt_tokens
+worked_examples.equation(r"t_\text{transfer} = <lat>\ \text{s} + \frac{<S> \times <bpt>\ \text{B}}{<bw>\ \text{B/s}}"
+                         r" = <t>\ \text{s}", lat=split.link_latency_s, S=mean_prompt,
+                         bpt=kv_cache_bytes_per_token(MODEL, PREC, SCENARIO.tp), bw=split.link_gbps * 1e9 / 8,
+                         t=split.transfer_s)
+
+# %%
+worked_examples.takeaway(f"A {round(mean_prompt):,}-token prompt's cache takes {split.transfer_s / MS:.1f} ms to cross a "
+                         f"{split.link_gbps:g} Gbit/s link: a cost every request's TTFT pays once, for decode steps that carry "
+                         "no other request's prefill.")
+
+# %% [markdown]
+# **Check yourself.** Why can a split raise the TTFT, even though the prefill pool only
+# prefills?
+#
+# <details class="self-check"><summary>Answers</summary>
+#
+# Its replicas are taken from the shared pool: fewer GPUs prefill the same prompts, and each
+# request then waits for its cache to cross the link and for a place in the decode pool. The
+# split buys steady decode steps; the TTFT is bought back by sizing the prefill pool.
+#
+# </details>
+
+# %% [markdown]
+# ## 7. Speculative decoding
+# A small draft (here MTP-style extra heads on the target) proposes $k$ tokens; the target checks
+# all of them in one step over $k+1$ tokens and keeps the accepted prefix plus one token of its
+# own. With each proposal accepted with probability $\alpha$, independently, a verification yields
+#
+# <!-- equation: eq-speculative-tokens -->
+# $$E = \frac{1-\alpha^{k+1}}{1-\alpha}\ \text{tokens}, \qquad
+# \text{speed-up} = \frac{E \cdot t_\text{decode}(B)}{t_\text{verify}(B, k+1) + k\, t_\text{draft}(B)}.$$
+#
+# It pays where a step costs about the same for one token as for $k+1$ (memory-bound: small
+# batches) and stops where the step's cost grows with its tokens (compute-bound: large batches).
+
+# %%
+spec = lab.speculative_sweep(SCENARIO, k=4, acceptance=0.7, rates=(lab.sustainable_rate(SCENARIO, 0.05),
+                                                                    lab.sustainable_rate(SCENARIO, 0.8)))
+Markdown(conclusions.speculative_table(spec))
+
+# %%
+Markdown(conclusions.speculative_conclusion(spec))
+
+# %%
+# Eq. (speculative-tokens) with this section's k and acceptance
+worked_examples.equation(r"E = \frac{1 - <a>^{<k1>}}{1 - <a>} = <e>\ \text{tokens per verification}",
+                         a=spec.acceptance, k1=spec.k + 1, e=spec.tokens_per_verification)
+
+# %%
+worked_examples.takeaway(f"{spec.tokens_per_verification:.2f} tokens per verification is the ceiling of the speed-up; "
+                         f"it is reached only where a step over {spec.k + 1} tokens costs what a step over one does.")
+
+# %% [markdown]
+# ## 8. Priorities for latency-sensitive requests
+# A priority scheduler (vLLM's `--scheduling-policy priority`) admits waiting requests by class,
+# then by arrival, and when a decode runs short of KV blocks it evicts the least urgent sequence
+# first. Here a fifth of the requests are latency-sensitive and the load is above what one replica
+# sustains, so a queue forms.
+
+# %%
+prio = lab.priority_load(SCENARIO, lab.sustainable_rate(SCENARIO, 1.2), high_share=0.2)
+Markdown(conclusions.priority_table(prio))
+
+# %%
+Markdown(conclusions.priority_conclusion(prio))
+
+# %% [markdown]
 # ## Takeaways
 
 # %%
 Markdown(conclusions.takeaways(SCENARIO, slot_use=slot_use, policies=policies, long_run=long_run, tails=tails,
-                               capacity=capacity, system_prompt=prefix)
+                               capacity=capacity, system_prompt=prefix, pools=split, speculation=spec,
+                               priorities=prio)
          + "\n\nNext: [15.2.3a Appendix: how far to trust the serving simulator](15_2_3a_validation.ipynb) · "
          "Previous: [15.2.2 Throughput under batching](15_2_2_batching.ipynb) · Back to the [index](00_index.ipynb)")
 # %% [markdown]
@@ -668,13 +767,15 @@ STATEMENTS = statements.statement_verdicts(
     "15.2.2-s14",                                            # section 1: static batching saturates
     "15.2.1-s23", "15.1.1-s13", "15.1.1-s14", "15.2.1-s15",  # section 2: chunked prefill
     "15.2.2-s19", "15.2.2-s21", "15.2.2-s10", "15.2.2-s9",   # sections 3 and 4: tails, scaling
-    "15.1.1-s21", "15.1.1-s29")                              # section 5: prompt caching
+    "15.1.1-s21", "15.1.1-s29",                              # section 5: prompt caching
+    "15.1.1-s25", "15.1.2-s24", "15.2.2-s22")                # sections 6-8: pools, speculation, priorities
 print("15.2.3: " + statements.summary_line(list(STATEMENTS.values())))
 
 # %% [markdown]
 # ### The chapter's statements the lab tests
 # Static batching saturates (section 1); chunked prefill bounds the stall (section 2); tails and
-# the advice to scale (sections 3 and 4); prompt caching (section 5):
+# the advice to scale (sections 3 and 4); prompt caching (section 5); separate pools, speculative
+# decoding and priority queues (sections 6 to 8):
 
 # %%
 reader.details("The chapter's statements on batching, chunked prefill, tails, scaling and prompt caching: "

@@ -417,6 +417,7 @@ def test_every_study_file_has_one_job(doc):
 
 
 SIMULATOR = {"serving", "serving.workload", "serving.policies", "serving.metrics", "serving.kv", "serving.steptime",
+             "serving.speculative", "serving.disaggregation",
              "serving.engine", "serving.simulate", "serving.compare", "serving.definitions"}
 
 

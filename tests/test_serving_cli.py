@@ -45,6 +45,17 @@ def test_serve_text_output(capsys, tmp_path):
     (["serve", "--policy", "chunked", "--token-budget", "64"], ["--token-budget", "64", "--max-num-seqs"]),
     (["serve", "--model", "llama-9"], ["model", "llama-9"]),
     (["serving", "compare", "--vllm-result", "/nonexistent.json"], ["--vllm-result", "no such file"]),
+    (["serve", "--disaggregate", "0:3"], ["--disaggregate", "prefill pool", ">= 1", "got 0"]),
+    (["serve", "--disaggregate", "1:0"], ["--disaggregate", "decode pool", ">= 1", "got 0"]),
+    (["serve", "--disaggregate", "two"], ["--disaggregate", "P:D", "'two'"]),
+    (["serve", "--disaggregate", "1:3", "--kv-link-gbps", "0"], ["--kv-link-gbps", "> 0", "got 0.0"]),
+    (["serve", "--kv-link-gbps", "100"], ["--kv-link-gbps", "--disaggregate"]),
+    (["serve", "--speculative", "0"], ["speculative k", ">= 1", "got 0"]),
+    (["serve", "--speculative", "3", "--acceptance", "1"], ["acceptance", ">= 0 and < 1", "got 1.0"]),
+    (["serve", "--speculative", "3", "--acceptance", "-0.2"], ["acceptance", ">= 0 and < 1", "got -0.2"]),
+    (["serve", "--speculative", "3", "--draft", "llama-9"], ["model", "llama-9"]),
+    (["serve", "--priority-mix", "urgent=1"], ["priority", "'urgent'", "high, normal, low"]),
+    (["serve", "--priority-mix", "high=0.5"], ["--priority-mix", "sum to 1"]),
 ])
 def test_bad_input_is_one_line_naming_the_parameter(capsys, argv, words):
     assert main(argv) == 2
@@ -52,6 +63,32 @@ def test_bad_input_is_one_line_naming_the_parameter(capsys, argv, words):
     assert len(err.splitlines()) == 1 and "Traceback" not in err
     for w in words:
         assert w in err
+
+
+def test_serve_disaggregated_one_request_by_hand(capsys):
+    # One request (0.1/s with constant gaps for 15 s: it arrives at 10 s). Its TTFT (first token after the
+    # cache arrived at the decode pool) is the prefill plus the transfer of 256 tokens x 819,200 bytes
+    # (Llama-2 13B BF16: 2 x 40 layers x 5,120 x 2 bytes) over 400 Gbit/s (50e9 bytes/s) + 10 us.
+    argv = ["serve", "--rate", "0.1", "--duration", "15", "--cv", "0", "--prompt", "256", "--output", "4",
+            "--json", "--kv-link-gbps", "400", "--kv-link-latency-us", "10"]
+    assert main(argv + ["--disaggregate", "1:1"]) == 0
+    s = json.loads(capsys.readouterr().out)
+    assert s["requests"] == 1
+    transfer = 10e-6 + 256 * 2 * 40 * 5120 * 2 / 50e9
+    assert s["ttft_s"]["p50"] == pytest.approx(prefill_time_s(M, G, 256) + transfer, rel=1e-9)
+    assert s["itl_s"]["p50"] == pytest.approx(decode_step_time_s(M, G, 258), rel=1e-9)
+    assert set(s) >= {"ttft_s", "itl_s", "tpot_s", "e2e_s", "queue_s", "slo_attainment", "goodput_requests_per_s"}
+
+
+def test_serve_speculative_and_priorities_run(capsys):
+    assert main(["serve", "--rate", "0.1", "--duration", "15", "--cv", "0", "--prompt", "256", "--output", "11",
+                 "--json", "--speculative", "3", "--acceptance", "0.5"]) == 0
+    s = json.loads(capsys.readouterr().out)
+    # E = 1.875: 10 tokens after the first in ceil(10 / 1.875) = 6 verifications; TPOT = 6 v / 10 < v
+    assert s["tpot_s"]["p50"] < s["itl_s"]["p99"]
+    assert main(["serve", "--rate", "20", "--duration", "5", "--policy", "priority",
+                 "--priority-mix", "high=0.3,low=0.7", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["completed"] > 0
 
 
 # -- vLLM interop -------------------------------------------------------------------------------------

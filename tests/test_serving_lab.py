@@ -104,3 +104,27 @@ def test_lab_figures_draw_one_axes_set_each_and_print_their_points():
     run = lab.long_prompt(SMALL, 2000, 4.0, chunks=(512,))
     table = labplots.long_prompt_plot(run).table
     assert table.splitlines()[2].split()[0] == "unchunked" and "C=512" in table
+
+
+def test_the_levers_of_sections_6_to_8_on_small_runs():
+    """Separate pools keep long prefills out of the decode steps; speculation pays at batch 1 and not
+    at a compute-bound batch; a priority queue serves the latency-sensitive class first under a queue."""
+    from inferlab.serving import conclusions
+    sc = lab.Scenario(n_requests=300)
+    d = lab.disaggregation(sc, 40.0, replicas=4, long_tokens=3000, long_share=0.2, splits=((1, 3),))
+    mix = lab.MIXES[1]
+    assert d.p99_itl_s["disaggregated 1:3", mix] < 0.5 * d.p99_itl_s["shared, unchunked", mix]
+    # the mean transfer: latency + mean prompt x 819,200 bytes a token / 50e9 bytes/s (InfiniBand NDR)
+    w = lab.with_long_prompts(sc.workload(40.0), 3000, 0.2, sc.seed)
+    assert d.transfer_s == pytest.approx(19.1e-6 + w.prompt_tokens.mean() * 2 * 40 * 5120 * 2 / 50e9, rel=1e-9)
+    sizing = lab.pool_sizing(sc, 40.0, max_replicas=4, workload=w)
+    # the fewest replicas: every split of a smaller total misses 90 %, the chosen one meets it
+    assert sizing.best is not None and sizing.attainment[sizing.best] >= 0.9
+    assert all(a < 0.9 for k, a in sizing.attainment.items() if sum(k) < sum(sizing.best))
+    s = lab.speculative_sweep(sc, k=4, acceptance=0.7, batches=(1, 1024), context_tokens=128)
+    assert s.speedup[0] > 2 and s.speedup[1] < 1 and s.break_even_batch == 1024
+    p = lab.priority_load(sc, 2 * lab.sustainable_rate(sc), high_share=0.2)
+    assert p.p99_ttft_s["priority", "high"] < 0.5 * p.p99_ttft_s["FIFO", "high"]
+    for text in (conclusions.disaggregation_conclusion(d, sizing), conclusions.speculative_conclusion(s),
+                 conclusions.priority_conclusion(p)):
+        assert "nan" not in text.lower()

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from inferlab.measure.plan import TINY_MODEL
-from inferlab.serving.policies import ChunkedPrefill, VllmV1
+from inferlab.serving.policies import ChunkedPrefill, TransformersFIFO, VllmV1
 from inferlab.serving.simulate import simulate
 from inferlab.serving.workload import Workload
 from inferlab.specs import get_accelerator
@@ -81,7 +81,8 @@ def test_preemption_by_recompute_evicts_the_last_admitted_by_hand():
 
 
 def test_vllm_policy_refuses_bad_settings_naming_them():
-    assert isinstance(VllmV1(), ChunkedPrefill) and VllmV1().name == "chunked"
+    assert isinstance(VllmV1(), ChunkedPrefill) and VllmV1().plan_step.__func__ is ChunkedPrefill.plan_step  # inherits its plan
+    assert VllmV1().name == "vllm-v1" and TransformersFIFO().name == "transformers-fifo"
     assert VllmV1(token_budget=64, max_num_seqs=8).max_num_batched_tokens == 64
     with pytest.raises(ValueError, match="unknown preemption_mode 'swap'; allowed: recompute"):
         VllmV1(preemption_mode="swap")

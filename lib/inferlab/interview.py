@@ -9,7 +9,7 @@ An answer has the chapter's points with the scenario's numbers, what the numbers
 registry's verdict on the question's paragraph is an erratum, an approximation or depends on the
 setting (each with its link to the errata page), a follow-up question with its answer, and, where the
 library cannot answer yet, one sentence saying what is not modelled (`NOT_MODELLED`: the one place to
-change when the simulator's disaggregated pools, priorities, or the MoE/MLA/sliding-window models land).
+change when the MoE/MLA/sliding-window models land).
 `DRILLS` holds each question's place in the chapter: its section, number (1-3, the chapter's order),
 the line of the chapter text it sits on (the statements registry's `line`) and the claims of its
 paragraph; `drill.anchor` is the id a page gives it (interview-15-1-1-1 ... interview-15-2-2-3).
@@ -70,17 +70,12 @@ DRILLS = {d.id: d for d in (
           ("15.2.2-ae", "15.2.2-af", "15.2.2-ag", "15.2.2-ah", "15.2.2-ai")),
 )}
 
-# What the library cannot answer yet, one sentence per drill: replace it when the simulator's
-# disaggregated pools and priority queues, or the MoE, MLA and sliding-window models, land.
+# What the library cannot answer yet, one sentence per drill: replace it when the MoE, MLA and
+# sliding-window models land.
 NOT_MODELLED = {
-    "15.1.1-3": ("Not modelled yet: two pools served side by side, the hand-off of each request's KV cache "
-                 "from the prefill pool to the decode pool, and sizing each pool from the prompt- and "
-                 "output-length distributions (the simulator's disaggregated mode is being built)."),
     "15.1.2-3": ("Not modelled yet: multi-head latent attention (MLA) and models with sliding-window layers "
                  "as configurations of their own; the window above is the arithmetic of a shorter cache. "
                  "Diffusion language models are outside the library."),
-    "15.2.2-2": ("Not modelled yet: priority queues (the simulator serves requests first come, first "
-                 "served), so the third fix cannot be tried here."),
 }
 
 # Reading pace, for the streaming-chat question: silent reading of English non-fiction, 238 words per
@@ -93,6 +88,7 @@ CHAT_ANSWER_TOKENS = 300      # a streamed chat answer, for the end-to-end arith
 SYSTEM_PROMPT = 10_000        # 15.1.1's premise
 USER_TURN = 200               # the request's own tokens after a shared system prompt
 CHUNK = 512                   # the chapter's chunk size (15.1.1 practice; 15.2.1's S^2/C)
+LONG_MIX_TOKENS = 3000        # the long prompts mixed into the disaggregation drill's traffic (fits a 4k context)
 TP_DEGREES = (2, 4, 8)
 
 
@@ -370,6 +366,12 @@ def _prefill_3(model, accelerator, precision, prompt: int = 2048, **_) -> Answer
     lp = lab.long_prompt(sc, long_tokens, _rate(sc, 0.3), chunks=(CHUNK,))
     kv_move = kv_cache_bytes(model, prompt, 1, prec)
     link_s = kv_move / (acc.interconnect_bytes_per_s or float("inf"))
+    from inferlab.serving.disaggregation import link as kv_link, transfer_time_s
+    ib = kv_link("infiniband")
+    ib_s = float(transfer_time_s(model, prec, prompt, ib, sc.tp))
+    split = lab.disaggregation(sc, 4 * _rate(sc, 0.45), replicas=4, long_tokens=LONG_MIX_TOKENS, long_share=0.2,
+                               splits=((1, 3),))
+    mix = lab.MIXES[1]
     strong = (
         f"{note}Prefill time follows peak FLOP/s, decode time follows memory bandwidth. Against the {acc.name} "
         f"(prefill of {prompt:,} tokens {_t(here_pre)}, decode step {_t(here_dec)}): {sides[0]}; {sides[1]}.",
@@ -378,17 +380,24 @@ def _prefill_3(model, accelerator, precision, prompt: int = 2048, **_) -> Answer
         f"No head-of-line blocking: in one shared pool a {long_tokens:,}-token prompt (prefilled first, unchunked) "
         f"holds every running request's next token for up to {_t(lp.others_max_itl_s['unchunked'])} "
         f"(simulated on {sc.layout}), against {_t(decode_step_time_s(model, dep, 1024))} for a decode step.",
+        f"Simulated on four replicas at {split.rate_per_s:g} requests/s with a fifth of the prompts "
+        f"{LONG_MIX_TOKENS:,} tokens long: p99 ITL of the running requests {_t(split.p99_itl_s['shared, unchunked', mix])} "
+        f"shared (unchunked), {_t(split.p99_itl_s['shared, chunked 512', mix])} shared with 512-token chunks, "
+        f"{_t(split.p99_itl_s['disaggregated 1:3', mix])} split 1 prefill : 3 decode.",
     )
     corrected = (f"The price the chapter leaves out: each request's KV cache moves from one pool to the other, "
                  f"{_gb(kv_move)} for a {prompt:,}-token prompt, {_t(link_s)} over the {acc.name}'s "
-                 f"{acc.interconnect_bytes_per_s / 1e9:.0f} GB/s interconnect inside a node, and longer across "
-                 "nodes.",)
+                 f"{acc.interconnect_bytes_per_s / 1e9:.0f} GB/s interconnect inside a node and {_t(ib_s)} over "
+                 f"InfiniBand NDR ({ib.gbps:.0f} Gbit/s) between nodes, on every request's TTFT; in the run above "
+                 f"the split's p99 TTFT is {_t(split.p99_ttft_s['disaggregated 1:3', mix])} against "
+                 f"{_t(split.p99_ttft_s['shared, chunked 512', mix])} shared with chunks, until the prefill pool is "
+                 "sized for the prompts.",)
     follow = ("When is disaggregation not worth it?",
               f"When prompts are short next to the answers: a {prompt:,}-token prefill costs {_t(here_pre)}, "
               f"{here_pre / here_dec:.0f} decode steps; with chunked prefill a shared pool already keeps the "
               f"others' gaps short (largest gap {_t(lp.others_max_itl_s[f'C={CHUNK}'])} with {CHUNK}-token "
               "chunks in the run above).")
-    return Answer(drill, _on(model, dep), strong, corrected, follow, NOT_MODELLED[drill.id],
+    return Answer(drill, _on(model, dep), strong, corrected, follow, NOT_MODELLED.get(drill.id, ""),
                   corrected_heading="What the numbers add")
 
 
@@ -773,6 +782,8 @@ def _batching_2(model, accelerator, precision, **_) -> Answer:
     two = stats(run(peak, replicas=2))
     cap = max(2, int(round(0.75 * p[0])))
     capped = stats(run(peak, cap=cap))
+    burst = _rate(sc, 2.0)                   # twice what one replica sustains: a queue forms
+    prio = lab.priority_load(sc, burst, high_share=0.2)
     dep = Deployment(sc.accelerator, sc.precision, tp=sc.tp)
     step_at_mean = decode_step_time_s(sc.model, dep, int(sc.prompt.mean + sc.output.mean / 2), max(1, round(p[0])))
     strong = (
@@ -787,6 +798,11 @@ def _batching_2(model, accelerator, precision, **_) -> Answer:
         f"Fix 1, replicas: two replicas at the same {peak:g} requests/s run {two[0]:.1f} sequences each, "
         f"p99 ITL {_t(two[3])}, p99 TTFT {_t(two[4])}.",
         f"Fix 2, cap the batch (preempting beyond it): at most {cap} sequences, p99 ITL {_t(capped[3])}.",
+        f"Fix 3, a priority queue: when a burst of {burst:g} requests/s (twice what one replica sustains) builds a "
+        f"queue and a fifth of the requests are latency-sensitive and admitted first, their p99 TTFT is "
+        f"{_t(prio.p99_ttft_s['priority', 'high'])} against {_t(prio.p99_ttft_s['FIFO', 'high'])} first come, "
+        f"first served, the others' {_t(prio.p99_ttft_s['priority', 'normal'])} against "
+        f"{_t(prio.p99_ttft_s['FIFO', 'normal'])} (simulated, chunked prefill).",
     )
     corrected = []
     for rid in to_correct(drill):
@@ -794,10 +810,15 @@ def _batching_2(model, accelerator, precision, **_) -> Answer:
             corrected.append(
                 f"Capping trades one tail for the other ({link(rid, drill)}): p99 ITL {_t(p[3])} → "
                 f"{_t(capped[3])}, but the requests that wait for a slot see p99 TTFT {_t(p[4])} → {_t(capped[4])}.")
+        elif rid == "15.2.2-s22":
+            corrected.append(
+                f"A priority queue shortens the wait, not the batch ({link(rid, drill)}): the latency-sensitive "
+                f"requests decode beside the others, p99 TPOT {_t(prio.p99_tpot_s['FIFO', 'high'])} first come, "
+                f"first served and {_t(prio.p99_tpot_s['priority', 'high'])} by priority.")
     follow = ("Which number do you watch to catch it early?",
               f"The running batch per replica against the batch at which the step reaches the ITL target: at "
               f"peak it averages {p[0]:.1f} here.")
-    return Answer(drill, _on(sc.model, dep), strong, tuple(corrected), follow, NOT_MODELLED[drill.id])
+    return Answer(drill, _on(sc.model, dep), strong, tuple(corrected), follow, NOT_MODELLED.get(drill.id, ""))
 
 
 def _batching_3(model, accelerator, precision, **_) -> Answer:

@@ -894,14 +894,92 @@ def chunked_long_prompt(metric: str = "others_max_itl", expect: str = "lower", c
     return Outcome(tuple(cases), "chunk size", {"base": base[metric]})
 
 
-def hol_blocking(long_prompt: int = 16_000, rate: float = 4.0, n: int = 200, min_share: float = 0.8):
-    """Holds when, without chunking, some running request's ITL reaches min_share of the long
-    prompt's prefill time (its decode stalls behind the prefill)."""
-    res, idx = _long_prompt(("prefill-first",), long_prompt, rate, n)
-    pre = prefill_time_s(get_model(MODEL), get_accelerator(ACC), long_prompt)
-    worst = max(float(np.max(x)) for i, x in enumerate(res.itls_s) if i != idx and len(x))
-    return Outcome((Case(f"S={long_prompt}", worst >= min_share * pre,
-                         f"largest ITL of others {_ms(worst)}; the prefill takes {_ms(pre)}"),))
+def disaggregation_removes_stall(long_prompt: int = 16_000, rate: float = 4.0, n: int = 200,
+                                 min_share: float = 0.8, max_share: float = 0.2, link: str = "infiniband"):
+    """A long prompt arriving into steady decode traffic on two H100s, shared against disaggregated. Case
+    'shared pool' (2 replicas, prefill-first): holds when some other request's ITL reaches min_share
+    of the long prefill (the stall). Case 'disaggregated 1:1' (a prefill and a decode replica, the
+    KV cache over `link`): holds when no other request's ITL reaches max_share of it (the stall
+    gone); its detail names the long request's KV transfer."""
+    from inferlab.serving import LengthDist, Workload, make_policy, simulate, synthetic
+    from inferlab.serving.disaggregation import Pool, link as kv_link, simulate_disaggregated, transfer_time_s
+    model, acc = get_model(MODEL), get_accelerator(ACC)
+    base = synthetic(rate, n_requests=n, prompt=LengthDist("fixed", 512), output=LengthDist("fixed", 128), seed=0)
+    t_long = float(base.arrival_s[n // 2]) + 1e-6
+    w = Workload(np.append(base.arrival_s, t_long), np.append(base.prompt_tokens, long_prompt),
+                 np.append(base.output_tokens, 128))
+    idx = int(np.flatnonzero((w.prompt_tokens == long_prompt) & (w.arrival_s == t_long))[0])
+    pre = prefill_time_s(model, acc, long_prompt)
+
+    def worst(res):
+        return max(float(np.max(x)) for i, x in enumerate(res.itls_s) if i != idx and len(x))
+    shared = simulate(w, model, acc, make_policy("prefill-first"), replicas=2, router="least-loaded")
+    lk = kv_link(link)
+    dis = simulate_disaggregated(w, model, acc, prefill=Pool(1, policy=make_policy("prefill-first")),
+                                 decode=Pool(1, policy=make_policy("prefill-first")), kv_link=lk)
+    move = float(transfer_time_s(model, BF16, long_prompt, lk))
+    ws, wd = worst(shared), worst(dis)
+    return Outcome((Case("shared pool, 2 replicas", ws >= min_share * pre,
+                         f"largest ITL of others {_ms(ws)}; the long prefill takes {_ms(pre)}"),
+                    Case("disaggregated 1:1", wd <= max_share * pre,
+                         f"largest ITL of others {_ms(wd)}; the long prompt's KV cache crosses {link} in "
+                         f"{_ms(move)}, added to its own TTFT only")), "pool layout",
+                   {"shared_worst_ms": ws * 1e3, "disaggregated_worst_ms": wd * 1e3, "transfer_ms": move * 1e3})
+
+
+def priority_queues(rate: float = 28.0, n: int = 1500, high_share: float = 0.2, prompt: int = 512,
+                    output: int = 128):
+    """A loaded H100 (Poisson `rate`, `high_share` of the requests latency-sensitive) under chunked
+    prefill, FIFO against priority order (policies.PriorityScheduling). Case 'queueing': holds when
+    the latency-sensitive class's p99 TTFT falls. Case 'batch': holds when the batch its requests
+    decode in (steps between their first and last token, time-weighted) gets smaller."""
+    from inferlab.serving import ChunkedPrefill, LengthDist, PriorityScheduling, simulate, synthetic, with_priority
+    model, acc = get_model(MODEL), get_accelerator(ACC)
+    w = synthetic(rate, n_requests=n, prompt=LengthDist("fixed", prompt), output=LengthDist("fixed", output), seed=0)
+    hi = np.random.default_rng(1).random(n) < high_share
+    w = with_priority(w, np.where(hi, "high", "normal"))
+
+    def measure(res):
+        tr = res.traces[0]
+        ends = tr.start_s + tr.step_s
+        batches = []
+        for i in np.flatnonzero(hi):
+            a, b = np.searchsorted(ends, res.first_token_s[i], "right"), np.searchsorted(ends, res.finish_s[i], "right")
+            if b > a:
+                batches.append(float(np.average(tr.batch[a:b], weights=tr.step_s[a:b])))
+        return _p(res.ttft_s[hi], 99), float(np.mean(batches))
+    t0, b0 = measure(simulate(w, model, acc, ChunkedPrefill()))
+    t1, b1 = measure(simulate(w, model, acc, PriorityScheduling()))
+    return Outcome((Case("queueing", t1 < t0, f"latency-sensitive p99 TTFT {_ms(t0)} FIFO -> {_ms(t1)} by priority"),
+                    Case("batch", b1 < 0.95 * b0, f"batch they decode in {b0:.1f} FIFO -> {b1:.1f} by priority "
+                                                  f"(one continuous batch holds both classes)")), "which effect",
+                   {"ttft_fifo_ms": t0 * 1e3, "ttft_priority_ms": t1 * 1e3, "batch_fifo": b0, "batch_priority": b1})
+
+
+def speculative_intensity(k: int = 4, alpha: float = 0.7, context: int = 512, batches=(1, 16),
+                          large_batch: int = 1024, large_context: int = 128):
+    """Speculative decoding (mtp draft, k tokens, acceptance alpha) against plain decoding on one H100.
+    One case per batch: holds when a verification step does more FLOPs per byte than a decode step
+    (about k + 1 times) and yields more tokens per second. Sweep: a large batch of short contexts,
+    where the step is compute-bound and speculation stops paying."""
+    from inferlab.serving.speculative import Speculative, SpeculativeStepTime, speedup
+    from inferlab.serving.steptime import RooflineStepTime
+    model, acc = get_model(MODEL), get_accelerator(ACC)
+    st = RooflineStepTime(model, acc)
+    spec = Speculative(k, alpha)
+
+    def intensity(b, tokens, c):  # FLOPs per byte of a step feeding `tokens` per sequence to b sequences
+        costs = forward_costs(model, b, tokens, c)
+        return float(costs.total.flops) / float(costs.total.bytes)
+
+    def case(b, c=context):
+        gain = speedup(st, spec, b, c, None, model.n_layers)
+        ratio = intensity(b, k + 1, c) / intensity(b, 1, c)
+        return Case(f"B={b}, context {c}", ratio > 1 and gain > 1,
+                    f"FLOPs per byte x{_f(ratio)}; {spec.tokens_per_verification:.2f} tokens per verification, "
+                    f"decode x{_f(gain)} faster")
+    return Outcome(tuple(case(b) for b in batches), "batch", {"tokens_per_verification": spec.tokens_per_verification},
+                   sweep=(case(large_batch, large_context),))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -1194,11 +1272,11 @@ EXPERIMENTS = {f.__name__: f for f in (
     kv_quant_batch, gqa_factor, quant_raises_bstar_and_maxb, cost_levers, prefix_cache,
     chunked_prefill_flops, replicas_vs_batch_latency, tail_latency_vs_qps, replicas_cut_tail, batch_cap,
     replica_scaling, replicas_first, continuous_vs_static, low_load_cost, ttft_is_prefill,
-    chunked_long_prompt, hol_blocking, growth_order, tp_improves, chunked_kv_memory, weight_reads_per_request,
+    chunked_long_prompt, growth_order, tp_improves, chunked_kv_memory, weight_reads_per_request,
     unfused_attention_regime, flash_attention_gain, window_attention_intensity, itl_levers, tp_short_of_k,
     gqa_still_open, chunked_cost_size, decode_intensity_within_batch, fits_on_device,
-    gqa_across)}
+    gqa_across, disaggregation_removes_stall, priority_queues, speculative_intensity)}
 SIMULATED = {"tail_latency_vs_qps", "replicas_cut_tail", "batch_cap", "replica_scaling", "replicas_first",
-             "continuous_vs_static", "low_load_cost", "ttft_is_prefill", "chunked_long_prompt", "hol_blocking",
-             "chunked_cost_size"}
+             "continuous_vs_static", "low_load_cost", "ttft_is_prefill", "chunked_long_prompt",
+             "chunked_cost_size", "disaggregation_removes_stall", "priority_queues"}
 

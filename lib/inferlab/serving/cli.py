@@ -54,11 +54,11 @@ def _engine_options(p) -> None:
 FIGURE_SUFFIXES = (".png", ".svg", ".pdf")
 # The policies each scheduling option applies to; given with another policy it would be ignored.
 POLICY_OPTIONS = {"batch_size": ("static",), "timeout_ms": ("static",),
-                  "max_num_seqs": ("continuous", "prefill-first", "chunked"),
-                  "max_batched_tokens": ("prefill-first",), "token_budget": ("chunked",)}
+                  "max_num_seqs": ("continuous", "prefill-first", "chunked", "priority"),
+                  "max_batched_tokens": ("prefill-first",), "token_budget": ("chunked", "priority")}
 # Options of the synthetic workload; --trace replaces it, so they would be ignored beside it.
 WORKLOAD_OPTIONS = ("rate", "duration", "cv", "prompt", "prompt_dist", "prompt_cv", "output", "output_dist",
-                    "output_cv", "seed")
+                    "output_cv", "seed", "priority_mix")
 
 
 def _note_given(args, parser_defaults: dict) -> None:
@@ -121,7 +121,7 @@ def _check_engine(args, default_policy: str, default_budget: int):
         if getattr(args, name) is not None:
             positive_float("--" + name.replace("_", "-"), getattr(args, name))
     budget = args.token_budget if args.token_budget is not None else default_budget
-    if policy_name == "chunked" and budget < args.max_num_seqs:
+    if policy_name in ("chunked", "priority") and budget < args.max_num_seqs:
         raise ValueError(f"--token-budget must be >= --max-num-seqs={args.max_num_seqs} so every running "
                          f"sequence decodes each step; got --token-budget={budget}")
     policy = make_policy(policy_name, batch_size=args.batch_size,
@@ -151,7 +151,8 @@ LIVE_DEFAULTS = {"model": "cpu-0.5b", "max_num_seqs": 8, "rate": 0.5, "duration"
 # Options of the simulated hardware and KV pool; --live refuses them when set.
 SIM_ONLY = ("gpu", "tp", "replicas", "router", "batch_size", "timeout_ms", "block_tokens", "kv_blocks",
             "weights_dtype", "kv_dtype", "mfu", "mbu", "efficiency", "step_overhead_ms", "step_overhead",
-            "shared_prefix", "prefix_caching")
+            "shared_prefix", "prefix_caching", "disaggregate", "kv_link_gbps", "kv_link_latency_us", "kv_stream",
+            "speculative", "acceptance", "draft", "priority_mix")
 LIVE_ONLY = ("device", "dtype", "max_len", "threads", "out")
 
 
@@ -185,7 +186,69 @@ def _workload(args):
                          output=lengths["output"], cv=args.cv, seed=args.seed)
     source = (f"{args.rate:g} requests/s for {args.duration:g} s (cv {args.cv:g}), prompt "
               f"{args.prompt_dist} {args.prompt}, output {args.output_dist} {args.output} tokens")
+    if args.priority_mix is not None:
+        import numpy as np
+        from inferlab.serving.workload import with_priority
+        mix = _priority_mix(args.priority_mix)
+        rng = np.random.default_rng(args.seed + 2)
+        names, shares = list(mix), np.array(list(mix.values()))
+        workload = with_priority(workload, rng.choice(names, size=len(workload), p=shares / shares.sum()))
+        source += ", priority classes " + ", ".join(f"{k} {v:.0%}" for k, v in mix.items())
     return workload, source
+
+
+def _priority_mix(text: str) -> dict:
+    """'high=0.2,normal=0.8' -> {class: share}; the shares must sum to 1 (one line names what is wrong)."""
+    from inferlab.serving.workload import PRIORITY_CLASSES
+    mix = {}
+    for part in str(text).split(","):
+        name, sep, share = part.partition("=")
+        name = name.strip()
+        choice("priority (in --priority-mix)", name, PRIORITY_CLASSES)
+        try:
+            value = float(share)
+        except ValueError:
+            value = float("nan")
+        if not sep or not 0 <= value <= 1:
+            raise ValueError(f"--priority-mix must list CLASS=SHARE pairs, each share in [0, 1] (e.g. high=0.2,normal=0.8); "
+                             f"got {part.strip()!r}")
+        mix[name] = value
+    if abs(sum(mix.values()) - 1) > 1e-9:
+        raise ValueError(f"--priority-mix shares must sum to 1; got {sum(mix.values()):g}")
+    return mix
+
+
+def _disaggregation(args):
+    """(prefill replicas, decode replicas, KVLink) from --disaggregate P:D and the link options."""
+    from inferlab.serving.disaggregation import KVLink, link
+    text = str(args.disaggregate)
+    p, sep, d = text.partition(":")
+    try:
+        counts = (int(p), int(d)) if sep else None
+    except ValueError:
+        counts = None
+    if counts is None:
+        raise ValueError(f"--disaggregate must be P:D, the replica counts of the prefill and decode pools "
+                         f"(integers >= 1, e.g. 1:3); got {text!r}")
+    positive_int("--disaggregate prefill pool replicas (P of P:D)", counts[0])
+    positive_int("--disaggregate decode pool replicas (D of P:D)", counts[1])
+    for name in ("replicas", "router", "prefix_caching", "speculative"):
+        if _given(args, name):
+            raise ValueError(f"--{name.replace('_', '-')} does not combine with --disaggregate (its pools' sizes are "
+                             f"P:D; the pools route to their least-loaded replica); leave out one of them")
+    default = link("infiniband")
+    gbps = default.gbps if args.kv_link_gbps is None else args.kv_link_gbps
+    latency = default.latency_s * 1e6 if args.kv_link_latency_us is None else args.kv_link_latency_us
+    return counts, KVLink.from_gbps(gbps, latency)
+
+
+def _speculative(args):
+    """speculative.Speculative from --speculative K, --acceptance ALPHA, --draft MODEL|mtp."""
+    from inferlab.serving.speculative import MTP, Speculative, check_acceptance, check_k
+    check_k(args.speculative)
+    check_acceptance(args.acceptance)
+    draft = MTP if args.draft == MTP else get_model(args.draft)
+    return Speculative(args.speculative, args.acceptance, draft)
 
 
 def _refuse_idle_replicas(args, workload) -> None:
@@ -224,17 +287,54 @@ def _cmd_serve(args) -> int:
         source += (f", a shared {args.shared_prefix:,}-token prefix in front of every prompt"
                    f" ({'cached' if args.prefix_caching else 'not cached'})")
     _refuse_idle_replicas(args, workload)
-    result = simulate(workload, get_model(args.model), get_accelerator(args.gpu), policy, prefix_caching=args.prefix_caching, **kwargs)
+    model, gpu = get_model(args.model), get_accelerator(args.gpu)
+    if args.disaggregate is not None:
+        result, policy = _serve_disaggregated(args, workload, model, gpu, policy, kwargs)
+    else:
+        for name in ("kv_link_gbps", "kv_link_latency_us", "kv_stream"):
+            if _given(args, name):
+                raise ValueError(f"--{name.replace('_', '-')} applies to --disaggregate P:D only (no KV cache "
+                                 f"crosses a link in one shared pool)")
+        spec = None
+        if args.speculative is not None:
+            spec = _speculative(args)
+        elif _given(args, "acceptance") or _given(args, "draft"):
+            raise ValueError("--acceptance and --draft apply to --speculative K only; add it or leave them out")
+        result = simulate(workload, model, gpu, policy, prefix_caching=args.prefix_caching, speculative=spec, **kwargs)
     if args.timeseries:
         write_text_atomic(args.timeseries, result.timeseries_csv())
     if args.json:
         print(json.dumps(result.summary(slo), indent=2))
         return 0
-    print(f"simulated (not served): {args.model} on {args.replicas} replica(s) x tp {args.tp} x {args.gpu}, "
-          f"policy {policy}; {efficiency_line}")
+    where = "" if args.disaggregate is not None else f" on {args.replicas} replica(s) x tp {args.tp} x {args.gpu}"
+    print(f"simulated (not served): {args.model}{where}, "
+          f"{'' if args.disaggregate is not None else 'policy '}{policy}; {efficiency_line}")
     print(f"workload: {len(workload)} requests, {source}")
     print(result.table(slo))
     return 0
+
+
+def _serve_disaggregated(args, workload, model, gpu, policy, kwargs):
+    """The run under --disaggregate P:D: a prefill pool (prefill-first) and a decode pool (--policy)."""
+    from inferlab.serving.disaggregation import Pool, simulate_disaggregated
+    from inferlab.serving.policies import PrefillFirst, StaticBatching
+    (n_p, n_d), kv_link = _disaggregation(args)
+    if isinstance(policy, StaticBatching):
+        raise ValueError("--disaggregate needs an iteration-level --policy (continuous, prefill-first, chunked, "
+                         "priority), not static")
+    if n_p + n_d > 2 * len(workload):
+        raise ValueError(f"--disaggregate pools of {n_p} + {n_d} replicas for {len(workload)} requests leave "
+                         f"replicas idle; use fewer")
+    prec, tp = kwargs["precision"], kwargs["tp"]
+    pools = dict(prefill=Pool(n_p, tp, gpu, prec, PrefillFirst(policy.max_num_seqs, args.max_batched_tokens)),
+                 decode=Pool(n_d, tp, gpu, prec, policy))
+    result = simulate_disaggregated(workload, model, gpu, **pools, kv_link=kv_link, streaming=bool(args.kv_stream),
+                                    block_tokens=kwargs["block_tokens"], mfu=kwargs["mfu"], mbu=kwargs["mbu"],
+                                    efficiency=kwargs["efficiency"])
+    label = (f"disaggregated {n_p}:{n_d} (prefill pool prefill-first, decode pool {policy}), KV over "
+             f"{kv_link.gbps:g} Gbit/s + {kv_link.latency_s * 1e6:g} us"
+             + (", streamed layer by layer" if args.kv_stream else ""))
+    return result, label
 
 
 def _cmd_serve_live(args) -> int:
@@ -515,6 +615,24 @@ def register(sub) -> None:
                        help="reuse the shared prefix's KV blocks (needs --shared-prefix)")
     serve.add_argument("--timeseries", default=None,
                        help="write every step (batch size, tokens, KV blocks in use) to this CSV")
+    serve.add_argument("--priority-mix", default=None,
+                       help="priority classes of the synthetic requests, e.g. high=0.2,normal=0.8 (classes: "
+                            "high, normal, low; a --trace gives them in a priority column); --policy priority orders by them")
+    serve.add_argument("--disaggregate", default=None, metavar="P:D",
+                       help="prefill and decode on separate pools of P and D replicas (each --tp x --gpu); "
+                            "the KV cache crosses --kv-link-gbps")
+    serve.add_argument("--kv-link-gbps", type=float, default=None,
+                       help="--disaggregate: the KV link's bandwidth, Gbit/s (unset: InfiniBand NDR 400; NVLink: 3600)")
+    serve.add_argument("--kv-link-latency-us", type=float, default=None,
+                       help="--disaggregate: the KV link's latency per transfer, us (unset: 19.1, InfiniBand; NVLink: 7.6)")
+    serve.add_argument("--kv-stream", action="store_true",
+                       help="--disaggregate: send the KV cache layer by layer during the prefill (default: after it)")
+    serve.add_argument("--speculative", type=int, default=None, metavar="K",
+                       help="speculative decoding: K draft tokens verified per target step")
+    serve.add_argument("--acceptance", type=float, default=0.7,
+                       help="--speculative: per-token acceptance rate alpha, 0 <= alpha < 1 (i.i.d.)")
+    serve.add_argument("--draft", default="mtp",
+                       help="--speculative: the draft, a name from `inferlab list` or mtp (extra heads on the target)")
     serve.add_argument("--live", action="store_true",
                        help="serve the workload for real on the torch decoder (random weights) with the "
                             "same scheduler, on the wall clock; prints measured TTFT/ITL percentiles")

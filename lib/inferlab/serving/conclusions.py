@@ -208,9 +208,11 @@ def simulator_error_note(capacity: Capacity, rel_tol: float, sim_err: dict) -> s
 
 
 def takeaways(scenario: Scenario, *, slot_use: float, policies: Sweep, long_run: LongPrompt, tails: Sweep,
-              capacity: Capacity, system_prompt: PrefixSweep) -> str:
+              capacity: Capacity, system_prompt: PrefixSweep, pools=None, speculation=None, priorities=None) -> str:
     """The lab's takeaways as a Markdown list, one per section. The sweeps' first two labels are
-    (static, continuous) in `policies` and (continuous, chunked) in `tails`."""
+    (static, continuous) in `policies` and (continuous, chunked) in `tails`. pools, speculation,
+    priorities: sections 6-8's results (lab.Disaggregation, lab.SpeculativeSweep, lab.PriorityLoad), each
+    a line when given."""
     static, cont = policies.labels[:2]
     top = len(policies.rates) - 1
     thr_s = policies.column(static, "throughput_output_tokens_per_s")
@@ -243,9 +245,115 @@ def takeaways(scenario: Scenario, *, slot_use: float, policies: Sweep, long_run:
     lines.append(f"A cached {system_prompt.prefix_tokens:,}-token system prompt raised the rate within the SLO from "
                  f"{system_prompt.max_rate('off'):g} to {system_prompt.max_rate('on'):g} requests/s; the decode steps "
                  "still read it for every sequence.")
+    if pools is not None:
+        from inferlab.serving.lab import MIXES, SHARED_LAYOUTS
+        split = min((label for label in pools.layouts if label not in SHARED_LAYOUTS),
+                    key=lambda label: pools.p99_itl_s[label, MIXES[1]])
+        lines.append(f"With long prompts in the mix, separate pools ({split}) kept the p99 ITL at "
+                     f"{pools.p99_itl_s[split, MIXES[1]] / MS:.1f} ms against {pools.p99_itl_s[SHARED_LAYOUTS[0], MIXES[1]] / MS:.1f} ms "
+                     f"shared and unchunked; the TTFT pays the transfer and the split of the GPUs.")
+    if speculation is not None:
+        stop = speculation.break_even_batch
+        lines.append(f"Speculative decoding made a batch-{speculation.batches[0]} decode {speculation.speedup[0]:.2f}× faster"
+                     + (f" and stopped paying by batch {stop}." if stop is not None else
+                        f", still {speculation.speedup[-1]:.2f}× at batch {speculation.batches[-1]}."))
+    if priorities is not None:
+        lines.append(f"Admitting latency-sensitive requests first cut their p99 TTFT from "
+                     f"{priorities.p99_ttft_s['FIFO', 'high'] / MS:,.0f} to {priorities.p99_ttft_s['priority', 'high'] / MS:,.0f} ms "
+                     "under a queue; their decode steps stay those of the shared batch.")
     return "\n".join(f"- {line}" for line in lines)
 
 
 __all__ = ["capacity_conclusion", "capacity_ranking", "capacity_takeaway", "largest_chunk_within", "littles_law",
            "long_prompt_conclusion", "policy_conclusion", "prefix_conclusion", "simulator_error_note",
-           "tails_conclusion", "takeaways"]
+           "tails_conclusion", "takeaways", "disaggregation_conclusion", "disaggregation_table",
+           "speculative_conclusion", "speculative_table", "priority_conclusion", "priority_table"]
+
+
+def disaggregation_conclusion(d, sizing) -> str:
+    """Section 6: the p99 ITL of the running requests with the long-prompt mix, shared against split
+    pools; what the transfer adds to TTFT; which split the sizing picked."""
+    from inferlab.serving.lab import MIXES, SHARED_LAYOUTS
+    short, mix = MIXES
+    unch, chunk = SHARED_LAYOUTS
+    splits = [label for label in d.layouts if label not in SHARED_LAYOUTS]
+    best = min(splits, key=lambda label: d.p99_itl_s[label, mix])
+    worst_ttft = max(splits, key=lambda label: d.p99_ttft_s[label, mix])
+    text = (f"With {d.long_share:.0%} of the prompts {d.long_tokens:,} tokens long, the p99 ITL of the running requests "
+            f"on {d.replicas} shared replicas goes from {d.p99_itl_s[unch, short] / MS:.1f} to "
+            f"{d.p99_itl_s[unch, mix] / MS:.1f} ms unchunked and from {d.p99_itl_s[chunk, short] / MS:.1f} to "
+            f"{d.p99_itl_s[chunk, mix] / MS:.1f} ms with 512-token chunks; split into pools ({best}) it is "
+            f"{d.p99_itl_s[best, short] / MS:.1f} and {d.p99_itl_s[best, mix] / MS:.1f} ms: the decode pool never "
+            f"runs a prefill. The price is on TTFT: each cache crosses a {d.link_gbps:g} Gbit/s link, "
+            f"{d.transfer_s / MS:.1f} ms on average for this mix, and the pools split the GPUs, so the p99 TTFT "
+            f"of {worst_ttft} is {d.p99_ttft_s[worst_ttft, mix] / MS:,.0f} ms against "
+            f"{d.p99_ttft_s[chunk, mix] / MS:,.0f} ms shared with chunks.")
+    if sizing.best is None:
+        return text + (f" No split of up to {max(sum(k) for k in sizing.attainment)} replicas kept "
+                       f"{sizing.attainment_target:.0%} of the requests within the SLO at {sizing.rate_per_s:g}/s.")
+    p, dd = sizing.best
+    return text + (f" Sized for the SLO at {sizing.rate_per_s:g} requests/s, the fewest replicas that keep "
+                   f"{sizing.attainment_target:.0%} of this mix within it are {p + dd}: {p} prefill and {dd} decode "
+                   f"({sizing.attainment[p, dd]:.0%} within the SLO).")
+
+
+def speculative_conclusion(s) -> str:
+    """Section 7: where speculative decoding pays (small batch) and where it stops (break-even batch)."""
+    first, last = s.speedup[0], s.speedup[-1]
+    text = (f"With k = {s.k} draft tokens accepted with probability {s.acceptance:g} each, a verification yields "
+            f"{s.tokens_per_verification:.2f} tokens. At batch {s.batches[0]} a decode step is bound by reading the "
+            f"weights, so verifying {s.k + 1} tokens costs little more than one: decoding is {first:.2f}× faster. ")
+    stop = s.break_even_batch
+    if stop is None:
+        text += (f"Up to batch {s.batches[-1]} at {s.context_tokens}-token contexts it still pays ({last:.2f}×): "
+                 "the step stays memory-bound.")
+    else:
+        text += (f"By batch {stop} at {s.context_tokens}-token contexts the step is compute-bound, {s.k + 1} tokens "
+                 f"cost about {s.k + 1} times one, and speculation stops paying ({s.speedup[s.batches.index(stop)]:.2f}×).")
+    if s.rates:
+        lo, hi = 0, len(s.rates) - 1
+        text += (f" Under traffic, the median TPOT goes from {s.p50_tpot_s['plain'][lo] / MS:.1f} to "
+                 f"{s.p50_tpot_s['speculative'][lo] / MS:.1f} ms at {s.rates[lo]:g} requests/s and from "
+                 f"{s.p50_tpot_s['plain'][hi] / MS:.1f} to {s.p50_tpot_s['speculative'][hi] / MS:.1f} ms at "
+                 f"{s.rates[hi]:g}/s.")
+    return text
+
+
+def priority_conclusion(p) -> str:
+    """Section 8: the latency-sensitive class's p99 TTFT and TPOT, FIFO against priority order; the
+    TPOT's change named by `size_of_change`."""
+    fifo, prio = p.p99_tpot_s['FIFO', 'high'], p.p99_tpot_s['priority', 'high']
+    ttft_word = size_of_change(p.p99_ttft_s['priority', 'high'] / p.p99_ttft_s['FIFO', 'high'] - 1)
+    return (f"At {p.rate_per_s:g} requests/s with {p.high_share:.0%} of them latency-sensitive, their p99 TTFT is "
+            f"{p.p99_ttft_s['FIFO', 'high'] / MS:,.0f} ms first come, first served and "
+            f"{p.p99_ttft_s['priority', 'high'] / MS:,.0f} ms when they are admitted first (a **{ttft_word}** change); "
+            f"the others' goes from {p.p99_ttft_s['FIFO', 'normal'] / MS:,.0f} to "
+            f"{p.p99_ttft_s['priority', 'normal'] / MS:,.0f} ms. Their p99 TPOT changes by a "
+            f"**{size_of_change(prio / fifo - 1)}** amount ({fifo / MS:.1f} → {prio / MS:.1f} ms; {thresholds_text()}): "
+            "once admitted they decode in the same batch as everyone else, so the queue decides their wait, "
+            "not their steps.")
+
+
+def _md_table(headers, rows) -> str:
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    return "\n".join(lines + ["| " + " | ".join(str(c) for c in row) + " |" for row in rows])
+
+
+def disaggregation_table(d) -> str:
+    """Section 6's table: p99 ITL and p99 TTFT (ms) per layout, without and with the long prompts."""
+    from inferlab.serving.lab import MIXES
+    return _md_table(["layout", *[f"p99 ITL, {m} (ms)" for m in MIXES], *[f"p99 TTFT, {m} (ms)" for m in MIXES]],
+                     [[label, *[f"{d.p99_itl_s[label, m] / MS:.1f}" for m in MIXES],
+                       *[f"{d.p99_ttft_s[label, m] / MS:,.0f}" for m in MIXES]] for label in d.layouts])
+
+
+def speculative_table(s) -> str:
+    """Section 7's table: the speed-up of a decode step per batch."""
+    return _md_table(["batch", *[str(b) for b in s.batches]], [["speed-up", *[f"{g:.2f}×" for g in s.speedup]]])
+
+
+def priority_table(p) -> str:
+    """Section 8's table: p99 TTFT per class and p99 TPOT of the latency-sensitive class, per policy."""
+    return _md_table(["policy", "p99 TTFT, high (ms)", "p99 TTFT, normal (ms)", "p99 TPOT, high (ms)"],
+                     [[pol, f"{p.p99_ttft_s[pol, 'high'] / MS:,.0f}", f"{p.p99_ttft_s[pol, 'normal'] / MS:,.0f}",
+                       f"{p.p99_tpot_s[pol, 'high'] / MS:.1f}"] for pol in ("FIFO", "priority")])

@@ -44,10 +44,12 @@ class Req:
     __slots__ = ("i", "arrival", "prompt", "output", "generated", "target", "done", "blocks",
                  "epoch", "first_sched", "first_token", "finish", "parts", "preemptions",
                  "admit_seq", "d_start", "c0", "end_d", "replica", "rejected", "pid", "pblocks",
-                 "pref", "hit")
+                 "pref", "hit", "prio", "kv_ready")
 
-    def __init__(self, i, arrival, prompt, output, pid=-1, prefix=0, block_tokens=16):
+    def __init__(self, i, arrival, prompt, output, pid=-1, prefix=0, block_tokens=16, prio=1):
         self.i, self.arrival, self.prompt, self.output = i, arrival, prompt, output
+        self.prio = prio        # priority level (workload.PRIORITY_CLASSES index; 0 most urgent)
+        self.kv_ready = False   # its prompt's KV cache arrives computed (a disaggregated decode pool)
         self.generated = 0
         self.target = prompt  # tokens the next prefill must process
         self.done = 0         # of those, processed so far (chunked prefill)
@@ -73,7 +75,8 @@ class Replica:
                  watermark_blocks: int = 0, index: int = 0, prefix_caching: bool = False):
         self.step_time, self.policy = step_time, policy
         self.static = isinstance(policy, StaticBatching)
-        self.kind = policy.name
+        # policies.PriorityScheduling: the queue kept in (level, arrival) order, victims least urgent first
+        self.by_priority = bool(getattr(policy, "priority_aware", False))
         # chunked prefill off (policies.VllmV1): a prompt joins a step only when all of it fits the budget left
         self.whole = bool(getattr(policy, "whole_prompts", False))
         self.total_blocks, self.bs = int(kv_blocks), int(block_tokens)
@@ -81,6 +84,7 @@ class Replica:
         self.index = index
         self.clock = 0.0
         self.waiting: deque = deque()
+        self.arrived: deque = deque()  # requests whose KV cache arrived from a prefill pool, not yet admitted
         self.prefilling: list = []
         self.decoding: dict = {}
         self.n_dec = 0
@@ -120,7 +124,22 @@ class Replica:
             return
         if not self.busy() and self.clock < r.arrival:
             self.clock = r.arrival
-        self.waiting.append(r)
+        if r.kv_ready:
+            self.arrived.append(r)
+            return
+        self._enqueue(r, front=False)
+
+    def _enqueue(self, r: Req, front: bool) -> None:
+        """Into the waiting queue: at the back (an arrival) or the front (a preempted request); by
+        (priority level, arrival order) under a priority policy."""
+        if not self.by_priority:
+            (self.waiting.appendleft if front else self.waiting.append)(r)
+            return
+        key = (r.prio, r.i)
+        pos = len(self.waiting)
+        while pos > 0 and (self.waiting[pos - 1].prio, self.waiting[pos - 1].i) > key:
+            pos -= 1
+        self.waiting.insert(pos, r)
 
     def _finish(self, r: Req, t: float) -> None:
         r.finish = t
@@ -218,6 +237,31 @@ class Replica:
             admitted_tokens += take
         return admitted_tokens
 
+    def _admit_arrived(self, t: float) -> None:
+        """Requests whose KV cache arrived (prompt computed elsewhere, first token sampled there)
+        join the decoding sequences in arrival order while blocks and the sequence cap allow;
+        their first token is delivered now (serving.disaggregation)."""
+        cap = self.policy.max_num_seqs
+        while self.arrived and len(self.prefilling) + self.n_dec < cap:
+            r = self.arrived[0]
+            need = blocks_for(r.prompt, self.bs)
+            if self.free < need + self.watermark:
+                break
+            self.arrived.popleft()
+            self.free -= need
+            r.blocks = need
+            self.admitted += 1
+            r.admit_seq = self.admitted
+            r.first_sched = t
+            r.target = r.done = r.prompt
+            r.generated = 1
+            r.first_token = t
+            r.parts.append(t)
+            if r.output == 1:
+                self._finish(r, t)
+            else:
+                self._join_decoding(r)
+
     def _preempt(self, v: Req) -> None:
         if v.i in self.decoding:
             k = self.d - v.d_start
@@ -237,7 +281,7 @@ class Replica:
         v.preemptions += 1
         v.target = v.prompt + v.generated
         v.done = 0
-        self.waiting.appendleft(v)
+        self._enqueue(v, front=True)
 
     def _reserve_decode_blocks(self) -> bool:
         """Give every decoding sequence that crosses a block boundary at this step a new block,
@@ -249,7 +293,8 @@ class Replica:
             self._evict(len(needs) - self.free)
         while self.free < len(needs):
             preempted = True
-            victim = max((*self.decoding.values(), *self.prefilling), key=lambda r: r.admit_seq)
+            victim = max((*self.decoding.values(), *self.prefilling),
+                         key=(lambda r: (r.prio, r.admit_seq)) if self.by_priority else (lambda r: r.admit_seq))
             self._preempt(victim)
             if victim in needs:
                 needs.remove(victim)
@@ -273,49 +318,28 @@ class Replica:
         self.n_dec += 1
         self.sum_cache += r.c0
 
+    # -- the state a policy plans on (policies.plan_step) ------------------------------------------
+    @property
+    def n_decoding(self) -> int:
+        return self.n_dec
+
+    def left(self, r: Req) -> int:
+        """Prompt tokens r still has to feed in its prefill."""
+        return r.target - r.done
+
+    def reserve_decode(self) -> bool:
+        return self._reserve_decode_blocks()
+
+    def admit(self, token_cap=None, max_seqs=None, first_chunk=None) -> int:
+        return self._admit(self.clock, token_cap, max_seqs, first_chunk)
+
     # -- one step of the iteration-level policies ---------------------------------------------------
     def _step(self) -> bool:
         t0 = self.clock
-        pol = self.policy
-        kind = self.kind
-        chunks = []
-        do_decode = False
-        if kind == "prefill-first":
-            self._admit(t0, pol.max_batched_tokens, pol.max_num_seqs)
-            if self.prefilling:
-                chunks = [(r, r.target - r.done) for r in self.prefilling]
-            elif self.n_dec:
-                self._reserve_decode_blocks()
-                do_decode = self.n_dec > 0
-        elif kind == "continuous":
-            preempted = False
-            if self.n_dec:
-                preempted = self._reserve_decode_blocks()
-                do_decode = self.n_dec > 0
-            if not preempted:  # as vLLM: no new prompts in a step that had to evict
-                self._admit(t0, pol.max_batched_tokens, pol.max_num_seqs)
-            chunks = [(r, r.target - r.done) for r in self.prefilling]
-        else:  # chunked
-            preempted = False
-            if self.n_dec:
-                preempted = self._reserve_decode_blocks()
-                do_decode = self.n_dec > 0
-            budget = pol.token_budget - self.n_dec
-            for r in self.prefilling:
-                if budget <= 0:
-                    break
-                q = min(budget, r.target - r.done)
-                chunks.append((r, q))
-                budget -= q
-            if budget > 0 and not preempted:
-                n0 = len(self.prefilling)
-                self._admit(t0, None, pol.max_num_seqs, first_chunk=budget)
-                for r in self.prefilling[n0:]:
-                    if budget <= 0:
-                        break
-                    q = min(budget, r.target - r.done)
-                    chunks.append((r, q))
-                    budget -= q
+        if self.arrived:
+            self._admit_arrived(t0)
+        plan = self.policy.plan_step(self)
+        chunks, do_decode = list(plan.chunks), plan.decode
         if not chunks and not do_decode:
             return False
 
@@ -433,7 +457,7 @@ class Replica:
         """Run every step that starts before time t (all remaining work when final)."""
         while self.clock < t:
             if self.static:
-                if self.static_batch:
+                if self.policy.plan_step(self).decode:
                     self._static_decode()
                     continue
                 if not self.waiting:
@@ -452,7 +476,7 @@ class Replica:
                 self.clock = ready
                 self._static_form()
                 continue
-            if not (self.waiting or self.busy()):
+            if not (self.waiting or self.arrived or self.busy()):
                 break
             if not self._step():
                 break

@@ -438,3 +438,210 @@ def prefix_sweep(scenario: Scenario, prefix_tokens: int, rates, policy=Continuou
     tup = {k: {label: tuple(v) for label, v in d.items()} for k, d in out.items()}
     return PrefixSweep(int(prefix_tokens), rates, tup["p50"], tup["p99"], tup["tpot"], tup["att"], tup["kv"],
                        tup["cached"], prompt_mean)
+
+
+# -- disaggregated prefill and decode -------------------------------------------------------------------
+
+SHARED_LAYOUTS = ("shared, unchunked", "shared, chunked 512")
+MIXES = ("short prompts only", "with long prompts")
+
+
+@dataclass(frozen=True)
+class Disaggregation:
+    """The scenario's traffic on `replicas` replicas, shared (unchunked continuous batching, or chunked
+    prefill with a 512-token budget) or split into a prefill pool and a decode pool (P:D), with and
+    without a share of long prompts: per (layout, mix) the p99 ITL of the requests (their decode
+    gaps), the p99 and p50 TTFT (s), and the mean KV transfer (s) under disaggregation."""
+
+    replicas: int
+    rate_per_s: float
+    long_tokens: int
+    long_share: float
+    layouts: tuple
+    p99_itl_s: dict = field(hash=False)
+    p99_ttft_s: dict = field(hash=False)
+    p50_ttft_s: dict = field(hash=False)
+    transfer_s: float = 0.0
+    link_gbps: float = 0.0
+    link_latency_s: float = 0.0
+    mean_prompt_tokens: float = 0.0   # of the mix: transfer_s is the transfer of a prompt this long
+
+
+def with_long_prompts(workload: Workload, long_tokens: int, share: float, seed: int = 0) -> Workload:
+    """`workload` with a `share` of its requests (drawn with `seed`) given `long_tokens`-token prompts."""
+    positive_int("long_tokens", long_tokens)
+    positive_float("share", share, maximum=1.0)
+    pick = np.random.default_rng(seed + 7).random(len(workload)) < share
+    return Workload(workload.arrival_s, np.where(pick, int(long_tokens), workload.prompt_tokens),
+                    workload.output_tokens)
+
+
+def _split_label(p: int, d: int) -> str:
+    return f"disaggregated {p}:{d}"
+
+
+def disaggregation(scenario: Scenario, rate_per_s: float, *, replicas: int = 4, long_tokens: int = 3000,
+                   long_share: float = 0.1, splits=((1, 3), (2, 2)), kv_link=None) -> Disaggregation:
+    """Shared pools against prefill/decode splits of the same `replicas` (each the scenario's tp GPUs),
+    each mix (the scenario's prompts; a `long_share` of them `long_tokens` long) at `rate_per_s`.
+    kv_link: a disaggregation.KVLink (None: InfiniBand NDR, `disaggregation.link('infiniband')`)."""
+    from inferlab.serving.disaggregation import Pool, link, simulate_disaggregated, transfer_time_s
+    positive_int("replicas", replicas)
+    splits = tuple((int(p), int(d)) for p, d in splits)
+    for p, d in splits:
+        positive_int("prefill replicas", p)
+        positive_int("decode replicas", d)
+    kv_link = link("infiniband") if kv_link is None else kv_link
+    base = scenario.workload(rate_per_s)
+    loads = {MIXES[0]: base, MIXES[1]: with_long_prompts(base, long_tokens, long_share, scenario.seed)}
+    labels = SHARED_LAYOUTS + tuple(_split_label(p, d) for p, d in splits)
+    p99_itl, p99_ttft, p50_ttft = {}, {}, {}
+    sc = scenario
+    for mix, w in loads.items():
+        runs = {SHARED_LAYOUTS[0]: sc.run(w, ContinuousBatching(), replicas=replicas, router="least-loaded"),
+                SHARED_LAYOUTS[1]: sc.run(w, ChunkedPrefill(512), replicas=replicas, router="least-loaded")}
+        for p, d in splits:
+            runs[_split_label(p, d)] = simulate_disaggregated(
+                w, sc.model, sc.accelerator, prefill=Pool(p, sc.tp, None, sc.precision, PrefillFirst()),
+                decode=Pool(d, sc.tp, None, sc.precision, ContinuousBatching()), kv_link=kv_link)
+        for label, r in runs.items():
+            p99_itl[label, mix] = _percentile(r.all_itls_s, 99)
+            p99_ttft[label, mix] = _percentile(r.ttft_s, 99)
+            p50_ttft[label, mix] = _percentile(r.ttft_s, 50)
+    moved = float(np.mean(transfer_time_s(sc.model, sc.precision, loads[MIXES[1]].prompt_tokens, kv_link, sc.tp)))
+    return Disaggregation(int(replicas), float(rate_per_s), int(long_tokens), float(long_share), labels,
+                          p99_itl, p99_ttft, p50_ttft, moved, kv_link.gbps, kv_link.latency_s,
+                          float(loads[MIXES[1]].prompt_tokens.mean()))
+
+
+@dataclass(frozen=True)
+class PoolSizing:
+    """SLO attainment of every prefill:decode split of 2..`max_replicas` replicas at one rate, and the
+    smallest deployment meeting `attainment` (None: none up to max_replicas)."""
+
+    rate_per_s: float
+    attainment_target: float
+    attainment: dict = field(hash=False)   # {(P, D): fraction of requests within the SLO}
+    best: tuple | None = None
+
+
+def pool_sizing(scenario: Scenario, rate_per_s: float, *, max_replicas: int = 5, attainment: float = 0.9,
+                workload: Workload | None = None, kv_link=None) -> PoolSizing:
+    """Each split P:D with P + D <= max_replicas, smallest totals first, stopping after the first total
+    where some split meets `attainment` of the scenario's SLO; best: that total's best split."""
+    from inferlab.serving.disaggregation import Pool, simulate_disaggregated
+    positive_int("max_replicas", max_replicas, minimum=2)
+    fraction("attainment", attainment)
+    w = scenario.workload(rate_per_s) if workload is None else workload
+    sc = scenario
+    att, best = {}, None
+    for total in range(2, int(max_replicas) + 1):
+        for p in range(1, total):
+            r = simulate_disaggregated(w, sc.model, sc.accelerator,
+                                       prefill=Pool(p, sc.tp, None, sc.precision, PrefillFirst()),
+                                       decode=Pool(total - p, sc.tp, None, sc.precision, ContinuousBatching()),
+                                       kv_link=kv_link)
+            att[p, total - p] = float(r.meets(sc.slo).mean())
+        meeting = [(a, k) for k, a in att.items() if sum(k) == total and a >= attainment]
+        if meeting:
+            best = max(meeting)[1]
+            break
+    return PoolSizing(float(rate_per_s), float(attainment), att, best)
+
+
+# -- speculative decoding -------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class SpeculativeSweep:
+    """Speculative decoding's speed-up of a decode step per batch (at `context_tokens`), and p50 TPOT
+    (s) of the scenario's traffic at each rate without and with it."""
+
+    k: int
+    acceptance: float
+    tokens_per_verification: float
+    context_tokens: int
+    batches: tuple
+    speedup: tuple
+    rates: tuple
+    p50_tpot_s: dict = field(hash=False)   # {"plain" | "speculative": (one per rate)}
+    mean_batch: dict = field(hash=False)
+
+    @property
+    def break_even_batch(self) -> int | None:
+        """The first batch of the sweep at which speculation no longer pays (speed-up <= 1); None if none."""
+        for b, s in zip(self.batches, self.speedup):
+            if s <= 1.0:
+                return int(b)
+        return None
+
+
+def speculative_sweep(scenario: Scenario, *, k: int = 4, acceptance: float = 0.7, draft="mtp",
+                      batches=(1, 4, 16, 64, 256, 1024), context_tokens: int = 128, rates=()) -> SpeculativeSweep:
+    """speculative.speedup at each batch (one replica of the scenario); then the scenario's traffic at
+    each of `rates`, plain and speculative (draft: 'mtp' or a ModelConfig)."""
+    from inferlab.serving.speculative import Speculative, speedup
+    from inferlab.serving.steptime import RooflineStepTime
+    sc = scenario
+    spec = Speculative(k, acceptance, draft)
+    st = RooflineStepTime(sc.model, sc.accelerator, sc.precision, tp=sc.tp)
+    draft_st = None if spec.draft == "mtp" else RooflineStepTime(spec.draft, sc.accelerator, sc.precision, tp=sc.tp)
+    gains = tuple(float(speedup(st, spec, int(b), int(context_tokens), draft_st, sc.model.n_layers)) for b in batches)
+    rates = tuple(float(positive_float("rate", r)) for r in rates)
+    tpot = {"plain": [], "speculative": []}
+    batch = {"plain": [], "speculative": []}
+    for rate in rates:
+        w = sc.workload(rate)
+        for label, s in (("plain", None), ("speculative", spec)):
+            summ = sc.run(w, ChunkedPrefill(), speculative=s).summary(sc.slo)
+            tpot[label].append(summ["tpot_s"]["p50"])
+            batch[label].append(summ["batch"]["mean"])
+    return SpeculativeSweep(int(k), float(acceptance), spec.tokens_per_verification, int(context_tokens),
+                            tuple(int(b) for b in batches), gains, rates,
+                            {key: tuple(v) for key, v in tpot.items()}, {key: tuple(v) for key, v in batch.items()})
+
+
+# -- priorities -------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class PriorityLoad:
+    """The scenario's traffic at one rate with a `high_share` of latency-sensitive ('high') requests,
+    first come first served (chunked prefill) against priority order: per policy and class the p99
+    TTFT and p99 TPOT (s)."""
+
+    rate_per_s: float
+    high_share: float
+    p99_ttft_s: dict = field(hash=False)   # {(policy, class): s}
+    p99_tpot_s: dict = field(hash=False)
+
+
+def priority_load(scenario: Scenario, rate_per_s: float, *, high_share: float = 0.2) -> PriorityLoad:
+    """FIFO (ChunkedPrefill) and PriorityScheduling on the same requests; classes 'high' and 'normal'."""
+    from inferlab.serving.policies import PriorityScheduling
+    from inferlab.serving.workload import with_priority
+    positive_float("high_share", high_share, maximum=1.0)
+    w = scenario.workload(rate_per_s)
+    hi = np.random.default_rng(scenario.seed + 11).random(len(w)) < high_share
+    w = with_priority(w, np.where(hi, "high", "normal"))
+    ttft, tpot = {}, {}
+    for label, policy in (("FIFO", ChunkedPrefill()), ("priority", PriorityScheduling())):
+        r = scenario.run(w, policy)
+        for cls, mask in (("high", hi), ("normal", ~hi)):
+            ttft[label, cls] = _percentile(r.ttft_s[mask], 99)
+            tpot[label, cls] = _percentile(r.tpot_s[mask], 99)
+    return PriorityLoad(float(rate_per_s), float(high_share), ttft, tpot)
+
+
+def sustainable_rate(scenario: Scenario, load: float = 1.0) -> float:
+    """`load` times the requests/s one replica of the scenario sustains: one prefill of the mean prompt
+    plus the mean output's share of decode steps at the largest batch that fits (2 significant digits)."""
+    from inferlab.deployment import Deployment as _Dep
+    from inferlab.latency import decode_step_time_s, prefill_time_s
+    positive_float("load", load)
+    sc = scenario
+    dep = _Dep(sc.accelerator, sc.precision, tp=sc.tp)
+    prompt, out = sc.prompt.mean, sc.output.mean
+    ctx = int(prompt + out)
+    b = max(1, min(256, int(kv_capacity_blocks(sc.model, sc.accelerator, sc.precision, sc.tp, LAB_BLOCK_TOKENS)
+                            * LAB_BLOCK_TOKENS // ctx)))
+    per_request = prefill_time_s(sc.model, dep, int(prompt)) + out * decode_step_time_s(sc.model, dep, ctx, b) / b
+    return float(f"{load / per_request:.2g}")

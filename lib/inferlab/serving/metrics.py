@@ -62,6 +62,10 @@ class SimResult:
     description: str = ""
     # prompt tokens served from the prefix cache at each request's (last) admission; zeros without caching
     cached_prompt_tokens: np.ndarray | None = field(default=None, hash=False)
+    # each request's priority level (workload.PRIORITY_CLASSES index); None: the workload had none
+    priority: np.ndarray | None = field(default=None, hash=False)
+    # disaggregated serving: when each request's KV cache reached the decode pool (NaN: not sent); else None
+    kv_arrival_s: np.ndarray | None = field(default=None, hash=False)
 
     @property
     def completed(self) -> np.ndarray:

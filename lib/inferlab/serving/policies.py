@@ -35,8 +35,20 @@
   watermark=0). Not modelled: V1 allocates a prompt's blocks chunk by chunk as they are computed,
   where the engine reserves the whole prompt's blocks at admission; the two differ only when the KV
   pool runs short during a prefill.
+- PriorityScheduling: ChunkedPrefill with vLLM's priority order (`--scheduling-policy priority`):
+  waiting requests admitted by (priority class, arrival), a block-short decode evicting the least
+  urgent, latest admitted sequence (classes: `Workload.priority`).
 All but static: paged KV with admission when the prompt's blocks are free (beyond a watermark),
 and preemption by recompute (the latest admitted sequence is evicted) when a decode needs a block.
+
+One interface (Vidur's: a scheduler is a class overriding one method): every iteration-level
+policy answers `plan_step(state) -> StepPlan`, the step's prefill chunks and whether the running
+sequences decode. `state` is the simulator's replica (serving.engine.Replica) or the live loop's
+queues (serving.study.live): both offer `n_decoding`, `prefilling`, `left(r)` (prompt tokens r
+still has to feed), `reserve_decode()` (a block for every decode crossing a block boundary; True
+when it had to evict) and `admit(token_cap, max_seqs, first_chunk)` (waiting requests join in
+queue order while blocks or slots, the sequence cap and the token cap allow). Static batching
+forms whole batches instead (`plan_step` tells the replica to form or to decode the batch).
 """
 from __future__ import annotations
 
@@ -44,7 +56,32 @@ from dataclasses import dataclass
 
 from inferlab.input_checks import positive_float, positive_int
 
-POLICY_NAMES = ("static", "continuous", "prefill-first", "chunked")
+POLICY_NAMES = ("static", "continuous", "prefill-first", "chunked", "priority")
+
+
+@dataclass(frozen=True)
+class StepPlan:
+    """One step's work: prefill chunks ((request, tokens), in order) and whether every running
+    sequence decodes one token. Static batching: `form_batch` (start a new batch) instead."""
+
+    chunks: tuple = ()
+    decode: bool = False
+    form_batch: bool = False
+
+    @property
+    def empty(self) -> bool:
+        return not (self.chunks or self.decode or self.form_batch)
+
+
+def _fill(state, budget: int, requests, chunks: list) -> int:
+    """Give each request in order min(its prompt left, the budget left) tokens; the budget left."""
+    for r in requests:
+        if budget <= 0:
+            break
+        q = min(budget, state.left(r))
+        chunks.append((r, q))
+        budget -= q
+    return budget
 
 
 @dataclass(frozen=True)
@@ -58,6 +95,10 @@ class StaticBatching:
         if self.timeout_s is not None:
             positive_float("timeout_s", self.timeout_s, allow_zero=True)
 
+    def plan_step(self, state) -> StepPlan:
+        """Decode the running batch to its longest output; with none running, form a new one."""
+        return StepPlan(decode=True) if state.static_batch else StepPlan(form_batch=True)
+
 
 @dataclass(frozen=True)
 class ContinuousBatching:
@@ -70,6 +111,17 @@ class ContinuousBatching:
         if self.max_batched_tokens is not None:
             positive_int("max_batched_tokens", self.max_batched_tokens)
 
+    def plan_step(self, state) -> StepPlan:
+        """Running sequences decode; waiting prompts join whole in the same step (none in a step
+        that had to evict, as vLLM)."""
+        preempted = decode = False
+        if state.n_decoding:
+            preempted = state.reserve_decode()
+            decode = state.n_decoding > 0
+        if not preempted:
+            state.admit(self.max_batched_tokens, self.max_num_seqs)
+        return StepPlan(tuple((r, state.left(r)) for r in state.prefilling), decode)
+
 
 @dataclass(frozen=True)
 class PrefillFirst:
@@ -81,6 +133,16 @@ class PrefillFirst:
         positive_int("max_num_seqs", self.max_num_seqs)
         if self.max_batched_tokens is not None:
             positive_int("max_batched_tokens", self.max_batched_tokens)
+
+    def plan_step(self, state) -> StepPlan:
+        """Admitted prompts prefill whole in a step of their own; only without any, decode."""
+        state.admit(self.max_batched_tokens, self.max_num_seqs)
+        if state.prefilling:
+            return StepPlan(tuple((r, state.left(r)) for r in state.prefilling))
+        if state.n_decoding:
+            state.reserve_decode()
+            return StepPlan(decode=state.n_decoding > 0)
+        return StepPlan()
 
 
 @dataclass(frozen=True)
@@ -97,6 +159,21 @@ class ChunkedPrefill:
                 f"token_budget must be >= max_num_seqs={self.max_num_seqs} so every running sequence "
                 f"decodes each step; got token_budget={self.token_budget}")
 
+    def plan_step(self, state) -> StepPlan:
+        """Every decode token first, then the budget left to prompt chunks: in-progress prompts,
+        then newly admitted ones (none admitted in a step that had to evict)."""
+        preempted = decode = False
+        if state.n_decoding:
+            preempted = state.reserve_decode()
+            decode = state.n_decoding > 0
+        chunks = []
+        budget = _fill(state, self.token_budget - state.n_decoding, state.prefilling, chunks)
+        if budget > 0 and not preempted:
+            n0 = len(state.prefilling)
+            state.admit(None, self.max_num_seqs, budget)
+            _fill(state, budget, state.prefilling[n0:], chunks)
+        return StepPlan(tuple(chunks), decode)
+
 
 @dataclass(frozen=True)
 class TransformersFIFO(ChunkedPrefill):
@@ -104,7 +181,7 @@ class TransformersFIFO(ChunkedPrefill):
     token_budget is its max_batch_tokens, max_num_seqs its max_requests_per_batch."""
 
     page_size: int = 16
-    name = "chunked"          # the engine (serving.engine) runs it as chunked prefill
+    name = "transformers-fifo"  # plans its steps as ChunkedPrefill (inherited plan_step)
     engine = "transformers"
     version_read = "5.24.0"
 
@@ -121,6 +198,18 @@ class TransformersFIFO(ChunkedPrefill):
         return self.max_num_seqs
 
 
+@dataclass(frozen=True)
+class PriorityScheduling(ChunkedPrefill):
+    """Chunked prefill (as ChunkedPrefill) with vLLM's `--scheduling-policy priority`: waiting
+    requests are admitted by (priority level, arrival), a preempted one rejoins at its place, and
+    a decode short of a block evicts the least urgent, latest admitted running sequence first.
+    Levels come from `Workload.priority` (workload.PRIORITY_CLASSES). Not modelled: evicting a
+    running low-priority sequence to admit a waiting high-priority one (only decodes evict)."""
+
+    name = "priority"
+    priority_aware = True
+
+
 PREEMPTION_MODES = ("recompute",)  # vLLM V1's only mode (V0's swap was removed with V0)
 
 
@@ -134,7 +223,7 @@ class VllmV1(ChunkedPrefill):
     block_size: int = 16
     chunked_prefill: bool = True
     preemption_mode: str = "recompute"
-    name = "chunked"          # the engine (serving.engine) runs it as chunked prefill, whole prompts if not chunked
+    name = "vllm-v1"          # plans as ChunkedPrefill; whole prompts (the replica's admission) if not chunked
     engine = "vllm"
     version_read = "0.32.0"
 
@@ -168,4 +257,6 @@ def make_policy(name: str, *, batch_size: int = 8, timeout_s: float | None = Non
         return ContinuousBatching(max_num_seqs)
     if name == "prefill-first":
         return PrefillFirst(max_num_seqs, max_batched_tokens)
+    if name == "priority":
+        return PriorityScheduling(token_budget, max_num_seqs)
     return ChunkedPrefill(token_budget, max_num_seqs)

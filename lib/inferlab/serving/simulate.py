@@ -6,12 +6,15 @@ all-reduces); a router sends each arriving request to a replica: 'round-robin' i
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from inferlab.serving.engine import Replica, Req
 from inferlab.serving.kv import kv_capacity_blocks
 from inferlab.serving.metrics import ReplicaTrace, SimResult
 from inferlab.serving.policies import ContinuousBatching
+from inferlab.serving.speculative import MTP, Speculative, SpeculativeStepTime, token_times
 from inferlab.serving.steptime import RooflineStepTime, check_step_time
 from inferlab.serving.workload import Workload
 from inferlab.specs import BF16, Accelerator, ModelConfig, Precision, book_scenario, check_accelerator, check_model
@@ -26,7 +29,7 @@ def simulate(workload: Workload, model: ModelConfig | None = None, accelerator: 
              kv_blocks: int | None = None, memory_utilization: float = 0.9,
              watermark: float = 0.01, mfu: float = 1.0, mbu: float = 1.0,
              step_time=None, prefix_caching: bool = False, efficiency=None,
-             step_overhead=None) -> SimResult:
+             step_overhead=None, speculative: Speculative | None = None) -> SimResult:
     """Run `workload` to completion. model, accelerator: objects (`specs.get_model`, `get_accelerator`);
     None for either is the chapter's scenario (`specs.book_scenario`: Llama-2 13B as the book counts it,
     one H100 SXM), so `simulate(workload)` runs. KV blocks per replica: `kv_blocks`, or what fits beside the
@@ -36,6 +39,8 @@ def simulate(workload: Workload, model: ModelConfig | None = None, accelerator: 
     `deployment.Deployment` takes them (None: the roofline at mfu, mbu; no CPU term).
     prefix_caching: reuse the KV blocks of shared prefixes (`Workload.prefix_id`; see engine.py);
     off, the prefixes are computed in every prefill like any other prompt tokens.
+    speculative: a speculative.Speculative (draft tokens k, acceptance alpha, draft model or 'mtp');
+    decode steps become verifications yielding E tokens each (serving.speculative). None: plain decoding.
     Reason: the simulator's one entry point, called by keyword from the notebooks, the lab and the CLI;
     its options are a server's launch flags (vLLM's), each with a working default."""
     if not isinstance(workload, Workload):
@@ -68,6 +73,15 @@ def simulate(workload: Workload, model: ModelConfig | None = None, accelerator: 
     if prefix_caching and policy.name == "static":
         raise ValueError("prefix_caching applies to the iteration-level policies (continuous, prefill-first, "
                          "chunked); got policy static")
+    if speculative is not None:
+        if not isinstance(speculative, Speculative):
+            raise ValueError(f"speculative must be a serving.speculative.Speculative or None; got {speculative!r}")
+        if policy.name == "static":
+            raise ValueError("speculative applies to the iteration-level policies (continuous, prefill-first, "
+                             "chunked, priority); got policy static")
+        draft = None if speculative.draft == MTP else RooflineStepTime(
+            speculative.draft, acc, precision, tp=tp, mfu=mfu, mbu=mbu, efficiency=efficiency)
+        step_time = SpeculativeStepTime(step_time, speculative, draft, model.n_layers)
     wm = int(watermark * kv_blocks)
     engines = [Replica(step_time, policy, kv_blocks, block_tokens, wm, i, bool(prefix_caching))
                for i in range(int(replicas))]
@@ -75,14 +89,37 @@ def simulate(workload: Workload, model: ModelConfig | None = None, accelerator: 
     arrivals = workload.arrival_s.tolist()
     prompts = workload.prompt_tokens.tolist()
     outputs = workload.output_tokens.tolist()
+    if speculative is not None:  # the engine steps verifications: 1 + ceil((N - 1) / E) "tokens" each
+        outputs = [1 + speculative.verifications(o) for o in outputs]
     if prefix_caching and workload.prefix_id is not None:
         bs = int(block_tokens)
         reqs = [Req(i, a, p, o, k, n, bs) for i, (a, p, o, k, n) in enumerate(zip(
             arrivals, prompts, outputs, workload.prefix_id.tolist(), workload.prefix_tokens.tolist()))]
     else:
         reqs = [Req(i, a, p, o) for i, (a, p, o) in enumerate(zip(arrivals, prompts, outputs))]
+    if workload.priority is not None:
+        for r, level in zip(reqs, workload.priority.tolist()):
+            r.prio = level
     serve(engines, reqs, router)
-    return _result(reqs, engines, f"{model.name} on {replicas} x {tp} x {acc.name}, {policy}")
+    result = _result(reqs, engines, f"{model.name} on {replicas} x {tp} x {acc.name}, {policy}", workload.priority)
+    if speculative is None:
+        return result
+    return _speculative_result(result, workload.output_tokens, speculative)
+
+
+def _speculative_result(result: SimResult, outputs, spec: Speculative) -> SimResult:
+    """The engine's verification times turned into token times (speculative.token_times)."""
+    e = spec.tokens_per_verification
+    itls = []
+    for first, gaps, n in zip(result.first_token_s.tolist(), result.itls_s, outputs.tolist()):
+        if not np.isfinite(first):
+            itls.append(gaps)
+            continue
+        times = np.concatenate([[first], first + np.cumsum(gaps)])
+        itls.append(np.diff(token_times(times, n, e)))
+    return replace(result, output_tokens=np.asarray(outputs, dtype=np.int64), itls_s=itls,
+                   description=f"{result.description}, speculative k={spec.k} alpha={spec.acceptance:g} "
+                               f"draft={getattr(spec.draft, 'name', spec.draft)}")
 
 
 def serve(replicas, requests, router: str = "least-loaded") -> None:
@@ -103,7 +140,7 @@ def serve(replicas, requests, router: str = "least-loaded") -> None:
         replica.run_until(float("inf"), final=True)
 
 
-def _result(reqs, engines, description) -> SimResult:
+def _result(reqs, engines, description, priority=None) -> SimResult:
     n = len(reqs)
     nan = float("nan")
     ends = [np.asarray(e.dec_end) for e in engines]
@@ -132,4 +169,4 @@ def _result(reqs, engines, description) -> SimResult:
         preemptions=np.array([r.preemptions for r in reqs], dtype=np.int64),
         replica=np.array([r.replica for r in reqs], dtype=np.int64),
         itls_s=itls, traces=traces, description=description,
-        cached_prompt_tokens=np.array([r.hit for r in reqs], dtype=np.int64))
+        cached_prompt_tokens=np.array([r.hit for r in reqs], dtype=np.int64), priority=priority)

@@ -7,6 +7,9 @@ burstier, cv = 0 a constant gap. Or a trace: given arrival times and lengths, on
 Shared prefixes (for prefix caching, `simulate(..., prefix_caching=True)`): a request may start with
 a prefix it shares with others (a system prompt): `prefix_id` names the prefix (-1: none) and
 `prefix_tokens` its length, counted inside `prompt_tokens`. `with_shared_prefix` adds one.
+
+Priorities (for `policies.PriorityScheduling`): each request may carry a class of PRIORITY_CLASSES,
+stored as its index (0 the most urgent, as vLLM's lower-value-first); None: every request 'normal'.
 """
 from __future__ import annotations
 
@@ -18,6 +21,14 @@ import numpy as np
 from inferlab.input_checks import choice, positive_float, positive_int
 
 LENGTH_KINDS = ("fixed", "uniform", "lognormal")
+PRIORITY_CLASSES = ("high", "normal", "low")  # index = priority level, 0 served first
+NORMAL = PRIORITY_CLASSES.index("normal")
+
+
+def priority_levels(classes) -> np.ndarray:
+    """Class names (PRIORITY_CLASSES) to levels; an unknown name raises one line naming `priority`."""
+    return np.array([PRIORITY_CLASSES.index(choice("priority", str(c), PRIORITY_CLASSES)) for c in classes],
+                    dtype=np.int64)
 
 # The most requests one workload may hold. A workload's arrays, the simulator's per-request state
 # and its run time grow linearly with the count; 1,000,000 requests is a long day of traffic for one
@@ -82,6 +93,7 @@ class Workload:
     output_tokens: np.ndarray = field(hash=False)
     prefix_id: np.ndarray | None = field(default=None, hash=False)
     prefix_tokens: np.ndarray | None = field(default=None, hash=False)
+    priority: np.ndarray | None = field(default=None, hash=False)  # levels, index of PRIORITY_CLASSES
 
     def __post_init__(self):
         a = np.asarray(self.arrival_s, dtype=float)
@@ -121,6 +133,14 @@ class Workload:
                     raise ValueError(f"prefix_id {int(k)} must have one length; got prefix_tokens {lens.tolist()}")
             object.__setattr__(self, "prefix_id", pid[order])
             object.__setattr__(self, "prefix_tokens", plen[order])
+        if self.priority is not None:
+            pr = np.asarray(self.priority)
+            if pr.dtype.kind in "UO":
+                pr = priority_levels(pr.tolist())
+            if pr.shape != a.shape:
+                raise ValueError(f"priority must be 1-D with one entry per request ({a.size}); got shape {pr.shape}")
+            positive_int("priority", pr, minimum=0, maximum=len(PRIORITY_CLASSES) - 1)
+            object.__setattr__(self, "priority", pr.astype(np.int64)[order])
 
     def __len__(self) -> int:
         return len(self.arrival_s)
@@ -142,6 +162,16 @@ def with_shared_prefix(workload: Workload, prefix_tokens: int, prefix_id: int = 
         raise ValueError("with_shared_prefix: some requests already have a prefix; give them one prefix each")
     return Workload(workload.arrival_s, workload.prompt_tokens + np.where(has, prefix_tokens, 0),
                     workload.output_tokens, pid, plen)
+
+
+def with_priority(workload: Workload, classes) -> Workload:
+    """`workload` with a priority class per request (names of PRIORITY_CLASSES, one per request,
+    in arrival order)."""
+    classes = list(classes)
+    if len(classes) != len(workload):
+        raise ValueError(f"priority needs one class per request ({len(workload)}); got {len(classes)}")
+    return Workload(workload.arrival_s, workload.prompt_tokens, workload.output_tokens, workload.prefix_id,
+                    workload.prefix_tokens, priority_levels(classes))
 
 
 def check_cv(name: str, cv) -> float:
@@ -216,8 +246,9 @@ def burst(n_requests: int, prompt_tokens: int, output_tokens: int, at_s: float =
 def load_trace(path, name: str = "trace") -> Workload:
     """A CSV trace (UTF-8) with a header row naming arrival_s, prompt_tokens and output_tokens (other
     columns are ignored), then one request per row: arrival_s a finite number of seconds >= 0, token
-    counts whole numbers >= 1 (output_tokens >= 1: a request generates at least one token). At most
-    MAX_REQUESTS rows. Every error names `name`, the file, the line and the field."""
+    counts whole numbers >= 1 (output_tokens >= 1: a request generates at least one token). An
+    optional `priority` column holds a class of PRIORITY_CLASSES per row. At most MAX_REQUESTS rows.
+    Every error names `name`, the file, the line and the field."""
     need = ("arrival_s", "prompt_tokens", "output_tokens")
     where = f"{name} {str(path)!r}"
     try:
@@ -229,6 +260,8 @@ def load_trace(path, name: str = "trace") -> Workload:
                                  f"got {header if header is not None else 'an empty file'}")
             cols = [header.index(k) for k in need]
             values = {k: [] for k in need}
+            pcol = header.index("priority") if "priority" in header else None
+            classes = []
             for row in reader:
                 line = reader.line_num
                 if not row or all(not c.strip() for c in row):
@@ -239,6 +272,11 @@ def load_trace(path, name: str = "trace") -> Workload:
                     raise ValueError(f"{where} line {line}: {len(row)} fields; the header has {len(header)}")
                 for k, c in zip(need, cols):
                     values[k].append(_trace_value(where, line, k, row[c]))
+                if pcol is not None:
+                    if row[pcol].strip() not in PRIORITY_CLASSES:
+                        raise ValueError(f"{where} line {line}: priority must be one of {', '.join(PRIORITY_CLASSES)}; "
+                                         f"got {row[pcol].strip()!r}")
+                    classes.append(row[pcol].strip())
     except UnicodeDecodeError:
         raise ValueError(f"{where}: not a UTF-8 text file (a CSV with arrival_s, prompt_tokens, "
                          "output_tokens columns is expected)") from None
@@ -249,7 +287,8 @@ def load_trace(path, name: str = "trace") -> Workload:
     if not values["arrival_s"]:
         raise ValueError(f"{where}: no request rows after the header; allowed: at least one")
     return Workload(np.array(values["arrival_s"], dtype=float), np.array(values["prompt_tokens"], dtype=np.int64),
-                    np.array(values["output_tokens"], dtype=np.int64))
+                    np.array(values["output_tokens"], dtype=np.int64),
+                    priority=priority_levels(classes) if pcol is not None else None)
 
 
 def _trace_value(where: str, line: int, field_name: str, text: str):

@@ -198,6 +198,9 @@ class _Req:
 
 
 def _policy(policy, max_num_seqs, token_budget, max_batched_tokens):
+    if getattr(policy, "priority_aware", False):  # the live queues admit in arrival order only
+        raise ValueError(f"policy {policy.name} orders requests by priority class, which the live loop does not "
+                         f"carry; it is simulated only (serving.simulate)")
     if isinstance(policy, (PrefillFirst, ContinuousBatching, ChunkedPrefill)):
         return policy
     if not isinstance(policy, str):
@@ -359,17 +362,33 @@ class _LiveRun:
 
 
 class _Queues:
-    """The scheduler's state: free slots, and the requests waiting, prefilling and decoding."""
+    """The scheduler's state (what policies.plan_step reads): free slots, and the requests
+    waiting, prefilling and decoding. A slot holds a whole sequence, so no decode ever evicts."""
 
     def __init__(self, n_slots: int, max_num_seqs: int):
         self.free_slots = list(range(n_slots - 1, -1, -1))
         self.waiting, self.prefilling, self.decoding = deque(), [], []
         self.max_num_seqs = max_num_seqs
+        self.clock = 0.0
 
-    def admit(self, t, token_cap=None, first_chunk=None):
+    @property
+    def n_decoding(self) -> int:
+        return len(self.decoding)
+
+    @staticmethod
+    def left(r) -> int:
+        return len(r.prompt) - r.done
+
+    @staticmethod
+    def reserve_decode() -> bool:
+        return False
+
+    def admit(self, token_cap=None, max_seqs=None, first_chunk=None):
         """engine.Replica._admit without blocks: a free slot stands for the blocks."""
+        t = self.clock
+        cap = self.max_num_seqs if max_seqs is None else min(max_seqs, self.max_num_seqs)
         taken = 0
-        while self.waiting and len(self.prefilling) + len(self.decoding) < self.max_num_seqs:
+        while self.waiting and len(self.prefilling) + len(self.decoding) < cap:
             r = self.waiting[0]
             take = len(r.prompt) if first_chunk is None else min(first_chunk - taken, len(r.prompt))
             if token_cap is not None and taken + take > token_cap and taken > 0:
@@ -390,7 +409,7 @@ def _warm_up(run: _LiveRun, prompts) -> float:
     from inferlab.measure.device import synchronize
     pol, max_len = run.pol, run.max_len
     t_w = time.perf_counter()
-    first = min(max(prompts), pol.token_budget) if pol.name == "chunked" else max(prompts)
+    first = min(max(prompts), pol.token_budget) if isinstance(pol, ChunkedPrefill) else max(prompts)
     for _ in range(run.warmup):
         run.forward([Segment(0, (0,) * min(first, max_len), 0)])
         segs = [Segment(s, (0,), min(prompts[0], max_len - 1)) for s in range(run.n_slots)]
@@ -400,41 +419,14 @@ def _warm_up(run: _LiveRun, prompts) -> float:
 
 
 def _schedule(pol, q: _Queues, t_start: float):
-    """The step's work under `pol`: (prefill chunks [(request, tokens)], whether the decoders step)."""
-    kind = pol.name
-    chunks, do_decode = [], False
-    if kind == "prefill-first":
-        q.admit(t_start, pol.max_batched_tokens)
-        if q.prefilling:
-            chunks = [(r, len(r.prompt)) for r in q.prefilling]
-        else:
-            do_decode = bool(q.decoding)
-    elif kind == "continuous":
-        do_decode = bool(q.decoding)
-        q.admit(t_start, pol.max_batched_tokens)
-        chunks = [(r, len(r.prompt)) for r in q.prefilling]
-    else:
-        do_decode = bool(q.decoding)
-        budget = pol.token_budget - len(q.decoding)
-        for r in q.prefilling:
-            if budget <= 0:
-                break
-            n = min(budget, len(r.prompt) - r.done)
-            chunks.append((r, n))
-            budget -= n
-        if budget > 0:
-            n0 = len(q.prefilling)
-            q.admit(t_start, None, first_chunk=budget)
-            for r in q.prefilling[n0:]:
-                if budget <= 0:
-                    break
-                n = min(budget, len(r.prompt))
-                chunks.append((r, n))
-                budget -= n
-    if not chunks and not do_decode:  # cannot happen: a free slot admits, a busy one decodes
-        raise RuntimeError(f"the {kind} scheduler found no work with {len(q.waiting)} waiting, "
+    """The step's work under `pol` (its plan_step, the simulator's own): (prefill chunks
+    [(request, tokens)], whether the decoders step)."""
+    q.clock = t_start
+    plan = pol.plan_step(q)
+    if plan.empty:  # cannot happen: a free slot admits, a busy one decodes
+        raise RuntimeError(f"the {pol.name} scheduler found no work with {len(q.waiting)} waiting, "
                            f"{len(q.prefilling)} prefilling, {len(q.decoding)} decoding")
-    return chunks, do_decode
+    return list(plan.chunks), plan.decode
 
 
 def _segments(dec, chunks):
