@@ -124,3 +124,15 @@ def test_no_config_and_not_json(tmp_path):
 def test_resolve_model_takes_a_name_or_a_path(tmp_path):
     assert resolve_model("llama-2-7b") == get_model("llama-2-7b")
     assert resolve_model(_json(tmp_path, **LLAMA)).d_model == 64
+
+
+SHIPPED = {  # the counts the model cards and safetensors metadata publish (data/hf-configs/README.md)
+    "mistral-7b-v0.1": 7_241_732_096, "mixtral-8x7b-v0.1": 46_702_792_704, "gemma-2-9b": 9_241_705_984}
+
+
+def test_shipped_configs_match_published_counts():
+    from inferlab.specs import data_dir
+    for name, published in SHIPPED.items():
+        assert from_hf_config(data_dir() / "hf-configs" / name).n_params == published, name
+    ds = from_hf_config(data_dir() / "hf-configs" / "deepseek-v3")
+    assert 670e9 < ds.n_params < 672e9 and 37e9 < ds.n_params_active < 38e9   # "671B, 37B activated"

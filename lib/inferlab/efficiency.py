@@ -98,6 +98,9 @@ class MeasuredKernels:
         shard = check_model(shard)
         if not isinstance(costs, ForwardCosts):
             raise ValueError(f"costs must be a ForwardCosts (from costs.forward_costs); got {costs!r}")
+        if shard.is_moe or shard.is_mla:
+            raise ValueError(f"the measured kernels (Vidur's dense Llama profiles) have no mixture-of-experts or "
+                             f"latent-attention kernels; {shard.name} needs the roofline efficiency (ideal or fixed mfu/mbu)")
         if not costs.dims or costs.tokens is None:
             raise ValueError("costs carry no operator shapes (dims, tokens): the measured kernels need a pass "
                              "built by costs.forward_costs, prefill_costs or decode_costs")
