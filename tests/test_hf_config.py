@@ -136,3 +136,44 @@ def test_shipped_configs_match_published_counts():
         assert from_hf_config(data_dir() / "hf-configs" / name).n_params == published, name
     ds = from_hf_config(data_dir() / "hf-configs" / "deepseek-v3")
     assert 670e9 < ds.n_params < 672e9 and 37e9 < ds.n_params_active < 38e9   # "671B, 37B activated"
+
+
+def _estimate(capsys, *argv):
+    from inferlab.cli import main
+    rc = main(["estimate", *argv])
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+@pytest.mark.parametrize("key", ["mixtral", "deepseek_v3", "gemma2", "llama4_text", "gpt_oss", "qwen2_moe"])
+def test_estimate_json_takes_a_config_path(tmp_path, capsys, key):
+    _write(tmp_path, key)
+    rc, out, err = _estimate(capsys, "--model", str(tmp_path), "--gpu", "h100-sxm", "--prompt", "64", "--json")
+    assert rc == 0, err
+    got = json.loads(out)
+    model = from_hf_config(tmp_path)
+    assert got["params_total"] == model.n_params and got["params_active"] == model.n_params_active
+    assert got["fits"] is True and got["itl_s"] > 0
+
+
+def test_mixtral_on_h200_itl_between_active_and_all_expert_reads(capsys):
+    """B = 1 reads the 2 active experts of 8 (about 12.9e9 parameters); B = 256 touches all 8 in every
+    layer (8 (1 - (6/8)^256) = 8.000), so its step reads at least every weight (46.7e9 parameters)."""
+    from inferlab.specs import data_dir
+    path = str(data_dir() / "hf-configs" / "mixtral-8x7b-v0.1")
+    bw = 4.8e12   # H200 HBM3e, bytes/s (data/accelerators.toml)
+    # Active parameters by hand: 32 layers x (attention 2 x 4096 x 4096 + 2 x 4096 x 1024, router 4096 x 8,
+    # 2 experts of 3 x 4096 x 14336, 2 norms of 4096) + embedding and head 2 x 32000 x 4096 + final norm.
+    active = 32 * (2 * 4096 * 4096 + 2 * 4096 * 1024 + 4096 * 8 + 2 * 3 * 4096 * 14336 + 2 * 4096) + 2 * 32000 * 4096 + 4096
+    total = active + 32 * 6 * 3 * 4096 * 14336
+    rc, out, _ = _estimate(capsys, "--model", path, "--gpu", "h200", "--batch", "1", "--prompt", "1024", "--json")
+    one = json.loads(out)
+    assert one["params_active"] == active and one["params_total"] == total
+    assert one["itl_s"] == pytest.approx(2 * active / bw, rel=0.03)     # near the active-expert read
+    rc, out, _ = _estimate(capsys, "--model", path, "--gpu", "h200", "--batch", "256", "--prompt", "1024", "--json")
+    assert json.loads(out)["itl_s"] >= 2 * total / bw * 0.99            # at least the all-expert read
+
+
+def test_estimate_bad_config_is_one_line(tmp_path, capsys):
+    rc, out, err = _estimate(capsys, "--model", str(_json(tmp_path, **{**LLAMA, "model_type": "bert"})), "--json")
+    assert rc == 2 and err.count("\n") == 1 and "model_type 'bert' is not supported" in err and "Traceback" not in err
