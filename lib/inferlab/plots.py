@@ -30,8 +30,8 @@ from inferlab.input_checks import DoesNotFitError
 
 # Operator groups placed on the roofline (their per-layer FLOPs and bytes are summed).
 OPERATOR_GROUPS = {
-    "QKV/O projections": ("q_proj", "k_proj", "v_proj", "o_proj"),
-    "MLP": ("mlp_gate", "mlp_up", "mlp_down"),
+    "QKV/O projections": ("q_proj", "k_proj", "v_proj", "o_proj", "q_a_proj", "q_b_proj", "kv_a_proj", "kv_b_proj"),
+    "MLP": ("mlp_gate", "mlp_up", "mlp_down", "mlp_router", "mlp_experts", "mlp_shared"),
     "attention QK\u1d40, PV": ATTENTION_OPS,
 }
 GROUP_COLORS = {"QKV/O projections": "tab:blue", "MLP": "tab:orange", "attention QK\u1d40, PV": "tab:green"}
