@@ -177,3 +177,31 @@ def test_mixtral_on_h200_itl_between_active_and_all_expert_reads(capsys):
 def test_estimate_bad_config_is_one_line(tmp_path, capsys):
     rc, out, err = _estimate(capsys, "--model", str(_json(tmp_path, **{**LLAMA, "model_type": "bert"})), "--json")
     assert rc == 2 and err.count("\n") == 1 and "model_type 'bert' is not supported" in err and "Traceback" not in err
+
+
+def test_fp8_weights_activations_and_kv(capsys):
+    """FP8 where the accelerator has an FP8 peak (H100, H200, B200, MI300X; data/accelerators.toml cites the
+    datasheets): one byte per weight and per cached element, prefill at the FP8 peak; an A100 has none."""
+    from inferlab.specs import data_dir
+    path = str(data_dir() / "hf-configs" / "mixtral-8x7b-v0.1")
+    fp8 = ["--weights-dtype", "fp8", "--activations-dtype", "fp8", "--kv-dtype", "fp8"]
+    for gpu in ("h100-sxm", "h200", "b200", "mi300x"):
+        rc, out, err = _estimate(capsys, "--model", path, "--gpu", gpu, "--prompt", "4096", *fp8, "--json")
+        got = json.loads(out)
+        assert got["weights_bytes"] == 46_702_792_704                     # 1 byte per parameter
+        assert got["kv_cache_bytes_per_sequence"] == 4096 * 32 * 2 * 8 * 128  # K and V, 8 heads x 128, 1 byte
+    # Prefill on the H100 is compute-bound at the FP8 peak, 1,978.9 TFLOP/s: at least 2 x active x S / peak.
+    rc, out, _ = _estimate(capsys, "--model", path, "--gpu", "h100-sxm", "--prompt", "4096", *fp8, "--json")
+    active = json.loads(out)["params_active"]
+    assert json.loads(out)["ttft_s"] >= 2 * (active - 32000 * 4096) * 4096 / 1978.9e12
+    rc, out, err = _estimate(capsys, "--model", path, "--gpu", "a100-80gb", *fp8, "--json")
+    assert rc == 2 and "dtype 'fp8' has no peak on accelerator 'a100-80gb'" in err and err.count("\n") == 1
+
+
+def test_what_if_takes_a_config_path(monkeypatch):
+    from inferlab import reader
+    from inferlab.specs import data_dir
+    path = str(data_dir() / "hf-configs" / "deepseek-v3")
+    monkeypatch.setenv(reader.WHATIF_ENV, f"{path}@h200")
+    model, acc, _ = reader.what_if("llama-2-13b-book", "h100-sxm")
+    assert model.is_mla and model.n_experts == 256 and acc.name == "h200"

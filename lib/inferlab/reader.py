@@ -23,7 +23,7 @@ from dataclasses import replace
 
 from inferlab.claims import evaluate_claims, lost_formulas
 from inferlab.claims.render import errata_anchor, summary_line
-from inferlab.specs import BF16, Precision, get_accelerator, get_model
+from inferlab.specs import BF16, Precision, get_accelerator, get_model, resolve_model
 
 VERDICT_MARK = {"consistent": "\u2713", "approximation": "\u2248", "erratum": "\u2717", "unchecked": "\u2013"}
 VERDICT_WORD = {"consistent": "ok", "approximation": "approx.", "erratum": "erratum", "unchecked": "unchecked"}
@@ -307,18 +307,19 @@ def parse_whatif(text: str) -> tuple[str, str]:
 
 def what_if(model, accelerator, precision: Precision = BF16):
     """The notebook's scenario: the cell's model and accelerator, unless the environment variable
-    INFERLAB_WHATIF=MODEL@ACCELERATOR names others (the tests re-run every notebook that way).
+    INFERLAB_WHATIF=MODEL@ACCELERATOR names others (the tests re-run every notebook that way). The
+    model is a name of `inferlab list` or a path to a Hugging Face config.json (or its folder).
     Returns (ModelConfig, Accelerator, Precision)."""
     env = os.environ.get(WHATIF_ENV)
     if env:
         model, accelerator = parse_whatif(env)
-    return get_model(model), get_accelerator(accelerator), precision
+    return resolve_model(model), get_accelerator(accelerator), precision
 
 
 def is_book_setup(model, accelerator, precision: Precision = BF16) -> bool:
     """True when the scenario is the book's worked example (Llama-2 13B on one H100 SXM, bf16
     throughout): only then do the figures carry the book's markers."""
-    m, a = get_model(model), get_accelerator(accelerator)
+    m, a = resolve_model(model), get_accelerator(accelerator)
     return (m.name, a.name) == (get_model(BOOK_SETUP[0]).name, get_accelerator(BOOK_SETUP[1]).name) \
         and precision == BF16
 
@@ -331,7 +332,7 @@ def book_points_if(book: bool, section: str, figure: str):
 
 def context_note(model, tokens: int) -> str:
     """'' when `tokens` fits the model's context window, else a sentence saying it does not."""
-    m = get_model(model)
+    m = resolve_model(model)
     limit = m.max_context_tokens
     if limit is None or tokens <= limit:
         return ""
