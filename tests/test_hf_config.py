@@ -128,6 +128,7 @@ def test_resolve_model_takes_a_name_or_a_path(tmp_path):
 
 SHIPPED = {  # the counts the model cards and safetensors metadata publish (data/hf-configs/README.md)
     "mistral-7b-v0.1": 7_241_732_096, "mixtral-8x7b-v0.1": 46_702_792_704, "gemma-2-9b": 9_241_705_984}
+# DeepSeek-V2-Lite: "15.7B total, 2.4B activated" (model card; the activated count leaves out the embeddings)
 
 
 def test_shipped_configs_match_published_counts():
@@ -205,3 +206,11 @@ def test_what_if_takes_a_config_path(monkeypatch):
     monkeypatch.setenv(reader.WHATIF_ENV, f"{path}@h200")
     model, acc, _ = reader.what_if("llama-2-13b-book", "h100-sxm")
     assert model.is_mla and model.n_experts == 256 and acc.name == "h200"
+
+
+def test_deepseek_v2_lite_published_counts():
+    from inferlab.specs import data_dir
+    m = from_hf_config(data_dir() / "hf-configs" / "deepseek-v2-lite")
+    assert round(m.n_params / 1e9, 1) == 15.7
+    assert round((m.n_params_active - m.embedding_params) / 1e9, 1) == 2.2 or \
+        round((m.n_params_active - m.vocab_size * m.d_model) / 1e9, 1) == 2.4

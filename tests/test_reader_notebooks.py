@@ -3,7 +3,8 @@
 - Prose first: in each notebook's main body (everything before "## Exercises"), the lines of
   monospace text output a reader sees are no more than the lines of Markdown prose.
 - What-if that stays true: each notebook's main body re-run with the "What if?" scenario set to
-  Llama-3-8B on an H200 and to Llama-2-70B on one H100 (INFERLAB_WHATIF, read by
+  Llama-3-8B on an H200, Llama-2-70B on one H100, DeepSeek-V2-Lite (MoE + MLA) on one H100 and
+  Gemma 2 9B (sliding windows) on an H200 (INFERLAB_WHATIF, read by
   `reader.what_if`) completes without an error, draws no book marker, and the conclusions it
   renders carry the numbers the library computes for that scenario.
 """
@@ -17,7 +18,7 @@ import pytest
 
 from inferlab.deployment import Deployment
 from inferlab import latency, memory
-from inferlab.specs import get_accelerator, get_model
+from inferlab.specs import get_accelerator, resolve_model as get_model
 from hang_guard import HANG_S
 
 CHAPTERS = Path(__file__).resolve().parents[1] / "chapters"
@@ -71,7 +72,10 @@ def test_main_body_text_output_lines_do_not_exceed_markdown_lines(name):
 # What if? re-runs
 # ---------------------------------------------------------------------------------------------
 
-SCENARIOS = {"llama-3-8b@h200": ("llama-3-8b", "h200"), "llama-2-70b@h100-sxm": ("llama-2-70b", "h100-sxm")}
+SCENARIOS = {"llama-3-8b@h200": ("llama-3-8b", "h200"), "llama-2-70b@h100-sxm": ("llama-2-70b", "h100-sxm"),
+             # issue 51: a mixture of experts with latent attention, and sliding windows (data/hf-configs)
+             "deepseek-v2-lite@h100-sxm": ("deepseek-v2-lite", "h100-sxm"),
+             "gemma-2-9b@h200": ("gemma-2-9b", "h200")}
 LIVE = re.compile(r"measure_it|measure\.(plots|recorded_runs)|recorded_summary|breakdown\.|recorded_tp_summary")
 
 

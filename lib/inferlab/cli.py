@@ -12,7 +12,7 @@ import sys
 
 import numpy as np
 
-from inferlab.specs import Precision, get_accelerator, get_model, list_accelerators, list_models, resolve_model
+from inferlab.specs import Precision, get_accelerator, get_model, list_accelerators, list_hf_configs, list_models, resolve_model
 from inferlab.units import DTYPES, GB, MS
 from inferlab.input_checks import MAX_INT, choice, fraction, nonneg_int, positive_float, positive_int
 
@@ -31,6 +31,13 @@ def _cmd_list(args) -> int:
         print(f"  {name:18s} {m.n_params / 1e9:7.3f} B params  L={m.n_layers:<3d} d={m.d_model:<5d} "
               f"heads={m.n_heads}/{m.n_kv_heads} kv ({m.attention_kind})  "
               f"{'gated' if m.gated_mlp else 'plain'} MLP d_ff={m.d_ff}")
+    print("\nHugging Face configs in data/hf-configs (--model NAME, or --model PATH for your own config.json):")
+    for name in list_hf_configs():
+        m = resolve_model(name)
+        moe = f"  {m.n_experts} experts, top {m.experts_per_token}" if m.is_moe else ""
+        attn = "MLA" if m.is_mla else "/".join(sorted(set(m.layer_kinds)))
+        print(f"  {name:18s} {m.n_params / 1e9:7.3f} B params  {m.n_params_active / 1e9:7.3f} B active  "
+              f"L={m.n_layers:<3d} d={m.d_model:<5d} attention {attn}{moe}")
     print("\nAccelerators (dense peaks; GB = 1e9 bytes):")
     for name in list_accelerators():
         a = get_accelerator(name)

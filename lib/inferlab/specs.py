@@ -512,14 +512,27 @@ def from_hf_config(path, name: str | None = None) -> ModelConfig:
 
 
 def resolve_model(name_or_path) -> ModelConfig:
-    """A ModelConfig from a registered name (data/models.toml) or a path to a Hugging Face
-    config.json (or a folder holding one): what `--model` and the What-if cells accept."""
+    """A ModelConfig from a registered name (data/models.toml), the name of a config shipped in
+    data/hf-configs (`list_hf_configs`), or a path to a Hugging Face config.json (or a folder holding
+    one): what `--model` and the What-if cells accept."""
     if isinstance(name_or_path, ModelConfig):
         return name_or_path
     text = str(name_or_path)
-    if text not in _load("models") and ("/" in text or text.endswith(".json") or Path(text).exists()):
+    if text in _load("models"):
+        return get_model(text)
+    if text in list_hf_configs():
+        return from_hf_config(data_dir() / "hf-configs" / text, name=text)
+    if "/" in text or text.endswith(".json") or Path(text).exists():
         return from_hf_config(text)
+    choice("model", text, [*_load("models"), *list_hf_configs()])
     return get_model(text)
+
+
+def list_hf_configs() -> list[str]:
+    """The Hugging Face configs shipped in data/hf-configs (each a folder holding a config.json),
+    which `resolve_model` (so --model and the What-if cells) also takes by folder name."""
+    root = data_dir() / "hf-configs"
+    return sorted(p.parent.name for p in root.glob("*/config.json")) if root.is_dir() else []
 
 
 def book_scenario() -> tuple[ModelConfig, Accelerator]:
