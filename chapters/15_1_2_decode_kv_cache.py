@@ -78,7 +78,8 @@ Markdown(f"**Scenario:** {MODEL.name} on one {GPU.name} ({GPU.hbm_bytes_per_s / 
 # alt: Diagram of K and V grids, a row per KV head and a column per token, prefill columns in blue and one appended decode column per step in orange, with the bytes per token written out.
 from inferlab import diagrams
 
-diagrams.kv_cache_diagram(MODEL, PREC, prompt_len=CONTEXT, decode_steps=3)
+(diagrams.kv_cache_diagram(MODEL, PREC, prompt_len=CONTEXT, decode_steps=3) if MODEL.full_attention_only
+ else Markdown(conclusions.kv_cache_note(MODEL, CONTEXT, PREC)))   # the figure draws per-head K and V
 
 # %% [markdown]
 # In every layer, attention turns each token into a *query*, a *key* and a *value* vector per head:
@@ -106,6 +107,9 @@ L, n_kv, H, b_cache = MODEL.n_layers, MODEL.n_kv_heads, MODEL.head_dim, bytes_pe
 kv_worked = equations.KV_CACHE_PER_TOKEN.worked(
     L=L, Nkv=n_kv, H=H, bkv=b_cache, library=memory.kv_cache_bytes_per_token(MODEL, PREC))
 kv_per_token = kv_worked.value                       # bytes per token
+if not MODEL.full_attention_only:                    # MLA's latent, windows, chunks: the library's account
+    kv_per_token = memory.kv_cache_bytes(MODEL, CONTEXT, 1, PREC) / CONTEXT
+    print(conclusions.kv_cache_note(MODEL, CONTEXT, PREC))
 print(f"one sequence of {CONTEXT:,} tokens: {kv_per_token * CONTEXT / GB:.3f} GB")
 kv_worked
 

@@ -141,3 +141,30 @@ def test_moe_fits_and_weights():
     m = from_hf_config(HF / "mixtral-8x7b-v0.1")
     assert weight_bytes(m) == 2 * 46_702_792_704
     assert max_batch(m, get_accelerator("h200"), 4096) == int((141e9 - 2 * 46_702_792_704) // (4096 * 32 * 2 * 8 * 128 * 2))   # K and V, 8 heads x 128, bf16
+
+
+@pytest.mark.parametrize("name", ["mistral-7b-v0.1", "gemma-2-9b", "mixtral-8x7b-v0.1", "deepseek-v2-lite"])
+def test_simulator_step_time_is_the_latency_model(name):
+    """The simulator's step (serving.steptime, through attention.step_account) and latency's pass
+    (costs.forward_costs, through attention.account) count the same attention and the same experts."""
+    from inferlab.latency import decode_step_time_s, prefill_time_s
+    from inferlab.serving.steptime import RooflineStepTime
+    from inferlab.specs import resolve_model
+    m, g = resolve_model(name), get_accelerator("h200")
+    st = RooflineStepTime(m, g)
+    for ctx, b in ((100, 1), (6000, 8), (8000, 64)):
+        assert st.decode_s(ctx, b) == pytest.approx(decode_step_time_s(m, g, ctx, b), rel=1e-9)
+    assert st.prefill_s(5000) == pytest.approx(prefill_time_s(m, g, 5000), rel=1e-9)
+
+
+def test_a_window_caps_the_decode_step():
+    """All of Mistral 7B's layers slide over 4,096 keys: past the window a decode step stops growing;
+    the same model with full attention keeps growing."""
+    from inferlab.serving.steptime import RooflineStepTime
+    m = from_hf_config(HF / "mistral-7b-v0.1")
+    g = get_accelerator("h100-sxm")
+    st, full = RooflineStepTime(m, g), RooflineStepTime(m.with_(layer_types=(), sliding_window=None), g)
+    assert st.decode_s(8000, 16) == pytest.approx(st.decode_s(4096, 16), rel=1e-12)
+    assert full.decode_s(8000, 16) > 1.1 * full.decode_s(4096, 16)
+    with pytest.raises(ValueError, match="call step_time_s"):
+        st(16, 16, 16 * 8000, 16 * 8000)
