@@ -168,3 +168,19 @@ def test_a_window_caps_the_decode_step():
     assert full.decode_s(8000, 16) > 1.1 * full.decode_s(4096, 16)
     with pytest.raises(ValueError, match="call step_time_s"):
         st(16, 16, 16 * 8000, 16 * 8000)
+
+
+def test_the_architecture_table_by_hand():
+    """15.1.2's table of architectures at 8,192 tokens on an H100 (bf16 unless named)."""
+    from inferlab import reader
+    rows = {(r[0], r[2]): r for r in reader.architecture_rows(get_accelerator("h100-sxm"), 8192)}
+    # Llama-2 13B, MHA: 2 x 40 layers x 40 heads x 128 x 2 bytes per token; 1 FLOP per KV byte.
+    assert rows[("llama-2-13b", "bf16")][3] == 2 * 40 * 40 * 128 * 2 and rows[("llama-2-13b", "bf16")][4] == pytest.approx(1.0)
+    # Mistral 7B: every layer keeps 4,096 of the 8,192 tokens, so half of 2 x 32 x 8 x 128 x 2 per token.
+    assert rows[("mistral-7b-v0.1", "bf16")][3] == 2 * 32 * 8 * 128 * 2 / 2
+    # Gemma 2 9B: 21 full and 21 sliding layers of 8 KV heads x 256.
+    assert rows[("gemma-2-9b", "bf16")][3] == (21 * 8192 + 21 * 4096) * 2 * 8 * 256 * 2 / 8192
+    # DeepSeek-V3: 61 x (512 + 64) x 2 bytes; (2 x 128 x 576 + 2 x 128 x 512) / (576 x 2) FLOP per byte; no fit.
+    ds = rows[("deepseek-v3", "bf16")]
+    assert ds[3] == 61 * 576 * 2 and ds[4] == pytest.approx((2 * 128 * 576 + 2 * 128 * 512) / 1152) and ds[5] is None
+    assert rows[("llama-3-8b", "int8")][4] == pytest.approx(2 * rows[("llama-3-8b", "bf16")][4])
