@@ -146,7 +146,7 @@ def _estimate(capsys, *argv):
     return rc, out, err
 
 
-@pytest.mark.parametrize("key", ["mixtral", "deepseek_v3", "gemma2", "llama4_text", "gpt_oss", "qwen2_moe"])
+@pytest.mark.parametrize("key", list(FAMILIES))
 def test_estimate_json_takes_a_config_path(tmp_path, capsys, key):
     _write(tmp_path, key)
     rc, out, err = _estimate(capsys, "--model", str(tmp_path), "--gpu", "h100-sxm", "--prompt", "64", "--json")

@@ -213,6 +213,14 @@ def drill_answers(nb) -> dict:
     return out
 
 
+def _kv_bytes_by_hand(m, S: int, b: int = 2) -> int:
+    """One sequence's cache of S tokens in bf16, layer by layer, from the architecture's fields."""
+    if m.is_mla:
+        return m.n_layers * (m.kv_lora_rank + m.qk_rope_head_dim) * b * S
+    spans = {"full": S, "sliding": min(S, m.sliding_window or S), "chunked": min(S, m.attention_chunk or S)}
+    return sum(2 * m.n_kv_heads * m.head_dim * b * spans[kind] for kind in m.layer_kinds)
+
+
 def test_the_interview_drills_answer_for_the_what_if_scenario(rerun):
     """Under another scenario every drill's folded answer carries that scenario's numbers: each differs
     from the stored answer of the book's scenario, and its key numbers are the library's for the new one."""
@@ -229,8 +237,9 @@ def test_the_interview_drills_answer_for_the_what_if_scenario(rerun):
             assert m.name in md, f"{name} {anchor} does not name {m.name}"
     fit = fit_advice(m, g, 1000)
     tp = 1 if fit.fits else fit.tp
-    # 15.1.1, question 1: the KV cache of the 10,000-token system prompt, 2 L N_kv H b S
-    kv_gb = 2 * m.n_layers * m.n_kv_heads * m.head_dim * 2 * 10_000 / 1e9
+    # 15.1.1, question 1: the KV cache of the 10,000-token system prompt, 2 L N_kv H b S for full
+    # attention; a sliding layer holds at most its window, MLA one latent and rope key per layer and token
+    kv_gb = _kv_bytes_by_hand(m, 10_000) / 1e9
     md = drill_answers(nbs["15_1_1_prefill"])["interview-15-1-1-1"]
     assert number(re.search(r"KV cache \(([\d.]+) GB\)", md).group(1)) == pytest.approx(kv_gb, rel=0.005)
     # 15.1.2, question 2: the largest batch at the page's 1,000-token context, per replica

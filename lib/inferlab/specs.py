@@ -229,6 +229,9 @@ class ModelConfig:
 
     @property
     def attention_kind(self) -> str:
+        """MHA, GQA or MQA by KV heads; MLA for latent attention."""
+        if self.is_mla:
+            return "MLA"
         if self.n_kv_heads == self.n_heads:
             return "MHA"
         return "MQA" if self.n_kv_heads == 1 else "GQA"
@@ -319,7 +322,7 @@ class ModelConfig:
         d_ff grows by round(2*d*(kv_old - kv_new)*head_dim / (n_mlp_matrices*d))."""
         positive_int("n_kv_heads", n_kv_heads)
         n_kv_heads = int(n_kv_heads)
-        if n_kv_heads == self.n_kv_heads:
+        if n_kv_heads == self.n_kv_heads or self.is_mla:   # latent attention has no KV heads to group
             return self
         saved = 2 * self.d_model * (self.n_kv_heads - n_kv_heads) * self.head_dim
         wider = self.d_ff + round(saved / (self.n_mlp_matrices * self.d_model))
