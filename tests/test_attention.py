@@ -184,3 +184,14 @@ def test_the_architecture_table_by_hand():
     ds = rows[("deepseek-v3", "bf16")]
     assert ds[3] == 61 * 576 * 2 and ds[4] == pytest.approx((2 * 128 * 576 + 2 * 128 * 512) / 1152) and ds[5] is None
     assert rows[("llama-3-8b", "int8")][4] == pytest.approx(2 * rows[("llama-3-8b", "bf16")][4])
+
+
+def test_tensor_parallel_splits_experts_and_keeps_the_latent():
+    from inferlab.parallel import tp_shard
+    mix = from_hf_config(HF / "mixtral-8x7b-v0.1")
+    # tp = 2: each device holds 4 of the 8 KV heads, and half of every expert's columns (14336 / 2).
+    assert kv_cache_bytes_per_token(mix, tp=2) == 2 * 32 * 4 * 128 * 2
+    assert tp_shard(mix, 2).expert_d_ff == 7168
+    # MLA's latent is not split: every device keeps 61 x 576 x 2 bytes per token.
+    ds = from_hf_config(HF / "deepseek-v3")
+    assert kv_cache_bytes_per_token(ds, tp=8) == 61 * 576 * 2

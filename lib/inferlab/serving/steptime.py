@@ -17,7 +17,11 @@ The projections, MLP, embedding, LM head and all-reduces are timed by the effici
 attention stays on the roofline in both.
 
 with `pairs` the query-key pairs scored (q*p + q(q+1)/2 per sequence with q new and p cached
-tokens) and K the keys read (p + q per sequence). For a uniform batch this is exactly
+tokens) and K the keys read (p + q per sequence), full attention's counts in `attention` (the one
+account). A model with sliding or chunked layers or latent attention (MLA) takes each step's pairs,
+keys and kernel widths from `attention.step_account` instead, layer kind by layer kind, and adds the
+two kernels' max(compute, memory) separately; its decodes' keys come from their mean context (an
+upper bound under a window). For a uniform batch this is exactly
 `latency.prefill_time_s` / `latency.decode_step_time_s` (tests check it); for a mixed batch the
 attention of each sequence adds its own pairs and keys, which the same two kernels process.
 
