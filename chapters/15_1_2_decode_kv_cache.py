@@ -564,8 +564,8 @@ from inferlab.exercises import check
 #
 # The chapter sizes the KV cache of Llama-2 13B, a multi-head-attention model. Recompute it for `llama-3-70b`,
 # which uses grouped-query attention: one sequence of S = 8192 tokens, bf16 cache, every token of the
-# sequence cached (for a sliding-window model such as Mistral 7B, ignore the window: no rolling buffer).
-# GB = 10⁹ bytes.
+# sequence cached (a sliding-window layer would keep only its last W tokens, but the registry's `mistral-7b`
+# models no window; the `mistral-7b-v0.1` config does). GB = 10⁹ bytes.
 #
 # **Answer** `ex1`: the KV cache of one sequence in GB, a number (tolerance ±1 %).
 
@@ -595,7 +595,8 @@ check("15.1.2-ex1", ex1);
 #
 # The chapter says quantising the KV cache to int8 "doubles the effective maximum batch size". Take
 # `mistral-7b` on one `l4`: bf16 weights, int8 KV cache, every sequence S = 8192 tokens long
-# (prompt plus output), every token cached (ignore any sliding window), nothing else in memory. What is the
+# (prompt plus output), every token cached (these registry models attend to the whole context: `mistral-7b`
+# here models no sliding window), nothing else in memory. What is the
 # largest batch that fits? GB = 10⁹ bytes, as on the datasheet.
 #
 # **Answer** `ex2`: the largest batch that fits (sequences), an integer (exact).
