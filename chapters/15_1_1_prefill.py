@@ -53,6 +53,7 @@ from inferlab.units import GB, MS, TFLOP, bytes_per_element
 # What if? ------------------------------------------------------------------------------------
 MODEL, GPU, PREC = reader.what_if(
     "llama-2-13b",                     # try "llama-2-13b-book" (the book's f = 4d stand-in), "llama-3-8b"
+                                       # or "mixtral-8x7b-v0.1", "deepseek-v2-lite" (MoE, MLA), "gemma-2-9b", a config path
     "h100-sxm",                        # try "a100-80gb", "h200", "mi300x", "l4", "b200"
     Precision(weights="bf16", activations="bf16", kv="bf16"))  # e.g. weights="int8"
 PROMPT = 2048                          # prompt length S, tokens
@@ -125,18 +126,24 @@ worked_examples.takeaway(f"On the {GPU.name} in {PREC.compute_dtype} an operator
 #
 # With $b_w = b_a = 2$ (bf16) the shorthand is $I \approx T$; but once $T$ is comparable with
 # $df/(d+f)$ the activations cost as much as the weights, and the intensity can never exceed
-# $2df/(b_a(d+f))$ however long the prompt. One MLP matrix of the scenario:
+# $2df/(b_a(d+f))$ however long the prompt. (In a mixture of experts each expert's matrix sees only
+# the tokens routed to it, $Tk/E$ of them when $E$ experts share the load evenly and each token picks
+# $k$.) One MLP matrix of the scenario:
 
 # %%
 # Eq. (matmul-intensity) with this scenario's numbers, one d x f MLP matrix (the library: all of them)
 T = BATCH * PROMPT                                   # tokens through every matrix
 d, f = MODEL.d_model, MODEL.d_ff                     # one d x f MLP matrix
+prefill = costs.prefill_costs(MODEL, BATCH, PROMPT, PREC)
+T_mlp, mlp_library = T, prefill.mlp
+if MODEL.is_moe:                                     # one expert's matrix: it sees T k / E of the tokens
+    T_mlp, f = T * MODEL.experts_per_token / MODEL.n_experts, MODEL.expert_d_ff
+    mlp_library = prefill.per_layer["mlp_experts"]
 b_w = bytes_per_element(PREC.weights)                # bytes per weight
 b_a = bytes_per_element(PREC.activations)            # bytes per activation
-prefill = costs.prefill_costs(MODEL, BATCH, PROMPT, PREC)
-mlp_worked = equations.MATMUL_INTENSITY.worked(T=T, d=d, f=f, bw=b_w, ba=b_a, library=float(prefill.mlp.intensity))
+mlp_worked = equations.MATMUL_INTENSITY.worked(T=T_mlp, d=d, f=f, bw=b_w, ba=b_a, library=float(mlp_library.intensity))
 mlp_intensity = mlp_worked.value
-assert abs(mlp_intensity / float(prefill.mlp.intensity) - 1) < 1e-6  # every MLP matrix has the same d, f
+assert abs(mlp_intensity / float(mlp_library.intensity) - 1) < 1e-6  # every MLP matrix has the same d, f
 mlp_worked
 
 # %%
@@ -310,6 +317,10 @@ kv_worked = equations.KV_PER_TOKEN.worked(
     library=memory.kv_cache_bytes(MODEL, PROMPT, 1, PREC))
 kv_bytes_per_token = kv_worked.value / PROMPT         # K and V, every layer
 kv_bytes = kv_worked.value * BATCH
+if not MODEL.full_attention_only:                     # MLA's latent, windows, chunks: the library's account
+    kv_bytes = memory.kv_cache_bytes(MODEL, PROMPT, BATCH, PREC)
+    kv_bytes_per_token = kv_bytes / BATCH / PROMPT
+    print(conclusions.kv_cache_note(MODEL, PROMPT, PREC))
 assert abs(kv_bytes / memory.kv_cache_bytes(MODEL, PROMPT, BATCH, PREC) - 1) < 1e-12
 kv_worked
 

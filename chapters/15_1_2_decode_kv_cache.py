@@ -54,6 +54,7 @@ from inferlab.units import GB, MS, bytes_per_element
 # What if? ------------------------------------------------------------------------------------
 MODEL, GPU, PREC = reader.what_if(
     "llama-2-13b",                     # try "llama-3-8b" (GQA), "mistral-7b", "llama-2-13b-book"
+                                       # or "mixtral-8x7b-v0.1", "deepseek-v2-lite" (MoE, MLA), "gemma-2-9b", a config path
     "h100-sxm",                        # try "h200" (more bandwidth), "a100-80gb", "mi300x"
     Precision(weights="bf16", activations="bf16", kv="bf16"))  # e.g. kv="int8", weights="int4"
 CONTEXT = 1000                         # tokens in each sequence's KV cache
@@ -78,7 +79,8 @@ Markdown(f"**Scenario:** {MODEL.name} on one {GPU.name} ({GPU.hbm_bytes_per_s / 
 # alt: Diagram of K and V grids, a row per KV head and a column per token, prefill columns in blue and one appended decode column per step in orange, with the bytes per token written out.
 from inferlab import diagrams
 
-diagrams.kv_cache_diagram(MODEL, PREC, prompt_len=CONTEXT, decode_steps=3)
+(diagrams.kv_cache_diagram(MODEL, PREC, prompt_len=CONTEXT, decode_steps=3) if MODEL.full_attention_only
+ else Markdown(conclusions.kv_cache_note(MODEL, CONTEXT, PREC)))   # the figure draws per-head K and V
 
 # %% [markdown]
 # In every layer, attention turns each token into a *query*, a *key* and a *value* vector per head:
@@ -106,6 +108,9 @@ L, n_kv, H, b_cache = MODEL.n_layers, MODEL.n_kv_heads, MODEL.head_dim, bytes_pe
 kv_worked = equations.KV_CACHE_PER_TOKEN.worked(
     L=L, Nkv=n_kv, H=H, bkv=b_cache, library=memory.kv_cache_bytes_per_token(MODEL, PREC))
 kv_per_token = kv_worked.value                       # bytes per token
+if not MODEL.full_attention_only:                    # MLA's latent, windows, chunks: the library's account
+    kv_per_token = memory.kv_cache_bytes(MODEL, CONTEXT, 1, PREC) / CONTEXT
+    print(conclusions.kv_cache_note(MODEL, CONTEXT, PREC))
 print(f"one sequence of {CONTEXT:,} tokens: {kv_per_token * CONTEXT / GB:.3f} GB")
 kv_worked
 
@@ -325,6 +330,51 @@ reader.draw_if_fits(FIT, plots.kv_variants_plot, MODEL, GPU, CONTEXT, PREC,
 # </details>
 
 # %% [markdown]
+# ### Beyond GQA: latent attention and sliding windows
+# The interview's senior answer (Question 3 below) names two more architectural levers. **Multi-head
+# latent attention** (MLA, DeepSeek-V2 and V3) caches one compressed latent of $r$ numbers plus a
+# small rotary key per token and layer, shared by every query head: the cache shrinks, and each
+# byte read serves all $N$ heads, so decode attention does far more than one FLOP per byte. A
+# **sliding window** (Mistral 7B; half of Gemma 2's layers) keeps only the last $W$ tokens' keys:
+# past $W$ the cache stops growing, though each byte still serves only its group of query heads.
+# The table compares them at 8,192 tokens, where a 4,096-token window bites, on the scenario's
+# accelerator (MLA counted in its absorbed form, queries scored against the latent).
+
+# %%
+# KV bytes per token held at 8,192 tokens, decode attention's FLOPs per KV byte, and B_max beside the weights
+LONG = 8192
+arch = {(r[0], r[2]): r for r in reader.architecture_rows(GPU, LONG, PREC)}
+display(reader.details(f"KV cache and decode attention of seven architectures at {LONG:,} tokens on one {GPU.name}",
+                       reader.architecture_table(GPU, LONG, PREC)))
+mha, mla, swa = arch[("llama-2-13b", "bf16")], arch[("deepseek-v3", "bf16")], arch[("mistral-7b-v0.1", "bf16")]
+Markdown(f"At {LONG:,} tokens DeepSeek-V3 holds {mla[3]:,.0f} bytes per token for all its 61 layers, against "
+         f"{mha[3]:,.0f} for Llama-2 13B's 40 layers of full multi-head attention, and its decode attention does "
+         f"**{mla[4]:.0f} FLOPs per byte** it reads, against {mha[4]:.0f} for multi-head and {swa[4]:.0f} for "
+         f"grouped-query attention: MLA lifts attention off the bandwidth wall. Mistral 7B's window keeps "
+         f"{swa[3]:,.0f} bytes per token at {LONG:,} tokens, half of what full attention would hold, so "
+         f"{swa[5]:,} sequences fit on one {GPU.name}.")
+
+# %% [markdown]
+# ### A mixture of experts: active against total bytes
+# A mixture-of-experts layer holds $E$ expert MLPs and sends each token through $k$ of them
+# (Mixtral 8x7B: $E = 8$, $k = 2$). A one-token decode step reads only the experts its token
+# picked; a batch of $B$ tokens touches, under uniform routing, $E\,(1 - (1 - k/E)^B)$ distinct
+# experts per layer, so a large batch reads them all. That is why $B = 1$ decode of an MoE is cheap
+# (the active parameters' read) and a large batch is not (every parameter's read).
+
+# %%
+# Mixtral 8x7B decoding at 1,024 tokens on the scenario's accelerator (uniform routing)
+moe = reader.moe_decode_rows("mixtral-8x7b-v0.1", GPU, 1024, PREC)
+display(reader.details(f"Mixtral 8x7B decode steps on one {GPU.name}: experts touched and weights read",
+                       reader.moe_decode_table("mixtral-8x7b-v0.1", GPU, 1024, PREC)))
+Markdown(f"At $B$ = 1 a step reads {moe[0][2] / GB:.1f} GB and takes {moe[0][3] * 1e3:.2f} ms, about the "
+         f"{moe[0][4] * 1e3:.2f} ms read of the active parameters; at $B$ = {moe[-1][0]} every one of the 8 experts "
+         f"is touched in every layer ({moe[-1][1]:.2f} expected), the step reads {moe[-1][2] / GB:.1f} GB and takes "
+         f"{moe[-1][3] * 1e3:.2f} ms, at least the {moe[-1][5] * 1e3:.2f} ms read of all the weights. "
+         + ("" if memory.weight_bytes(reader.model("mixtral-8x7b-v0.1"), PREC) < GPU.memory_bytes else
+            f"(Its weights do not fit on one {GPU.name}: these times are a yardstick.)"))
+
+# %% [markdown]
 # ## 5. The same on a real GPU
 #
 # [Eq. (step-time)](#eq-step-time) reads every byte at the datasheet's bandwidth. Real kernels do not:
@@ -519,8 +569,8 @@ from inferlab.exercises import check
 #
 # The chapter sizes the KV cache of Llama-2 13B, a multi-head-attention model. Recompute it for `llama-3-70b`,
 # which uses grouped-query attention: one sequence of S = 8192 tokens, bf16 cache, every token of the
-# sequence cached (for a sliding-window model such as Mistral 7B, ignore the window: no rolling buffer).
-# GB = 10⁹ bytes.
+# sequence cached (a sliding-window layer would keep only its last W tokens, but the registry's `mistral-7b`
+# models no window; the `mistral-7b-v0.1` config does). GB = 10⁹ bytes.
 #
 # **Answer** `ex1`: the KV cache of one sequence in GB, a number (tolerance ±1 %).
 
@@ -550,7 +600,8 @@ check("15.1.2-ex1", ex1);
 #
 # The chapter says quantising the KV cache to int8 "doubles the effective maximum batch size". Take
 # `mistral-7b` on one `l4`: bf16 weights, int8 KV cache, every sequence S = 8192 tokens long
-# (prompt plus output), every token cached (ignore any sliding window), nothing else in memory. What is the
+# (prompt plus output), every token cached (these registry models attend to the whole context: `mistral-7b`
+# here models no sliding window), nothing else in memory. What is the
 # largest batch that fits? GB = 10⁹ bytes, as on the datasheet.
 #
 # **Answer** `ex2`: the largest batch that fits (sequences), an integer (exact).

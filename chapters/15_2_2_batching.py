@@ -50,6 +50,7 @@ from inferlab.units import GB, MS, bytes_per_element
 # What if? ------------------------------------------------------------------------------------
 MODEL, GPU, PREC = reader.what_if(
     "llama-2-13b",                     # try "llama-3-8b" (GQA) or "llama-2-13b-book"
+                                       # or "mixtral-8x7b-v0.1", "deepseek-v2-lite" (MoE, MLA), "gemma-2-9b", a config path
     "h100-sxm",                        # try "h200" or "mi300x" (more memory, more bandwidth)
     Precision(weights="bf16", activations="bf16", kv="bf16"))  # e.g. kv="int8"
 CONTEXT = 1024                         # tokens in each sequence's KV cache
@@ -214,6 +215,23 @@ gqa_max = memory.max_batch(gqa, GPU, CONTEXT, PREC) if not FIT else 0
 mlp_ridge = plots.mlp_ridge_batch(gqa, GPU, PREC, context_len=CONTEXT)
 Markdown(conclusions.or_not_fitting(
     FIT, conclusions.gqa_batch_limit(gqa is MODEL, gqa_max, mlp_ridge), prefix="**Does not fit:** "))
+
+# %% [markdown]
+# ### A mixture of experts under batching
+# A mixture-of-experts model reads only its active experts at $B = 1$ but, under uniform routing,
+# $E\,(1 - (1 - k/E)^B)$ experts per layer at batch $B$: the weights read per step grow with the
+# batch until every expert is touched, so its $B^*$ sits higher than the active parameters suggest
+# and small batches buy less throughput than for a dense model of the same active size.
+
+# %%
+# Mixtral 8x7B: throughput against batch at the scenario's context (uniform routing)
+moe = reader.moe_decode_rows("mixtral-8x7b-v0.1", GPU, CONTEXT, PREC, batches=(1, 2, 8, 32, 128, 256))
+display(reader.details(f"Mixtral 8x7B decode steps on one {GPU.name}",
+                       reader.moe_decode_table("mixtral-8x7b-v0.1", GPU, CONTEXT, PREC, batches=(1, 2, 8, 32, 128, 256))))
+Markdown(f"One sequence decodes at {1 / moe[0][3]:,.0f} tokens/s, reading {moe[0][2] / GB:.1f} GB per step; "
+         f"{moe[2][0]} sequences touch {moe[2][1]:.1f} of the 8 experts per layer and read {moe[2][2] / GB:.1f} GB, so "
+         f"8 times the batch buys only {moe[2][0] / moe[2][3] / (1 / moe[0][3]):.1f} times the throughput; at "
+         f"$B$ = {moe[-1][0]} the step reads all {moe[-1][2] / GB:.1f} GB and yields {moe[-1][0] / moe[-1][3]:,.0f} tokens/s.")
 
 # %% [markdown]
 # ## 4. Keeping the batch full: static and continuous batching

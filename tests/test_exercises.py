@@ -477,8 +477,9 @@ def test_statements_say_what_is_counted():
     def words(ex_id):
         return " ".join(get(ex_id).text().split())
     assert "the LM head for the last prompt token only" in words("15.2.1-ex3")
-    assert "ignore the window" in words("15.1.2-ex1")
-    assert "ignore any sliding window" in words("15.1.2-ex2")
+    # issue 51: no "ignore the window"; the statements say the registry's mistral-7b models no window
+    assert "ignore" not in words("15.1.2-ex1") and "models no window" in words("15.1.2-ex1")
+    assert "ignore" not in words("15.1.2-ex2") and "models no sliding window" in words("15.1.2-ex2")
 
 
 def test_a_binary_prediction_is_checked_on_the_first_attempt_only():

@@ -33,13 +33,35 @@ def models(draw):
 
 
 any_model = st.one_of(st.sampled_from(list_models()).map(get_model), models())
+# KV bytes grow linearly with length only where every layer attends to the whole context with per-head K and V
+full_attention_model = any_model.filter(lambda m: m.full_attention_only)
+
+
+@st.composite
+def windowed_models(draw):
+    """A random architecture whose layers are a mix of full, sliding-window and chunked attention."""
+    base = draw(models())
+    kinds = tuple(draw(st.sampled_from(["full", "sliding", "chunked"])) for _ in range(base.n_layers))
+    return base.with_(layer_types=kinds, sliding_window=draw(st.integers(1, 8192)),
+                      attention_chunk=draw(st.integers(1, 8192)))
 accelerators = st.sampled_from(list_accelerators()).map(get_accelerator)
 lengths = st.integers(1, 200_000)
 batches = st.integers(1, 1024)
 
 
 @FAST
-@given(any_model, lengths, batches, st.integers(2, 5), st.sampled_from(KV_DTYPES))
+@given(windowed_models(), lengths, batches)
+def test_windowed_kv_bytes_never_exceed_the_full_count_and_stop_growing(model, S, B):
+    full = kv_cache_bytes(model.with_(layer_types=()), S, B)
+    held = kv_cache_bytes(model, S, B)
+    assert held <= full * (1 + 1e-12)
+    if "full" not in model.layer_kinds:   # every layer bounded: past the longest span, no growth
+        span = max(model.sliding_window, model.attention_chunk)
+        assert kv_cache_bytes(model, S + span, B) == pytest.approx(kv_cache_bytes(model, max(S, span), B))
+
+
+@FAST
+@given(full_attention_model, lengths, batches, st.integers(2, 5), st.sampled_from(KV_DTYPES))
 def test_kv_bytes_are_linear_in_length_and_batch(model, S, B, k, kv):
     p = Precision(kv=kv)
     one = kv_cache_bytes(model, S, B, p)

@@ -3,7 +3,8 @@
 - Prose first: in each notebook's main body (everything before "## Exercises"), the lines of
   monospace text output a reader sees are no more than the lines of Markdown prose.
 - What-if that stays true: each notebook's main body re-run with the "What if?" scenario set to
-  Llama-3-8B on an H200 and to Llama-2-70B on one H100 (INFERLAB_WHATIF, read by
+  Llama-3-8B on an H200, Llama-2-70B on one H100, DeepSeek-V2-Lite (MoE + MLA) on one H100 and
+  Gemma 2 9B (sliding windows) on an H200 (INFERLAB_WHATIF, read by
   `reader.what_if`) completes without an error, draws no book marker, and the conclusions it
   renders carry the numbers the library computes for that scenario.
 """
@@ -17,7 +18,7 @@ import pytest
 
 from inferlab.deployment import Deployment
 from inferlab import latency, memory
-from inferlab.specs import get_accelerator, get_model
+from inferlab.specs import get_accelerator, resolve_model as get_model
 from hang_guard import HANG_S
 
 CHAPTERS = Path(__file__).resolve().parents[1] / "chapters"
@@ -71,7 +72,10 @@ def test_main_body_text_output_lines_do_not_exceed_markdown_lines(name):
 # What if? re-runs
 # ---------------------------------------------------------------------------------------------
 
-SCENARIOS = {"llama-3-8b@h200": ("llama-3-8b", "h200"), "llama-2-70b@h100-sxm": ("llama-2-70b", "h100-sxm")}
+SCENARIOS = {"llama-3-8b@h200": ("llama-3-8b", "h200"), "llama-2-70b@h100-sxm": ("llama-2-70b", "h100-sxm"),
+             # issue 51: a mixture of experts with latent attention, and sliding windows (data/hf-configs)
+             "deepseek-v2-lite@h100-sxm": ("deepseek-v2-lite", "h100-sxm"),
+             "gemma-2-9b@h200": ("gemma-2-9b", "h200")}
 LIVE = re.compile(r"measure_it|measure\.(plots|recorded_runs)|recorded_summary|breakdown\.|recorded_tp_summary")
 
 
@@ -209,6 +213,14 @@ def drill_answers(nb) -> dict:
     return out
 
 
+def _kv_bytes_by_hand(m, S: int, b: int = 2) -> int:
+    """One sequence's cache of S tokens in bf16, layer by layer, from the architecture's fields."""
+    if m.is_mla:
+        return m.n_layers * (m.kv_lora_rank + m.qk_rope_head_dim) * b * S
+    spans = {"full": S, "sliding": min(S, m.sliding_window or S), "chunked": min(S, m.attention_chunk or S)}
+    return sum(2 * m.n_kv_heads * m.head_dim * b * spans[kind] for kind in m.layer_kinds)
+
+
 def test_the_interview_drills_answer_for_the_what_if_scenario(rerun):
     """Under another scenario every drill's folded answer carries that scenario's numbers: each differs
     from the stored answer of the book's scenario, and its key numbers are the library's for the new one."""
@@ -225,8 +237,9 @@ def test_the_interview_drills_answer_for_the_what_if_scenario(rerun):
             assert m.name in md, f"{name} {anchor} does not name {m.name}"
     fit = fit_advice(m, g, 1000)
     tp = 1 if fit.fits else fit.tp
-    # 15.1.1, question 1: the KV cache of the 10,000-token system prompt, 2 L N_kv H b S
-    kv_gb = 2 * m.n_layers * m.n_kv_heads * m.head_dim * 2 * 10_000 / 1e9
+    # 15.1.1, question 1: the KV cache of the 10,000-token system prompt, 2 L N_kv H b S for full
+    # attention; a sliding layer holds at most its window, MLA one latent and rope key per layer and token
+    kv_gb = _kv_bytes_by_hand(m, 10_000) / 1e9
     md = drill_answers(nbs["15_1_1_prefill"])["interview-15-1-1-1"]
     assert number(re.search(r"KV cache \(([\d.]+) GB\)", md).group(1)) == pytest.approx(kv_gb, rel=0.005)
     # 15.1.2, question 2: the largest batch at the page's 1,000-token context, per replica

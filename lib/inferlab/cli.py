@@ -12,7 +12,7 @@ import sys
 
 import numpy as np
 
-from inferlab.specs import Precision, get_accelerator, get_model, list_accelerators, list_models
+from inferlab.specs import Precision, get_accelerator, get_model, list_accelerators, list_hf_configs, list_models, resolve_model
 from inferlab.units import DTYPES, GB, MS
 from inferlab.input_checks import MAX_INT, choice, fraction, nonneg_int, positive_float, positive_int
 
@@ -31,6 +31,13 @@ def _cmd_list(args) -> int:
         print(f"  {name:18s} {m.n_params / 1e9:7.3f} B params  L={m.n_layers:<3d} d={m.d_model:<5d} "
               f"heads={m.n_heads}/{m.n_kv_heads} kv ({m.attention_kind})  "
               f"{'gated' if m.gated_mlp else 'plain'} MLP d_ff={m.d_ff}")
+    print("\nHugging Face configs in data/hf-configs (--model NAME, or --model PATH for your own config.json):")
+    for name in list_hf_configs():
+        m = resolve_model(name)
+        moe = f"  {m.n_experts} experts, top {m.experts_per_token}" if m.is_moe else ""
+        attn = "MLA" if m.is_mla else "/".join(sorted(set(m.layer_kinds)))
+        print(f"  {name:18s} {m.n_params / 1e9:7.3f} B params  {m.n_params_active / 1e9:7.3f} B active  "
+              f"L={m.n_layers:<3d} d={m.d_model:<5d} attention {attn}{moe}")
     print("\nAccelerators (dense peaks; GB = 1e9 bytes):")
     for name in list_accelerators():
         a = get_accelerator(name)
@@ -131,7 +138,7 @@ def _cmd_estimate(args) -> int:
     fraction("--mbu", args.mbu)
     positive_float("--usd-per-gpu-hour", args.usd_per_gpu_hour, allow_zero=True)
     positive_float("--allreduce-latency-us", args.allreduce_latency_us, allow_zero=True, maximum=1e6)
-    model, acc = get_model(args.model), get_accelerator(args.gpu)
+    model, acc = resolve_model(args.model), get_accelerator(args.gpu)
     # Memory kept free on each device: at most all of it (beyond, every configuration is "does not fit").
     positive_float("--reserved-gb", args.reserved_gb, allow_zero=True, maximum=acc.memory_bytes / GB)
     prec = Precision(weights=args.weights_dtype, activations=args.activations_dtype, kv=args.kv_dtype)
@@ -177,7 +184,7 @@ def _cmd_estimate(args) -> int:
             "step_overhead": None if overhead is None else overhead.label + overhead_note,
             "step_overhead_s": None if overhead is None else overhead.time_s(args.batch),
             "batch": args.batch, "prompt": args.prompt, "output": args.output, "context": decode_context,
-            "params_total": model.n_params, "params_active": model.n_params,  # dense models: every parameter runs
+            "params_total": model.n_params, "params_active": model.n_params_active,  # MoE: the experts a token uses
             "weights_bytes": weight_bytes(model, prec),
             "kv_cache_bytes_per_sequence": kv_cache_bytes(model, context, 1, prec, **yard),
             "per_device": {"weights_bytes": budget.weight_bytes, "kv_cache_bytes": budget.kv_bytes,
@@ -262,7 +269,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("list", help="known models and accelerators").set_defaults(func=_cmd_list)
 
     est = sub.add_parser("estimate", help="memory, TTFT, ITL, throughput and regimes of one configuration")
-    est.add_argument("--model", default="llama-2-13b-book", help="a name from `inferlab list`")
+    est.add_argument("--model", default="llama-2-13b-book",
+                     help="a name from `inferlab list`, or a path to a Hugging Face config.json (or its folder)")
     est.add_argument("--gpu", default="h100-sxm", help="an accelerator from `inferlab list`")
     est.add_argument("--batch", type=int, default=1, help="concurrent sequences B")
     est.add_argument("--prompt", type=int, default=1024,

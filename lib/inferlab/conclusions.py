@@ -382,3 +382,30 @@ def measured_batching_takeaway(b) -> str:
     return (f"On real kernels {moved}and each token costs {c1m / c1i - 1:.0%} more at $B$ = 1 and "
             f"{cmm / cmi - 1:.0%} more at $B$ = {max(b.max_batch, 1)}: batching is still the cost lever "
             f"({gain_m:.1f}× cheaper tokens against {gain_i:.1f}× ideal), and it pays {pays}.")
+
+
+def kv_cache_note(model, tokens: int, precision) -> str:
+    """'' for a full-attention model with per-head K and V (the chapter's KV equations hold exactly);
+    otherwise one or two sentences on what its cache holds instead (MLA's latent, a window, a chunk),
+    with the library's bytes for one sequence of `tokens` tokens beside the equation's count."""
+    from inferlab.memory import kv_cache_bytes
+    from inferlab.units import GB, bytes_per_element
+    if model.full_attention_only:
+        return ""
+    held = kv_cache_bytes(model, tokens, 1, precision, beyond_context=True)
+    equation = 2 * model.n_layers * model.n_kv_heads * model.head_dim * bytes_per_element(precision.kv) * tokens
+    parts = []
+    if model.is_mla:
+        parts.append(f"{model.name} uses multi-head latent attention: each layer caches one "
+                     f"{model.kv_lora_rank}-wide latent and a {model.qk_rope_head_dim}-wide rotary key per token, "
+                     f"shared by all {model.n_heads} heads, instead of {model.n_heads} keys and values")
+    kinds = model.layer_kinds
+    for kind, span in (("sliding", model.sliding_window), ("chunked", model.attention_chunk)):
+        n = kinds.count(kind)
+        if n:
+            what = "a sliding window of the last" if kind == "sliding" else "chunks of"
+            parts.append(f"{n} of its {model.n_layers} layers attend to {what} {span:,} tokens and keep at most "
+                         "that many keys")
+    return (("; ".join(parts)) + f". One sequence of {tokens:,} tokens holds {held / GB:.3f} GB "
+            f"(the library's attention account), where the equation, which counts per-head K and V of every "
+            f"token in every layer, gives {equation / GB:.3f} GB.")

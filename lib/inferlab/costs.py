@@ -18,7 +18,9 @@ from dataclasses import dataclass, field, fields
 
 import numpy as np
 
+from inferlab import attention
 from inferlab.context import check_context, context_flag
+from inferlab.moe import expected_experts
 from inferlab.specs import BF16, ModelConfig, Precision, check_precision, check_model
 from inferlab.units import bytes_per_element
 from inferlab.input_checks import nonneg_int, positive_int
@@ -143,10 +145,7 @@ def attention_pairs(q_len, past_len, causal: bool = True):
     q_len*past_len + q_len*(q_len+1)/2 in total (what a causal FlashAttention kernel computes)."""
     positive_int("q_len", q_len)
     nonneg_int("past_len", past_len)
-    q = np.asarray(q_len, dtype=float)
-    p = np.asarray(past_len, dtype=float)
-    pairs = q * p + (q * (q + 1) / 2 if causal else q * q)
-    return pairs if pairs.ndim else float(pairs)
+    return attention.pairs("full", None, q_len, past_len, causal)
 
 
 @context_flag
@@ -172,30 +171,49 @@ def forward_costs(model: ModelConfig, batch=1, q_len=1, past_len=0,
     wb = bytes_per_element(precision.weights)
     d, f = model.d_model, model.d_ff
 
-    def kv_proj() -> Cost:
+    def kv_proj(width: int) -> Cost:
         # The projection's output goes straight into the KV cache, in the KV dtype.
-        lin = linear_cost(tokens, d, model.kv_dim, precision)
-        return Cost(lin.flops, lin.weight_bytes, tokens * d * ab, tokens * model.kv_dim * kvb)
+        lin = linear_cost(tokens, d, width, precision)
+        return Cost(lin.flops, lin.weight_bytes, tokens * d * ab, tokens * width * kvb)
 
-    score_flops = 2.0 * b * model.n_heads * model.head_dim * attention_pairs(q, past_len, causal)
-    kv_read = b * kv_len * model.kv_dim * kvb  # K (or V) of every cached and new position
-    per_layer = {
-        "q_proj": linear_cost(tokens, d, model.q_dim, precision),
-        "k_proj": kv_proj(),
-        "v_proj": kv_proj(),
-        "attn_scores": Cost(score_flops, 0.0, tokens * model.q_dim * ab, kv_read),  # Q K^T
-        "attn_values": Cost(score_flops, 0.0, tokens * model.q_dim * ab, kv_read),  # P V -> O
-        "o_proj": linear_cost(tokens, model.q_dim, d, precision),
-    }
-    if model.gated_mlp:
-        per_layer["mlp_gate"] = linear_cost(tokens, d, f, precision)
-    per_layer["mlp_up"] = linear_cost(tokens, d, f, precision)
-    per_layer["mlp_down"] = linear_cost(tokens, f, d, precision)
-
-    dims = {"q_proj": (d, model.q_dim), "k_proj": (d, model.kv_dim), "v_proj": (d, model.kv_dim),
-            "o_proj": (model.q_dim, d), "mlp_up": (d, f), "mlp_down": (f, d), "lm_head": (d, model.vocab_size)}
-    if model.gated_mlp:
-        dims["mlp_gate"] = (d, f)
+    per_layer, dims = {}, {}
+    if model.is_mla:   # absorbed MLA (attention's module doc): kv_b_proj maps queries into the latent and back
+        H, r, rope = model.n_heads, model.kv_lora_rank, model.qk_rope_head_dim
+        qk, v = model.head_dim + rope, model.v_head_dim or model.head_dim
+        if model.q_lora_rank:
+            dims.update(q_a_proj=(d, model.q_lora_rank), q_b_proj=(model.q_lora_rank, H * qk))
+        else:
+            dims.update(q_proj=(d, H * qk))
+        for name, (k, n) in dims.items():
+            per_layer[name] = linear_cost(tokens, k, n, precision)
+        per_layer["kv_a_proj"] = kv_proj(r + rope)
+        per_layer["kv_b_proj"] = linear_cost(tokens, r, H * (model.head_dim + v), precision)
+        dims.update(kv_a_proj=(d, r + rope), kv_b_proj=(r, H * (model.head_dim + v)))
+        o_in = H * v
+    else:
+        per_layer = {"q_proj": linear_cost(tokens, d, model.q_dim, precision),
+                     "k_proj": kv_proj(model.kv_dim), "v_proj": kv_proj(model.kv_dim)}
+        dims = {"q_proj": (d, model.q_dim), "k_proj": (d, model.kv_dim), "v_proj": (d, model.kv_dim)}
+        o_in = model.q_dim
+    att = attention.account(model, b, q, past_len, precision, causal=causal)
+    per_layer["attn_scores"] = Cost(att.score_flops, 0.0, att.query_bytes, att.score_kv_bytes)   # Q K^T
+    per_layer["attn_values"] = Cost(att.value_flops, 0.0, att.output_bytes, att.value_kv_bytes)  # P V -> O
+    per_layer["o_proj"] = linear_cost(tokens, o_in, d, precision)
+    dims["o_proj"] = (o_in, d)
+    dense_share = 1.0 if not model.is_moe else len(model.dense_layers) / model.n_layers
+    if dense_share > 0:
+        mlp = {"mlp_up": linear_cost(tokens, d, f, precision), "mlp_down": linear_cost(tokens, f, d, precision)}
+        if model.gated_mlp:
+            mlp = {"mlp_gate": linear_cost(tokens, d, f, precision), **mlp}
+            dims["mlp_gate"] = (d, f)
+        per_layer.update(mlp if dense_share == 1.0 else {n: c * dense_share for n, c in mlp.items()})
+        dims.update(mlp_up=(d, f), mlp_down=(f, d))
+    if model.is_moe:
+        per_layer.update(_moe_costs(model, tokens, precision))
+        dims.update(mlp_router=(d, model.n_experts), mlp_experts=(d, 3 * model.expert_d_ff))
+        if model.shared_d_ff:
+            dims["mlp_shared"] = (d, 3 * model.shared_d_ff)
+    dims["lm_head"] = (d, model.vocab_size)
     logit_tokens = tokens if all_logits else b
     head = {
         # A lookup: one row of the table per token, no FLOPs.
@@ -204,6 +222,23 @@ def forward_costs(model: ModelConfig, batch=1, q_len=1, past_len=0,
         "lm_head": linear_cost(logit_tokens, d, model.vocab_size, precision),
     }
     return ForwardCosts(per_layer, head, model.n_layers, dims, tokens if tokens.ndim else float(tokens))
+
+
+def _moe_costs(model: ModelConfig, tokens, precision: Precision) -> dict:
+    """The mixture-of-experts MLP per layer (weighted by the share of MoE layers): the router
+    (d x E), the routed experts (each token through k experts of 3 d f_e; the weights of the expected
+    distinct experts the T tokens touch read once, `moe.expected_experts`) and the shared experts."""
+    share = model.moe_layers / model.n_layers
+    d, fe = model.d_model, model.expert_d_ff
+    ab, wb = bytes_per_element(precision.activations), bytes_per_element(precision.weights)
+    routed = tokens * model.experts_per_token
+    touched = expected_experts(model.n_experts, model.experts_per_token, tokens)
+    out = {"mlp_router": linear_cost(tokens, d, model.n_experts, precision),
+           "mlp_experts": Cost(2.0 * routed * 3 * d * fe, touched * 3 * d * fe * wb, routed * 3 * (d + fe) * ab, 0.0)}
+    if model.shared_d_ff:
+        s = model.shared_d_ff
+        out["mlp_shared"] = Cost(2.0 * tokens * 3 * d * s, 3.0 * d * s * wb + 0.0 * tokens, tokens * 3 * (d + s) * ab, 0.0)
+    return {n: c * share for n, c in out.items()} if share != 1.0 else out
 
 
 @context_flag

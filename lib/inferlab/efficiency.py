@@ -109,7 +109,7 @@ class MeasuredKernels:
             if present:
                 k = costs.dims[present[0]][0]
                 n = sum(costs.dims[op][1] for op in present)
-                layer = layer + kernels.linear_times_s(acc, costs.rows(present[0]), k, n)
+                layer = layer + _layer_share_time(acc, costs, shard, present[0], k, n, deployment)
                 done.update(present)
         for op, c in costs.per_layer.items():
             if op in done:
@@ -117,7 +117,7 @@ class MeasuredKernels:
             if op in ATTENTION_OPS:
                 layer = layer + roofline_time_s(c.flops, c.bytes, acc, dtype)
             elif op in costs.dims:
-                layer = layer + kernels.linear_times_s(acc, costs.rows(op), *costs.dims[op])
+                layer = layer + _layer_share_time(acc, costs, shard, op, *costs.dims[op], deployment)
             else:
                 raise ValueError(f"the measured kernels have no time for operator {op!r}; allowed: the matrix "
                                  f"products of costs.forward_costs and {', '.join(ATTENTION_OPS)}")
@@ -136,6 +136,26 @@ class MeasuredKernels:
     def allreduce_time_s(self, message_bytes, deployment):
         """One all-reduce of `message_bytes` over the deployment's tp GPUs, as measured on an NVSwitch node."""
         return kernels.allreduce_time_s(deployment.accelerator, message_bytes, deployment.tp, node="nvswitch")
+
+
+def _layer_share_time(acc, costs, shard, op: str, k: int, n: int, deployment):
+    """The measured time of product `op` per layer on average. A product that runs in only some
+    layers (a mixture of experts' dense layers, or its MoE layers) has its costs weighted by that share
+    s: s x the time of its full row count. The routed experts run as the expected distinct experts
+    touched (weight bytes / (k n b_w)), each over its share of the routed rows (uniform routing)."""
+    rows = np.asarray(costs.rows(op), dtype=float)
+    share = 1.0
+    if shard.is_moe and op.startswith("mlp_"):
+        share = (len(shard.dense_layers) if op in ("mlp_gate", "mlp_up", "mlp_down") else shard.moe_layers) / shard.n_layers
+    if op == "mlp_experts":
+        wb = bytes_per_element(deployment.precision.weights)
+        touched = np.asarray(costs.per_layer[op].weight_bytes, dtype=float) / (k * n * wb)   # share x experts
+        safe = np.where(touched > 0, touched, 1.0)
+        per_expert = np.maximum(np.rint(rows / safe), 1.0)   # rows of each touched expert (whole rows)
+        return np.where(touched > 0, touched * kernels.linear_times_s(acc, per_expert, k, n), 0.0)
+    if share == 1.0:
+        return kernels.linear_times_s(acc, rows, k, n)
+    return share * kernels.linear_times_s(acc, np.rint(rows / share), k, n)
 
 
 def small_kernels_time_s(accelerator, shard, tokens):

@@ -298,8 +298,8 @@ def _prefill_2(model, accelerator, precision, prompt: int = 2048, **_) -> Answer
     drill = DRILLS["15.1.1-2"]
     model, acc, prec, dep, note = _setup(model, accelerator, precision, prompt)
     ridge = ridge_point(acc, prec.compute_dtype)
-    pre = prefill_costs(model, 1, prompt, prec).per_layer["mlp_up"].intensity
-    dec = decode_costs(model, 1, prompt, prec).per_layer["mlp_up"].intensity
+    pre = _mlp_op(prefill_costs(model, 1, prompt, prec)).intensity
+    dec = _mlp_op(decode_costs(model, 1, prompt, prec)).intensity
     ttft = prefill_time_s(model, dep, prompt)
     step = decode_step_time_s(model, dep, prompt)
     cross = mlp_ridge_batch(model, acc, prec, context_len=1)
@@ -413,9 +413,15 @@ def _attention_intensity(model, prec, context: int, batch: int = 1) -> float:
     return float(flops / nbytes)
 
 
+def _mlp_op(costs):
+    """The MLP's weight product whose intensity the answers quote: the up projection of a dense MLP,
+    the routed experts of a mixture of experts (their weights are what a decode step reads)."""
+    return costs.per_layer["mlp_experts"] if "mlp_experts" in costs.per_layer else costs.per_layer["mlp_up"]
+
+
 def _mlp_intensity(model, prec, context: int, batch: int) -> float:
     from inferlab.costs import decode_costs
-    return float(decode_costs(model, batch, context, prec).per_layer["mlp_up"].intensity)
+    return float(_mlp_op(decode_costs(model, batch, context, prec)).intensity)
 
 
 def _contrast(model, dep: Deployment, context: int):

@@ -1,6 +1,7 @@
 """What must sit in accelerator memory: weights, KV cache, and the batch that fits beside them.
 
-KV cache bytes = 2 (K and V) * L * n_kv_heads * head_dim * S * B * bytes per KV element.
+KV cache bytes = 2 (K and V) * L * n_kv_heads * head_dim * S * B * bytes per KV element for full
+attention; windows, chunks and MLA's latent as `attention` counts them.
 """
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from inferlab import attention
 from inferlab.context import check_context, context_flag
 from inferlab.parallel import tp_shard
 from inferlab.specs import BF16, Precision, check_precision, check_accelerator, check_model
@@ -22,21 +24,24 @@ def weight_bytes(model, precision: Precision = BF16, tp: int = 1) -> float:
 
 
 def kv_cache_bytes_per_token(model, precision: Precision = BF16, tp: int = 1) -> float:
-    """2 * L * n_kv_heads * head_dim * bytes per element (per device under tensor parallelism)."""
-    shard = tp_shard(check_model(model), tp)
-    return 2.0 * shard.n_layers * shard.kv_dim * bytes_per_element(check_precision(precision).kv)
+    """2 * L * n_kv_heads * head_dim * bytes per element (per device under tensor parallelism); MLA
+    its latent and rope key per layer; windowed layers counted per token (`attention`: an upper bound)."""
+    return attention.cache_bytes_per_token(tp_shard(check_model(model), tp), check_precision(precision))
 
 
 @context_flag
 def kv_cache_bytes(model, seq_len, batch=1, precision: Precision = BF16, tp: int = 1):
-    """KV cache of `batch` sequences of `seq_len` tokens: per-token bytes * seq_len * batch.
+    """KV cache of `batch` sequences of `seq_len` tokens as a serving engine holds it
+    (`attention.cache_bytes_per_sequence`: per-token bytes * seq_len for full attention, a sliding
+    layer at most its window, a chunked one at most its chunk) * batch.
     seq_len beyond the model's maximum context: ContextLengthWarning (beyond_context=True: none)."""
     check_model(model)
     check_precision(precision)
     positive_int("seq_len", seq_len)
     positive_int("batch", batch)
     check_context(model, seq_len, stacklevel=4)
-    out = kv_cache_bytes_per_token(model, precision, tp) * np.asarray(seq_len, dtype=float) * np.asarray(batch, dtype=float)
+    per_seq = attention.cache_bytes_per_sequence(tp_shard(model, tp), np.asarray(seq_len, dtype=float), precision)
+    out = np.asarray(per_seq, dtype=float) * np.asarray(batch, dtype=float)
     return out if out.ndim else float(out)
 
 

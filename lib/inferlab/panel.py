@@ -25,7 +25,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import NullLocator
 
 from inferlab import latency, memory
-from inferlab.specs import DTYPES, Precision, get_accelerator, get_model, list_accelerators, list_models
+from inferlab.specs import DTYPES, Precision, get_accelerator, get_model, list_accelerators, list_hf_configs, list_models, resolve_model
 from inferlab.input_checks import DoesNotFitError
 
 # Stable colour and line style per curve label, whatever the scenario.
@@ -84,7 +84,7 @@ def _precision(state: State, base: Precision) -> Precision:
 
 def prefill_view(state: State, base: Precision) -> View:
     """TTFT against prompt length (full per-operator model and the linear 2PS/peak rule)."""
-    m, a, p = get_model(state.model), get_accelerator(state.accelerator), _precision(state, base)
+    m, a, p = _model(state.model), get_accelerator(state.accelerator), _precision(state, base)
     s = np.unique(np.geomspace(64, 65536, 40).astype(int))
     full = np.asarray(latency.prefill_time_s(m, a, s, state.batch, p)) * 1e3
     rule = np.asarray(latency.ttft_rule_s(m.n_matmul_params, s, a, p.compute_dtype, state.batch)) * 1e3
@@ -108,7 +108,7 @@ def _weights_do_not_fit(m, a, w: float, ylabel: str) -> View:
 
 def decode_view(state: State, base: Precision) -> View:
     """Device memory against batch: weights, weights + KV cache, capacity."""
-    m, a, p = get_model(state.model), get_accelerator(state.accelerator), _precision(state, base)
+    m, a, p = _model(state.model), get_accelerator(state.accelerator), _precision(state, base)
     w = memory.weight_bytes(m, p)
     kv = memory.kv_cache_bytes(m, state.tokens, 1, p)
     if w >= a.memory_bytes:
@@ -129,7 +129,7 @@ def decode_view(state: State, base: Precision) -> View:
 
 def latency_view(state: State, base: Precision) -> View:
     """ITL against context length at the chosen batch; TTFT of the chosen prompt in the numbers."""
-    m, a, p = get_model(state.model), get_accelerator(state.accelerator), _precision(state, base)
+    m, a, p = _model(state.model), get_accelerator(state.accelerator), _precision(state, base)
     ctx = np.unique(np.geomspace(128, 131072, 40).astype(int))
     itl = np.asarray(latency.decode_step_time_s(m, a, ctx, state.batch, p)) * 1e3
     fits = memory.weight_bytes(m, p) + memory.kv_cache_bytes(m, ctx, state.batch, p) <= a.memory_bytes
@@ -154,7 +154,7 @@ def latency_view(state: State, base: Precision) -> View:
 
 def batching_view(state: State, base: Precision) -> View:
     """Decode throughput against batch (linear axes) with its ceiling BW/C_kv, B* and B_max."""
-    m, a, p = get_model(state.model), get_accelerator(state.accelerator), _precision(state, base)
+    m, a, p = _model(state.model), get_accelerator(state.accelerator), _precision(state, base)
     w = memory.weight_bytes(m, p)
     kv = memory.kv_cache_bytes(m, state.tokens, 1, p)
     if w >= a.memory_bytes:
@@ -178,13 +178,29 @@ def batching_view(state: State, base: Precision) -> View:
 # The panel
 # ---------------------------------------------------------------------------------------------
 
+_SCENARIO_MODELS: dict = {}
+
+
+def _model(name: str):
+    """The panel's model by name: the scenario's own (which may come from a config path), else a name."""
+    return _SCENARIO_MODELS.get(name) or resolve_model(name)
+
+
+def _model_menu(current: str) -> list:
+    """The model drop-down: the registered models, the shipped Hugging Face configs (MoE, MLA, sliding
+    windows), and the scenario's own model where it is none of them."""
+    menu = [*list_models(), *list_hf_configs()]
+    return menu if current in menu else [current, *menu]
+
+
 class Panel:
     """Controls + one figure + key numbers, redrawn on every change of a control."""
 
     def __init__(self, view, model, accelerator, precision: Precision, *, batch: int, tokens: int,
                  tokens_label: str, tokens_max: int = 131072, batch_max: int = 512):
         self.view_fn, self.base = view, precision
-        m, a = get_model(model), get_accelerator(accelerator)
+        m, a = resolve_model(model), get_accelerator(accelerator)
+        _SCENARIO_MODELS[m.name] = m   # a model read from a config path is found again by its name
         self.state = State(m.name, a.name, precision.weights, precision.kv, int(batch), int(tokens))
         self.tokens_label, self.tokens_max, self.batch_max = tokens_label, tokens_max, batch_max
         # A fixed layout (no constrained layout pass per redraw) and no minor log ticks: the PNG
@@ -264,7 +280,7 @@ class Panel:
         s = self.state
         dtypes = [d for d in DTYPES if d != "fp32"]
         controls = {
-            "model": w.Dropdown(options=list_models(), value=s.model, description="model"),
+            "model": w.Dropdown(options=_model_menu(s.model), value=s.model, description="model"),
             "accelerator": w.Dropdown(options=list_accelerators(), value=s.accelerator, description="GPU"),
             "weights": w.Dropdown(options=dtypes, value=s.weights, description="weights"),
             "kv": w.Dropdown(options=dtypes, value=s.kv, description="KV cache"),

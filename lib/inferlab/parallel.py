@@ -32,6 +32,10 @@ def check_tp(model: ModelConfig, tp: int) -> int:
     if model.n_heads % tp or model.d_ff % tp:
         raise ValueError(
             f"tp must divide n_heads={model.n_heads} and d_ff={model.d_ff} of {model.name}; got tp={tp}")
+    for name in ("expert_d_ff", "shared_d_ff"):
+        size = getattr(model, name)
+        if size and size % tp:
+            raise ValueError(f"tp must divide {name}={size} of {model.name}; got tp={tp}")
     kv = model.n_kv_heads
     if (kv >= tp and kv % tp) or (kv < tp and tp % kv):
         raise ValueError(
@@ -51,6 +55,10 @@ def tp_shard(model: ModelConfig, tp: int) -> ModelConfig:
         n_kv_heads=max(model.n_kv_heads // tp, 1),
         d_ff=model.d_ff // tp,
         vocab_size=-(-model.vocab_size // tp),
+        # experts split their columns like the MLP (expert parallelism is not modelled); MLA's latent
+        # is not split: every device keeps the whole latent cache
+        **({"expert_d_ff": model.expert_d_ff // tp,
+            "shared_d_ff": (model.shared_d_ff or 0) // tp or None} if model.is_moe else {}),
     )
 
 

@@ -30,8 +30,8 @@ from inferlab.input_checks import DoesNotFitError
 
 # Operator groups placed on the roofline (their per-layer FLOPs and bytes are summed).
 OPERATOR_GROUPS = {
-    "QKV/O projections": ("q_proj", "k_proj", "v_proj", "o_proj"),
-    "MLP": ("mlp_gate", "mlp_up", "mlp_down"),
+    "QKV/O projections": ("q_proj", "k_proj", "v_proj", "o_proj", "q_a_proj", "q_b_proj", "kv_a_proj", "kv_b_proj"),
+    "MLP": ("mlp_gate", "mlp_up", "mlp_down", "mlp_router", "mlp_experts", "mlp_shared"),
     "attention QK\u1d40, PV": ATTENTION_OPS,
 }
 GROUP_COLORS = {"QKV/O projections": "tab:blue", "MLP": "tab:orange", "attention QK\u1d40, PV": "tab:green"}
@@ -385,6 +385,8 @@ def kv_variants(model, precision: Precision = BF16, gqa_kv_heads: int = 8) -> di
     Llama-3), so the figures and the book-vs-ours tables agree."""
     model = check_model(model)
     int8 = Precision(precision.weights, precision.activations, "int8", precision.compute)
+    if model.is_mla:   # latent attention has no KV heads to group: the latent, in two formats
+        return {f"MLA latent, {precision.kv} KV": (model, precision), "MLA latent, int8 KV": (model, int8)}
     base = f"{model.attention_kind} {model.n_kv_heads} KV heads"
     if model.n_kv_heads != gqa_kv_heads and model.n_heads % gqa_kv_heads == 0:
         other = model_variant(model, gqa_kv_heads)

@@ -23,7 +23,7 @@ from dataclasses import replace
 
 from inferlab.claims import evaluate_claims, lost_formulas
 from inferlab.claims.render import errata_anchor, summary_line
-from inferlab.specs import BF16, Precision, get_accelerator, get_model
+from inferlab.specs import BF16, Precision, get_accelerator, get_model, resolve_model
 
 VERDICT_MARK = {"consistent": "\u2713", "approximation": "\u2248", "erratum": "\u2717", "unchecked": "\u2013"}
 VERDICT_WORD = {"consistent": "ok", "approximation": "approx.", "erratum": "erratum", "unchecked": "unchecked"}
@@ -307,18 +307,19 @@ def parse_whatif(text: str) -> tuple[str, str]:
 
 def what_if(model, accelerator, precision: Precision = BF16):
     """The notebook's scenario: the cell's model and accelerator, unless the environment variable
-    INFERLAB_WHATIF=MODEL@ACCELERATOR names others (the tests re-run every notebook that way).
+    INFERLAB_WHATIF=MODEL@ACCELERATOR names others (the tests re-run every notebook that way). The
+    model is a name of `inferlab list` or a path to a Hugging Face config.json (or its folder).
     Returns (ModelConfig, Accelerator, Precision)."""
     env = os.environ.get(WHATIF_ENV)
     if env:
         model, accelerator = parse_whatif(env)
-    return get_model(model), get_accelerator(accelerator), precision
+    return resolve_model(model), get_accelerator(accelerator), precision
 
 
 def is_book_setup(model, accelerator, precision: Precision = BF16) -> bool:
     """True when the scenario is the book's worked example (Llama-2 13B on one H100 SXM, bf16
     throughout): only then do the figures carry the book's markers."""
-    m, a = get_model(model), get_accelerator(accelerator)
+    m, a = resolve_model(model), get_accelerator(accelerator)
     return (m.name, a.name) == (get_model(BOOK_SETUP[0]).name, get_accelerator(BOOK_SETUP[1]).name) \
         and precision == BF16
 
@@ -331,7 +332,7 @@ def book_points_if(book: bool, section: str, figure: str):
 
 def context_note(model, tokens: int) -> str:
     """'' when `tokens` fits the model's context window, else a sentence saying it does not."""
-    m = get_model(model)
+    m = resolve_model(model)
     limit = m.max_context_tokens
     if limit is None or tokens <= limit:
         return ""
@@ -465,6 +466,82 @@ def host_sentence(run, host_load=None) -> str:
 
 # Sweeps past a model's context window on purpose (the figures shade that region; the book's own
 # points go beyond it): every public function here runs inside beyond_context().
+
+# -- Architectures that lift decode attention off one FLOP per byte (15.1.2), and MoE decode (15.1.2, 15.2.2)
+
+ARCHITECTURE_MODELS = (("llama-2-13b", "bf16"), ("llama-3-8b", "bf16"), ("llama-3-8b", "int8"),
+                       ("mistral-7b-v0.1", "bf16"), ("gemma-2-9b", "bf16"), ("deepseek-v2-lite", "bf16"),
+                       ("deepseek-v3", "bf16"))
+
+
+def _attention_label(m) -> str:
+    if m.is_mla:
+        return f"MLA, latent {m.kv_lora_rank} + rope {m.qk_rope_head_dim}"
+    kinds = m.layer_kinds
+    slid = kinds.count("sliding")
+    head = f"{m.attention_kind} {m.n_heads}/{m.n_kv_heads}"
+    return head if not slid else f"{head}, {slid}/{m.n_layers} layers window {m.sliding_window:,}"
+
+
+def model(name_or_path):
+    """A model by registered name, shipped config name (data/hf-configs) or config path (`specs.resolve_model`)."""
+    return resolve_model(name_or_path)
+
+
+def architecture_rows(accelerator, context: int, precision: Precision = BF16) -> list:
+    """One row per architecture of ARCHITECTURE_MODELS at `context` tokens on one `accelerator`:
+    (model, attention, KV cache dtype, KV bytes per token held, decode attention FLOPs per KV byte,
+    largest batch beside the weights or None when the weights alone do not fit)."""
+    from inferlab.costs import decode_costs
+    from inferlab.memory import kv_cache_bytes, max_batch, weight_bytes
+    acc = get_accelerator(accelerator)
+    rows = []
+    for name, kv in ARCHITECTURE_MODELS:
+        m, p = resolve_model(name), replace(precision, kv=kv)
+        held = kv_cache_bytes(m, context, 1, p, beyond_context=True) / context
+        attn = decode_costs(m, 1, context, p, beyond_context=True).attention
+        fits = weight_bytes(m, p) < acc.memory_bytes
+        b = int(max_batch(m, acc, context, p, allow_zero=True, beyond_context=True)) if fits else None
+        rows.append((name, _attention_label(m), kv, held, float(attn.flops / attn.kv_bytes), b))
+    return rows
+
+
+def architecture_table(accelerator, context: int, precision: Precision = BF16) -> str:
+    """`architecture_rows` as a text table."""
+    from inferlab.tables import text_table
+    rows = [(n, a, kv, h, i, "weights do not fit" if b is None else b)
+            for n, a, kv, h, i, b in architecture_rows(accelerator, context, precision)]
+    return text_table(["model", "attention", "KV", "KV bytes/token", "attention FLOP/byte", "B_max"], rows,
+                      ["", "", "", ",.0f", ".1f", ",d"])
+
+
+def moe_decode_rows(model, accelerator, context: int, precision: Precision = BF16, batches=(1, 8, 64, 256)) -> list:
+    """A mixture of experts' decode step at each batch: (B, expected distinct experts per MoE layer,
+    weight bytes the step reads, its time, the active and the total weights' read time), uniform
+    routing (`moe.expected_experts`)."""
+    from inferlab.costs import decode_costs
+    from inferlab.latency import decode_step_time_s
+    from inferlab.moe import expected_experts
+    from inferlab.units import bytes_per_element
+    m, acc = resolve_model(model), get_accelerator(accelerator)
+    wb = bytes_per_element(precision.weights)
+    rows = []
+    for b in batches:
+        touched = expected_experts(m.n_experts, m.experts_per_token, b)
+        w = float(decode_costs(m, b, context, precision).total.weight_bytes)
+        rows.append((b, touched, w, decode_step_time_s(m, acc, context, b, precision),
+                     m.n_params_active * wb / acc.hbm_bytes_per_s, m.n_params * wb / acc.hbm_bytes_per_s))
+    return rows
+
+
+def moe_decode_table(model, accelerator, context: int, precision: Precision = BF16, batches=(1, 8, 64, 256)) -> str:
+    """`moe_decode_rows` as a text table (GB and ms)."""
+    from inferlab.tables import text_table
+    rows = [(b, t, w / 1e9, s * 1e3, a * 1e3, f * 1e3)
+            for b, t, w, s, a, f in moe_decode_rows(model, accelerator, context, precision, batches)]
+    return text_table(["B", "experts touched", "weights read GB", "step ms", "active-weight read ms",
+                       "all-weight read ms"], rows, ["d", ".2f", ".1f", ".2f", ".2f", ".2f"])
+
 from inferlab.context import mark_yardsticks  # noqa: E402
 
 mark_yardsticks(globals())

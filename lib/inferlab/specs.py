@@ -85,6 +85,36 @@ class ModelConfig:
     max_context_source: str = ""
     description: str = ""
     source: str = ""
+    # -- architecture beyond dense Llama (the defaults are dense Llama: every existing model) --------
+    # attention per layer: "full", "sliding" (the last `sliding_window` keys) or "chunked" (keys of
+    # its own `attention_chunk`-token chunk); () means every layer full
+    layer_types: tuple = ()
+    sliding_window: int | None = None
+    attention_chunk: int | None = None
+    # multi-head latent attention (DeepSeek-V2/V3): K and V come from a kv_lora_rank latent (cached)
+    # plus a shared rope key of qk_rope_head_dim; head_dim is then the non-rope query/key width
+    kv_lora_rank: int | None = None
+    q_lora_rank: int | None = None
+    qk_rope_head_dim: int | None = None
+    v_head_dim: int | None = None
+    # mixture of experts: n_experts routed experts of expert_d_ff (gated), experts_per_token per
+    # token, shared experts of shared_d_ff in all (0: none); dense_layers keep a d_ff MLP
+    n_experts: int | None = None
+    experts_per_token: int | None = None
+    expert_d_ff: int | None = None
+    shared_d_ff: int | None = None
+    shared_expert_gate: bool = False
+    dense_layers: tuple = ()
+    router_bias: bool = False
+    expert_bias: bool = False
+    # small parameters: q/k/v biases, an output-projection bias, per-head q/k norms, per-head
+    # attention sinks, RMSNorm vectors per layer (Gemma: 4)
+    attention_bias: bool = False
+    o_bias: bool = False
+    qk_norm: bool = False
+    attention_sinks: bool = False
+    norms_per_layer: int = 2
+    family: str = ""
 
     def __post_init__(self):
         """Every field's type is checked: integers (Python or numpy) > 0, booleans True/False (not
@@ -97,10 +127,90 @@ class ModelConfig:
             _check_bool_field(self, name)
         for name in ("max_context_source", "description", "source"):
             _check_str_field(self, name)
+        self._check_architecture()
         if self.n_heads % self.n_kv_heads:
             raise ValueError(
                 f"n_kv_heads must divide n_heads; got n_heads={self.n_heads}, "
                 f"n_kv_heads={self.n_kv_heads} (allowed: a divisor of {self.n_heads})")
+
+    def _check_architecture(self):
+        """The fields beyond dense Llama: sizes > 0 where given, a layer type per layer, a window or
+        chunk for the layers that use one (and no longer than the context), top-k <= experts."""
+        for name in ("sliding_window", "attention_chunk", "kv_lora_rank", "q_lora_rank", "qk_rope_head_dim",
+                     "v_head_dim", "n_experts", "experts_per_token", "expert_d_ff"):
+            _check_int_field(self, name, optional=True)
+        if self.shared_d_ff is not None and self.shared_d_ff != 0:
+            _check_int_field(self, "shared_d_ff")
+        _check_int_field(self, "norms_per_layer")
+        for name in ("shared_expert_gate", "router_bias", "expert_bias", "attention_bias", "o_bias", "qk_norm",
+                     "attention_sinks"):
+            _check_bool_field(self, name)
+        _check_str_field(self, "family")
+        types = tuple(self.layer_types)
+        for t in types:
+            if t not in ("full", "sliding", "chunked"):
+                raise ValueError(f"layer_types: each must be 'full', 'sliding' or 'chunked'; got {t!r}")
+        if types and len(types) != self.n_layers:
+            raise ValueError(f"layer_types must name one type per layer ({self.n_layers}); got {len(types)}")
+        _set(self, "layer_types", types)
+        for kind, span in (("sliding", "sliding_window"), ("chunked", "attention_chunk")):
+            if kind in types and getattr(self, span) is None:
+                raise ValueError(f"{span} is needed for the {kind!r} layers of {self.name}")
+            size = getattr(self, span)
+            if size is not None and self.max_context_tokens is not None and size > self.max_context_tokens:
+                raise ValueError(f"{span}={size} is longer than the context max_context_tokens="
+                                 f"{self.max_context_tokens} of {self.name}")
+        dense = tuple(int(i) for i in self.dense_layers)
+        if any(i < 0 or i >= self.n_layers for i in dense):
+            raise ValueError(f"dense_layers must be layer indices 0..{self.n_layers - 1}; got {list(dense)}")
+        _set(self, "dense_layers", tuple(sorted(set(dense))))
+        if self.kv_lora_rank is not None and self.qk_rope_head_dim is None:
+            raise ValueError(f"qk_rope_head_dim is needed with kv_lora_rank (MLA) for {self.name}")
+        if self.n_experts is not None:
+            if self.experts_per_token is None or self.expert_d_ff is None:
+                raise ValueError(f"experts_per_token and expert_d_ff are needed with n_experts for {self.name}")
+            if self.experts_per_token > self.n_experts:
+                raise ValueError(f"experts_per_token={self.experts_per_token} exceeds n_experts={self.n_experts}")
+
+    # Architecture ------------------------------------------------------------------------------
+    @property
+    def layer_kinds(self) -> tuple:
+        """The attention of each layer: 'full', 'sliding' or 'chunked' (all 'full' by default)."""
+        return self.layer_types or ("full",) * self.n_layers
+
+    @property
+    def is_mla(self) -> bool:
+        return self.kv_lora_rank is not None
+
+    @property
+    def is_moe(self) -> bool:
+        return self.n_experts is not None
+
+    @property
+    def full_attention_only(self) -> bool:
+        """Every layer attends to the whole context with per-head K and V (the cache grows linearly)."""
+        return not self.is_mla and all(k == "full" for k in self.layer_kinds)
+
+    @property
+    def moe_layers(self) -> int:
+        """Layers whose MLP is the mixture of experts (0 for a dense model)."""
+        return self.n_layers - len(self.dense_layers) if self.is_moe else 0
+
+    @property
+    def expert_params(self) -> int:
+        """One routed expert: gate, up and down (3 d f_e), plus its biases where it has them."""
+        if not self.is_moe:
+            return 0
+        return 3 * self.d_model * self.expert_d_ff + ((2 * self.expert_d_ff + self.d_model) if self.expert_bias else 0)
+
+    @property
+    def moe_params_per_layer(self) -> int:
+        """Router (d E, + E bias) + E experts + shared experts (3 d f_s) + the shared-expert gate (d)."""
+        if not self.is_moe:
+            return 0
+        return (self.d_model * self.n_experts + (self.n_experts if self.router_bias else 0)
+                + self.n_experts * self.expert_params + 3 * self.d_model * (self.shared_d_ff or 0)
+                + (self.d_model if self.shared_expert_gate else 0))
 
     @property
     def q_dim(self) -> int:
@@ -119,6 +229,9 @@ class ModelConfig:
 
     @property
     def attention_kind(self) -> str:
+        """MHA, GQA or MQA by KV heads; MLA for latent attention."""
+        if self.is_mla:
+            return "MLA"
         if self.n_kv_heads == self.n_heads:
             return "MHA"
         return "MQA" if self.n_kv_heads == 1 else "GQA"
@@ -130,8 +243,26 @@ class ModelConfig:
     # Parameter counts -------------------------------------------------------------------------
     @property
     def attention_params_per_layer(self) -> int:
-        """W_q, W_o: d x (n_heads*head_dim); W_k, W_v: d x (n_kv_heads*head_dim)."""
-        return 2 * self.d_model * self.q_dim + 2 * self.d_model * self.kv_dim
+        """W_q, W_o: d x (n_heads*head_dim); W_k, W_v: d x (n_kv_heads*head_dim); plus biases,
+        q/k norms and sinks where the model has them. MLA: q_a (d r_q) + its norm + q_b
+        (r_q H (h + h_r)), or W_q (d H (h + h_r)); kv_a (d (r_kv + h_r)) + its norm; kv_b
+        (r_kv H (h + h_v)); W_o (H h_v d)."""
+        d, H = self.d_model, self.n_heads
+        if self.is_mla:
+            qk, rope, r = self.head_dim + self.qk_rope_head_dim, self.qk_rope_head_dim, self.kv_lora_rank
+            v = self.v_head_dim or self.head_dim
+            q = (d * self.q_lora_rank + self.q_lora_rank + self.q_lora_rank * H * qk) if self.q_lora_rank else d * H * qk
+            return q + d * (r + rope) + r + r * H * (self.head_dim + v) + H * v * d
+        n = 2 * d * self.q_dim + 2 * d * self.kv_dim
+        if self.attention_bias:
+            n += self.q_dim + 2 * self.kv_dim
+        if self.o_bias:
+            n += d
+        if self.qk_norm:
+            n += 2 * self.head_dim
+        if self.attention_sinks:
+            n += H
+        return n
 
     @property
     def mlp_params_per_layer(self) -> int:
@@ -140,8 +271,18 @@ class ModelConfig:
 
     @property
     def params_per_layer(self) -> int:
-        """Attention + MLP matrices + two RMSNorm weight vectors."""
-        return self.attention_params_per_layer + self.mlp_params_per_layer + 2 * self.d_model
+        """Attention + MLP matrices + RMSNorm weight vectors (two per layer by default), averaged
+        over the layers when dense and mixture-of-experts layers differ."""
+        if self.is_moe:
+            return self.layers_params // self.n_layers
+        return self.attention_params_per_layer + self.mlp_params_per_layer + self.norms_per_layer * self.d_model
+
+    @property
+    def layers_params(self) -> int:
+        """All transformer layers: dense layers with their d_ff MLP, the others with their experts."""
+        n_dense = len(self.dense_layers) if self.is_moe else self.n_layers
+        per = self.attention_params_per_layer + self.norms_per_layer * self.d_model
+        return self.n_layers * per + n_dense * self.mlp_params_per_layer + self.moe_layers * self.moe_params_per_layer
 
     @property
     def embedding_params(self) -> int:
@@ -150,15 +291,30 @@ class ModelConfig:
 
     @property
     def n_params(self) -> int:
-        """Exact parameter count: L * per-layer + embeddings (+ head) + final norm."""
-        return self.n_layers * self.params_per_layer + self.embedding_params + self.d_model
+        """Exact parameter count (as transformers counts it): layers + embeddings (+ head) + final norm."""
+        return self.layers_params + self.embedding_params + self.d_model
+
+    @property
+    def n_params_active(self) -> int:
+        """Parameters one token uses: all but the n_experts - experts_per_token routed experts it
+        is not sent to, in every mixture-of-experts layer (= n_params for a dense model)."""
+        if not self.is_moe:
+            return self.n_params
+        return self.n_params - self.moe_layers * (self.n_experts - self.experts_per_token) * self.expert_params
 
     @property
     def n_matmul_params(self) -> int:
         """Parameters that take part in a matrix product per token (everything but the
-        embedding lookup and the norms): the P of the 2*P FLOPs-per-token rule."""
+        embedding lookup and the norms): the P of the 2*P FLOPs-per-token rule. Mixture of
+        experts: the active experts only (router and shared experts included)."""
         head = self.vocab_size * self.d_model
-        return self.n_layers * (self.attention_params_per_layer + self.mlp_params_per_layer) + head
+        if not self.is_moe and self.norms_per_layer == 2 and not (self.qk_norm or self.attention_sinks or self.is_mla):
+            return self.n_layers * (self.attention_params_per_layer + self.mlp_params_per_layer) + head
+        small = self.n_layers * self.norms_per_layer * self.d_model + self.d_model
+        small += self.n_layers * ((2 * self.head_dim if self.qk_norm else 0) + (self.n_heads if self.attention_sinks else 0))
+        if self.is_mla:
+            small += self.n_layers * ((self.q_lora_rank or 0) + self.kv_lora_rank)
+        return self.n_params_active - self.embedding_params + head - small
 
     def gqa_variant(self, n_kv_heads: int) -> "ModelConfig":
         """The same model with `n_kv_heads` KV heads at (almost) the same parameter count: the K and
@@ -166,7 +322,7 @@ class ModelConfig:
         d_ff grows by round(2*d*(kv_old - kv_new)*head_dim / (n_mlp_matrices*d))."""
         positive_int("n_kv_heads", n_kv_heads)
         n_kv_heads = int(n_kv_heads)
-        if n_kv_heads == self.n_kv_heads:
+        if n_kv_heads == self.n_kv_heads or self.is_mla:   # latent attention has no KV heads to group
             return self
         saved = 2 * self.d_model * (self.n_kv_heads - n_kv_heads) * self.head_dim
         wider = self.d_ff + round(saved / (self.n_mlp_matrices * self.d_model))
@@ -348,6 +504,38 @@ def get_model(name: str | ModelConfig) -> ModelConfig:
     table = _load("models")
     choice("model", name, table)
     return ModelConfig(name=name, **table[name])
+
+
+def from_hf_config(path, name: str | None = None) -> ModelConfig:
+    """The ModelConfig of a Hugging Face config.json on disk (a file or a folder holding one; never
+    the hub): Llama, Mistral, Mixtral, Qwen2/3 and their MoE, Gemma 2/3, DeepSeek-V2/V3, gpt-oss,
+    Llama 4 and GLM-4 MoE (`hf_config.FAMILIES`). A bad config is one ValueError naming the field."""
+    from inferlab.hf_config import hf_fields
+    return ModelConfig(**hf_fields(path, name))
+
+
+def resolve_model(name_or_path) -> ModelConfig:
+    """A ModelConfig from a registered name (data/models.toml), the name of a config shipped in
+    data/hf-configs (`list_hf_configs`), or a path to a Hugging Face config.json (or a folder holding
+    one): what `--model` and the What-if cells accept."""
+    if isinstance(name_or_path, ModelConfig):
+        return name_or_path
+    text = str(name_or_path)
+    if text in _load("models"):
+        return get_model(text)
+    if text in list_hf_configs():
+        return from_hf_config(data_dir() / "hf-configs" / text, name=text)
+    if "/" in text or text.endswith(".json") or Path(text).exists():
+        return from_hf_config(text)
+    choice("model", text, [*_load("models"), *list_hf_configs()])
+    return get_model(text)
+
+
+def list_hf_configs() -> list[str]:
+    """The Hugging Face configs shipped in data/hf-configs (each a folder holding a config.json),
+    which `resolve_model` (so --model and the What-if cells) also takes by folder name."""
+    root = data_dir() / "hf-configs"
+    return sorted(p.parent.name for p in root.glob("*/config.json")) if root.is_dir() else []
 
 
 def book_scenario() -> tuple[ModelConfig, Accelerator]:

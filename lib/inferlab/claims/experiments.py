@@ -992,6 +992,9 @@ GROWTH_QUANTITIES = ("recompute", "cached_attention_flops", "cached_attention_by
 
 def _growth_quantity(quantity: str, model, s: int) -> float:
     model = get_model(model)
+    if not model.full_attention_only:   # the chapter's orders of growth are those of full attention
+        raise ValueError(f"the growth claims are stated for full attention with per-head K and V; {model.name} "
+                         "has windowed, chunked or latent attention (its cache stops growing or is a latent)")
     if quantity == "recompute":  # no cache: a forward pass over the S-token prefix and the new token
         return float(prefill_costs(model, 1, s + 1).total.flops)
     if quantity in ("cached_attention_flops", "cached_attention_bytes"):

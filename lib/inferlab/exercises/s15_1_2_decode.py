@@ -60,8 +60,8 @@ register(Exercise(
     statement="""\
 The chapter sizes the KV cache of Llama-2 13B, a multi-head-attention model. Recompute it for `{model}`,
 which uses grouped-query attention: one sequence of S = {seq_len} tokens, {kv_dtype} cache, every token of the
-sequence cached (for a sliding-window model such as Mistral 7B, ignore the window: no rolling buffer).
-GB = 10⁹ bytes.""",
+sequence cached (a sliding-window layer would keep only its last W tokens, but the registry's `mistral-7b`
+models no window; the `mistral-7b-v0.1` config does). GB = 10⁹ bytes.""",
     solve=solve_kv_per_sequence, mistakes=mistakes_kv_per_sequence,
     # Variants: a grouped-query-attention model (the point of the exercise) and a context it supports. S on a
     # grid of 256 from 1664: neighbours differ by more than the 1 % tolerance, and Llama 3 70B's cache (2.5 x
@@ -132,7 +132,8 @@ register(Exercise(
     statement="""\
 The chapter says quantising the KV cache to int8 "doubles the effective maximum batch size". Take
 `{model}` on one `{accelerator}`: bf16 weights, {kv_dtype} KV cache, every sequence S = {seq_len} tokens long
-(prompt plus output), every token cached (ignore any sliding window), nothing else in memory. What is the
+(prompt plus output), every token cached (these registry models attend to the whole context: `mistral-7b`
+here models no sliding window), nothing else in memory. What is the
 largest batch that fits? GB = 10⁹ bytes, as on the datasheet.""",
     solve=solve_int8_batch, mistakes=mistakes_int8_batch,
     # Variants: 7-8B GQA models on 24-40 GB cards, where the int8 cache matters (see `_int8_settings`).

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from inferlab.atomicio import write_text_atomic
 from inferlab.cli import add_efficiency_options, efficiency_from_options
-from inferlab.specs import Precision, get_accelerator, get_model
+from inferlab.specs import Precision, get_accelerator, get_model, resolve_model
 from inferlab.units import DTYPES, MS
 from inferlab.input_checks import choice, fraction, positive_float, positive_int
 
@@ -19,7 +19,8 @@ from inferlab.serving.workload import LENGTH_KINDS
 
 
 def _engine_options(p) -> None:
-    p.add_argument("--model", default="llama-2-13b-book", help="a name from `inferlab list`")
+    p.add_argument("--model", default="llama-2-13b-book",
+                   help="a name from `inferlab list`, or a path to a Hugging Face config.json (or its folder)")
     p.add_argument("--gpu", default="h100-sxm", help="an accelerator from `inferlab list`")
     p.add_argument("--tp", type=int, default=1, help="tensor-parallel degree of each replica")
     p.add_argument("--replicas", type=int, default=1, help="model instances behind the router")
@@ -86,7 +87,7 @@ def _check_block_tokens(args) -> None:
     --block-tokens whose single block needs more memory than the weights leave free."""
     from inferlab.memory import kv_cache_bytes_per_token, weight_bytes
     from inferlab.units import GB
-    model, acc = get_model(args.model), get_accelerator(args.gpu)
+    model, acc = resolve_model(args.model), get_accelerator(args.gpu)
     prec = Precision(weights=args.weights_dtype, kv=args.kv_dtype)
     free = acc.memory_bytes * 0.9 - weight_bytes(model, prec, args.tp)
     per_token = kv_cache_bytes_per_token(model, prec, args.tp)
@@ -101,7 +102,7 @@ def _check_engine(args, default_policy: str, default_budget: int):
     from inferlab.deployment import Deployment
     from inferlab.serving.metrics import SLO
     from inferlab.serving.policies import make_policy
-    model, acc = get_model(args.model), get_accelerator(args.gpu)  # unknown names first, with suggestions
+    model, acc = resolve_model(args.model), get_accelerator(args.gpu)  # unknown names first, with suggestions
     for name in ("tp", "replicas", "batch_size", "max_num_seqs", "max_batched_tokens", "block_tokens"):
         positive_int("--" + name.replace("_", "-"), getattr(args, name))
     for name in ("token_budget", "kv_blocks"):
@@ -247,7 +248,7 @@ def _speculative(args):
     from inferlab.serving.speculative import MTP, Speculative, check_acceptance, check_k
     check_k(args.speculative)
     check_acceptance(args.acceptance)
-    draft = MTP if args.draft == MTP else get_model(args.draft)
+    draft = MTP if args.draft == MTP else resolve_model(args.draft)
     return Speculative(args.speculative, args.acceptance, draft)
 
 
@@ -287,7 +288,7 @@ def _cmd_serve(args) -> int:
         source += (f", a shared {args.shared_prefix:,}-token prefix in front of every prompt"
                    f" ({'cached' if args.prefix_caching else 'not cached'})")
     _refuse_idle_replicas(args, workload)
-    model, gpu = get_model(args.model), get_accelerator(args.gpu)
+    model, gpu = resolve_model(args.model), get_accelerator(args.gpu)
     if args.disaggregate is not None:
         result, policy = _serve_disaggregated(args, workload, model, gpu, policy, kwargs)
     else:
@@ -433,7 +434,7 @@ def _cmd_compare(args) -> int:
     if args.replicas > len(run.ttft_s):
         raise ValueError(f"--replicas must be <= the run's {len(run.ttft_s)} successful requests (more replicas "
                          f"would never receive one); got --replicas={args.replicas}")
-    cmp = compare(run, get_model(args.model), get_accelerator(args.gpu), policy, seed=args.seed, **kwargs)
+    cmp = compare(run, resolve_model(args.model), get_accelerator(args.gpu), policy, seed=args.seed, **kwargs)
     if args.json:
         def finite(x):
             return x if math.isfinite(x) else None  # JSON has no NaN: no value is null
@@ -648,7 +649,7 @@ def register(sub) -> None:
                        help="--live: record the run (config, device, per-request times, steps, summary) as JSON")
     for action in serve._actions:
         if action.dest == "model":
-            action.help = ("a name from `inferlab list` (unset: llama-2-13b-book; with --live: cpu-0.5b; "
+            action.help = ("a name from `inferlab list` or a path to a Hugging Face config.json (unset: llama-2-13b-book; with --live: cpu-0.5b; "
                            "--live also takes the test preset tiny)")
         elif action.dest == "max_num_seqs":
             action.help = "sequences running at once (unset: 256; with --live: 8, one KV slot each)"

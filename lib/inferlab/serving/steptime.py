@@ -17,7 +17,11 @@ The projections, MLP, embedding, LM head and all-reduces are timed by the effici
 attention stays on the roofline in both.
 
 with `pairs` the query-key pairs scored (q*p + q(q+1)/2 per sequence with q new and p cached
-tokens) and K the keys read (p + q per sequence). For a uniform batch this is exactly
+tokens) and K the keys read (p + q per sequence), full attention's counts in `attention` (the one
+account). A model with sliding or chunked layers or latent attention (MLA) takes each step's pairs,
+keys and kernel widths from `attention.step_account` instead, layer kind by layer kind, and adds the
+two kernels' max(compute, memory) separately; its decodes' keys come from their mean context (an
+upper bound under a window). For a uniform batch this is exactly
 `latency.prefill_time_s` / `latency.decode_step_time_s` (tests check it); for a mixed batch the
 attention of each sequence adds its own pairs and keys, which the same two kernels process.
 
@@ -35,6 +39,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from inferlab import attention
 from inferlab.context import beyond_context
 from inferlab.costs import ATTENTION_OPS, forward_costs
 from inferlab.deployment import Deployment
@@ -132,11 +137,17 @@ class RooflineStepTime:
         dtype = self.precision.compute_dtype
         self._dtype = dtype
         s = self.shard
-        # Attention constants: one of the two kernels (QK^T or PV), all layers.
-        self._pair_s = s.n_layers * 2.0 * s.n_heads * s.head_dim / (self.mfu * self.accelerator.peak(dtype))
+        # Attention constants from the one account (`attention.layer_shape`): one of the two kernels
+        # (QK^T or PV), all layers. A model with windows, chunks or MLA counts each step through
+        # `attention.step_account` instead (its layers differ in keys read, its kernels in widths).
+        shape = attention.layer_shape(s, self.precision)
+        self._general = not s.full_attention_only
+        self._flop_s = 1.0 / (self.mfu * self.accelerator.peak(dtype))
+        self._pair_s = s.n_layers * shape.score_flops_per_pair * self._flop_s
         bw = self.mbu * self.accelerator.hbm_bytes_per_s
-        self._q_byte_s = s.n_layers * s.q_dim * bytes_per_element(self.precision.activations) / bw
-        self._kv_byte_s = s.n_layers * s.kv_dim * bytes_per_element(self.precision.kv) / bw
+        self._byte_s = 1.0 / bw
+        self._q_byte_s = s.n_layers * shape.query_bytes_per_token / bw
+        self._kv_byte_s = s.n_layers * shape.score_bytes_per_key / bw
         self._linear: list[float] = [0.0]
         self._head: list[float] = [0.0]
         self._overhead: list[float] = []
@@ -169,8 +180,19 @@ class RooflineStepTime:
         return 2.0 * max(self._pair_s * attn_pairs,
                          self._q_byte_s * tokens + self._kv_byte_s * attn_kv_tokens)
 
+    def _general_attention_s(self, step: StepShape) -> float:
+        """Both attention kernels of a step, all layers, from `attention.step_account` (windows,
+        chunks, MLA): L * (max(score FLOPs / peak, bytes / BW) + max(value FLOPs / peak, bytes / BW))."""
+        a = attention.step_account(self.shard, self.precision, int(step.decode_seqs), float(step.decode_kv_tokens),
+                                   step.chunks)
+        per_layer = (max(a.score_flops * self._flop_s, (a.query_bytes + a.score_kv_bytes) * self._byte_s)
+                     + max(a.value_flops * self._flop_s, (a.output_bytes + a.value_kv_bytes) * self._byte_s))
+        return self.shard.n_layers * per_layer
+
     def step_time_s(self, step: StepShape, t_s: float) -> float:
         """The time of `step` (the same at any t_s)."""
+        if self._general:
+            return self._timed(step.tokens, step.sampled, self._general_attention_s(step), step.sequences)
         if not step.chunks:  # a decode-only step: its totals are its decodes' (the common step, kept cheap)
             kv = float(step.decode_kv_tokens)
             return self(step.decode_seqs, step.sampled, kv, kv, step.decode_seqs)
@@ -182,13 +204,20 @@ class RooflineStepTime:
         `attn_pairs` query-key pairs scored, `attn_kv_tokens` keys read, `sequences` in the step (for
         the step overhead; None: `logits`, true of a step where every sequence samples) (what
         `step_time_s` reads off a StepShape; kept for the lab's worked numbers)."""
+        if self._general:
+            raise ValueError(f"{self.model.name} has windowed, chunked or latent attention: its step time needs "
+                             "each sequence's keys; call step_time_s(StepShape(...), t_s)")
+        return self._timed(tokens, logits, 2.0 * max(self._pair_s * attn_pairs,
+                                                     self._q_byte_s * tokens + self._kv_byte_s * attn_kv_tokens),
+                           sequences)
+
+    def _timed(self, tokens: int, logits: int, attention_s: float, sequences: int | None) -> float:
+        """Projections, MLP and embedding of `tokens`, the LM head of `logits`, attention, overhead."""
         if tokens >= len(self._linear):
             self._grow_linear(tokens)
         if logits >= len(self._head):
             self._grow_head(logits)
-        t = (self._linear[tokens] + self._head[logits]
-             + 2.0 * max(self._pair_s * attn_pairs,
-                         self._q_byte_s * tokens + self._kv_byte_s * attn_kv_tokens))
+        t = self._linear[tokens] + self._head[logits] + attention_s
         if self.step_overhead is None:
             return t
         sequences = logits if sequences is None else sequences

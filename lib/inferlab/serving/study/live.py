@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from inferlab import attention
 from inferlab.serving.metrics import ReplicaTrace, SimResult
 from inferlab.serving.policies import ChunkedPrefill, ContinuousBatching, PrefillFirst, make_policy
 from inferlab.serving.workload import Workload
@@ -430,21 +431,22 @@ def _schedule(pol, q: _Queues, t_start: float):
 
 
 def _segments(dec, chunks):
-    """The step's segments, the requests that sample, its attention pairs and KV tokens read."""
+    """The step's segments, the requests that sample, its attention pairs and KV tokens read (the one
+    account, `attention.pairs` and `attention.keys_read`, for the live loop's full-attention decoder)."""
     segs = [Segment(r.slot, (r.tokens[-1],), len(r.prompt) + r.generated - 1) for r in dec]
     samplers = list(dec)
     pairs = kv = 0.0
-    for r in dec:
-        pairs += len(r.prompt) + r.generated  # the cached keys plus its own
-        kv += len(r.prompt) + r.generated
+    for r in dec:   # one new token over the cached keys plus its own
+        pairs += attention.pairs("full", None, 1, len(r.prompt) + r.generated - 1)
+        kv += attention.keys_read("full", None, 1, len(r.prompt) + r.generated - 1)
     for r, q in chunks:
         p = r.done
         last = p + q == len(r.prompt)
         segs.append(Segment(r.slot, r.prompt[p:p + q], p, sample=last))
         if last:
             samplers.append(r)
-        pairs += q * p + q * (q + 1) / 2
-        kv += p + q
+        pairs += attention.pairs("full", None, q, p)
+        kv += attention.keys_read("full", None, q, p)
     return segs, samplers, pairs, kv
 
 
