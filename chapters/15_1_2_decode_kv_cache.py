@@ -335,8 +335,9 @@ reader.draw_if_fits(FIT, plots.kv_variants_plot, MODEL, GPU, CONTEXT, PREC,
 # latent attention** (MLA, DeepSeek-V2 and V3) caches one compressed latent of $r$ numbers plus a
 # small rotary key per token and layer, shared by every query head: the cache shrinks, and each
 # byte read serves all $N$ heads, so decode attention does far more than one FLOP per byte. A
-# **sliding window** (Mistral 7B; half of Gemma 2's layers) keeps only the last $W$ tokens' keys:
-# past $W$ the cache stops growing, though each byte still serves only its group of query heads.
+# **sliding window** (Mistral 7B; half of Gemma 2's layers) keeps only the keys of the window's last
+# tokens: past the window the cache stops growing, though each byte still serves only its group of
+# query heads.
 # The table compares them at 8,192 tokens, where a 4,096-token window bites, on the scenario's
 # accelerator (MLA counted in its absorbed form, queries scored against the latent).
 

@@ -512,7 +512,7 @@ def architecture_table(accelerator, context: int, precision: Precision = BF16) -
     rows = [(n, a, kv, h, i, "weights do not fit" if b is None else b)
             for n, a, kv, h, i, b in architecture_rows(accelerator, context, precision)]
     return text_table(["model", "attention", "KV", "KV bytes/token", "attention FLOP/byte", "B_max"], rows,
-                      ["", "", "", ",.0f", ".1f", ",d"])
+                      ["", "", "", ",.0f", ".2f", ",d"])
 
 
 def moe_decode_rows(model, accelerator, context: int, precision: Precision = BF16, batches=(1, 8, 64, 256)) -> list:
