@@ -9,7 +9,7 @@ from pathlib import Path
 
 from inferlab.atomicio import write_text_atomic
 from inferlab.cli import add_efficiency_options, efficiency_from_options
-from inferlab.specs import Precision, get_accelerator, get_model, resolve_model
+from inferlab.specs import Precision, get_accelerator, resolve_model
 from inferlab.units import DTYPES, MS
 from inferlab.input_checks import choice, fraction, positive_float, positive_int
 
