@@ -8,8 +8,7 @@ here for the page's scenario (the What-if cell changes them):
 An answer has the chapter's points with the scenario's numbers, what the numbers correct where the
 registry's verdict on the question's paragraph is an erratum, an approximation or depends on the
 setting (each with its link to the errata page), a follow-up question with its answer, and, where the
-library cannot answer yet, one sentence saying what is not modelled (`NOT_MODELLED`: the one place to
-change when the MoE/MLA/sliding-window models land).
+library cannot answer yet, one sentence saying what is not modelled (`NOT_MODELLED`).
 `DRILLS` holds each question's place in the chapter: its section, number (1-3, the chapter's order),
 the line of the chapter text it sits on (the statements registry's `line`) and the claims of its
 paragraph; `drill.anchor` is the id a page gives it (interview-15-1-1-1 ... interview-15-2-2-3).
@@ -73,9 +72,7 @@ DRILLS = {d.id: d for d in (
 # What the library cannot answer yet, one sentence per drill: replace it when the MoE, MLA and
 # sliding-window models land.
 NOT_MODELLED = {
-    "15.1.2-3": ("Not modelled yet: multi-head latent attention (MLA) and models with sliding-window layers "
-                 "as configurations of their own; the window above is the arithmetic of a shorter cache. "
-                 "Diffusion language models are outside the library."),
+    "15.1.2-3": "Not modelled: diffusion language models are outside the library.",
 }
 
 # Reading pace, for the streaming-chat question: silent reading of English non-fiction, 238 words per
@@ -538,11 +535,23 @@ def _decode_3(model, accelerator, precision, context: int = 1000, **_) -> Answer
     strong.append(f"A narrower number format does the same per byte: an int8 cache gives "
                   f"{_attention_intensity(model, int8, context):.2f} FLOP/byte and room for "
                   f"{max_batch(model, acc, context, int8, tp=dep.tp)} sequences instead of {b_here}.")
-    strong.append("Multi-head latent attention (MLA) caches a small latent per token instead of keys and values; "
-                  "diffusion language models drop token-by-token decoding (the chapter's 5-10× is not checkable "
+    window, long_ctx = 1024, 8192
+    from inferlab.reader import architecture_rows
+    from inferlab.specs import resolve_model
+    rows = {(r[0], r[2]): r for r in architecture_rows(acc, long_ctx, prec)}
+    mla, swa, gqa = rows["deepseek-v3", "bf16"], rows["mistral-7b-v0.1", "bf16"], rows["llama-3-8b", "bf16"]
+    v3, mistral = resolve_model("deepseek-v3"), resolve_model("mistral-7b-v0.1")
+    strong.append(
+        f"Multi-head latent attention (MLA, DeepSeek-V3) caches one latent of {v3.kv_lora_rank} + "
+        f"{v3.qk_rope_head_dim} numbers per token and layer instead of keys and values for every head: "
+        f"{mla[3]:,.0f} bytes per token over its {v3.n_layers} layers, and since all {v3.n_heads} query heads "
+        f"score against that one latent, its decode attention does {mla[4]:.0f} FLOPs per byte it reads "
+        f"(grouped-query Llama-3 8B: {gqa[4]:.0f}). A sliding window caps what a layer holds: Mistral 7B "
+        f"(W = {mistral.sliding_window:,}) keeps {swa[3]:,.0f} bytes per token at {long_ctx:,} tokens and fits "
+        f"{swa[5]:,} such sequences on one {acc.name} (Llama-3 8B, the same KV heads without a window: {gqa[5]:,}).")
+    strong.append("Diffusion language models drop token-by-token decoding (the chapter's 5-10× is not checkable "
                   "here).")
     corrected = []
-    window, long_ctx = 1024, 8192
     for rid in to_correct(drill):
         if rid == "15.1.2-s30":
             full = _attention_intensity(model, prec, long_ctx)
