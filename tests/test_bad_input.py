@@ -20,7 +20,7 @@ LLAMA_2_13B = get_model("llama-2-13b")
 HOSTILE = [math.nan, math.inf, -math.inf, 0, -1, 2**64, 10**30, 1e300, 1e-320, True, "3", None,
            object(), np.array([]), np.array([1, "a"]), np.array(["a", "b"]),
            np.array([1, None], dtype=object), np.int64(-5), [4, 0]]
-SKIP_PARAMS = {"model", "accelerator", "deployment", "precision", "costs", "dtype", "overlap", "name"}  # test_validation
+SKIP_PARAMS = {"model", "accelerator", "deployment", "precision", "costs", "dtype", "overlap", "name", "name_or_path"}  # test_validation
 
 
 def _finite(value) -> bool:

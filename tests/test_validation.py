@@ -73,6 +73,8 @@ GOOD = {
     specs.get_model: dict(name=BOOK),
     specs.model_variant: dict(model=BOOK, n_kv_heads=8),
     specs.get_accelerator: dict(name=H100_SXM),
+    specs.resolve_model: dict(name_or_path="mixtral-8x7b-v0.1"),
+    specs.from_hf_config: dict(path=specs.data_dir() / "hf-configs" / "mistral-7b-v0.1", name="mistral-7b-v0.1"),
     units.bytes_per_element: dict(dtype="bf16"),
 }
 
@@ -104,8 +106,13 @@ BAD = {
 # Flags that accept anything truthy; no bad value exists.
 FLAGS = {"causal", "all_logits", "include_attention", "allreduce", "allow_zero", "kwargs", "beyond_context"}
 # Parameters whose message uses another word for the same thing.
-WORD = {("get_model", "name"): "model", ("get_accelerator", "name"): "accelerator"}
+WORD = {("get_model", "name"): "model", ("get_accelerator", "name"): "accelerator",
+        ("resolve_model", "name_or_path"): "model"}
 BAD_NAME = {("get_model", "name"): BAD["model"], ("get_accelerator", "name"): BAD["accelerator"],
+            ("resolve_model", "name_or_path"): [*BAD["model"], "", "no/such/config.json"],
+            # a path to no config, a folder without one, not a path at all; `name` is a label (any string)
+            ("from_hf_config", "path"): ["no/such/config.json", "/", "", None, 3],
+            ("from_hf_config", "name"): [],
             ("roofline_time_s", "overlap"): ["max", True, False],  # one vocabulary with pass_time_s
             # an efficiency or a step overhead is an object (efficiency.MeasuredKernels(), kernels.StepOverhead)
             ("Deployment", "efficiency"): ["measured", 0.5, True],
@@ -115,7 +122,7 @@ BAD_NAME = {("get_model", "name"): BAD["model"], ("get_accelerator", "name"): BA
                                                        "extend_time_s", "chunked_prefill_time_s")},
             ("extend_time_s", "new_tokens"): COUNT, ("extend_time_s", "cached_tokens"): NONNEG_COUNT}
 # Helpers outside the contract: display conversions, listings, aggregation and the checkers themselves.
-EXEMPT = {"as_deployment", "check_model", "check_accelerator", "check_precision", "data_dir", "list_models", "list_accelerators", "book_scenario", "to_gb", "to_ms", "total_cost", "as_precision",
+EXEMPT = {"as_deployment", "check_model", "check_accelerator", "check_precision", "data_dir", "list_models", "list_accelerators", "list_hf_configs", "book_scenario", "to_gb", "to_ms", "total_cost", "as_precision",
           "positive_int", "nonneg_int", "positive_float", "fraction", "choice", "writable_file", "writable_dir", "finite_result", "scalar"}
 
 

@@ -18,11 +18,14 @@ _LAYER_TYPE = {"full_attention": "full", "sliding_attention": "sliding", "chunke
 
 
 def _read(path) -> tuple[dict, str]:
+    if not isinstance(path, (str, Path)) or not str(path).strip():
+        raise ValueError(f"path must be a Hugging Face config.json or a folder holding one; got {path!r}")
     p = Path(path)
     if p.is_dir():
         p = p / "config.json"
     if not p.is_file():
-        raise ValueError(f"no config.json at {path}")
+        raise ValueError(f"path {str(path)!r}: no config.json there; it must be a Hugging Face config.json "
+                         "or a folder holding one")
     try:
         return json.loads(p.read_text()), str(p)
     except json.JSONDecodeError as e:

@@ -548,7 +548,8 @@ def _decode_3(model, accelerator, precision, context: int = 1000, **_) -> Answer
         f"score against that one latent, its decode attention does {mla[4]:.0f} FLOPs per byte it reads "
         f"(grouped-query Llama-3 8B: {gqa[4]:.0f}). A sliding window caps what a layer holds: Mistral 7B "
         f"(W = {mistral.sliding_window:,}) keeps {swa[3]:,.0f} bytes per token at {long_ctx:,} tokens and fits "
-        f"{swa[5]:,} such sequences on one {acc.name} (Llama-3 8B, the same KV heads without a window: {gqa[5]:,}).")
+        f"{swa[5]:,} such sequences on one {acc.name}, half the cache Llama-3 8B's full attention holds with the same "
+        f"KV heads ({gqa[3]:,.0f} bytes per token).")
     strong.append("Diffusion language models drop token-by-token decoding (the chapter's 5-10× is not checkable "
                   "here).")
     corrected = []

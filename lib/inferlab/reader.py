@@ -509,7 +509,8 @@ def architecture_rows(accelerator, context: int, precision: Precision = BF16) ->
 def architecture_table(accelerator, context: int, precision: Precision = BF16) -> str:
     """`architecture_rows` as a text table."""
     from inferlab.tables import text_table
-    rows = [(n, a, kv, h, i, "weights do not fit" if b is None else b)
+    # A row is named by model and cache format together: one model's bf16 and int8 rows are two setups.
+    rows = [(n if kv == "bf16" else f"{n}, {kv} KV", a, kv, h, i, "weights do not fit" if b is None else b)
             for n, a, kv, h, i, b in architecture_rows(accelerator, context, precision)]
     return text_table(["model", "attention", "KV", "KV bytes/token", "attention FLOP/byte", "B_max"], rows,
                       ["", "", "", ",.0f", ".2f", ",d"])

@@ -525,7 +525,11 @@ def resolve_model(name_or_path) -> ModelConfig:
         return get_model(text)
     if text in list_hf_configs():
         return from_hf_config(data_dir() / "hf-configs" / text, name=text)
-    if "/" in text or text.endswith(".json") or Path(text).exists():
+    if "/" in text or text.endswith(".json") or (text.strip() and Path(text).exists()):
+        if not Path(text).exists():
+            raise ValueError(f"model {text!r}: no such file or folder; it must be a registered or shipped model "
+                             f"name ({', '.join([*_load('models'), *list_hf_configs()])}) or a path to a Hugging "
+                             "Face config.json or a folder holding one")
         return from_hf_config(text)
     choice("model", text, [*_load("models"), *list_hf_configs()])
     return get_model(text)
