@@ -53,7 +53,7 @@ from inferlab.units import GB, MS, TFLOP, bytes_per_element
 # What if? ------------------------------------------------------------------------------------
 MODEL, GPU, PREC = reader.what_if(
     "llama-2-13b",                     # try "llama-2-13b-book" (the book's f = 4d stand-in), "llama-3-8b"
-                                       # or "mixtral-8x7b-v0.1", "deepseek-v2-lite" (MoE, MLA), "gemma-2-9b", a config path
+    # or own models: "mixtral-8x7b-v0.1", "deepseek-v2-lite" (MoE, MLA), "gemma-2-9b", a config path
     "h100-sxm",                        # try "a100-80gb", "h200", "mi300x", "l4", "b200"
     Precision(weights="bf16", activations="bf16", kv="bf16"))  # e.g. weights="int8"
 PROMPT = 2048                          # prompt length S, tokens

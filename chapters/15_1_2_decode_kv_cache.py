@@ -54,7 +54,7 @@ from inferlab.units import GB, MS, bytes_per_element
 # What if? ------------------------------------------------------------------------------------
 MODEL, GPU, PREC = reader.what_if(
     "llama-2-13b",                     # try "llama-3-8b" (GQA), "mistral-7b", "llama-2-13b-book"
-                                       # or "mixtral-8x7b-v0.1", "deepseek-v2-lite" (MoE, MLA), "gemma-2-9b", a config path
+    # or own models: "mixtral-8x7b-v0.1", "deepseek-v2-lite" (MoE, MLA), "gemma-2-9b", a config path
     "h100-sxm",                        # try "h200" (more bandwidth), "a100-80gb", "mi300x"
     Precision(weights="bf16", activations="bf16", kv="bf16"))  # e.g. kv="int8", weights="int4"
 CONTEXT = 1000                         # tokens in each sequence's KV cache

@@ -509,8 +509,10 @@ worked_examples.takeaway(f"A {round(mean_prompt):,}-token prompt's cache takes {
 # batches) and stops where the step's cost grows with its tokens (compute-bound: large batches).
 
 # %%
-spec = lab.speculative_sweep(SCENARIO, k=4, acceptance=0.7, rates=(lab.sustainable_rate(SCENARIO, 0.05),
-                                                                    lab.sustainable_rate(SCENARIO, 0.8)))
+spec_rates = (lab.sustainable_rate(SCENARIO, 0.05),
+              lab.sustainable_rate(SCENARIO, 0.8))
+spec = lab.speculative_sweep(SCENARIO, k=4, acceptance=0.7,
+                             rates=spec_rates)
 Markdown(conclusions.speculative_table(spec))
 
 # %%
