@@ -119,10 +119,12 @@ b_max = memory.max_batch(MODEL, GPU, CONTEXT, PREC) if not FIT else 0
 tput_max = latency.throughput_tokens_per_s(MODEL, GPU, CONTEXT, b_max, PREC) if b_max else 0.0
 gain_1_to_2 = (latency.throughput_tokens_per_s(MODEL, GPU, CONTEXT, 2, PREC)
                / latency.throughput_tokens_per_s(MODEL, GPU, CONTEXT, 1, PREC))
+shape = plots.throughput_shape(MODEL, GPU, CONTEXT, PREC)   # read off the library's curve, as the figure's titles
+at_b_star = shape.at_b_star_words()
 Markdown(conclusions.or_not_fitting(FIT,
     f"Throughput never grows faster than the batch: each doubling below $B^*$ multiplies it by less than 2 "
-    f"(from $B$ = 1 to 2: {gain_1_to_2:.2f}×), and at $B^*$ = {b_star:.0f} it is half the ceiling of {ceiling:,.0f} "
-    f"tokens/s. Memory stops the batch at $B_\\text{{max}}$ = {b_max}, {ratio:.1f} times $B^*$ "
+    f"(from $B$ = 1 to 2: {gain_1_to_2:.2f}×), and at $B^*$ = {b_star:.0f} it is {at_b_star} of the ceiling of "
+    f"{ceiling:,.0f} tokens/s. Memory stops the batch at $B_\\text{{max}}$ = {b_max}, {ratio:.1f} times $B^*$ "
     f"({GPU.memory_bytes / GB:.0f} GB over {weight_bytes / GB:.1f} GB of weights, minus one), where throughput is "
     f"{tput_max:,.0f} tokens/s, {tput_max / ceiling:.0%} of the ceiling.", prefix="**Does not fit:** "))
 
@@ -410,7 +412,8 @@ interview.answer("15.2.2", 3, MODEL, GPU, PREC, context=CONTEXT, usd_per_gpu_hou
 cost_max = latency.cost_per_1k_tokens_usd(tput_max, USD_PER_GPU_HOUR) if b_max else float("nan")
 Markdown(
     conclusions.or_not_fitting(FIT,
-        f"- Throughput is concave in $B$: for {MODEL.name} at {CONTEXT:,} tokens of context it reaches half its "
+        f"- Throughput is {shape.shape_words()}; "
+        f"for {MODEL.name} at {CONTEXT:,} tokens of context it reaches {at_b_star} of its "
         f"ceiling at $B^*$ = {b_star:.0f}, and memory stops the batch at {b_max} ({ratio:.1f} × $B^*$, from "
         "capacity over weights minus one).\n"
         f"- Cost per token is the hourly price over the throughput: batching from 1 to the memory limit makes "

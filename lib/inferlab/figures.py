@@ -9,24 +9,65 @@ value to mark. The chapter notebooks draw the same figures from their "what if" 
 notebook prints the same table as the figure built here.
 
     inferlab figures --out build/figures       (or: make figures)
+    inferlab figures --model mixtral-8x7b-v0.1 --gpu h200 --kv-dtype fp8   (any model: no book marks)
+
+Every figure takes a `FigureScenario` (default: the book's). Another scenario draws the same
+figures without the book's marks, and a figure that needs a batch in memory at its context
+(`FIT_CONTEXT`) says in words what does not fit and what would, as the notebooks do.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 import matplotlib
 
 from inferlab import kernels, measured_plots, plots
-from inferlab.specs import BF16, get_accelerator, get_model
+from inferlab.specs import BF16, Accelerator, ModelConfig, Precision, get_accelerator, get_model
+from inferlab.units import DTYPES
 
 BOOK_MODEL = "llama-2-13b"  # the registry's "ours" is the real architecture
 BOOK_GPU = "h100-sxm"
 
 
-def _book_setup():
-    """The book's model and accelerator, resolved from their names (here, at the edge: the plots
-    take objects)."""
-    return get_model(BOOK_MODEL), get_accelerator(BOOK_GPU)
+@dataclass(frozen=True)
+class FigureScenario:
+    """The model, accelerator and precision every figure is drawn for (objects, resolved at the edge)."""
+
+    model: ModelConfig
+    accelerator: Accelerator
+    precision: Precision = BF16
+
+    @property
+    def book(self) -> bool:
+        """The book's worked example (`reader.is_book_setup`): only it carries the book's marks."""
+        from inferlab.reader import is_book_setup
+        return is_book_setup(self.model, self.accelerator, self.precision)
+
+    def objects(self) -> tuple:
+        return self.model, self.accelerator, self.precision
+
+    def marks(self, section: str, figure: str) -> list:
+        """The book's values for one figure (`book_points`) in the book's scenario, else none."""
+        return book_points(section, figure) if self.book else []
+
+    def fit_message(self, context_len: int) -> str:
+        """'' when one sequence of `context_len` tokens fits beside the weights, else what does not
+        fit and what would (`reader.fit_message`, as the notebooks' FIT)."""
+        from inferlab.reader import fit_message
+        return fit_message(self.model, self.accelerator, context_len, self.precision)
+
+
+@lru_cache(maxsize=1)
+def book_scenario() -> FigureScenario:
+    """The book's setup (the registry's "ours" is the real architecture)."""
+    return FigureScenario(get_model(BOOK_MODEL), get_accelerator(BOOK_GPU), BF16)
+
+
+def _s(scenario: FigureScenario | None) -> FigureScenario:
+    return book_scenario() if scenario is None else scenario
+
 
 BOOK_USD_PER_GPU_HOUR = 4.0  # the book's H100 price in 15.2.2
 
@@ -96,45 +137,73 @@ def book_points(section: str, figure: str) -> list:
 
 
 FIGURES = {
-    "15.1.1-fig1-roofline": lambda: plots.roofline_plot(
-        *_book_setup(), BF16, prompt_lens=(128, 512, 2048, 8192), decode_batches=(1, 16, 64, 256),
+    "15.1.1-fig1-roofline": lambda s=None: plots.roofline_plot(
+        *_s(s).objects(), prompt_lens=(128, 512, 2048, 8192), decode_batches=(1, 16, 64, 256),
         context_len=2048),
-    "15.1.1-fig2-ttft-vs-prompt": lambda: plots.ttft_plot(
-        *_book_setup(), BF16, batch=1, book_points=book_points("15.1.1", "ttft")),
-    "15.1.1-fig3-kernels-roofline": lambda: measured_plots.kernel_roofline_plot(*_book_setup(), BF16),
-    "15.1.1-fig4-kernels-ttft": lambda: measured_plots.ttft_measured_plot(*_book_setup(), BF16, batch=1),
-    "15.1.2-fig1-decode-intensity": lambda: plots.decode_intensity_plot(
-        *_book_setup(), BF16, context_len=1000),
-    "15.1.2-fig2-memory-budget": lambda: plots.memory_budget_plot(
-        *_book_setup(), 1000, BF16, book_points=book_points("15.1.2", "memory")),
-    "15.1.2-fig3-kv-variants": lambda: plots.kv_variants_plot(
-        *_book_setup(), 1000, BF16, book_points=book_points("15.1.2", "kv-variants")),
-    "15.1.2-fig4-kernels-step-time": lambda: measured_plots.decode_measured_plot(*_book_setup(), 1000, BF16),
-    "15.2.1-fig1-ttft-vs-prompt": lambda: plots.ttft_plot(
-        *_book_setup(), BF16, batch=1, book_points=book_points("15.2.1", "ttft")),
-    "15.2.1-fig2-itl-vs-context": lambda: plots.itl_plot(
-        *_book_setup(), BF16, batches=(1, 8, 32, 64), book_points=book_points("15.2.1", "itl")),
-    "15.2.1-fig3-weight-dtype": lambda: plots.weight_dtype_plot(
-        *_book_setup(), BF16, prompt_len=1024, context_len=1024, batch=1,
-        book_points=book_points("15.2.1", "weight-dtype")),
-    "15.2.1-fig4-kernels-latency": lambda: measured_plots.latency_measured_plot(
-        *_book_setup(), BF16, prompt_len=1024, context_len=1024, batch=1,
+    "15.1.1-fig2-ttft-vs-prompt": lambda s=None: plots.ttft_plot(
+        *_s(s).objects(), batch=1, book_points=_s(s).marks("15.1.1", "ttft")),
+    "15.1.1-fig3-kernels-roofline": lambda s=None: measured_plots.kernel_roofline_plot(*_s(s).objects()),
+    "15.1.1-fig4-kernels-ttft": lambda s=None: measured_plots.ttft_measured_plot(*_s(s).objects(), batch=1),
+    "15.1.2-fig1-decode-intensity": lambda s=None: plots.decode_intensity_plot(*_s(s).objects(), context_len=1000),
+    "15.1.2-fig2-memory-budget": lambda s=None: plots.memory_budget_plot(
+        *_s(s).objects()[:2], 1000, _s(s).precision, book_points=_s(s).marks("15.1.2", "memory")),
+    "15.1.2-fig3-kv-variants": lambda s=None: plots.kv_variants_plot(
+        *_s(s).objects()[:2], 1000, _s(s).precision, book_points=_s(s).marks("15.1.2", "kv-variants")),
+    "15.1.2-fig4-kernels-step-time": lambda s=None: measured_plots.decode_measured_plot(
+        *_s(s).objects()[:2], 1000, _s(s).precision),
+    "15.2.1-fig1-ttft-vs-prompt": lambda s=None: plots.ttft_plot(
+        *_s(s).objects(), batch=1, book_points=_s(s).marks("15.2.1", "ttft")),
+    "15.2.1-fig2-itl-vs-context": lambda s=None: plots.itl_plot(
+        *_s(s).objects(), batches=(1, 8, 32, 64), book_points=_s(s).marks("15.2.1", "itl")),
+    "15.2.1-fig3-weight-dtype": lambda s=None: plots.weight_dtype_plot(
+        *_s(s).objects(), prompt_len=1024, context_len=1024, batch=1,
+        book_points=_s(s).marks("15.2.1", "weight-dtype")),
+    "15.2.1-fig4-kernels-latency": lambda s=None: measured_plots.latency_measured_plot(
+        *_s(s).objects(), prompt_len=1024, context_len=1024, batch=1,
         step_overhead=kernels.StepOverhead.from_profile()),
-    "15.2.2-fig1-throughput-vs-batch": lambda: plots.throughput_plot(
-        *_book_setup(), 1024, BF16, book_throughput=book_points("15.2.2", "throughput")),
-    "15.2.2-fig2-latency-throughput": lambda: plots.latency_throughput_plot(
-        *_book_setup(), 1024, BF16, book_points=book_points("15.2.2", "latency-throughput")),
-    "15.2.2-fig3-cost-vs-batch": lambda: plots.cost_plot(
-        *_book_setup(), 1024, BOOK_USD_PER_GPU_HOUR, BF16, book_points=book_points("15.2.2", "cost")),
-    "15.2.2-fig4-kv-variants-throughput": lambda: plots.kv_variants_throughput_plot(
-        *_book_setup(), 1024, BF16),
-    "15.2.2-fig5-kernels-throughput": lambda: measured_plots.throughput_measured_plot(*_book_setup(), 1024, BF16),
+    "15.2.2-fig1-throughput-vs-batch": lambda s=None: plots.throughput_plot(
+        *_s(s).objects()[:2], 1024, _s(s).precision, book_throughput=_s(s).marks("15.2.2", "throughput")),
+    "15.2.2-fig2-latency-throughput": lambda s=None: plots.latency_throughput_plot(
+        *_s(s).objects()[:2], 1024, _s(s).precision, book_points=_s(s).marks("15.2.2", "latency-throughput")),
+    "15.2.2-fig3-cost-vs-batch": lambda s=None: plots.cost_plot(
+        *_s(s).objects()[:2], 1024, BOOK_USD_PER_GPU_HOUR, _s(s).precision,
+        book_points=_s(s).marks("15.2.2", "cost")),
+    "15.2.2-fig4-kv-variants-throughput": lambda s=None: plots.kv_variants_throughput_plot(
+        *_s(s).objects()[:2], 1024, _s(s).precision),
+    "15.2.2-fig5-kernels-throughput": lambda s=None: measured_plots.throughput_measured_plot(
+        *_s(s).objects()[:2], 1024, _s(s).precision),
+}
+
+# The context each figure needs one sequence of in memory beside the weights (the notebooks' FIT
+# checks): at another scenario where none fits, the figure says so in words instead of drawing.
+FIT_CONTEXT = {
+    "15.1.2-fig2-memory-budget": 1000, "15.1.2-fig3-kv-variants": 1000, "15.1.2-fig4-kernels-step-time": 1000,
+    "15.2.1-fig2-itl-vs-context": 1024,
+    **{n: 1024 for n in FIGURES if n.startswith("15.2.2-")},
 }
 
 
-def export_all(out_dir, formats=FORMATS, names=None) -> list[Path]:
-    """Write every figure (or those in `names`) as <out_dir>/<name>.<format>; returns the paths.
-    SVGs are reproducible: fixed hash salt, no date in the metadata."""
+def build(name: str, scenario: FigureScenario | None = None):
+    """One figure (a `plots.Plot`) for `scenario` (default: the book's); a figure that says in words
+    what does not fit where the scenario holds no sequence at the figure's context (`FIT_CONTEXT`)
+    or a plot raises `DoesNotFitError`: never an empty plot."""
+    from inferlab.input_checks import DoesNotFitError
+    if name not in FIGURES:
+        raise ValueError(f"unknown figure {name!r}; allowed: {', '.join(FIGURES)}")
+    s = _s(scenario)
+    message = s.fit_message(FIT_CONTEXT[name]) if name in FIT_CONTEXT else ""
+    if message:
+        return plots.does_not_fit_plot(message)
+    try:
+        return FIGURES[name](s)
+    except DoesNotFitError as e:
+        return plots.does_not_fit_plot(str(e))
+
+
+def export_all(out_dir, formats=FORMATS, names=None, scenario: FigureScenario | None = None) -> list[Path]:
+    """Write every figure (or those in `names`) for `scenario` (default: the book's) as
+    <out_dir>/<name>.<format>; returns the paths. SVGs are reproducible: fixed hash salt, no date in
+    the metadata."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     unknown = sorted(set(names or ()) - set(FIGURES))
@@ -142,10 +211,10 @@ def export_all(out_dir, formats=FORMATS, names=None) -> list[Path]:
         raise ValueError(f"unknown figure(s) {', '.join(unknown)}; allowed: {', '.join(FIGURES)}")
     written = []
     with matplotlib.rc_context({"svg.hashsalt": "inferlab", "svg.fonttype": "path"}):
-        for name, build in FIGURES.items():
+        for name in FIGURES:
             if names and name not in names:
                 continue
-            fig = build().fig
+            fig = build(name, scenario).fig
             for fmt in formats:
                 path = out / f"{name}.{fmt}"
                 metadata = {"Date": None} if fmt == "svg" else {"Software": None}
@@ -156,11 +225,17 @@ def export_all(out_dir, formats=FORMATS, names=None) -> list[Path]:
 
 def _cmd_figures(args) -> int:
     from inferlab.input_checks import writable_dir
+    from inferlab.specs import resolve_model
     writable_dir("--out", args.out)
-    paths = export_all(args.out, tuple(args.format), args.only)
+    prec = Precision(weights=args.weights_dtype, activations=args.activations_dtype, kv=args.kv_dtype)
+    scenario = FigureScenario(resolve_model(args.model), get_accelerator(args.gpu), prec)
+    scenario.accelerator.peak(prec.compute_dtype)   # refused before any file is written (FP8 on an A100)
+    paths = export_all(args.out, tuple(args.format), args.only, scenario)
     for p in paths:
         print(p)
-    print(f"{len(paths)} files in {args.out}")
+    marks = "with the book's marks" if scenario.book else "no book marks (not the book's setup)"
+    print(f"{len(paths)} files in {args.out}: {scenario.model.name} on {scenario.accelerator.name}, "
+          f"weights {prec.weights}, KV {prec.kv}; {marks}")
     return 0
 
 
@@ -171,4 +246,10 @@ def register(subparsers) -> None:
     p.add_argument("--format", nargs="+", default=list(FORMATS), choices=["svg", "png", "pdf"],
                    help="file formats to write")
     p.add_argument("--only", nargs="+", metavar="NAME", help=f"some of: {', '.join(FIGURES)}")
+    p.add_argument("--model", default=BOOK_MODEL,
+                   help="a name from `inferlab list`, or a path to a Hugging Face config.json (or its folder); "
+                        "the book's marks are drawn only for the book's setup")
+    p.add_argument("--gpu", default=BOOK_GPU, help="an accelerator from `inferlab list`")
+    for cls in ("weights", "activations", "kv"):
+        p.add_argument(f"--{cls}-dtype", default="bf16", choices=list(DTYPES), help=f"number format of the {cls}")
     p.set_defaults(func=_cmd_figures)

@@ -16,7 +16,7 @@ from inferlab.context import context_flag
 from inferlab.costs import ATTENTION_OPS, chunked_prefill_costs, decode_costs, forward_costs, prefill_costs
 from inferlab.deployment import as_deployment
 from inferlab.efficiency import communication_time_s
-from inferlab.memory import kv_cache_bytes, weight_bytes
+from inferlab.memory import kv_cache_bytes, weight_bytes, weight_bytes_read
 from inferlab.parallel import tp_shard
 from inferlab.specs import BF16, Precision, check_accelerator, check_model, check_precision
 from inferlab.input_checks import finite_result, fraction, nonneg_int, positive_float, positive_int
@@ -122,12 +122,29 @@ def throughput_tokens_per_s(model, deployment, context_len, batch=1, precision: 
 
 @context_flag
 def kv_crossover_batch(model, context_len, precision: Precision = BF16, tp: int = 1):
-    """B* = weight bytes / KV bytes per sequence: the batch at which the KV cache read per step
-    equals the weight read. Below it throughput grows almost linearly with B; above, it saturates."""
-    check_model(model)
+    """B*: the batch at which the KV cache a decode step reads equals the weights it reads,
+    W(B*) = B* C_kv. Dense: W is fixed, so B* = weight bytes / KV bytes per sequence. Mixture of
+    experts: W(B) grows with the distinct experts the batch touches (`memory.weight_bytes_read`,
+    uniform routing), W(B)/B falls strictly, so B* is the one root, found by bisection. In both the
+    memory-bound throughput B BW / (W(B) + B C_kv) is half its ceiling BW / C_kv at B*. Below B*
+    throughput grows almost linearly with B (dense); above, it saturates."""
+    model = check_model(model)
     check_precision(precision)
     positive_int("context_len", context_len)
-    out = weight_bytes(model, precision, tp) / np.asarray(kv_cache_bytes(model, context_len, 1, precision, tp))
+    c_kv = np.asarray(kv_cache_bytes(model, context_len, 1, precision, tp), dtype=float)
+    w_all = weight_bytes(model, precision, tp)
+    if not model.is_moe:
+        out = w_all / c_kv
+        return out if out.ndim else float(out)
+    # W(B) <= W_all, so the root lies in (0, W_all / C_kv]; W(B)/B - C_kv falls strictly in B.
+    lo, hi = np.zeros_like(c_kv), w_all / c_kv
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        above = weight_bytes_read(model, mid, precision, tp) > mid * c_kv
+        lo, hi = np.where(above, mid, lo), np.where(above, hi, mid)
+        if np.all(hi - lo <= 1e-9 * hi):
+            break
+    out = 0.5 * (lo + hi)
     return out if out.ndim else float(out)
 
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from inferlab import attention
+from inferlab.moe import expected_experts
 from inferlab.context import check_context, context_flag
 from inferlab.parallel import tp_shard
 from inferlab.specs import BF16, Precision, check_precision, check_accelerator, check_model
@@ -21,6 +22,26 @@ def weight_bytes(model, precision: Precision = BF16, tp: int = 1) -> float:
     """Bytes of all parameters (embeddings and norms included) on one of `tp` devices."""
     shard = tp_shard(check_model(model), tp)
     return shard.n_params * bytes_per_element(check_precision(precision).weights)
+
+
+def weight_bytes_read(model, tokens, precision: Precision = BF16, tp: int = 1):
+    """Weight bytes a pass over `tokens` tokens (a decode step of B sequences: B tokens) reads, on one
+    of `tp` devices: `weight_bytes` for a dense model; for a mixture of experts, all but the routed
+    experts none of the tokens is sent to, W - L_moe (E - E_touched(T)) P_expert bytes, with
+    E_touched(T) = E (1 - (1 - k/E)^T) under uniform routing (`moe.expected_experts`). So k experts
+    per layer at T = 1 and all E as T grows. The embedding table counts whole, as in `weight_bytes`.
+    `tokens` may be fractional (B* solves for it) or an array."""
+    shard = tp_shard(check_model(model), tp)
+    total = shard.n_params * bytes_per_element(check_precision(precision).weights)
+    t = np.asarray(tokens, dtype=float)
+    if np.any(t < 0) or not np.all(np.isfinite(t)):
+        raise ValueError(f"tokens must be finite and >= 0; got {tokens!r}")
+    if not shard.is_moe:
+        out = np.full(t.shape, float(total))
+    else:
+        untouched = shard.n_experts - np.asarray(expected_experts(shard.n_experts, shard.experts_per_token, t))
+        out = total - shard.moe_layers * untouched * shard.expert_params * bytes_per_element(precision.weights)
+    return out if out.ndim else float(out)
 
 
 def kv_cache_bytes_per_token(model, precision: Precision = BF16, tp: int = 1) -> float:

@@ -25,3 +25,17 @@ def expected_experts(n_experts: int, experts_per_token: int, tokens):
         raise ValueError(f"tokens must be >= 0; got {tokens!r}")
     out = n_experts * (1.0 - (1.0 - experts_per_token / n_experts) ** t)
     return out if out.ndim else float(out)
+
+
+def tokens_touching(n_experts: int, experts_per_token: int, share: float) -> float:
+    """Tokens T at which the expected distinct experts reach `share` of E (module doc):
+    E (1 - (1 - k/E)^T) = share E, so T = ln(1 - share) / ln(1 - k/E); 1 when every token uses every expert."""
+    positive_int("n_experts", n_experts)
+    positive_int("experts_per_token", experts_per_token)
+    if experts_per_token > n_experts:
+        raise ValueError(f"experts_per_token must be <= n_experts={n_experts}; got {experts_per_token}")
+    if not 0.0 < share < 1.0:
+        raise ValueError(f"share must be in (0, 1); got {share!r}")
+    if experts_per_token == n_experts:
+        return 1.0
+    return max(1.0, float(np.log1p(-share) / np.log1p(-experts_per_token / n_experts)))

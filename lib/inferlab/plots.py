@@ -21,12 +21,12 @@ from inferlab.costs import ATTENTION_OPS, decode_costs, prefill_costs
 from inferlab.deployment import Deployment
 from inferlab.latency import (cost_per_1k_tokens_usd, decode_step_time_s, kv_crossover_batch,
                               prefill_time_s, throughput_tokens_per_s)
-from inferlab.memory import kv_cache_bytes, max_batch, weight_bytes
+from inferlab.memory import kv_cache_bytes, max_batch, weight_bytes, weight_bytes_read
 from inferlab.roofline import attainable_flops_per_s, ridge_point
 from inferlab.specs import BF16, Precision, check_accelerator, check_model, model_variant
 from inferlab.tables import text_table
-from inferlab.units import GB, MS, TFLOP
-from inferlab.input_checks import DoesNotFitError
+from inferlab.units import GB, MS, TFLOP, bytes_per_element
+from inferlab.input_checks import DoesNotFitError, positive_int
 
 # Operator groups placed on the roofline (their per-layer FLOPs and bytes are summed).
 OPERATOR_GROUPS = {
@@ -317,10 +317,18 @@ def ttft_plot(model, accelerator, precision: Precision = BF16, *, batch=1,
     linear = prefill_time_s(model, dep, lens, batch, include_attention=False)
     full = prefill_time_s(model, dep, lens, batch)
     fig, ax = _figure()
-    floor_ms = weight_bytes(model, precision) / acc.hbm_bytes_per_s / MS
-    ax.plot(lens, linear / MS, ls="--", color="tab:blue", label="TTFT without attention (≈ 2·P·S / peak)")
+    # A mixture of experts' prompt computes with its active parameters and reads the experts its S
+    # tokens touch (all of them soon): the floor grows with S until every expert is read.
+    p_name = "P_active" if model.is_moe else "P"
+    ax.plot(lens, linear / MS, ls="--", color="tab:blue", label=f"TTFT without attention (≈ 2·{p_name}·S / peak)")
     ax.plot(lens, full / MS, color="tab:red", label="TTFT with causal attention (S² term)")
-    ax.axhline(floor_ms, color="0.5", ls=":", lw=1, label=f"weight-read floor M/BW = {floor_ms:.1f} ms")
+    if model.is_moe:
+        floor_ms = weight_bytes_read(model, lens * batch, precision) / acc.hbm_bytes_per_s / MS
+        ax.plot(lens, floor_ms, color="0.5", ls=":", lw=1,
+                label=f"weight-read floor (experts the prompt touches), up to {floor_ms.max():.1f} ms")
+    else:
+        floor_ms = weight_bytes(model, precision) / acc.hbm_bytes_per_s / MS
+        ax.axhline(floor_ms, color="0.5", ls=":", lw=1, label=f"weight-read floor M/BW = {floor_ms:.1f} ms")
     shade_context_window(ax, model, lens[-1])
     _book(ax, book_points)
     ax.set(xscale="log", yscale="log", xlabel="prompt length S (tokens)", ylabel="TTFT at 100% of peak (ms)",
@@ -365,7 +373,8 @@ def memory_budget_plot(model, accelerator, context_len, precision: Precision = B
     _book(ax, book_points)
     ax.set(xlabel="batch size B (sequences)", ylabel="memory (GB = 1e9 bytes)",
            xlim=(b[0], b[-1]), ylim=(0, max(cap, w + kv[-1]) * 1.05),
-           title=f"{model.name}, context {context_len}: the KV cache eats the free memory")
+           title=f"{model.name}, context {context_len}: " + (
+               "the KV cache eats the free memory" if limit else f"the weights alone exceed {cap:.0f} GB"))
     legend_below(fig)
     tb = sorted({int(x) for x in table_batches} | ({limit} if limit else set()))
     kv_t = kv_cache_bytes(model, context_len, np.asarray(tb), precision) / GB
@@ -488,12 +497,17 @@ def weight_dtype_plot(model, accelerator, precision: Precision = BF16, *, prompt
     fig, (a1, a2) = _figure(WIDE, 2)
     x = np.arange(len(dtypes))
     a1.bar(x, ttft, color="tab:red")
+    # Titles read off the bars: a prompt whose weight read outweighs its compute (a large mixture of
+    # experts reads every expert for few active FLOPs) speeds up with smaller weights too.
+    ttft_gain, itl_gain = ttft[0] / ttft[-1], itl[0] / itl[-1]
     a1.set(xticks=x, xticklabels=dtypes, xlabel="weight dtype", ylabel="TTFT (ms)",
-           title=f"TTFT, S={prompt_len}: compute-bound, barely moves")
+           title=f"TTFT, S={prompt_len}: " + ("compute-bound, barely moves" if ttft_gain < 1.25
+                                              else f"weight reads show, {ttft_gain:.1f}× at {dtypes[-1]}"))
     a2.bar(x, itl, color="tab:blue")
     _book(a2, book_points)
     a2.set(xticks=x, xticklabels=dtypes, xlabel="weight dtype", ylabel="ITL (ms)",
-           title=f"ITL, context {context_len}: follows the weight bytes")
+           title=f"ITL, context {context_len}: " + ("follows the weight bytes" if itl_gain >= 0.5 * _bytes_ratio(dtypes)
+                                                    else f"KV reads damp it, {itl_gain:.1f}× at {dtypes[-1]}"))
     fig.suptitle(f"{model.name} on {acc.name}, B={batch}: weight-only quantisation")
     rows = [(dt, a, b_, itl[0] / b_) for dt, a, b_ in zip(dtypes, ttft, itl)]
     table = text_table(("weights", "TTFT ms", "ITL ms", "ITL speed-up"), rows, ("s", ".2f", ".2f", ".2f"))
@@ -501,33 +515,122 @@ def weight_dtype_plot(model, accelerator, precision: Precision = BF16, *, prompt
                 {"dtypes": list(dtypes), "ttft_ms": ttft, "itl_ms": itl})
 
 
+def _bytes_ratio(dtypes) -> float:
+    """Bytes per weight of the first dtype over the last: the most a weight-bound step can gain."""
+    return bytes_per_element(dtypes[0]) / bytes_per_element(dtypes[-1])
+
+
 # 15.2.2: batching -----------------------------------------------------------------------------------
 
-def _batches(limit, batches):
+def _batches(limit, batches, at_least: float = 256):
+    """Default batch sweep: dense on a log scale up to twice the memory limit (and at least
+    `at_least`, rounded up to a power of two), every power of two and the limit itself included."""
     if batches is not None:
         return np.asarray(batches, dtype=np.int64)
-    """Default batch sweep: dense on a log scale up to twice the memory limit (at least 256),
-    every power of two and the limit itself included."""
-    top = max(256, 2 ** int(np.ceil(np.log2(max(limit, 1) * 2))))
+    top = max(2 ** int(np.ceil(np.log2(max(at_least, 1)))), 2 ** int(np.ceil(np.log2(max(limit, 1) * 2))))
     powers = 2 ** np.arange(int(np.log2(top)) + 1)
     return np.unique(np.concatenate([np.geomspace(1, top, 120).round(), powers,
                                      [limit] if limit else []])).astype(np.int64)
 
 
+def experts_filled_batch(model, share: float = 0.95):
+    """For a mixture of experts, the batch whose tokens touch `share` of every MoE layer's experts
+    (`moe.tokens_touching`, uniform routing): where the weight read of a decode step stops growing.
+    None for a dense model."""
+    from inferlab.moe import tokens_touching
+    model = check_model(model)
+    return tokens_touching(model.n_experts, model.experts_per_token, share) if model.is_moe else None
+
+
+def step_time_title(model) -> str:
+    """What the step-time panel shows: linear in B when every step reads all the weights (dense);
+    a knee for a mixture of experts, whose weight read grows until the batch touches every expert."""
+    filled = experts_filled_batch(model)
+    if filled is None:
+        return "step time: linear in B"
+    return f"step time: a knee at B ≈ {filled:.0f} (95 % of experts read)"
+
+
+@dataclass(frozen=True)
+class ThroughputShape:
+    """What the throughput curve of one scenario does, read off the computed curve (never assumed):
+    whether it is concave over batches 1..up_to, the throughput at B* and its share of the ceiling
+    BW / C_kv, and, for a mixture of experts, the batch that touches 95 % of the experts."""
+
+    concave: bool
+    b_star: float
+    tokens_per_s_at_b_star: float
+    ceiling_tokens_per_s: float
+    experts_filled_batch: float | None
+
+    @property
+    def share_at_b_star(self) -> float:
+        return self.tokens_per_s_at_b_star / self.ceiling_tokens_per_s
+
+    @property
+    def half_at_b_star(self) -> bool:
+        """The memory-bound model's "half the ceiling at B*", within 2 points."""
+        return abs(self.share_at_b_star - 0.5) < 0.02
+
+    def at_b_star_words(self) -> str:
+        """'half' or 'NN%': the share of the ceiling at B*."""
+        return "half" if self.half_at_b_star else f"{self.share_at_b_star:.0%}"
+
+    def shape_words(self) -> str:
+        """'concave in $B$' or why not (Markdown)."""
+        if self.concave:
+            return "concave in $B$"
+        if self.experts_filled_batch is None:
+            return "not concave in $B$ here"
+        return (f"not concave in $B$ here: up to $B$ ≈ {self.experts_filled_batch:.0f} each new sequence brings "
+                "in experts of its own, so the first sequences cost more than the later ones")
+
+    def title(self) -> str:
+        where = "half its ceiling at B*" if self.half_at_b_star else f"{self.share_at_b_star:.0%} of its ceiling at B*"
+        return f"throughput: {'concave' if self.concave else 'not concave'}, {where}"
+
+
+def throughput_shape(model, accelerator, context_len, precision: Precision = BF16, up_to: int | None = None) -> ThroughputShape:
+    """`ThroughputShape` on an even grid of batches from 1 to `up_to` (default: the range
+    `throughput_plot` draws). A dense model's curve is concave (the step time is a sum of maxima of
+    affine functions of B); a mixture of experts' is not where each added sequence brings in experts
+    no other uses."""
+    model, acc = check_model(model), check_accelerator(accelerator)
+    bstar = kv_crossover_batch(model, context_len, precision)
+    if up_to is None:
+        up_to = int(max(2 * fit_limit(model, acc, context_len, precision), 4 * bstar, 8))
+    positive_int("up_to", up_to)
+    grid = np.unique(np.linspace(1, max(up_to, 3), 400).round().astype(np.int64))
+    tput = throughput_tokens_per_s(model, acc, context_len, grid, precision)
+    slopes = np.diff(tput) / np.diff(grid)
+    concave = bool(np.all(np.diff(slopes) <= 1e-9 * np.max(np.abs(slopes))))
+    # B* is fractional: the throughput there, from the two whole batches around it
+    lo = max(int(np.floor(bstar)), 1)
+    t_lo, t_hi = throughput_tokens_per_s(model, acc, context_len, np.array([lo, lo + 1]), precision)
+    ceiling = acc.hbm_bytes_per_s / kv_cache_bytes(model, context_len, 1, precision)
+    return ThroughputShape(concave, bstar, float(t_lo + (bstar - lo) * (t_hi - t_lo)), float(ceiling),
+                           experts_filled_batch(model))
+
+
 def throughput_plot(model, accelerator, context_len, precision: Precision = BF16, *, batches=None,
                     table_batches=(1, 8, 16, 32, 64, 128), book_step=(), book_throughput=()) -> Plot:
-    """Decode step time and throughput against batch B (log x), with the KV-crossover B* and the
-    memory limit marked; batches beyond the limit are dotted. book_step: [(B, ms, label)],
+    """Decode step time and throughput against batch B (linear axes; log x for a mixture of experts,
+    whose knee sits at a few sequences), with the KV-crossover B* and the memory limit marked;
+    batches beyond the limit are dotted; for a mixture of experts, the batch that touches 95 % of
+    its experts too. The panels' titles are read off the curves
+    (`step_time_title`, `throughput_title`). book_step: [(B, ms, label)],
     book_throughput: [(B, tokens/s, label)]."""
     model, acc = check_model(model), check_accelerator(accelerator)
     limit = fit_limit(model, acc, context_len, precision)
     bstar = kv_crossover_batch(model, context_len, precision)
-    b = _batches(limit, batches)
+    x_max = max(2 * limit, 4 * bstar, 8)
+    b = _batches(limit, batches, at_least=x_max)
     step = decode_step_time_s(model, acc, context_len, b, precision) / MS
     tput = throughput_tokens_per_s(model, acc, context_len, b, precision)
     fits = b <= limit
     ceiling = acc.hbm_bytes_per_s / kv_cache_bytes(model, context_len, 1, precision)
-    x_max = max(2 * limit, 4 * bstar, 8)
+    shape = throughput_shape(model, acc, context_len, precision, up_to=int(x_max))
+    filled, at_bstar = shape.experts_filled_batch, shape.tokens_per_s_at_b_star
     fig, (a1, a2) = _figure(WIDE, 2)
     for ax, y, ylabel, book in ((a1, step, "decode step time = ITL (ms)", book_step),
                                 (a2, tput, "throughput (tokens/s)", book_throughput)):
@@ -537,25 +640,33 @@ def throughput_plot(model, accelerator, context_len, precision: Precision = BF16
         if limit:
             ax.axvline(limit, color="tab:red", ls="--", lw=1, label=f"memory limit B = {limit}")
         _book(ax, book)
-        ax.set(xlabel="batch size B (sequences)", ylabel=ylabel, xlim=(0, x_max), ylim=(0, None))
+        # linear axes show the dense curve's shape; a mixture of experts' knee sits at a few
+        # sequences, visible only on a log axis
+        log_x = filled is not None
+        ax.set(xlabel="batch size B (sequences" + (", log scale)" if log_x else ")"), ylabel=ylabel,
+               xscale="log" if log_x else "linear", xlim=(1 if log_x else 0, x_max), ylim=(0, None))
         ax.grid(True, which="major", alpha=0.3)
+    if filled is not None:
+        a1.axvline(filled, color="tab:orange", ls="-.", lw=1, label=f"95 % of experts touched, B ≈ {filled:.0f}")
     a2.axhline(ceiling, color="tab:purple", ls="--", lw=1, label=f"ceiling BW/C_kv = {ceiling:,.0f}")
-    a2.scatter([bstar], [ceiling / 2], color="tab:green", zorder=5, label="at B*: half the ceiling")
+    a2.scatter([bstar], [at_bstar], color="tab:green", zorder=5, label=f"at B*: {at_bstar / ceiling:.0%} of the ceiling")
     a2.set_ylim(0, ceiling * 1.08)
-    a1.set_title("step time: linear in B")
-    a2.set_title("throughput: concave, half its ceiling at B*")
+    a1.set_title(step_time_title(model))
+    a2.set_title(shape.title())
     legend_below(fig)
     fig.suptitle(f"{model.name} on {acc.name}, context {context_len}")
     tb = sorted({int(x) for x in table_batches} | ({limit} if limit else set()))
     ts = decode_step_time_s(model, acc, context_len, np.asarray(tb), precision) / MS
     tt = throughput_tokens_per_s(model, acc, context_len, np.asarray(tb), precision)
     rows = [(bi, s_, t_, bool(bi <= limit)) for bi, s_, t_ in zip(tb, ts, tt)]
-    table = (f"B* = {bstar:.1f}; memory limit B = {limit}\n"
-             + text_table(("B", "step ms", "tokens/s", "fits"), rows, ("d", ".2f", ",.0f", "s")))
+    head = f"B* = {bstar:.1f}; memory limit B = {limit}"
+    if filled is not None:
+        head += f"; 95 % of experts touched at B ≈ {filled:.1f}"
+    table = (head + "\n" + text_table(("B", "step ms", "tokens/s", "fits"), rows, ("d", ".2f", ",.0f", "s")))
     table = _with_book(table, book_step, "B", "book step ms", x_fmt="d")
     table = _with_book(table, book_throughput, "B", "book tokens/s", x_fmt="d")
     return Plot(fig, table, {"batches": b, "step_ms": step, "tokens_per_s": tput, "b_star": bstar,
-                             "max_batch": limit})
+                             "max_batch": limit, "tokens_per_s_at_b_star": at_bstar, "experts_filled_batch": filled})
 
 
 def cost_plot(model, accelerator, context_len, usd_per_gpu_hour: float, precision: Precision = BF16, *,
