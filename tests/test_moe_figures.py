@@ -98,3 +98,13 @@ def test_figures_subcommand_for_an_own_model(tmp_path, capsys):
     assert "mixtral-8x7b-v0.1 on h200" in out and "KV fp8" in out and "no book marks" in out
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(f"{n}.svg" for n in only)
     assert "knee" in (tmp_path / "15.2.2-fig1-throughput-vs-batch.svg").read_text()
+
+
+def test_decode_intensity_title_says_experts_lift_slowly(mixtral):
+    p = plots.decode_intensity_plot(mixtral, get_accelerator("h100-sxm"), context_len=1000)
+    assert "each expert sees B·k/E" in p.fig.axes[0].get_title()
+    # B = 16 sequences: 16 · 2 / 8 = 4 tokens per expert, so the MLP's intensity is ~4, not 16
+    row = next(line for line in p.table.splitlines() if line.split()[:1] == ["16"])
+    assert 3.5 < float(row.split()[2]) < 4.5
+    dense = plots.decode_intensity_plot(get_model("llama-2-13b"), get_accelerator("h100-sxm"), context_len=1000)
+    assert dense.fig.axes[0].get_title() == "Decode at context 1000: batching lifts MLP, not attention"

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import numpy as np
 import nbformat
 import pytest
 
@@ -179,6 +180,12 @@ def test_rerun_renders_conclusions_that_match_the_numbers(rerun):
         assert said == pytest.approx(ratio, abs=0.05)
         said_max = int(number(re.search(r"\$B_\\text\{max\}\$ = ([\d,]+)", md).group(1)))
         assert said_max == memory.max_batch(m, g, 1024)
+        # "concave" is said only where the throughput's slope never rises (a mixture of experts'
+        # rises while each new sequence brings in experts of its own)
+        t = latency.throughput_tokens_per_s(m, g, 1024, np.arange(1, 65))
+        concave = bool(np.all(np.diff(np.diff(t)) <= 1e-9 * t[2:]))
+        assert ("Throughput is concave in $B$" in md) == concave
+        assert ("Throughput is not concave in $B$" in md) == (not concave)
     else:
         assert "Does not fit" in md
 

@@ -278,7 +278,8 @@ def decode_intensity_plot(model, accelerator, precision: Precision = BF16, *,
                     textcoords="offset points", fontsize=9, ha="right", color=GROUP_COLORS["MLP"])
     ax.set(xscale="log", yscale="log", xlabel="batch size B (sequences per decode step)",
            ylabel="arithmetic intensity (FLOP/byte)",
-           title=f"Decode at context {context_len}: batching lifts MLP, not attention")
+           title=f"Decode at context {context_len}: batching lifts MLP, not attention" + (
+               "" if not model.is_moe else "\n(the MLP slowly: each expert sees B·k/E of the tokens)"))
     legend_below(fig)
     ax.grid(True, which="major", alpha=0.3)
     names = list(series)
