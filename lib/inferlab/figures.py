@@ -72,16 +72,20 @@ def _s(scenario: FigureScenario | None) -> FigureScenario:
 BOOK_USD_PER_GPU_HOUR = 4.0  # the book's H100 price in 15.2.2
 
 # The menus of the book's interactive figures (inferlab.interactive): the scenario's own model and
-# accelerator come first, then these. A 70B model beside the book's 13B and an 8B GQA model; an H100,
-# its larger-memory H200 and AMD's MI300X. Every combination is a precomputed grid in the page.
-MENU_MODELS = ("llama-2-13b", "llama-3-8b", "llama-2-70b")
+# accelerator come first, then these. A 70B model beside the book's 13B and an 8B GQA model, then the
+# architectures of data/hf-configs a reader deploys: a mixture of experts (Mixtral), one with latent
+# attention too (DeepSeek-V2-Lite) and sliding windows (Gemma 2); an H100, its larger-memory H200 and
+# AMD's MI300X. Every combination is a precomputed grid in the page.
+MENU_MODELS = ("llama-2-13b", "llama-3-8b", "llama-2-70b", "mixtral-8x7b-v0.1", "deepseek-v2-lite", "gemma-2-9b")
 MENU_ACCELERATORS = ("h100-sxm", "h200", "mi300x")
 
 
 def interactive_menus() -> dict:
     """{'models': (ModelConfig, ...), 'accelerators': (Accelerator, ...)} for the grid functions of
     inferlab.interactive: `interactive.ttft_grid(MODEL, GPU, PREC, **figures.interactive_menus())`."""
-    return {"models": tuple(map(get_model, MENU_MODELS)), "accelerators": tuple(map(get_accelerator, MENU_ACCELERATORS))}
+    from inferlab.specs import resolve_model
+    return {"models": tuple(map(resolve_model, MENU_MODELS)),
+            "accelerators": tuple(map(get_accelerator, MENU_ACCELERATORS))}
 FORMATS = ("svg", "png")
 PNG_DPI = 150
 
