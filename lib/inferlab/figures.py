@@ -41,9 +41,10 @@ class FigureScenario:
 
     @property
     def book(self) -> bool:
-        """The book's worked example (`reader.is_book_setup`): only it carries the book's marks."""
-        from inferlab.reader import is_book_setup
-        return is_book_setup(self.model, self.accelerator, self.precision)
+        """The book's worked example (Llama-2 13B on one H100 SXM, bf16 throughout): only it carries
+        the book's marks (`reader.is_book_setup` asks this too)."""
+        return (self.model.name, self.accelerator.name) == (get_model(BOOK_MODEL).name, get_accelerator(BOOK_GPU).name) \
+            and self.precision == BF16
 
     def objects(self) -> tuple:
         return self.model, self.accelerator, self.precision
@@ -54,9 +55,9 @@ class FigureScenario:
 
     def fit_message(self, context_len: int) -> str:
         """'' when one sequence of `context_len` tokens fits beside the weights, else what does not
-        fit and what would (`reader.fit_message`, as the notebooks' FIT)."""
-        from inferlab.reader import fit_message
-        return fit_message(self.model, self.accelerator, context_len, self.precision)
+        fit and what would (`memory.fit_advice`, as the notebooks' FIT, `reader.fit_message`)."""
+        from inferlab.memory import fit_advice
+        return fit_advice(self.model, self.accelerator, context_len, self.precision).sentence()
 
 
 @lru_cache(maxsize=1)

@@ -28,7 +28,6 @@ from inferlab.specs import BF16, Precision, get_accelerator, get_model, resolve_
 VERDICT_MARK = {"consistent": "\u2713", "approximation": "\u2248", "erratum": "\u2717", "unchecked": "\u2013"}
 VERDICT_WORD = {"consistent": "ok", "approximation": "approx.", "erratum": "erratum", "unchecked": "unchecked"}
 WHATIF_ENV = "INFERLAB_WHATIF"
-BOOK_SETUP = ("llama-2-13b", "h100-sxm")  # the registry's "ours" for the book's worked example
 
 _CELL = "padding:2px 8px;text-align:{align};vertical-align:top;{extra}"
 _NOWRAP = "white-space:nowrap;"
@@ -319,9 +318,8 @@ def what_if(model, accelerator, precision: Precision = BF16):
 def is_book_setup(model, accelerator, precision: Precision = BF16) -> bool:
     """True when the scenario is the book's worked example (Llama-2 13B on one H100 SXM, bf16
     throughout): only then do the figures carry the book's markers."""
-    m, a = resolve_model(model), get_accelerator(accelerator)
-    return (m.name, a.name) == (get_model(BOOK_SETUP[0]).name, get_accelerator(BOOK_SETUP[1]).name) \
-        and precision == BF16
+    from inferlab.figures import FigureScenario
+    return FigureScenario(resolve_model(model), get_accelerator(accelerator), precision).book
 
 
 def book_points_if(book: bool, section: str, figure: str):
