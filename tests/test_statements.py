@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from inferlab.claims import experiments as E
+from inferlab.claims.experiments import simulated as simulated_experiments
 from inferlab.claims.coverage import CHAPTER_NAME
 from inferlab.claims.registry import RegistryError
 from inferlab.claims.statements import (STATEMENT_VERDICTS, coverage, evaluate_statement, evaluate_statements,
@@ -164,7 +165,7 @@ def test_a_planted_model_change_flips_a_simulated_verdict(registry, monkeypatch)
         if policy[0] == "chunked":
             res = replace(res, itls_s=[x * 100 for x in res.itls_s])
         return res, idx
-    monkeypatch.setattr(E, "_long_prompt", worse)
+    monkeypatch.setattr(simulated_experiments, "_long_prompt", worse)
     assert evaluate_statement(s).verdict == "erratum"
 
 

@@ -2,7 +2,7 @@
 
 data/statements.toml holds one [[statement]] per statement: the 1-based `line` of the chapter's
 text on which it stands, a few `keywords` that occur on that line, a description in our words,
-and an experiment of inferlab/claims/experiments.py with its inputs (or status = "unchecked" and
+and an experiment of inferlab/claims/experiments/ with its inputs (or status = "unchecked" and
 a reason). Verdicts are computed from the experiment's cases, never typed:
 
   consistent  the statement holds in every case the experiment tries;
@@ -137,7 +137,7 @@ def parse_statement(raw: dict) -> Statement:
             import difflib
             close = difflib.get_close_matches(str(experiment), list(EXPERIMENTS), n=3, cutoff=0.5)
             hint = f"; did you mean {', '.join(close)}?" if close else ""
-            raise _fail(entry, f"unknown experiment {experiment!r} (defined in inferlab/claims/experiments.py{hint})")
+            raise _fail(entry, f"unknown experiment {experiment!r} (defined in inferlab/claims/experiments/{hint})")
         if not isinstance(inputs, dict):
             raise _fail(entry, f"'inputs' must be a table of keyword arguments; got {inputs!r}")
         params = inspect.signature(EXPERIMENTS[experiment]).parameters

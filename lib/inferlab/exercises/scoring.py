@@ -64,7 +64,7 @@ def _flag_identical_wrong(rows: list, details: list, runs: dict) -> None:
 
 def _score_student(s, runs: list, columns: list, assigned: set, assignment, key, *,
                    matched: dict | None = None, classmates: set = frozenset()) -> tuple:
-    """(row, details) of one student (`s`: a grade.Submission). Nothing raised here escapes: an answer that cannot be scored scores 0
+    """(row, details) of one student (`s`: a submissions.Submission). Nothing raised here escapes: an answer that cannot be scored scores 0
     with the reason, and an error of the grader itself makes the row `failed`."""
     failures = [s.refused] if s.refused else []
     notes = [] if (s.notebooks or s.refused) else ["no submission"]

@@ -128,7 +128,10 @@ def simulate_disaggregated(workload: Workload, model=None, accelerator: Accelera
     objects (None: the book's scenario); a pool's own accelerator wins over `accelerator`.
     kv_link: a KVLink (None: `link('infiniband')`). The result is a SimResult as `simulate`'s: its
     traces are the prefill replicas' then the decode replicas', `replica` indexes them so, and
-    `kv_arrival_s` holds when each request's cache reached the decode pool (NaN: never sent)."""
+    `kv_arrival_s` holds when each request's cache reached the decode pool (NaN: never sent).
+    Reason: `simulate`'s counterpart for two pools, called by keyword from the lab, the CLI and the claims;
+    beyond the pools and the link, its options are `simulate`'s own (a server's launch flags, each with a
+    working default), kept by the same names so that a run moves between the two unchanged."""
     if not isinstance(workload, Workload):
         raise ValueError(f"workload must be a serving.Workload; got {type(workload).__name__}")
     for name, pool in (("prefill", prefill), ("decode", decode)):
@@ -180,15 +183,20 @@ def simulate_disaggregated(workload: Workload, model=None, accelerator: Accelera
     if second:
         serve(d_engines, second, router)
     second.sort(key=lambda r: r.i)
-    return _merge(workload, first, second, p_engines, d_engines, arrive, model, acc, prefill, decode, kv_link)
+    return _merge(workload, first, second, p_engines, d_engines, arrive, _describe(model, acc, prefill, decode, kv_link))
 
 
-def _merge(workload, first, second, p_engines, d_engines, arrive, model, acc, prefill, decode, kv_link):
-    """One SimResult: arrival and first scheduling from the prefill pool, tokens from the decode pool."""
-    n_p = len(p_engines)
-    desc = (f"{model.name} disaggregated: prefill {prefill.replicas} x {prefill.tp} x "
+def _describe(model, acc, prefill: Pool, decode: Pool, kv_link: KVLink) -> str:
+    """The run's description: the model, each pool's replicas, TP and accelerator, and the KV link."""
+    return (f"{model.name} disaggregated: prefill {prefill.replicas} x {prefill.tp} x "
             f"{(prefill.accelerator or acc).name}, decode {decode.replicas} x {decode.tp} x "
             f"{(decode.accelerator or acc).name}, KV link {kv_link.gbps:g} Gbit/s + {kv_link.latency_s * 1e6:g} us")
+
+
+def _merge(workload, first, second, p_engines, d_engines, arrive, desc: str):
+    """One SimResult (described by `desc`): arrival and first scheduling from the prefill pool, tokens from
+    the decode pool."""
+    n_p = len(p_engines)
     pre = _result(first, p_engines, desc, workload.priority)
     if not second:
         return replace(pre, output_tokens=workload.output_tokens, kv_arrival_s=np.array(arrive, dtype=float))
