@@ -172,3 +172,19 @@ def test_a_model_too_large_for_one_gpu_is_answered_on_the_layout_that_holds_it(a
     for key in interview.DRILLS:
         body = answers[key, L70.name].body()
         assert "tensor parallelism 2" in body or "TP = 2" in body, key
+
+
+def test_the_ceiling_at_b_star_is_said_as_computed_for_a_mixture_of_experts():
+    # Mixtral on an H200 at context 1,000: B* ~ 713, where the experts' products are near the ridge,
+    # so the step is partly compute-bound and throughput is below the memory-bound model's half.
+    from inferlab.latency import kv_crossover_batch, throughput_tokens_per_s
+    from inferlab.memory import kv_cache_bytes
+    from inferlab.specs import resolve_model
+    m, g = resolve_model("mixtral-8x7b-v0.1"), get_accelerator("h200")
+    share = (throughput_tokens_per_s(m, g, 1000, round(kv_crossover_batch(m, 1000)))
+             / (g.hbm_bytes_per_s / kv_cache_bytes(m, 1000, 1)))
+    assert share < 0.48
+    text = repr(interview.answer("15.1.2", 2, m, g, BF16))
+    assert f"is {share:.0%} of its ceiling" in text and "already half" not in text
+    book = repr(interview.answer("15.1.2", 2, get_model("llama-2-13b"), get_accelerator("h100-sxm"), BF16))
+    assert "already half its ceiling" in book
