@@ -26,6 +26,7 @@ def test_throughput_shape_is_read_off_the_curve(mixtral):
     t = throughput_tokens_per_s(mixtral, h200, 1024, np.array([4, 8, 12]))
     assert t[2] - t[1] > t[1] - t[0]
     assert not moe.concave and moe.experts_filled_batch == pytest.approx(10.41, abs=0.01)
+    assert not moe.half_at_b_star and moe.at_b_star_words() == f"{moe.share_at_b_star:.0%}"
     assert "not concave" in moe.title() and "experts of its own" in moe.shape_words()
     assert moe.tokens_per_s_at_b_star == pytest.approx(
         throughput_tokens_per_s(mixtral, h200, 1024, round(moe.b_star)), rel=0.01)
