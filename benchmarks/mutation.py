@@ -48,7 +48,7 @@ COMMON = ["tests/test_mutants.py", "tests/test_properties.py"]
 TESTS = {
     "costs": ["tests/test_costs.py", "tests/test_roofline.py", *COMMON],
     "memory": ["tests/test_memory.py", "tests/test_parallel.py", *COMMON],
-    "latency": ["tests/test_latency.py", "tests/test_parallel.py", *COMMON],
+    "latency": ["tests/test_latency.py", "tests/test_parallel.py", "tests/test_moe_decode.py", *COMMON],
     "roofline": ["tests/test_roofline.py", "tests/test_bad_input.py", *COMMON],
     "parallel": ["tests/test_parallel.py", "tests/test_memory.py", *COMMON],
     "measure/efficiency": ["tests/test_mutants.py", "tests/test_measure_robust.py", "tests/test_measure.py"],

@@ -6,11 +6,11 @@ are the shared pool's plus the transfer."""
 import numpy as np
 import pytest
 
-from inferlab.serving.disaggregation import KVLink, Pool, link, simulate_disaggregated
+from inferlab.serving.disaggregation import KVLink, Pool, link, simulate_disaggregated, transfer_time_s
 from inferlab.serving.policies import ChunkedPrefill, ContinuousBatching
 from inferlab.serving.simulate import simulate
 from inferlab.serving.workload import LengthDist, Workload, synthetic
-from inferlab.specs import get_accelerator, get_model
+from inferlab.specs import BF16, get_accelerator, get_model
 
 pytestmark = pytest.mark.simulator
 
@@ -30,6 +30,15 @@ def test_one_request_alone_takes_the_shared_time_plus_the_transfer():
     assert d.kv_arrival_s[0] == pytest.approx(shared.first_token_s[0] + transfer, rel=1e-12)
     # its ITLs are the shared pool's: the same decode steps at the same contexts
     np.testing.assert_allclose(d.itls_s[0], shared.itls_s[0], rtol=1e-12)
+
+
+def test_transfer_time_is_the_links_latency_plus_the_cache_over_its_bandwidth():
+    # what the lab, the claims and the interview report: 2,000 tokens over 400 Gbit/s (50e9 bytes/s) + 20 us
+    kv_link = KVLink.from_gbps(400.0, 20.0)
+    assert transfer_time_s(MODEL, BF16, 2000, kv_link) == pytest.approx(20e-6 + 2000 * BYTES_PER_TOKEN / 50e9, rel=1e-12)
+    # under tensor parallelism each device sends its own share of the heads, in parallel
+    assert transfer_time_s(MODEL, BF16, 2000, kv_link, tp=2) == pytest.approx(20e-6 + 1000 * BYTES_PER_TOKEN / 50e9,
+                                                                             rel=1e-12)
 
 
 def test_streaming_layer_by_layer_hides_all_but_the_last_layer():
