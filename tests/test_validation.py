@@ -40,6 +40,7 @@ GOOD = {
     roofline.time_weighted_regime: dict(costs=FC, accelerator=H100_SXM, dtype="bf16"),
     memory.weight_bytes: dict(model=BOOK, precision=BF16, tp=1),
     memory.kv_cache_bytes_per_token: dict(model=BOOK, precision=BF16, tp=1),
+    memory.weight_bytes_read: dict(model=BOOK, tokens=4, precision=BF16, tp=1),
     memory.kv_cache_bytes: dict(model=BOOK, seq_len=10, batch=2, precision=BF16, tp=1),
     memory.memory_budget: dict(model=BOOK, accelerator=H100_SXM, batch=2, seq_len=10, precision=BF16,
                                tp=1, reserved_bytes=0.0),
@@ -120,6 +121,8 @@ BAD_NAME = {("get_model", "name"): BAD["model"], ("get_accelerator", "name"): BA
             # None is the deployment's own precision (BF16 beside a bare Accelerator)
             **{(f, "precision"): ["bf16", 2] for f in ("prefill_time_s", "decode_step_time_s", "throughput_tokens_per_s",
                                                        "extend_time_s", "chunked_prefill_time_s")},
+            # tokens may be fractional or 0 (B* solves for a real batch): only negative or not a number
+            ("weight_bytes_read", "tokens"): [-1, -0.5, math.nan, math.inf, None, "4"],
             ("extend_time_s", "new_tokens"): COUNT, ("extend_time_s", "cached_tokens"): NONNEG_COUNT}
 # Helpers outside the contract: display conversions, listings, aggregation and the checkers themselves.
 EXEMPT = {"as_deployment", "check_model", "check_accelerator", "check_precision", "data_dir", "list_models", "list_accelerators", "list_hf_configs", "book_scenario", "to_gb", "to_ms", "total_cost", "as_precision",

@@ -33,9 +33,8 @@ def weight_bytes_read(model, tokens, precision: Precision = BF16, tp: int = 1):
     `tokens` may be fractional (B* solves for it) or an array."""
     shard = tp_shard(check_model(model), tp)
     total = shard.n_params * bytes_per_element(check_precision(precision).weights)
+    positive_float("tokens", tokens, allow_zero=True)
     t = np.asarray(tokens, dtype=float)
-    if np.any(t < 0) or not np.all(np.isfinite(t)):
-        raise ValueError(f"tokens must be finite and >= 0; got {tokens!r}")
     if not shard.is_moe:
         out = np.full(t.shape, float(total))
     else:
