@@ -1,9 +1,9 @@
-"""Every figure of the chapter, at the book's configuration, exported for authors.
+"""Every figure of the chapter, for the book's configuration or any other, exported for authors.
 
 `FIGURES` maps a name "<section>-fig<n>-<slug>" to a function building that figure (a
-`plots.Plot`) for the book's setup (Llama-2 13B, one H100 SXM, bf16; the real architecture, as
-the claims registry's "ours"),
-with the book's own values marked from the claims registry. The measured figures (`measured_plots`: the
+`plots.Plot`), by default for the book's setup (Llama-2 13B, one H100 SXM, bf16; the real
+architecture, as the claims registry's "ours"), with the book's own values marked from the claims
+registry. The measured figures (`measured_plots`: the
 same on Vidur's measured H100 kernels) are here too, with no book marks: the book states no measured
 value to mark. The chapter notebooks draw the same figures from their "what if" cell; tests/test_notebooks.py checks that, at the defaults, each
 notebook prints the same table as the figure built here.
