@@ -619,7 +619,7 @@ def throughput_plot(model, accelerator, context_len, precision: Precision = BF16
     whose knee sits at a few sequences), with the KV-crossover B* and the memory limit marked;
     batches beyond the limit are dotted; for a mixture of experts, the batch that touches 95 % of
     its experts too. The panels' titles are read off the curves
-    (`step_time_title`, `throughput_title`). book_step: [(B, ms, label)],
+    (`step_time_title`, `throughput_shape`). book_step: [(B, ms, label)],
     book_throughput: [(B, tokens/s, label)]."""
     model, acc = check_model(model), check_accelerator(accelerator)
     limit = fit_limit(model, acc, context_len, precision)
@@ -629,9 +629,8 @@ def throughput_plot(model, accelerator, context_len, precision: Precision = BF16
     step = decode_step_time_s(model, acc, context_len, b, precision) / MS
     tput = throughput_tokens_per_s(model, acc, context_len, b, precision)
     fits = b <= limit
-    ceiling = acc.hbm_bytes_per_s / kv_cache_bytes(model, context_len, 1, precision)
     shape = throughput_shape(model, acc, context_len, precision, up_to=int(x_max))
-    filled, at_bstar = shape.experts_filled_batch, shape.tokens_per_s_at_b_star
+    filled, at_bstar, ceiling = shape.experts_filled_batch, shape.tokens_per_s_at_b_star, shape.ceiling_tokens_per_s
     fig, (a1, a2) = _figure(WIDE, 2)
     for ax, y, ylabel, book in ((a1, step, "decode step time = ITL (ms)", book_step),
                                 (a2, tput, "throughput (tokens/s)", book_throughput)):
