@@ -20,7 +20,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from inferlab.units import GB
+from inferlab.base.units import GB
 
 
 def _verdict(value, target):

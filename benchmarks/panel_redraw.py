@@ -1,4 +1,4 @@
-"""Redraw time of the chapter notebooks' interactive panels (inferlab.panel), one change at a time.
+"""Redraw time of the chapter notebooks' interactive panels (inferlab.notebook.panel), one change at a time.
 
 Run it on an otherwise idle machine: on a shared one the wall times measure the other processes.
 A redraw is what a control change costs in the kernel: recompute the section's curve through the
@@ -13,8 +13,8 @@ from __future__ import annotations
 import statistics
 import time
 
-from inferlab import panel
-from inferlab.specs import BF16
+from inferlab.notebook import panel
+from inferlab.core.specs import BF16
 
 CHANGES = [dict(batch=8), dict(tokens=4096), dict(model="llama-3-8b"), dict(accelerator="h200"),
            dict(weights="int8"), dict(kv="int8"), dict(batch=32), dict(tokens=1024),

@@ -58,7 +58,7 @@ def meets(row: dict, targets=TARGETS) -> dict:
 
 
 def table(rows) -> str:
-    from inferlab.tables import text_table
+    from inferlab.base.text_tables import text_table
 
     def f(v, fmt=".2f"):
         return None if v is None else format(v, fmt)

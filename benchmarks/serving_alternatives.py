@@ -18,7 +18,7 @@ import argparse
 from pathlib import Path
 
 from inferlab.measure.plan import resolve_model
-from inferlab.serving.study import validate
+from inferlab.study import validate
 
 
 def main(argv=None) -> int:

@@ -14,7 +14,7 @@ import time
 
 from inferlab.serving import (ChunkedPrefill, ContinuousBatching, LengthDist, PrefillFirst,
                               StaticBatching, simulate, synthetic)
-from inferlab.specs import get_accelerator, get_model
+from inferlab.core.specs import get_accelerator, get_model
 
 TARGET_S_PER_10K = 2.0
 

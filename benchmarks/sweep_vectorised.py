@@ -14,8 +14,8 @@ import time
 
 import numpy as np
 
-from inferlab.latency import decode_step_time_s, throughput_tokens_per_s
-from inferlab.memory import kv_cache_bytes
+from inferlab.core.latency import decode_step_time_s, throughput_tokens_per_s
+from inferlab.core.memory import kv_cache_bytes
 
 N = 1000  # grid side: N x N = one million (B, S) points
 

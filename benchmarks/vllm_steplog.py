@@ -17,13 +17,13 @@ Each event is one JSON line: {"step": [t0, t1, busy_after], "reqs": [[id, schedu
 
 The host-speed probe (`probe`): at the start of every step, inside its [t0, t1] window, a fixed loop of
 the interpreter is timed (PYTHON_PROBE_N multiply-adds, ~15 us against steps of ~4 ms), so that the
-engine's own speed can be followed through a run (inferlab.serving.study.hostspeed). Why the
+engine's own speed can be followed through a run (inferlab.study.hostspeed). Why the
 interpreter: this model's steps are mostly Python and small-operator dispatch (a fit's intercept of
 ~3.5 ms of a 4 ms decode step). A torch probe (one bf16 MLP block of one token) was tried on the
 first development run and dropped: it took ~0.8 ms a step (a fifth of the step) and scattered by
 a factor of 2.7 on a host whose steps did not move.
 
-The engine core's niceness (NICE_VAR, set by the validation: inferlab.serving.study.engines.vllm.ENGINE_NICE):
+The engine core's niceness (NICE_VAR, set by the validation: inferlab.study.engines.vllm.ENGINE_NICE):
 at its first step the plugin renices every thread of the engine core's process. vLLM pins its worker (the
 model's forward) to one core of this 2-core host and leaves the other to the engine core, the API server and
 the benchmark client, and the engine core busy-waits through each step for the worker's output; reniced,
@@ -33,7 +33,7 @@ and scheduling are not otherwise changed.
 Installed into the vLLM venv by `make vllm` (benchmarks/vllm_setup.sh): `python benchmarks/vllm_steplog.py
 --install` copies this file into that interpreter's site-packages as `inferlab_vllm_steplog` with a
 hand-written dist-info naming the entry point (no build, no network). Read by
-`inferlab.serving.study.engines.vllm_steps`.
+`inferlab.study.engines.vllm_steps`.
 """
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ Run with .venv-vllm/bin/python (it needs that venv's transformers and tokenizers
 from inferlab, whose venv pins another transformers). Offline: the tokenizer is a byte-level BPE
 trained on this repository's own Python sources, the weights are torch.manual_seed(seed) draws.
 The directory holds config.json, model.safetensors, tokenizer.json, tokenizer_config.json, and
-inferlab.json (the seed and dimensions, read by inferlab.serving.study.engines.vllm.model_config).
+inferlab.json (the seed and dimensions, read by inferlab.study.engines.vllm.model_config).
 
     .venv-vllm/bin/python benchmarks/vllm_tiny_model.py --out build/vllm-model --seed 0
 """

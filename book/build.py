@@ -5,7 +5,7 @@
 
 Steps: copy book/ (conf.py, references.md, _static/) into a staging folder (build/book-src/),
 convert each notebook's markup conventions there (book/convert.py; chapters/ is only read),
-turn ERRATA.md into the errata page, write the cheat sheet from the library (inferlab.cheatsheet),
+turn ERRATA.md into the errata page, write the cheat sheet from the library (inferlab.notebook.cheatsheet),
 unpack MathJax 3 from the npm registry's tarball (pinned
 version and sha512; cached in build/cache/) into _static/mathjax/, and run Sphinx with warnings
 as errors (a broken figure, equation or citation reference fails the build); then rewrite the
@@ -105,8 +105,9 @@ def unpack_mathjax(data: bytes, dest: Path) -> int:
 
 
 def cheatsheet_page() -> str:
-    """The cheat-sheet page (inferlab.cheatsheet) for the book's worked example, from the specs in data/."""
-    from inferlab import cheatsheet, get_accelerator, get_model
+    """The cheat-sheet page (inferlab.notebook.cheatsheet) for the book's worked example, from the specs in data/."""
+    from inferlab.notebook import cheatsheet
+    from inferlab import get_accelerator, get_model
     model, gpu = CHEATSHEET_SETUP
     return cheatsheet.markdown(get_model(model), get_accelerator(gpu))
 

@@ -15,7 +15,7 @@ The conventions, and what each becomes:
   `[t](../ERRATA.md#a)`            -> the errata page
   `[t](../book/references.md#key)` -> {ref} to the bibliography entry `key`
   `> **Erratum <id>.** ...`        -> warning admonition with anchor erratum-<id>
-  `> **Takeaway.** ...`            -> tip admonition titled Takeaway (inferlab.worked_examples.takeaway)
+  `> **Takeaway.** ...`            -> tip admonition titled Takeaway (inferlab.notebook.worked_examples.takeaway)
   `# SOLUTION` code cell           -> collapsed ("Show solution") cell
   `<!-- SOLUTION -->` markdown     -> collapsed <details> block
   `check("<id>", ...)` code cell   -> its stored PASS replaced by a folded hint (exercise_hint)
@@ -135,7 +135,7 @@ _TAKEAWAY_HEAD = re.compile(r"^>\s*\*\*Takeaway\.\*\*\s*(?P<rest>.*)$")
 
 
 def convert_takeaways(text: str) -> str:
-    """A blockquote whose first line is `> **Takeaway.** ...` (inferlab.worked_examples.takeaway) -> a tip
+    """A blockquote whose first line is `> **Takeaway.** ...` (inferlab.notebook.worked_examples.takeaway) -> a tip
     callout titled Takeaway."""
     lines = text.split("\n")
     out: list[str] = []
@@ -407,7 +407,7 @@ def exercise_hint(exercise_id: str) -> str:
 
 def figure_alt(image_output: dict, fallback: str) -> str:
     """The alt text of a figure: what the figure draws, as the library described it when it was
-    drawn (the PNG's "alt" metadata: inferlab.alttext.describe), else the cell's `# alt:` line."""
+    drawn (the PNG's "alt" metadata: inferlab.notebook.alttext.describe), else the cell's `# alt:` line."""
     meta = image_output.get("metadata", {})
     for mime in _IMAGE_MIMES:
         alt = (meta.get(mime) or {}).get("alt") if isinstance(meta.get(mime), dict) else None
@@ -416,12 +416,12 @@ def figure_alt(image_output: dict, fallback: str) -> str:
     return fallback
 
 
-INTERACTIVE_MIME = "application/vnd.inferlab.plotly+json"   # inferlab.interactive.MIME
+INTERACTIVE_MIME = "application/vnd.inferlab.plotly+json"   # inferlab.notebook.interactive.MIME
 INTERACTIVE_CLASS = "inferlab-interactive"
 
 
 def interactive_output(spec: dict, figure: str) -> dict:
-    """The plotly.js spec of an interactive figure (inferlab.interactive) as an HTML output: a div
+    """The plotly.js spec of an interactive figure (inferlab.notebook.interactive) as an HTML output: a div
     that book/_static/interactive.js draws with the book's own copy of plotly.js."""
     data = html.escape(json.dumps(spec, separators=(",", ":")), quote=True)
     how = "choose from the menus and move the slider" if spec.get("controls") else "move the slider"

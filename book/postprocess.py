@@ -6,7 +6,7 @@ spaces + HANG_CH, so a wrapped line continues HANG_CH characters right of where 
 starts (its indentation stays readable) and a code cell never scrolls sideways.
 
 Figures: a notebook's figure output carries its phone variant in its image/png metadata
-(inferlab.phone_figures.image_metadata: "narrow" PNG and width, "text_px"). `extract_narrow_images` moves
+(inferlab.notebook.phone_figures.image_metadata: "narrow" PNG and width, "text_px"). `extract_narrow_images` moves
 the variant out of the staged notebook into _static/narrow/<key>.png (key: a hash of the main
 PNG, which Sphinx copies to _images/ unchanged) with a manifest; `picture_figures` then turns each
 such <img> into a <picture> whose <source> offers the variant below NARROW_MEDIA_PX of viewport,

@@ -83,8 +83,8 @@
 
 # %%
 from inferlab import get_accelerator, get_model, list_accelerators, list_models
-from inferlab.reader import verdict_summary
-from inferlab.figures import BOOK_GPU, BOOK_MODEL, FIGURES
+from inferlab.notebook.reader import verdict_summary
+from inferlab.notebook.figures import BOOK_GPU, BOOK_MODEL, FIGURES
 
 book_model, book_gpu = get_model(BOOK_MODEL), get_accelerator(BOOK_GPU)
 print(f"model: {book_model.name}, {book_model.n_params / 1e9:.2f} B parameters ({book_model.description})")

@@ -37,8 +37,10 @@
 # %matplotlib inline
 from IPython.display import Markdown
 
-from inferlab import Precision, conclusions, costs, equations, latency, memory, plots, reader, roofline, tables
-from inferlab.units import GB, MS, TFLOP, bytes_per_element
+from inferlab import Precision
+from inferlab.notebook import conclusions, equations, plots, reader, tables
+from inferlab.core import costs, latency, memory, roofline
+from inferlab.base.units import GB, MS, TFLOP, bytes_per_element
 
 # %% [markdown]
 # ## What if?
@@ -81,7 +83,7 @@ Markdown(f"**Scenario:** {MODEL.name} ({MODEL.n_params / 1e9:.2f} B parameters, 
 # figure: fig-15-1-1-roofline-diagram
 # caption: The roofline of the scenario's accelerator: a sloped memory ceiling meets the flat compute ceiling at the ridge point; the prefill MLP sits right of it, a one-token decode step far left.
 # alt: Log-log roofline of attainable TFLOP/s against arithmetic intensity, the ridge point marked in red, with the prefill MLP on the flat compute ceiling and a one-token decode MLP on the sloped memory ceiling.
-from inferlab import diagrams
+from inferlab.notebook import diagrams
 
 diagrams.roofline_diagram(GPU, PREC, [
     (f"prefill MLP, S = {PROMPT:,}", float(costs.prefill_costs(MODEL, BATCH, PROMPT, PREC).mlp.intensity)),
@@ -100,7 +102,7 @@ diagrams.roofline_diagram(GPU, PREC, [
 
 # %%
 # Eq. (roofline) with this scenario's numbers
-from inferlab import worked_examples
+from inferlab.notebook import worked_examples
 
 peak_flops_per_s = GPU.peak(PREC.compute_dtype)   # dense, FLOP/s
 hbm_bytes_per_s = GPU.hbm_bytes_per_s             # bytes/s
@@ -267,7 +269,7 @@ worked_examples.takeaway(f"A prompt of {PROMPT:,} tokens (batch {BATCH}) costs {
 # figure: fig-15-1-1-ttft-vs-prompt
 # caption: TTFT grows linearly with the prompt from a few hundred tokens on; below that the weight-read floor holds it up, above tens of thousands of tokens attention bends it upwards.
 # alt: Log-log plot of TTFT in milliseconds against prompt length in tokens: a dashed line for the linear 2PS/peak model, a solid line with causal attention that leaves it at long prompts, and a horizontal floor at short prompts; the region beyond the context window is shaded.
-from inferlab import figures, interactive
+from inferlab.notebook import figures, interactive
 
 interactive.explore(
     reader.draw(plots.ttft_plot, MODEL, GPU, PREC, batch=BATCH,
@@ -351,7 +353,7 @@ worked_examples.takeaway(f"Prefill leaves {kv_bytes / GB:.2f} GB of keys and val
 # out; and every kernel pays a launch floor of a few microseconds. Microsoft's Vidur project
 # ([Agrawal et al. 2024](../book/references.md#agrawal2024vidur)) published the kernel time of every
 # matrix product and small kernel (norms, rotary, activation, residual adds) of a transformer layer,
-# measured on an H100 SXM and an A100 at 1 to 4,096 tokens; `inferlab.kernels` fits a curve through
+# measured on an H100 SXM and an A100 at 1 to 4,096 tokens; `inferlab.core.kernels` fits a curve through
 # them that answers any shape (`docs/kernels.md`). A kernel's **achieved FLOP/s** is its FLOPs over
 # its measured time $t_\text{kernel}$, and its **efficiency** that over what the roofline allows at its
 # intensity $I$. For a product of $T$ rows by a $d_\text{in} \times d_\text{out}$ weight matrix:
@@ -360,7 +362,7 @@ worked_examples.takeaway(f"Prefill leaves {kv_bytes / GB:.2f} GB of keys and val
 
 # %%
 # The measured kernels of this scenario (MEASURED is None where none were published)
-from inferlab import measured_plots
+from inferlab.notebook import measured_plots
 
 IDEAL, MEASURED = measured_plots.deployments(GPU, PREC)
 PROFILE = measured_plots.profile_for(MODEL)     # the profiled model with MODEL's matrix shapes, or None
@@ -447,7 +449,7 @@ Markdown(conclusions.measured_limits(
 # figure: fig-15-1-1-panel
 # caption: The prefill panel as drawn for the What-if scenario: TTFT against prompt length for the What-if scenario.
 # alt: Time to first token against prompt length for the scenario chosen in the What-if cell, with the key numbers beside it.
-from inferlab import panel
+from inferlab.notebook import panel
 
 panel.prefill_panel(MODEL, GPU, PREC, prompt=PROMPT, batch=BATCH)
 
@@ -460,7 +462,7 @@ panel.prefill_panel(MODEL, GPU, PREC, prompt=PROMPT, batch=BATCH)
 # entry on the errata page) and ends with a follow-up question.
 
 # %%
-from inferlab import interview
+from inferlab.notebook import interview
 
 # %% [markdown]
 # ### Question 1: A 10,000-token system prompt and a 4-second first token
@@ -560,8 +562,8 @@ accelerator = "mi300x"
 prompt_len = 4096
 
 from inferlab import get_model
-from inferlab.latency import ttft_rule_s
-from inferlab.specs import get_accelerator
+from inferlab.core.latency import ttft_rule_s
+from inferlab.core.specs import get_accelerator
 model = get_model(model)
 accelerator = get_accelerator(accelerator)
 
@@ -582,8 +584,8 @@ check("15.1.1-ex1", ex1);
 #
 # 1. **Predict before you compute:** for a prompt of S = 256 tokens, is this kernel compute- or memory-bound?
 # 2. Find the smallest prompt length S at which it becomes compute-bound, counting its weight bytes and the
-#    activations it reads and writes (`inferlab.costs.prefill_costs(...).operators()['mlp_up']`)
-#    against the ridge point (`inferlab.roofline`).
+#    activations it reads and writes (`inferlab.core.costs.prefill_costs(...).operators()['mlp_up']`)
+#    against the ridge point (`inferlab.core.roofline`).
 #
 # **Answer** `ex2`: a dict with the keys
 # - `'regime'`: the regime at S = 256: one of 'compute', 'memory'
@@ -600,9 +602,9 @@ max_len = 4096
 
 import numpy as np
 
-from inferlab.costs import prefill_costs
-from inferlab.roofline import bound
-from inferlab.specs import get_accelerator, get_model
+from inferlab.core.costs import prefill_costs
+from inferlab.core.roofline import bound
+from inferlab.core.specs import get_accelerator, get_model
 model = get_model(model)
 accelerator = get_accelerator(accelerator)
 
@@ -648,8 +650,8 @@ prompt_len = 4096
 tp = 4
 
 from inferlab import get_model
-from inferlab.latency import ttft_rule_s
-from inferlab.specs import get_accelerator
+from inferlab.core.latency import ttft_rule_s
+from inferlab.core.specs import get_accelerator
 model = get_model(model)
 accelerator = get_accelerator(accelerator)
 
@@ -671,7 +673,7 @@ check("15.1.1-ex3", ex3);
 # tokens for `llama-3-8b` (bf16) arrive at 60 per second. The product needs TTFT ≤ 100 ms on an
 # idle replica, and each replica must stay below 70% busy, to leave headroom for queueing.
 # A replica is a group of tp GPUs, tp ∈ (1, 2, 4, 8). Take the time one replica spends on one prompt from
-# `inferlab.latency.prefill_time_s(model, Deployment(accelerator, mfu=0.5, tp=tp), prompt_len)` (it counts attention and the all-reduces).
+# `inferlab.core.latency.prefill_time_s(model, Deployment(accelerator, mfu=0.5, tp=tp), prompt_len)` (it counts attention and the all-reduces).
 #
 # Choose tp and the number of replicas so that the pool needs the fewest GPUs (on a tie, the smaller tp).
 #
@@ -694,9 +696,9 @@ tp_options = (1, 2, 4, 8)
 
 import math
 
-from inferlab.deployment import Deployment
-from inferlab.latency import prefill_time_s
-from inferlab.specs import get_accelerator, get_model
+from inferlab.core.deployment import Deployment
+from inferlab.core.latency import prefill_time_s
+from inferlab.core.specs import get_accelerator, get_model
 model = get_model(model)
 accelerator = get_accelerator(accelerator)
 
@@ -807,7 +809,7 @@ print(reader.verdict_summary())
 # ### Measure it here
 # The same effect, timed on the machine running this notebook<!-- web: (on this page: the machine
 # that last ran it) -->: a tiny Llama-style model
-# (`inferlab.model`, random weights) through `inferlab.measure`'s quick suite, a few seconds on
+# (`inferlab.measure.model`, random weights) through `inferlab.measure`'s quick suite, a few seconds on
 # one CPU core, faster on a GPU. Times vary from machine to machine and run to run, so nbval
 # ignores this cell's output; the `assert` checks only the qualitative result, which should
 # hold on any device and under any load: the points are timed in turns and, on a CPU, by the

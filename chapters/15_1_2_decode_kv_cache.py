@@ -39,9 +39,10 @@
 # %matplotlib inline
 from IPython.display import Markdown
 
-from inferlab import (Precision, conclusions, costs, equations, latency, memory, plots, reader, roofline, tables,
-                      worked_examples)
-from inferlab.units import GB, MS, bytes_per_element
+from inferlab import Precision
+from inferlab.notebook import conclusions, equations, plots, reader, tables, worked_examples
+from inferlab.core import costs, latency, memory, roofline
+from inferlab.base.units import GB, MS, bytes_per_element
 
 # %% [markdown]
 # ## What if?
@@ -77,7 +78,7 @@ Markdown(f"**Scenario:** {MODEL.name} on one {GPU.name} ({GPU.hbm_bytes_per_s / 
 # figure: fig-15-1-2-kv-cache
 # caption: The KV cache of one sequence: in every layer a key and a value vector per KV head and per token; prefill fills the first S columns, each decode step appends one.
 # alt: Diagram of K and V grids, a row per KV head and a column per token, prefill columns in blue and one appended decode column per step in orange, with the bytes per token written out.
-from inferlab import diagrams
+from inferlab.notebook import diagrams
 
 (diagrams.kv_cache_diagram(MODEL, PREC, prompt_len=CONTEXT, decode_steps=3) if MODEL.full_attention_only
  else Markdown(conclusions.kv_cache_note(MODEL, CONTEXT, PREC)))   # the figure draws per-head K and V
@@ -293,7 +294,7 @@ worked_examples.takeaway(conclusions.max_batch_takeaway(CONTEXT, GPU.name, b_max
 # figure: fig-15-1-2-memory-budget
 # caption: The weights take a fixed share of device memory and the KV cache grows linearly with the batch until it fills the rest: that crossing is the largest batch.
 # alt: Stacked plot of device memory in GB against batch: a flat weights band, a KV cache band growing linearly on top, a horizontal capacity line and a vertical line at the largest batch that fits.
-from inferlab import figures, interactive
+from inferlab.notebook import figures, interactive
 
 interactive.explore(
     reader.draw_if_fits(FIT, plots.memory_budget_plot, MODEL, GPU, CONTEXT, PREC,
@@ -390,7 +391,7 @@ Markdown(f"At $B$ = 1 a step reads {moe[0][2] / GB:.1f} GB and takes {moe[0][3] 
 
 # %%
 # The measured kernels of this scenario (MEASURED is None where none were published)
-from inferlab import measured_plots
+from inferlab.notebook import measured_plots
 
 IDEAL, MEASURED = measured_plots.deployments(GPU, PREC)
 PROFILE = measured_plots.profile_for(MODEL)     # the profiled model with MODEL's matrix shapes, or None
@@ -471,7 +472,7 @@ Markdown(fit_text + "\n\n" + limits)
 # figure: fig-15-1-2-panel
 # caption: The decode panel as drawn for the What-if scenario: memory budget and step time for the What-if scenario.
 # alt: Decode figures for the scenario chosen in the What-if cell, with the key numbers beside them.
-from inferlab import panel
+from inferlab.notebook import panel
 
 panel.decode_panel(MODEL, GPU, PREC, context=CONTEXT, batch=BATCH)
 
@@ -484,7 +485,7 @@ panel.decode_panel(MODEL, GPU, PREC, context=CONTEXT, batch=BATCH)
 # entry on the errata page) and ends with a follow-up question.
 
 # %%
-from inferlab import interview
+from inferlab.notebook import interview
 
 # %% [markdown]
 # ### Question 1: What makes generation slow
@@ -583,8 +584,8 @@ seq_len = 8192
 kv_dtype = "bf16"
 
 from inferlab import Precision
-from inferlab.memory import kv_cache_bytes
-from inferlab.specs import get_model
+from inferlab.core.memory import kv_cache_bytes
+from inferlab.core.specs import get_model
 model = get_model(model)
 
 # 2 (K and V) * L * n_kv_heads * head_dim * S * bytes per element
@@ -616,8 +617,8 @@ seq_len = 8192
 kv_dtype = "int8"
 
 from inferlab import Precision
-from inferlab.memory import max_batch
-from inferlab.specs import get_accelerator, get_model
+from inferlab.core.memory import max_batch
+from inferlab.core.specs import get_accelerator, get_model
 model = get_model(model)
 accelerator = get_accelerator(accelerator)
 
@@ -635,7 +636,7 @@ check("15.1.2-ex2", ex2);
 # One decode step of `llama-3-8b` on an `h100-sxm`, B = 512 sequences, each attending over 4096
 # positions, bf16. **Predict first:** is the MLP up-projection compute- or memory-bound at this batch, and
 # is attention? Then compute attention's HBM bytes in this step and its arithmetic intensity (its FLOPs over
-# those bytes, all layers, `inferlab.costs.decode_costs(...).attention`). The chapter says the intensity "stays
+# those bytes, all layers, `inferlab.core.costs.decode_costs(...).attention`). The chapter says the intensity "stays
 # pinned near 1" — does that hold for this model? GB = 10⁹ bytes.
 #
 # **Answer** `ex3`: a dict with the keys
@@ -652,9 +653,9 @@ accelerator = "h100-sxm"
 batch = 512
 context_len = 4096
 
-from inferlab.costs import decode_costs
-from inferlab.roofline import bound
-from inferlab.specs import get_accelerator, get_model
+from inferlab.core.costs import decode_costs
+from inferlab.core.roofline import bound
+from inferlab.core.specs import get_accelerator, get_model
 model = get_model(model)
 accelerator = get_accelerator(accelerator)
 
@@ -681,7 +682,7 @@ check("15.1.2-ex3", ex3);
 # Batching shares the weight read, so at B = 48 the step stays at 7.14 ms and we get
 # 6,726 tokens/s."*
 #
-# 1. With the chapter's rule, step = (M_weights + B·C_kv) / BW (`inferlab.latency.decode_step_rule_s`, weights from
+# 1. With the chapter's rule, step = (M_weights + B·C_kv) / BW (`inferlab.core.latency.decode_step_rule_s`, weights from
 #    `memory.weight_bytes`, C_kv from `memory.kv_cache_bytes`), compute the step time and the throughput at B = 48.
 # 2. What is wrong with the memo?
 #    - **A** Each sequence reads its own KV cache every step; the memo counts one cache instead of 48.
@@ -702,9 +703,9 @@ accelerator = "a100-80gb"
 context_len = 2048
 batch = 48
 
-from inferlab import memory
-from inferlab.latency import decode_step_rule_s
-from inferlab.specs import get_accelerator, get_model
+from inferlab.core import memory
+from inferlab.core.latency import decode_step_rule_s
+from inferlab.core.specs import get_accelerator, get_model
 model = get_model(model)
 accelerator = get_accelerator(accelerator)
 
@@ -729,7 +730,7 @@ check("15.1.2-ex4", ex4);
 #    - **D** int8 weights, int8 KV cache
 #
 # 1. Which plans fit in memory (weights plus the KV cache of the full batch, nothing reserved)?
-# 2. Of those, which gives the lowest inter-token latency (`inferlab.latency.decode_step_time_s` at S = 4096,
+# 2. Of those, which gives the lowest inter-token latency (`inferlab.core.latency.decode_step_time_s` at S = 4096,
 #    B = 24)?
 # 3. What is that ITL?
 #
@@ -748,9 +749,9 @@ context_len = 4096
 options = {"A": ("bf16", "bf16"), "B": ("bf16", "int8"), "C": ("int8", "bf16"), "D": ("int8", "int8")}
 
 from inferlab import Precision
-from inferlab.latency import decode_step_time_s
-from inferlab.memory import memory_budget
-from inferlab.specs import get_accelerator, get_model
+from inferlab.core.latency import decode_step_time_s
+from inferlab.core.memory import memory_budget
+from inferlab.core.specs import get_accelerator, get_model
 model = get_model(model)
 accelerator = get_accelerator(accelerator)
 
@@ -838,7 +839,7 @@ print(reader.verdict_summary())
 # ### Measure it here
 # The same effect, timed on the machine running this notebook<!-- web: (on this page: the machine
 # that last ran it) -->: a tiny Llama-style model
-# (`inferlab.model`, random weights) through `inferlab.measure`'s quick suite, a few seconds on
+# (`inferlab.measure.model`, random weights) through `inferlab.measure`'s quick suite, a few seconds on
 # one CPU core, faster on a GPU. Times vary from machine to machine and run to run, so nbval
 # ignores this cell's output; the `assert` checks only the qualitative result, which should
 # hold on any device and under any load: the points are timed in turns and, on a CPU, by the

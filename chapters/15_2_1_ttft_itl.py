@@ -37,9 +37,11 @@
 # %matplotlib inline
 from IPython.display import Markdown
 
-from inferlab import Precision, conclusions, equations, latency, memory, parallel, plots, reader, roofline
-from inferlab.deployment import Deployment
-from inferlab.units import MS, bytes_per_element
+from inferlab import Precision
+from inferlab.notebook import conclusions, equations, plots, reader
+from inferlab.core import latency, memory, parallel, roofline
+from inferlab.core.deployment import Deployment
+from inferlab.base.units import MS, bytes_per_element
 
 # %% [markdown]
 # ## What if?
@@ -72,7 +74,7 @@ Markdown(f"**Scenario:** {MODEL.name} on one {GPU.name}, prompt {PROMPT:,}, batc
 # figure: fig-15-2-1-request-timeline
 # caption: One request on a time axis: a wait in the queue, prefill up to the first token (TTFT), then one decode step per further token (each step one ITL).
 # alt: Timeline bar of one request: a grey queue segment, a blue prefill segment ending at the first token, then orange decode steps each ending in a token, with TTFT and ITL marked by arrows.
-from inferlab import diagrams
+from inferlab.notebook import diagrams
 
 QUEUE_S = 0.020   # assumed wait behind earlier requests, s (queueing is 15.2.2's subject)
 diagrams.request_timeline(MODEL, GPU, PREC, prompt_len=PROMPT, output_tokens=6, queue_s=QUEUE_S, batch=BATCH)
@@ -110,7 +112,7 @@ diagrams.request_timeline(MODEL, GPU, PREC, prompt_len=PROMPT, output_tokens=6, 
 
 # %%
 # Eq. (ttft-itl) with this scenario's numbers (the library, every operator on its roofline: the last line)
-from inferlab import worked_examples
+from inferlab.notebook import worked_examples
 
 P = MODEL.n_matmul_params
 peak_flops_per_s, hbm_bytes_per_s = GPU.peak(PREC.compute_dtype), GPU.hbm_bytes_per_s
@@ -160,7 +162,7 @@ Markdown(f"At 100k tokens the linear rule gives {ttft_100k_rule:.1f} s and the f
 # figure: fig-15-2-1-itl-vs-context
 # caption: ITL against context length at batches 1, 8, 32 and 64: the cache bytes a step reads grow with context times batch, beside the fixed weight bytes.
 # alt: Plot of ITL in milliseconds against context length for batches 1, 8, 32 and 64; the batch-one line is nearly flat, larger batches rise earlier; dotted segments mark batches that do not fit in memory.
-from inferlab import figures, interactive
+from inferlab.notebook import figures, interactive
 
 interactive.explore(
     reader.draw_if_fits(FIT, plots.itl_plot, MODEL, GPU, PREC, batches=(1, 8, 32, 64),
@@ -168,7 +170,7 @@ interactive.explore(
     interactive.itl_grid(MODEL, GPU, PREC, active_batch=BATCH, **figures.interactive_menus()))
 
 # %%
-from inferlab.qualitative_words import size_of_change, thresholds_text
+from inferlab.base.qualitative_words import size_of_change, thresholds_text
 
 ctx_short, ctx_long = 1024, 32_768     # the table's contexts: 1k and 32k tokens
 itl_short, itl_long = (latency.decode_step_time_s(MODEL, GPU, c, 1, PREC, beyond_context=True)
@@ -288,7 +290,8 @@ Markdown(conclusions.tp_speedups(tps, ttft_k, itl_k, ALLREDUCE_LATENCY_S))
 
 # %%
 # The measured kernels of this scenario (MEASURED is None where none were published) and a step overhead
-from inferlab import kernels, measured_plots
+from inferlab.core import kernels
+from inferlab.notebook import measured_plots
 
 IDEAL, MEASURED = measured_plots.deployments(GPU, PREC)
 PROFILE = measured_plots.profile_for(MODEL)     # the profiled model with MODEL's matrix shapes, or None
@@ -355,7 +358,7 @@ Markdown(conclusions.measured_tp(tp_measured) + "\n\n" + conclusions.measured_li
 # figure: fig-15-2-1-panel
 # caption: The latency panel as drawn for the What-if scenario: TTFT and ITL for the What-if scenario.
 # alt: Time to first token and inter-token latency for the scenario chosen in the What-if cell, with the key numbers beside them.
-from inferlab import panel
+from inferlab.notebook import panel
 
 panel.latency_panel(MODEL, GPU, PREC, prompt=PROMPT, batch=BATCH)
 
@@ -368,7 +371,7 @@ panel.latency_panel(MODEL, GPU, PREC, prompt=PROMPT, batch=BATCH)
 # entry on the errata page) and ends with a follow-up question.
 
 # %%
-from inferlab import interview
+from inferlab.notebook import interview
 
 # %% [markdown]
 # ### Question 1: TTFT or ITL for a streaming chat
@@ -455,7 +458,7 @@ from inferlab.exercises import check
 #
 # Recompute the chapter's ITL estimate, ITL ≈ (M_weights + B·C_kv) / BW, for `llama-2-7b` on one `h200`,
 # bf16, B = 1, at the step where the context holds S = 4096 tokens. Take M_weights from
-# `inferlab.memory.weight_bytes` and C_kv from `inferlab.memory.kv_cache_bytes`.
+# `inferlab.core.memory.weight_bytes` and C_kv from `inferlab.core.memory.kv_cache_bytes`.
 #
 # **Answer** `ex1`: the inter-token latency in ms, a number (tolerance ±2 %).
 
@@ -467,9 +470,9 @@ accelerator = "h200"
 context_len = 4096
 batch = 1
 
-from inferlab import memory
-from inferlab.latency import decode_step_rule_s
-from inferlab.specs import get_accelerator, get_model
+from inferlab.core import memory
+from inferlab.core.latency import decode_step_rule_s
+from inferlab.core.specs import get_accelerator, get_model
 model = get_model(model)
 accelerator = get_accelerator(accelerator)
 
@@ -488,8 +491,8 @@ check("15.2.1-ex1", ex1);
 #
 # You serve `llama-2-13b` (bf16, B = 1, prompts of 1024 tokens) on `h100-sxm` GPUs and could move to `h200`.
 # **Predict before you compute:** which of TTFT and ITL improves by more than 5%? Then compute both
-# speedups with the full per-operator model: `inferlab.latency.prefill_time_s` for TTFT and
-# `inferlab.latency.decode_step_time_s` for the first decode step (context = the prompt), and the ITL on the
+# speedups with the full per-operator model: `inferlab.core.latency.prefill_time_s` for TTFT and
+# `inferlab.core.latency.decode_step_time_s` for the first decode step (context = the prompt), and the ITL on the
 # `h200`.
 #
 # **Answer** `ex2`: a dict with the keys
@@ -508,8 +511,8 @@ prompt_len = 1024
 batch = 1
 threshold = 0.05
 
-from inferlab.latency import decode_step_time_s, prefill_time_s
-from inferlab.specs import get_accelerator, get_model
+from inferlab.core.latency import decode_step_time_s, prefill_time_s
+from inferlab.core.specs import get_accelerator, get_model
 model, old, new = get_model(model), get_accelerator(old), get_accelerator(new)
 
 ttft_speedup = prefill_time_s(model, old, prompt_len) / prefill_time_s(model, new, prompt_len)
@@ -533,8 +536,8 @@ check("15.2.1-ex2", ex2);
 # (Llama 3.1 8B has the same architecture and a 128k-token window). The team's estimate:
 # *"TTFT ≈ 2 · P · S / peak = 1.99 s, acceptable."*
 #
-# 1. Compute the TTFT with `inferlab.latency.prefill_time_s` (B = 1, MFU = 1, causal attention counted), and the
-#    share of the prefill FLOPs spent in attention's QK^T and PV (`inferlab.costs.prefill_costs(...).attention`
+# 1. Compute the TTFT with `inferlab.core.latency.prefill_time_s` (B = 1, MFU = 1, causal attention counted), and the
+#    share of the prefill FLOPs spent in attention's QK^T and PV (`inferlab.core.costs.prefill_costs(...).attention`
 #    over `.total`). Count what a prefill computes: every layer for all S tokens, the LM head for the last
 #    prompt token only (it yields the first output token); the embedding lookup does no FLOPs.
 # 2. Why does the estimate fall short?
@@ -555,9 +558,9 @@ model = "llama-3-8b"
 accelerator = "h100-sxm"
 prompt_len = 131072
 
-from inferlab.costs import prefill_costs
-from inferlab.latency import prefill_time_s
-from inferlab.specs import get_accelerator, get_model
+from inferlab.core.costs import prefill_costs
+from inferlab.core.latency import prefill_time_s
+from inferlab.core.specs import get_accelerator, get_model
 model = get_model(model)
 accelerator = get_accelerator(accelerator)
 
@@ -578,7 +581,7 @@ check("15.2.1-ex3", ex3);
 #
 # Your API promises TTFT ≤ 200 ms for `llama-2-13b` on `h100-sxm` GPUs (bf16, B = 1, MFU = 0.6), so it
 # must reject longer prompts. What is the longest prompt (in tokens) that meets the target on one GPU, and on a
-# tensor-parallel pair? Use `inferlab.latency.prefill_time_s(model, Deployment(accelerator, mfu=0.6, tp=...), S)`, which counts attention's S²
+# tensor-parallel pair? Use `inferlab.core.latency.prefill_time_s(model, Deployment(accelerator, mfu=0.6, tp=...), S)`, which counts attention's S²
 # term and the all-reduces.
 #
 # **Answer** `ex4`: a dict with the keys
@@ -596,9 +599,9 @@ max_len = 32768
 
 import numpy as np
 
-from inferlab.deployment import Deployment
-from inferlab.latency import prefill_time_s
-from inferlab.specs import get_accelerator, get_model
+from inferlab.core.deployment import Deployment
+from inferlab.core.latency import prefill_time_s
+from inferlab.core.specs import get_accelerator, get_model
 model = get_model(model)
 accelerator = get_accelerator(accelerator)
 
@@ -686,7 +689,7 @@ print(reader.verdict_summary())
 # ### Measure it here
 # The same effect, timed on the machine running this notebook<!-- web: (on this page: the machine
 # that last ran it) -->: a tiny Llama-style model
-# (`inferlab.model`, random weights) through `inferlab.measure`'s quick suite, a few seconds on
+# (`inferlab.measure.model`, random weights) through `inferlab.measure`'s quick suite, a few seconds on
 # one CPU core, faster on a GPU. Times vary from machine to machine and run to run, so nbval
 # ignores this cell's output; the `assert` checks only the qualitative result, which should
 # hold on any device and under any load: the points are timed in turns and, on a CPU, by the

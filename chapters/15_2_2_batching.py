@@ -39,9 +39,11 @@
 # %matplotlib inline
 from IPython.display import Markdown
 
-from inferlab import Precision, conclusions, equations, figures, latency, memory, plots, reader
-from inferlab.memory_headroom import VLLM_DEFAULT_UTILISATION, headroom_fit
-from inferlab.units import GB, MS, bytes_per_element
+from inferlab import Precision
+from inferlab.notebook import conclusions, equations, figures, plots, reader
+from inferlab.core import latency, memory
+from inferlab.core.memory_headroom import VLLM_DEFAULT_UTILISATION, headroom_fit
+from inferlab.base.units import GB, MS, bytes_per_element
 
 # %% [markdown]
 # ## What if?
@@ -73,7 +75,7 @@ Markdown(f"**Scenario:** {MODEL.name} on one {GPU.name}, context {CONTEXT:,}; we
 # figure: fig-15-2-2-throughput-vs-batch
 # caption: Decode throughput rises fastest at batch one and bends steadily towards its ceiling BW/C_kv, reaching half of it at the crossover batch B*, until memory stops the batch.
 # alt: Two panels against batch size on linear axes: the step time grows linearly from the weight-read time; the throughput curve rises and flattens under a dashed horizontal ceiling, with vertical lines at B* (where it is half the ceiling) and at the memory limit.
-from inferlab import interactive
+from inferlab.notebook import interactive
 
 interactive.explore(
     reader.draw_if_fits(FIT, plots.throughput_plot, MODEL, GPU, CONTEXT, PREC,
@@ -89,7 +91,7 @@ interactive.explore(
 
 # %%
 # Eq. (throughput) and Eq. (bmax-over-bstar) with this scenario's numbers
-from inferlab import worked_examples
+from inferlab.notebook import worked_examples
 
 weight_bytes = MODEL.n_params * bytes_per_element(PREC.weights)
 kv_bytes_per_seq = memory.kv_cache_bytes(MODEL, CONTEXT, 1, PREC)   # C_kv of one sequence of CONTEXT tokens
@@ -249,7 +251,7 @@ Markdown(f"One sequence decodes at {1 / moe[0][3]:,.0f} tokens/s, reading {moe[0
 # figure: fig-15-2-2-batching-timeline
 # caption: The same eight answers in four slots: static batching waits for the longest answer of each batch while finished slots idle; continuous batching refills a slot as soon as it frees.
 # alt: Two timelines of four batch slots each, static on top and continuous below, coloured bars for requests R1 to R8 and hatched idle time; the continuous timeline ends earlier.
-from inferlab import diagrams
+from inferlab.notebook import diagrams
 
 ANSWER_TOKENS = [5, 2, 8, 3, 6, 2, 4, 7]   # tokens of eight answers, in arrival order (all waiting at t = 0)
 batching = diagrams.batching_timeline(MODEL, GPU, ANSWER_TOKENS, slots=4, context_len=CONTEXT, precision=PREC)
@@ -287,7 +289,7 @@ worked_examples.takeaway(f"Static batching needs {n_static} steps for these {len
 
 # %%
 # The measured kernels of this scenario (MEASURED is None where none were published)
-from inferlab import measured_plots
+from inferlab.notebook import measured_plots
 
 IDEAL, MEASURED = measured_plots.deployments(GPU, PREC)
 PROFILE = measured_plots.profile_for(MODEL)     # the profiled model with MODEL's matrix shapes, or None
@@ -342,7 +344,7 @@ Markdown(conclusions.measured_limits(
 # figure: fig-15-2-2-panel
 # caption: The batching panel as drawn for the What-if scenario: step time and throughput against batch for the What-if scenario.
 # alt: Step time and throughput against batch size for the scenario chosen in the What-if cell, with the key numbers beside them.
-from inferlab import panel
+from inferlab.notebook import panel
 
 panel.batching_panel(MODEL, GPU, PREC, context=CONTEXT, batch=16)
 
@@ -355,7 +357,7 @@ panel.batching_panel(MODEL, GPU, PREC, context=CONTEXT, batch=16)
 # entry on the errata page) and ends with a follow-up question.
 
 # %%
-from inferlab import interview
+from inferlab.notebook import interview
 
 # %% [markdown]
 # ### Question 1: The most tokens per second from a busy endpoint
@@ -455,9 +457,9 @@ model = "llama-3-8b"
 accelerator = "h200"
 seq_len = 4096
 
-from inferlab.latency import kv_crossover_batch
-from inferlab.memory import max_batch
-from inferlab.specs import get_accelerator, get_model
+from inferlab.core.latency import kv_crossover_batch
+from inferlab.core.memory import max_batch
+from inferlab.core.specs import get_accelerator, get_model
 model = get_model(model)
 accelerator = get_accelerator(accelerator)
 
@@ -475,7 +477,7 @@ check("15.2.2-ex1", ex1);
 # Same model and GPU as exercise 1 (`llama-3-8b`, `h200`, S = 4096). The server runs at B = 64
 # and could double it. **Predict first:** at B = 64, do the weights or the KV caches dominate the bytes read
 # per decode step? Then compute the throughput at 2 × 64 and its gain over B = 64 with the chapter's rule
-# throughput(B) = B · BW / (M_weights + B·C_kv) (`inferlab.latency.decode_step_rule_s`).
+# throughput(B) = B · BW / (M_weights + B·C_kv) (`inferlab.core.latency.decode_step_rule_s`).
 #
 # **Answer** `ex2`: a dict with the keys
 # - `'dominant'`: what dominates the bytes read per step at B = 64: one of 'weights', 'kv'
@@ -492,9 +494,9 @@ batch = 64
 
 import numpy as np
 
-from inferlab import memory
-from inferlab.latency import decode_step_rule_s
-from inferlab.specs import get_accelerator, get_model
+from inferlab.core import memory
+from inferlab.core.latency import decode_step_rule_s
+from inferlab.core.specs import get_accelerator, get_model
 model = get_model(model)
 accelerator = get_accelerator(accelerator)
 
@@ -518,8 +520,8 @@ check("15.2.2-ex2", ex2);
 # ≈ 515 GB, which tensor parallelism does not shard. Weights: 35.3 GB per GPU.
 # It does not fit in 80 GB; the batch must drop to 4."*
 #
-# 1. Compute the KV cache per GPU at B = 48 (`inferlab.memory.kv_cache_bytes(..., tp=4)`) and the largest batch
-#    that fits per GPU (`inferlab.memory.max_batch(..., tp=4)`; GB = 10⁹ bytes).
+# 1. Compute the KV cache per GPU at B = 48 (`inferlab.core.memory.kv_cache_bytes(..., tp=4)`) and the largest batch
+#    that fits per GPU (`inferlab.core.memory.max_batch(..., tp=4)`; GB = 10⁹ bytes).
 # 2. Which of these statements are true?
 #    - **A** `llama-3-70b` has grouped-query attention: only its n_kv_heads K/V heads are cached, not all 64.
 #    - **B** Tensor parallelism splits the KV heads across the GPUs, so each holds 1/4 of the cache.
@@ -541,8 +543,8 @@ batch = 48
 seq_len = 4096
 tp = 4
 
-from inferlab.memory import kv_cache_bytes, max_batch
-from inferlab.specs import get_accelerator, get_model
+from inferlab.core.memory import kv_cache_bytes, max_batch
+from inferlab.core.specs import get_accelerator, get_model
 model = get_model(model)
 accelerator = get_accelerator(accelerator)
 
@@ -565,8 +567,8 @@ check("15.2.2-ex3", ex3);
 # idle replica) and ITL ≤ 25 ms at the longest context (prompt + output). A replica is tp GPUs,
 # tp ∈ (2, 4, 8); you pay per GPU.
 #
-# For each tp: check TTFT with `inferlab.latency.prefill_time_s(model, Deployment(accelerator, tp=tp), prompt_len)`; the replica's batch is the largest that
-# both fits (`inferlab.memory.max_batch`) and meets the ITL target (`inferlab.latency.decode_step_time_s`, which
+# For each tp: check TTFT with `inferlab.core.latency.prefill_time_s(model, Deployment(accelerator, tp=tp), prompt_len)`; the replica's batch is the largest that
+# both fits (`inferlab.core.memory.max_batch`) and meets the ITL target (`inferlab.core.latency.decode_step_time_s`, which
 # includes the all-reduces); its throughput is batch / ITL. Pick the tp whose replicas carry the load with the fewest
 # GPUs (on a tie, the smaller tp).
 #
@@ -591,10 +593,10 @@ import math
 
 import numpy as np
 
-from inferlab.deployment import Deployment
-from inferlab.latency import decode_step_time_s, prefill_time_s
-from inferlab.memory import max_batch
-from inferlab.specs import get_accelerator, get_model
+from inferlab.core.deployment import Deployment
+from inferlab.core.latency import decode_step_time_s, prefill_time_s
+from inferlab.core.memory import max_batch
+from inferlab.core.specs import get_accelerator, get_model
 model = get_model(model)
 accelerator = get_accelerator(accelerator)
 
@@ -704,7 +706,7 @@ Markdown(measured.markdown_table("15.2.2"))
 # ### Measure it here
 # The same effect, timed on the machine running this notebook<!-- web: (on this page: the machine
 # that last ran it) -->: a tiny Llama-style model
-# (`inferlab.model`, random weights) through `inferlab.measure`'s quick suite, a few seconds on
+# (`inferlab.measure.model`, random weights) through `inferlab.measure`'s quick suite, a few seconds on
 # one CPU core, faster on a GPU. Times vary from machine to machine and run to run, so nbval
 # ignores this cell's output; the `assert` checks only the qualitative result, which should
 # hold on any device and under any load: the points are timed in turns and, on a CPU, by the

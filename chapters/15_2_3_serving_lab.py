@@ -31,14 +31,15 @@
 # %matplotlib inline
 from IPython.display import Markdown
 
-from inferlab import Precision, diagrams, figures, interactive, reader
+from inferlab import Precision
+from inferlab.notebook import diagrams, figures, interactive, reader
 from inferlab.claims import statements
-from inferlab.context import beyond_context
-from inferlab.serving import (SLO, ChunkedPrefill, ContinuousBatching, RooflineStepTime, StaticBatching,
-                              conclusions, lab, labplots)
-from inferlab.memory import kv_cache_bytes_per_token
+from inferlab.core.context import beyond_context
+from inferlab.serving import SLO, ChunkedPrefill, ContinuousBatching, RooflineStepTime, StaticBatching
+from inferlab.notebook import lab_conclusions as conclusions, lab, labplots
+from inferlab.core.memory import kv_cache_bytes_per_token
 from inferlab.serving.definitions import metrics_table
-from inferlab.units import GB, MS
+from inferlab.base.units import GB, MS
 
 # %% [markdown]
 # ## What if?
@@ -125,7 +126,7 @@ print(inspect.getsource(serve))
 # %% [markdown]
 # ### What the lab measures
 # Every metric and setting below, defined once with the values in use. A word such as "small" or
-# "best" in this notebook is chosen from the numbers by a stated threshold (`inferlab.qualitative_words`):
+# "best" in this notebook is chosen from the numbers by a stated threshold (`inferlab.base.qualitative_words`):
 # a relative change is small, moderate or large by the thresholds printed beside it, and one
 # deployment is "best" only when its margin beats the uncertainty of the capacities compared.
 
@@ -156,7 +157,7 @@ Markdown(f"For this scenario's output lengths in consecutive batches of 16, the 
 
 # %%
 # Eq. (slot-use) with this scenario's numbers: the first batch of 16, then the mean over all batches
-from inferlab import worked_examples
+from inferlab.notebook import worked_examples
 
 first = outputs16[0]
 worked_examples.equation(r"\text{slot use} = \frac{\sum_i N_i}{B \cdot \max_i N_i} = \frac{<total>}{16 \cdot <longest>}"
@@ -224,7 +225,7 @@ Markdown(f"A {LONG:,}-token prompt alone takes {alone_s / MS:.0f} ms to prefill,
 # decoding at a context of 1,024 tokens
 import math
 
-from inferlab.units import TFLOP, bytes_per_element
+from inferlab.base.units import TFLOP, bytes_per_element
 
 C, B_run, ctx = 512, 16, 1024
 compute_s = 2 * MODEL.n_matmul_params * C / GPU.peak(PREC.compute_dtype)
@@ -588,7 +589,7 @@ prefix_tokens = 6000
 suffix_tokens = 1000
 
 from inferlab.serving import RooflineStepTime
-from inferlab.specs import get_accelerator, get_model
+from inferlab.core.specs import get_accelerator, get_model
 model = get_model(model)
 accelerator = get_accelerator(accelerator)
 
@@ -638,7 +639,7 @@ chunk = 512
 itl_slo_ms = 50
 
 from inferlab.serving import RooflineStepTime
-from inferlab.specs import get_accelerator, get_model
+from inferlab.core.specs import get_accelerator, get_model
 model = get_model(model)
 accelerator = get_accelerator(accelerator)
 
@@ -693,7 +694,7 @@ own_tokens = 1000
 batch = 16
 
 from inferlab.serving import RooflineStepTime
-from inferlab.specs import get_accelerator, get_model
+from inferlab.core.specs import get_accelerator, get_model
 model = get_model(model)
 accelerator = get_accelerator(accelerator)
 
@@ -739,7 +740,7 @@ block_tokens = 16
 import math
 
 from inferlab.serving import blocks_for, kv_capacity_blocks
-from inferlab.specs import get_accelerator, get_model
+from inferlab.core.specs import get_accelerator, get_model
 model = get_model(model)
 accelerator = get_accelerator(accelerator)
 
@@ -789,7 +790,7 @@ reader.details("The chapter's statements on batching, chunked prefill, tails, sc
 # error of its own, measured against live servers in the [appendix](15_2_3a_validation.ipynb):
 
 # %%
-from inferlab.serving.validate import capacity_uncertainty, recorded  # the simulator against a live server
+from inferlab.study.validate import capacity_uncertainty, recorded  # the simulator against a live server
 
 sim_err = capacity_uncertainty(recorded(step_model="profile"))
 Markdown(conclusions.simulator_error_note(capacity, CAPACITY_REL_TOL, sim_err))

@@ -33,12 +33,12 @@
 # %matplotlib inline
 from IPython.display import Markdown
 
-from inferlab import reader  # noqa: F401 (figures then carry alt text and a phone variant)
+from inferlab.notebook import reader  # noqa: F401 (figures then carry alt text and a phone variant)
 
 # %% [markdown]
 # ## 1. Measured on this machine: the simulator against a real server
 # Everything in the lab is simulated. Is the simulator right? `inferlab serve --live` runs the same
-# scheduler for real: the torch decoder of `inferlab.model` (random weights) serves requests that
+# scheduler for real: the torch decoder of `inferlab.measure.model` (random weights) serves requests that
 # arrive on the wall clock, feeds each step's tokens through the linear layers as one matrix,
 # runs attention per sequence against its own slot of the KV cache, and reads every token's time
 # off the clock. `inferlab serving validate` first times each operator of the model alone on the
@@ -227,7 +227,7 @@ print(validate.probe_table(hf_runs))
 # repeats, each error as its range over the recorded repeats, the live runs' own spread in brackets.
 
 # %%
-from inferlab.serving.study.engines import vllm as vllm_engine
+from inferlab.study.engines import vllm as vllm_engine
 
 vllm_runs = validate.recorded(vllm_engine.RECORDS / "repeat-rule-2026-12-05", engine="vllm")
 print(validate.engines_table(validate.engines_summary(hf_runs + vllm_runs)))

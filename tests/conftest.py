@@ -37,7 +37,7 @@ def every_cell_runs():
 def pytest_configure(config):
     # Tests sweep lengths past a model's maximum context on purpose (property tests, the book's
     # yardsticks); tests/test_context.py checks the warning itself with pytest.warns.
-    config.addinivalue_line("filterwarnings", "ignore::inferlab.context.ContextLengthWarning")
+    config.addinivalue_line("filterwarnings", "ignore::inferlab.core.context.ContextLengthWarning")
 
 
 @pytest.fixture

@@ -2,7 +2,7 @@
 alone sets the times, and the simulator run on it (the tiny model, no admission watermark)."""
 from inferlab.measure.plan import TINY_MODEL
 from inferlab.serving.simulate import simulate
-from inferlab.specs import get_accelerator
+from inferlab.core.specs import get_accelerator
 
 
 class OneSecond:

@@ -1,11 +1,11 @@
-"""Alt text generated from what a figure draws (inferlab.alttext): hand-made figures whose kind,
+"""Alt text generated from what a figure draws (inferlab.notebook.alttext): hand-made figures whose kind,
 axes and series are known, and the metadata a chapter figure carries into the book."""
 from __future__ import annotations
 
 import numpy as np
 from matplotlib.figure import Figure
 
-from inferlab import alttext, plots
+from inferlab.notebook import alttext, plots
 
 
 def _fig(nrows=1):
@@ -86,7 +86,7 @@ def test_a_figure_without_axes_says_its_text():
 
 
 def test_a_chapter_figure_carries_its_description_as_png_metadata():
-    from inferlab.figures import FIGURES
+    from inferlab.notebook.figures import FIGURES
     p = FIGURES["15.2.2-fig1-throughput-vs-batch"]()
     data, meta = p._repr_mimebundle_()
     assert meta["image/png"]["alt"] == alttext.describe(p.fig)
@@ -112,7 +112,7 @@ def test_in_ipython_a_figure_shows_at_96_px_per_inch_with_its_alt_text():
         width_px = int.from_bytes(png[16:20], "big")
         assert meta["image/png"]["width"] == width_px // 2 and 440 <= width_px // 2 <= 500   # 5 in x 96, tight
         assert meta["image/png"]["alt"] == alttext.describe(fig)
-        # and its phone variant (inferlab.phone_figures), 3.6 in at 96 px per inch with a tight box: under
+        # and its phone variant (inferlab.notebook.phone_figures), 3.6 in at 96 px per inch with a tight box: under
         # a 390 px phone's 358 px column; its smallest text: the tick labels' 10 pt (matplotlib's
         # default), 13.33 px
         assert 300 <= meta["image/png"]["narrow"]["width"] <= 358

@@ -1,13 +1,14 @@
-"""The library's layering (ARCHITECTURE.md): every module of lib/inferlab sits on one floor; an
-import may go down or stay on its floor, never up; no import circle; the core never resolves a
-name (get_model, get_accelerator, as_precision, measure.plan.resolve_model): only the edges listed in
-ARCHITECTURE.md do; the imports its "never imports" rules forbid appear nowhere, not even through
-other modules; and every module or path the document names exists, and its package map names
-every module.
+"""The library's layering (ARCHITECTURE.md): every module of lib/inferlab belongs to one package of the
+document's table; an import from one package into another is one its row allows; no import circle
+between modules; the core never resolves a name (get_model, get_accelerator, as_precision,
+measure.plan.resolve_model): only the edges listed in ARCHITECTURE.md do; the imports its "never imports"
+rules forbid appear nowhere, not even through other modules; and every module or path the document
+names exists.
 
-The floors are read from ARCHITECTURE.md's table (the table there is the data this test checks), so the
-document and the code cannot drift apart. The checks are plain functions, each also run on a small
-made-up graph that breaks its rule, so a check that could never fail is caught too.
+The packages and what each may import are read from ARCHITECTURE.md's table, so the document and the
+code cannot drift apart, and a new module inside a package needs no edit of either. The checks are
+plain functions, each also run on a small made-up graph that breaks its rule, so a check that could
+never fail is caught too.
 """
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ RESOLVERS = ("get_model", "get_accelerator", "as_precision", "resolve_model")
 # -- reading the code and the document -----------------------------------------------------------------
 
 def module_name(path: Path) -> str:
-    """'costs' for lib/inferlab/costs.py, 'serving' for lib/inferlab/serving/__init__.py, 'inferlab'
+    """'costs' for lib/inferlab/core/costs.py, 'serving' for lib/inferlab/serving/__init__.py, 'inferlab'
     for the package's own __init__."""
     parts = list(path.relative_to(PACKAGE).with_suffix("").parts)
     if parts[-1] == "__init__":
@@ -77,18 +78,27 @@ def import_graph() -> dict[str, set[str]]:
     return {m: imports_of(p.read_text(), known) - {m} for m, p in mods.items()}
 
 
-def read_floors(text: str) -> dict[str, int]:
-    """{module: floor} from the floors table of ARCHITECTURE.md: rows `| 2 | name | `mod`, `mod` | ... |`."""
-    floors = {}
-    for line in text.splitlines():
-        m = re.match(r"^\|\s*(\d+)\s*\|[^|]*\|([^|]*)\|", line)
+def read_packages(text: str) -> dict[str, set[str]]:
+    """{package: the packages it may import} from the table of ARCHITECTURE.md: rows
+    `| `pkg` | what it is | `dep`, `dep` |` ("nothing of ours": none; "every package": all of them)."""
+    rows = {}
+    for line in text.split("\n## ", 1)[0].splitlines():
+        m = re.match(r"^\|\s*`([\w]+)`\s*\|[^|]*\|([^|]*)\|\s*$", line)
         if not m:
             continue
-        for mod in re.findall(r"`([\w.]+)`", m.group(2)):
-            if mod in floors:
-                raise ValueError(f"ARCHITECTURE.md puts {mod} on two floors ({floors[mod]} and {m.group(1)})")
-            floors[mod] = int(m.group(1))
-    return floors
+        if m.group(1) in rows:
+            raise ValueError(f"ARCHITECTURE.md has two rows for {m.group(1)}")
+        cell = m.group(2).strip()
+        rows[m.group(1)] = {"*"} if cell == "every package" else set(re.findall(r"`(\w+)`", cell))
+    return {p: (set(rows) - {p}) if deps == {"*"} else deps for p, deps in rows.items()}
+
+
+def package_of(module: str) -> str:
+    """The package a module belongs to: its first name ('core' for core.kernels.linear); the top-level
+    modules: 'inferlab' for the package's __init__, 'cli' for cli and __main__."""
+    if module in ("cli", "__main__"):
+        return "cli"
+    return module.split(".")[0]
 
 
 def read_resolving(text: str) -> set[str]:
@@ -197,10 +207,18 @@ def section(text: str, heading: str) -> str:
 
 # -- the rules, as functions of a graph --------------------------------------------------------------
 
-def upward_imports(graph: dict[str, set[str]], floors: dict[str, int]) -> list[str]:
-    """Every import from a module to one on a higher floor."""
-    return sorted(f"{a} (floor {floors[a]}) imports {b} (floor {floors[b]})"
-                  for a, deps in graph.items() for b in deps if floors[b] > floors[a])
+def crossing_imports(graph: dict[str, set[str]], allowed: dict[str, set[str]]) -> list[str]:
+    """Every import from a module into another package that the importing package's row does not allow
+    (and every module whose package has no row)."""
+    out = []
+    for a, deps in graph.items():
+        pa = package_of(a)
+        if pa not in allowed:
+            out.append(f"{a}: package {pa} has no row in ARCHITECTURE.md")
+            continue
+        out += [f"{a} ({pa}) imports {b} ({package_of(b)}), which {pa} may not import"
+                for b in sorted(deps) if package_of(b) != pa and package_of(b) not in allowed[pa]]
+    return sorted(out)
 
 
 def circles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -274,10 +292,16 @@ def resolver_calls(source: str) -> list[tuple[int, str]]:
 # -- the rules can fail ---------------------------------------------------------------------------------
 
 def test_the_checks_catch_what_they_name():
-    floors = {"units": 0, "specs": 1, "costs": 2, "claims.quantities": 5, "plots": 6,
-              "exercises.grade": 7, "exercises.student": 7}
-    assert upward_imports({"plots": {"costs"}, "costs": {"specs"}}, floors) == []
-    assert upward_imports({"costs": {"plots"}}, floors) == ["costs (floor 2) imports plots (floor 6)"]
+    allowed = {"base": set(), "core": {"base"}, "notebook": {"base", "core"}, "cli": {"base", "core", "notebook"}}
+    assert crossing_imports({"notebook.plots": {"core.costs"}, "core.costs": {"base.units", "core.specs"},
+                             "cli": {"notebook.plots"}}, allowed) == []
+    assert crossing_imports({"core.costs": {"notebook.plots"}}, allowed) == [
+        "core.costs (core) imports notebook.plots (notebook), which core may not import"]
+    assert crossing_imports({"base.units": {"core.specs"}}, allowed) == [
+        "base.units (base) imports core.specs (core), which base may not import"]
+    assert crossing_imports({"extras.x": set()}, allowed) == ["extras.x: package extras has no row in ARCHITECTURE.md"]
+    assert package_of("core.kernels.linear") == "core" and package_of("__main__") == "cli"
+    assert package_of("inferlab") == "inferlab"
     assert circles({"a": {"b"}, "b": {"c"}, "c": set()}) == []
     assert circles({"exercises.grade": {"exercises.student"}, "exercises.student": {"exercises.grade"}}) == [
         ["exercises.grade", "exercises.student", "exercises.grade"]]
@@ -290,12 +314,13 @@ def test_the_checks_catch_what_they_name():
         == {"inferlab", "plots", "costs"}
     assert resolver_calls("m = get_model(name)\na = specs.get_accelerator(x)\np = Precision()\n") == [
         (1, "get_model"), (2, "get_accelerator")]
-    assert resolver_calls("from inferlab.specs import as_precision as p\nq = p(x)\n") == [(2, "as_precision")]
-    text = ("| floor | name | modules |\n|---|---|---|\n| 0 | base | `units`, `validation` |\n"
-            "| 2 | core | `costs` |\n\n## Where names are resolved\n- `cli`, `serving.cli`: the CLIs\n"
-            "- `reader`: what_if\n\n## Next\n- `costs`: not here\n")
-    assert read_floors(text) == {"units": 0, "validation": 0, "costs": 2}
-    assert read_resolving(text) == {"cli", "serving.cli", "reader"}
+    assert resolver_calls("from inferlab.core.specs import as_precision as p\nq = p(x)\n") == [(2, "as_precision")]
+    text = ("| package | what | may import |\n|---|---|---|\n| `base` | checks | nothing of ours |\n"
+            "| `core` | physics, `core.specs` | `base` |\n| `cli` | the edge | every package |\n\n"
+            "## Where names are resolved\n- `cli`, `commands.serving`: the CLIs\n"
+            "- `notebook.reader`: what_if\n\n## Next\n- `core.costs`: not here\n| `x` | y | `z` |\n")
+    assert read_packages(text) == {"base": set(), "core": {"base"}, "cli": {"base", "core"}}
+    assert read_resolving(text) == {"cli", "commands.serving", "notebook.reader"}
 
 
 def test_the_document_checks_catch_what_they_name():
@@ -329,18 +354,21 @@ def doc() -> str:
 
 
 @pytest.fixture(scope="module")
-def floors(doc) -> dict[str, int]:
-    return read_floors(doc)
+def packages(doc) -> dict[str, set[str]]:
+    return read_packages(doc)
 
 
-def test_every_module_has_one_floor(floors):
-    mods = set(all_modules())
-    assert sorted(mods - set(floors)) == [], "modules missing from ARCHITECTURE.md's floors table"
-    assert sorted(set(floors) - mods) == [], "ARCHITECTURE.md names modules that do not exist"
+def test_every_module_is_in_a_package_of_the_table(packages):
+    assert sorted({package_of(m) for m in all_modules()} - set(packages)) == [], \
+        "packages missing from ARCHITECTURE.md's table"
+    assert sorted(set(packages) - {package_of(m) for m in all_modules()}) == [], \
+        "ARCHITECTURE.md names packages that do not exist"
+    top = sorted(p.name for p in PACKAGE.iterdir() if p.suffix == ".py")
+    assert top == ["__init__.py", "__main__.py", "cli.py"], "lib/inferlab/ holds packages, its __init__, __main__ and cli"
 
 
-def test_no_import_runs_up_a_floor(floors):
-    assert upward_imports(import_graph(), floors) == []
+def test_no_import_crosses_into_a_package_its_row_does_not_allow(packages):
+    assert crossing_imports(import_graph(), packages) == []
 
 
 def test_no_import_circle():
@@ -350,27 +378,27 @@ def test_no_import_circle():
 def test_the_core_never_resolves_a_name(doc):
     allowed = read_resolving(doc)
     mods = all_modules()
-    assert "specs" in allowed and sorted(allowed - set(mods)) == []
+    assert "core.specs" in allowed and sorted(allowed - set(mods)) == []
     found = [f"{m}:{line} calls {name}" for m, p in mods.items() if m not in allowed
              for line, name in resolver_calls(p.read_text())]
     assert found == [], "a core module resolves a name; take the object instead (resolve at the edge)"
 
 
 def test_a_name_given_to_the_core_says_which_function_and_which_resolver():
-    from inferlab import costs, latency, memory, roofline
+    from inferlab.core import costs, latency, memory, roofline
     from inferlab.serving.steptime import RooflineStepTime
-    from inferlab.specs import Precision, get_accelerator, get_model
+    from inferlab.core.specs import Precision, get_accelerator, get_model
 
     m, a = get_model("llama-2-13b"), get_accelerator("h100-sxm")
     with pytest.raises(TypeError) as err:
         costs.prefill_costs("llama-2-13b", 1, 128)
     assert str(err.value) == ("costs.prefill_costs(model=...): expected ModelConfig, got str 'llama-2-13b'; "
-                              "resolve names with inferlab.specs.get_model")
+                              "resolve names with inferlab.core.specs.get_model")
     with pytest.raises(TypeError, match=r"^latency\.decode_step_time_s\(deployment=\.\.\.\): expected Deployment or "
-                                        r"Accelerator, got str 'h100-sxm'; resolve names with inferlab\.specs\.get_accelerator$"):
+                                        r"Accelerator, got str 'h100-sxm'; resolve names with inferlab\.core\.specs\.get_accelerator$"):
         latency.decode_step_time_s(m, "h100-sxm", 1024)
     with pytest.raises(TypeError, match=r"^memory\.weight_bytes\(precision=\.\.\.\): expected Precision, got str 'int8'; "
-                                        r"build one with inferlab\.specs\.Precision"):
+                                        r"build one with inferlab\.core\.specs\.Precision"):
         memory.weight_bytes(m, "int8")
     with pytest.raises(TypeError, match=r"^roofline\.ridge_point\(accelerator=\.\.\.\)"):
         roofline.ridge_point("h100-sxm")
@@ -395,13 +423,8 @@ def test_every_name_the_document_gives_exists(doc):
     assert named_but_missing(doc, mods) == []
 
 
-def test_the_package_map_names_every_module(doc):
-    named = set(re.findall(r"`([\w.]+)`", section(doc, "Packages")))
-    assert sorted(set(all_modules()) - named) == [], "modules missing from ARCHITECTURE.md's Packages map"
-
-
 def test_every_study_file_has_one_job(doc):
-    # the job table of "The validation study's pipelines": each module of serving.study in one row
+    # the job table of "The validation study's pipelines": each module of study in one row
     # (run a pipeline, control a process, write tables and prose, ...), none in two
     rows = [line for line in section(doc, "The validation study's pipelines").splitlines()
             if line.startswith("| ") and not line.startswith(("| job", "| engine"))
@@ -411,43 +434,6 @@ def test_every_study_file_has_one_job(doc):
         job, files = row.strip("|").split("|")
         for mod in re.findall(r"`([\w.]+)`", files):
             jobs.setdefault(mod, []).append(job.strip())
-    study = {m for m in all_modules() if m.startswith("serving.study.") and m != "serving.study.engines"}
+    study = {m for m in all_modules() if m.startswith("study.") and m != "study.engines"}
     assert sorted(m for m, js in jobs.items() if len(js) > 1) == [], "a study file with two jobs"
     assert sorted(study - set(jobs)) == [], "study files the job table leaves out"
-
-
-SIMULATOR = {"serving", "serving.workload", "serving.policies", "serving.metrics", "serving.kv", "serving.steptime",
-             "serving.speculative", "serving.disaggregation",
-             "serving.engine", "serving.simulate", "serving.compare", "serving.definitions"}
-
-
-def group_of(module: str, floors: dict[str, int]) -> str:
-    """The group of ARCHITECTURE.md's "What imports what" table a module belongs to."""
-    if module in SIMULATOR:
-        return "the simulator"
-    if module in ("serving.lab", "serving.labplots", "serving.conclusions"):
-        return "the serving lab"
-    if module.startswith("serving.study") or module == "serving.validate":
-        return "the study"
-    for package in ("measure", "claims", "exercises"):
-        if module == package or module.startswith(package + "."):
-            return package
-    if module in ("cli", "__main__", "serving.cli"):
-        return "the command lines"
-    return "the core" if module == "inferlab" or floors[module] <= 2 else "figures and notebooks"
-
-
-def test_what_imports_what_is_the_table_of_the_document(doc, floors):
-    rows = {}
-    for line in section(doc, "What imports what").splitlines():
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if line.startswith("| ") and len(cells) == 3 and cells[0] not in ("group", "---"):
-            rows[cells[0]] = (cells[1], set() if cells[2] == "nothing else" else set(cells[2].split(", ")))
-    graph = import_graph()
-    found = {group_of(m, floors): set() for m in graph}
-    for a, deps in graph.items():
-        found[group_of(a, floors)] |= {group_of(b, floors) for b in deps} - {group_of(a, floors)}
-    assert {g: imports for g, (_, imports) in rows.items()} == found
-    # the modules a row names belong to its group
-    assert [(m, g) for g, (mods, _) in rows.items() for m in re.findall(r"`([\w.]+)`", mods)
-            if m in graph and group_of(m, floors) != g] == []

@@ -6,11 +6,11 @@ from the code under test.
 import numpy as np
 import pytest
 
-from inferlab import attention
-from inferlab.costs import decode_costs, forward_costs, prefill_costs
-from inferlab.memory import kv_cache_bytes, kv_cache_bytes_per_token, max_batch, weight_bytes
-from inferlab.moe import expected_experts
-from inferlab.specs import ModelConfig, Precision, from_hf_config, data_dir, get_accelerator, get_model
+from inferlab.core import attention
+from inferlab.core.costs import decode_costs, forward_costs, prefill_costs
+from inferlab.core.memory import kv_cache_bytes, kv_cache_bytes_per_token, max_batch, weight_bytes
+from inferlab.core.moe import expected_experts
+from inferlab.core.specs import ModelConfig, Precision, from_hf_config, data_dir, get_accelerator, get_model
 
 pytestmark = pytest.mark.core
 
@@ -147,9 +147,9 @@ def test_moe_fits_and_weights():
 def test_simulator_step_time_is_the_latency_model(name):
     """The simulator's step (serving.steptime, through attention.step_account) and latency's pass
     (costs.forward_costs, through attention.account) count the same attention and the same experts."""
-    from inferlab.latency import decode_step_time_s, prefill_time_s
+    from inferlab.core.latency import decode_step_time_s, prefill_time_s
     from inferlab.serving.steptime import RooflineStepTime
-    from inferlab.specs import resolve_model
+    from inferlab.core.specs import resolve_model
     m, g = resolve_model(name), get_accelerator("h200")
     st = RooflineStepTime(m, g)
     for ctx, b in ((100, 1), (6000, 8), (8000, 64)):
@@ -172,7 +172,7 @@ def test_a_window_caps_the_decode_step():
 
 def test_the_architecture_table_by_hand():
     """15.1.2's table of architectures at 8,192 tokens on an H100 (bf16 unless named)."""
-    from inferlab import reader
+    from inferlab.notebook import reader
     rows = {(r[0], r[2]): r for r in reader.architecture_rows(get_accelerator("h100-sxm"), 8192)}
     # Llama-2 13B, MHA: 2 x 40 layers x 40 heads x 128 x 2 bytes per token; 1 FLOP per KV byte.
     assert rows[("llama-2-13b", "bf16")][3] == 2 * 40 * 40 * 128 * 2 and rows[("llama-2-13b", "bf16")][4] == pytest.approx(1.0)
@@ -187,7 +187,7 @@ def test_the_architecture_table_by_hand():
 
 
 def test_tensor_parallel_splits_experts_and_keeps_the_latent():
-    from inferlab.parallel import tp_shard
+    from inferlab.core.parallel import tp_shard
     mix = from_hf_config(HF / "mixtral-8x7b-v0.1")
     # tp = 2: each device holds 4 of the 8 KV heads, and half of every expert's columns (14336 / 2).
     assert kv_cache_bytes_per_token(mix, tp=2) == 2 * 32 * 4 * 128 * 2

@@ -8,11 +8,11 @@ import math
 import numpy as np
 import pytest
 
-from inferlab.deployment import Deployment
+from inferlab.core.deployment import Deployment
 from inferlab import cli
-from inferlab.specs import Accelerator, ModelConfig, get_model
+from inferlab.core.specs import Accelerator, ModelConfig, get_model
 from tests.test_validation import GOOD
-from inferlab.specs import get_accelerator
+from inferlab.core.specs import get_accelerator
 
 H100_SXM = get_accelerator("h100-sxm")
 LLAMA_2_13B = get_model("llama-2-13b")
@@ -56,7 +56,7 @@ def test_hostile_values_are_rejected_by_name_or_give_finite_results(func):
 
 
 def test_efficiencies_too_small_to_give_a_finite_time_are_refused():
-    from inferlab.latency import decode_step_time_s
+    from inferlab.core.latency import decode_step_time_s
     # 1e-320 is subnormal: 1 / (1e-320 * 3.35e12) overflows to inf. The floor is 1e-9.
     with pytest.raises(ValueError, match=r"mbu must be a finite number >= 1e-09 and <= 1; got 1e-320"):
         decode_step_time_s(LLAMA_2_13B, Deployment(H100_SXM, mbu=1e-320), 1024)
@@ -64,8 +64,8 @@ def test_efficiencies_too_small_to_give_a_finite_time_are_refused():
 
 
 def test_huge_counts_are_refused_not_wrapped_around():
-    from inferlab.costs import prefill_costs
-    from inferlab.latency import prefill_time_s
+    from inferlab.core.costs import prefill_costs
+    from inferlab.core.latency import prefill_time_s
     for value in (2**63, 2**64, 10**30, 1e300):
         with pytest.raises(ValueError, match=r"batch must be an integer >= 1 and <= 2\*\*63 - 1"):
             prefill_costs(LLAMA_2_13B, batch=value, prompt_len=16)
@@ -75,8 +75,8 @@ def test_huge_counts_are_refused_not_wrapped_around():
 
 
 def test_numpy_integers_are_accepted_wherever_python_ints_are():
-    from inferlab.memory import kv_cache_bytes
-    from inferlab.parallel import check_tp
+    from inferlab.core.memory import kv_cache_bytes
+    from inferlab.core.parallel import check_tp
     m = get_model("llama-2-13b")
     # 2 * 40 layers * 5120 * 2 bytes = 819200 bytes per token; x 16 tokens x 2 sequences
     assert kv_cache_bytes(m, np.int32(16), np.int64(2)) == 819200 * 16 * 2
@@ -122,7 +122,7 @@ def test_accelerator_checks_every_field(changes, pattern):
     (np.array([1, "x"]), "dtype <U21"), ([[1, 2], [3]], "[[1, 2], [3]]"), (object(), "object object"),
 ])
 def test_the_validator_describes_any_bad_value_without_crashing(value, shown):
-    from inferlab.input_checks import positive_float, positive_int
+    from inferlab.base.input_checks import positive_float, positive_int
     for check in (positive_int, positive_float):
         with pytest.raises(ValueError, match="batch must be") as info:
             check("batch", value)
@@ -130,7 +130,7 @@ def test_the_validator_describes_any_bad_value_without_crashing(value, shown):
 
 
 def test_chunked_prefill_has_no_nan_intensity():
-    from inferlab.costs import chunked_prefill_costs
+    from inferlab.core.costs import chunked_prefill_costs
     # Chunks other than the last skip the LM head: 0 FLOPs over 0 bytes is intensity 0, not NaN.
     c = chunked_prefill_costs(LLAMA_2_13B, 1000, 256)
     lm = c.chunks.head["lm_head"].intensity
@@ -139,7 +139,7 @@ def test_chunked_prefill_has_no_nan_intensity():
 
 
 def test_roofline_and_pass_time_share_one_overlap_vocabulary():
-    from inferlab.roofline import pass_time_s, roofline_time_s
+    from inferlab.core.roofline import pass_time_s, roofline_time_s
     # 1e15 FLOPs on the 989.4e12 FLOP/s bf16 peak: 1.0107 s; 3.35e12 bytes at 3.35e12 B/s: 1 s.
     assert roofline_time_s(1e15, 3.35e12, H100_SXM, overlap="per_operator") == pytest.approx(1e15 / 989.4e12)
     assert roofline_time_s(1e15, 3.35e12, H100_SXM, overlap="whole_model") == pytest.approx(1e15 / 989.4e12)
@@ -148,13 +148,13 @@ def test_roofline_and_pass_time_share_one_overlap_vocabulary():
         with pytest.raises(ValueError, match="overlap"):
             roofline_time_s(1e15, 3.35e12, H100_SXM, overlap=bad)
         with pytest.raises(ValueError, match="overlap"):
-            from inferlab.costs import decode_costs
+            from inferlab.core.costs import decode_costs
             pass_time_s(decode_costs(LLAMA_2_13B, 1, 8), H100_SXM, overlap=bad)
 
 
 def test_decoder_rejects_bad_sizes_and_ids():
     import torch
-    from inferlab.model import build_model
+    from inferlab.measure.model import build_model
     tiny = ModelConfig(name="tiny", d_model=16, n_layers=1, n_heads=2, n_kv_heads=1, head_dim=8,
                        d_ff=32, gated_mlp=True, vocab_size=50)
     with pytest.raises(ValueError, match="head_dim must be even .* got head_dim=7"):
@@ -274,7 +274,7 @@ def test_estimate_allreduce_latency_option_adds_80_calls(capsys):
 
 def test_reported_gpu_memory_is_documented_with_its_source():
     """Issue 13 item 7: the usable (reported) capacity beside the datasheet's figure, with a source."""
-    from inferlab.specs import Accelerator, get_accelerator
+    from inferlab.core.specs import Accelerator, get_accelerator
     h100 = get_accelerator("h100-sxm")
     # nvidia-smi's 81,559 MiB = 81559 * 2**20 = 85,520,809,984 bytes: 6.9 % above the decimal 80 GB
     # the library (and the book) sizes with, and 0.35 GiB short of 80 GiB.

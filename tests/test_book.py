@@ -468,7 +468,7 @@ def test_html_table_cells_are_labelled_with_their_column_header():
 def test_a_claims_tables_links_to_the_errata_page_reach_its_sections_in_the_book():
     """The reasons under a claims table are ERRATA.md's sections, one link away (issue 39: a short
     audit); in the book those links go to the errata page's sections, which exist there."""
-    from inferlab import reader
+    from inferlab.notebook import reader
     table = reader.claims_table("15.2.2")._repr_html_()
     out = {"output_type": "display_data", "metadata": {}, "data": {"text/html": table, "text/plain": "t"}}
     cell = convert.convert_code_cell(code('reader.claims("15.2.2")', [out]), "nb")
@@ -492,7 +492,7 @@ def test_a_folded_html_table_counts_towards_the_output_width():
 
 
 def test_figure_alt_text_is_what_the_figure_draws_when_the_image_says_so():
-    """The PNG's "alt" metadata (inferlab.alttext.describe, written when the figure was drawn) wins
+    """The PNG's "alt" metadata (inferlab.notebook.alttext.describe, written when the figure was drawn) wins
     over the cell's hand-written `# alt:` line, which can drift from the figure."""
     described = dict(image(), metadata={"image/png": {"width": 672, "alt": "Line plot of y against x (4 lines)."}})
     cell = convert.convert_code_cell(code(FIGURE_CELL, [described]), "nb")
@@ -505,7 +505,7 @@ def test_worked_cells_fold_their_code():
     cell = convert.convert_code_cell(code("worked_examples.equation(r'x = <x>', x=1.0)", [markdown_out("$$x = 1$$")]), "nb")
     assert "hide-input" in cell["metadata"]["tags"]
     assert "hide-input" not in convert.convert_code_cell(code("print(1)", [stream("1\n")]), "nb")["metadata"]["tags"]
-    # a library equation worked out (inferlab.equations) and the serving lab's older name fold too
+    # a library equation worked out (inferlab.notebook.equations) and the serving lab's older name fold too
     for source in ("ridge = equations.ROOFLINE.worked(peak=1e15, bw=3e12)", "worked.takeaway('x')"):
         assert "hide-input" in convert.convert_code_cell(code(source, [markdown_out("$$x$$")]), "nb")["metadata"]["tags"]
 

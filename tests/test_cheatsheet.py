@@ -1,4 +1,4 @@
-"""inferlab.cheatsheet: the chapter on one page. Every key equation is on it with its worked number for
+"""inferlab.notebook.cheatsheet: the chapter on one page. Every key equation is on it with its worked number for
 the book's Llama-2 13B on one H100 SXM (recomputed here from the datasheet and the model's shape), and
 the page the book builds follows the specs in data/: a changed spec changes the sheet."""
 from __future__ import annotations
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from inferlab import cheatsheet, equations
-from inferlab.specs import get_accelerator, get_model
+from inferlab.notebook import cheatsheet, equations
+from inferlab.core.specs import get_accelerator, get_model
 
 ROOT = Path(__file__).resolve().parents[1]
 L13, H100 = get_model("llama-2-13b"), get_accelerator("h100-sxm")

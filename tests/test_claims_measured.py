@@ -15,7 +15,7 @@ from typing import NamedTuple
 
 import pytest
 
-from inferlab import kernels
+from inferlab.core import kernels
 from inferlab.claims import experiments as E
 from inferlab.claims import measured as M
 from inferlab.claims.evaluate import agrees, display, evaluate, evaluate_registry, rule
@@ -24,7 +24,7 @@ from inferlab.claims.registry import load_registry
 from inferlab.claims.render import summary_line
 from inferlab.claims.statements import load_statements, evaluate_statement, statement_verdicts
 from inferlab.cli import main
-from inferlab.specs import get_accelerator, get_model
+from inferlab.core.specs import get_accelerator, get_model
 
 pytestmark = pytest.mark.claims
 

@@ -12,7 +12,7 @@ from inferlab import cli
 from inferlab.serving import Workload, simulate
 from inferlab.serving.compare import parse_vllm_result
 from inferlab.serving.workload import MAX_REQUESTS, arrival_times_s, load_trace, synthetic
-from inferlab.specs import get_accelerator, get_model
+from inferlab.core.specs import get_accelerator, get_model
 
 H100_SXM = get_accelerator("h100-sxm")
 LLAMA_2_13B = get_model("llama-2-13b")
@@ -70,7 +70,7 @@ def test_an_option_beyond_what_the_run_can_hold_is_refused_by_name(argv, words, 
     (["serving", "validate", "--max-len", "100000000000"], ["GB", "--max-len"]),
 ])
 def test_validate_refuses_bad_options_before_its_minute_of_profiling(argv, words, capsys, monkeypatch):
-    from inferlab.serving.study import validate
+    from inferlab.study import validate
 
     def profiled(**kw):
         raise AssertionError("validate() started (the profile) before every option was checked")
@@ -89,7 +89,7 @@ def test_an_empty_string_is_not_an_absent_option(argv, words, capsys):
 
 
 def test_errata_output_empty_does_not_rewrite_the_repositorys_errata(capsys):
-    from inferlab.claims.cli import _repo_root
+    from inferlab.commands.claims import _repo_root
     errata = _repo_root() / "ERRATA.md"
 
     def state():  # (mtime, bytes), or None where there is no ERRATA.md (a copy of lib/ and data/ only)
@@ -285,7 +285,7 @@ def test_serve_with_a_one_block_pool_reports_zero_served(capsys):
 
 # -- interrupted writes ------------------------------------------------------------------------------
 def test_atomic_write_leaves_the_old_file_or_none_when_interrupted(tmp_path):
-    from inferlab.atomicio import write_text_atomic, atomic_write
+    from inferlab.base.atomicio import write_text_atomic, atomic_write
     target = tmp_path / "out.csv"
     with pytest.raises(KeyboardInterrupt):
         with atomic_write(target) as tmp:
@@ -316,7 +316,7 @@ def test_serve_timeseries_interrupted_mid_write_leaves_no_file(tmp_path, capsys,
 
 def test_a_kv_block_too_large_is_blamed_on_the_block_not_the_weights():
     from inferlab.serving.kv import kv_capacity_blocks
-    from inferlab.input_checks import DoesNotFitError
+    from inferlab.base.input_checks import DoesNotFitError
     # Llama-2 13B: 13,015,864,320 x 2 bytes of weights; 72e9 - 26,031,728,640 = 45,968,271,360 bytes free;
     # / 819,200 bytes per token = 56,113.6: blocks of up to 56,113 tokens fit.
     with pytest.raises(DoesNotFitError, match=r"block_tokens=1000000000: .* allowed: block_tokens <= 56113$"):

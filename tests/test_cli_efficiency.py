@@ -6,12 +6,12 @@ import json
 
 import pytest
 
-from inferlab import kernels
+from inferlab.core import kernels
 from inferlab.cli import main
-from inferlab.deployment import Deployment
-from inferlab.efficiency import MeasuredKernels
-from inferlab.latency import decode_step_time_s, prefill_time_s
-from inferlab.specs import get_accelerator, get_model
+from inferlab.core.deployment import Deployment
+from inferlab.core.efficiency import MeasuredKernels
+from inferlab.core.latency import decode_step_time_s, prefill_time_s
+from inferlab.core.specs import get_accelerator, get_model
 
 M, BOOK, G = get_model("llama-2-13b"), get_model("llama-2-13b-book"), get_accelerator("h100-sxm")
 MEASURED = Deployment(G, efficiency=MeasuredKernels())

@@ -31,7 +31,7 @@ def no_work(monkeypatch):
     monkeypatch.setattr(simulate, "simulate", started)
     monkeypatch.setattr(evaluate, "evaluate_registry", started)
     monkeypatch.setattr(suite, "run_suite", started)
-    from inferlab.serving.study import live, validate
+    from inferlab.study import live, validate
     monkeypatch.setattr(live, "run_live", started)
     monkeypatch.setattr(validate, "validate", started)
 

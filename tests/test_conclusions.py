@@ -1,8 +1,8 @@
-"""inferlab.conclusions: the sentences whose words depend on the numbers, on both sides of each
+"""inferlab.notebook.conclusions: the sentences whose words depend on the numbers, on both sides of each
 threshold (values chosen by hand, not taken from the code's output)."""
 import pytest
 
-from inferlab import conclusions
+from inferlab.notebook import conclusions
 
 
 def test_setup_note_says_whether_the_figures_carry_the_books_markers_and_why_nothing_fits():
@@ -100,8 +100,8 @@ def test_the_headroom_paragraph_gives_the_fits_threshold_and_batch_of_its_own_fi
     utilisation), for a fit that fits on paper and one that does not."""
     import re
 
-    from inferlab.memory_headroom import headroom_fit
-    from inferlab.specs import get_accelerator, get_model
+    from inferlab.core.memory_headroom import headroom_fit
+    from inferlab.core.specs import get_accelerator, get_model
     h100 = get_accelerator("h100-sxm")
     for batch, fits in ((32, "fits"), (64, "does not fit")):
         fit = headroom_fit(get_model("llama-2-70b"), h100, batch=batch, seq_len=2048, tp=2)

@@ -1,4 +1,4 @@
-"""Operator FLOPs and bytes (inferlab.costs) against counts worked out by hand.
+"""Operator FLOPs and bytes (inferlab.core.costs) against counts worked out by hand.
 
 Every expectation is arithmetic on the architecture numbers, written out here from the formula
 in the docstring; none is copied from the library's output.
@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from inferlab import Precision, get_model
-from inferlab.costs import (Cost, ForwardCosts, attention_pairs, chunked_prefill_costs,
+from inferlab.core.costs import (Cost, ForwardCosts, attention_pairs, chunked_prefill_costs,
                             decode_costs, forward_costs, linear_cost, prefill_costs, total_cost)
-from inferlab.latency import prefill_flops_rule
+from inferlab.core.latency import prefill_flops_rule
 
 pytestmark = pytest.mark.core
 

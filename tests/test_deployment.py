@@ -4,10 +4,10 @@ import dataclasses
 
 import pytest
 
-from inferlab import latency
-from inferlab.costs import decode_costs
-from inferlab.deployment import Deployment
-from inferlab.specs import Precision, get_accelerator, get_model
+from inferlab.core import latency
+from inferlab.core.costs import decode_costs
+from inferlab.core.deployment import Deployment
+from inferlab.core.specs import Precision, get_accelerator, get_model
 
 pytestmark = pytest.mark.core
 
@@ -58,7 +58,7 @@ def test_a_deployment_is_frozen_and_with_checks_again():
     (dict(allreduce="yes"), ValueError, r"^allreduce must be True or False; got 'yes'$"),
     (dict(allreduce_latency_s=-1e-6), ValueError, r"^allreduce_latency_s must be a finite number >= 0"),
     (dict(precision="int8"), TypeError,
-     r"^deployment\.Deployment\(precision=\.\.\.\): expected Precision, got str 'int8'; build one with inferlab\.specs\.Precision"),
+     r"^deployment\.Deployment\(precision=\.\.\.\): expected Precision, got str 'int8'; build one with inferlab\.core\.specs\.Precision"),
 ])
 def test_a_bad_field_is_refused_by_name_in_one_line(kwargs, error, match):
     with pytest.raises(error, match=match) as e:
@@ -68,7 +68,7 @@ def test_a_bad_field_is_refused_by_name_in_one_line(kwargs, error, match):
 
 def test_a_name_where_the_object_belongs_says_which_resolver():
     with pytest.raises(TypeError, match=r"^deployment\.Deployment\(accelerator=\.\.\.\): expected Accelerator, got str 'h100-sxm'; "
-                                        r"resolve names with inferlab\.specs\.get_accelerator$"):
+                                        r"resolve names with inferlab\.core\.specs\.get_accelerator$"):
         Deployment("h100-sxm")
     with pytest.raises(TypeError, match=r"^latency\.prefill_time_s\(deployment=\.\.\.\): expected Deployment or "
                                         r"Accelerator, got str 'h100-sxm'"):

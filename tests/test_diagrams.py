@@ -1,11 +1,11 @@
-"""The mechanism diagrams (inferlab.diagrams): the numbers they write out, checked by hand."""
+"""The mechanism diagrams (inferlab.notebook.diagrams): the numbers they write out, checked by hand."""
 from __future__ import annotations
 
 import pytest
 
-from inferlab import diagrams
-from inferlab.phone_figures import min_text_px
-from inferlab.specs import BF16, Precision, get_accelerator, get_model
+from inferlab.notebook import diagrams
+from inferlab.notebook.phone_figures import min_text_px
+from inferlab.core.specs import BF16, Precision, get_accelerator, get_model
 
 L13 = get_model("llama-2-13b")
 H100 = get_accelerator("h100-sxm")
@@ -40,7 +40,7 @@ def test_roofline_diagram_ridge_is_peak_over_bandwidth():
 
 
 def test_request_timeline_adds_queue_prefill_and_steps():
-    from inferlab.latency import decode_step_time_s, prefill_time_s
+    from inferlab.core.latency import decode_step_time_s, prefill_time_s
     tl = diagrams.request_timeline_times(L13, H100, BF16, prompt_len=512, output_tokens=4, queue_s=0.01)
     assert tl.ttft_s == pytest.approx(0.01 + prefill_time_s(L13, H100, 512))
     assert len(tl.step_s) == 3 and len(tl.token_times_s) == 4
@@ -70,7 +70,7 @@ def test_continuous_schedule_refills_a_slot_as_soon_as_it_frees():
 
 
 def test_batching_timeline_numbers_and_bad_input():
-    from inferlab.latency import decode_step_time_s
+    from inferlab.core.latency import decode_step_time_s
     p = diagrams.batching_timeline(L13, H100, LENGTHS, slots=4, context_len=1024)
     assert p.data["step_s"] == pytest.approx(decode_step_time_s(L13, H100, 1024, 4))
     assert "static: 15 steps" in p.table and "continuous: 12 steps" in p.table

@@ -1,4 +1,4 @@
-"""The efficiency choice (inferlab.efficiency, deployment.Deployment.efficiency / step_overhead): the ideal
+"""The efficiency choice (inferlab.core.efficiency, deployment.Deployment.efficiency / step_overhead): the ideal
 roofline, fixed MFU/MBU knobs and Vidur's measured kernels, through latency and the simulator's step time.
 
 Expected values are written out here: the old roofline path called directly, or the measured pass summed
@@ -10,14 +10,14 @@ import dataclasses
 import numpy as np
 import pytest
 
-from inferlab import kernels, latency
-from inferlab.costs import chunked_prefill_costs, decode_costs, forward_costs, prefill_costs
-from inferlab.deployment import Deployment
-from inferlab.efficiency import MeasuredKernels, Roofline
-from inferlab.parallel import tp_communication_time_s
-from inferlab.roofline import pass_time_s
+from inferlab.core import kernels, latency
+from inferlab.core.costs import chunked_prefill_costs, decode_costs, forward_costs, prefill_costs
+from inferlab.core.deployment import Deployment
+from inferlab.core.efficiency import MeasuredKernels, Roofline
+from inferlab.core.parallel import tp_communication_time_s
+from inferlab.core.roofline import pass_time_s
 from inferlab.serving import ContinuousBatching, RooflineStepTime, Workload, simulate
-from inferlab.specs import Precision, get_accelerator, get_model
+from inferlab.core.specs import Precision, get_accelerator, get_model
 
 pytestmark = pytest.mark.core
 

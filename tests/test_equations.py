@@ -1,9 +1,9 @@
-"""inferlab.equations: each key equation is written once; its statement, its worked form and its
+"""inferlab.notebook.equations: each key equation is written once; its statement, its worked form and its
 value come from that one definition. Expected values are worked out by hand in the comments."""
 
 import pytest
 
-from inferlab import equations
+from inferlab.notebook import equations
 
 pytestmark = pytest.mark.core
 

@@ -81,7 +81,7 @@ def test_a_grader_without_root_sandboxes_and_scores_correctly(mode):
         secret.write_text("the answer key")
         cases = {
             "honest": notebook("from inferlab.exercises import check",
-                               "from inferlab.memory import kv_cache_bytes\nfrom inferlab.specs import get_model\n"
+                               "from inferlab.core.memory import kv_cache_bytes\nfrom inferlab.core.specs import get_model\n"
                                "ex1 = kv_cache_bytes(get_model('llama-3-70b'), 8192) / 1e9",
                                'check("15.1.2-ex1", ex1)'),
             "wrong": notebook("from inferlab.exercises import check", "ex1 = 21.47483648", 'check("15.1.2-ex1", ex1)'),

@@ -80,7 +80,7 @@ def graded(tmp_path_factory):
     secret.write_text("the answer key")
     library = sb.library_root() / "inferlab"
     honest = notebook("from inferlab.exercises import check",
-                      "from inferlab import Precision\nfrom inferlab.memory import kv_cache_bytes\nfrom inferlab.specs import get_model\n"
+                      "from inferlab import Precision\nfrom inferlab.core.memory import kv_cache_bytes\nfrom inferlab.core.specs import get_model\n"
                       "ex1 = kv_cache_bytes(get_model('llama-3-70b'), 8192, batch=1, precision=Precision(kv='bf16')) / 1e9",
                       'check("15.1.2-ex1", ex1)')
     cases = {

@@ -16,8 +16,8 @@ from inferlab.exercises import exercises, get, set_student, variant
 from inferlab.exercises.cells import statement_markdown
 from inferlab.exercises.core import _STUDENT, _matches, variant_seed
 from inferlab.exercises.student import build_for_roster
-from inferlab.memory import memory_budget
-from inferlab.specs import get_accelerator, get_model
+from inferlab.core.memory import memory_budget
+from inferlab.core.specs import get_accelerator, get_model
 
 KEY = bytes(range(32))  # a fixed instructor key (the real one is random, see inferlab.exercises.key)
 VARIED = [e.id for e in exercises()]  # every exercise varies

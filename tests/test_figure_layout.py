@@ -1,7 +1,7 @@
 """Every figure of the chapter, laid out by matplotlib's renderer: no text (label, legend,
 annotation, tick label) over data, over another text or across the axes frame; no legend (of an
 axes or of the figure) over any panel's data; no text under 9 pt. Figures: the chapter's
-(inferlab.figures), the What-if scenarios, the panels, the measured figures and breakdowns, and
+(inferlab.notebook.figures), the What-if scenarios, the panels, the measured figures and breakdowns, and
 the serving lab's (labplots, the live-vs-simulated quantiles).
 
 Bounding boxes come from the Agg renderer after a full draw (`fig.draw_without_rendering` would
@@ -21,9 +21,9 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.text import Text
 
-from inferlab import panel, plots
-from inferlab.figures import FIGURES
-from inferlab.specs import BF16, get_accelerator, get_model
+from inferlab.notebook import panel, plots
+from inferlab.notebook.figures import FIGURES
+from inferlab.core.specs import BF16, get_accelerator, get_model
 
 H100_SXM = get_accelerator("h100-sxm")
 LLAMA_2_13B = get_model("llama-2-13b")
@@ -216,8 +216,9 @@ def test_chapter_figure_layout(name):
 @pytest.mark.parametrize("name", sorted(FIGURES))
 def test_chapter_figure_layout_in_other_scenarios(name, model, gpu):
     """The What-if scenarios of tests/test_reader_notebooks.py, without the book's markers."""
-    import inferlab.figures as f
-    from inferlab import kernels, measured_plots, reader
+    import inferlab.notebook.figures as f
+    from inferlab.core import kernels
+    from inferlab.notebook import measured_plots, reader
     model, gpu = get_model(model), get_accelerator(gpu)  # the What-if cell's objects
     build = {
         "15.1.1-fig1-roofline": lambda: plots.roofline_plot(model, gpu, BF16, prompt_lens=(128, 512, 2048, 8192),
@@ -308,7 +309,8 @@ def test_multi_panel_figures_keep_a_single_figure_width():
 
 # ---- the serving lab's figures (small runs of the lab's experiments; the notebook's are larger)
 def _lab_figures():
-    from inferlab.serving import ChunkedPrefill, ContinuousBatching, StaticBatching, lab, labplots, validate
+    from inferlab.serving import ChunkedPrefill, ContinuousBatching, StaticBatching, validate
+    from inferlab.notebook import lab, labplots
     small = lab.Scenario(n_requests=120)
     policies = lab.policy_sweep(small, (2.0, 4.0, 8.0), {
         "static, B = 16 (0.5 s timeout)": StaticBatching(16, timeout_s=0.5), "continuous": ContinuousBatching()})

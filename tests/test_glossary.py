@@ -38,10 +38,10 @@ def test_every_name_it_gives_exists():
 
 def test_the_numbers_it_states_are_the_codes():
     from inferlab.measure.suite import CONTENTION_CLEAN
-    from inferlab.serving.study.checks import P50_BOUND, P99_BOUND, STEP_SENSITIVITY
-    from inferlab.serving.study.engines.vllm import DISTURBED_WAIT_S, SLOW_START_RATIO, SLOW_START_STEPS
-    from inferlab.serving.study.hostspeed import CHUNK_SPEED_EXPONENT
-    from inferlab.serving.study.validate import LOAD_FACTORS, VLLM_REPEAT_DISTURBED
+    from inferlab.study.checks import P50_BOUND, P99_BOUND, STEP_SENSITIVITY
+    from inferlab.study.engines.vllm import DISTURBED_WAIT_S, SLOW_START_RATIO, SLOW_START_STEPS
+    from inferlab.study.hostspeed import CHUNK_SPEED_EXPONENT
+    from inferlab.study.validate import LOAD_FACTORS, VLLM_REPEAT_DISTURBED
     text = GLOSSARY.read_text(encoding="utf-8")
     pct = lambda x: f"{x * 100:.0f} %"
     assert f"≤ {pct(P50_BOUND)} at p50" in definition(text, "bound")

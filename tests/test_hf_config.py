@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from inferlab.specs import from_hf_config, get_model, resolve_model
+from inferlab.core.specs import from_hf_config, get_model, resolve_model
 
 pytestmark = pytest.mark.core
 
@@ -132,7 +132,7 @@ SHIPPED = {  # the counts the model cards and safetensors metadata publish (data
 
 
 def test_shipped_configs_match_published_counts():
-    from inferlab.specs import data_dir
+    from inferlab.core.specs import data_dir
     for name, published in SHIPPED.items():
         assert from_hf_config(data_dir() / "hf-configs" / name).n_params == published, name
     ds = from_hf_config(data_dir() / "hf-configs" / "deepseek-v3")
@@ -160,7 +160,7 @@ def test_estimate_json_takes_a_config_path(tmp_path, capsys, key):
 def test_mixtral_on_h200_itl_between_active_and_all_expert_reads(capsys):
     """B = 1 reads the 2 active experts of 8 (about 12.9e9 parameters); B = 256 touches all 8 in every
     layer (8 (1 - (6/8)^256) = 8.000), so its step reads at least every weight (46.7e9 parameters)."""
-    from inferlab.specs import data_dir
+    from inferlab.core.specs import data_dir
     path = str(data_dir() / "hf-configs" / "mixtral-8x7b-v0.1")
     bw = 4.8e12   # H200 HBM3e, bytes/s (data/accelerators.toml)
     # Active parameters by hand: 32 layers x (attention 2 x 4096 x 4096 + 2 x 4096 x 1024, router 4096 x 8,
@@ -183,7 +183,7 @@ def test_estimate_bad_config_is_one_line(tmp_path, capsys):
 def test_fp8_weights_activations_and_kv(capsys):
     """FP8 where the accelerator has an FP8 peak (H100, H200, B200, MI300X; data/accelerators.toml cites the
     datasheets): one byte per weight and per cached element, prefill at the FP8 peak; an A100 has none."""
-    from inferlab.specs import data_dir
+    from inferlab.core.specs import data_dir
     path = str(data_dir() / "hf-configs" / "mixtral-8x7b-v0.1")
     fp8 = ["--weights-dtype", "fp8", "--activations-dtype", "fp8", "--kv-dtype", "fp8"]
     for gpu in ("h100-sxm", "h200", "b200", "mi300x"):
@@ -200,8 +200,8 @@ def test_fp8_weights_activations_and_kv(capsys):
 
 
 def test_what_if_takes_a_config_path(monkeypatch):
-    from inferlab import reader
-    from inferlab.specs import data_dir
+    from inferlab.notebook import reader
+    from inferlab.core.specs import data_dir
     path = str(data_dir() / "hf-configs" / "deepseek-v3")
     monkeypatch.setenv(reader.WHATIF_ENV, f"{path}@h200")
     model, acc, _ = reader.what_if("llama-2-13b-book", "h100-sxm")
@@ -209,7 +209,7 @@ def test_what_if_takes_a_config_path(monkeypatch):
 
 
 def test_deepseek_v2_lite_published_counts():
-    from inferlab.specs import data_dir
+    from inferlab.core.specs import data_dir
     m = from_hf_config(data_dir() / "hf-configs" / "deepseek-v2-lite")
     assert round(m.n_params / 1e9, 1) == 15.7
     assert round((m.n_params_active - m.embedding_params) / 1e9, 1) == 2.2 or \

@@ -1,4 +1,4 @@
-"""inferlab.interactive: the grids behind the book's interactive figures, checked against the library
+"""inferlab.notebook.interactive: the grids behind the book's interactive figures, checked against the library
 and by hand; the spec's slider shows exactly one frame per step."""
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from inferlab import interactive, plots
-from inferlab.latency import decode_step_time_s, prefill_time_s
-from inferlab.specs import BF16, get_accelerator, get_model
+from inferlab.notebook import interactive, plots
+from inferlab.core.latency import decode_step_time_s, prefill_time_s
+from inferlab.core.specs import BF16, get_accelerator, get_model
 
 L13, H100 = get_model("llama-2-13b"), get_accelerator("h100-sxm")
 
@@ -136,7 +136,8 @@ def test_menu_grid_needs_one_grid_per_combination():
 
 
 def test_tail_grid_plots_the_sweeps_percentiles_in_ms_under_a_scheduler_menu():
-    from inferlab.serving import SLO, lab
+    from inferlab.serving import SLO
+    from inferlab.notebook import lab
 
     def s(ttft, itl):
         return {"ttft_s": {"p50": ttft, "p90": 2 * ttft, "p99": 3 * ttft}, "itl_s": {"p50": itl, "p90": itl, "p99": 4 * itl}}

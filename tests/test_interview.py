@@ -1,4 +1,4 @@
-"""inferlab.interview: the chapter's twelve interview questions as drills, their folded answers computed
+"""inferlab.notebook.interview: the chapter's twelve interview questions as drills, their folded answers computed
 for the page's scenario. The key numbers are recomputed here by hand (model fields, datasheet values);
 every erratum of a question's paragraph is answered with its link; a What-if scenario changes them."""
 from __future__ import annotations
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from inferlab import interview
-from inferlab.specs import BF16, get_accelerator, get_model
+from inferlab.notebook import interview
+from inferlab.core.specs import BF16, get_accelerator, get_model
 
 ROOT = Path(__file__).resolve().parents[1]
 L13, L70, L3 = get_model("llama-2-13b"), get_model("llama-2-70b"), get_model("llama-3-8b")
@@ -177,9 +177,9 @@ def test_a_model_too_large_for_one_gpu_is_answered_on_the_layout_that_holds_it(a
 def test_the_ceiling_at_b_star_is_said_as_computed_for_a_mixture_of_experts():
     # Mixtral on an H200 at context 1,000: B* ~ 713, where the experts' products are near the ridge,
     # so the step is partly compute-bound and throughput is below the memory-bound model's half.
-    from inferlab.latency import kv_crossover_batch, throughput_tokens_per_s
-    from inferlab.memory import kv_cache_bytes
-    from inferlab.specs import resolve_model
+    from inferlab.core.latency import kv_crossover_batch, throughput_tokens_per_s
+    from inferlab.core.memory import kv_cache_bytes
+    from inferlab.core.specs import resolve_model
     m, g = resolve_model("mixtral-8x7b-v0.1"), get_accelerator("h200")
     share = (throughput_tokens_per_s(m, g, 1000, round(kv_crossover_batch(m, 1000)))
              / (g.hbm_bytes_per_s / kv_cache_bytes(m, 1000, 1)))

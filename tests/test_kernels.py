@@ -1,4 +1,4 @@
-"""The measured-kernel curves (inferlab.kernels) against Vidur's published profiles (data/vidur/).
+"""The measured-kernel curves (inferlab.core.kernels) against Vidur's published profiles (data/vidur/).
 
 Expected values come from the vendored CSVs read here with the csv module, or from the formula's
 limits written out by hand; never from the code under test's own output.
@@ -12,9 +12,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from inferlab import kernels
-from inferlab.kernels import report
-from inferlab.specs import get_accelerator
+from inferlab.core import kernels
+from inferlab.core.kernels import report
+from inferlab.core.specs import get_accelerator
 
 pytestmark = pytest.mark.core
 
@@ -173,7 +173,7 @@ def test_vendored_data_carries_source_and_licence():
 def test_spec_allreduce_is_the_fit_of_the_vendored_profile(name):
     # data/accelerators.toml carries the ring formula's two numbers for the measured nodes; they must be
     # what kernels.collectives.ring_fit makes of the vendored profile today (to the 4 digits typed there).
-    from inferlab.kernels.collectives import ring_fit
+    from inferlab.core.kernels.collectives import ring_fit
     acc = get_accelerator(name)
     fit = ring_fit(name)
     assert acc.allreduce_latency_s == pytest.approx(fit.latency_s, rel=5e-4)
@@ -182,7 +182,7 @@ def test_spec_allreduce_is_the_fit_of_the_vendored_profile(name):
 
 
 def test_parallel_allreduce_default_follows_the_measured_node():
-    from inferlab import parallel
+    from inferlab.core import parallel
     # An 8-GPU H100 node, a decode message of Llama-2 70B at B = 1 (8192 x 2 bytes): the ring formula with
     # the spec's measured latency and bus bandwidth, by hand, and within 35 % of the profiled points.
     by_hand = H100.allreduce_latency_s + 2 * 7 / 8 * 16_384 / H100.allreduce_bus_bytes_per_s

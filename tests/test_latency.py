@@ -1,4 +1,4 @@
-"""TTFT, ITL, throughput, B* and cost (inferlab.latency) against the book's Llama-2 13B / H100 cases.
+"""TTFT, ITL, throughput, B* and cost (inferlab.core.latency) against the book's Llama-2 13B / H100 cases.
 
 Where the book is self-consistent the library must land on its number; where it is not, the
 test states the correct value and why (each such case is marked ERRATUM).
@@ -6,13 +6,13 @@ test states the correct value and why (each such case is marked ERRATUM).
 import numpy as np
 import pytest
 
-from inferlab.deployment import Deployment
+from inferlab.core.deployment import Deployment
 from inferlab import Precision
-from inferlab.costs import decode_costs
-from inferlab.latency import (cost_per_1k_tokens_usd, decode_step_rule_s, decode_step_time_s,
+from inferlab.core.costs import decode_costs
+from inferlab.core.latency import (cost_per_1k_tokens_usd, decode_step_rule_s, decode_step_time_s,
                               itl_s, kv_crossover_batch, prefill_time_s, throughput_tokens_per_s,
                               ttft_rule_s, ttft_s)
-from inferlab.specs import get_accelerator, get_model
+from inferlab.core.specs import get_accelerator, get_model
 
 pytestmark = pytest.mark.core
 
@@ -203,14 +203,14 @@ def test_vectorised_calls_match_scalar_calls():
 # ---------------------------------------------------------------------------------------------
 
 def test_extend_time_is_a_prefill_with_nothing_cached_and_a_decode_step_with_one_new_token():
-    from inferlab.latency import decode_step_time_s, extend_time_s, prefill_time_s
+    from inferlab.core.latency import decode_step_time_s, extend_time_s, prefill_time_s
     m, g = get_model("llama-2-13b"), get_accelerator("h100-sxm")
     assert extend_time_s(m, g, 2048, 0) == pytest.approx(prefill_time_s(m, g, 2048), rel=1e-12)
     assert extend_time_s(m, g, 1, 1023) == pytest.approx(decode_step_time_s(m, g, 1024), rel=1e-12)
 
 
 def test_a_cached_prefix_leaves_only_the_new_tokens_linear_work():
-    from inferlab.latency import extend_time_s, prefill_time_s
+    from inferlab.core.latency import extend_time_s, prefill_time_s
     m, g = get_model("llama-2-13b"), get_accelerator("h100-sxm")
     cached = extend_time_s(m, g, 200, 3000)
     # at least the 200 tokens' matrix FLOPs at peak (2 * P_matmul * 200), far under the whole prompt's prefill
@@ -222,8 +222,8 @@ def test_a_cached_prefix_leaves_only_the_new_tokens_linear_work():
 
 
 def test_chunked_prefill_is_the_sum_of_its_chunks_and_never_faster():
-    from inferlab.deployment import Deployment
-    from inferlab.latency import chunked_prefill_time_s, extend_time_s, prefill_time_s
+    from inferlab.core.deployment import Deployment
+    from inferlab.core.latency import chunked_prefill_time_s, extend_time_s, prefill_time_s
     m, g = get_model("llama-2-13b"), get_accelerator("h100-sxm")
     for d in (g, Deployment(g, tp=2)):
         whole = prefill_time_s(m, d, 3000)

@@ -11,7 +11,7 @@ import torch
 from inferlab import DoesNotFitError
 from inferlab import measure
 from inferlab.cli import main as cli_main
-from inferlab.latency import decode_step_time_s, prefill_time_s
+from inferlab.core.latency import decode_step_time_s, prefill_time_s
 from inferlab.measure import ceilings, device, plan, suite
 from inferlab.measure.timing import Timing, time_fn
 from inferlab.measure import calibrate
@@ -84,7 +84,7 @@ def test_impossible_size_is_refused_before_anything_is_allocated(monkeypatch):
 def test_memory_estimate_uses_the_library_and_names_the_parts():
     p = plan.make_plan("cpu", "bf16", model="cpu-0.5b")
     need = plan.memory_needed(p)
-    from inferlab.memory import kv_cache_bytes, weight_bytes
+    from inferlab.core.memory import kv_cache_bytes, weight_bytes
     assert need["weights"] == weight_bytes(p.model, p.precision)
     assert need["kv_cache"] == kv_cache_bytes(p.model, p.max_seq_len, 1, p.precision)
     assert need["total"] > need["weights"] + need["kv_cache"]
@@ -98,7 +98,7 @@ def test_batch_sweep_stops_at_the_memory_limit():
     assert roomy.batches == (1, 2, 4, 8, 16)  # the plan's cap
     need = plan.fit_batches(p, 1e12)
     # Free memory for exactly 5 sequences beside weights, activations and margin.
-    from inferlab.memory import kv_cache_bytes, weight_bytes
+    from inferlab.core.memory import kv_cache_bytes, weight_bytes
     reserved = (plan.activation_bytes(p.model, p.batch_cap, p.batch_cap, p.precision) + p.margin_bytes
                 + 0.1 * weight_bytes(p.model, p.precision))
     per_seq = kv_cache_bytes(p.model, p.batch_context, 1, p.precision)
@@ -212,7 +212,7 @@ def test_predictions_are_the_librarys_at_the_measured_ceilings(tiny_run):
 
 
 def test_plots_draw_live_and_recorded_runs(tiny_run):
-    from inferlab.measure import plots
+    from inferlab.notebook import measurement_plots as plots
     recorded = measure.SuiteResult(tiny_run.data, source="recorded.json")
     for fn in (plots.ttft_plot, plots.itl_plot, plots.throughput_plot, plots.step_time_plot):
         p = fn([tiny_run, recorded])

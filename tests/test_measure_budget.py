@@ -85,7 +85,7 @@ def test_the_profile_takes_only_the_rounds_that_fit(monkeypatch):
 def test_the_roofline_stops_taking_sizes_when_its_budget_is_spent(monkeypatch):
     torch = pytest.importorskip("torch")
     from inferlab.measure import ceilings
-    from inferlab.specs import Accelerator
+    from inferlab.core.specs import Accelerator
 
     clock = StandInClock()
     budget = StageBudgets({"roofline": 10}, clock=clock)

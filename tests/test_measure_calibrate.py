@@ -4,11 +4,11 @@ import math
 
 import pytest
 
-from inferlab.costs import linear_cost
+from inferlab.core.costs import linear_cost
 from inferlab.measure import calibrate
 from inferlab.measure.profile import linear_sizes, profile_sizes
-from inferlab.roofline import roofline_time_s
-from inferlab.specs import Accelerator, ModelConfig, Precision
+from inferlab.core.roofline import roofline_time_s
+from inferlab.core.specs import Accelerator, ModelConfig, Precision
 
 FP32 = Precision("fp32", "fp32", "fp32")
 # 1 GB/s and 1 GFLOP/s: a linear layer of K x N at M rows takes max(2MKN, 4(KN + M(K+N))) ns.

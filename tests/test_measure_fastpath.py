@@ -156,7 +156,7 @@ def test_serving_validation_and_the_live_loop_choose_by_the_same_probe(monkeypat
     """validate's 'auto' falls back to fp32 where bf16 has no fast path; an explicit bf16 is refused before its
     ceilings; the live loop refuses it too (both consult fastpath.device_probe, as the suite does)."""
     from inferlab.measure.plan import TINY_MODEL
-    from inferlab.serving.study import live, validate
+    from inferlab.study import live, validate
     monkeypatch.setattr(fastpath, "device_probe", lambda kind: SLOW_BF16)
 
     def must_not_run(*a, **k):

@@ -11,7 +11,7 @@ from inferlab import measure
 
 from inferlab.measure import calibrate, ceilings, drift, plan, runner, suite
 from inferlab.measure.profile import pass_residual
-from inferlab.specs import Accelerator
+from inferlab.core.specs import Accelerator
 
 from test_measure_calibrate import ACC, CFG, FP32, _points, _profile
 
@@ -127,8 +127,8 @@ def test_a_decode_step_reads_the_weights_once_the_embedding_rows_and_the_kv_cach
     # 4 = 65,536; k, v in + cache write 2 x (16,384 + 16,384) = 65,536; QK^T, PV read q 2 x 16,384;
     # gate, up, down 3 x 2 x 7680 x 4 = 184,320: 348,160 x 8 = 2,785,280; embedding out 16,384; LM
     # head in + out 2 x 34,048 x 4 = 272,384. Total 1,976,510,464 bytes.
-    from inferlab.costs import decode_costs
-    from inferlab.memory import weight_bytes
+    from inferlab.core.costs import decode_costs
+    from inferlab.core.memory import weight_bytes
     from dataclasses import replace
     cfg = plan.CPU_MODEL
     assert float(decode_costs(cfg, 2, 256, FP32).total.bytes) == 1_976_510_464

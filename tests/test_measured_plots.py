@@ -1,4 +1,4 @@
-"""The chapter on a real GPU (inferlab.measured_plots): the profiled rows, the fitted curves and the
+"""The chapter on a real GPU (inferlab.notebook.measured_plots): the profiled rows, the fitted curves and the
 ideal roofline side by side. Expected values are recomputed here from the vendored profile
 (data/vidur/compute.csv, read with the csv module) and from the datasheet, never copied from output;
 each test names the bug it would catch."""
@@ -11,11 +11,12 @@ import re
 import numpy as np
 import pytest
 
-from inferlab import conclusions, kernels, latency, parallel, phone_figures
-from inferlab import measured_plots as mp
-from inferlab.deployment import Deployment
-from inferlab.efficiency import MeasuredKernels, small_kernels_time_s
-from inferlab.specs import BF16, Precision, data_dir, get_accelerator, get_model
+from inferlab.notebook import conclusions, phone_figures
+from inferlab.core import kernels, latency, parallel
+from inferlab.notebook import measured_plots as mp
+from inferlab.core.deployment import Deployment
+from inferlab.core.efficiency import MeasuredKernels, small_kernels_time_s
+from inferlab.core.specs import BF16, Precision, data_dir, get_accelerator, get_model
 from test_figure_layout import layout_problems
 
 H100 = get_accelerator("h100-sxm")

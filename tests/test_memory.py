@@ -1,11 +1,11 @@
-"""Weights, KV cache and the batch that fits (inferlab.memory), against the book's worked numbers."""
+"""Weights, KV cache and the batch that fits (inferlab.core.memory), against the book's worked numbers."""
 import numpy as np
 import pytest
 
 from inferlab import DoesNotFitError, Precision, get_model
-from inferlab.memory import (kv_cache_bytes, kv_cache_bytes_per_token, max_batch, memory_budget,
+from inferlab.core.memory import (kv_cache_bytes, kv_cache_bytes_per_token, max_batch, memory_budget,
                              weight_bytes)
-from inferlab.specs import get_accelerator
+from inferlab.core.specs import get_accelerator
 
 pytestmark = pytest.mark.core
 
@@ -144,7 +144,7 @@ def test_max_batch_is_never_negative_or_nan():
 # ---------------------------------------------------------------------------------------------
 
 def test_fit_advice_names_the_tensor_parallel_degree_that_fits_llama_2_70b():
-    from inferlab.memory import fit_advice
+    from inferlab.core.memory import fit_advice
     m = get_model("llama-2-70b")
     a = fit_advice(m, H100_SXM, 1000)
     # 138 GB of bf16 weights > 80 GB: nothing fits on one GPU, not even with a shorter context
@@ -163,7 +163,7 @@ def test_fit_advice_names_the_tensor_parallel_degree_that_fits_llama_2_70b():
 
 
 def test_fit_advice_for_a_context_too_long_offers_int8_a_shorter_context_and_tp():
-    from inferlab.memory import fit_advice
+    from inferlab.core.memory import fit_advice
     a = fit_advice(LLAMA_2_13B, H100_SXM, 100_000, beyond_context=True)
     free = 80e9 - weight_bytes(LLAMA_2_13B)
     assert a.longest_context == int(free // KV_PER_TOKEN)               # 65,879 tokens
@@ -173,6 +173,6 @@ def test_fit_advice_for_a_context_too_long_offers_int8_a_shorter_context_and_tp(
 
 
 def test_fit_advice_when_it_fits_is_silent():
-    from inferlab.memory import fit_advice
+    from inferlab.core.memory import fit_advice
     a = fit_advice(LLAMA_2_13B, H100_SXM, 1000)
     assert a.fits and a.max_batch == max_batch(LLAMA_2_13B, H100_SXM, 1000) and a.sentence() == ""

@@ -3,7 +3,7 @@ import pytest
 import torch
 
 from inferlab import get_model, list_models
-from inferlab.model import build_model, flop_counter
+from inferlab.measure.model import build_model, flop_counter
 
 GQA = get_model("llama-3-8b").with_(d_model=64, n_layers=2, n_heads=4, n_kv_heads=2, head_dim=16,
                                     d_ff=128, vocab_size=97)
@@ -130,7 +130,7 @@ def test_counted_flops_match_hand_formula(cfg, past, q, all_logits):
 @pytest.mark.parametrize("cfg", TINY.values(), ids=TINY.keys())
 def test_counted_flops_match_forward_costs(cfg, past, q, all_logits):
     """FlopCounterMode counts SDPA dense (the masked half included), hence causal=False."""
-    from inferlab.costs import forward_costs
+    from inferlab.core.costs import forward_costs
 
     B = 2
     model = build_model(cfg)

@@ -7,10 +7,10 @@ import math
 import numpy as np
 import pytest
 
-from inferlab.latency import kv_crossover_batch
-from inferlab.memory import kv_cache_bytes, weight_bytes, weight_bytes_read
-from inferlab.moe import expected_experts, tokens_touching
-from inferlab.specs import get_model, resolve_model
+from inferlab.core.latency import kv_crossover_batch
+from inferlab.core.memory import kv_cache_bytes, weight_bytes, weight_bytes_read
+from inferlab.core.moe import expected_experts, tokens_touching
+from inferlab.core.specs import get_model, resolve_model
 
 pytestmark = pytest.mark.core
 

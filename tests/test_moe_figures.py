@@ -4,9 +4,9 @@ grows with the batch), titles read off the computed curves instead of the dense 
 import numpy as np
 import pytest
 
-from inferlab import figures, plots
-from inferlab.latency import throughput_tokens_per_s
-from inferlab.specs import BF16, Precision, get_accelerator, get_model, resolve_model
+from inferlab.notebook import figures, plots
+from inferlab.core.latency import throughput_tokens_per_s
+from inferlab.core.specs import BF16, Precision, get_accelerator, get_model, resolve_model
 
 MIXTRAL = "mixtral-8x7b-v0.1"
 MIXTRAL_BYTES = 46_702_792_704 * 2          # bf16, every expert

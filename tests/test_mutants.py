@@ -4,11 +4,11 @@ suite against a hand list of mutants."""
 import numpy as np
 import pytest
 
-from inferlab.deployment import Deployment
-from inferlab.latency import kv_crossover_batch
-from inferlab.parallel import check_tp
-from inferlab.specs import get_model
-from inferlab.specs import get_accelerator
+from inferlab.core.deployment import Deployment
+from inferlab.core.latency import kv_crossover_batch
+from inferlab.core.parallel import check_tp
+from inferlab.core.specs import get_model
+from inferlab.core.specs import get_accelerator
 
 pytestmark = pytest.mark.core
 
@@ -89,10 +89,10 @@ def test_exercise_tolerance_is_what_the_statement_says():
 
 
 def test_context_warning_and_its_flag():
-    from inferlab.context import ContextLengthWarning, beyond_context
-    from inferlab.costs import prefill_costs
-    from inferlab.latency import prefill_time_s
-    from inferlab.memory import kv_cache_bytes
+    from inferlab.core.context import ContextLengthWarning, beyond_context
+    from inferlab.core.costs import prefill_costs
+    from inferlab.core.latency import prefill_time_s
+    from inferlab.core.memory import kv_cache_bytes
     with pytest.warns(ContextLengthWarning, match=r"4097 tokens exceed the maximum context of llama-2-13b \(4096"):
         prefill_time_s(L2_13B, H100_SXM, 4097)
     with pytest.warns(ContextLengthWarning):
@@ -111,9 +111,9 @@ def test_context_warning_and_its_flag():
 
 
 def test_default_allreduce_latency_is_the_nodes_and_zero_is_the_books_idealisation():
-    from inferlab.latency import decode_step_time_s
-    from inferlab.parallel import DEFAULT_ALLREDUCE_LATENCY_S
-    from inferlab.specs import get_accelerator
+    from inferlab.core.latency import decode_step_time_s
+    from inferlab.core.parallel import DEFAULT_ALLREDUCE_LATENCY_S
+    from inferlab.core.specs import get_accelerator
     assert DEFAULT_ALLREDUCE_LATENCY_S == 8e-6
     # Decode at B=1, tp=2 on the H100 node: 40 layers x 2 all-reduces x its measured 22.59 us = 1.807 ms
     # over the idealised value (the latency alone: the bandwidth term is in both).
@@ -128,7 +128,7 @@ def test_default_allreduce_latency_is_the_nodes_and_zero_is_the_books_idealisati
 
 
 def test_decode_under_tp_runs_one_devices_shard():
-    from inferlab.latency import decode_step_time_s
+    from inferlab.core.latency import decode_step_time_s
     # Decode at B=1, context 1024 is memory-bound: ~ bytes read / bandwidth. One H100: the weights
     # (26.03 GB) less the embedding table (0.33 GB; one row is read) plus the KV cache (1024 x
     # 819,200 B = 0.84 GB): 26.54 GB / 3.35 TB/s = 7.92 ms. Each of two devices (communication left
@@ -145,7 +145,7 @@ def test_tied_embeddings_are_counted_once():
 
 
 def test_lm_head_of_a_non_final_prefill_chunk_has_intensity_0_not_nan():
-    from inferlab.costs import chunked_prefill_costs
+    from inferlab.core.costs import chunked_prefill_costs
     # 1000 tokens in chunks of 256: 4 chunks; only the last computes logits.
     lm = chunked_prefill_costs(L2_13B, 1000, 256).chunks.head["lm_head"].intensity
     assert list(lm[:3]) == [0.0, 0.0, 0.0] and lm[3] > 0

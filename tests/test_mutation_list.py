@@ -41,9 +41,9 @@ def test_a_stale_mutant_is_named_and_stops_the_run(mutation, tmp_path, capsys):
         "costs: in no file (b.py, which does not exist): snippet found 0 times"]
     saved = mutation.MUTANTS
     try:
-        mutation.MUTANTS = [*saved, mutation.Mutant("costs", "costs.py", "no such snippet", "", "planted stale")]
+        mutation.MUTANTS = [*saved, mutation.Mutant("costs", "core/costs.py", "no such snippet", "", "planted stale")]
         assert mutation.main(["--module", "costs"]) == 1
-        assert "planted stale (costs.py): snippet found 0 times" in capsys.readouterr().err
+        assert "planted stale (core/costs.py): snippet found 0 times" in capsys.readouterr().err
         assert mutation.main(["--module", "costs", "--list"]) == 1
         out = capsys.readouterr().out
         assert "STALE costs" in out and "1 stale" in out

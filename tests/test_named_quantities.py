@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from inferlab.claims.registry import half_unit, load_registry
-from inferlab.memory_headroom import VLLM_DEFAULT_UTILISATION, headroom_fit
-from inferlab.specs import get_accelerator, get_model
+from inferlab.core.memory_headroom import VLLM_DEFAULT_UTILISATION, headroom_fit
+from inferlab.core.specs import get_accelerator, get_model
 
 H100_SXM = get_accelerator("h100-sxm")
 LLAMA_2_70B = get_model("llama-2-70b")

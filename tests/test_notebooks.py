@@ -151,14 +151,14 @@ def test_the_lost_formulas_of_the_subsection_are_shown(name):
 
 
 def book_label(figure: str) -> str:
-    """inferlab.figures' name "15.1.1-fig2-ttft-vs-prompt" -> the notebook label "fig-15-1-1-ttft-vs-prompt"."""
+    """inferlab.notebook.figures' name "15.1.1-fig2-ttft-vs-prompt" -> the notebook label "fig-15-1-1-ttft-vs-prompt"."""
     section, _, slug = figure.split("-", 2)
     return "fig-" + section.replace(".", "-") + "-" + slug
 
 
 def figure_cells():
     """{exported figure name: [(notebook, cell)]} for the figure cells whose label is an exported figure."""
-    from inferlab.figures import FIGURES
+    from inferlab.notebook.figures import FIGURES
     names = {book_label(f): f for f in FIGURES}
     out = {}
     for name in NOTEBOOKS:
@@ -186,9 +186,9 @@ def test_figure_cells_follow_the_book_markup(name):
 
 
 def test_every_exported_figure_is_drawn_in_exactly_one_notebook():
-    from inferlab.figures import FIGURES
+    from inferlab.notebook.figures import FIGURES
     found = figure_cells()
-    assert sorted(found) == sorted(FIGURES), "figure names in notebooks and in inferlab.figures differ"
+    assert sorted(found) == sorted(FIGURES), "figure names in notebooks and in inferlab.notebook.figures differ"
     for fig, where in found.items():
         assert len(where) == 1, f"{fig} is drawn in {len(where)} cells"
         name, _ = where[0]
@@ -198,7 +198,7 @@ def test_every_exported_figure_is_drawn_in_exactly_one_notebook():
 @pytest.mark.parametrize("figure", sorted(figure_cells()))
 def test_notebook_figure_prints_the_exported_figures_points(figure):
     """At the notebook defaults, the table printed under a figure is the exported figure's table."""
-    from inferlab.figures import FIGURES
+    from inferlab.notebook.figures import FIGURES
     (_, cell), = figure_cells()[figure]
     printed = "".join(o.text if o.output_type == "stream" else o.get("data", {}).get("text/plain", "")
                       for o in cell.outputs)
@@ -219,7 +219,7 @@ def test_in_the_interview_holds_the_sections_three_drills_before_the_audit(name)
     """Each subsection's page poses the book's three interview questions of its section, in order, before
     the closing audit: the question with its anchor (interview-15-x-y-n), an answer cell, and the folded
     answer the library computes (`interview.answer`) with its numbers stored."""
-    from inferlab import interview
+    from inferlab.notebook import interview
     cells = stored(name).cells
     sources = [c.source for c in cells]
     start = next(i for i, s in enumerate(sources) if s.startswith("## In the interview"))

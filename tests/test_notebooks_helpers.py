@@ -1,8 +1,8 @@
-"""inferlab.reader: what the chapter notebooks show from the claims registry."""
+"""inferlab.notebook.reader: what the chapter notebooks show from the claims registry."""
 import pytest
 
 from inferlab.claims import evaluate_claims, lost_formulas
-from inferlab.reader import select, show_formulas, verdict_summary
+from inferlab.notebook.reader import select, show_formulas, verdict_summary
 
 
 def ids(claims):
@@ -43,7 +43,7 @@ def test_formulas_render_as_latex_and_as_plain_text(section):
 
 
 def test_measure_it_names_the_checks_it_knows():
-    from inferlab.reader import measure_it
+    from inferlab.notebook.reader import measure_it
     with pytest.raises(ValueError, match="unknown check 'fastest'; allowed: decode_slower_than_prefill"):
         measure_it("fastest")
 
@@ -51,8 +51,8 @@ def test_measure_it_names_the_checks_it_knows():
 def test_panel_controls_say_what_they_are_before_the_kernel_runs():
     """Before Run All a front end shows a widget's text/plain: a sentence, not a VBox(...) repr."""
     pytest.importorskip("ipywidgets")
-    from inferlab import panel
-    from inferlab.specs import BF16, get_accelerator, get_model
+    from inferlab.notebook import panel
+    from inferlab.core.specs import BF16, get_accelerator, get_model
     p = panel.decode_panel(get_model("llama-2-13b"), get_accelerator("h100-sxm"), BF16, context=1000, batch=16)
     data, _ = panel.controls_bundle(p.controls(), p.tokens_label)
     assert "application/vnd.jupyter.widget-view+json" in data
@@ -63,7 +63,7 @@ def test_panel_controls_say_what_they_are_before_the_kernel_runs():
 @pytest.mark.parametrize("section", ["15.1.1", "15.1.2", "15.2.1", "15.2.2"])
 def test_claim_groups_put_every_claim_of_a_section_in_exactly_one_topic(section):
     """data/claim_groups.toml: the notebooks' tables, by topic, show each claim once and miss none."""
-    from inferlab.reader import claim_groups
+    from inferlab.notebook.reader import claim_groups
     grouped = [letter for _, letters in claim_groups(section).values() for letter in letters]
     every = [c.id.split("-", 1)[1] for c in evaluate_claims(section)]
     assert sorted(grouped) == sorted(every)

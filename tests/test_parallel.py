@@ -1,12 +1,12 @@
-"""Tensor parallelism (inferlab.parallel): shards, per-device memory and all-reduce time."""
+"""Tensor parallelism (inferlab.core.parallel): shards, per-device memory and all-reduce time."""
 import pytest
 
-from inferlab.deployment import Deployment
+from inferlab.core.deployment import Deployment
 from inferlab import get_model
-from inferlab.latency import decode_step_time_s, prefill_time_s
-from inferlab.memory import kv_cache_bytes, kv_cache_bytes_per_token, memory_budget, weight_bytes
-from inferlab.parallel import allreduce_time_s, check_tp, tp_communication_time_s, tp_shard
-from inferlab.specs import get_accelerator
+from inferlab.core.latency import decode_step_time_s, prefill_time_s
+from inferlab.core.memory import kv_cache_bytes, kv_cache_bytes_per_token, memory_budget, weight_bytes
+from inferlab.core.parallel import allreduce_time_s, check_tp, tp_communication_time_s, tp_shard
+from inferlab.core.specs import get_accelerator
 
 pytestmark = pytest.mark.core
 

@@ -1,4 +1,4 @@
-"""A figure's phone variant (inferlab.phone_figures): the copy is laid out for a phone's column and keeps
+"""A figure's phone variant (inferlab.notebook.phone_figures): the copy is laid out for a phone's column and keeps
 the figure's fonts; the original is untouched; every chapter figure's variant passes the layout
 checks of tests/test_figure_layout.py (no text over data or over other text, no text under 9 pt)."""
 from __future__ import annotations
@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from matplotlib.figure import Figure
 
-from inferlab import phone_figures, plots
-from inferlab.figures import FIGURES
+from inferlab.notebook import phone_figures, plots
+from inferlab.notebook.figures import FIGURES
 from test_figure_layout import _lab_figures, _recorded, layout_problems
 
 

@@ -1,16 +1,17 @@
-"""Figure data (inferlab.plots), text tables (inferlab.tables) and the figure export (inferlab.figures)."""
+"""Figure data (inferlab.notebook.plots), text tables (inferlab.notebook.tables) and the figure export (inferlab.notebook.figures)."""
 import re
 
 import numpy as np
 import pytest
 
-from inferlab import plots
-from inferlab.costs import decode_costs, prefill_costs
-from inferlab.latency import decode_step_time_s, kv_crossover_batch, prefill_time_s
-from inferlab.memory import max_batch
-from inferlab.roofline import attainable_flops_per_s, ridge_point
-from inferlab.tables import fmt, operator_table, text_table
-from inferlab.specs import get_accelerator, get_model
+from inferlab.notebook import plots
+from inferlab.core.costs import decode_costs, prefill_costs
+from inferlab.core.latency import decode_step_time_s, kv_crossover_batch, prefill_time_s
+from inferlab.core.memory import max_batch
+from inferlab.core.roofline import attainable_flops_per_s, ridge_point
+from inferlab.base.text_tables import fmt, text_table
+from inferlab.notebook.tables import operator_table
+from inferlab.core.specs import get_accelerator, get_model
 
 L4 = get_accelerator("l4")
 LLAMA_2_70B = get_model("llama-2-70b")
@@ -28,7 +29,7 @@ def test_text_table_aligns_and_rounds():
 
 
 def test_operator_table_total_is_the_per_operator_roofline_time():
-    from inferlab.roofline import pass_time_s
+    from inferlab.core.roofline import pass_time_s
     c = prefill_costs(M, 1, 2048)
     last = operator_table(c, G).splitlines()[-1].split()
     assert last[0] == "total"
@@ -36,7 +37,7 @@ def test_operator_table_total_is_the_per_operator_roofline_time():
 
 
 def test_tensor_parallel_table_speeds_up_both_latencies_and_latency_costs():
-    from inferlab.tables import tensor_parallel_table
+    from inferlab.notebook.tables import tensor_parallel_table
     rows = [r.split() for r in tensor_parallel_table(M, G, 1024, 1024, tps=(1, 2)).splitlines()[2:]]
     assert rows[0][1:] == [f"{prefill_time_s(M, G, 1024) * 1e3:.2f}", "1.00",
                            f"{decode_step_time_s(M, G, 1024) * 1e3:.3f}", "1.00"]
@@ -148,7 +149,7 @@ def test_itl_plot_dots_what_does_not_fit():
 
 def test_export_writes_svg_and_png_named_by_section_and_figure(tmp_path):
     """A smoke test on one figure per section (nbval draws every figure of every notebook)."""
-    from inferlab.figures import FIGURES, export_all
+    from inferlab.notebook.figures import FIGURES, export_all
     sections = ("15.1.1", "15.1.2", "15.2.1", "15.2.2")
     assert all(re.fullmatch(r"15\.[12]\.[12]-fig\d+-[a-z0-9-]+", n) for n in FIGURES)
     assert sorted({n.split("-fig")[0] for n in FIGURES}) == list(sections)

@@ -4,13 +4,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from inferlab import ModelConfig, Precision, get_accelerator, get_model, list_accelerators, list_models
-from inferlab.costs import (attention_pairs, chunked_prefill_costs, decode_costs, forward_costs,
+from inferlab.core.costs import (attention_pairs, chunked_prefill_costs, decode_costs, forward_costs,
                             linear_cost, prefill_costs)
-from inferlab.latency import (decode_step_time_s, kv_crossover_batch, prefill_time_s,
+from inferlab.core.latency import (decode_step_time_s, kv_crossover_batch, prefill_time_s,
                               throughput_tokens_per_s)
-from inferlab.memory import (kv_cache_bytes, max_batch, memory_budget, weight_bytes)
-from inferlab.parallel import tp_shard
-from inferlab.roofline import pass_time_s, roofline_time_s
+from inferlab.core.memory import (kv_cache_bytes, max_batch, memory_budget, weight_bytes)
+from inferlab.core.parallel import tp_shard
+from inferlab.core.roofline import pass_time_s, roofline_time_s
 
 pytestmark = pytest.mark.core
 

@@ -1,10 +1,10 @@
-"""Qualitative words from numbers (inferlab.qualitative_words) and the serving lab's metrics table."""
+"""Qualitative words from numbers (inferlab.base.qualitative_words) and the serving lab's metrics table."""
 import pytest
 
 from inferlab.serving import SLO
 from inferlab.serving.definitions import metrics_table
-from inferlab.specs import BF16, get_accelerator, get_model
-from inferlab.qualitative_words import LARGE_CHANGE, SMALL_CHANGE, ranking, size_of_change
+from inferlab.core.specs import BF16, get_accelerator, get_model
+from inferlab.base.qualitative_words import LARGE_CHANGE, SMALL_CHANGE, ranking, size_of_change
 
 pytestmark = pytest.mark.core
 

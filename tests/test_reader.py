@@ -1,4 +1,4 @@
-"""inferlab.reader and inferlab.panel: what a notebook reader sees (claims tables, erratum boxes,
+"""inferlab.notebook.reader and inferlab.notebook.panel: what a notebook reader sees (claims tables, erratum boxes,
 the What-if scenario, does-not-fit fallbacks, the measured-gap sentence, the interactive panels)."""
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import re
 
 import pytest
 
-from inferlab import panel, plots, reader
+from inferlab.notebook import panel, plots, reader
 from inferlab.claims import evaluate_claims
-from inferlab.specs import BF16, Precision
-from inferlab.specs import get_accelerator, get_model
+from inferlab.core.specs import BF16, Precision
+from inferlab.core.specs import get_accelerator, get_model
 
 H100_SXM = get_accelerator("h100-sxm")
 LLAMA_2_13B = get_model("llama-2-13b")
@@ -207,7 +207,7 @@ def test_panel_controls_change_the_state():
 
 
 def test_a_panel_scenario_past_the_memory_limit_stays_on_its_curve_and_says_so():
-    from inferlab.panel import State, batching_view, decode_view, latency_view
+    from inferlab.notebook.panel import State, batching_view, decode_view, latency_view
     # Llama-2 13B on an H100 at S = 1024: B_max = 64 (test above); B = 200 does not fit
     state = State("llama-2-13b", "h100-sxm", "bf16", "bf16", 200, 1024)
     d = decode_view(state, BF16)

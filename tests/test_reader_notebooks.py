@@ -17,9 +17,9 @@ import numpy as np
 import nbformat
 import pytest
 
-from inferlab.deployment import Deployment
-from inferlab import latency, memory
-from inferlab.specs import get_accelerator, resolve_model as get_model
+from inferlab.core.deployment import Deployment
+from inferlab.core import latency, memory
+from inferlab.core.specs import get_accelerator, resolve_model as get_model
 from hang_guard import HANG_S
 
 CHAPTERS = Path(__file__).resolve().parents[1] / "chapters"
@@ -231,8 +231,8 @@ def _kv_bytes_by_hand(m, S: int, b: int = 2) -> int:
 def test_the_interview_drills_answer_for_the_what_if_scenario(rerun):
     """Under another scenario every drill's folded answer carries that scenario's numbers: each differs
     from the stored answer of the book's scenario, and its key numbers are the library's for the new one."""
-    from inferlab.deployment import Deployment
-    from inferlab.memory import fit_advice
+    from inferlab.core.deployment import Deployment
+    from inferlab.core.memory import fit_advice
     scenario, nbs = rerun
     m, g = get_model(SCENARIOS[scenario][0]), get_accelerator(SCENARIOS[scenario][1])
     for name, nb in nbs.items():

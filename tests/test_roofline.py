@@ -1,11 +1,11 @@
-"""The roofline (inferlab.roofline): ridge point, attainable FLOP/s, kernel and pass times."""
+"""The roofline (inferlab.core.roofline): ridge point, attainable FLOP/s, kernel and pass times."""
 import numpy as np
 import pytest
 
-from inferlab.costs import Cost, ForwardCosts, decode_costs, prefill_costs
-from inferlab.roofline import (attainable_flops_per_s, bound, operator_regimes, pass_time_s,
+from inferlab.core.costs import Cost, ForwardCosts, decode_costs, prefill_costs
+from inferlab.core.roofline import (attainable_flops_per_s, bound, operator_regimes, pass_time_s,
                                ridge_point, roofline_time_s, time_weighted_regime)
-from inferlab.specs import get_accelerator, get_model
+from inferlab.core.specs import get_accelerator, get_model
 
 pytestmark = pytest.mark.core
 

@@ -7,8 +7,8 @@ import pytest
 
 from inferlab.claims.experiments import chunked_kv_memory, growth_order, tp_improves
 from inferlab.claims.statements import evaluate_statements, load_statements
-from inferlab.context import beyond_context
-from inferlab.specs import get_model
+from inferlab.core.context import beyond_context
+from inferlab.core.specs import get_model
 
 pytestmark = pytest.mark.claims
 

@@ -4,15 +4,15 @@ import math
 import numpy as np
 import pytest
 
-from inferlab.deployment import Deployment
-from inferlab.costs import chunked_prefill_costs
-from inferlab.latency import decode_step_time_s, prefill_time_s
-from inferlab.roofline import pass_time_s
+from inferlab.core.deployment import Deployment
+from inferlab.core.costs import chunked_prefill_costs
+from inferlab.core.latency import decode_step_time_s, prefill_time_s
+from inferlab.core.roofline import pass_time_s
 from inferlab.serving import (SLO, ChunkedPrefill, ContinuousBatching, LengthDist, PrefillFirst,
                               RooflineStepTime, StaticBatching, Workload, burst, simulate, synthetic)
 from inferlab.serving.kv import blocks_for, kv_capacity_blocks
-from inferlab.memory import kv_cache_bytes_per_token, weight_bytes
-from inferlab.specs import get_accelerator, get_model
+from inferlab.core.memory import kv_cache_bytes_per_token, weight_bytes
+from inferlab.core.specs import get_accelerator, get_model
 
 pytestmark = pytest.mark.simulator
 

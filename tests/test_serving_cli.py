@@ -5,10 +5,10 @@ import numpy as np
 import pytest
 
 from inferlab.cli import main
-from inferlab.latency import decode_step_time_s, prefill_time_s
+from inferlab.core.latency import decode_step_time_s, prefill_time_s
 from inferlab.serving import ChunkedPrefill, Workload, simulate
 from inferlab.serving.compare import compare, parse_vllm_result, read_vllm_result, workload_of
-from inferlab.specs import get_accelerator, get_model
+from inferlab.core.specs import get_accelerator, get_model
 
 M, G = get_model("llama-2-13b-book"), get_accelerator("h100-sxm")
 

@@ -1,11 +1,12 @@
-"""inferlab.serving.conclusions: the serving lab's sentences, from hand-made results. Each test
+"""inferlab.notebook.lab_conclusions: the serving lab's sentences, from hand-made results. Each test
 checks a decision the sentence makes (a word, a clause that appears or not) and the numbers it
 prints, computed here by hand."""
 from __future__ import annotations
 
 import pytest
 
-from inferlab.serving import SLO, ContinuousBatching, conclusions, lab
+from inferlab.serving import SLO, ContinuousBatching
+from inferlab.notebook import lab_conclusions as conclusions, lab
 
 
 def summary(thr, e2e_p50=1.0, ttft_p99=0.1, itl_p99=0.01):

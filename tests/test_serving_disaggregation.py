@@ -10,7 +10,7 @@ from inferlab.serving.disaggregation import KVLink, Pool, link, simulate_disaggr
 from inferlab.serving.policies import ChunkedPrefill, ContinuousBatching
 from inferlab.serving.simulate import simulate
 from inferlab.serving.workload import LengthDist, Workload, synthetic
-from inferlab.specs import BF16, get_accelerator, get_model
+from inferlab.core.specs import BF16, get_accelerator, get_model
 
 pytestmark = pytest.mark.simulator
 

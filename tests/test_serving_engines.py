@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 
 from inferlab.measure.plan import TINY_MODEL
-from inferlab.serving.study import validate
-from inferlab.serving.study.engines import ENGINES, check_engine
-from inferlab.serving.study.fitted import FEATURES, FittedStepTime, step_features
+from inferlab.study import validate
+from inferlab.study.engines import ENGINES, check_engine
+from inferlab.study.fitted import FEATURES, FittedStepTime, step_features
 from inferlab.serving.steptime import StepShape
-from inferlab.serving.study.checks import SimSetup
+from inferlab.study.checks import SimSetup
 from inferlab.serving.policies import ChunkedPrefill, TransformersFIFO
 from inferlab.serving.workload import LengthDist, Workload
 
@@ -64,7 +64,7 @@ HAND_STEPS = [(0, ((5, 0), (3, 0))), (1, ((3, 3),)), (2, ()), (0, ((3, 0),))]  #
 
 def test_transformers_fifo_schedule_by_hand():
     from inferlab.serving.simulate import simulate
-    from inferlab.specs import get_accelerator
+    from inferlab.core.specs import get_accelerator
     pol = TransformersFIFO(token_budget=8, max_num_seqs=2, page_size=16)
     assert (pol.max_batch_tokens, pol.max_requests_per_batch) == (8, 2)
     r = simulate(BURST, TINY_MODEL, get_accelerator("h100-sxm"), pol, kv_blocks=64, block_tokens=16,
@@ -86,7 +86,7 @@ def test_transformers_fifo_refuses_bad_settings():
 def test_the_engine_itself_schedules_the_hand_burst_as_the_policy_does():
     """transformers' own scheduler, live, on the burst above: the same steps (decodes and chunks),
     and greedy decoding of every requested token (never stopped early)."""
-    from inferlab.serving.study.engines.transformers_cb import TransformersSettings, run_transformers
+    from inferlab.study.engines.transformers_cb import TransformersSettings, run_transformers
     live = run_transformers(BURST, TINY_MODEL, TransformersSettings(max_batch_tokens=8, max_requests_per_batch=2,
                                                                     page_size=16, dtype="fp32", warmup=0))
     got = [(int(n), tuple(ch)) for n, ch in zip(live.steps["n_decode"], live.chunks)]
@@ -118,7 +118,7 @@ def test_a_burst_that_arrives_during_a_step_joins_the_very_next_step():
     that starts after their arrival, so by hand: step 1 A whole; step 2 A decodes, B and C whole;
     steps 3 and 4 A decodes. (Submitted inside manager.pause(), stop 23's adapter, they reached the
     scheduler one step later: step 2 was A's decode alone.)"""
-    from inferlab.serving.study.engines.transformers_cb import TransformersSettings, run_transformers
+    from inferlab.study.engines.transformers_cb import TransformersSettings, run_transformers
     w = Workload(np.array([0.0, 0.1, 0.1]), np.array([5, 3, 3]), np.array([4, 1, 1]))
     live = run_transformers(w, TINY_MODEL, TransformersSettings(max_batch_tokens=16, max_requests_per_batch=4,
                                                                 page_size=16, dtype="fp32", warmup=0),
@@ -128,7 +128,7 @@ def test_a_burst_that_arrives_during_a_step_joins_the_very_next_step():
 
 
 def test_scaled_step_time_passes_the_step_and_its_start_to_its_base():
-    from inferlab.serving.study.hostspeed import ProbeLog, SpeedTrack, SpeedTrackedStepTime
+    from inferlab.study.hostspeed import ProbeLog, SpeedTrack, SpeedTrackedStepTime
     from inferlab.serving.steptime import ScaledStepTime
     fit = FittedStepTime(np.eye(len(FEATURES))[0] * 0.1)  # every step 0.1 s
     # the host at speed 1 until t = 1 s, then twice as slow (probe 2 ms over a 1 ms reference)
@@ -153,7 +153,7 @@ def test_step_sensitivity_by_hand_finds_the_knife_edge():
     Steps 5 % shorter: step 3 runs 1.90-2.85: TTFTs [0.95, 1.83]. Two requests' percentile q is
     a + q (b - a) (numpy's linear): p50 1.49 / 1.065 / 1.39, p99 1.9702 / 1.0797 / 1.8212."""
     from inferlab.serving.metrics import SLO
-    from inferlab.specs import Precision, get_accelerator
+    from inferlab.core.specs import Precision, get_accelerator
     w = Workload(np.array([0.0, 1.02]), np.array([5, 3]), np.array([3, 1]))
     pol = TransformersFIFO(token_budget=8, max_num_seqs=2, page_size=16)
     setup = SimSetup(TINY_MODEL, get_accelerator("h100-sxm"), pol, Precision("fp32", "fp32", "fp32"), 64, 16, SLO())
@@ -234,7 +234,7 @@ def test_split_speed_scales_the_decode_part_by_the_speed_and_the_chunk_part_by_i
     of 2 decodes and a chunk of 30: full 0.1 + 0.32 = 0.42 s, its decodes alone 0.1 + 0.02 = 0.12 s,
     the chunk's part 0.30 s. On a host twice as slow (probe 2 ms over a 1 ms reference):
     0.12 x 2 + 0.30 x 2 ** 0.5 = 0.6643 s; a decode-only step 0.12 x 2; a chunk alone (0.4 s) 0.4 x 2 ** 0.5."""
-    from inferlab.serving.study.hostspeed import CHUNK_SPEED_EXPONENT, ProbeLog, SpeedTrack, SplitSpeedStepTime
+    from inferlab.study.hostspeed import CHUNK_SPEED_EXPONENT, ProbeLog, SpeedTrack, SplitSpeedStepTime
     coef = np.zeros(len(FEATURES))
     coef[0], coef[1] = 0.1, 0.01
     track = SpeedTrack(ProbeLog([0.0] * 8, [2e-3] * 8), 1e-3)
@@ -263,7 +263,7 @@ def test_repredict_reproduces_the_recorded_predictions_from_the_record_alone():
     from pathlib import Path
 
     from inferlab.measure.plan import CPU_MODEL
-    from inferlab.serving.study.hostspeed import SpeedTrackedStepTime, SplitSpeedStepTime
+    from inferlab.study.hostspeed import SpeedTrackedStepTime, SplitSpeedStepTime
     dev = Path(__file__).resolve().parents[1] / "data" / "measurements" / "serving" / "development"
     old = validate.recorded(dev, engine="transformers")[0]  # stop 23: probe-tracked on the raw fits
     new = validate.recorded(engine="transformers")[-1]      # since: on the probe-normalized fits, split beside
@@ -323,7 +323,7 @@ def test_normalized_durations_refer_each_step_to_the_calibrations_median_probe_b
     """8 steps probed at 1 ms (t = 0-0.7 s), 8 at 3 ms (t = 100-100.7 s): the median probe is 2 ms, the
     running median (4 s window) 1 ms in the first group and 3 ms in the second, so the host ran at
     speed 0.5 then 1.5 of the median: 1 s steps become 2 s and 2/3 s."""
-    from inferlab.serving.study.hostspeed import ProbeLog, normalized_durations
+    from inferlab.study.hostspeed import ProbeLog, normalized_durations
     t = [0.1 * i for i in range(8)] + [100 + 0.1 * i for i in range(8)]
     log = ProbeLog(t, [1e-3] * 8 + [3e-3] * 8)
     np.testing.assert_allclose(normalized_durations([1.0] * 16, log), [2.0] * 8 + [2 / 3] * 8)
@@ -597,9 +597,9 @@ class _Fallback:
 
 
 def test_replay_times_each_simulated_step_as_the_live_step_of_the_same_work():
-    from inferlab.serving.study.fitted import ReplayStepTime
+    from inferlab.study.fitted import ReplayStepTime
     from inferlab.serving.simulate import simulate
-    from inferlab.specs import get_accelerator
+    from inferlab.core.specs import get_accelerator
     pol = TransformersFIFO(token_budget=8, max_num_seqs=2)
     acc = get_accelerator("h100-sxm")
     rp = ReplayStepTime(_FakeLive([2.0, 3.0, 1.0, 0.5]), _Fallback())
@@ -616,7 +616,7 @@ def test_replay_times_each_simulated_step_as_the_live_step_of_the_same_work():
 
 # -- calibrations bracketing each rate (serving.bracketing) ----------------------------------------------
 def test_each_rate_is_bracketed_by_the_calibrations_just_before_and_after_it():
-    from inferlab.serving.study.bracketing import brackets_of, plan
+    from inferlab.study.bracketing import brackets_of, plan
     # three rates: C0 R0 C1 R1 C2 R2 C3; rate 1 sits between C1 and C2, which it shares with rates 0 and 2
     assert plan(3) == [("calibrate", 0), ("serve", 0), ("calibrate", 1), ("serve", 1), ("calibrate", 2),
                        ("serve", 2), ("calibrate", 3)]
@@ -625,7 +625,7 @@ def test_each_rate_is_bracketed_by_the_calibrations_just_before_and_after_it():
 
 
 def test_two_brackets_combine_as_the_mean_of_their_fits_not_a_pooled_fit():
-    from inferlab.serving.study.bracketing import mean_fit
+    from inferlab.study.bracketing import mean_fit
     steps = _steps(np.random.default_rng(5), 40)
     true = np.array([0.1, 4e-3, 2e-3, -1e-3, 1e-2, 1e-4, 2e-7, 3e-3])
     y = np.array([true @ step_features(s) for s in steps])
@@ -641,7 +641,7 @@ def test_two_brackets_combine_as_the_mean_of_their_fits_not_a_pooled_fit():
 
 
 def test_speed_and_drift_by_hand():
-    from inferlab.serving.study.bracketing import drift, speed
+    from inferlab.study.bracketing import drift, speed
     ref = FittedStepTime([0.0, 0.01, 0, 0, 0, 0, 0, 0])  # 10 ms per token
     steps = [StepShape(1, 10.0, (), 1), StepShape(2, 20.0, (), 2), StepShape(0, 0.0, ((10, 0),), 1)]  # 1, 2 and 10 tokens: 10, 20, 100 ms
     # measured 1.0x, 1.1x and 1.5x the reference: the median ratio is 1.1
@@ -668,7 +668,7 @@ def test_speed_and_drift_by_hand():
     (lambda b: b.drift([1.0, float("nan")]), "speeds must be one or more positive finite"),
 ])
 def test_bracketing_refuses_bad_input(call, match):
-    from inferlab.serving.study import bracketing
+    from inferlab.study import bracketing
     with pytest.raises(ValueError, match=match):
         call(bracketing)
 
@@ -682,14 +682,14 @@ def test_validate_takes_a_request_count_or_a_duration_not_both():
 
 # -- the in-run host-speed probe (serving.hostspeed) ------------------------------------------------------
 def _log(times, probes):
-    from inferlab.serving.study.hostspeed import ProbeLog
+    from inferlab.study.hostspeed import ProbeLog
     return ProbeLog(np.asarray(times, dtype=float), np.asarray(probes, dtype=float))
 
 
 def test_speed_track_is_a_centred_running_median_over_the_reference_by_hand():
     """Probes 1 s apart: 1 ms up to t = 4, 2 ms from t = 5, a 10 ms outlier at t = 2; reference 1 ms,
     window 2 s (t - 1 .. t + 1), at least 3 samples."""
-    from inferlab.serving.study.hostspeed import SpeedTrack
+    from inferlab.study.hostspeed import SpeedTrack
     probes = [1e-3, 1e-3, 10e-3, 1e-3, 1e-3, 2e-3, 2e-3, 2e-3, 2e-3, 2e-3]
     tr = SpeedTrack(_log(np.arange(10.0), probes), reference_s=1e-3, window_s=2.0, min_samples=3)
     assert tr.speed_at(2.0) == 1.0   # {1, 10, 1} ms: the median, not the mean (4 ms)
@@ -710,7 +710,7 @@ def test_speed_track_is_a_centred_running_median_over_the_reference_by_hand():
 
 
 def test_reference_of_two_calibrations_is_the_mean_of_their_probe_medians():
-    from inferlab.serving.study.hostspeed import reference_probe_s
+    from inferlab.study.hostspeed import reference_probe_s
     a = _log([0, 1, 2], [1e-3, 5e-3, 1e-3])      # median 1 ms
     b = _log([0, 1, 2, 3], [2e-3, 4e-3, 4e-3, 9e-3])  # median 4 ms
     assert reference_probe_s([a, b]) == pytest.approx(2.5e-3)
@@ -729,7 +729,7 @@ def test_the_simulator_steps_a_speed_tracked_model_at_its_own_clock(fitted):
     """One request (10 prompt, 20 output tokens) at t = 0; every step 0.1 s at the reference speed, and
     the host twice as slow from t = 1.05 s. Steps starting at 0, 0.1, ..., 1.0 take 0.1 s (the prefill and
     10 decodes: tokens at 0.1 ... 1.1); the 9 decodes after start at 1.1 or later and take 0.2 s."""
-    from inferlab.serving.study.hostspeed import SpeedTrack, SpeedTrackedStepTime
+    from inferlab.study.hostspeed import SpeedTrack, SpeedTrackedStepTime
     from inferlab.serving.policies import ContinuousBatching
     from inferlab.serving.simulate import simulate
     t = np.arange(0.0, 5.0, 0.01)
@@ -737,7 +737,7 @@ def test_the_simulator_steps_a_speed_tracked_model_at_its_own_clock(fitted):
     base = FittedStepTime([0.1] + [0.0] * (len(FEATURES) - 1)) if fitted else _Const()
     model = SpeedTrackedStepTime(base, track)
     w = Workload(np.zeros(1), np.array([10]), np.array([20]))
-    from inferlab.specs import get_accelerator
+    from inferlab.core.specs import get_accelerator
     r = simulate(w, TINY_MODEL, get_accelerator("h100-sxm"), ContinuousBatching(max_num_seqs=4), kv_blocks=64,
                  step_time=model)
     assert r.first_token_s[0] == pytest.approx(0.1)
@@ -753,7 +753,7 @@ def test_probe_runs_once_per_step_inside_the_logged_step_window():
     seconds are logged beside the step."""
     from types import SimpleNamespace
 
-    from inferlab.serving.study.engines.transformers_cb import _instrument, _Steps
+    from inferlab.study.engines.transformers_cb import _instrument, _Steps
     order, polls = [], iter([True, False, True])
     fs = SimpleNamespace(state=SimpleNamespace(position_offset=5, initial_tokens=[0] * 5), query_length=5,
                          has_new_token=True)
@@ -778,7 +778,7 @@ def test_probe_runs_once_per_step_inside_the_logged_step_window():
 
 
 def test_probe_share_by_hand():
-    from inferlab.serving.study.hostspeed import probe_share, probe_summary
+    from inferlab.study.hostspeed import probe_share, probe_summary
     # 9 ms of probes in 400 ms of steps (a median or mean of per-step ratios would read 2 %)
     assert probe_share([0.001, 0.002, 0.006], [0.1, 0.1, 0.2]) == pytest.approx(0.0225)
     s = probe_summary(_log([0, 1, 2, 3, 4], [1e-3, 2e-3, 3e-3, 4e-3, 5e-3]))
@@ -806,7 +806,7 @@ def test_probe_share_by_hand():
     (lambda h: h.SpeedTrackedStepTime(_Const(), 1.0), "track must be a SpeedTrack"),
 ])
 def test_hostspeed_refuses_bad_input_in_one_line(call, match):
-    from inferlab.serving.study import hostspeed
+    from inferlab.study import hostspeed
     with pytest.raises(ValueError, match=match) as e:
         call(hostspeed)
     assert "\n" not in str(e.value)

@@ -1,11 +1,12 @@
-"""The serving lab's experiments (inferlab.serving.lab) and figures (labplots): their bookkeeping
+"""The serving lab's experiments (inferlab.notebook.lab) and figures (labplots): their bookkeeping
 against hand-made inputs, the bisection against a known threshold, and the mechanisms each
 experiment is there to show, on small runs."""
 import numpy as np
 import pytest
 
 from inferlab.claims import statements
-from inferlab.serving import SLO, ContinuousBatching, RooflineStepTime, lab, labplots
+from inferlab.serving import SLO, ContinuousBatching, RooflineStepTime
+from inferlab.notebook import lab, labplots
 
 
 def summary(ttft_p99, itl_p99, attainment=1.0):
@@ -109,7 +110,7 @@ def test_lab_figures_draw_one_axes_set_each_and_print_their_points():
 def test_the_levers_of_sections_6_to_8_on_small_runs():
     """Separate pools keep long prefills out of the decode steps; speculation pays at batch 1 and not
     at a compute-bound batch; a priority queue serves the latency-sensitive class first under a queue."""
-    from inferlab.serving import conclusions
+    from inferlab.notebook import lab_conclusions as conclusions
     sc = lab.Scenario(n_requests=300)
     d = lab.disaggregation(sc, 40.0, replicas=4, long_tokens=3000, long_share=0.2, splits=((1, 3),))
     mix = lab.MIXES[1]

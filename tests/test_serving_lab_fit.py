@@ -3,10 +3,10 @@ on the smallest tensor-parallel layout that holds it; deployments that do not fi
 such, with the smallest TP that would, and are not run."""
 import pytest
 
-from inferlab.serving import lab
+from inferlab.notebook import lab
 from inferlab.serving.kv import kv_capacity_blocks
-from inferlab.input_checks import DoesNotFitError
-from inferlab.specs import get_accelerator, get_model
+from inferlab.base.input_checks import DoesNotFitError
+from inferlab.core.specs import get_accelerator, get_model
 
 H200 = get_accelerator("h200")
 LLAMA_3_8B = get_model("llama-3-8b")
@@ -87,7 +87,7 @@ def test_best_skips_a_deployment_that_does_not_fit_even_when_listed_first():
 
 
 def test_the_capacity_plot_marks_what_does_not_fit():
-    from inferlab.serving import labplots
+    from inferlab.notebook import labplots
     cap = lab.Capacity((lab.Deployment("a"), lab.Deployment("b", tp=2)), (0.0, 3.0), 0.9, 4.0,
                        fits=(False, True), smallest_tp=(2, 2))
     plot = labplots.capacity_plot(cap)

@@ -9,12 +9,12 @@ import torch
 
 from inferlab.cli import main
 from inferlab.measure.plan import TINY_MODEL
-from inferlab.model import build_model
+from inferlab.measure.model import build_model
 from inferlab.serving import Workload, simulate
-from inferlab.serving.study.live import LiveSettings, Segment, SlottedKVCache, ragged_forward, run_live
+from inferlab.study.live import LiveSettings, Segment, SlottedKVCache, ragged_forward, run_live
 from inferlab.serving.policies import ChunkedPrefill, ContinuousBatching, PrefillFirst
-from inferlab.specs import get_accelerator
-from inferlab.input_checks import DoesNotFitError
+from inferlab.core.specs import get_accelerator
+from inferlab.base.input_checks import DoesNotFitError
 
 H100_SXM = get_accelerator("h100-sxm")
 

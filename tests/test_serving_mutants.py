@@ -5,11 +5,12 @@ of exactly 1 s per step (whatever the step holds), so every time below is a coun
 import numpy as np
 import pytest
 
-from inferlab.serving import ChunkedPrefill, ContinuousBatching, StaticBatching, Workload, lab, simulate
-from inferlab.serving.study import validate
+from inferlab.serving import ChunkedPrefill, ContinuousBatching, StaticBatching, Workload, simulate
+from inferlab.notebook import lab
+from inferlab.study import validate
 from inferlab.serving.metrics import SLO
-from inferlab.serving.study.checks import SimSetup
-from inferlab.specs import get_accelerator, get_model
+from inferlab.study.checks import SimSetup
+from inferlab.core.specs import get_accelerator, get_model
 
 pytestmark = pytest.mark.simulator
 
@@ -217,7 +218,7 @@ def test_capacity_is_requests_over_the_last_finish():
     # prefill in step 1 and decode in steps 2-3 (finish 3 s); the next 32 in steps 4-6 (finish 6 s).
     # Capacity 64 / 6 s, not 64 / the mean finish (4.5 s).
     from inferlab.serving.workload import LengthDist
-    from inferlab.specs import BF16
+    from inferlab.core.specs import BF16
     setup = SimSetup(M, G, ContinuousBatching(max_num_seqs=32), BF16, 10_000, 16)
     cap = validate.capacity_requests_per_s(setup, OneSecond(), LengthDist("fixed", 4), LengthDist("fixed", 3))
     assert cap == pytest.approx(64 / 6)

@@ -6,9 +6,9 @@ import pytest
 from inferlab.measure.plan import TINY_MODEL
 from inferlab.serving.policies import ChunkedPrefill, StepPlan
 from inferlab.serving.simulate import simulate
-from inferlab.serving.study.live import _Queues, _Req, _schedule
+from inferlab.study.live import _Queues, _Req, _schedule
 from inferlab.serving.workload import Workload
-from inferlab.specs import get_accelerator
+from inferlab.core.specs import get_accelerator
 
 pytestmark = pytest.mark.simulator
 
@@ -66,6 +66,6 @@ def test_the_live_loop_asks_the_same_method():
 
 def test_the_live_loop_refuses_a_priority_policy_it_would_serve_in_arrival_order():
     from inferlab.serving.policies import PriorityScheduling
-    from inferlab.serving.study.live import _policy
+    from inferlab.study.live import _policy
     with pytest.raises(ValueError, match="policy priority orders requests by priority class.*simulated only"):
         _policy(PriorityScheduling(), 4, 64, None)

@@ -7,10 +7,10 @@ q*c + q(q+1)/2 query-key pairs and reads c + q keys (steptime.py's arguments).
 import numpy as np
 import pytest
 
-from inferlab.context import beyond_context
+from inferlab.core.context import beyond_context
 from inferlab.serving import (ChunkedPrefill, ContinuousBatching, LengthDist, PrefillFirst, RooflineStepTime,
                               StaticBatching, Workload, simulate, synthetic, with_shared_prefix)
-from inferlab.specs import get_accelerator, get_model
+from inferlab.core.specs import get_accelerator, get_model
 
 pytestmark = pytest.mark.simulator
 

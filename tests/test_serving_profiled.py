@@ -2,14 +2,14 @@
 import numpy as np
 import pytest
 
-from inferlab.costs import ATTENTION_OPS, forward_costs, linear_cost
+from inferlab.core.costs import ATTENTION_OPS, forward_costs, linear_cost
 from inferlab.measure import calibrate
 from inferlab.measure.calibrate import linear_shapes, shape_key
-from inferlab.roofline import roofline_time_s
+from inferlab.core.roofline import roofline_time_s
 from inferlab.serving import PrefillFirst, Workload, simulate
-from inferlab.serving.study.profiled import ProfileStepTime
+from inferlab.study.profiled import ProfileStepTime
 from inferlab.serving.steptime import StepShape
-from inferlab.specs import Accelerator, ModelConfig, Precision
+from inferlab.core.specs import Accelerator, ModelConfig, Precision
 
 FP32 = Precision("fp32", "fp32", "fp32")
 ACC = Accelerator(name="unit", memory_bytes=1e12, hbm_bytes_per_s=1e10, peak_flops_per_s={"fp32": 1e11})

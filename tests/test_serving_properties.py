@@ -6,7 +6,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from inferlab.serving import (ChunkedPrefill, ContinuousBatching, PrefillFirst, StaticBatching,
                               Workload, simulate)
 from inferlab.serving.kv import blocks_for
-from inferlab.specs import get_accelerator, get_model
+from inferlab.core.specs import get_accelerator, get_model
 
 pytestmark = pytest.mark.simulator
 

@@ -10,7 +10,7 @@ from inferlab.serving.simulate import simulate
 from inferlab.serving.speculative import Speculative, SpeculativeStepTime, speedup, tokens_per_verification
 from inferlab.serving.steptime import RooflineStepTime, StepShape
 from inferlab.serving.workload import Workload
-from inferlab.specs import get_accelerator, get_model
+from inferlab.core.specs import get_accelerator, get_model
 
 pytestmark = pytest.mark.simulator
 

@@ -2,7 +2,7 @@
 import pytest
 
 from inferlab.measure.plan import TINY_MODEL
-from inferlab.serving.study import validate
+from inferlab.study import validate
 
 
 def _summary(ttft50, ttft99, itl50, itl99):
@@ -99,7 +99,7 @@ def test_runs_table_and_repeatability_over_recorded_runs_by_hand():
 
 
 def test_capacity_uncertainty_by_hand():
-    from inferlab.serving.study.validate import capacity_uncertainty
+    from inferlab.study.validate import capacity_uncertainty
 
     def rec(*ratios):
         return {"runs": [{"step_time_error": {"median_ratio": r}} for r in ratios]}

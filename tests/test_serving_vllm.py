@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from inferlab.serving.study.engines import vllm as V
+from inferlab.study.engines import vllm as V
 from inferlab.serving.policies import VllmV1
 from inferlab.serving.steptime import StepShape
 from inferlab.serving.workload import Workload
@@ -148,7 +148,7 @@ def test_serving_compare_simulates_a_real_result_at_its_own_arrivals(capsys):
 
 # -- the calibration ------------------------------------------------------------------------------------------
 def test_calibration_workload_and_its_steps_by_hand():
-    from inferlab.serving.study import validate as v
+    from inferlab.study import validate as v
     s = V.VllmSettings(max_num_seqs=2, max_num_batched_tokens=16)
     w, groups = v.vllm_calibration_workload(s)
     lone = [n for n in v.VLLM_CAL_LONE if n <= 16]                      # 8 and 16 tokens
@@ -315,7 +315,7 @@ DEV = ROOT / "data" / "measurements" / "serving" / "vllm" / "development"
 
 @pytest.mark.parametrize("name", ["vllm-tiny-dev.json", "vllm-tiny-dev-2.json"])
 def test_the_development_record_is_in_the_validation_schema_with_vllms_settings(name):
-    from inferlab.serving.study import validate as v
+    from inferlab.study import validate as v
     rec = json.loads((DEV / name).read_text())
     assert rec["schema"] == "inferlab.serving.validate/1" and v.record_engine(rec) == "vllm"
     assert rec["summary"]["engine_version"] == V.VLLM_VERSION == rec["versions"]["vllm"]
@@ -341,7 +341,7 @@ def test_the_development_record_is_in_the_validation_schema_with_vllms_settings(
 def test_emitted_tokens_count_as_vllms_histogram_does_by_hand():
     from inferlab.serving.simulate import simulate
     from inferlab.measure.plan import TINY_MODEL
-    from inferlab.specs import get_accelerator
+    from inferlab.core.specs import get_accelerator
     # A (10, 3) and B (5, 2) at 0, budget 8 (tests/test_serving_vllm_policy.py, first test): step 1 A's first 8
     # (nothing emitted: 0); step 2 A's last 2 and B's 5, both first tokens: 10 + 1 + 5 + 1 = 17; step 3 both
     # decode: 2; step 4 A decodes: 1
@@ -457,8 +457,8 @@ def test_the_pieces_table_adds_the_front_ends_medians_where_a_run_has_them_and_c
 
 
 def test_disturbances_name_an_engine_wait_a_slow_way_and_a_slow_start_by_hand():
-    from inferlab.serving.study.fitted import FEATURES, FittedStepTime
-    from inferlab.serving.study.validate import step_log
+    from inferlab.study.fitted import FEATURES, FittedStepTime
+    from inferlab.study.validate import step_log
     fit = FittedStepTime([0.004] + [0.0] * (len(FEATURES) - 1))            # every step 4 ms
     dec = StepShape(1, 20.0, (), 1)
     quiet = {"waits": {"engine_wait_max_s": 0.049, "in_max_s": 0.01, "out_max_s": 0.002},
@@ -469,7 +469,7 @@ def test_disturbances_name_an_engine_wait_a_slow_way_and_a_slow_start_by_hand():
     assert V.disturbances(loud, fit) == ["the engine waited 364 ms between two steps with work in hand",
                                          "a request's way in took 91 ms", "its first 15 steps took 2.0 times the fit's time"]
     # in the conclusion: a miss disturbed, a run within its bounds quiet; records without waits say nothing
-    from inferlab.serving.study.fitted import FittedStepTime as F
+    from inferlab.study.fitted import FittedStepTime as F
     rec = _steplog_record([_pieces_run([0.40, 0.0, 0.0, 0.0], [0.0] * 4, [0.0] * 4),
                            _pieces_run([0.01] * 4, [0.0] * 4, [0.0] * 4)])
     rec["profile"] = {"kind": "vllm-steplog-fitted", **F.to_dict(fit)}
@@ -492,8 +492,8 @@ def test_the_conclusion_says_when_the_engines_speed_held():
 
 
 def test_the_probe_timeline_reads_each_parts_median_probe_against_the_whole_by_hand():
-    from inferlab.serving.study.fitted import FEATURES, FittedStepTime
-    from inferlab.serving.study.validate import step_log
+    from inferlab.study.fitted import FEATURES, FittedStepTime
+    from inferlab.study.validate import step_log
     fit = FittedStepTime([0.004] + [0.0] * (len(FEATURES) - 1))
     dec = StepShape(1, 20.0, (), 1)
     probe = lambda *xs: {"probe": "python", "t_s": [0.01 * i for i in range(len(xs))], "probe_s": list(xs)}
@@ -522,7 +522,7 @@ def test_vllm_repredict_remakes_every_recorded_step_log_prediction_from_the_reco
     from what each record keeps, give its recorded errors."""
     import json as _json
 
-    from inferlab.serving.study import validate as v
+    from inferlab.study import validate as v
     records = [_json.loads(p.read_text()) for p in sorted((V.RECORDS / series).glob("*.json"))]
     assert len(records) == 3
     assert all(bool(r["summary"]["frontend"].get("sampled")) == sampled for r in records)
@@ -538,8 +538,8 @@ def test_vllm_repredict_remakes_every_recorded_step_log_prediction_from_the_reco
 
 
 def test_the_speed_timeline_reads_each_parts_decodes_against_the_fit_by_hand():
-    from inferlab.serving.study.fitted import FEATURES, FittedStepTime
-    from inferlab.serving.study.validate import step_log
+    from inferlab.study.fitted import FEATURES, FittedStepTime
+    from inferlab.study.validate import step_log
     fit = FittedStepTime([0.004] + [0.0] * (len(FEATURES) - 1))            # every step 4 ms
     dec, chunk = StepShape(2, 40.0, (), 2), StepShape(1, 20.0, ((16, 0),), 1)
     cal0 = step_log([dec, dec, dec, chunk], [0.004, 0.004, 0.002, 0.050])  # timed: 1.0, 1.0; Poisson: 2.0 (chunk ignored)
@@ -573,8 +573,8 @@ class _FakeLog:
 
 
 def test_the_repeat_rule_serves_a_disturbed_rate_again_keeps_it_and_judges_the_first_quiet_run(monkeypatch):
-    from inferlab.serving.study.engines import vllm_validate as val   # the pipeline whose steps are replaced
-    from inferlab.serving.study.fitted import FEATURES, FittedStepTime
+    from inferlab.study.engines import vllm_validate as val   # the pipeline whose steps are replaced
+    from inferlab.study.fitted import FEATURES, FittedStepTime
     fit = FittedStepTime([0.004] + [0.0] * (len(FEATURES) - 1))   # every step 4 ms
     # what each served run measured, by its label: rate 0 stalls on the way out once, then is quiet; rate 1
     # starts slow every time; rate 2 is quiet (a 49 ms engine wait is under the 50 ms of the rule)
@@ -611,7 +611,7 @@ def test_the_repeat_rule_serves_a_disturbed_rate_again_keeps_it_and_judges_the_f
 
 
 def test_the_repeats_summary_and_every_runs_bounds_count_the_disturbed_runs_by_hand():
-    from inferlab.serving.study import validate as val
+    from inferlab.study import validate as val
     inside, outside = _run([0.05, 0.10, 0.08, -0.12]), _run([0.05, 0.40, 0.08, -0.12])
     judged = [dict(inside, disturbed_attempts=[{"comparison": outside["comparison"]}], disturbances=[]),
               dict(inside, disturbed_attempts=[], disturbances=["a request's way in took 91 ms"]),
@@ -756,7 +756,7 @@ def test_the_client_runs_on_the_front_ends_cpus_before_its_imports(tmp_path, mon
     ({"engine": "vllm", "repeat_disturbed": -1}, "repeat_disturbed must be an integer >= 0 and <= 5"),
 ])
 def test_validate_refuses_a_repeat_count_it_cannot_use_before_anything_runs(options, match):
-    from inferlab.serving.study import validate as val
+    from inferlab.study import validate as val
     with pytest.raises(ValueError, match=match):
         val.validate(log=None, **options)
 

@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 from inferlab.serving.steptime import StepShape
-from inferlab.serving.study.engines.vllm_steps import (HANDOVER_MAX_S, EngineStep, StepLog, frontend_delays,
+from inferlab.study.engines.vllm_steps import (HANDOVER_MAX_S, EngineStep, StepLog, frontend_delays,
                                                        read_step_log, request_index)
-from inferlab.serving.study.served import Frontend, JitteredStepTime, SampledFrontend, mean_summary, spread_ratios
+from inferlab.study.served import Frontend, JitteredStepTime, SampledFrontend, mean_summary, spread_ratios
 from inferlab.serving.workload import Workload
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -239,8 +239,8 @@ class _Steps:
 
 def _setup():
     from inferlab.serving.policies import VllmV1
-    from inferlab.serving.study.checks import SimSetup
-    from inferlab.specs import Precision, get_accelerator, get_model
+    from inferlab.study.checks import SimSetup
+    from inferlab.core.specs import Precision, get_accelerator, get_model
     return SimSetup(get_model("llama-2-7b"), get_accelerator("h100-sxm"), VllmV1(token_budget=512, max_num_seqs=8),
                     Precision("bf16", "bf16", "bf16"), kv_blocks=1000, block_tokens=16, watermark=0.0)
 
@@ -339,7 +339,7 @@ def test_mean_summary_redraws_a_sampled_front_end_per_replica():
 def test_the_benchmark_client_runs_with_its_heap_frozen(tmp_path):
     # CLIENT against stand-in vllm modules whose main() reports the gc freeze count: frozen before main
     import subprocess
-    from inferlab.serving.study.engines.vllm import CLIENT
+    from inferlab.study.engines.vllm import CLIENT
     pkg = tmp_path / "vllm"
     (pkg / "utils").mkdir(parents=True)
     (pkg / "benchmarks").mkdir()
@@ -398,7 +398,7 @@ def test_the_plugin_renices_the_engine_core_at_its_first_step(tmp_path, nice):
 
 
 def test_the_validation_renices_vllms_engine_core_by_default_and_checks_the_niceness():
-    from inferlab.serving.study.engines.vllm import ENGINE_NICE, ENGINE_NICE_ENV, VllmSettings
+    from inferlab.study.engines.vllm import ENGINE_NICE, ENGINE_NICE_ENV, VllmSettings
     assert VllmSettings().env()[ENGINE_NICE_ENV] == str(ENGINE_NICE)
     assert ENGINE_NICE_ENV not in VllmSettings(engine_nice=None).env()
     assert VllmSettings().to_dict()["engine_nice"] == ENGINE_NICE           # recorded with the settings
@@ -418,7 +418,7 @@ def test_the_longest_wait_counts_only_gaps_between_steps_sharing_a_request():
 
 
 def test_run_waits_read_the_engines_wait_and_the_front_ends_longest_ways():
-    from inferlab.serving.study.validate import run_waits
+    from inferlab.study.validate import run_waits
     p0, p1 = "cmpl-bench-ab-0-0-x", "cmpl-bench-ab-1-0-y"
     log = StepLog((EngineStep(10.004, 10.020, True, ((p0, 16, 0, 16),)),
                    EngineStep(10.080, 10.090, False, ((p0, 1, 16, 16),)),

@@ -3,14 +3,14 @@
 A caption is a fixed sentence (the book converter reads it from a comment), so a size word in it
 must describe a shape that holds for the default scenario and for the What-if scenarios that
 tests/test_reader_notebooks.py re-runs (Llama-3-8B on an H200, Llama-2-70B on one H100), all bf16.
-Scenario-dependent words are rendered under the figures (inferlab.qualitative_words) instead. The
-thresholds are inferlab.qualitative_words's: "small" is at most SMALL_CHANGE, "large" beyond LARGE_CHANGE.
+Scenario-dependent words are rendered under the figures (inferlab.base.qualitative_words) instead. The
+thresholds are inferlab.base.qualitative_words's: "small" is at most SMALL_CHANGE, "large" beyond LARGE_CHANGE.
 """
 import pytest
 
-from inferlab import latency, memory
-from inferlab.specs import get_accelerator, get_model
-from inferlab.qualitative_words import LARGE_CHANGE, SMALL_CHANGE
+from inferlab.core import latency, memory
+from inferlab.core.specs import get_accelerator, get_model
+from inferlab.base.qualitative_words import LARGE_CHANGE, SMALL_CHANGE
 
 SCENARIOS = [("llama-2-13b", "h100-sxm"), ("llama-3-8b", "h200"), ("llama-2-70b", "h100-sxm")]
 

@@ -2,7 +2,7 @@
 import pytest
 
 from inferlab.serving import burst, simulate, synthetic
-from inferlab.specs import get_accelerator, get_model
+from inferlab.core.specs import get_accelerator, get_model
 
 pytestmark = pytest.mark.simulator
 

@@ -131,7 +131,7 @@ def test_gqa_still_open_by_hand():
     ("recompute_total", 131072, lambda x: math.log2(4 * (1 + 4 * x / 3) / (1 + 2 * x / 3))),
 ])
 def test_total_generation_work_grows_by_hand(quantity, s, k):
-    from inferlab.context import beyond_context
+    from inferlab.core.context import beyond_context
     with beyond_context():
         out = E.growth_order(quantity, (s,), expected=1 if quantity == "cached_total" else 2)
     x = s / out.values["crossover"]
@@ -231,7 +231,7 @@ def test_fits_on_device_by_hand():
 
 
 def test_chunked_cost_size_follows_the_wording_thresholds(monkeypatch):
-    from inferlab import qualitative_words
+    from inferlab.base import qualitative_words
     out = E.chunked_cost_size(chunks=(512,), long_prompts=(3968,), rate=8.0)
     rel = float(re.search(r"\(([+-]\d+)%", out.cases[0].detail).group(1)) / 100
     assert out.cases[0].holds == (abs(rel) <= qualitative_words.SMALL_CHANGE)

@@ -273,7 +273,7 @@ def test_statement_experiments_are_yardsticks_without_context_warnings():
     import warnings
 
     from inferlab.claims.statements import evaluate_statements
-    from inferlab.context import ContextLengthWarning
+    from inferlab.core.context import ContextLengthWarning
     with warnings.catch_warnings():
         warnings.simplefilter("error", ContextLengthWarning)
         evaluate_statements()

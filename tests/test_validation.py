@@ -7,11 +7,12 @@ import re
 import numpy as np
 import pytest
 
-from inferlab import costs, deployment, latency, memory, parallel, roofline, specs, input_checks, units
-from inferlab.deployment import Deployment
-from inferlab.specs import BF16, Precision, get_model
-from inferlab.input_checks import DoesNotFitError
-from inferlab.specs import get_accelerator
+from inferlab.core import costs, deployment, latency, memory, parallel, roofline, specs
+from inferlab.base import input_checks, units
+from inferlab.core.deployment import Deployment
+from inferlab.core.specs import BF16, Precision, get_model
+from inferlab.base.input_checks import DoesNotFitError
+from inferlab.core.specs import get_accelerator
 
 A100_80GB = get_accelerator("a100-80gb")
 B200 = get_accelerator("b200")
@@ -177,8 +178,8 @@ def test_the_valid_calls_succeed(func, good):
 # take names (and reject unknown ones with a ValueError, above).
 OBJECTS = {"model": "ModelConfig", "accelerator": "Accelerator", "precision": "Precision",
            "deployment": "Deployment or Accelerator"}
-RESOLVER = {"model": "inferlab.specs.get_model", "accelerator": "inferlab.specs.get_accelerator",
-            "precision": "inferlab.specs.Precision(", "deployment": "inferlab.specs.get_accelerator"}
+RESOLVER = {"model": "inferlab.core.specs.get_model", "accelerator": "inferlab.core.specs.get_accelerator",
+            "precision": "inferlab.core.specs.Precision(", "deployment": "inferlab.core.specs.get_accelerator"}
 
 
 @pytest.mark.parametrize("func, good, param, value", list(cases()))

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from inferlab import reader
+from inferlab.notebook import reader
 from inferlab.claims.evaluate import evaluate_registry
 from inferlab.claims.registry import RegistryError, half_unit, load_registry
 from inferlab.claims.render import errata_document, table

@@ -1,7 +1,7 @@
-"""inferlab.worked_examples: numbers in TeX, equations with the scenario's numbers, takeaway boxes."""
+"""inferlab.notebook.worked_examples: numbers in TeX, equations with the scenario's numbers, takeaway boxes."""
 import pytest
 
-from inferlab import worked_examples
+from inferlab.notebook import worked_examples
 
 pytestmark = pytest.mark.core
 

@@ -1,9 +1,9 @@
 """Every key equation of the chapter notebooks is followed by the same equation with the
-scenario's numbers (a cell calling `equations.<NAME>.worked`, or inferlab.worked_examples.equation,
+scenario's numbers (a cell calling `equations.<NAME>.worked`, or inferlab.notebook.worked_examples.equation,
 naming it "Eq. (label)" in its first comment), and every worked example is followed by a takeaway box
-(a cell calling inferlab.worked_examples.takeaway) before the next example or section heading; both
+(a cell calling inferlab.notebook.worked_examples.takeaway) before the next example or section heading; both
 are stored as rendered Markdown. An equation a Markdown cell states is the library's definition
-(inferlab.equations), written once: the cell's TeX is `equations.get(label).tex()`."""
+(inferlab.notebook.equations), written once: the cell's TeX is `equations.get(label).tex()`."""
 from __future__ import annotations
 
 import re
@@ -103,9 +103,9 @@ LIBRARY_NOTEBOOKS = ["15_1_1_prefill", "15_1_2_decode_kv_cache", "15_2_1_ttft_it
 
 
 def stated_equations_off_the_library(source: str) -> list[str]:
-    """Labels of the equations a Markdown text states otherwise than inferlab.equations defines them
+    """Labels of the equations a Markdown text states otherwise than inferlab.notebook.equations defines them
     (whitespace, and a closing '.' or ',', aside)."""
-    from inferlab import equations
+    from inferlab.notebook import equations
 
     def norm(tex: str) -> str:
         return re.sub(r"\s+", "", tex).rstrip(".,")
@@ -125,7 +125,7 @@ def test_every_stated_equation_is_the_librarys_definition(name):
 
 def test_an_equation_edited_in_the_notebook_alone_is_named():
     """Planted defect: a Markdown cell that states the ridge point with the bandwidth doubled."""
-    from inferlab import equations
+    from inferlab.notebook import equations
     good = equations.ROOFLINE.markdown() + "."
     assert stated_equations_off_the_library(good) == []
     assert stated_equations_off_the_library(good.replace(r"{\text{BW}}", r"{2\,\text{BW}}")) == ["roofline"]

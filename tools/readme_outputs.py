@@ -97,7 +97,7 @@ def practice_measured() -> str:
 
 def simulator_vs_transformers() -> str:
     """The judged prediction's rows of the recorded transformers repeats (validate.repeats_markdown)."""
-    from inferlab.serving.study import validate
+    from inferlab.study import validate
     lines = validate.repeats_markdown(validate.recorded(engine="transformers")).splitlines()
     return "\n".join(lines[:2] + [line for line in lines[2:] if "(judged)" in line]) + "\n"
 
@@ -106,7 +106,7 @@ VLLM_RECORDS = ROOT / "data" / "measurements" / "serving" / "vllm"
 
 
 def _vllm_table(folder) -> str:
-    from inferlab.serving.study.engines.vllm import runs_markdown
+    from inferlab.study.engines.vllm import runs_markdown
     records = [json.loads(p.read_text(encoding="utf-8")) for p in Path(folder).glob("*.json")]
     return runs_markdown(sorted(records, key=lambda r: r["created"])) + "\n"
 
@@ -138,7 +138,7 @@ def vllm_reniced() -> str:
 def vllm_reniced_respread() -> str:
     """The reniced repeats re-predicted from their records with the steps' spread drawn from each
     calibration's Poisson runs only (validate.vllm_repredict), counted as runs_markdown counts."""
-    from inferlab.serving.study import validate
+    from inferlab.study import validate
     pairs = within = 0
     for rec in _vllm_records(VLLM_RENICED):
         for got in validate.vllm_repredict(rec, "poisson"):
@@ -159,17 +159,17 @@ def vllm_held_out() -> str:
 
 
 def vllm_held_out_pieces() -> str:
-    from inferlab.serving.study.engines.vllm import pieces_markdown
+    from inferlab.study.engines.vllm import pieces_markdown
     return pieces_markdown(_vllm_records(VLLM_HELD_OUT)) + "\n"
 
 
 def vllm_held_out_speed() -> str:
-    from inferlab.serving.study.engines.vllm import speed_markdown
+    from inferlab.study.engines.vllm import speed_markdown
     return speed_markdown(_vllm_records(VLLM_HELD_OUT)) + "\n"
 
 
 def vllm_held_out_conclusion() -> str:
-    from inferlab.serving.study.engines.vllm import steplog_conclusion
+    from inferlab.study.engines.vllm import steplog_conclusion
     return steplog_conclusion(_vllm_records(VLLM_HELD_OUT)) + "\n"
 
 
@@ -180,7 +180,7 @@ VLLM_PINNED = VLLM_RECORDS / "pinned-2026-12-05"             # held out: the fro
 def _series_regions(folder) -> dict:
     """A series' generated pieces: its runs (engines.vllm_report.runs_markdown), the disturbed runs the repeat
     rule kept (disturbed_markdown), each prediction's pieces, the engine's speed, and the conclusion."""
-    from inferlab.serving.study.engines import vllm as V
+    from inferlab.study.engines import vllm as V
 
     def disturbed():
         table = V.disturbed_markdown(_vllm_records(folder))
@@ -209,21 +209,21 @@ def vllm_steplog() -> str:
 
 def vllm_pieces() -> str:
     """The same repeats, each prediction's pieces taken away in turn (engines.vllm_report.pieces_markdown)."""
-    from inferlab.serving.study.engines.vllm import pieces_markdown
+    from inferlab.study.engines.vllm import pieces_markdown
     records = [json.loads(p.read_text(encoding="utf-8")) for p in VLLM_STEPLOG.glob("*.json")]
     return pieces_markdown(sorted(records, key=lambda r: r["created"])) + "\n"
 
 
 def vllm_speed() -> str:
     """The engine's speed through each of those repeats, on its fit (engines.vllm_report.speed_markdown)."""
-    from inferlab.serving.study.engines.vllm import speed_markdown
+    from inferlab.study.engines.vllm import speed_markdown
     records = [json.loads(p.read_text(encoding="utf-8")) for p in VLLM_STEPLOG.glob("*.json")]
     return speed_markdown(sorted(records, key=lambda r: r["created"])) + "\n"
 
 
 def vllm_steplog_conclusion() -> str:
     """What those repeats say, in sentences built from them (engines.vllm_report.steplog_conclusion)."""
-    from inferlab.serving.study.engines.vllm import steplog_conclusion
+    from inferlab.study.engines.vllm import steplog_conclusion
     records = [json.loads(p.read_text(encoding="utf-8")) for p in VLLM_STEPLOG.glob("*.json")]
     return steplog_conclusion(sorted(records, key=lambda r: r["created"])) + "\n"
 
@@ -262,7 +262,7 @@ REGIONS = {"verdict-counts": verdict_counts, "practice-measured": practice_measu
 
 
 def _kernel_report():
-    from inferlab.kernels import report
+    from inferlab.core.kernels import report
     return report
 
 

@@ -1,4 +1,4 @@
-// Interactive figures (inferlab.interactive): each <div class="inferlab-interactive"> carries a
+// Interactive figures (inferlab.notebook.interactive): each <div class="inferlab-interactive"> carries a
 // plotly.js spec (data-spec) computed by the library on a grid of the scenario; drawn here with the
 // book's own copy of plotly.js (_static/plotly/), offline. The static figure above it stays for print.
 //

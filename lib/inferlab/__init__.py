@@ -2,11 +2,11 @@
 
 Everything is in SI base units (FLOPs, bytes, seconds); conversion happens only at display time.
 """
-from inferlab.specs import (
+from inferlab.core.specs import (
     Accelerator, ModelConfig, Precision, from_hf_config, get_accelerator, get_model,
     list_accelerators, list_hf_configs, list_models, resolve_model,
 )
-from inferlab.units import bytes_per_element, DTYPES
-from inferlab.input_checks import DoesNotFitError
+from inferlab.base.units import bytes_per_element, DTYPES
+from inferlab.base.input_checks import DoesNotFitError
 
 __version__ = "0.1.0"

@@ -145,7 +145,7 @@ def test_no_text_under_11px(measured, size, page):
 @pytest.mark.parametrize("size, page", CASES, ids=IDS)
 def test_figures_show_their_text_at_11px_or_more_and_never_scroll(measured, size, page):
     """Each figure's smallest text as shown: its size at the image's own width (data-text-px, from
-    the figure's fonts: inferlab.phone_figures.min_text_px) x displayed width / own width. The figure fits
+    the figure's fonts: inferlab.notebook.phone_figures.min_text_px) x displayed width / own width. The figure fits
     its box (no sideways scroll inside it, nothing cut off)."""
     m = measured[size, page]
     for fig in m["figures"]:

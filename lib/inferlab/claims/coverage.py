@@ -18,7 +18,7 @@ def default_chapter_path() -> Path:
     the folder holding it) when set, else ../shared/book/<chapter> beside the repository (where CI
     checks the clone out). The path may not exist; callers check."""
     import os
-    from inferlab.specs import data_dir
+    from inferlab.core.specs import data_dir
     env = os.environ.get("INFERLAB_BOOK")
     if env:
         path = Path(env)
@@ -35,7 +35,7 @@ class IgnoreRule:
 def load_ignore(path: Path | None = None) -> list[IgnoreRule]:
     """The reviewed ignore-list, data/coverage_ignore.toml: every pattern has a reason."""
     if path is None:
-        from inferlab.specs import data_dir
+        from inferlab.core.specs import data_dir
         path = data_dir() / "coverage_ignore.toml"
     rules = []
     for i, raw in enumerate(tomllib.loads(Path(path).read_text(encoding="utf-8")).get("ignore", [])):
@@ -127,7 +127,7 @@ def load_line_ignores(path: Path | None = None) -> list[LineIgnore]:
     """The [[line]] entries of data/coverage_ignore.toml: a line whose number or quantifier states
     nothing to check, with keywords found on it and a reason."""
     if path is None:
-        from inferlab.specs import data_dir
+        from inferlab.core.specs import data_dir
         path = data_dir() / "coverage_ignore.toml"
     out = []
     for i, raw in enumerate(tomllib.loads(Path(path).read_text(encoding="utf-8")).get("line", [])):

@@ -16,7 +16,7 @@ A range claim ("50-70") agrees when x lies in it; a relation claim ("< 0.4") whe
 """
 from __future__ import annotations
 
-from inferlab.context import yardstick
+from inferlab.core.context import yardstick
 
 import inspect
 import math

@@ -26,12 +26,12 @@ import numpy as np
 
 from inferlab.claims.evaluate import display, evaluate, rule
 from inferlab.claims.registry import SECTIONS, Claim, Registry, RegistryError, load_registry
-from inferlab.context import yardstick
-from inferlab.deployment import Deployment
-from inferlab.efficiency import MeasuredKernels
-from inferlab.kernels import StepOverhead
-from inferlab.latency import decode_step_time_s, prefill_time_s
-from inferlab.specs import Precision, get_accelerator, get_model, model_variant
+from inferlab.core.context import yardstick
+from inferlab.core.deployment import Deployment
+from inferlab.core.efficiency import MeasuredKernels
+from inferlab.core.kernels import StepOverhead
+from inferlab.core.latency import decode_step_time_s, prefill_time_s
+from inferlab.core.specs import Precision, get_accelerator, get_model, model_variant
 
 # The scheduler profile whose CPU time per step is added: Vidur profiled no 13B model; Llama-2 7B
 # at TP 1 is the nearest (an engine's CPU time per step hardly depends on the model's size).

@@ -15,12 +15,12 @@ from typing import Callable
 
 import numpy as np
 
-from inferlab.costs import chunked_prefill_costs, decode_costs, linear_cost, prefill_costs
-from inferlab.latency import decode_step_time_s, kv_crossover_batch, prefill_time_s
-from inferlab.memory import kv_cache_bytes, max_batch, weight_bytes
-from inferlab.roofline import attainable_flops_per_s, ridge_point
-from inferlab.specs import Precision, get_accelerator, get_model, model_variant  # noqa: F401 (model_variant: re-exported)
-from inferlab.units import GB, GiB, bytes_per_element
+from inferlab.core.costs import chunked_prefill_costs, decode_costs, linear_cost, prefill_costs
+from inferlab.core.latency import decode_step_time_s, kv_crossover_batch, prefill_time_s
+from inferlab.core.memory import kv_cache_bytes, max_batch, weight_bytes
+from inferlab.core.roofline import attainable_flops_per_s, ridge_point
+from inferlab.core.specs import Precision, get_accelerator, get_model, model_variant  # noqa: F401 (model_variant: re-exported)
+from inferlab.base.units import GB, GiB, bytes_per_element
 
 QUANTITIES: dict[str, Callable] = {}
 METHODS: dict[str, "BookMethod"] = {}
@@ -203,7 +203,7 @@ def free_gb_with_capacity(model, accelerator, seq_len, batch, tp=1, capacity="da
     (memory_headroom.headroom_fit: the same computation the 15.2.2 notebook's prose renders)."""
     model = get_model(model)
     accelerator = get_accelerator(accelerator)
-    from inferlab.memory_headroom import headroom_fit
+    from inferlab.core.memory_headroom import headroom_fit
     return headroom_fit(model, accelerator, batch, seq_len, _precision(), tp).free_bytes(capacity) / GB
 
 
@@ -212,7 +212,7 @@ def max_batch_at_utilisation(model, accelerator, seq_len, tp=1, utilisation=0.9,
     """Largest batch in utilisation x capacity beside the weights (vLLM's gpu_memory_utilization)."""
     model = get_model(model)
     accelerator = get_accelerator(accelerator)
-    from inferlab.memory_headroom import headroom_fit
+    from inferlab.core.memory_headroom import headroom_fit
     return float(headroom_fit(model, accelerator, 1, seq_len, _precision(), tp)
                  .max_batch_at_utilisation(utilisation, capacity))
 

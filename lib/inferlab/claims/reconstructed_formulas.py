@@ -15,12 +15,12 @@ from pathlib import Path
 
 from inferlab.claims.registry import SECTIONS, RegistryError
 from inferlab.claims.quantities import METHODS, QUANTITIES
-from inferlab.costs import decode_costs, prefill_costs
-from inferlab.latency import decode_step_rule_s, decode_step_time_s, kv_crossover_batch, prefill_time_s, ttft_rule_s
-from inferlab.memory import kv_cache_bytes, max_batch, memory_budget, weight_bytes
-from inferlab.roofline import bound
-from inferlab.specs import get_accelerator, get_model, model_variant
-from inferlab.units import GB
+from inferlab.core.costs import decode_costs, prefill_costs
+from inferlab.core.latency import decode_step_rule_s, decode_step_time_s, kv_crossover_batch, prefill_time_s, ttft_rule_s
+from inferlab.core.memory import kv_cache_bytes, max_batch, memory_budget, weight_bytes
+from inferlab.core.roofline import bound
+from inferlab.core.specs import get_accelerator, get_model, model_variant
+from inferlab.base.units import GB
 
 TABLES = {}
 _PLACEHOLDER = re.compile(r"<<(\w+)(?::([^>]*))?>>")
@@ -222,7 +222,7 @@ def load_lost_formulas(section: str | None = None, *, path=None) -> list[LostFor
     if section is not None and section not in SECTIONS:
         raise RegistryError(f"unknown section {section!r}; allowed: {', '.join(SECTIONS)}")
     if path is None:
-        from inferlab.specs import data_dir
+        from inferlab.core.specs import data_dir
         path = data_dir() / "lost_formulas.toml"
     data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
     defaults = data.get("defaults", {})
@@ -251,7 +251,7 @@ def load_lost_formulas(section: str | None = None, *, path=None) -> list[LostFor
 
 # The formulas recompute the book's scenarios, some beyond a model's context (32k, 100k
 # tokens on Llama-2 13B): yardsticks, computed without a ContextLengthWarning.
-from inferlab.context import mark_yardsticks, yardstick  # noqa: E402
+from inferlab.core.context import mark_yardsticks, yardstick  # noqa: E402
 
 mark_yardsticks(globals())
 TABLES.update({name: yardstick(fn) for name, fn in TABLES.items()})

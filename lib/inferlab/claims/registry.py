@@ -326,7 +326,7 @@ def read_toml_registry(what: str, path: Path, text: str | None, allowed: dict) -
 def load_registry(path: Path | str | None = None, *, text: str | None = None) -> Registry:
     """The registry at `path` (default data/claims.toml), or parsed from `text`."""
     if text is None and path is None:
-        from inferlab.specs import data_dir
+        from inferlab.core.specs import data_dir
         path = data_dir() / "claims.toml"
     path = Path(path) if path is not None else None
     data = read_toml_registry("claims", path, text, {"defaults": "[defaults]", "claim": "[[claim]]"})

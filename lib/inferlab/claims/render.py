@@ -78,7 +78,7 @@ def _cell(text: str) -> str:
 
 def _setup(defaults: dict) -> str:
     """One sentence naming the model and accelerator "ours" uses, with their numbers computed."""
-    from inferlab.specs import get_accelerator, get_model
+    from inferlab.core.specs import get_accelerator, get_model
     m, a = get_model(defaults["model"]), get_accelerator(defaults["accelerator"])
     return (f"{m.name} ({display(m.n_params / 1e9)}B parameters) on one {a.name} "
             f"({display(a.peak('bf16') / 1e12)} TFLOP/s dense bf16, {display(a.hbm_bytes_per_s / 1e12)} TB/s, "

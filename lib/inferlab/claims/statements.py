@@ -35,7 +35,7 @@ from pathlib import Path
 
 from inferlab.claims.chapter import PART_HEADINGS, SECTION_RE, read_blocks
 from inferlab.claims.registry import RegistryError, read_toml_registry
-from inferlab.context import yardstick
+from inferlab.core.context import yardstick
 
 STATEMENT_VERDICTS = ("consistent", "erratum", "depends", "unchecked")
 ID_RE = re.compile(r"^(15\.\d\.\d)-s(\d{1,3})$")
@@ -191,7 +191,7 @@ def located(registry: "Statements", text) -> tuple["Statements", list]:
 
 
 def default_path() -> Path:
-    from inferlab.specs import data_dir
+    from inferlab.core.specs import data_dir
     return data_dir() / "statements.toml"
 
 

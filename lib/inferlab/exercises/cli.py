@@ -436,8 +436,8 @@ def main(argv=None) -> int:
     add_commands(parser.add_subparsers(dest="command", required=True))
     args = parser.parse_args(argv)
     try:
-        from inferlab.cli import _option_names, refuse_empty_strings
-        refuse_empty_strings(args, _option_names(parser))
+        from inferlab.base.arguments import option_names, refuse_empty_strings
+        refuse_empty_strings(args, option_names(parser))
         return args.func(args)
     except (ValueError, FileNotFoundError, RuntimeError) as err:
         print(f"inferlab.exercises: error: {str(err).splitlines()[0] if str(err) else type(err).__name__}",

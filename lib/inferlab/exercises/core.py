@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from inferlab.input_checks import choice as _choice
+from inferlab.base.input_checks import choice as _choice
 
 KINDS = ("recompute", "predict", "inconsistency", "design")
 SECTIONS = {

@@ -46,15 +46,15 @@ from inferlab.exercises.core import (_EXPECTED, _MISTAKES, _REGISTRY, KINDS, LOW
 # name -> (module, function): what an answer may call. The quantities take objects; `resolve_params` turns
 # the parameters `model` and `accelerator` into them first.
 QUANTITIES = {
-    "weight_bytes": ("inferlab.memory", "weight_bytes"),
-    "kv_cache_bytes": ("inferlab.memory", "kv_cache_bytes"),
-    "kv_cache_bytes_per_token": ("inferlab.memory", "kv_cache_bytes_per_token"),
-    "max_batch": ("inferlab.memory", "max_batch"),
-    "prefill_time_s": ("inferlab.latency", "prefill_time_s"),
-    "decode_step_time_s": ("inferlab.latency", "decode_step_time_s"),
-    "decode_step_rule_s": ("inferlab.latency", "decode_step_rule_s"),
-    "kv_crossover_batch": ("inferlab.latency", "kv_crossover_batch"),
-    "Precision": ("inferlab.specs", "Precision"),
+    "weight_bytes": ("inferlab.core.memory", "weight_bytes"),
+    "kv_cache_bytes": ("inferlab.core.memory", "kv_cache_bytes"),
+    "kv_cache_bytes_per_token": ("inferlab.core.memory", "kv_cache_bytes_per_token"),
+    "max_batch": ("inferlab.core.memory", "max_batch"),
+    "prefill_time_s": ("inferlab.core.latency", "prefill_time_s"),
+    "decode_step_time_s": ("inferlab.core.latency", "decode_step_time_s"),
+    "decode_step_rule_s": ("inferlab.core.latency", "decode_step_rule_s"),
+    "kv_crossover_batch": ("inferlab.core.latency", "kv_crossover_batch"),
+    "Precision": ("inferlab.core.specs", "Precision"),
     "ceil": ("math", "ceil"),
     "floor": ("math", "floor"),
     "min": ("builtins", "min"),
@@ -62,7 +62,7 @@ QUANTITIES = {
     "abs": ("builtins", "abs"),
     "round": ("builtins", "round"),
 }
-RESOLVED = {"model": ("inferlab.specs", "get_model"), "accelerator": ("inferlab.specs", "get_accelerator")}
+RESOLVED = {"model": ("inferlab.core.specs", "get_model"), "accelerator": ("inferlab.core.specs", "get_accelerator")}
 _BINARY = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
            ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: operator.pow}
 _UNARY = {ast.USub: operator.neg, ast.UAdd: operator.pos}
@@ -148,7 +148,7 @@ def evaluate(tree: ast.Expression, values: dict):
 
 def resolve_params(params: dict) -> dict:
     """The parameters with the `model` and `accelerator` names turned into their objects."""
-    from inferlab.specs import get_accelerator, get_model
+    from inferlab.core.specs import get_accelerator, get_model
     out = dict(params)
     if "model" in out:
         out["model"] = get_model(out["model"])
@@ -422,7 +422,7 @@ def course_files() -> list[Path]:
     file named in INFERLAB_EXERCISES."""
     import os
 
-    from inferlab.specs import data_dir
+    from inferlab.core.specs import data_dir
     try:
         default = [data_dir() / "exercises.toml"]
     except (FileNotFoundError, OSError, ValueError):

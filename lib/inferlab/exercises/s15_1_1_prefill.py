@@ -5,19 +5,19 @@ keep its imports inside, and end it with one `return`.
 """
 import math
 
-from inferlab.deployment import Deployment
+from inferlab.core.deployment import Deployment
 from inferlab.exercises.core import LOW_WEIGHT, Exercise, Mistake, integer, letters, number, one_of, register, sci, vary
-from inferlab.latency import prefill_time_s, ttft_rule_s
-from inferlab.roofline import ridge_point
-from inferlab.specs import get_accelerator, get_model
+from inferlab.core.latency import prefill_time_s, ttft_rule_s
+from inferlab.core.roofline import ridge_point
+from inferlab.core.specs import get_accelerator, get_model
 
 
 # ex1: recompute -----------------------------------------------------------------------------------
 
 def solve_ttft_rule(model, accelerator, prompt_len):
     from inferlab import get_model
-    from inferlab.latency import ttft_rule_s
-    from inferlab.specs import get_accelerator
+    from inferlab.core.latency import ttft_rule_s
+    from inferlab.core.specs import get_accelerator
     model = get_model(model)
     accelerator = get_accelerator(accelerator)
 
@@ -69,9 +69,9 @@ TTFT ≈ 2·P·S / peak, with P the parameters that take part in a matrix produc
 def solve_mlp_regime(model, accelerator, operator, prompt_len, max_len):
     import numpy as np
 
-    from inferlab.costs import prefill_costs
-    from inferlab.roofline import bound
-    from inferlab.specs import get_accelerator, get_model
+    from inferlab.core.costs import prefill_costs
+    from inferlab.core.roofline import bound
+    from inferlab.core.specs import get_accelerator, get_model
     model = get_model(model)
     accelerator = get_accelerator(accelerator)
 
@@ -122,8 +122,8 @@ The chapter says prefill is compute-bound "once S is even modestly long". Take t
 
 1. **Predict before you compute:** for a prompt of S = {prompt_len} tokens, is this kernel compute- or memory-bound?
 2. Find the smallest prompt length S at which it becomes compute-bound, counting its weight bytes and the
-   activations it reads and writes (`inferlab.costs.prefill_costs(...).operators()['{operator}']`)
-   against the ridge point (`inferlab.roofline`).""",
+   activations it reads and writes (`inferlab.core.costs.prefill_costs(...).operators()['{operator}']`)
+   against the ridge point (`inferlab.core.roofline`).""",
     solve=solve_mlp_regime, mistakes=mistakes_mlp_regime,
     # Variants: dense bf16 models, accelerators with an fp8 peak (a named slip), three weight matmuls, and
     # short prompts: memory-bound at S = prompt_len, compute-bound below max_len (checked for every draw).
@@ -147,8 +147,8 @@ def _memo_prefill(model, accelerator, prompt_len, tp):
 
 def solve_prefill_memo(model, accelerator, prompt_len, tp):
     from inferlab import get_model
-    from inferlab.latency import ttft_rule_s
-    from inferlab.specs import get_accelerator
+    from inferlab.core.latency import ttft_rule_s
+    from inferlab.core.specs import get_accelerator
     model = get_model(model)
     accelerator = get_accelerator(accelerator)
 
@@ -214,9 +214,9 @@ def solve_prefill_pool(model, accelerator, prompt_len, mfu, arrival_rate, ttft_s
                        tp_options):
     import math
 
-    from inferlab.deployment import Deployment
-    from inferlab.latency import prefill_time_s
-    from inferlab.specs import get_accelerator, get_model
+    from inferlab.core.deployment import Deployment
+    from inferlab.core.latency import prefill_time_s
+    from inferlab.core.specs import get_accelerator, get_model
     model = get_model(model)
     accelerator = get_accelerator(accelerator)
 
@@ -273,7 +273,7 @@ You run prefill on its own pool of `{accelerator}` GPUs (disaggregated serving).
 tokens for `{model}` (bf16) arrive at {arrival_rate} per second. The product needs TTFT ≤ {ttft_slo_ms} ms on an
 idle replica, and each replica must stay below {max_utilisation:.0%} busy, to leave headroom for queueing.
 A replica is a group of tp GPUs, tp ∈ {tp_options}. Take the time one replica spends on one prompt from
-`inferlab.latency.prefill_time_s(model, Deployment(accelerator, mfu={mfu}, tp=tp), prompt_len)` (it counts attention and the all-reduces).
+`inferlab.core.latency.prefill_time_s(model, Deployment(accelerator, mfu={mfu}, tp=tp), prompt_len)` (it counts attention and the all-reduces).
 
 Choose tp and the number of replicas so that the pool needs the fewest GPUs (on a tie, the smaller tp).""",
     solve=solve_prefill_pool, mistakes=mistakes_prefill_pool,

@@ -5,12 +5,12 @@ Each `solve_*` body is, word for word, the instructor's solution cell: imports i
 import dataclasses
 import math
 
-from inferlab.costs import decode_costs
+from inferlab.core.costs import decode_costs
 from inferlab.exercises.core import LOW_WEIGHT, Exercise, Mistake, integer, letters, number, one_of, register, vary
-from inferlab.latency import decode_step_rule_s, decode_step_time_s
-from inferlab.memory import kv_cache_bytes, max_batch, memory_budget, weight_bytes
-from inferlab.specs import Precision, get_accelerator, get_model
-from inferlab.units import GB, GiB
+from inferlab.core.latency import decode_step_rule_s, decode_step_time_s
+from inferlab.core.memory import kv_cache_bytes, max_batch, memory_budget, weight_bytes
+from inferlab.core.specs import Precision, get_accelerator, get_model
+from inferlab.base.units import GB, GiB
 
 
 def _mha(model):
@@ -29,8 +29,8 @@ def _gib_card(accelerator):
 
 def solve_kv_per_sequence(model, seq_len, kv_dtype):
     from inferlab import Precision
-    from inferlab.memory import kv_cache_bytes
-    from inferlab.specs import get_model
+    from inferlab.core.memory import kv_cache_bytes
+    from inferlab.core.specs import get_model
     model = get_model(model)
 
     # 2 (K and V) * L * n_kv_heads * head_dim * S * bytes per element
@@ -73,8 +73,8 @@ models no window; the `mistral-7b-v0.1` config does). GB = 10⁹ bytes.""",
 
 def solve_int8_batch(model, accelerator, seq_len, kv_dtype):
     from inferlab import Precision
-    from inferlab.memory import max_batch
-    from inferlab.specs import get_accelerator, get_model
+    from inferlab.core.memory import max_batch
+    from inferlab.core.specs import get_accelerator, get_model
     model = get_model(model)
     accelerator = get_accelerator(accelerator)
 
@@ -143,9 +143,9 @@ largest batch that fits? GB = 10⁹ bytes, as on the datasheet.""",
 # ex3: predict regimes --------------------------------------------------------------------------------
 
 def solve_decode_regimes(model, accelerator, batch, context_len):
-    from inferlab.costs import decode_costs
-    from inferlab.roofline import bound
-    from inferlab.specs import get_accelerator, get_model
+    from inferlab.core.costs import decode_costs
+    from inferlab.core.roofline import bound
+    from inferlab.core.specs import get_accelerator, get_model
     model = get_model(model)
     accelerator = get_accelerator(accelerator)
 
@@ -217,7 +217,7 @@ register(Exercise(
 One decode step of `{model}` on an `{accelerator}`, B = {batch} sequences, each attending over {context_len}
 positions, bf16. **Predict first:** is the MLP up-projection compute- or memory-bound at this batch, and
 is attention? Then compute attention's HBM bytes in this step and its arithmetic intensity (its FLOPs over
-those bytes, all layers, `inferlab.costs.decode_costs(...).attention`). The chapter says the intensity "stays
+those bytes, all layers, `inferlab.core.costs.decode_costs(...).attention`). The chapter says the intensity "stays
 pinned near 1" — does that hold for this model? GB = 10⁹ bytes.""",
     solve=solve_decode_regimes, mistakes=mistakes_decode_regimes,
     # Variants: GQA models (the point of the intensity part), batches of 384-1024 (MLP compute-bound on
@@ -230,9 +230,9 @@ pinned near 1" — does that hold for this model? GB = 10⁹ bytes.""",
 # ex4: find the inconsistency ---------------------------------------------------------------------
 
 def solve_batch_memo(model, accelerator, context_len, batch):
-    from inferlab import memory
-    from inferlab.latency import decode_step_rule_s
-    from inferlab.specs import get_accelerator, get_model
+    from inferlab.core import memory
+    from inferlab.core.latency import decode_step_rule_s
+    from inferlab.core.specs import get_accelerator, get_model
     model = get_model(model)
     accelerator = get_accelerator(accelerator)
 
@@ -277,7 +277,7 @@ A colleague's memo on `{model}` (bf16) on one `{accelerator}`, contexts of S = {
 Batching shares the weight read, so at B = {batch} the step stays at {one * 1e3:.2f} ms and we get
 {batch / one:,.0f} tokens/s."*
 
-1. With the chapter's rule, step = (M_weights + B·C_kv) / BW (`inferlab.latency.decode_step_rule_s`, weights from
+1. With the chapter's rule, step = (M_weights + B·C_kv) / BW (`inferlab.core.latency.decode_step_rule_s`, weights from
    `memory.weight_bytes`, C_kv from `memory.kv_cache_bytes`), compute the step time and the throughput at B = {batch}.
 2. What is wrong with the memo?
    - **A** Each sequence reads its own KV cache every step; the memo counts one cache instead of {batch}.
@@ -306,9 +306,9 @@ register(Exercise(
 
 def solve_precision_choice(model, accelerator, batch, context_len, options):
     from inferlab import Precision
-    from inferlab.latency import decode_step_time_s
-    from inferlab.memory import memory_budget
-    from inferlab.specs import get_accelerator, get_model
+    from inferlab.core.latency import decode_step_time_s
+    from inferlab.core.memory import memory_budget
+    from inferlab.core.specs import get_accelerator, get_model
     model = get_model(model)
     accelerator = get_accelerator(accelerator)
 
@@ -381,7 +381,7 @@ S = {context_len} tokens. Four precision plans (weight-only quantisation: the ma
 {listing}
 
 1. Which plans fit in memory (weights plus the KV cache of the full batch, nothing reserved)?
-2. Of those, which gives the lowest inter-token latency (`inferlab.latency.decode_step_time_s` at S = {context_len},
+2. Of those, which gives the lowest inter-token latency (`inferlab.core.latency.decode_step_time_s` at S = {context_len},
    B = {batch})?
 3. What is that ITL?"""
 

@@ -6,21 +6,21 @@ import itertools
 
 import numpy as np
 
-from inferlab.context import yardstick
-from inferlab.costs import prefill_costs
-from inferlab.deployment import Deployment
+from inferlab.core.context import yardstick
+from inferlab.core.costs import prefill_costs
+from inferlab.core.deployment import Deployment
 from inferlab.exercises.core import LOW_WEIGHT, Exercise, Mistake, integer, number, one_of, register, vary
-from inferlab.latency import decode_step_rule_s, decode_step_time_s, prefill_time_s, ttft_rule_s
-from inferlab.memory import kv_cache_bytes, max_batch, weight_bytes
-from inferlab.specs import Precision, get_accelerator, get_model
+from inferlab.core.latency import decode_step_rule_s, decode_step_time_s, prefill_time_s, ttft_rule_s
+from inferlab.core.memory import kv_cache_bytes, max_batch, weight_bytes
+from inferlab.core.specs import Precision, get_accelerator, get_model
 
 
 # ex1: recompute -----------------------------------------------------------------------------------
 
 def solve_itl_rule(model, accelerator, context_len, batch):
-    from inferlab import memory
-    from inferlab.latency import decode_step_rule_s
-    from inferlab.specs import get_accelerator, get_model
+    from inferlab.core import memory
+    from inferlab.core.latency import decode_step_rule_s
+    from inferlab.core.specs import get_accelerator, get_model
     model = get_model(model)
     accelerator = get_accelerator(accelerator)
 
@@ -55,7 +55,7 @@ register(Exercise(
     statement="""\
 Recompute the chapter's ITL estimate, ITL ≈ (M_weights + B·C_kv) / BW, for `{model}` on one `{accelerator}`,
 bf16, B = {batch}, at the step where the context holds S = {context_len} tokens. Take M_weights from
-`inferlab.memory.weight_bytes` and C_kv from `inferlab.memory.kv_cache_bytes`.""",
+`inferlab.core.memory.weight_bytes` and C_kv from `inferlab.core.memory.kv_cache_bytes`.""",
     solve=solve_itl_rule, mistakes=mistakes_itl_rule,
     # Variants: MHA models (large caches, so leaving out C_kv shows), accelerators other than the H100 SXM.
     # Less `_PRINTED_RULE_ITL`, whose answer a chapter output prints for another setting.
@@ -67,8 +67,8 @@ bf16, B = {batch}, at the step where the context holds S = {context_len} tokens.
 # ex2: predict --------------------------------------------------------------------------------------
 
 def solve_gpu_upgrade(model, old, new, prompt_len, batch, threshold):
-    from inferlab.latency import decode_step_time_s, prefill_time_s
-    from inferlab.specs import get_accelerator, get_model
+    from inferlab.core.latency import decode_step_time_s, prefill_time_s
+    from inferlab.core.specs import get_accelerator, get_model
     model, old, new = get_model(model), get_accelerator(old), get_accelerator(new)
 
     ttft_speedup = prefill_time_s(model, old, prompt_len) / prefill_time_s(model, new, prompt_len)
@@ -128,8 +128,8 @@ register(Exercise(
     statement="""\
 You serve `{model}` (bf16, B = {batch}, prompts of {prompt_len} tokens) on `{old}` GPUs and could move to `{new}`.
 **Predict before you compute:** which of TTFT and ITL improves by more than {threshold:.0%}? Then compute both
-speedups with the full per-operator model: `inferlab.latency.prefill_time_s` for TTFT and
-`inferlab.latency.decode_step_time_s` for the first decode step (context = the prompt), and the ITL on the
+speedups with the full per-operator model: `inferlab.core.latency.prefill_time_s` for TTFT and
+`inferlab.core.latency.decode_step_time_s` for the first decode step (context = the prompt), and the ITL on the
 `{new}`.""",
     solve=solve_gpu_upgrade, mistakes=mistakes_gpu_upgrade,
     # Variants: upgrades that keep the bf16 peak and raise the bandwidth (so the answer stays "itl"); prompts
@@ -140,9 +140,9 @@ speedups with the full per-operator model: `inferlab.latency.prefill_time_s` for
 # ex3: find the inconsistency ---------------------------------------------------------------------
 
 def solve_long_prompt(model, accelerator, prompt_len):
-    from inferlab.costs import prefill_costs
-    from inferlab.latency import prefill_time_s
-    from inferlab.specs import get_accelerator, get_model
+    from inferlab.core.costs import prefill_costs
+    from inferlab.core.latency import prefill_time_s
+    from inferlab.core.specs import get_accelerator, get_model
     model = get_model(model)
     accelerator = get_accelerator(accelerator)
 
@@ -185,8 +185,8 @@ A product manager wants whole books as prompts: {prompt_len:,} tokens to `{model
 (Llama 3.1 8B has the same architecture and a 128k-token window). The team's estimate:
 *"TTFT ≈ 2 · P · S / peak = {memo:.2f} s, acceptable."*
 
-1. Compute the TTFT with `inferlab.latency.prefill_time_s` (B = 1, MFU = 1, causal attention counted), and the
-   share of the prefill FLOPs spent in attention's QK^T and PV (`inferlab.costs.prefill_costs(...).attention`
+1. Compute the TTFT with `inferlab.core.latency.prefill_time_s` (B = 1, MFU = 1, causal attention counted), and the
+   share of the prefill FLOPs spent in attention's QK^T and PV (`inferlab.core.costs.prefill_costs(...).attention`
    over `.total`). Count what a prefill computes: every layer for all S tokens, the LM head for the last
    prompt token only (it yields the first output token); the embedding lookup does no FLOPs.
 2. Why does the estimate fall short?
@@ -219,9 +219,9 @@ register(Exercise(
 def solve_prompt_cap(model, accelerator, ttft_slo_ms, mfu, max_len):
     import numpy as np
 
-    from inferlab.deployment import Deployment
-    from inferlab.latency import prefill_time_s
-    from inferlab.specs import get_accelerator, get_model
+    from inferlab.core.deployment import Deployment
+    from inferlab.core.latency import prefill_time_s
+    from inferlab.core.specs import get_accelerator, get_model
     model = get_model(model)
     accelerator = get_accelerator(accelerator)
 
@@ -262,7 +262,7 @@ register(Exercise(
     statement="""\
 Your API promises TTFT ≤ {ttft_slo_ms} ms for `{model}` on `{accelerator}` GPUs (bf16, B = 1, MFU = {mfu}), so it
 must reject longer prompts. What is the longest prompt (in tokens) that meets the target on one GPU, and on a
-tensor-parallel pair? Use `inferlab.latency.prefill_time_s(model, Deployment(accelerator, mfu={mfu}, tp=...), S)`, which counts attention's S²
+tensor-parallel pair? Use `inferlab.core.latency.prefill_time_s(model, Deployment(accelerator, mfu={mfu}, tp=...), S)`, which counts attention's S²
 term and the all-reduces.""",
     solve=solve_prompt_cap, mistakes=mistakes_prompt_cap,
     # Variants: both caps below max_len and at least 1024 tokens (checked for every draw).

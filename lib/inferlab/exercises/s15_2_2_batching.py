@@ -7,12 +7,12 @@ import math
 
 import numpy as np
 
-from inferlab.deployment import Deployment
+from inferlab.core.deployment import Deployment
 from inferlab.exercises.core import LOW_WEIGHT, Exercise, Mistake, integer, letters, number, one_of, register, vary
-from inferlab.latency import decode_step_rule_s, decode_step_time_s, kv_crossover_batch, prefill_time_s
-from inferlab.memory import kv_cache_bytes, max_batch, weight_bytes
-from inferlab.specs import get_accelerator, get_model
-from inferlab.units import GB, GiB
+from inferlab.core.latency import decode_step_rule_s, decode_step_time_s, kv_crossover_batch, prefill_time_s
+from inferlab.core.memory import kv_cache_bytes, max_batch, weight_bytes
+from inferlab.core.specs import get_accelerator, get_model
+from inferlab.base.units import GB, GiB
 
 
 def _mha(model):
@@ -52,9 +52,9 @@ def _batch_beyond_b_star(model, accelerator, seq_len, f):
 # ex1: recompute -----------------------------------------------------------------------------------
 
 def solve_crossover(model, accelerator, seq_len):
-    from inferlab.latency import kv_crossover_batch
-    from inferlab.memory import max_batch
-    from inferlab.specs import get_accelerator, get_model
+    from inferlab.core.latency import kv_crossover_batch
+    from inferlab.core.memory import max_batch
+    from inferlab.core.specs import get_accelerator, get_model
     model = get_model(model)
     accelerator = get_accelerator(accelerator)
 
@@ -100,9 +100,9 @@ and cache, sequences of S = {seq_len} tokens, nothing else in memory. GB = 10⁹
 def solve_doubling(model, accelerator, seq_len, batch):
     import numpy as np
 
-    from inferlab import memory
-    from inferlab.latency import decode_step_rule_s
-    from inferlab.specs import get_accelerator, get_model
+    from inferlab.core import memory
+    from inferlab.core.latency import decode_step_rule_s
+    from inferlab.core.specs import get_accelerator, get_model
     model = get_model(model)
     accelerator = get_accelerator(accelerator)
 
@@ -144,7 +144,7 @@ register(Exercise(
 Same model and GPU as exercise 1 (`{model}`, `{accelerator}`, S = {seq_len}). The server runs at B = {batch}
 and could double it. **Predict first:** at B = {batch}, do the weights or the KV caches dominate the bytes read
 per decode step? Then compute the throughput at 2 × {batch} and its gain over B = {batch} with the chapter's rule
-throughput(B) = B · BW / (M_weights + B·C_kv) (`inferlab.latency.decode_step_rule_s`).""",
+throughput(B) = B · BW / (M_weights + B·C_kv) (`inferlab.core.latency.decode_step_rule_s`).""",
     solve=solve_doubling, mistakes=mistakes_doubling,
     vary=vary(*_CROSSOVER_OPTIONS, ("f", [0.25, 0.5, 0.75]), derive=_batch_beyond_b_star, seed="15.2.2-ex1")))
 
@@ -152,8 +152,8 @@ throughput(B) = B · BW / (M_weights + B·C_kv) (`inferlab.latency.decode_step_r
 # ex3: find the inconsistency ---------------------------------------------------------------------
 
 def solve_tp_budget(model, accelerator, batch, seq_len, tp):
-    from inferlab.memory import kv_cache_bytes, max_batch
-    from inferlab.specs import get_accelerator, get_model
+    from inferlab.core.memory import kv_cache_bytes, max_batch
+    from inferlab.core.specs import get_accelerator, get_model
     model = get_model(model)
     accelerator = get_accelerator(accelerator)
 
@@ -204,8 +204,8 @@ parallelism: *"KV cache: 2 × {m.n_layers} × {m.n_heads} × {m.head_dim} × {se
 ≈ {kv_total / GB:,.0f} GB, which tensor parallelism does not shard. Weights: {w_gpu / GB:.1f} GB per GPU.
 It does not fit in {cap / GB:.0f} GB; the batch must drop to {memo_b}."*
 
-1. Compute the KV cache per GPU at B = {batch} (`inferlab.memory.kv_cache_bytes(..., tp={tp})`) and the largest batch
-   that fits per GPU (`inferlab.memory.max_batch(..., tp={tp})`; GB = 10⁹ bytes).
+1. Compute the KV cache per GPU at B = {batch} (`inferlab.core.memory.kv_cache_bytes(..., tp={tp})`) and the largest batch
+   that fits per GPU (`inferlab.core.memory.max_batch(..., tp={tp})`; GB = 10⁹ bytes).
 2. Which of these statements are true?
    - **A** `{model}` has grouped-query attention: only its n_kv_heads K/V heads are cached, not all {m.n_heads}.
    - **B** Tensor parallelism splits the KV heads across the GPUs, so each holds 1/{tp} of the cache.
@@ -238,10 +238,10 @@ def solve_serving_plan(model, accelerator, prompt_len, output_len, ttft_slo_ms, 
 
     import numpy as np
 
-    from inferlab.deployment import Deployment
-    from inferlab.latency import decode_step_time_s, prefill_time_s
-    from inferlab.memory import max_batch
-    from inferlab.specs import get_accelerator, get_model
+    from inferlab.core.deployment import Deployment
+    from inferlab.core.latency import decode_step_time_s, prefill_time_s
+    from inferlab.core.memory import max_batch
+    from inferlab.core.specs import get_accelerator, get_model
     model = get_model(model)
     accelerator = get_accelerator(accelerator)
 
@@ -299,8 +299,8 @@ steady load of {load_tokens_per_s:,} generated tokens per second. Targets: TTFT 
 idle replica) and ITL ≤ {itl_slo_ms} ms at the longest context (prompt + output). A replica is tp GPUs,
 tp ∈ {tp_options}; you pay per GPU.
 
-For each tp: check TTFT with `inferlab.latency.prefill_time_s(model, Deployment(accelerator, tp=tp), prompt_len)`; the replica's batch is the largest that
-both fits (`inferlab.memory.max_batch`) and meets the ITL target (`inferlab.latency.decode_step_time_s`, which
+For each tp: check TTFT with `inferlab.core.latency.prefill_time_s(model, Deployment(accelerator, tp=tp), prompt_len)`; the replica's batch is the largest that
+both fits (`inferlab.core.memory.max_batch`) and meets the ITL target (`inferlab.core.latency.decode_step_time_s`, which
 includes the all-reduces); its throughput is batch / ITL. Pick the tp whose replicas carry the load with the fewest
 GPUs (on a tie, the smaller tp).""",
     solve=solve_serving_plan, mistakes=mistakes_serving_plan,

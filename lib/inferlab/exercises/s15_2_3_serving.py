@@ -8,14 +8,14 @@ import math
 from inferlab.exercises.core import LOW_WEIGHT, Exercise, Mistake, integer, letters, number, one_of, register, vary
 from inferlab.serving.kv import blocks_for, kv_capacity_blocks
 from inferlab.serving.steptime import RooflineStepTime
-from inferlab.specs import get_accelerator, get_model
+from inferlab.core.specs import get_accelerator, get_model
 
 
 # ex1: recompute ------------------------------------------------------------------------------------
 
 def solve_cached_ttft(model, accelerator, prefix_tokens, suffix_tokens):
     from inferlab.serving import RooflineStepTime
-    from inferlab.specs import get_accelerator, get_model
+    from inferlab.core.specs import get_accelerator, get_model
     model = get_model(model)
     accelerator = get_accelerator(accelerator)
 
@@ -77,7 +77,7 @@ query-key pairs scored and the keys read. Then the speed-up over prefilling the 
 
 def solve_chunk_stall(model, accelerator, batch, context, long_tokens, chunk, itl_slo_ms):
     from inferlab.serving import RooflineStepTime
-    from inferlab.specs import get_accelerator, get_model
+    from inferlab.core.specs import get_accelerator, get_model
     model = get_model(model)
     accelerator = get_accelerator(accelerator)
 
@@ -144,7 +144,7 @@ q tokens score q(q+1)/2 pairs among themselves and read q keys.""",
 
 def solve_cached_decode(model, accelerator, prefix_tokens, own_tokens, batch):
     from inferlab.serving import RooflineStepTime
-    from inferlab.specs import get_accelerator, get_model
+    from inferlab.core.specs import get_accelerator, get_model
     model = get_model(model)
     accelerator = get_accelerator(accelerator)
 
@@ -223,7 +223,7 @@ def solve_shared_pool(model, accelerator, prefix_tokens, own_tokens, users, bloc
     import math
 
     from inferlab.serving import blocks_for, kv_capacity_blocks
-    from inferlab.specs import get_accelerator, get_model
+    from inferlab.core.specs import get_accelerator, get_model
     model = get_model(model)
     accelerator = get_accelerator(accelerator)
 

@@ -98,7 +98,7 @@ def library_root() -> Path:
 
 
 def data_dir() -> Path:
-    from inferlab.specs import data_dir as _data_dir
+    from inferlab.core.specs import data_dir as _data_dir
     return Path(_data_dir()).resolve()
 
 

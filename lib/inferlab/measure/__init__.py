@@ -14,7 +14,7 @@ Definitions follow vLLM's serving benchmark (benchmarks/benchmark_serving.py):
   TPOT  time per output token: (end-to-end latency - TTFT) / (output tokens - 1), the mean ITL.
   MBU   library bytes of one decode step / step time / measured copy bandwidth.
   MFU   library FLOPs of a pass / its time / measured matmul FLOP/s.
-Predictions come from inferlab.latency with an Accelerator built from the ceilings measured in
+Predictions come from inferlab.core.latency with an Accelerator built from the ceilings measured in
 the same run. Every run is data (SuiteResult.save -> JSON); recorded GPU runs live in
 data/measurements/ and load with recorded_runs().
 """
@@ -54,7 +54,7 @@ def live_run(*, quick: bool = True, path=None, max_age_s: float = 6 * 3600, **kw
     from pathlib import Path
 
     from inferlab.measure import device as _device
-    from inferlab.specs import data_dir
+    from inferlab.core.specs import data_dir
 
     path = Path(path) if path else data_dir().parent / "build" / "measurements" / (
         f"live-{'quick' if quick else 'full'}.json")
@@ -79,7 +79,7 @@ def live_run(*, quick: bool = True, path=None, max_age_s: float = 6 * 3600, **kw
 def __getattr__(name):
     if name == "plots":  # matplotlib only when a plot is asked for
         import importlib
-        return importlib.import_module("inferlab.measure.plots")
+        return importlib.import_module("inferlab.notebook.measurement_plots")
     raise AttributeError(f"module 'inferlab.measure' has no attribute {name!r}")
 
 

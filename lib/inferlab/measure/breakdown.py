@@ -16,7 +16,7 @@ import os
 import numpy as np
 
 from inferlab.measure.calibrate import LINEAR_OPS, pass_breakdown
-from inferlab.tables import text_table
+from inferlab.base.text_tables import text_table
 
 CLASSES = LINEAR_OPS + ("attention", "uncounted")
 MODULE_OPS = {"attention.wq": "q_proj", "attention.wk": "k_proj", "attention.wv": "v_proj",
@@ -253,7 +253,7 @@ def linear_regimes(run) -> dict:
     pts = {p["size"]: p["time_s"] for p in lin[key]}
     if 1 not in pts:
         raise ValueError("this run's profile has no M = 1 point (recorded before row counts 1-8 were timed)")
-    from inferlab.units import bytes_per_element
+    from inferlab.base.units import bytes_per_element
     wbytes = k * n * bytes_per_element(run.dtype)
     rows = []
     for m in sorted(x for x in pts if x <= 8):

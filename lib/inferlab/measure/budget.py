@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 
-from inferlab.input_checks import positive_float
+from inferlab.base.input_checks import positive_float
 
 
 MIN_POINT_S = 1e-6  # a point's time limit once the budget is spent: its minimum repeats only

@@ -1,7 +1,7 @@
 """From roofline to prediction: the library's per-operator costs, each divided by the efficiency
 the operator profile measured for it, plus what the library does not count, measured.
 
-    roofline_s(op)   = max(flops / peak, bytes / bandwidth)          (inferlab.roofline, MFU = MBU = 1)
+    roofline_s(op)   = max(flops / peak, bytes / bandwidth)          (inferlab.core.roofline, MFU = MBU = 1)
     efficiency(op)   = roofline_s / measured_s  at the profiled shapes, interpolated in log(size)
     calibrated_s     = sum over counted ops of roofline_s(op) / efficiency(op)
                        + elementwise_s(tokens) * n_layers + head_elementwise_s(tokens) + overhead_s
@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from inferlab.costs import ATTENTION_OPS, forward_costs
-from inferlab.roofline import roofline_time_s
-from inferlab.specs import ModelConfig, Precision
+from inferlab.core.costs import ATTENTION_OPS, forward_costs
+from inferlab.core.roofline import roofline_time_s
+from inferlab.core.specs import ModelConfig, Precision
 
 LINEAR_OPS = ("q_proj", "k_proj", "v_proj", "o_proj", "mlp_gate", "mlp_up", "mlp_down", "lm_head")
 

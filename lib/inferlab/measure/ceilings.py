@@ -13,12 +13,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from inferlab.costs import linear_cost
+from inferlab.core.costs import linear_cost
 from inferlab.measure.timing import Timing, time_fn
-from inferlab.roofline import attainable_flops_per_s
-from inferlab.specs import Accelerator, Precision
-from inferlab.units import bytes_per_element
-from inferlab.input_checks import positive_int
+from inferlab.core.roofline import attainable_flops_per_s
+from inferlab.core.specs import Accelerator, Precision
+from inferlab.base.units import bytes_per_element
+from inferlab.base.input_checks import positive_int
 
 
 def _dtype_table() -> dict:
@@ -312,7 +312,7 @@ class Ceilings:
     matmul_shrunk: dict = field(default_factory=dict, hash=False)  # dtype -> matmul_rate's `shrunk`, where shrunk
 
     def accelerator(self, name: str = "measured") -> Accelerator:
-        """These ceilings as a library Accelerator: feed it to inferlab.latency and roofline."""
+        """These ceilings as a library Accelerator: feed it to inferlab.core.latency and roofline."""
         return Accelerator(name=name, memory_bytes=self.memory_bytes,
                            hbm_bytes_per_s=self.copy_bytes_per_s,
                            peak_flops_per_s=dict(self.matmul_flops_per_s),

@@ -6,7 +6,7 @@ be finished again (`finish`) without a device.
 """
 from __future__ import annotations
 
-from inferlab.latency import decode_step_time_s, prefill_time_s
+from inferlab.core.latency import decode_step_time_s, prefill_time_s
 from inferlab.measure.ceilings import Ceilings
 from inferlab.measure.drift import PROBE_NOISE, correction, drift_summary
 
@@ -81,7 +81,7 @@ def finish(data: dict, breakdown=None) -> dict:
     ceilings: validity_reasons)."""
     from inferlab.measure.breakdown import predicted_columns
     from inferlab.measure.calibrate import calibrated_time_s, prediction_error
-    from inferlab.specs import ModelConfig, Precision
+    from inferlab.core.specs import ModelConfig, Precision
 
     cfg = ModelConfig(**data["config"]["model"])
     dt = data["config"]["dtype"]

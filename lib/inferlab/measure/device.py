@@ -14,7 +14,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from inferlab.input_checks import choice
+from inferlab.base.input_checks import choice
 
 DEVICE_KINDS = ("auto", "cuda", "mps", "cpu")
 
@@ -174,7 +174,7 @@ def blas_info() -> str:
 
 def datasheet_name(device_name: str) -> str | None:
     """The data/accelerators.toml entry for a device name as torch reports it, or None."""
-    from inferlab.specs import list_accelerators
+    from inferlab.core.specs import list_accelerators
 
     known = set(list_accelerators())
     for pattern, name in DATASHEET_PATTERNS:

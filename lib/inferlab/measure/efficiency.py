@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from inferlab.costs import decode_costs, prefill_costs
+from inferlab.core.costs import decode_costs, prefill_costs
 from inferlab.measure import device as _device
 from inferlab.measure import plan as _plan
 from inferlab.measure.ceilings import (READ_KERNELS, choose_dtype, copy_bytes_moved, fill_random_, generator,
@@ -14,8 +14,8 @@ from inferlab.measure.result import TARGETS
 from inferlab.measure.runner import decode_runner, fill_kv_cache_, random_model, token_pool
 from inferlab.measure.suite import CONTENTION_CLEAN, _resolve_plan, encroachment
 from inferlab.measure.timing import time_fn
-from inferlab.units import GB
-from inferlab.input_checks import positive_int
+from inferlab.base.units import GB
+from inferlab.base.input_checks import positive_int
 
 
 def ceiling_around(before: float, after: float) -> float:

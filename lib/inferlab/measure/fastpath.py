@@ -18,7 +18,7 @@ import functools
 from dataclasses import dataclass, field
 
 from inferlab.measure.ceilings import call_s, matmul_flops
-from inferlab.input_checks import positive_int
+from inferlab.base.input_checks import positive_int
 
 PROBE_N = 512
 PROBE_CALLS = 3

@@ -12,10 +12,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, replace
 
 from inferlab.measure.ceilings import stream_buffer_bytes
-from inferlab.memory import kv_cache_bytes, max_batch, weight_bytes
-from inferlab.specs import Accelerator, ModelConfig, Precision, get_model, list_models
-from inferlab.units import GB, bytes_per_element
-from inferlab.input_checks import DoesNotFitError, choice
+from inferlab.core.memory import kv_cache_bytes, max_batch, weight_bytes
+from inferlab.core.specs import Accelerator, ModelConfig, Precision, get_model, list_models
+from inferlab.base.units import GB, bytes_per_element
+from inferlab.base.input_checks import DoesNotFitError, choice
 
 CPU_MODEL = ModelConfig(
     name="cpu-0.5b", d_model=2048, n_layers=8, n_heads=16, n_kv_heads=16, head_dim=128, d_ff=5632,

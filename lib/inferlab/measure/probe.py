@@ -20,8 +20,8 @@ import math
 import time
 
 from inferlab.measure.ceilings import generator, random_tensor, torch_dtype
-from inferlab.units import bytes_per_element
-from inferlab.input_checks import positive_float, positive_int
+from inferlab.base.units import bytes_per_element
+from inferlab.base.input_checks import positive_float, positive_int
 
 MAX_COPIES = 32  # a weight small enough to need more stays in a large cache: see weight_copies
 

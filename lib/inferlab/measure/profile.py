@@ -31,12 +31,12 @@ from __future__ import annotations
 
 import math
 
-from inferlab.costs import Cost, forward_costs, linear_cost
+from inferlab.core.costs import Cost, forward_costs, linear_cost
 from inferlab.measure.calibrate import linear_shapes, shape_key
 from inferlab.measure.ceilings import generator, random_tensor, torch_dtype
 from inferlab.measure.probe import LinearProbe, warm_rotation, weight_copies
 from inferlab.measure.timing import time_fn
-from inferlab.specs import ModelConfig, Precision
+from inferlab.core.specs import ModelConfig, Precision
 
 KERNEL_SWITCH_ROWS = 16  # linear layers are timed at every row count up to this (see above)
 
@@ -142,7 +142,7 @@ def _profile_round(cfg: ModelConfig, kind: str, dtype: str, *, max_tokens: int, 
     import torch
     import torch.nn.functional as F
 
-    from inferlab.model import RMSNorm
+    from inferlab.measure.model import RMSNorm
 
     prec = Precision(dtype, dtype, dtype)
     gen = generator(kind, seed)
@@ -247,7 +247,7 @@ def elementwise_layer(cfg: ModelConfig, tokens: int, kind: str, dtype: str, gen)
     import torch
     import torch.nn.functional as F
 
-    from inferlab.model import RMSNorm, apply_rope, rope_tables
+    from inferlab.measure.model import RMSNorm, apply_rope, rope_tables
 
     tdt = torch_dtype(dtype)
     h, hk, hd = cfg.n_heads, cfg.n_kv_heads, cfg.head_dim

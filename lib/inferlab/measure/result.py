@@ -23,9 +23,9 @@ import numpy as np
 
 from inferlab.measure.ceilings import Ceilings
 from inferlab.measure.timing import Timing
-from inferlab.specs import Accelerator, ModelConfig, Precision, data_dir
-from inferlab.tables import text_table
-from inferlab.units import GB
+from inferlab.core.specs import Accelerator, ModelConfig, Precision, data_dir
+from inferlab.base.text_tables import text_table
+from inferlab.base.units import GB
 
 SCHEMA = "inferlab.measure/1"
 REQUIRED = ("schema", "created", "device", "versions", "config", "ceilings", "measurements",
@@ -199,7 +199,7 @@ def _head_lines(r: SuiteResult) -> list:
     d, c, ce, s = r.device, r.data["config"], r.data["ceilings"], r.summary
     m = c["model"]
     cfg = r.model()
-    from inferlab.memory import weight_bytes
+    from inferlab.core.memory import weight_bytes
     wb = weight_bytes(cfg, r.precision())
     cache = d.get("cache_bytes") or 0
     cache_txt = f", {'last-level cache' if d['kind'] == 'cpu' else 'L2'} {cache / 2**20:.0f} MiB" if cache else ""
@@ -247,7 +247,7 @@ def _head_lines(r: SuiteResult) -> list:
                      f"{ds['peak_flops_per_s'][c['dtype']] / 1e12:.0f} TFLOP/s {c['dtype']} "
                      f"(measured: {bw / ds['hbm_bytes_per_s']:.0%} and "
                      f"{peak / ds['peak_flops_per_s'][c['dtype']]:.0%})")
-    lines.append("predictions: inferlab.latency (per-operator roofline) at the measured ceilings, MFU = MBU = 1;"
+    lines.append("predictions: inferlab.core.latency (per-operator roofline) at the measured ceilings, MFU = MBU = 1;"
                  " 'calib.': calibrated from the operator profile (inferlab.measure.calibrate)")
     if s.get("valid") is False:
         lines.insert(0, "INVALID RUN: " + "; ".join(s.get("invalid_reasons") or []))

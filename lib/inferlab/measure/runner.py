@@ -12,11 +12,11 @@ WEIGHT_SCALE = 0.02 * math.sqrt(3.0)  # uniform noise with the std (0.02) of bui
 
 
 def random_model(cfg, device: str, dtype: str, seed: int = 0):
-    """inferlab.model's Transformer with uniform random weights, built in place on `device`
+    """inferlab.measure.model's Transformer with uniform random weights, built in place on `device`
     (made on the meta device first, so no default initialisation runs and nothing is copied)."""
     import torch
 
-    from inferlab.model import build_model
+    from inferlab.measure.model import build_model
 
     model = build_model(cfg, device="meta", dtype=torch_dtype(dtype)).to_empty(device=device)
     gen = generator(device, seed)

@@ -20,8 +20,8 @@ import time
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 
-from inferlab.costs import decode_costs, prefill_costs
-from inferlab.latency import prefill_time_s
+from inferlab.core.costs import decode_costs, prefill_costs
+from inferlab.core.latency import prefill_time_s
 from inferlab.measure import device as _device
 from inferlab.measure import plan as _plan
 from inferlab.measure.ceilings import (STREAM_FREE_SHARE, bound_ceiling, ceiling_spread, choose_dtype, generator,
@@ -36,10 +36,10 @@ from inferlab.measure.runner import (decode_runner, decode_step, drop_kv_cache, 
                                      token_pool)
 from inferlab.measure.result import TARGETS, SCHEMA, SuiteResult
 from inferlab.measure.timing import current_clock, time_fn, time_interleaved, using_clock
-from inferlab.memory import weight_bytes
-from inferlab.specs import get_accelerator
-from inferlab.units import bytes_per_element
-from inferlab.input_checks import positive_int
+from inferlab.core.memory import weight_bytes
+from inferlab.core.specs import get_accelerator
+from inferlab.base.units import bytes_per_element
+from inferlab.base.input_checks import positive_int
 from inferlab.measure.derived import _decode_pred, _repredict, ceiling_estimates, finish, validity_reasons
 
 CONTENTION_RETRY = 0.25  # re-measure a CPU point once if others took this much of our CPUs
@@ -728,7 +728,7 @@ def _assemble(run: _Run) -> dict:
             "accelerator": {"name": acc.name, "memory_bytes": acc.memory_bytes,
                             "hbm_bytes_per_s": acc.hbm_bytes_per_s,
                             "peak_flops_per_s": dict(acc.peak_flops_per_s)},
-            "method": "inferlab.latency.prefill_time_s / decode_step_time_s: per-operator roofline "
+            "method": "inferlab.core.latency.prefill_time_s / decode_step_time_s: per-operator roofline "
                       "at the measured ceilings with MFU = MBU = 1; calibrated_s: "
                       "inferlab.measure.calibrate (roofline / profiled efficiency per operator, "
                       "plus the uncounted operators and the per-step overhead, measured)",

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from inferlab.measure import device as _device
-from inferlab.input_checks import nonneg_int, positive_float, positive_int
+from inferlab.base.input_checks import nonneg_int, positive_float, positive_int
 
 
 @dataclass(frozen=True)

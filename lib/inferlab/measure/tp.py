@@ -1,17 +1,17 @@
-"""Tensor parallelism measured: inferlab.model's decoder split Megatron-style across K processes
+"""Tensor parallelism measured: inferlab.measure.model's decoder split Megatron-style across K processes
 with torch.distributed (gloo on a CPU; NCCL on GPUs, one GPU per rank), beside the library's TP
 prediction.
 
-Split (as inferlab.parallel.tp_shard counts it): each rank holds n_heads/K query heads and
+Split (as inferlab.core.parallel.tp_shard counts it): each rank holds n_heads/K query heads and
 max(n_kv_heads/K, 1) KV heads (wq, wk, wv by output rows; wo by input columns), d_ff/K MLP
 columns (w1, w3 by rows; w2 by columns) and ceil(V/K) rows of the LM head. One all-reduce sums
 the partial outputs of wo and one those of w2 in every layer; the LM head's slices are gathered
 (all_gather) for the last position only. Embedding and norms are replicated.
 
 Measured: all-reduce time against message size, fitted as t = alpha + 2(K-1)/K * bytes / beta
-(ring all-reduce, inferlab.parallel.allreduce_time_s; least squares on relative error, so that
+(ring all-reduce, inferlab.core.parallel.allreduce_time_s; least squares on relative error, so that
 the small messages, where alpha shows, weigh as much as the large ones), and TTFT / ITL at K = 1 and K, each beside
-inferlab.latency's prediction with tp = K, the fitted alpha and beta, and the ceilings each rank
+inferlab.core.latency's prediction with tp = K, the fitted alpha and beta, and the ceilings each rank
 reaches while all ranks run at once (on a CPU the ranks share cores and memory bandwidth).
 """
 from __future__ import annotations
@@ -26,9 +26,9 @@ from pathlib import Path
 
 import numpy as np
 
-from inferlab.parallel import check_tp
-from inferlab.specs import ModelConfig
-from inferlab.tables import text_table
+from inferlab.core.parallel import check_tp
+from inferlab.core.specs import ModelConfig
+from inferlab.base.text_tables import text_table
 
 SCHEMA = "inferlab.measure.tp/1"
 ALLREDUCE_BYTES = tuple(2 ** k for k in range(10, 25, 2))  # 1 KiB .. 16 MiB
@@ -141,7 +141,7 @@ def _slice_linear(lin, rows=None, cols=None):
 
 
 def shard_model_(model, rank: int, world: int):
-    """Split a full inferlab.model Transformer in place into rank `rank` of `world` (see module
+    """Split a full inferlab.measure.model Transformer in place into rank `rank` of `world` (see module
     docstring); returns it. world = 1 leaves it whole."""
     cfg: ModelConfig = model.cfg
     check_tp(cfg, world)
@@ -328,13 +328,13 @@ def _measure_rank(rank, world, task):
 def measure_tp(*, tp: int = 2, model: ModelConfig | None = None, dtype: str = "fp32", quick: bool = True,
                seed: int = 0, device: str = "cpu", log=None) -> dict:
     """TTFT and ITL at K = 1 and K = `tp` processes, the all-reduce sweep and its alpha/beta fit,
-    each measured time beside inferlab.latency's prediction. Returns the run's JSON document.
+    each measured time beside inferlab.core.latency's prediction. Returns the run's JSON document.
     device: 'cpu' (gloo; the ranks share the cores) or 'cuda' (NCCL; one GPU per rank)."""
-    from inferlab.deployment import Deployment
-    from inferlab.latency import decode_step_time_s, prefill_time_s
+    from inferlab.core.deployment import Deployment
+    from inferlab.core.latency import decode_step_time_s, prefill_time_s
     from inferlab.measure import device as _device
     from inferlab.measure.plan import CPU_MODEL
-    from inferlab.specs import Accelerator, Precision, check_model
+    from inferlab.core.specs import Accelerator, Precision, check_model
 
     cfg = CPU_MODEL if model is None else check_model(model)  # None: the cpu-0.5b preset
     check_tp(cfg, tp)
@@ -381,7 +381,7 @@ def measure_tp(*, tp: int = 2, model: ModelConfig | None = None, dtype: str = "f
                          "beta_bytes_per_s": beta, "tp": tp,
                          "model": "t = alpha + 2(K-1)/K * bytes / beta (least squares on relative error)"},
            "runs": runs, "contention": contention,
-           "method": "inferlab.latency.prefill_time_s / decode_step_time_s with tp=K, the fitted "
+           "method": "inferlab.core.latency.prefill_time_s / decode_step_time_s with tp=K, the fitted "
                      "alpha as allreduce_latency_s and beta as interconnect bandwidth, at the copy "
                      "and matmul rates each rank reached with all ranks running"}
     return check_tp_doc(doc)
@@ -481,7 +481,7 @@ def recorded_tp_summary() -> str:
 
 def recorded_tp_runs() -> list[dict]:
     """The TP runs kept in data/measurements/tp/ (oldest first)."""
-    from inferlab.specs import data_dir
+    from inferlab.core.specs import data_dir
 
     return sorted((load(p) for p in sorted((data_dir() / "measurements" / "tp").glob("*.json"))),
                   key=lambda d: d["created"])

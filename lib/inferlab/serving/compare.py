@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from inferlab.atomicio import atomic_write
+from inferlab.base.atomicio import atomic_write
 from inferlab.serving.metrics import SimResult
 from inferlab.serving.simulate import simulate
 from inferlab.serving.workload import MAX_CV, MAX_REQUESTS, MAX_TOKENS, MIN_CV, Workload, arrival_times_s

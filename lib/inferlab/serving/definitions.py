@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from inferlab.memory import max_batch
+from inferlab.core.memory import max_batch
 from inferlab.serving.kv import kv_capacity_blocks
-from inferlab.units import GB, MS
+from inferlab.base.units import GB, MS
 
 
 @dataclass(frozen=True)

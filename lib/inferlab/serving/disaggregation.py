@@ -30,7 +30,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from inferlab.memory import kv_cache_bytes_per_token
+from inferlab.core.memory import kv_cache_bytes_per_token
 from inferlab.serving.engine import Replica, Req
 from inferlab.serving.kv import kv_capacity_blocks
 from inferlab.serving.metrics import SimResult
@@ -38,9 +38,9 @@ from inferlab.serving.policies import ChunkedPrefill, PrefillFirst, StaticBatchi
 from inferlab.serving.simulate import ROUTERS, _result, serve
 from inferlab.serving.steptime import RooflineStepTime
 from inferlab.serving.workload import Workload
-from inferlab.specs import BF16, Accelerator, Precision, book_scenario, check_accelerator, check_model, \
+from inferlab.core.specs import BF16, Accelerator, Precision, book_scenario, check_accelerator, check_model, \
     check_precision, data_dir
-from inferlab.input_checks import choice, fraction, positive_float, positive_int
+from inferlab.base.input_checks import choice, fraction, positive_float, positive_int
 
 LINKS = ("nvlink", "infiniband")
 BITS_PER_BYTE = 8

@@ -6,10 +6,10 @@ with weights and KV bytes per token per device under tensor parallelism (`memory
 """
 from __future__ import annotations
 
-from inferlab.memory import kv_cache_bytes_per_token, weight_bytes
-from inferlab.specs import BF16, Precision, check_accelerator, check_model
-from inferlab.units import GB
-from inferlab.input_checks import DoesNotFitError, fraction, positive_int
+from inferlab.core.memory import kv_cache_bytes_per_token, weight_bytes
+from inferlab.core.specs import BF16, Precision, check_accelerator, check_model
+from inferlab.base.units import GB
+from inferlab.base.input_checks import DoesNotFitError, fraction, positive_int
 
 
 def blocks_for(tokens: int, block_tokens: int) -> int:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from inferlab.input_checks import positive_float
+from inferlab.base.input_checks import positive_float
 
 PERCENTILES = (50, 90, 99)
 

@@ -54,7 +54,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from inferlab.input_checks import positive_float, positive_int
+from inferlab.base.input_checks import positive_float, positive_int
 
 POLICY_NAMES = ("static", "continuous", "prefill-first", "chunked", "priority")
 
@@ -228,7 +228,7 @@ class VllmV1(ChunkedPrefill):
     version_read = "0.32.0"
 
     def __post_init__(self):
-        from inferlab.input_checks import choice
+        from inferlab.base.input_checks import choice
         super().__post_init__()
         positive_int("block_size", self.block_size)
         if not isinstance(self.chunked_prefill, bool):
@@ -249,7 +249,7 @@ def make_policy(name: str, *, batch_size: int = 8, timeout_s: float | None = Non
                 max_num_seqs: int = 256, token_budget: int = 512,
                 max_batched_tokens: int | None = 8192):
     """A policy from its name in POLICY_NAMES and the options that apply to it."""
-    from inferlab.input_checks import choice
+    from inferlab.base.input_checks import choice
     choice("policy", name, POLICY_NAMES)
     if name == "static":
         return StaticBatching(batch_size, timeout_s)

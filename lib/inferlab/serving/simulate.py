@@ -17,8 +17,8 @@ from inferlab.serving.policies import ContinuousBatching
 from inferlab.serving.speculative import MTP, Speculative, SpeculativeStepTime, token_times
 from inferlab.serving.steptime import RooflineStepTime, check_step_time
 from inferlab.serving.workload import Workload
-from inferlab.specs import BF16, Accelerator, ModelConfig, Precision, book_scenario, check_accelerator, check_model
-from inferlab.input_checks import choice, fraction, positive_float, positive_int
+from inferlab.core.specs import BF16, Accelerator, ModelConfig, Precision, book_scenario, check_accelerator, check_model
+from inferlab.base.input_checks import choice, fraction, positive_float, positive_int
 
 ROUTERS = ("round-robin", "least-loaded")
 

@@ -28,8 +28,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from inferlab.serving.steptime import StepShape
-from inferlab.specs import ModelConfig
-from inferlab.input_checks import positive_int
+from inferlab.core.specs import ModelConfig
+from inferlab.base.input_checks import positive_int
 
 MTP = "mtp"
 MAX_DRAFT_TOKENS = 64  # beyond any published setting (EAGLE, Medusa, MTP use k <= 10)

@@ -39,15 +39,15 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from inferlab import attention
-from inferlab.context import beyond_context
-from inferlab.costs import ATTENTION_OPS, forward_costs
-from inferlab.deployment import Deployment
-from inferlab.efficiency import communication_time_s
-from inferlab.parallel import allreduce_latency_s as parallel_allreduce_latency_s, tp_shard
-from inferlab.specs import BF16, Precision, check_accelerator, check_model, check_precision
-from inferlab.units import bytes_per_element
-from inferlab.input_checks import fraction, positive_float
+from inferlab.core import attention
+from inferlab.core.context import beyond_context
+from inferlab.core.costs import ATTENTION_OPS, forward_costs
+from inferlab.core.deployment import Deployment
+from inferlab.core.efficiency import communication_time_s
+from inferlab.core.parallel import allreduce_latency_s as parallel_allreduce_latency_s, tp_shard
+from inferlab.core.specs import BF16, Precision, check_accelerator, check_model, check_precision
+from inferlab.base.units import bytes_per_element
+from inferlab.base.input_checks import fraction, positive_float
 
 
 @dataclass(frozen=True, slots=True)

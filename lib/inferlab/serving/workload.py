@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from inferlab.input_checks import choice, positive_float, positive_int
+from inferlab.base.input_checks import choice, positive_float, positive_int
 
 LENGTH_KINDS = ("fixed", "uniform", "lognormal")
 PRIORITY_CLASSES = ("high", "normal", "low")  # index = priority level, 0 served first

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from inferlab.costs import chunked_prefill_costs, decode_costs, forward_costs, prefill_costs
-from inferlab.latency import decode_step_time_s, kv_crossover_batch, prefill_time_s, throughput_tokens_per_s
-from inferlab.memory import kv_cache_bytes, max_batch, weight_bytes
-from inferlab.specs import get_accelerator, get_model
+from inferlab.core.costs import chunked_prefill_costs, decode_costs, forward_costs, prefill_costs
+from inferlab.core.latency import decode_step_time_s, kv_crossover_batch, prefill_time_s, throughput_tokens_per_s
+from inferlab.core.memory import kv_cache_bytes, max_batch, weight_bytes
+from inferlab.core.specs import get_accelerator, get_model
 
 from inferlab.claims.experiments.common import ACC, Case, MODEL, Outcome, _f, _gqa, _ms, _precision
 
@@ -183,7 +183,7 @@ def prefix_cache(shared_tokens: int = 10_000, suffixes=(1, 200, 2000), max_share
     max_share of prefilling prefix + suffix."""
     model = get_model(model)
     accelerator = get_accelerator(accelerator)
-    from inferlab.roofline import pass_time_s
+    from inferlab.core.roofline import pass_time_s
     cases = []
     for q in suffixes:
         cached = pass_time_s(forward_costs(model, 1, q, shared_tokens), accelerator)

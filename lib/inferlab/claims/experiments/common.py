@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
-from inferlab.specs import Precision, get_model
+from inferlab.core.specs import Precision, get_model
 
 MODEL = "llama-2-13b"
 ACC = "h100-sxm"

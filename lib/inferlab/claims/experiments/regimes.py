@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from inferlab.costs import decode_costs, prefill_costs
-from inferlab.latency import decode_step_time_s, prefill_time_s
-from inferlab.roofline import ridge_point, time_weighted_regime
-from inferlab.specs import get_accelerator, get_model
+from inferlab.core.costs import decode_costs, prefill_costs
+from inferlab.core.latency import decode_step_time_s, prefill_time_s
+from inferlab.core.roofline import ridge_point, time_weighted_regime
+from inferlab.core.specs import get_accelerator, get_model
 
 from inferlab.claims.experiments.common import ACC, Case, MODEL, Outcome, _f, _ms
 

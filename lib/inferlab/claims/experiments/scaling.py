@@ -3,9 +3,9 @@ accelerator's bandwidth.
 """
 from __future__ import annotations
 
-from inferlab.latency import decode_step_time_s, prefill_time_s
-from inferlab.memory import kv_cache_bytes, weight_bytes
-from inferlab.specs import Precision, get_accelerator, get_model
+from inferlab.core.latency import decode_step_time_s, prefill_time_s
+from inferlab.core.memory import kv_cache_bytes, weight_bytes
+from inferlab.core.specs import Precision, get_accelerator, get_model
 
 from inferlab.claims.experiments.common import ACC, Case, MODEL, Outcome, _f, _ms, _precision
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from inferlab.costs import ATTENTION_OPS, decode_costs, prefill_costs
-from inferlab.deployment import Deployment
-from inferlab.latency import decode_step_time_s, prefill_time_s
-from inferlab.memory import kv_cache_bytes, memory_budget
-from inferlab.roofline import ridge_point, roofline_time_s
-from inferlab.specs import get_accelerator, get_model
+from inferlab.core.costs import ATTENTION_OPS, decode_costs, prefill_costs
+from inferlab.core.deployment import Deployment
+from inferlab.core.latency import decode_step_time_s, prefill_time_s
+from inferlab.core.memory import kv_cache_bytes, memory_budget
+from inferlab.core.roofline import ridge_point, roofline_time_s
+from inferlab.core.specs import get_accelerator, get_model
 
 from inferlab.claims.experiments.common import ACC, Case, MODEL, Outcome, _f, _gqa, _ms, _precision
 from inferlab.claims.experiments.simulated import _long_prompt
@@ -70,7 +70,7 @@ def _tp_step_time(phase, model, accelerator, prompt_len, context_len, allreduce_
     """(time on K devices as a function of K, the all-reduce latency used): the prefill of
     `prompt_len` tokens or one decode step at `context_len`, all-reduces at `allreduce_latency_s`
     (None: the accelerator's default start-up latency, its node's measured one where published)."""
-    from inferlab.parallel import allreduce_latency_s as default_latency_s
+    from inferlab.core.parallel import allreduce_latency_s as default_latency_s
     lat = default_latency_s(accelerator) if allreduce_latency_s is None else allreduce_latency_s
 
     def t(k):
@@ -228,9 +228,9 @@ def gqa_still_open(model: str = "llama-2-70b", target_kv_heads: int = 8, context
 def chunked_cost_size(chunks=(512, 2048), words=("small",), long_prompts=(4_000, 16_000), rate: float = 4.0,
                       n: int = 200):
     """Holds at each long-prompt length S and chunk size C where the long request's own TTFT rises
-    by an amount that inferlab.qualitative_words.size_of_change calls one of `words` (small <= 10 %,
+    by an amount that inferlab.base.qualitative_words.size_of_change calls one of `words` (small <= 10 %,
     moderate <= 30 %, large beyond), chunked against unchunked (the run of chunked_long_prompt)."""
-    from inferlab.qualitative_words import size_of_change
+    from inferlab.base.qualitative_words import size_of_change
     cases = []
     for s in long_prompts:
         res, idx = _long_prompt(("prefill-first",), s, rate, n)
@@ -273,7 +273,7 @@ def fits_on_device(model: str = "llama-2-70b", accelerator: str = ACC, context_l
 def gqa_across(family: str = "llama-3"):
     """Holds for each model of data/models.toml whose name starts with `family` that shares its KV
     heads among query heads (n_kv_heads < n_heads): grouped-query attention at that size."""
-    from inferlab.specs import list_models
+    from inferlab.core.specs import list_models
     models = [get_model(name) for name in list_models() if name.startswith(family)]
     if not models:
         raise ValueError(f"family must name models of data/models.toml; no model starts with {family!r}")

@@ -8,10 +8,10 @@ from functools import lru_cache
 
 import numpy as np
 
-from inferlab.costs import forward_costs
-from inferlab.efficiency import MeasuredKernels, communication_time_s
-from inferlab.latency import decode_step_time_s, prefill_time_s
-from inferlab.specs import BF16, get_accelerator, get_model
+from inferlab.core.costs import forward_costs
+from inferlab.core.efficiency import MeasuredKernels, communication_time_s
+from inferlab.core.latency import decode_step_time_s, prefill_time_s
+from inferlab.core.specs import BF16, get_accelerator, get_model
 
 from inferlab.claims.experiments.common import ACC, Case, MODEL, Outcome, _f, _ms
 from inferlab.claims.experiments.tensor_parallel import _node, _node_name, _node_text

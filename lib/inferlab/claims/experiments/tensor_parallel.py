@@ -3,11 +3,11 @@ share of a step, and the KV cache sharded across devices (on the roofline or on 
 """
 from __future__ import annotations
 
-from inferlab.deployment import Deployment
-from inferlab.efficiency import MeasuredKernels, communication_time_s
-from inferlab.latency import decode_step_time_s, prefill_time_s
-from inferlab.memory import kv_cache_bytes
-from inferlab.specs import get_accelerator, get_model
+from inferlab.core.deployment import Deployment
+from inferlab.core.efficiency import MeasuredKernels, communication_time_s
+from inferlab.core.latency import decode_step_time_s, prefill_time_s
+from inferlab.core.memory import kv_cache_bytes
+from inferlab.core.specs import get_accelerator, get_model
 
 from inferlab.claims.experiments.common import ACC, Case, MODEL, Outcome, _f, _ms
 
@@ -32,13 +32,13 @@ def _node_text(accelerator) -> str:
 
 def _fitted_allreduce(accelerator) -> str:
     """The ring formula's all-reduce of `accelerator` (parallel.allreduce_time_s's default), in words."""
-    from inferlab.parallel import allreduce_bus_bytes_per_s
+    from inferlab.core.parallel import allreduce_bus_bytes_per_s
     return (f"{accelerator.name} all-reduce as fitted ({_fitted_latency_us(accelerator):.1f} us, "
             f"{allreduce_bus_bytes_per_s(accelerator) / 1e9:.0f} GB/s), ideal kernels")
 
 
 def _fitted_latency_us(accelerator) -> float:
-    from inferlab.parallel import allreduce_latency_s
+    from inferlab.core.parallel import allreduce_latency_s
     return allreduce_latency_s(accelerator) * 1e6
 
 

@@ -1,0 +1,183 @@
+"""How fast each kernel runs: the one choice every time of the library goes through.
+
+    Roofline(mfu, mbu)   each operator takes max(FLOPs / (mfu * peak), bytes / (mbu * bandwidth));
+                         (1, 1) is the book's ideal roofline, below 1 fixed efficiency knobs
+    MeasuredKernels()    each matrix product and small kernel takes the time Vidur measured for its
+                         shape on an H100 SXM or A100 (`kernels`); attention's two products stay on
+                         the ideal roofline (no attention kernels were published)
+
+Both answer `pass_time_s(costs, shard, deployment)`, one forward pass on one tensor-parallel shard
+without communication, and `allreduce_time_s(message_bytes, deployment)`, one all-reduce call.
+`deployment.Deployment.efficiency_model` says which one a deployment uses; `latency` and the
+simulator's step time (`serving.steptime`) ask it, never the roofline directly.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from inferlab.core import kernels
+from inferlab.core.costs import ATTENTION_OPS, ForwardCosts
+from inferlab.core.parallel import ALLREDUCES_PER_LAYER, allreduce_time_s as ring_allreduce_time_s
+from inferlab.core.roofline import pass_time_s as roofline_pass_time_s, roofline_time_s
+from inferlab.core.specs import check_model
+from inferlab.base.units import bytes_per_element
+from inferlab.base.input_checks import fraction, positive_int
+
+EFFICIENCY_NAMES = ("ideal", "fixed", "measured")
+# Products a server runs as one kernel (vLLM's QKVParallelLinear, MergedColumnParallelLinear), as
+# Vidur profiled them: one product of the summed widths N.
+FUSED_PRODUCTS = (("q_proj", "k_proj", "v_proj"), ("mlp_gate", "mlp_up"))
+# Numbers of a measured kernel's operands: 16-bit, as the profiles were taken (fp16 weights).
+MEASURED_DTYPES = ("bf16", "fp16")
+
+
+@dataclass(frozen=True)
+class Roofline:
+    """The roofline with efficiencies: compute at mfu * peak, memory at mbu * bandwidth, each in (0, 1].
+    Roofline() is the book's ideal (MFU = MBU = 1)."""
+
+    mfu: float = 1.0
+    mbu: float = 1.0
+
+    def __post_init__(self):
+        fraction("mfu", self.mfu)
+        fraction("mbu", self.mbu)
+
+    @property
+    def name(self) -> str:
+        return "ideal" if self.mfu == 1 and self.mbu == 1 else "fixed"
+
+    @property
+    def label(self) -> str:
+        if self.name == "ideal":
+            return "ideal roofline (MFU = MBU = 1)"
+        return f"fixed MFU {self.mfu:g}, MBU {self.mbu:g}"
+
+    def label_on(self, accelerator) -> str:
+        """The label (the same on every accelerator)."""
+        return self.label
+
+    def pass_time_s(self, costs: ForwardCosts, shard, deployment):
+        """`roofline.pass_time_s` of the pass at this object's mfu and mbu, with the deployment's
+        accelerator, compute dtype and overlap."""
+        return roofline_pass_time_s(costs, deployment.accelerator, deployment.precision.compute_dtype,
+                                    self.mfu, self.mbu, deployment.overlap)
+
+    def allreduce_time_s(self, message_bytes, deployment):
+        """A ring all-reduce: 2(K-1)/K * bytes / link bandwidth + the deployment's allreduce_latency_s."""
+        return ring_allreduce_time_s(message_bytes, deployment.tp, deployment.accelerator,
+                                     deployment.allreduce_latency_s)
+
+
+@dataclass(frozen=True)
+class MeasuredKernels:
+    """Kernel times measured by Vidur on real GPUs (`kernels`, data/vidur): per layer the fused QKV
+    product (N = q_dim + 2 kv_dim of the shard), o_proj, the fused gate and up product (N = 2 f;
+    f alone without a gate) and down, two norms and two residual adds over d, rotary over the
+    q + kv widths, the activation over f; once the embedding and the LM head (rows:
+    the sequences sampling). Attention's QK^T and PV on the ideal roofline; all-reduces as measured
+    on an NVSwitch node. Assumes 16-bit weights and activations, kernels run back to back."""
+
+    name = "measured"
+
+    @property
+    def label(self) -> str:
+        return self.label_on(None)
+
+    def label_on(self, accelerator) -> str:
+        """The label naming the profiles used: `accelerator`'s, or every profiled one when None."""
+        which = (accelerator.name if accelerator is not None and accelerator.name in kernels.MEASURED_ACCELERATORS
+                 else " and ".join(kernels.MEASURED_ACCELERATORS))
+        return f"measured kernels (Vidur's published {which} profiles; attention on the ideal roofline)"
+
+    def pass_time_s(self, costs: ForwardCosts, shard, deployment):
+        """Sum of the measured kernel times of one pass (module doc), attention on the ideal roofline."""
+        acc = kernels.check_measured(deployment.accelerator)
+        shard = check_model(shard)
+        if not isinstance(costs, ForwardCosts):
+            raise ValueError(f"costs must be a ForwardCosts (from costs.forward_costs); got {costs!r}")
+        if not costs.dims or costs.tokens is None:
+            raise ValueError("costs carry no operator shapes (dims, tokens): the measured kernels need a pass "
+                             "built by costs.forward_costs, prefill_costs or decode_costs")
+        dtype = deployment.precision.compute_dtype
+        layer = 0.0
+        done = set()
+        for group in FUSED_PRODUCTS:
+            present = [op for op in group if op in costs.per_layer]
+            if present:
+                k = costs.dims[present[0]][0]
+                n = sum(costs.dims[op][1] for op in present)
+                layer = layer + _layer_share_time(acc, costs, shard, present[0], k, n, deployment)
+                done.update(present)
+        for op, c in costs.per_layer.items():
+            if op in done:
+                continue
+            if op in ATTENTION_OPS:
+                layer = layer + roofline_time_s(c.flops, c.bytes, acc, dtype)
+            elif op in costs.dims:
+                layer = layer + _layer_share_time(acc, costs, shard, op, *costs.dims[op], deployment)
+            else:
+                raise ValueError(f"the measured kernels have no time for operator {op!r}; allowed: the matrix "
+                                 f"products of costs.forward_costs and {', '.join(ATTENTION_OPS)}")
+        if any(op in costs.dims for op in costs.per_layer):
+            layer = layer + small_kernels_time_s(acc, shard, costs.tokens)
+        t = costs.n_layers * layer
+        for op in costs.head:
+            if op == "embedding":
+                t = t + kernels.elementwise_time_s(acc, "embedding", costs.tokens, shard.d_model)
+            elif op in costs.dims:
+                t = t + kernels.linear_times_s(acc, costs.rows(op), *costs.dims[op])
+            else:
+                raise ValueError(f"the measured kernels have no time for operator {op!r}; allowed: embedding, lm_head")
+        return t if np.ndim(t) else float(t)
+
+    def allreduce_time_s(self, message_bytes, deployment):
+        """One all-reduce of `message_bytes` over the deployment's tp GPUs, as measured on an NVSwitch node."""
+        return kernels.allreduce_time_s(deployment.accelerator, message_bytes, deployment.tp, node="nvswitch")
+
+
+def _layer_share_time(acc, costs, shard, op: str, k: int, n: int, deployment):
+    """The measured time of product `op` per layer on average. A product that runs in only some
+    layers (a mixture of experts' dense layers, or its MoE layers) has its costs weighted by that share
+    s: s x the time of its full row count. The routed experts run as the expected distinct experts
+    touched (weight bytes / (k n b_w)), each over its share of the routed rows (uniform routing)."""
+    rows = np.asarray(costs.rows(op), dtype=float)
+    share = 1.0
+    if shard.is_moe and op.startswith("mlp_"):
+        share = (len(shard.dense_layers) if op in ("mlp_gate", "mlp_up", "mlp_down") else shard.moe_layers) / shard.n_layers
+    if op == "mlp_experts":
+        wb = bytes_per_element(deployment.precision.weights)
+        touched = np.asarray(costs.per_layer[op].weight_bytes, dtype=float) / (k * n * wb)   # share x experts
+        safe = np.where(touched > 0, touched, 1.0)
+        per_expert = np.maximum(np.rint(rows / safe), 1.0)   # rows of each touched expert (whole rows)
+        return np.where(touched > 0, touched * kernels.linear_times_s(acc, per_expert, k, n), 0.0)
+    if share == 1.0:
+        return kernels.linear_times_s(acc, rows, k, n)
+    return share * kernels.linear_times_s(acc, np.rint(rows / share), k, n)
+
+
+def small_kernels_time_s(accelerator, shard, tokens):
+    """The small kernels of one layer over `tokens` rows, each by the width it writes: two norms and
+    two residual adds over d, rotary over q_dim + kv_dim (queries and keys), the activation over f
+    (a gated one reads 2 f, the gate's and the up product's outputs: the profiles, all gated, fit that
+    per written element; a plain MLP's activation is taken at the same cost)."""
+    d = shard.d_model
+    return (2 * kernels.elementwise_time_s(accelerator, "norm", tokens, d)
+            + kernels.elementwise_time_s(accelerator, "rope", tokens, shard.q_dim + shard.kv_dim)
+            + kernels.elementwise_time_s(accelerator, "act", tokens, shard.d_ff)
+            + 2 * kernels.elementwise_time_s(accelerator, "add", tokens, d))
+
+
+def communication_time_s(model, tokens, deployment):
+    """All-reduce time of one forward pass over `tokens` tokens under tensor parallelism: 2 per layer
+    (after o_proj and after down) of tokens * d activations, each timed by the deployment's
+    efficiency model. `model` is the whole model, not a shard."""
+    model = check_model(model)
+    positive_int("tokens", tokens)
+    message = np.asarray(tokens, dtype=float) * model.d_model * bytes_per_element(deployment.precision.activations)
+    return model.n_layers * ALLREDUCES_PER_LAYER * deployment.efficiency_model.allreduce_time_s(message, deployment)
+
+
+__all__ = ["EFFICIENCY_NAMES", "MeasuredKernels", "Roofline", "communication_time_s", "small_kernels_time_s"]

@@ -1,0 +1,230 @@
+"""What must sit in accelerator memory: weights, KV cache, and the batch that fits beside them.
+
+KV cache bytes = 2 (K and V) * L * n_kv_heads * head_dim * S * B * bytes per KV element for full
+attention; windows, chunks and MLA's latent as `attention` counts them.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from inferlab.core import attention
+from inferlab.core.moe import expected_experts
+from inferlab.core.context import check_context, context_flag
+from inferlab.core.parallel import tp_shard
+from inferlab.core.specs import BF16, Precision, check_precision, check_accelerator, check_model
+from inferlab.base.units import GB, bytes_per_element
+from inferlab.base.input_checks import DoesNotFitError, positive_float, positive_int, scalar
+
+
+def weight_bytes(model, precision: Precision = BF16, tp: int = 1) -> float:
+    """Bytes of all parameters (embeddings and norms included) on one of `tp` devices."""
+    shard = tp_shard(check_model(model), tp)
+    return shard.n_params * bytes_per_element(check_precision(precision).weights)
+
+
+def weight_bytes_read(model, tokens, precision: Precision = BF16, tp: int = 1):
+    """Weight bytes a pass over `tokens` tokens (a decode step of B sequences: B tokens) reads, on one
+    of `tp` devices: `weight_bytes` for a dense model; for a mixture of experts, all but the routed
+    experts none of the tokens is sent to, W - L_moe (E - E_touched(T)) P_expert bytes, with
+    E_touched(T) = E (1 - (1 - k/E)^T) under uniform routing (`moe.expected_experts`). So k experts
+    per layer at T = 1 and all E as T grows. The embedding table counts whole, as in `weight_bytes`.
+    `tokens` may be fractional (B* solves for it) or an array."""
+    shard = tp_shard(check_model(model), tp)
+    total = shard.n_params * bytes_per_element(check_precision(precision).weights)
+    positive_float("tokens", tokens, allow_zero=True)
+    t = np.asarray(tokens, dtype=float)
+    if not shard.is_moe:
+        out = np.full(t.shape, float(total))
+    else:
+        untouched = shard.n_experts - np.asarray(expected_experts(shard.n_experts, shard.experts_per_token, t))
+        out = total - shard.moe_layers * untouched * shard.expert_params * bytes_per_element(precision.weights)
+    return out if out.ndim else float(out)
+
+
+def kv_cache_bytes_per_token(model, precision: Precision = BF16, tp: int = 1) -> float:
+    """2 * L * n_kv_heads * head_dim * bytes per element (per device under tensor parallelism); MLA
+    its latent and rope key per layer; windowed layers counted per token (`attention`: an upper bound)."""
+    return attention.cache_bytes_per_token(tp_shard(check_model(model), tp), check_precision(precision))
+
+
+@context_flag
+def kv_cache_bytes(model, seq_len, batch=1, precision: Precision = BF16, tp: int = 1):
+    """KV cache of `batch` sequences of `seq_len` tokens as a serving engine holds it
+    (`attention.cache_bytes_per_sequence`: per-token bytes * seq_len for full attention, a sliding
+    layer at most its window, a chunked one at most its chunk) * batch.
+    seq_len beyond the model's maximum context: ContextLengthWarning (beyond_context=True: none)."""
+    check_model(model)
+    check_precision(precision)
+    positive_int("seq_len", seq_len)
+    positive_int("batch", batch)
+    check_context(model, seq_len, stacklevel=4)
+    per_seq = attention.cache_bytes_per_sequence(tp_shard(model, tp), np.asarray(seq_len, dtype=float), precision)
+    out = np.asarray(per_seq, dtype=float) * np.asarray(batch, dtype=float)
+    return out if out.ndim else float(out)
+
+
+@dataclass(frozen=True)
+class MemoryBudget:
+    """One device's memory split, in bytes. `free` is negative when the configuration overflows."""
+
+    capacity_bytes: float
+    weight_bytes: float
+    kv_bytes: object
+    reserved_bytes: float
+
+    @property
+    def used_bytes(self):
+        return self.weight_bytes + self.kv_bytes + self.reserved_bytes
+
+    @property
+    def free_bytes(self):
+        return self.capacity_bytes - self.used_bytes
+
+    @property
+    def fits(self):
+        return self.free_bytes >= 0
+
+
+@context_flag
+def memory_budget(model, accelerator, batch, seq_len, precision: Precision = BF16, tp: int = 1,
+                  reserved_bytes: float = 0.0) -> MemoryBudget:
+    """Weights + KV cache + a reserved margin (activations, allocator slack) on one device."""
+    check_model(model)
+    check_precision(precision)
+    acc = check_accelerator(accelerator)
+    scalar("reserved_bytes", reserved_bytes)
+    positive_float("reserved_bytes", reserved_bytes, allow_zero=True)
+    return MemoryBudget(acc.memory_bytes, weight_bytes(model, precision, tp),
+                        kv_cache_bytes(model, seq_len, batch, precision, tp), float(reserved_bytes))
+
+
+@context_flag
+def max_batch(model, accelerator, seq_len, precision: Precision = BF16, tp: int = 1,
+              reserved_bytes: float = 0.0, allow_zero: bool = False):
+    """Largest B with weights + B * KV(seq_len) + reserved <= capacity (floor, per device).
+    Raises DoesNotFitError when the weights alone do not fit, and (unless allow_zero) when not
+    even one sequence of seq_len tokens fits beside them."""
+    check_precision(precision)
+    model = check_model(model)
+    acc = check_accelerator(accelerator)
+    scalar("reserved_bytes", reserved_bytes)
+    positive_float("reserved_bytes", reserved_bytes, allow_zero=True)
+    w = weight_bytes(model, precision, tp)
+    free = acc.memory_bytes - w - reserved_bytes
+    if free < 0:
+        raise DoesNotFitError(
+            f"{model.name} weights need {w / GB:.1f} GB per device (tp={tp}, {precision.weights}) "
+            f"plus reserved_bytes={reserved_bytes / GB:.3g} GB, but {acc.name} has {acc.memory_bytes / GB:.0f} GB; "
+            "use more devices (tp), a smaller weight dtype or a smaller model")
+    per_seq = kv_cache_bytes(model, seq_len, 1, precision, tp)
+    b = np.floor(free / np.asarray(per_seq)).astype(np.int64)
+    if not allow_zero and np.any(b < 1):
+        worst = float(np.max(per_seq))
+        raise DoesNotFitError(
+            f"one sequence of seq_len={np.max(seq_len)} needs {worst / GB:.2f} GB of KV cache but only "
+            f"{free / GB:.2f} GB is left beside the weights on {acc.name}; shorten seq_len, "
+            "quantise the KV cache or add devices")
+    return b if b.ndim else int(b)
+
+
+TP_DEGREES = (2, 4, 8, 16)   # tensor-parallel degrees fit_advice tries, smallest first
+
+
+@dataclass(frozen=True)
+class FitAdvice:
+    """Whether one sequence of `seq_len` tokens fits beside the weights on one device, and, when it
+    does not, what would: the smallest tensor-parallel degree `tp` (with the batch it then holds), an
+    int8 KV cache (its batch; 0 when that does not help) and the longest context that fits (0 when the
+    weights alone do not). `reason` is the DoesNotFitError's message ('' when it fits)."""
+
+    model: str
+    accelerator: str
+    seq_len: int
+    max_batch: int
+    reason: str = ""
+    weight_gb: float = 0.0
+    memory_gb: float = 0.0
+    tp: int | None = None
+    tp_max_batch: int = 0
+    int8_kv_max_batch: int = 0
+    longest_context: int = 0
+
+    @property
+    def fits(self) -> bool:
+        return self.max_batch >= 1
+
+    def remedies(self) -> list[str]:
+        """What would fit, in words, most direct first: an int8 cache, a shorter context, TP."""
+        out = []
+        if self.int8_kv_max_batch:
+            out.append(f"an int8 KV cache (B_max = {self.int8_kv_max_batch:,})")
+        if self.longest_context:
+            out.append(f"a context of at most {self.longest_context:,} tokens")
+        if self.tp:
+            out.append(f"tensor parallelism {self.tp} (B_max = {self.tp_max_batch:,} per replica)")
+        return out
+
+    def sentence(self) -> str:
+        """'' when it fits; else what does not fit and what would, in one or two sentences."""
+        if self.fits:
+            return ""
+        if self.longest_context == 0:
+            head = (f"{self.model} does not fit on one {self.accelerator}: its weights take "
+                    f"{self.weight_gb:.0f} GB of {self.memory_gb:.0f} GB.")
+        else:
+            head = (f"{self.model} on one {self.accelerator} has no room for one sequence of "
+                    f"{self.seq_len:,} tokens beside its {self.weight_gb:.0f} GB of weights.")
+        fixes = self.remedies()
+        if not fixes:
+            return head + f" No tensor-parallel degree up to {TP_DEGREES[-1]} fits it either."
+        return head + " What fits: " + _or_list(fixes) + "."
+
+    def lines(self, width: int = 34) -> list[str]:
+        """The sentence in lines of at most `width` characters (a figure's note on a phone)."""
+        import textwrap
+        return textwrap.wrap(self.sentence(), width)
+
+
+def _or_list(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " or " + items[-1]
+
+
+@context_flag
+def fit_advice(model, accelerator, seq_len: int, precision: Precision = BF16) -> FitAdvice:
+    """`max_batch` at `seq_len` on one device, and, when not one sequence fits, the remedies:
+    the smallest tensor-parallel degree of TP_DEGREES that `parallel.check_tp` allows and that holds
+    one sequence (per replica), an int8 KV cache, and the longest context that one device holds."""
+    model, acc, precision = check_model(model), check_accelerator(accelerator), check_precision(precision)
+    positive_int("seq_len", seq_len)
+    seq_len = int(seq_len)
+    w = weight_bytes(model, precision)
+    common = dict(model=model.name, accelerator=acc.name, seq_len=seq_len, weight_gb=w / GB,
+                  memory_gb=acc.memory_bytes / GB)
+    b = max_batch(model, acc, seq_len, precision, allow_zero=True) if w <= acc.memory_bytes else 0
+    if b >= 1:
+        return FitAdvice(max_batch=int(b), **common)
+    reason = ""
+    try:
+        max_batch(model, acc, seq_len, precision)
+    except DoesNotFitError as e:
+        reason = str(e)
+    tp, tp_b = None, 0
+    for k in TP_DEGREES:
+        if k > model.n_heads:
+            break
+        try:
+            tp_b = max_batch(model, acc, seq_len, precision, tp=k)
+        except (DoesNotFitError, ValueError):   # ValueError: k cannot split the model's heads evenly
+            continue
+        tp = k
+        break
+    int8_b, longest = 0, 0
+    if w <= acc.memory_bytes:
+        if precision.kv != "int8" and bytes_per_element(precision.kv) > 1:
+            int8 = Precision(precision.weights, precision.activations, "int8", precision.compute)
+            int8_b = int(max_batch(model, acc, seq_len, int8, allow_zero=True))
+        longest = int((acc.memory_bytes - w) // kv_cache_bytes_per_token(model, precision))
+    return FitAdvice(max_batch=0, reason=reason, tp=tp, tp_max_batch=int(tp_b) if tp else 0,
+                     int8_kv_max_batch=int8_b, longest_context=longest, **common)

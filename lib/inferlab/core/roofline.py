@@ -1,0 +1,111 @@
+"""The roofline model (Williams, Waterman & Patterson 2009) and the time it predicts.
+
+attainable FLOP/s = min(peak, intensity * bandwidth); ridge point = peak / bandwidth.
+An efficiency below 1 (MFU for compute, MBU for memory) scales the ceiling it applies to.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from inferlab.core.costs import ForwardCosts
+from inferlab.core.specs import Accelerator, check_accelerator
+from inferlab.base.input_checks import choice, finite_result, fraction, positive_float
+
+OVERLAP_MODES = ("per_operator", "whole_model", "none")
+
+
+def ridge_point(accelerator: Accelerator, dtype: str = "bf16") -> float:
+    """FLOPs per byte at which compute and memory time are equal: peak / bandwidth."""
+    acc = check_accelerator(accelerator)
+    return acc.peak(dtype) / acc.hbm_bytes_per_s
+
+
+def attainable_flops_per_s(intensity, accelerator, dtype: str = "bf16", mfu: float = 1.0,
+                           mbu: float = 1.0):
+    """min(mfu * peak, intensity * mbu * bandwidth), elementwise over `intensity`."""
+    acc = check_accelerator(accelerator)
+    positive_float("intensity", intensity, allow_zero=True)
+    fraction("mfu", mfu)
+    fraction("mbu", mbu)
+    with np.errstate(over="ignore"):  # an overflow to inf is reported below, by name
+        out = np.minimum(mfu * acc.peak(dtype), np.asarray(intensity, dtype=float) * mbu * acc.hbm_bytes_per_s)
+    return out
+
+
+def bound(intensity, accelerator, dtype: str = "bf16"):
+    """'compute' where intensity >= ridge point, else 'memory' (a str, or an array of them)."""
+    check_accelerator(accelerator)
+    positive_float("intensity", intensity, allow_zero=True)
+    out = np.where(np.asarray(intensity) >= ridge_point(accelerator, dtype), "compute", "memory")
+    return str(out) if out.ndim == 0 else out
+
+
+def _check_overlap(overlap) -> str:
+    if isinstance(overlap, (bool, np.bool_)):
+        raise ValueError(f"overlap must be one of {', '.join(repr(m) for m in OVERLAP_MODES)}; got {overlap!r} "
+                         "(True is 'per_operator', False is 'none')")
+    return choice("overlap", overlap, OVERLAP_MODES)
+
+
+def roofline_time_s(flops, bytes_moved, accelerator, dtype: str = "bf16", mfu: float = 1.0,
+                    mbu: float = 1.0, overlap: str = "per_operator"):
+    """Time of one kernel (or of a whole pass treated as one): compute = flops / (mfu * peak),
+    memory = bytes / (mbu * bandwidth). overlap, the same vocabulary as pass_time_s:
+    'per_operator' or 'whole_model': max(compute, memory), transfers hidden under compute;
+    'none': compute + memory, the upper bound of no overlap."""
+    acc = check_accelerator(accelerator)
+    positive_float("flops", flops, allow_zero=True)
+    positive_float("bytes_moved", bytes_moved, allow_zero=True)
+    fraction("mfu", mfu)
+    fraction("mbu", mbu)
+    overlap = _check_overlap(overlap)
+    compute_s = np.asarray(flops, dtype=float) / (mfu * acc.peak(dtype))
+    memory_s = np.asarray(bytes_moved, dtype=float) / (mbu * acc.hbm_bytes_per_s)
+    out = compute_s + memory_s if overlap == "none" else np.maximum(compute_s, memory_s)
+    finite_result("roofline_time_s", out, flops=flops, bytes_moved=bytes_moved)
+    return out if out.ndim else float(out)
+
+
+def _check_costs(costs) -> ForwardCosts:
+    if not isinstance(costs, ForwardCosts):
+        raise ValueError(f"costs must be a ForwardCosts (from forward_costs, prefill_costs or "
+                         f"decode_costs); got {costs!r}")
+    return costs
+
+
+def pass_time_s(costs: ForwardCosts, accelerator, dtype: str = "bf16", mfu: float = 1.0,
+                mbu: float = 1.0, overlap: str = "per_operator"):
+    """Time of a forward pass under the roofline.
+    per_operator: each kernel takes max(compute, memory), kernels run back to back (default);
+    whole_model: max(total compute, total memory), the optimistic bound of perfect overlap;
+    none: total compute + total memory, the pessimistic bound of no overlap at all."""
+    _check_costs(costs)
+    _check_overlap(overlap)
+    accelerator = check_accelerator(accelerator)
+    if overlap == "per_operator":
+        times = [roofline_time_s(c.flops, c.bytes, accelerator, dtype, mfu, mbu)
+                 for c in costs.operators().values()]
+        return sum(times)
+    total = costs.total
+    return roofline_time_s(total.flops, total.bytes, accelerator, dtype, mfu, mbu, overlap=overlap)
+
+
+def operator_regimes(costs: ForwardCosts, accelerator, dtype: str = "bf16") -> dict:
+    """{operator: 'compute' | 'memory'} for every operator of a pass (FLOP-free ops: 'memory')."""
+    _check_costs(costs)
+    accelerator = check_accelerator(accelerator)
+    return {name: bound(c.intensity, accelerator, dtype) for name, c in costs.operators().items()}
+
+
+def time_weighted_regime(costs: ForwardCosts, accelerator, dtype: str = "bf16") -> str:
+    """The regime of the whole pass: 'compute' if compute-bound kernels take most of its roofline time."""
+    _check_costs(costs)
+    acc = check_accelerator(accelerator)
+    compute_s = memory_s = 0.0
+    for c in costs.operators().values():
+        t = roofline_time_s(c.flops, c.bytes, acc, dtype)
+        is_compute = np.asarray(c.flops / acc.peak(dtype)) >= np.asarray(c.bytes / acc.hbm_bytes_per_s)
+        compute_s = compute_s + np.where(is_compute, t, 0.0)
+        memory_s = memory_s + np.where(is_compute, 0.0, t)
+    out = np.where(compute_s >= memory_s, "compute", "memory")
+    return str(out) if out.ndim == 0 else out
