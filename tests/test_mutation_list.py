@@ -31,24 +31,38 @@ def test_every_mutant_names_its_tests_and_they_exist(mutation):
 
 
 def test_a_stale_mutant_is_named_and_stops_the_run(mutation, tmp_path, capsys):
-    (tmp_path / "a.py").write_text("x = 1\nx = 1\ny = 2\n")
-    gone = mutation.Mutant("costs", "a.py", "z = 3", "z = 4", "z changed")
-    twice = mutation.Mutant("costs", "a.py", "x = 1", "x = 2", "x changed")
-    missing = mutation.Mutant("costs", "b.py", "y = 2", "y = 3", "in no file")
-    fine = mutation.Mutant("costs", "a.py", "y = 2", "y = 3", "y changed")
-    assert mutation.stale([gone, twice, missing, fine], lib=tmp_path) == [
-        "costs: z changed (a.py): snippet found 0 times", "costs: x changed (a.py): snippet found 2 times",
-        "costs: in no file (b.py, which does not exist): snippet found 0 times"]
+    (tmp_path / "a.py").write_text("def f():\n    x = 1\n    x = 1\n    y = 2\n\n\ndef g():\n    z = 3\n")
+    gone = mutation.Mutant("costs", "a.py", "f", "z = 3", "z = 4", "z changed")   # z = 3 is in g, not f
+    twice = mutation.Mutant("costs", "a.py", "f", "x = 1", "x = 2", "x changed")
+    missing = mutation.Mutant("costs", "b.py", "f", "y = 2", "y = 3", "in no file")
+    no_function = mutation.Mutant("costs", "a.py", "h", "y = 2", "y = 3", "in no function")
+    fine = mutation.Mutant("costs", "a.py", "f", "y = 2", "y = 3", "y changed")
+    assert mutation.stale([gone, twice, missing, no_function, fine], lib=tmp_path) == [
+        "costs: z changed (a.py, in f): snippet found 0 times", "costs: x changed (a.py, in f): snippet found 2 times",
+        "costs: in no file (b.py, which does not exist): snippet found 0 times",
+        "costs: in no function (a.py, no function h): snippet found 0 times"]
     saved = mutation.MUTANTS
     try:
-        mutation.MUTANTS = [*saved, mutation.Mutant("costs", "core/costs.py", "no such snippet", "", "planted stale")]
+        mutation.MUTANTS = [*saved, mutation.Mutant("costs", "core/costs.py", "", "no such snippet", "", "planted stale")]
         assert mutation.main(["--module", "costs"]) == 1
-        assert "planted stale (core/costs.py): snippet found 0 times" in capsys.readouterr().err
+        assert "planted stale (core/costs.py, at module level): snippet found 0 times" in capsys.readouterr().err
         assert mutation.main(["--module", "costs", "--list"]) == 1
         out = capsys.readouterr().out
         assert "STALE costs" in out and "1 stale" in out
     finally:
         mutation.MUTANTS = saved
+
+
+def test_a_mutant_survives_reformatting_but_not_a_changed_token(mutation):
+    m = mutation.Mutant("costs", "a.py", "C.area", "return max(w, h) * 2", "return max(w, h)", "area doubled")
+    one_line = "class C:\n    def area(self, w, h):\n        return max(w, h) * 2\n"
+    rewrapped = "class C:\n    def area(self, w, h):\n        return max(w,\n                   h)*2\n"
+    assert mutation.mutate(m, one_line) == "class C:\n    def area(self, w, h):\n        return max(w, h)\n"
+    assert mutation.mutate(m, rewrapped) == "class C:\n    def area(self, w, h):\n        return max(w, h)\n"
+    changed = "class C:\n    def area(self, w, h):\n        return max(w, h) * 3\n"
+    assert len(mutation.locate(m, changed)[0]) == 0
+    elsewhere = "def area(w, h):\n    return max(w, h) * 2\n\n\nclass C:\n    def area(self, w, h):\n        return w + h\n"
+    assert mutation.locate(m, elsewhere)[0] == []   # the same text in another function is not its target
 
 
 def test_the_development_pages_table_counts_the_list_as_it_is(mutation):
