@@ -105,8 +105,8 @@ MUTANTS = [
     # memory ---------------------------------------------------------------------------------------
     M("memory", "core/attention.py", "cache_bytes_per_token", "return 2.0 * model.n_layers * model.kv_dim", "return model.n_layers * model.kv_dim",
       "KV cache without the factor 2 for K and V"),
-    M("memory", "core/memory.py", "weight_bytes", "shard = tp_shard(check_model(model), tp)\n    return shard.n_params",
-      "shard = check_model(model)\n    return shard.n_params", "weights not split by tp"),
+    M("memory", "core/memory.py", "weight_bytes", "shard = tp_shard(model, tp)\n    return shard.n_params",
+      "shard = model\n    return shard.n_params", "weights not split by tp"),
     M("memory", "core/memory.py", "max_batch", "b = np.floor(free / np.asarray(per_seq))", "b = np.ceil(free / np.asarray(per_seq))",
       "max batch rounded up"),
     M("memory", "core/memory.py", "max_batch", "free = acc.memory_bytes - w - reserved_bytes", "free = acc.memory_bytes - w",

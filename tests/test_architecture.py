@@ -437,3 +437,55 @@ def test_every_study_file_has_one_job(doc):
     study = {m for m in all_modules() if m.startswith("study.") and m != "study.engines"}
     assert sorted(m for m, js in jobs.items() if len(js) > 1) == [], "a study file with two jobs"
     assert sorted(study - set(jobs)) == [], "study files the job table leaves out"
+
+
+def check_calls_in_core(sources: dict[str, str]) -> list[str]:
+    """'module:line calls check_x' for every call of a check_* guard in a core module other than
+    core.specs (which defines them): the core checks its objects once, where a call enters it
+    (core.boundary.enters), and trusts them inside."""
+    out = []
+    for mod, source in sources.items():
+        if not mod.startswith("core.") or mod in ("core.specs", "core.boundary"):
+            continue
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.Call):
+                f = node.func
+                name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
+                if name in ("check_model", "check_accelerator", "check_precision"):
+                    out.append(f"{mod}:{node.lineno} calls {name}")
+    return out
+
+
+def test_the_core_checks_its_objects_where_a_call_enters_it_only():
+    assert check_calls_in_core({"core.x": "def f(model):\n    model = check_model(model)\n",
+                                "core.specs": "def check_model(m):\n    return m\n",
+                                "serving.y": "check_model(m)\n"}) == ["core.x:2 calls check_model"]
+    mods = {m: p.read_text() for m, p in all_modules().items()}
+    assert check_calls_in_core(mods) == []
+
+
+def test_a_call_is_checked_once_where_it_enters_the_core(monkeypatch):
+    from inferlab.core import boundary, memory
+    from inferlab.core.specs import BF16, get_accelerator, get_model
+
+    m, a = get_model("llama-2-13b"), get_accelerator("h100-sxm")
+    seen = []
+    real = boundary.isinstance if hasattr(boundary, "isinstance") else isinstance
+
+    def counting(value, cls):
+        seen.append(cls.__name__)
+        return real(value, cls)
+    monkeypatch.setattr(boundary, "isinstance", counting, raising=False)
+    # max_batch calls weight_bytes and kv_cache_bytes (both @enters) inside: only its own 3 arguments
+    # are checked, once each
+    memory.max_batch(m, a, 4096, BF16)
+    assert sorted(seen) == ["Accelerator", "ModelConfig", "Precision"]
+    seen.clear()
+    memory.weight_bytes(m, BF16)
+    assert sorted(seen) == ["ModelConfig", "Precision"]
+    with pytest.raises(TypeError, match=r"^memory\.max_batch\(accelerator=\.\.\.\): expected Accelerator, "
+                                        r"got str 'h100-sxm'; resolve names with inferlab\.core\.specs\.get_accelerator$"):
+        memory.max_batch(m, "h100-sxm", 4096)
+    # a refused call leaves the core: the next call from outside is checked again
+    with pytest.raises(TypeError, match=r"^memory\.weight_bytes\(model=\.\.\.\)"):
+        memory.weight_bytes("llama-2-13b")

@@ -17,14 +17,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from inferlab.core.specs import ModelConfig, Precision, check_model, check_precision
+from inferlab.core.boundary import enters
+from inferlab.core.specs import ModelConfig, Precision
 from inferlab.base.units import bytes_per_element
 
 
+@enters(model=ModelConfig)
 def layer_groups(model: ModelConfig) -> dict:
     """{(kind, span): layers}: 'full' (span None), 'sliding' (the window) and 'chunked' (the chunk)."""
     out: dict = {}
-    for kind in check_model(model).layer_kinds:
+    for kind in model.layer_kinds:
         span = model.sliding_window if kind == "sliding" else model.attention_chunk if kind == "chunked" else None
         out[(kind, span)] = out.get((kind, span), 0) + 1
     return out
@@ -89,9 +91,9 @@ class LayerShape:
     cache_bytes_per_key: float
 
 
+@enters(model=ModelConfig, precision=Precision)
 def layer_shape(model: ModelConfig, precision: Precision) -> LayerShape:
     """Per-layer widths (module doc): GQA/MHA/MQA from n_kv_heads and head_dim, MLA from its latent."""
-    model, precision = check_model(model), check_precision(precision)
     ab, kvb = bytes_per_element(precision.activations), bytes_per_element(precision.kv)
     H = model.n_heads
     if model.is_mla:
@@ -122,13 +124,13 @@ class AttentionAccount:
         return AttentionAccount(*(getattr(self, f) + getattr(other, f) for f in self.__dataclass_fields__))
 
 
+@enters(model=ModelConfig, precision=Precision)
 def account(model: ModelConfig, batch=1, q_len=1, past_len=0, precision: Precision | None = None, *,
             causal: bool = True) -> AttentionAccount:
     """The attention of `batch` sequences each adding q_len tokens after past_len cached ones, per
     layer (arrays broadcast). Each layer group is counted with its own kind (module doc) and weighted
     by its share of the layers."""
-    model = check_model(model)
-    precision = check_precision(precision) if precision is not None else Precision()
+    precision = precision if precision is not None else Precision()
     shape = layer_shape(model, precision)
     b, q = np.asarray(batch, dtype=float), np.asarray(q_len, dtype=float)
     n_pairs = n_read = n_held = 0.0
@@ -150,11 +152,11 @@ def account(model: ModelConfig, batch=1, q_len=1, past_len=0, precision: Precisi
                             cache_bytes=b * n_held * shape.cache_bytes_per_key)
 
 
+@enters(model=ModelConfig, precision=Precision)
 def cache_bytes_per_sequence(model: ModelConfig, tokens, precision: Precision | None = None):
     """KV cache one sequence of `tokens` tokens holds, all layers: full layers every token, sliding
     layers at most the window, chunked at most the chunk; MLA its latent and rope key once."""
-    model = check_model(model)
-    precision = check_precision(precision) if precision is not None else Precision()
+    precision = precision if precision is not None else Precision()
     per_key = layer_shape(model, precision).cache_bytes_per_key
     groups = layer_groups(model)
     if len(groups) == 1 and ("full", None) in groups:   # as before: per-token bytes x tokens
@@ -164,11 +166,11 @@ def cache_bytes_per_sequence(model: ModelConfig, tokens, precision: Precision | 
     return out if np.ndim(out) else float(out)
 
 
+@enters(model=ModelConfig, precision=Precision)
 def cache_bytes_per_token(model: ModelConfig, precision: Precision | None = None) -> float:
     """Cache bytes per token of every layer, a window or chunk not applied: exact for full attention,
     an upper bound (what a paged pool that never frees out-of-window blocks allocates) otherwise."""
-    model = check_model(model)
-    precision = check_precision(precision) if precision is not None else Precision()
+    precision = precision if precision is not None else Precision()
     if model.is_mla:
         return float(model.n_layers * layer_shape(model, precision).cache_bytes_per_key)
     return 2.0 * model.n_layers * model.kv_dim * bytes_per_element(precision.kv)

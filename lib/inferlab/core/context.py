@@ -17,6 +17,9 @@ import warnings
 
 import numpy as np
 
+from inferlab.core.boundary import enters
+from inferlab.core.specs import ModelConfig
+
 _ALLOWED = contextvars.ContextVar("inferlab_beyond_context", default=False)
 
 
@@ -39,19 +42,17 @@ def context_message(model, tokens: int) -> str:
             "tokens, data/models.toml); the result is a yardstick for a model that cannot run it")
 
 
+@enters(model=ModelConfig)
 def within_context(model, tokens) -> bool:
     """True when every length in `tokens` is <= the model's max_context_tokens (or it has none)."""
-    from inferlab.core.specs import check_model
-    model = check_model(model)
     limit = model.max_context_tokens
     return limit is None or float(np.max(np.asarray(tokens, dtype=float))) <= limit
 
 
+@enters(model=ModelConfig)
 def check_context(model, tokens, *, stacklevel: int = 3) -> bool:  # stacklevel: kept for callers
     """Warn (ContextLengthWarning) when `tokens` exceeds the model's maximum context, unless inside
     beyond_context(); return whether it is within."""
-    from inferlab.core.specs import check_model
-    model = check_model(model)
     if within_context(model, tokens):
         return True
     if not _ALLOWED.get():

@@ -21,7 +21,8 @@ import numpy as np
 from inferlab.core import attention
 from inferlab.core.context import check_context, context_flag
 from inferlab.core.moe import expected_experts
-from inferlab.core.specs import BF16, ModelConfig, Precision, check_precision, check_model
+from inferlab.core.boundary import enters
+from inferlab.core.specs import BF16, ModelConfig, Precision
 from inferlab.base.units import bytes_per_element
 from inferlab.base.input_checks import nonneg_int, positive_int
 
@@ -125,13 +126,13 @@ class ForwardCosts:
         return out if out.ndim else float(out)
 
 
+@enters(precision=Precision)
 def linear_cost(tokens, d_in: int, d_out: int, precision: Precision = BF16) -> Cost:
     """y = x W for x: tokens x d_in, W: d_in x d_out.
     FLOPs 2*tokens*d_in*d_out; bytes: W once, x read and y written (activation dtype)."""
     positive_int("tokens", tokens)
     positive_int("d_in", d_in)
     positive_int("d_out", d_out)
-    check_precision(precision)
     wb, ab = bytes_per_element(precision.weights), bytes_per_element(precision.activations)
     tokens = np.asarray(tokens, dtype=float) if np.ndim(tokens) else float(tokens)
     return Cost(flops=2.0 * tokens * d_in * d_out,
@@ -148,6 +149,7 @@ def attention_pairs(q_len, past_len, causal: bool = True):
     return attention.pairs("full", None, q_len, past_len, causal)
 
 
+@enters(model=ModelConfig, precision=Precision)
 @context_flag
 def forward_costs(model: ModelConfig, batch=1, q_len=1, past_len=0,
                   precision: Precision = BF16, *, causal: bool = True,
@@ -156,11 +158,9 @@ def forward_costs(model: ModelConfig, batch=1, q_len=1, past_len=0,
     `past_len` cached ones. T = batch*q_len tokens flow through every projection.
     all_logits: apply the LM head to every new token (training-style forward) instead of only
     the last one per sequence (what a server needs to sample)."""
-    model = check_model(model)
     positive_int("batch", batch)
     positive_int("q_len", q_len)
     nonneg_int("past_len", past_len)
-    check_precision(precision)
     b = np.asarray(batch, dtype=float)
     q = np.asarray(q_len, dtype=float)
     kv_len = q + np.asarray(past_len, dtype=float)
@@ -241,22 +241,20 @@ def _moe_costs(model: ModelConfig, tokens, precision: Precision) -> dict:
     return {n: c * share for n, c in out.items()} if share != 1.0 else out
 
 
+@enters(model=ModelConfig, precision=Precision)
 @context_flag
 def prefill_costs(model, batch=1, prompt_len=1, precision: Precision = BF16, *,
                   causal: bool = True, all_logits: bool = False) -> ForwardCosts:
     """One prefill pass: `batch` prompts of `prompt_len` tokens, empty cache."""
-    check_model(model)
-    check_precision(precision)
     positive_int("prompt_len", prompt_len)
     return forward_costs(model, batch, prompt_len, 0, precision, causal=causal, all_logits=all_logits)
 
 
+@enters(model=ModelConfig, precision=Precision)
 @context_flag
 def decode_costs(model, batch=1, context_len=1, precision: Precision = BF16) -> ForwardCosts:
     """One decode step: each of `batch` sequences adds one token and attends over
     `context_len` positions (the cached ones plus the new token)."""
-    check_model(model)
-    check_precision(precision)
     positive_int("context_len", context_len)
     past = np.asarray(context_len) - 1
     return forward_costs(model, batch, 1, past if past.ndim else int(past), precision)
@@ -286,14 +284,13 @@ class ChunkedPrefill:
         return Cost(*(np.sum(getattr(c, f.name)) for f in fields(c)))
 
 
+@enters(model=ModelConfig, precision=Precision)
 @context_flag
 def chunked_prefill_costs(model, prompt_len: int, chunk_len: int, batch=1,
                           precision: Precision = BF16, *, causal: bool = True) -> ChunkedPrefill:
     """Prefill of `prompt_len` tokens in ceil(S/C) chunks of C. Total FLOPs equal one-shot causal
     prefill (each key-query pair is scored once, logits only for the last chunk); bytes grow: every chunk re-reads the weights
     (S/C times) and the KV cache of all earlier chunks (O(S^2/C) bytes)."""
-    check_model(model)
-    check_precision(precision)
     positive_int("prompt_len", prompt_len)
     positive_int("chunk_len", chunk_len)
     n = -(-int(prompt_len) // int(chunk_len))

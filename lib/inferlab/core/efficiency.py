@@ -21,7 +21,8 @@ from inferlab.core import kernels
 from inferlab.core.costs import ATTENTION_OPS, ForwardCosts
 from inferlab.core.parallel import ALLREDUCES_PER_LAYER, allreduce_time_s as ring_allreduce_time_s
 from inferlab.core.roofline import pass_time_s as roofline_pass_time_s, roofline_time_s
-from inferlab.core.specs import check_model
+from inferlab.core.boundary import enters
+from inferlab.core.specs import ModelConfig
 from inferlab.base.units import bytes_per_element
 from inferlab.base.input_checks import fraction, positive_int
 
@@ -92,10 +93,10 @@ class MeasuredKernels:
                  else " and ".join(kernels.MEASURED_ACCELERATORS))
         return f"measured kernels (Vidur's published {which} profiles; attention on the ideal roofline)"
 
+    @enters(shard=ModelConfig)
     def pass_time_s(self, costs: ForwardCosts, shard, deployment):
         """Sum of the measured kernel times of one pass (module doc), attention on the ideal roofline."""
         acc = kernels.check_measured(deployment.accelerator)
-        shard = check_model(shard)
         if not isinstance(costs, ForwardCosts):
             raise ValueError(f"costs must be a ForwardCosts (from costs.forward_costs); got {costs!r}")
         if not costs.dims or costs.tokens is None:
@@ -170,11 +171,11 @@ def small_kernels_time_s(accelerator, shard, tokens):
             + 2 * kernels.elementwise_time_s(accelerator, "add", tokens, d))
 
 
+@enters(model=ModelConfig)
 def communication_time_s(model, tokens, deployment):
     """All-reduce time of one forward pass over `tokens` tokens under tensor parallelism: 2 per layer
     (after o_proj and after down) of tokens * d activations, each timed by the deployment's
     efficiency model. `model` is the whole model, not a shard."""
-    model = check_model(model)
     positive_int("tokens", tokens)
     message = np.asarray(tokens, dtype=float) * model.d_model * bytes_per_element(deployment.precision.activations)
     return model.n_layers * ALLREDUCES_PER_LAYER * deployment.efficiency_model.allreduce_time_s(message, deployment)

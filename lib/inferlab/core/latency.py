@@ -18,10 +18,12 @@ from inferlab.core.deployment import as_deployment
 from inferlab.core.efficiency import communication_time_s
 from inferlab.core.memory import kv_cache_bytes, weight_bytes, weight_bytes_read
 from inferlab.core.parallel import tp_shard
-from inferlab.core.specs import BF16, Precision, check_accelerator, check_model, check_precision
+from inferlab.core.boundary import enters
+from inferlab.core.specs import BF16, Accelerator, ModelConfig, Precision
 from inferlab.base.input_checks import finite_result, fraction, nonneg_int, positive_float, positive_int
 
 
+@enters(model=ModelConfig)
 @context_flag
 def prefill_time_s(model, deployment, prompt_len, batch=1, precision: Precision | None = None, *,
                    include_attention: bool = True, causal: bool = True):
@@ -32,7 +34,6 @@ def prefill_time_s(model, deployment, prompt_len, batch=1, precision: Precision 
     deployment's allreduce_latency_s (default: the accelerator's, parallel.allreduce_latency_s; 0 is
     the book's idealisation). A deployment's step_overhead adds its CPU time for `batch` sequences."""
     d = as_deployment(deployment, precision)
-    model = check_model(model)
     shard = tp_shard(model, d.tp)
     costs = prefill_costs(shard, batch, prompt_len, d.precision, causal=causal)
     if not include_attention:
@@ -49,6 +50,7 @@ def prefill_time_s(model, deployment, prompt_len, batch=1, precision: Precision 
 ttft_s = prefill_time_s
 
 
+@enters(model=ModelConfig)
 @context_flag
 def decode_step_time_s(model, deployment, context_len, batch=1, precision: Precision | None = None):
     """Time of one decode step producing `batch` tokens, each attending over `context_len` positions,
@@ -57,7 +59,6 @@ def decode_step_time_s(model, deployment, context_len, batch=1, precision: Preci
     2*L all-reduces, each with the deployment's allreduce_latency_s (default: the accelerator's; 0 is the book's
     idealisation). A deployment's step_overhead adds its CPU time for `batch` sequences."""
     d = as_deployment(deployment, precision)
-    model = check_model(model)
     shard = tp_shard(model, d.tp)
     costs = decode_costs(shard, batch, context_len, d.precision)
     t = d.efficiency_model.pass_time_s(costs, shard, d)
@@ -71,6 +72,7 @@ def decode_step_time_s(model, deployment, context_len, batch=1, precision: Preci
 itl_s = decode_step_time_s
 
 
+@enters(model=ModelConfig)
 @context_flag
 def extend_time_s(model, deployment, new_tokens, cached_tokens, batch=1, precision: Precision | None = None):
     """Time of one pass that adds `new_tokens` to each of `batch` sequences whose first `cached_tokens`
@@ -78,7 +80,6 @@ def extend_time_s(model, deployment, new_tokens, cached_tokens, batch=1, precisi
     chunked prefill. cached_tokens=0 is a prefill (`prefill_time_s`); new_tokens=1 after S - 1 cached
     is a decode step at context S (`decode_step_time_s`). All-reduces and step overhead as there."""
     d = as_deployment(deployment, precision)
-    model = check_model(model)
     positive_int("new_tokens", new_tokens)
     nonneg_int("cached_tokens", cached_tokens)
     shard = tp_shard(model, d.tp)
@@ -91,6 +92,7 @@ def extend_time_s(model, deployment, new_tokens, cached_tokens, batch=1, precisi
     return t if np.ndim(t) else float(t)
 
 
+@enters(model=ModelConfig)
 @context_flag
 def chunked_prefill_time_s(model, deployment, prompt_len: int, chunk_len: int, precision: Precision | None = None):
     """Time of one prompt prefilled alone in ceil(S/C) passes of `chunk_len` tokens (chunked prefill
@@ -98,7 +100,6 @@ def chunked_prefill_time_s(model, deployment, prompt_len: int, chunk_len: int, p
     chunks before it, so it is never shorter than `prefill_time_s` (equal when C >= S). The same
     FLOPs, more bytes (`costs.chunked_prefill_costs`); all-reduces and step overhead once per chunk."""
     d = as_deployment(deployment, precision)
-    model = check_model(model)
     shard = tp_shard(model, d.tp)
     chunked = chunked_prefill_costs(shard, prompt_len, chunk_len, 1, d.precision)
     t = np.asarray(d.efficiency_model.pass_time_s(chunked.chunks, shard, d), dtype=float)
@@ -109,17 +110,18 @@ def chunked_prefill_time_s(model, deployment, prompt_len: int, chunk_len: int, p
     return float(np.sum(t) if t.ndim else t * chunked.n_chunks)
 
 
+@enters(model=ModelConfig)
 @context_flag
 def throughput_tokens_per_s(model, deployment, context_len, batch=1, precision: Precision | None = None):
     """Decode throughput of one model instance: batch / decode step time (tokens/s), on `deployment`
     (a Deployment, or an Accelerator as in decode_step_time_s)."""
-    check_model(model)
     d = as_deployment(deployment, precision)
     t = decode_step_time_s(model, d, context_len, batch)
     out = np.asarray(batch, dtype=float) / t
     return out if out.ndim else float(out)
 
 
+@enters(model=ModelConfig, precision=Precision)
 @context_flag
 def kv_crossover_batch(model, context_len, precision: Precision = BF16, tp: int = 1):
     """B*: the batch at which the KV cache a decode step reads equals the weights it reads,
@@ -128,8 +130,6 @@ def kv_crossover_batch(model, context_len, precision: Precision = BF16, tp: int 
     uniform routing), W(B)/B falls strictly, so B* is the one root, found by bisection. In both the
     memory-bound throughput B BW / (W(B) + B C_kv) is half its ceiling BW / C_kv at B*. Below B*
     throughput grows almost linearly with B (dense); above, it saturates."""
-    model = check_model(model)
-    check_precision(precision)
     positive_int("context_len", context_len)
     c_kv = np.asarray(kv_cache_bytes(model, context_len, 1, precision, tp), dtype=float)
     w_all = weight_bytes(model, precision, tp)
@@ -173,26 +173,28 @@ def prefill_flops_rule(n_params, tokens, flops_per_param_token: float = 2.0):
                          flops_per_param_token=flops_per_param_token)
 
 
+@enters(accelerator=Accelerator)
 def ttft_rule_s(n_params, prompt_len, accelerator, dtype: str = "bf16", batch=1, mfu: float = 1.0,
                 flops_per_param_token: float = 2.0):
     """TTFT ~ 2 * P * B * S / (mfu * peak): compute-bound prefill, attention's S^2 term ignored."""
     fraction("mfu", mfu)
     positive_int("prompt_len", prompt_len)
     positive_int("batch", batch)
-    acc = check_accelerator(accelerator)
+    acc = accelerator
     flops = prefill_flops_rule(n_params, np.asarray(batch, dtype=float) * np.asarray(prompt_len, dtype=float),
                                flops_per_param_token)
     out = finite_result("ttft_rule_s", flops / (mfu * acc.peak(dtype)), n_params=n_params, mfu=mfu)
     return out if np.ndim(out) else float(out)
 
 
+@enters(accelerator=Accelerator)
 def decode_step_rule_s(weight_bytes_total, kv_bytes_per_seq, batch, accelerator, mbu: float = 1.0):
     """step time ~ (M_weights + B * C_kv) / BW: every weight and every cached K/V read once per step."""
     fraction("mbu", mbu)
     positive_float("weight_bytes_total", weight_bytes_total)
     positive_float("kv_bytes_per_seq", kv_bytes_per_seq, allow_zero=True)
     positive_int("batch", batch)
-    acc = check_accelerator(accelerator)
+    acc = accelerator
     out = (weight_bytes_total + np.asarray(batch, dtype=float) * kv_bytes_per_seq) / (mbu * acc.hbm_bytes_per_s)
     finite_result("decode_step_rule_s", out, weight_bytes_total=weight_bytes_total,
                   kv_bytes_per_seq=kv_bytes_per_seq, batch=batch)

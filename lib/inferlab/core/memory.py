@@ -13,17 +13,20 @@ from inferlab.core import attention
 from inferlab.core.moe import expected_experts
 from inferlab.core.context import check_context, context_flag
 from inferlab.core.parallel import tp_shard
-from inferlab.core.specs import BF16, Precision, check_precision, check_accelerator, check_model
+from inferlab.core.boundary import enters
+from inferlab.core.specs import BF16, Accelerator, ModelConfig, Precision
 from inferlab.base.units import GB, bytes_per_element
 from inferlab.base.input_checks import DoesNotFitError, positive_float, positive_int, scalar
 
 
+@enters(model=ModelConfig, precision=Precision)
 def weight_bytes(model, precision: Precision = BF16, tp: int = 1) -> float:
     """Bytes of all parameters (embeddings and norms included) on one of `tp` devices."""
-    shard = tp_shard(check_model(model), tp)
-    return shard.n_params * bytes_per_element(check_precision(precision).weights)
+    shard = tp_shard(model, tp)
+    return shard.n_params * bytes_per_element(precision.weights)
 
 
+@enters(model=ModelConfig, precision=Precision)
 def weight_bytes_read(model, tokens, precision: Precision = BF16, tp: int = 1):
     """Weight bytes a pass over `tokens` tokens (a decode step of B sequences: B tokens) reads, on one
     of `tp` devices: `weight_bytes` for a dense model; for a mixture of experts, all but the routed
@@ -31,8 +34,8 @@ def weight_bytes_read(model, tokens, precision: Precision = BF16, tp: int = 1):
     E_touched(T) = E (1 - (1 - k/E)^T) under uniform routing (`moe.expected_experts`). So k experts
     per layer at T = 1 and all E as T grows. The embedding table counts whole, as in `weight_bytes`.
     `tokens` may be fractional (B* solves for it) or an array."""
-    shard = tp_shard(check_model(model), tp)
-    total = shard.n_params * bytes_per_element(check_precision(precision).weights)
+    shard = tp_shard(model, tp)
+    total = shard.n_params * bytes_per_element(precision.weights)
     positive_float("tokens", tokens, allow_zero=True)
     t = np.asarray(tokens, dtype=float)
     if not shard.is_moe:
@@ -43,20 +46,20 @@ def weight_bytes_read(model, tokens, precision: Precision = BF16, tp: int = 1):
     return out if out.ndim else float(out)
 
 
+@enters(precision=Precision, model=ModelConfig)
 def kv_cache_bytes_per_token(model, precision: Precision = BF16, tp: int = 1) -> float:
     """2 * L * n_kv_heads * head_dim * bytes per element (per device under tensor parallelism); MLA
     its latent and rope key per layer; windowed layers counted per token (`attention`: an upper bound)."""
-    return attention.cache_bytes_per_token(tp_shard(check_model(model), tp), check_precision(precision))
+    return attention.cache_bytes_per_token(tp_shard(model, tp), precision)
 
 
+@enters(model=ModelConfig, precision=Precision)
 @context_flag
 def kv_cache_bytes(model, seq_len, batch=1, precision: Precision = BF16, tp: int = 1):
     """KV cache of `batch` sequences of `seq_len` tokens as a serving engine holds it
     (`attention.cache_bytes_per_sequence`: per-token bytes * seq_len for full attention, a sliding
     layer at most its window, a chunked one at most its chunk) * batch.
     seq_len beyond the model's maximum context: ContextLengthWarning (beyond_context=True: none)."""
-    check_model(model)
-    check_precision(precision)
     positive_int("seq_len", seq_len)
     positive_int("batch", batch)
     check_context(model, seq_len, stacklevel=4)
@@ -87,28 +90,26 @@ class MemoryBudget:
         return self.free_bytes >= 0
 
 
+@enters(model=ModelConfig, precision=Precision, accelerator=Accelerator)
 @context_flag
 def memory_budget(model, accelerator, batch, seq_len, precision: Precision = BF16, tp: int = 1,
                   reserved_bytes: float = 0.0) -> MemoryBudget:
     """Weights + KV cache + a reserved margin (activations, allocator slack) on one device."""
-    check_model(model)
-    check_precision(precision)
-    acc = check_accelerator(accelerator)
+    acc = accelerator
     scalar("reserved_bytes", reserved_bytes)
     positive_float("reserved_bytes", reserved_bytes, allow_zero=True)
     return MemoryBudget(acc.memory_bytes, weight_bytes(model, precision, tp),
                         kv_cache_bytes(model, seq_len, batch, precision, tp), float(reserved_bytes))
 
 
+@enters(precision=Precision, model=ModelConfig, accelerator=Accelerator)
 @context_flag
 def max_batch(model, accelerator, seq_len, precision: Precision = BF16, tp: int = 1,
               reserved_bytes: float = 0.0, allow_zero: bool = False):
     """Largest B with weights + B * KV(seq_len) + reserved <= capacity (floor, per device).
     Raises DoesNotFitError when the weights alone do not fit, and (unless allow_zero) when not
     even one sequence of seq_len tokens fits beside them."""
-    check_precision(precision)
-    model = check_model(model)
-    acc = check_accelerator(accelerator)
+    acc = accelerator
     scalar("reserved_bytes", reserved_bytes)
     positive_float("reserved_bytes", reserved_bytes, allow_zero=True)
     w = weight_bytes(model, precision, tp)
@@ -191,12 +192,13 @@ def _or_list(items: list[str]) -> str:
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " or " + items[-1]
 
 
+@enters(model=ModelConfig, accelerator=Accelerator, precision=Precision)
 @context_flag
 def fit_advice(model, accelerator, seq_len: int, precision: Precision = BF16) -> FitAdvice:
     """`max_batch` at `seq_len` on one device, and, when not one sequence fits, the remedies:
     the smallest tensor-parallel degree of TP_DEGREES that `parallel.check_tp` allows and that holds
     one sequence (per replica), an int8 KV cache, and the longest context that one device holds."""
-    model, acc, precision = check_model(model), check_accelerator(accelerator), check_precision(precision)
+    acc = accelerator
     positive_int("seq_len", seq_len)
     seq_len = int(seq_len)
     w = weight_bytes(model, precision)

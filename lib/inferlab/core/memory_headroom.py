@@ -17,7 +17,8 @@ import math
 from dataclasses import dataclass
 
 from inferlab.core.memory import kv_cache_bytes, weight_bytes
-from inferlab.core.specs import BF16, Precision, check_accelerator, check_model, check_precision
+from inferlab.core.boundary import enters
+from inferlab.core.specs import BF16, Accelerator, ModelConfig, Precision
 from inferlab.base.input_checks import positive_float, positive_int
 
 # vLLM's default `gpu_memory_utilization` (vllm.config.CacheConfig): the share of the device's
@@ -75,14 +76,14 @@ class HeadroomFit:
         return max(0, math.floor(free / self.kv_bytes_per_seq))
 
 
+@enters(precision=Precision, model=ModelConfig, accelerator=Accelerator)
 def headroom_fit(model, accelerator, batch: int, seq_len: int, precision: Precision = BF16,
                  tp: int = 1) -> HeadroomFit:
     """Weights/tp + KV cache/tp of `batch` sequences of `seq_len` tokens on one device, with the
     accelerator's datasheet and reported capacities. Assumes TP splits weights and KV heads evenly."""
-    check_precision(precision)
     positive_int("batch", batch)
     positive_int("seq_len", seq_len)
-    m, a = check_model(model), check_accelerator(accelerator)
+    m, a = model, accelerator
     return HeadroomFit(
         model=m.name, accelerator=a.name, batch=int(batch), seq_len=int(seq_len), tp=int(tp),
         weight_bytes=float(weight_bytes(m, precision, tp)),

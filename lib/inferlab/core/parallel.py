@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from inferlab.core.specs import ModelConfig, Precision, BF16, check_precision, check_accelerator, check_model
+from inferlab.core.boundary import enters
+from inferlab.core.specs import BF16, Accelerator, ModelConfig, Precision
 from inferlab.base.units import bytes_per_element
 from inferlab.base.input_checks import positive_float, positive_int
 
@@ -24,9 +25,9 @@ ALLREDUCES_PER_LAYER = 2
 DEFAULT_ALLREDUCE_LATENCY_S = 8e-6
 
 
+@enters(model=ModelConfig)
 def check_tp(model: ModelConfig, tp: int) -> int:
     """Check that `tp` devices can split `model` evenly; return tp as an int."""
-    model = check_model(model)
     positive_int("tp", tp)
     tp = int(tp)
     if model.n_heads % tp or model.d_ff % tp:
@@ -43,9 +44,9 @@ def check_tp(model: ModelConfig, tp: int) -> int:
     return tp
 
 
+@enters(model=ModelConfig)
 def tp_shard(model: ModelConfig, tp: int) -> ModelConfig:
     """The slice of `model` that one of `tp` devices holds and computes."""
-    model = check_model(model)
     tp = check_tp(model, tp)
     if tp == 1:
         return model
@@ -62,21 +63,24 @@ def tp_shard(model: ModelConfig, tp: int) -> ModelConfig:
     )
 
 
+@enters(accelerator=Accelerator)
 def allreduce_latency_s(accelerator) -> float:
     """The default start-up latency of one all-reduce on `accelerator`: its node's measured one where
     the spec carries it (Accelerator.allreduce_latency_s), else DEFAULT_ALLREDUCE_LATENCY_S."""
-    acc = check_accelerator(accelerator)
+    acc = accelerator
     return DEFAULT_ALLREDUCE_LATENCY_S if acc.allreduce_latency_s is None else acc.allreduce_latency_s
 
 
+@enters(accelerator=Accelerator)
 def allreduce_bus_bytes_per_s(accelerator) -> float:
     """The bandwidth a ring all-reduce moves its 2(K-1)/K share at: the node's measured bus bandwidth
     where the spec carries it (Accelerator.allreduce_bus_bytes_per_s), else the interconnect's datasheet
     bandwidth."""
-    acc = check_accelerator(accelerator)
+    acc = accelerator
     return acc.interconnect_bytes_per_s if acc.allreduce_bus_bytes_per_s is None else acc.allreduce_bus_bytes_per_s
 
 
+@enters(accelerator=Accelerator)
 def allreduce_time_s(message_bytes, tp: int, accelerator, latency_s: float | None = None):
     """Ring all-reduce: each device sends and receives 2(K-1)/K of the message over its link.
     time = 2(K-1)/K * bytes / bus bandwidth + latency_s (0 for K = 1). The bus bandwidth and the
@@ -86,7 +90,7 @@ def allreduce_time_s(message_bytes, tp: int, accelerator, latency_s: float | Non
     idealisation)."""
     positive_int("tp", tp)
     positive_float("message_bytes", message_bytes, allow_zero=True)
-    acc = check_accelerator(accelerator)
+    acc = accelerator
     latency_s = allreduce_latency_s(acc) if latency_s is None else latency_s
     positive_float("latency_s", latency_s, allow_zero=True)
     if tp == 1:
@@ -97,12 +101,10 @@ def allreduce_time_s(message_bytes, tp: int, accelerator, latency_s: float | Non
     return 2 * (tp - 1) / tp * np.asarray(message_bytes, dtype=float) / bus + latency_s
 
 
+@enters(accelerator=Accelerator, model=ModelConfig, precision=Precision)
 def tp_communication_time_s(model, tokens, tp: int, accelerator, precision: Precision = BF16,
                             latency_s: float | None = None):
     """All-reduce time of one forward pass over `tokens` tokens: 2 per layer of tokens*d activations."""
-    check_accelerator(accelerator)
-    model = check_model(model)
     positive_int("tokens", tokens)
-    check_precision(precision)
     message = np.asarray(tokens, dtype=float) * model.d_model * bytes_per_element(precision.activations)
     return model.n_layers * ALLREDUCES_PER_LAYER * allreduce_time_s(message, tp, accelerator, latency_s)

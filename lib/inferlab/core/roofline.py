@@ -8,22 +8,25 @@ from __future__ import annotations
 import numpy as np
 
 from inferlab.core.costs import ForwardCosts
-from inferlab.core.specs import Accelerator, check_accelerator
+from inferlab.core.boundary import enters
+from inferlab.core.specs import Accelerator
 from inferlab.base.input_checks import choice, finite_result, fraction, positive_float
 
 OVERLAP_MODES = ("per_operator", "whole_model", "none")
 
 
+@enters(accelerator=Accelerator)
 def ridge_point(accelerator: Accelerator, dtype: str = "bf16") -> float:
     """FLOPs per byte at which compute and memory time are equal: peak / bandwidth."""
-    acc = check_accelerator(accelerator)
+    acc = accelerator
     return acc.peak(dtype) / acc.hbm_bytes_per_s
 
 
+@enters(accelerator=Accelerator)
 def attainable_flops_per_s(intensity, accelerator, dtype: str = "bf16", mfu: float = 1.0,
                            mbu: float = 1.0):
     """min(mfu * peak, intensity * mbu * bandwidth), elementwise over `intensity`."""
-    acc = check_accelerator(accelerator)
+    acc = accelerator
     positive_float("intensity", intensity, allow_zero=True)
     fraction("mfu", mfu)
     fraction("mbu", mbu)
@@ -32,9 +35,9 @@ def attainable_flops_per_s(intensity, accelerator, dtype: str = "bf16", mfu: flo
     return out
 
 
+@enters(accelerator=Accelerator)
 def bound(intensity, accelerator, dtype: str = "bf16"):
     """'compute' where intensity >= ridge point, else 'memory' (a str, or an array of them)."""
-    check_accelerator(accelerator)
     positive_float("intensity", intensity, allow_zero=True)
     out = np.where(np.asarray(intensity) >= ridge_point(accelerator, dtype), "compute", "memory")
     return str(out) if out.ndim == 0 else out
@@ -47,13 +50,14 @@ def _check_overlap(overlap) -> str:
     return choice("overlap", overlap, OVERLAP_MODES)
 
 
+@enters(accelerator=Accelerator)
 def roofline_time_s(flops, bytes_moved, accelerator, dtype: str = "bf16", mfu: float = 1.0,
                     mbu: float = 1.0, overlap: str = "per_operator"):
     """Time of one kernel (or of a whole pass treated as one): compute = flops / (mfu * peak),
     memory = bytes / (mbu * bandwidth). overlap, the same vocabulary as pass_time_s:
     'per_operator' or 'whole_model': max(compute, memory), transfers hidden under compute;
     'none': compute + memory, the upper bound of no overlap."""
-    acc = check_accelerator(accelerator)
+    acc = accelerator
     positive_float("flops", flops, allow_zero=True)
     positive_float("bytes_moved", bytes_moved, allow_zero=True)
     fraction("mfu", mfu)
@@ -73,6 +77,7 @@ def _check_costs(costs) -> ForwardCosts:
     return costs
 
 
+@enters(accelerator=Accelerator)
 def pass_time_s(costs: ForwardCosts, accelerator, dtype: str = "bf16", mfu: float = 1.0,
                 mbu: float = 1.0, overlap: str = "per_operator"):
     """Time of a forward pass under the roofline.
@@ -81,7 +86,6 @@ def pass_time_s(costs: ForwardCosts, accelerator, dtype: str = "bf16", mfu: floa
     none: total compute + total memory, the pessimistic bound of no overlap at all."""
     _check_costs(costs)
     _check_overlap(overlap)
-    accelerator = check_accelerator(accelerator)
     if overlap == "per_operator":
         times = [roofline_time_s(c.flops, c.bytes, accelerator, dtype, mfu, mbu)
                  for c in costs.operators().values()]
@@ -90,17 +94,18 @@ def pass_time_s(costs: ForwardCosts, accelerator, dtype: str = "bf16", mfu: floa
     return roofline_time_s(total.flops, total.bytes, accelerator, dtype, mfu, mbu, overlap=overlap)
 
 
+@enters(accelerator=Accelerator)
 def operator_regimes(costs: ForwardCosts, accelerator, dtype: str = "bf16") -> dict:
     """{operator: 'compute' | 'memory'} for every operator of a pass (FLOP-free ops: 'memory')."""
     _check_costs(costs)
-    accelerator = check_accelerator(accelerator)
     return {name: bound(c.intensity, accelerator, dtype) for name, c in costs.operators().items()}
 
 
+@enters(accelerator=Accelerator)
 def time_weighted_regime(costs: ForwardCosts, accelerator, dtype: str = "bf16") -> str:
     """The regime of the whole pass: 'compute' if compute-bound kernels take most of its roofline time."""
     _check_costs(costs)
-    acc = check_accelerator(accelerator)
+    acc = accelerator
     compute_s = memory_s = 0.0
     for c in costs.operators().values():
         t = roofline_time_s(c.flops, c.bytes, acc, dtype)

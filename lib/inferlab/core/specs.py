@@ -449,21 +449,31 @@ _RESOLVERS = {
 }
 
 
-def function_name(frame) -> str:
-    """'costs.prefill_costs' for a frame of inferlab.core.costs.prefill_costs: the name a reader calls the
-    function by (the layer packages core, base and notebook are folders, not part of it)."""
-    module = frame.f_globals.get("__name__", "?").removeprefix("inferlab.")
+def function_label(module: str, qualname: str) -> str:
+    """'costs.prefill_costs' for inferlab.core.costs.prefill_costs: the name a reader calls the function by
+    (the layer packages core, base and notebook are folders, not part of it)."""
+    module = module.removeprefix("inferlab.")
     if module.split(".")[0] in ("core", "base", "notebook") and "." in module:
         module = module.split(".", 1)[1]
-    return f"{module}.{frame.f_code.co_qualname}"
+    return f"{module}.{qualname}"
+
+
+def function_name(frame) -> str:
+    """function_label of the function running in `frame`."""
+    return function_label(frame.f_globals.get("__name__", "?"), frame.f_code.co_qualname)
+
+
+def wrong_type(label: str, param: str, value, cls) -> TypeError:
+    """The TypeError for a `value` given where a `cls` object belongs, naming the function, the
+    parameter and the resolver (or constructor) to call."""
+    return TypeError(f"{label}({param}=...): expected {cls.__name__}, "
+                     f"got {type(value).__name__} {_short(value)}; {_RESOLVERS[cls]}")
 
 
 def _expect(value, cls, param: str, depth: int):
     if isinstance(value, cls):
         return value
-    frame = sys._getframe(depth)  # the core function that was handed the wrong type
-    raise TypeError(f"{function_name(frame)}({param}=...): expected {cls.__name__}, "
-                    f"got {type(value).__name__} {_short(value)}; {_RESOLVERS[cls]}")
+    raise wrong_type(function_name(sys._getframe(depth)), param, value, cls)  # the function handed it
 
 
 def check_model(model, param: str = "model") -> ModelConfig:
