@@ -98,12 +98,3 @@ def yardstick(func):
         with beyond_context():
             return func(*args, **kwargs)
     return wrapper
-
-
-def mark_yardsticks(namespace: dict) -> None:
-    """Wrap every public function defined in a module (its globals()) with `yardstick`: for modules
-    whose computations reproduce the book's numbers or sweep past the context on purpose."""
-    module = namespace["__name__"]
-    for name, obj in list(namespace.items()):
-        if (inspect.isfunction(obj) and obj.__module__ == module and not name.startswith("_")):
-            namespace[name] = yardstick(obj)
