@@ -47,7 +47,7 @@ def within_context(model, tokens) -> bool:
     return limit is None or float(np.max(np.asarray(tokens, dtype=float))) <= limit
 
 
-def check_context(model, tokens, *, stacklevel: int = 3) -> bool:  # stacklevel: kept for callers
+def check_context(model, tokens) -> bool:
     """Warn (ContextLengthWarning) when `tokens` exceeds the model's maximum context, unless inside
     beyond_context(); return whether it is within."""
     from inferlab.core.specs import check_model

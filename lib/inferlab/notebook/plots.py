@@ -43,9 +43,6 @@ FIGSIZE = (7.0, 4.2)
 DISPLAY_DPI = 96  # the width a notebook shows a figure at, in CSS pixels per inch
 RETINA_DPI = 2 * DISPLAY_DPI
 WIDE = (10.5, 4.0)
-# Legends sit outside the axes, right of the frame: never over data. (Kept for callers; the
-# chapter's figures use legend_below, which does not take width from a narrow column.)
-LEGEND = dict(fontsize=9, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
 
 
 @yardstick
