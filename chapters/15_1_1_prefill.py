@@ -42,6 +42,8 @@ from inferlab.notebook import conclusions, equations, plots, reader, tables
 from inferlab.core import costs, latency, memory, roofline
 from inferlab.base.units import GB, MS, TFLOP, bytes_per_element
 
+reader.install_display()  # every figure shown carries its alt text
+
 # %% [markdown]
 # ## What if?
 # <!-- lab -->Change the model, the accelerator, the number formats, the prompt length or the batch here,

@@ -44,6 +44,8 @@ from inferlab.notebook import conclusions, equations, plots, reader, tables, wor
 from inferlab.core import costs, latency, memory, roofline
 from inferlab.base.units import GB, MS, bytes_per_element
 
+reader.install_display()  # every figure shown carries its alt text
+
 # %% [markdown]
 # ## What if?
 # <!-- lab -->Change the scenario here, then *Run → Run All Cells*.<!-- /lab --><!-- web: The scenario

@@ -43,6 +43,8 @@ from inferlab.core import latency, memory, parallel, roofline
 from inferlab.core.deployment import Deployment
 from inferlab.base.units import MS, bytes_per_element
 
+reader.install_display()  # every figure shown carries its alt text
+
 # %% [markdown]
 # ## What if?
 

@@ -45,6 +45,8 @@ from inferlab.core import latency, memory
 from inferlab.core.memory_headroom import VLLM_DEFAULT_UTILISATION, headroom_fit
 from inferlab.base.units import GB, MS, bytes_per_element
 
+reader.install_display()  # every figure shown carries its alt text
+
 # %% [markdown]
 # ## What if?
 

@@ -41,6 +41,8 @@ from inferlab.core.memory import kv_cache_bytes_per_token
 from inferlab.serving.definitions import metrics_table
 from inferlab.base.units import GB, MS
 
+reader.install_display()  # every figure shown carries its alt text
+
 # %% [markdown]
 # ## What if?
 # The scenario of every experiment below (section 4 also splits the model over two and four GPUs).

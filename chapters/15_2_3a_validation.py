@@ -33,7 +33,9 @@
 # %matplotlib inline
 from IPython.display import Markdown
 
-from inferlab.notebook import reader  # noqa: F401 (figures then carry alt text and a phone variant)
+from inferlab.notebook import reader
+
+reader.install_display()  # every figure shown carries its alt text and a phone variant
 
 # %% [markdown]
 # ## 1. Measured on this machine: the simulator against a real server

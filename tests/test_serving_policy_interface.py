@@ -64,8 +64,59 @@ def test_the_live_loop_asks_the_same_method():
     assert [(r.i, n) for r, n in chunks] == [(0, 2), (1, 5)]
 
 
-def test_the_live_loop_refuses_a_priority_policy_it_would_serve_in_arrival_order():
+def test_the_live_loop_queues_arrivals_where_the_policy_puts_them():
+    # One slot. A (normal, arrives first) and B (high) wait; a priority policy's enqueue puts B first,
+    # so the live queues admit B, as the simulator's replica would.
     from inferlab.serving.policies import PriorityScheduling
-    from inferlab.study.live import _policy
-    with pytest.raises(ValueError, match="policy priority orders requests by priority class.*simulated only"):
-        _policy(PriorityScheduling(), 4, 64, None)
+    pol = PriorityScheduling(token_budget=64, max_num_seqs=1)
+    q = _Queues(n_slots=1, max_num_seqs=1)
+    a, b = _Req(0, 0.0, tuple(range(4)), 2, prio=1), _Req(1, 0.0, tuple(range(6)), 2, prio=0)
+    for r in (a, b):
+        pol.enqueue(q.waiting, r, False)
+    chunks, _ = _schedule(pol, q, 0.0)
+    assert [(r.i, n) for r, n in chunks] == [(1, 6)]
+
+
+def test_the_live_loop_refuses_static_batching_through_the_policy():
+    from inferlab.serving.policies import StaticBatching
+    from inferlab.study.live import LIVE_POLICIES, live_policy
+    assert "static" not in LIVE_POLICIES and "chunked" in LIVE_POLICIES
+    with pytest.raises(ValueError, match="the live loop applies to the iteration-level policies.*got policy static"):
+        live_policy(StaticBatching())
+
+
+class NewestFirst(ChunkedPrefill):
+    """A policy that owns its queue order: the latest arrival is admitted first (LIFO)."""
+
+    name = "newest-first"
+
+    def enqueue(self, waiting, r, front):
+        waiting.appendleft(r)
+
+
+def test_the_engine_asks_the_policy_for_its_queue_order():
+    # Three requests of 4 prompt and 2 output tokens at t = 0, 0.1, 0.2; one sequence at a time.
+    # Step [0,1) prefills the first (alone in the queue); the others arrive meanwhile. The first
+    # decodes [1,2) and finishes at 2. LIFO then admits the third (arrived last): prefill [2,3),
+    # decode [3,4); then the second: prefill [4,5), decode [5,6).
+    w = Workload(np.array([0.0, 0.1, 0.2]), np.array([4, 4, 4]), np.array([2, 2, 2]))
+    r = simulate(w, TINY_MODEL, get_accelerator("h100-sxm"), NewestFirst(token_budget=8, max_num_seqs=1),
+                 kv_blocks=64, watermark=0.0, step_time=OneSecond())
+    np.testing.assert_allclose(r.finish_s, [2.0, 6.0, 4.0])
+
+
+def test_the_registry_maps_each_name_to_its_class_and_the_options_to_its_fields():
+    from dataclasses import fields
+    from inferlab.commands.serving import POLICY_OPTIONS
+    from inferlab.serving.policies import POLICIES, StaticBatching, make_policy
+    for name, cls in POLICIES.items():
+        assert cls.name == name and type(make_policy(name)) is cls
+    # every field of every registered policy is an option of the command line, with the field's help
+    for name, cls in POLICIES.items():
+        for f in fields(cls):
+            dest = f.name[:-2] + "_ms" if f.name.endswith("_s") else f.name
+            assert name in POLICY_OPTIONS[dest].policies and f.metadata["help"] in POLICY_OPTIONS[dest].help
+    assert POLICY_OPTIONS["timeout_ms"].scale == 1e-3 and POLICY_OPTIONS["batch_size"].policies == ("static",)
+    with pytest.raises(ValueError, match="token_budget does not apply to policy static"):
+        make_policy("static", token_budget=4)
+    assert make_policy("static", batch_size=4) == StaticBatching(4)

@@ -21,6 +21,7 @@ from inferlab.core.memory import kv_cache_bytes, max_batch, memory_budget, weigh
 from inferlab.core.roofline import bound
 from inferlab.core.specs import get_accelerator, get_model, model_variant
 from inferlab.base.units import GB
+from inferlab.core.context import yardstick  # @yardstick: sweeps past a model's context on purpose, no warning
 
 TABLES = {}
 _PLACEHOLDER = re.compile(r"<<(\w+)(?::([^>]*))?>>")
@@ -31,6 +32,7 @@ def _table(fn):
     return fn
 
 
+@yardstick
 def text_table(headers, rows, formats) -> str:
     """Right-aligned plain text; `formats` is a format spec per column ("s" for text)."""
     cells = [[format(v, f) if f != "s" else str(v) for v, f in zip(row, formats)] for row in rows]
@@ -46,6 +48,7 @@ def text_table(headers, rows, formats) -> str:
 # -------------------------------------------------------------------------------------------------
 
 @_table
+@yardstick
 def mlp_prefill(model, accelerator, prompt_lens, batch=1):
     """One MLP layer in prefill: FLOPs, weight and activation bytes, intensity against B·S."""
     model = get_model(model)
@@ -62,6 +65,7 @@ def mlp_prefill(model, accelerator, prompt_lens, batch=1):
 
 
 @_table
+@yardstick
 def attention_prefill(model, accelerator, prompt_lens):
     """QK^T and PV of one layer in prefill: dense S·T/(S+T) against the causal count."""
     model = get_model(model)
@@ -77,6 +81,7 @@ def attention_prefill(model, accelerator, prompt_lens):
 
 
 @_table
+@yardstick
 def kv_cache(model, seq_lens, batch=1):
     """KV cache per sequence: 2·L·N_kv·H·S·2 bytes."""
     m = model = get_model(model)
@@ -86,6 +91,7 @@ def kv_cache(model, seq_lens, batch=1):
 
 
 @_table
+@yardstick
 def decode_intensity(model, accelerator, context_len, batches):
     """MLP and attention intensity of one decode step against the batch."""
     model = get_model(model)
@@ -100,6 +106,7 @@ def decode_intensity(model, accelerator, context_len, batches):
 
 
 @_table
+@yardstick
 def decode_step(model, accelerator, context_len, batches, weights_gb=26.0, kv_gb=None):
     """Bytes per step and step time, the book's (M + B·C_kv)/BW against the full model."""
     m = model = get_model(model)
@@ -115,6 +122,7 @@ def decode_step(model, accelerator, context_len, batches, weights_gb=26.0, kv_gb
 
 
 @_table
+@yardstick
 def throughput(model, accelerator, context_len, batches, weights_gb=26.0, kv_gb=0.84):
     """15.2.2's lost table: throughput against batch, book's formula and full model, and whether
     the batch fits in memory."""
@@ -132,6 +140,7 @@ def throughput(model, accelerator, context_len, batches, weights_gb=26.0, kv_gb=
 
 
 @_table
+@yardstick
 def ttft(model, accelerator, prompt_lens, params=13e9, peak_tflops=None):
     """TTFT: the book's 2·P·S/peak against the full model (attention included).
 
@@ -147,6 +156,7 @@ def ttft(model, accelerator, prompt_lens, params=13e9, peak_tflops=None):
 
 
 @_table
+@yardstick
 def crossover(model, accelerator, context_len, kv_heads):
     """C_kv, B* and the memory-limited batch for several KV-head counts (GQA at equal parameters)."""
     model = get_model(model)
@@ -161,6 +171,7 @@ def crossover(model, accelerator, context_len, kv_heads):
 
 
 @_table
+@yardstick
 def weights(models):
     """Weight memory 2·P in bf16."""
     rows = [(m, get_model(m).n_params / 1e9, float(weight_bytes(get_model(m))) / GB) for m in models]
@@ -217,6 +228,7 @@ def _fill(fid, template, values, latex: bool = True) -> str:
     return _PLACEHOLDER.sub(sub, template)
 
 
+@yardstick
 def load_lost_formulas(section: str | None = None, *, path=None) -> list[LostFormula]:
     """The lost formulas of data/lost_formulas.toml (of one section when given), values filled."""
     if section is not None and section not in SECTIONS:
@@ -249,9 +261,3 @@ def load_lost_formulas(section: str | None = None, *, path=None) -> list[LostFor
     return out
 
 
-# The formulas recompute the book's scenarios, some beyond a model's context (32k, 100k
-# tokens on Llama-2 13B): yardsticks, computed without a ContextLengthWarning.
-from inferlab.core.context import mark_yardsticks, yardstick  # noqa: E402
-
-mark_yardsticks(globals())
-TABLES.update({name: yardstick(fn) for name, fn in TABLES.items()})

@@ -1,10 +1,16 @@
 """`inferlab serve` (simulate a server under load; with --live, serve the same workload for real
-on the torch decoder, serving/live.py) and `inferlab serving compare` (a vLLM run beside the
-simulation of the same workload)."""
+on the torch decoder, study/live.py) and `inferlab serving compare` (a vLLM run beside the
+simulation of the same workload).
+
+The scheduling options are the registered policies' own fields (serving.policies.POLICIES): a
+field `batch_size` is `--batch-size`, a field in seconds (`timeout_s`) is given in milliseconds
+(`--timeout-ms`); its help is the field's, and an option given with a policy that lacks the field
+is refused."""
 from __future__ import annotations
 
 import json
 import math
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 from inferlab.base.atomicio import write_text_atomic
@@ -13,7 +19,7 @@ from inferlab.core.specs import Precision, get_accelerator, resolve_model
 from inferlab.base.units import DTYPES, MS
 from inferlab.base.input_checks import choice, fraction, positive_float, positive_int
 
-from inferlab.serving.policies import POLICY_NAMES
+from inferlab.serving.policies import POLICIES, POLICY_NAMES, make_policy, option_fields
 from inferlab.serving.simulate import ROUTERS
 from inferlab.serving.workload import LENGTH_KINDS
 
@@ -26,14 +32,8 @@ def _engine_options(p) -> None:
     p.add_argument("--replicas", type=int, default=1, help="model instances behind the router")
     p.add_argument("--router", default="round-robin", help=f"one of {', '.join(ROUTERS)}")
     p.add_argument("--policy", default=None, help=f"one of {', '.join(POLICY_NAMES)} (default chunked)")
-    p.add_argument("--batch-size", type=int, default=8, help="static: requests per batch")
-    p.add_argument("--timeout-ms", type=float, default=None,
-                   help="static: start a partial batch this long after its oldest request arrived")
-    p.add_argument("--max-num-seqs", type=int, default=256, help="sequences running at once")
-    p.add_argument("--token-budget", type=int, default=None,
-                   help="chunked: tokens per step (unset: 512 for serve, 256 for serve --live, 2048 for compare)")
-    p.add_argument("--max-batched-tokens", type=int, default=8192,
-                   help="prefill-first: prompt tokens per prefill step")
+    for dest, opt in POLICY_OPTIONS.items():
+        p.add_argument("--" + dest.replace("_", "-"), type=opt.type, default=opt.default, help=opt.help)
     p.add_argument("--block-tokens", type=int, default=16, help="KV block size in tokens")
     p.add_argument("--kv-blocks", type=int, default=None,
                    help="KV blocks per replica (default: what fits beside the weights at 90%% of memory)")
@@ -53,10 +53,53 @@ def _engine_options(p) -> None:
 
 
 FIGURE_SUFFIXES = (".png", ".svg", ".pdf")
+
+
+@dataclass(frozen=True)
+class PolicyOption:
+    """One scheduling option of the command line: the policy field it sets, the policies that have
+    that field, its type, the factor from the typed value to the field's unit, and its help."""
+
+    field: str
+    policies: tuple
+    type: type
+    scale: float
+    help: str
+    default: object = None  # the parser's: the policies' common default, as typed (None where they differ)
+
+
+# Options whose default depends on the sub-command (SIM_DEFAULTS, LIVE_DEFAULTS, _cmd_compare).
+MODE_DEFAULTS_HELP = {"token_budget": "unset: 512 for serve, 256 for serve --live, 2048 for compare",
+                      "max_num_seqs": "unset: 256; with --live: 8, one KV slot each"}
+
+
+def _policy_options() -> dict:
+    """{dest: PolicyOption} from the fields of every registered policy, in registration order."""
+    found = {}
+    for name, cls in POLICIES.items():
+        for field_name, default, text in option_fields(cls):
+            dest, scale = (field_name[:-2] + "_ms", MS) if field_name.endswith("_s") else (field_name, 1.0)
+            kind = type(default) if default is not None else (float if "float" in str(
+                next(f.type for f in fields(cls) if f.name == field_name)) else int)
+            entry = found.setdefault(dest, {"field": field_name, "type": kind, "scale": scale, "texts": {},
+                                            "defaults": set()})
+            typed = None if default is None else (default / scale if scale != 1.0 else default)
+            entry["defaults"].add(typed)
+            entry["texts"].setdefault(("in ms, " if scale != 1.0 else "") + text, []).append((name, typed))
+    options = {}
+    for dest, e in found.items():
+        common = len(e["defaults"]) == 1 and dest not in MODE_DEFAULTS_HELP
+        parts = [", ".join(n + ("" if common or d is None or dest in MODE_DEFAULTS_HELP else f" (default {d:g})")
+                           for n, d in named) + ": " + text for text, named in e["texts"].items()]
+        note = f" ({MODE_DEFAULTS_HELP[dest]})" if dest in MODE_DEFAULTS_HELP else ""
+        policies = tuple(n for named in e["texts"].values() for n, _ in named)
+        options[dest] = PolicyOption(e["field"], policies, e["type"], e["scale"], "; ".join(parts) + note,
+                                     next(iter(e["defaults"])) if common else None)
+    return options
+
+
 # The policies each scheduling option applies to; given with another policy it would be ignored.
-POLICY_OPTIONS = {"batch_size": ("static",), "timeout_ms": ("static",),
-                  "max_num_seqs": ("continuous", "prefill-first", "chunked", "priority"),
-                  "max_batched_tokens": ("prefill-first",), "token_budget": ("chunked", "priority")}
+POLICY_OPTIONS = _policy_options()
 # Options of the synthetic workload; --trace replaces it, so they would be ignored beside it.
 WORKLOAD_OPTIONS = ("rate", "duration", "cv", "prompt", "prompt_dist", "prompt_cv", "output", "output_dist",
                     "output_cv", "seed", "priority_mix")
@@ -74,7 +117,8 @@ def _given(args, name: str) -> bool:
 
 def _refuse_ignored(args, policy_name: str) -> None:
     """Options that would have no effect in this combination are an error, not silently dropped."""
-    for name, policies in POLICY_OPTIONS.items():
+    for name, opt in POLICY_OPTIONS.items():
+        policies = opt.policies
         if _given(args, name) and policy_name not in policies:
             raise ValueError(f"--{name.replace('_', '-')} applies to --policy {' or '.join(policies)}, "
                              f"not {policy_name}; leave it out or change --policy")
@@ -97,17 +141,34 @@ def _check_block_tokens(args) -> None:
                          f"{args.tp}); got --block-tokens={args.block_tokens}")
 
 
+def _policy(args, name: str, defaults: dict):
+    """The policy `name` with the scheduling options given (unset: `defaults`, by option, then the
+    policy's own); an error names the option as typed (the policy's checks, with these labels)."""
+    flags = {opt.field: "--" + dest.replace("_", "-") for dest, opt in POLICY_OPTIONS.items()}
+    options = {}
+    for dest, opt in POLICY_OPTIONS.items():
+        if name not in opt.policies:
+            continue
+        value = getattr(args, dest)
+        value = defaults.get(dest) if value is None else value
+        if value is None:
+            continue
+        check = next(f for f in fields(POLICIES[name]) if f.name == opt.field).metadata.get("check")
+        if check is not None:
+            check(flags[opt.field], value)  # as typed (a time in ms), before the unit changes
+        options[opt.field] = value * opt.scale if opt.scale != 1.0 else value
+    return make_policy(name, label=flags.get, **options)
+
+
 def _check_engine(args, default_policy: str, default_budget: int):
     """(policy, SLO, simulate's keyword arguments, the line saying which efficiency and step overhead)."""
     from inferlab.core.deployment import Deployment
     from inferlab.serving.metrics import SLO
-    from inferlab.serving.policies import make_policy
     model, acc = resolve_model(args.model), get_accelerator(args.gpu)  # unknown names first, with suggestions
-    for name in ("tp", "replicas", "batch_size", "max_num_seqs", "max_batched_tokens", "block_tokens"):
+    for name in ("tp", "replicas", "block_tokens"):
         positive_int("--" + name.replace("_", "-"), getattr(args, name))
-    for name in ("token_budget", "kv_blocks"):
-        if getattr(args, name) is not None:
-            positive_int("--" + name.replace("_", "-"), getattr(args, name))
+    if args.kv_blocks is not None:
+        positive_int("--kv-blocks", args.kv_blocks)
     positive_int("--seed", args.seed, minimum=0)
     fraction("--mfu", args.mfu)
     fraction("--mbu", args.mbu)
@@ -116,19 +177,10 @@ def _check_engine(args, default_policy: str, default_budget: int):
     _refuse_ignored(args, policy_name)
     if args.kv_blocks is None:
         _check_block_tokens(args)
-    if args.timeout_ms is not None:
-        positive_float("--timeout-ms", args.timeout_ms, allow_zero=True)
     for name in ("slo_ttft_ms", "slo_tpot_ms", "slo_itl_ms"):
         if getattr(args, name) is not None:
             positive_float("--" + name.replace("_", "-"), getattr(args, name))
-    budget = args.token_budget if args.token_budget is not None else default_budget
-    if policy_name in ("chunked", "priority") and budget < args.max_num_seqs:
-        raise ValueError(f"--token-budget must be >= --max-num-seqs={args.max_num_seqs} so every running "
-                         f"sequence decodes each step; got --token-budget={budget}")
-    policy = make_policy(policy_name, batch_size=args.batch_size,
-                         timeout_s=None if args.timeout_ms is None else args.timeout_ms * MS,
-                         max_num_seqs=args.max_num_seqs, token_budget=budget,
-                         max_batched_tokens=args.max_batched_tokens)
+    policy = _policy(args, policy_name, {"token_budget": default_budget})
     slo = SLO(ttft_s=args.slo_ttft_ms * MS if args.slo_ttft_ms is not None else None,
               tpot_s=args.slo_tpot_ms * MS if args.slo_tpot_ms is not None else None,
               itl_s=args.slo_itl_ms * MS if args.slo_itl_ms is not None else None)
@@ -318,16 +370,16 @@ def _cmd_serve(args) -> int:
 def _serve_disaggregated(args, workload, model, gpu, policy, kwargs):
     """The run under --disaggregate P:D: a prefill pool (prefill-first) and a decode pool (--policy)."""
     from inferlab.serving.disaggregation import Pool, simulate_disaggregated
-    from inferlab.serving.policies import PrefillFirst, StaticBatching
     (n_p, n_d), kv_link = _disaggregation(args)
-    if isinstance(policy, StaticBatching):
-        raise ValueError("--disaggregate needs an iteration-level --policy (continuous, prefill-first, chunked, "
-                         "priority), not static")
+    policy.check_runs_with("--disaggregate")
     if n_p + n_d > 2 * len(workload):
         raise ValueError(f"--disaggregate pools of {n_p} + {n_d} replicas for {len(workload)} requests leave "
                          f"replicas idle; use fewer")
     prec, tp = kwargs["precision"], kwargs["tp"]
-    pools = dict(prefill=Pool(n_p, tp, gpu, prec, PrefillFirst(policy.max_num_seqs, args.max_batched_tokens)),
+    prefill_options = {"max_num_seqs": policy.max_num_seqs}
+    if args.max_batched_tokens is not None:
+        prefill_options["max_batched_tokens"] = args.max_batched_tokens
+    pools = dict(prefill=Pool(n_p, tp, gpu, prec, make_policy("prefill-first", **prefill_options)),
                  decode=Pool(n_d, tp, gpu, prec, policy))
     result = simulate_disaggregated(workload, model, gpu, **pools, kv_link=kv_link, streaming=bool(args.kv_stream),
                                     block_tokens=kwargs["block_tokens"], mfu=kwargs["mfu"], mbu=kwargs["mbu"],
@@ -349,15 +401,11 @@ def _cmd_serve_live(args) -> int:
     for name, value in LIVE_DEFAULTS.items():
         if getattr(args, name) is None:
             setattr(args, name, value)
-    policy = choice("--policy", args.policy if args.policy is not None else "chunked", LIVE_POLICIES)
-    _refuse_ignored(args, policy)
-    positive_int("--max-num-seqs", args.max_num_seqs)
-    positive_int("--token-budget", args.token_budget)
-    positive_int("--max-batched-tokens", args.max_batched_tokens)
+    name = choice("--policy", args.policy if args.policy is not None else "chunked", LIVE_POLICIES)
+    _refuse_ignored(args, name)
+    positive_int("--max-num-seqs", args.max_num_seqs)  # the KV slots, whatever the policy
+    policy = _policy(args, name, {})
     positive_int("--seed", args.seed, minimum=0)
-    if policy == "chunked" and args.token_budget < args.max_num_seqs:
-        raise ValueError(f"--token-budget must be >= --max-num-seqs={args.max_num_seqs} so every running "
-                         f"sequence decodes each step; got --token-budget={args.token_budget}")
     choice("--device", args.device or "auto", LIVE_DEVICES)
     if args.threads is not None:
         positive_int("--threads", args.threads)
@@ -389,8 +437,7 @@ def _cmd_serve_live(args) -> int:
               flush=True)
 
     from inferlab.measure.plan import resolve_model
-    settings = LiveSettings(policy=policy, max_num_seqs=args.max_num_seqs, token_budget=args.token_budget,
-                            max_batched_tokens=args.max_batched_tokens, max_len=args.max_len or longest,
+    settings = LiveSettings(policy=policy, max_num_seqs=args.max_num_seqs, max_len=args.max_len or longest,
                             device=args.device or "auto", dtype=args.dtype, seed=args.seed, threads=args.threads)
     live = run_live(workload, resolve_model(args.model), settings, on_token=stream if args.stream else None)
     if args.out:
@@ -505,10 +552,9 @@ def _cmd_validate(args) -> int:
     engine, policy = _validate_engine_options(args, v)
     if args.max_batch_tokens is None:
         args.max_batch_tokens = v.MAX_BATCH_TOKENS
-    positive_int("--max-batch-tokens", args.max_batch_tokens)
-    if args.max_batch_tokens < args.max_num_seqs:
-        raise ValueError(f"--max-batch-tokens must be >= --max-num-seqs={args.max_num_seqs} (one token per "
-                         f"decoding request); got {args.max_batch_tokens}")
+    from inferlab.serving.policies import ChunkedPrefill  # the engines' schedulers share its token budget
+    ChunkedPrefill.check_options({"token_budget": args.max_batch_tokens, "max_num_seqs": args.max_num_seqs},
+                                 {"token_budget": "--max-batch-tokens", "max_num_seqs": "--max-num-seqs"}.get)
     fractions = v.LOAD_FACTORS
     if args.fractions:
         try:
@@ -651,8 +697,6 @@ def register(sub) -> None:
         if action.dest == "model":
             action.help = ("a name from `inferlab list` or a path to a Hugging Face config.json (unset: llama-2-13b-book; with --live: cpu-0.5b; "
                            "--live also takes the test preset tiny)")
-        elif action.dest == "max_num_seqs":
-            action.help = "sequences running at once (unset: 256; with --live: 8, one KV slot each)"
     sim_defaults = {name: serve.get_default(name) for name in SIM_ONLY}
     # --model, --max-num-seqs, --token-budget: defaults depend on --live (SIM_DEFAULTS, LIVE_DEFAULTS)
     serve.set_defaults(func=_cmd_serve, sim_defaults=sim_defaults, model=None, max_num_seqs=None)
@@ -685,7 +729,7 @@ def _register_validate(ssub) -> None:
                           "transformers' continuous batching, cpu, needs the 'engines' extra) or vllm (vLLM's "
                           "server and benchmark client, cpu, needs `make vllm`)")
     val.add_argument("--policy", default="prefill-first",
-                     help="--engine inferlab: prefill-first, continuous or chunked")
+                     help="--engine inferlab: a policy that serve --live runs (default prefill-first)")
     val.add_argument("--step-model", default=None,
                      help="what the simulator steps on: profile (the operator profile; --engine inferlab's "
                           "default) or fitted (fitted to calibrations of the engine before and after each "

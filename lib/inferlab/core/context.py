@@ -50,7 +50,7 @@ def within_context(model, tokens) -> bool:
 
 
 @enters(model=ModelConfig)
-def check_context(model, tokens, *, stacklevel: int = 3) -> bool:  # stacklevel: kept for callers
+def check_context(model, tokens) -> bool:
     """Warn (ContextLengthWarning) when `tokens` exceeds the model's maximum context, unless inside
     beyond_context(); return whether it is within."""
     if within_context(model, tokens):
@@ -99,12 +99,3 @@ def yardstick(func):
         with beyond_context():
             return func(*args, **kwargs)
     return wrapper
-
-
-def mark_yardsticks(namespace: dict) -> None:
-    """Wrap every public function defined in a module (its globals()) with `yardstick`: for modules
-    whose computations reproduce the book's numbers or sweep past the context on purpose."""
-    module = namespace["__name__"]
-    for name, obj in list(namespace.items()):
-        if (inspect.isfunction(obj) and obj.__module__ == module and not name.startswith("_")):
-            namespace[name] = yardstick(obj)

@@ -164,7 +164,7 @@ def forward_costs(model: ModelConfig, batch=1, q_len=1, past_len=0,
     b = np.asarray(batch, dtype=float)
     q = np.asarray(q_len, dtype=float)
     kv_len = q + np.asarray(past_len, dtype=float)
-    check_context(model, kv_len, stacklevel=4)  # beyond the model's maximum context: a warning
+    check_context(model, kv_len)  # beyond the model's maximum context: a warning
     tokens = b * q
     ab = bytes_per_element(precision.activations)
     kvb = bytes_per_element(precision.kv)

@@ -62,7 +62,7 @@ def kv_cache_bytes(model, seq_len, batch=1, precision: Precision = BF16, tp: int
     seq_len beyond the model's maximum context: ContextLengthWarning (beyond_context=True: none)."""
     positive_int("seq_len", seq_len)
     positive_int("batch", batch)
-    check_context(model, seq_len, stacklevel=4)
+    check_context(model, seq_len)
     per_seq = attention.cache_bytes_per_sequence(tp_shard(model, tp), np.asarray(seq_len, dtype=float), precision)
     out = np.asarray(per_seq, dtype=float) * np.asarray(batch, dtype=float)
     return out if out.ndim else float(out)

@@ -20,6 +20,7 @@ from inferlab.core.parallel import allreduce_bus_bytes_per_s, allreduce_latency_
 from inferlab.core.roofline import ridge_point
 from inferlab.core.specs import BF16, Precision, check_accelerator, check_model, check_precision
 from inferlab.base.units import GB, bytes_per_element
+from inferlab.core.context import yardstick  # @yardstick: sweeps past a model's context on purpose, no warning
 
 PROMPT = 2048             # the chapter's prefill example (15.1.1)
 CONTEXT = 1024            # its decode and batching examples (15.2.1, 15.2.2; 15.1.2's 1,000 rounded to 1,024)
@@ -53,6 +54,7 @@ def _top_level_equals(tex: str) -> list[str]:
     return parts + [tex[start:]]
 
 
+@yardstick
 def rows(tex: str) -> list[str]:
     """A stated equation as rows that fit half a printed page: one part per row (they are joined by
     \\qquad), a long part broken at its top-level '=' signs (the continuation indented)."""
@@ -73,6 +75,7 @@ def _values(eq: equations.Equation, worked: equations.Worked, parts=None) -> str
     return r",\ ".join(f"{eq.symbols[n].tex} = \\mathbf{{{eq.symbols[n].number(worked.values[n])}}}" for n in names)
 
 
+@yardstick
 def lines(model, accelerator, precision: Precision = BF16, *, usd_per_gpu_hour: float = USD_PER_GPU_HOUR) -> list[Line]:
     """The sheet's lines for `model` on `accelerator` (objects), every value from the library."""
     m, g, p = check_model(model), check_accelerator(accelerator), check_precision(precision)
@@ -125,6 +128,7 @@ def lines(model, accelerator, precision: Precision = BF16, *, usd_per_gpu_hour: 
     return out
 
 
+@yardstick
 def rules_of_thumb(model, accelerator, precision: Precision = BF16, *,
                    usd_per_gpu_hour: float = USD_PER_GPU_HOUR) -> list[str]:
     """The chapter's rules of thumb, each with its number for `model` on `accelerator`."""
@@ -165,6 +169,7 @@ def rules_of_thumb(model, accelerator, precision: Precision = BF16, *,
     return out
 
 
+@yardstick
 def markdown(model, accelerator, precision: Precision = BF16, *, usd_per_gpu_hour: float = USD_PER_GPU_HOUR) -> str:
     """The cheat-sheet page (MyST Markdown): a title, the scenario, the equations by section with their
     worked values, the rules of thumb."""
@@ -190,7 +195,3 @@ def markdown(model, accelerator, precision: Precision = BF16, *, usd_per_gpu_hou
     return "\n".join(parts) + "\n"
 
 
-# The rules of thumb quote 8,192-token prompts, past Llama-2's window, as the chapter does.
-from inferlab.core.context import mark_yardsticks  # noqa: E402
-
-mark_yardsticks(globals())

@@ -26,6 +26,7 @@ from inferlab.core.memory import fit_advice, kv_cache_bytes, max_batch, weight_b
 from inferlab.core.specs import BF16, Precision, check_accelerator, check_model, check_precision
 from inferlab.base.units import GB, MS
 from inferlab.base.input_checks import DoesNotFitError, positive_int
+from inferlab.core.context import yardstick  # @yardstick: sweeps past a model's context on purpose, no warning
 
 MIME = "application/vnd.inferlab.plotly+json"
 COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd")
@@ -215,6 +216,7 @@ def _check_choices(name: str, values, active: int) -> tuple:
     return tuple(sorted(set(values) | {positive_int(f"active {name}", active)}))
 
 
+@yardstick
 def with_menus(grid, model, accelerator, precision: Precision = BF16, *, models=(), accelerators=(),
                **kw) -> MenuGrid:
     """`grid` (ttft_grid, memory_grid, itl_grid or throughput_grid) for every model x accelerator of
@@ -231,6 +233,7 @@ def _menus_or(grid, model, accelerator, precision, models, accelerators, kw):
         if (models or accelerators) else None
 
 
+@yardstick
 def ttft_grid(model, accelerator, precision: Precision = BF16, *, batches=(1, 2, 4, 8, 16), active_batch: int = 1,
               prompt_lens=None, models=(), accelerators=()) -> Grid | MenuGrid:
     """TTFT (ms) against prompt length, one frame per batch: `latency.prefill_time_s` with and
@@ -255,6 +258,7 @@ def ttft_grid(model, accelerator, precision: Precision = BF16, *, batches=(1, 2,
                 log_x=True, log_y=True, hover_unit="ms", notes=(note,) * len(frames) if note else ())
 
 
+@yardstick
 def memory_grid(model, accelerator, precision: Precision = BF16, *, contexts=(512, 1000, 2048, 4096, 8192),
                 active_context: int = 1000, batches=None, models=(), accelerators=()) -> Grid | MenuGrid:
     """Device memory (GB) against batch, one frame per context length: the weights, the weights plus
@@ -284,6 +288,7 @@ def memory_grid(model, accelerator, precision: Precision = BF16, *, contexts=(51
                 hover_unit="GB", marks=tuple(marks), notes=tuple(notes))
 
 
+@yardstick
 def itl_grid(model, accelerator, precision: Precision = BF16, *, batches=(1, 8, 32, 64), active_batch: int = 1,
              contexts=None, models=(), accelerators=()) -> Grid | MenuGrid:
     """ITL (ms) against context length, one frame per batch (`latency.decode_step_time_s`); a batch
@@ -309,6 +314,7 @@ def itl_grid(model, accelerator, precision: Precision = BF16, *, batches=(1, 8, 
                 log_x=True, hover_unit="ms", notes=(note,) * len(frames) if note else ())
 
 
+@yardstick
 def throughput_grid(model, accelerator, precision: Precision = BF16, *, contexts=(512, 1024, 2048, 4096, 8192),
                     active_context: int = 1024, batches=None, models=(), accelerators=()) -> Grid | MenuGrid:
     """Decode throughput (tokens/s) against batch, one frame per context length
@@ -339,6 +345,7 @@ def throughput_grid(model, accelerator, precision: Precision = BF16, *, contexts
                 contexts.index(active_context), hover_unit="tokens/s", marks=tuple(marks), notes=tuple(notes))
 
 
+@yardstick
 def tail_grid(sweep, percentiles=("p50", "p90", "p99")) -> MenuGrid:
     """TTFT and ITL (ms) against the request rate from a `serving.lab.Sweep`: a menu over its
     scheduling policies, a slider over the percentile, the SLO's targets as flat lines. Nothing is
@@ -375,6 +382,7 @@ class Explorable:
         return data, meta
 
 
+@yardstick
 def explore(plot, grid: Grid | MenuGrid) -> Explorable:
     """`plot` for notebooks and print, `grid` for the book's interactive version."""
     if not isinstance(grid, (Grid, MenuGrid)):
@@ -382,8 +390,3 @@ def explore(plot, grid: Grid | MenuGrid) -> Explorable:
     return Explorable(plot, grid)
 
 
-# The grids sweep past a model's context window on purpose (as the static figures do): every public
-# function here runs inside beyond_context().
-from inferlab.core.context import mark_yardsticks  # noqa: E402
-
-mark_yardsticks(globals())

@@ -31,6 +31,7 @@ from inferlab.core.specs import BF16, Precision, check_accelerator, check_model,
 from inferlab.base.units import GB
 from inferlab.notebook.interview_drills import (Answer, DRILLS, Drill, NOT_MODELLED, SECTIONS, _claims, drill, link,
                                        to_correct, verdicts)
+from inferlab.core.context import yardstick  # @yardstick: sweeps past a model's context on purpose, no warning
 
 
 # Reading pace, for the streaming-chat question: silent reading of English non-fiction, 238 words per
@@ -761,6 +762,7 @@ _ANSWERS = {"15.1.1-1": _prefill_1, "15.1.1-2": _prefill_2, "15.1.1-3": _prefill
             "15.2.2-1": _batching_1, "15.2.2-2": _batching_2, "15.2.2-3": _batching_3}
 
 
+@yardstick
 def answer(section: str, number: int, model, accelerator, precision: Precision = BF16, **page) -> Answer:
     """The folded strong answer to `section`'s interview question `number`, with the numbers of the
     scenario (`model`, `accelerator`, `precision`: objects, as the What-if cell resolves them) and the
@@ -769,8 +771,3 @@ def answer(section: str, number: int, model, accelerator, precision: Precision =
     return _ANSWERS[d.id](model, accelerator, precision, **page)
 
 
-# Questions past a model's context window (a 10,000- or 50,000-token prompt on Llama-2) are the
-# chapter's own premises: every public function here runs inside beyond_context().
-from inferlab.core.context import mark_yardsticks  # noqa: E402
-
-mark_yardsticks(globals())

@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import re
 from dataclasses import dataclass
+from inferlab.core.context import yardstick  # @yardstick: sweeps past a model's context on purpose, no warning
 
 SECTIONS = ("15.1.1", "15.1.2", "15.2.1", "15.2.2")
 
@@ -75,6 +76,7 @@ def _claims(section: str) -> dict:
     return {c.id: c for c in evaluate_claims(section)}
 
 
+@yardstick
 def verdicts(drill: Drill) -> dict:
     """{registry id: verdict} of the question's paragraph: its claims and the statements on its line."""
     out = {cid: _claims(drill.section)[cid].verdict for cid in drill.claims}
@@ -82,6 +84,7 @@ def verdicts(drill: Drill) -> dict:
     return out
 
 
+@yardstick
 def link(registry_id: str, drill: Drill) -> str:
     """'[15.1.1-s20](../ERRATA.md#statement-errata) (erratum)': the entry on the errata page."""
     verdict = verdicts(drill)[registry_id]
@@ -95,6 +98,7 @@ def link(registry_id: str, drill: Drill) -> str:
     return f"[{registry_id}](../ERRATA.md#{anchor}) ({VERDICT_WORDS[verdict]})"
 
 
+@yardstick
 def to_correct(drill: Drill) -> list[str]:
     """The ids whose verdict says the chapter's answer is wrong or incomplete: errata, approximations
     and statements that depend on the setting."""
@@ -136,6 +140,7 @@ class Answer:
         return self.body()
 
 
+@yardstick
 def drill(section: str, number: int) -> Drill:
     """The drill of `section`'s interview question `number` (1-3)."""
     key = f"{section}-{number}"
@@ -145,8 +150,3 @@ def drill(section: str, number: int) -> Drill:
     return DRILLS[key]
 
 
-# Questions past a model's context window are the chapter's own premises: every public function here
-# runs inside beyond_context(), as those of `interview` do.
-from inferlab.core.context import mark_yardsticks  # noqa: E402
-
-mark_yardsticks(globals())

@@ -43,6 +43,7 @@ from inferlab.base.text_tables import text_table
 from inferlab.base.units import MS, TFLOP
 from inferlab.base.input_checks import positive_int
 from inferlab.notebook.worked_examples import equation
+from inferlab.core.context import yardstick  # @yardstick: sweeps past a model's context on purpose, no warning
 
 # The four linear products of a layer as a server runs them (Q, K, V fused; gate and up fused), the
 # profiles' column for each, and how the figures name them.
@@ -65,6 +66,7 @@ PROFILED_STYLE = dict(marker="o", s=22, facecolors="none", edgecolors="black", l
 # Which measured model applies
 # ---------------------------------------------------------------------------------------------
 
+@yardstick
 def measured_reason(accelerator, precision: Precision = BF16) -> str:
     """'' when the measured kernels time `accelerator` at `precision`, else one sentence saying why not
     (no profiles for the accelerator, or a number format the profiles lack)."""
@@ -83,6 +85,7 @@ def measured_reason(accelerator, precision: Precision = BF16) -> str:
     return ""
 
 
+@yardstick
 def deployments(accelerator, precision: Precision = BF16, *, tp: int = 1, step_overhead=None):
     """(ideal, measured): `Deployment(accelerator, precision, tp=tp)` and the same with
     `efficiency=MeasuredKernels()` (and `step_overhead`), or None where `measured_reason` says why not."""
@@ -98,6 +101,7 @@ def _compute_rows() -> tuple:
         return tuple(csv.DictReader(fh))
 
 
+@yardstick
 def profile_for(model) -> str | None:
     """The profiled model whose linear products have exactly `model`'s shapes at TP 1 (d, query and KV
     heads, head dimension, f, gated MLP), or None. Llama-2 13B: 'internlm-20b'."""
@@ -117,6 +121,7 @@ def _profiled_rows(accelerator_name: str, profile: str, tp: int = 1) -> dict:
             and int(r["num_tensor_parallel_workers"]) == tp}
 
 
+@yardstick
 def profiled_tokens(accelerator, profile: str | None) -> np.ndarray:
     """The token counts profiled for `profile` on `accelerator` at TP 1 (empty when none)."""
     acc = check_accelerator(accelerator)
@@ -125,6 +130,7 @@ def profiled_tokens(accelerator, profile: str | None) -> np.ndarray:
     return np.array(sorted(_profiled_rows(acc.name, profile)), dtype=np.int64)
 
 
+@yardstick
 def linear_shapes(model) -> dict:
     """{op: (k, n)} of a layer's four products at TP 1, as a server fuses them: QKV (d by q + 2 kv
     widths), the output projection, the gate and up matrices side by side (d by 2f; f without a
@@ -183,6 +189,7 @@ class KernelPoint:
         return None if self.measured_s is None else self.flops / self.measured_s / self.attainable_flops_per_s
 
 
+@yardstick
 def kernel_point(model, accelerator, precision: Precision = BF16, op: str = "mlp_up", tokens: int = 1) -> KernelPoint:
     """`op` (qkv, o_proj, mlp_up, mlp_down) of `model` at TP 1 over `tokens` rows on `accelerator`."""
     m, acc = check_model(model), check_accelerator(accelerator)
@@ -204,11 +211,13 @@ def kernel_point(model, accelerator, precision: Precision = BF16, op: str = "mlp
                        float(row[f"{PROFILE_COLUMNS[op]}_ms"]) * 1e-3 if row else None, profile)
 
 
+@yardstick
 def kernel_points(model, accelerator, precision: Precision = BF16, tokens=ROOFLINE_TOKENS) -> list:
     """kernel_point for each of the four products at each token count, products first."""
     return [kernel_point(model, accelerator, precision, op, t) for op in PROFILE_COLUMNS for t in tokens]
 
 
+@yardstick
 def layer_kernels_s(model, accelerator, tokens: int) -> tuple:
     """(profiled, fitted) seconds of one layer's kernels other than attention over `tokens` rows at TP 1:
     the four products, two norms, rotary, the activation and two residual adds. profiled: the
@@ -240,6 +249,7 @@ def _with_profiled_layers(model, deployment, tokens, measured_s):
     return None if profiled is None else measured_s + model.n_layers * (profiled - fitted)
 
 
+@yardstick
 def profiled_prefill_time_s(model, deployment, prompt_len: int, batch: int = 1):
     """`latency.prefill_time_s` on a measured TP-1 deployment with every layer's non-attention kernels
     summed from the profiled rows at T = batch x prompt_len instead of the fitted curves; None where no
@@ -249,6 +259,7 @@ def profiled_prefill_time_s(model, deployment, prompt_len: int, batch: int = 1):
     return _with_profiled_layers(m, d, tokens, prefill_time_s(m, d, prompt_len, batch))
 
 
+@yardstick
 def profiled_decode_step_time_s(model, deployment, context_len: int, batch: int = 1):
     """`latency.decode_step_time_s` on a measured TP-1 deployment with every layer's non-attention kernels
     summed from the profiled rows at T = batch; None where none matches or T was not profiled."""
@@ -256,6 +267,7 @@ def profiled_decode_step_time_s(model, deployment, context_len: int, batch: int 
     return _with_profiled_layers(m, d, int(positive_int("batch", batch)), decode_step_time_s(m, d, context_len, batch))
 
 
+@yardstick
 def efficiency_worked(point: KernelPoint, accelerator, precision: Precision = BF16):
     """The efficiency of one product (`kernel_point`) as a worked equation: achieved FLOP/s (FLOPs over
     its measured time: the profiled row where there is one, the fitted curve's beside it) over what the
@@ -277,6 +289,7 @@ def efficiency_worked(point: KernelPoint, accelerator, precision: Precision = BF
     return equation(tex, **values)
 
 
+@yardstick
 def bandwidth_worked(nbytes: float, step: "Measured", accelerator):
     """The bandwidth a decode step gets as a worked equation: `nbytes` (`step_bytes`) over the step's
     measured time (`itl`: the profiled rows where there are, the fitted curve's beside them), against
@@ -299,6 +312,7 @@ def bandwidth_worked(nbytes: float, step: "Measured", accelerator):
                     f"them gives {fitted_pct:.1f} % of the datasheet bandwidth.")
 
 
+@yardstick
 def bandwidth_table(model, accelerator, precision: Precision = BF16, tokens: int = 1) -> str:
     """Each product of a layer at `tokens` rows (a decode step of that batch): the bytes it moves, its
     profiled and fitted time, and the share of the datasheet bandwidth each gives; then one layer's
@@ -348,6 +362,7 @@ class Measured:
         return None if self.measured_s is None else self.measured_s / self.ideal_s
 
 
+@yardstick
 def ttft(model, accelerator, precision: Precision = BF16, prompt_len: int = 1024, batch: int = 1,
          step_overhead=None) -> Measured:
     """TTFT (one prefill pass) of `batch` prompts of `prompt_len` tokens on one accelerator, three ways
@@ -363,6 +378,7 @@ def ttft(model, accelerator, precision: Precision = BF16, prompt_len: int = 1024
     return Measured("TTFT", t_ideal, t, profiled_prefill_time_s(m, meas, prompt_len, batch), over)
 
 
+@yardstick
 def itl(model, accelerator, precision: Precision = BF16, context_len: int = 1024, batch: int = 1,
         step_overhead=None) -> Measured:
     """ITL (one decode step of `batch` sequences at `context_len`), three ways, as `ttft`."""
@@ -386,6 +402,7 @@ def _pass_costs(model, deployment, prompt_len, context_len, batch):
     return shard, decode_costs(shard, batch, context_len, deployment.precision)
 
 
+@yardstick
 def attention_share(model, deployment, *, prompt_len=None, context_len=None, batch=1):
     """Attention's QK^T and PV as a share of one pass's kernel time on one device (no communication, no
     step overhead): a prefill of `prompt_len` tokens or a decode step at `context_len`. Under measured
@@ -399,12 +416,14 @@ def attention_share(model, deployment, *, prompt_len=None, context_len=None, bat
     return out if out.ndim else float(out)
 
 
+@yardstick
 def step_bytes(model, precision: Precision, context_len: int, batch=1, tp: int = 1):
     """Bytes one device moves in a decode step: its weights, the batch's KV caches, the activations."""
     shard = tp_shard(check_model(model), tp)
     return decode_costs(shard, batch, context_len, precision).total.bytes
 
 
+@yardstick
 def decode_bandwidth(model, deployment, context_len: int, batch=1):
     """The bandwidth a decode step really gets on `deployment`: the bytes one device moves
     (`step_bytes`) over the step's time (`latency.decode_step_time_s`), in bytes/s."""
@@ -414,6 +433,7 @@ def decode_bandwidth(model, deployment, context_len: int, batch=1):
     return out if out.ndim else float(out)
 
 
+@yardstick
 def attention_crossover_batch(model, deployment, context_len: int, max_batch: int = 1 << 14):
     """The smallest batch at which a decode step spends as long in attention (reading the caches) as in
     everything else (reading the weights): on the ideal roofline about B* = M_weights / C_kv; with the
@@ -452,6 +472,7 @@ class TensorParallel:
                           ("d", ".2f", ".3f", ".2f", ".2f", ".3f", ".2f", ".0f"))
 
 
+@yardstick
 def tensor_parallel(model, accelerator, precision: Precision = BF16, prompt_len: int = 1024,
                     context_len: int = 1024, batch: int = 1, tps=(1, 2, 4, 8)) -> TensorParallel:
     """TTFT and ITL at each K of `tps` (1 first), ideal and measured (module doc)."""
@@ -490,6 +511,7 @@ class Batching:
     tokens_per_s_profiled: tuple | None = None   # the profiled rows summed, where a profile matches (else None)
 
 
+@yardstick
 def batching(model, accelerator, precision: Precision = BF16, context_len: int = 1024,
              usd_per_gpu_hour: float = 4.0) -> Batching:
     """The numbers of `Batching` for `model` on one `accelerator` (0 sequences fit: max_batch 0 and
@@ -529,6 +551,7 @@ def _no_measured_title(acc) -> str:
     return f"no measured kernels for the {acc.name}: the ideal roofline only"
 
 
+@yardstick
 def kernel_roofline_plot(model, accelerator, precision: Precision = BF16, *, tokens=ROOFLINE_TOKENS) -> Plot:
     """The roofline (log-log) with a layer's four linear products at their intensity, at each token
     count T of `tokens`: achieved FLOP/s (FLOPs / time) of the profiled rows (filled; where a profile has
@@ -593,6 +616,7 @@ def kernel_roofline_plot(model, accelerator, precision: Precision = BF16, *, tok
     return Plot(fig, table, {"points": pts, "ridge": ridge, "profile": profile})
 
 
+@yardstick
 def ttft_measured_plot(model, accelerator, precision: Precision = BF16, *, batch: int = 1, prompt_lens=None,
                        table_lens=(128, 512, 1024, 2048, 4096)) -> Plot:
     """TTFT against prompt length S (log-log): the ideal roofline and the measured kernels (dashed where
@@ -645,6 +669,7 @@ def _decode_batches(limit: int, batches):
     return np.arange(1, max(2 * limit, 64) + 1, dtype=np.int64)
 
 
+@yardstick
 def decode_measured_plot(model, accelerator, context_len: int, precision: Precision = BF16, *, batches=None,
                          table_batches=(1, 8, 16, 32, 64)) -> Plot:
     """Two stacked panels against the decode batch B (linear axes): the step time, ideal and measured
@@ -694,6 +719,7 @@ def decode_measured_plot(model, accelerator, context_len: int, precision: Precis
     return Plot(fig, table, data)
 
 
+@yardstick
 def latency_measured_plot(model, accelerator, precision: Precision = BF16, *, prompt_len: int = 1024,
                           context_len: int = 1024, batch: int = 1, step_overhead=None) -> Plot:
     """TTFT (top) and ITL (bottom) as horizontal bars: the ideal roofline, the measured kernels, and the
@@ -721,6 +747,7 @@ def latency_measured_plot(model, accelerator, precision: Precision = BF16, *, pr
     return Plot(fig, table, {"ttft": results[0], "itl": results[1]})
 
 
+@yardstick
 def throughput_measured_plot(model, accelerator, context_len: int, precision: Precision = BF16, *,
                              batches=None, table_batches=(1, 8, 16, 32, 64)) -> Plot:
     """Decode throughput against batch B (linear axes), ideal and measured (with the profiled rows summed
@@ -770,7 +797,3 @@ def throughput_measured_plot(model, accelerator, context_len: int, precision: Pr
     return Plot(fig, table, data)
 
 
-# Sweeps past a model's context window on purpose (TTFT to 16k tokens; the region is shaded).
-from inferlab.core.context import mark_yardsticks  # noqa: E402
-
-mark_yardsticks(globals())

@@ -27,6 +27,7 @@ from matplotlib.ticker import NullLocator
 from inferlab.core import latency, memory
 from inferlab.core.specs import DTYPES, Precision, get_accelerator, get_model, list_accelerators, list_hf_configs, list_models, resolve_model
 from inferlab.base.input_checks import DoesNotFitError
+from inferlab.core.context import yardstick  # @yardstick: sweeps past a model's context on purpose, no warning
 
 # Stable colour and line style per curve label, whatever the scenario.
 STYLE = {
@@ -82,6 +83,7 @@ def _precision(state: State, base: Precision) -> Precision:
 # The four views
 # ---------------------------------------------------------------------------------------------
 
+@yardstick
 def prefill_view(state: State, base: Precision) -> View:
     """TTFT against prompt length (full per-operator model and the linear 2PS/peak rule)."""
     m, a, p = _model(state.model), get_accelerator(state.accelerator), _precision(state, base)
@@ -106,6 +108,7 @@ def _weights_do_not_fit(m, a, w: float, ylabel: str) -> View:
                 message=f"{m.name} weights {w / 1e9:.0f} GB > {a.memory_bytes / 1e9:.0f} GB on {a.name}")
 
 
+@yardstick
 def decode_view(state: State, base: Precision) -> View:
     """Device memory against batch: weights, weights + KV cache, capacity."""
     m, a, p = _model(state.model), get_accelerator(state.accelerator), _precision(state, base)
@@ -127,6 +130,7 @@ def decode_view(state: State, base: Precision) -> View:
                 point_label="this scenario" if state.batch <= b_max else f"B = {state.batch}: does not fit")
 
 
+@yardstick
 def latency_view(state: State, base: Precision) -> View:
     """ITL against context length at the chosen batch; TTFT of the chosen prompt in the numbers."""
     m, a, p = _model(state.model), get_accelerator(state.accelerator), _precision(state, base)
@@ -152,6 +156,7 @@ def latency_view(state: State, base: Precision) -> View:
                 point_label="this scenario" if point_fits else f"S = {state.tokens:,}: does not fit (last fit shown)")
 
 
+@yardstick
 def batching_view(state: State, base: Precision) -> View:
     """Decode throughput against batch (linear axes) with its ceiling BW/C_kv, B* and B_max."""
     m, a, p = _model(state.model), get_accelerator(state.accelerator), _precision(state, base)
@@ -320,6 +325,7 @@ class Panel:
         display(*controls_bundle(controls, self.tokens_label), raw=True)
 
 
+@yardstick
 def controls_bundle(box, tokens_label: str = "tokens") -> tuple[dict, dict]:
     """The widget's own MIME bundle, its text/plain (what a front end shows before the kernel has
     run the cell, or without widgets) a sentence naming the controls instead of a `VBox(...)` repr."""
@@ -341,26 +347,25 @@ def _md_to_html(text: str) -> str:
     return re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", text)
 
 
+@yardstick
 def prefill_panel(model, accelerator, precision: Precision, *, prompt: int, batch: int = 1) -> Panel:
     return Panel(prefill_view, model, accelerator, precision, batch=batch, tokens=prompt, tokens_label="prompt S",
                  batch_max=64)
 
 
+@yardstick
 def decode_panel(model, accelerator, precision: Precision, *, context: int, batch: int) -> Panel:
     return Panel(decode_view, model, accelerator, precision, batch=batch, tokens=context, tokens_label="context")
 
 
+@yardstick
 def latency_panel(model, accelerator, precision: Precision, *, prompt: int, batch: int = 1) -> Panel:
     return Panel(latency_view, model, accelerator, precision, batch=batch, tokens=prompt, tokens_label="prompt S",
                  batch_max=256)
 
 
+@yardstick
 def batching_panel(model, accelerator, precision: Precision, *, context: int, batch: int = 1) -> Panel:
     return Panel(batching_view, model, accelerator, precision, batch=batch, tokens=context, tokens_label="context")
 
 
-# Sweeps past a model's context window on purpose (the figures shade that region; the book's own
-# points go beyond it): every public function here runs inside beyond_context().
-from inferlab.core.context import mark_yardsticks  # noqa: E402
-
-mark_yardsticks(globals())

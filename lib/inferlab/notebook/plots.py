@@ -27,6 +27,7 @@ from inferlab.core.specs import BF16, Precision, check_accelerator, check_model,
 from inferlab.base.text_tables import text_table
 from inferlab.base.units import GB, MS, TFLOP, bytes_per_element
 from inferlab.base.input_checks import DoesNotFitError, positive_int
+from inferlab.core.context import yardstick  # @yardstick: sweeps past a model's context on purpose, no warning
 
 # Operator groups placed on the roofline (their per-layer FLOPs and bytes are summed).
 OPERATOR_GROUPS = {
@@ -42,11 +43,9 @@ FIGSIZE = (7.0, 4.2)
 DISPLAY_DPI = 96  # the width a notebook shows a figure at, in CSS pixels per inch
 RETINA_DPI = 2 * DISPLAY_DPI
 WIDE = (10.5, 4.0)
-# Legends sit outside the axes, right of the frame: never over data. (Kept for callers; the
-# chapter's figures use legend_below, which does not take width from a narrow column.)
-LEGEND = dict(fontsize=9, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
 
 
+@yardstick
 def legend_below(fig, ncols: int | None = None):
     """One legend for the whole figure, under its axes (the constrained layout makes room): never
     over the data, and not beside the axes, where it would take ~40 % of a narrow column's width.
@@ -107,6 +106,7 @@ def _usd_tick(v, _pos):      # module-level, not a lambda: a figure stays pickla
     return f"${v:g}"
 
 
+@yardstick
 def does_not_fit_plot(message: str, table: str = "") -> Plot:
     """A figure that says, in words, why there is nothing to draw (e.g. the weights exceed the
     device): shown instead of an empty plot, so that Run All never stops."""
@@ -155,6 +155,7 @@ def _with_book(table, book_points, x_name, y_name, x_fmt=".6g", y_fmt=".4g"):
     return table + "\n\nbook's points\n" + text_table((x_name, y_name, "label"), rows, (x_fmt, y_fmt, "s"))
 
 
+@yardstick
 def shade_context_window(ax, model, x_max):
     """Grey band right of the model's maximum context (ModelConfig.max_context_tokens): lengths the
     model cannot serve, drawn as arithmetic only."""
@@ -164,6 +165,7 @@ def shade_context_window(ax, model, x_max):
                    label=f"beyond the {limit:,}-token context window")
 
 
+@yardstick
 def fit_limit(model, accelerator, context_len, precision: Precision = BF16):
     """Largest batch whose KV cache at `context_len` fits beside the weights: `memory.max_batch`,
     but 0 (instead of an error) when not even the weights fit. Arrays of lengths give arrays."""
@@ -174,6 +176,7 @@ def fit_limit(model, accelerator, context_len, precision: Precision = BF16):
     return out if np.ndim(out) else int(out)
 
 
+@yardstick
 def group_costs(costs, groups=OPERATOR_GROUPS):
     """{group: (FLOPs, bytes)} of one layer, summing the operators present in each group."""
     out = {}
@@ -185,6 +188,7 @@ def group_costs(costs, groups=OPERATOR_GROUPS):
 
 # 15.1.1 / 15.1.2: the roofline ---------------------------------------------------------------------
 
+@yardstick
 def roofline_plot(model, accelerator, precision: Precision = BF16, *,
                   prompt_lens=(128, 512, 2048, 8192), prefill_batch=1,
                   decode_batches=(1, 16, 64, 256), context_len=1024,
@@ -250,6 +254,7 @@ def roofline_plot(model, accelerator, precision: Precision = BF16, *,
     return Plot(fig, table, {"ridge": ridge, "points": points})
 
 
+@yardstick
 def decode_intensity_plot(model, accelerator, precision: Precision = BF16, *,
                           batches=tuple(2 ** np.arange(0, 11)), context_len=1024) -> Plot:
     """Arithmetic intensity of each operator group of one decode step against batch B (log-log):
@@ -289,6 +294,7 @@ def decode_intensity_plot(model, accelerator, precision: Precision = BF16, *,
     return Plot(fig, table, {"batches": b, "intensity": series, "ridge": ridge, "mlp_ridge_batch": mlp_cross})
 
 
+@yardstick
 def mlp_ridge_batch(model, accelerator, precision: Precision = BF16, context_len=1024,
                     max_batch_searched: int = 1 << 16):
     """Smallest decode batch at which the MLP's intensity reaches the ridge point (None if none
@@ -302,6 +308,7 @@ def mlp_ridge_batch(model, accelerator, precision: Precision = BF16, context_len
 
 # 15.1.1 / 15.2.1: TTFT ----------------------------------------------------------------------------
 
+@yardstick
 def ttft_plot(model, accelerator, precision: Precision = BF16, *, batch=1,
               prompt_lens=None, table_lens=(512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072),
               book_points=(), mfu: float = 1.0, title=None) -> Plot:
@@ -348,6 +355,7 @@ def ttft_plot(model, accelerator, precision: Precision = BF16, *, batch=1,
 
 # 15.1.2: memory ----------------------------------------------------------------------------------
 
+@yardstick
 def memory_budget_plot(model, accelerator, context_len, precision: Precision = BF16, *,
                        batches=None, table_batches=(1, 8, 16, 32, 64), book_points=()) -> Plot:
     """Stacked device memory against batch B at one context length: weights, KV cache and what is
@@ -387,6 +395,7 @@ def memory_budget_plot(model, accelerator, context_len, precision: Precision = B
                 {"batches": b, "weights_gb": w, "kv_gb": kv, "free_gb": free, "max_batch": limit})
 
 
+@yardstick
 def kv_variants(model, precision: Precision = BF16, gqa_kv_heads: int = 8) -> dict:
     """{label: (model, precision)}: the model as given, a grouped-query version with
     `gqa_kv_heads` KV heads at the same parameter count (or, for a model that already groups,
@@ -411,6 +420,7 @@ def kv_variants(model, precision: Precision = BF16, gqa_kv_heads: int = 8) -> di
     }
 
 
+@yardstick
 def kv_variants_plot(model, accelerator, context_len, precision: Precision = BF16, *,
                      gqa_kv_heads: int = 8, batches=None, book_points=()) -> Plot:
     """Total memory (weights + KV) against batch for MHA vs GQA vs int8 KV; each variant's largest
@@ -450,6 +460,7 @@ def kv_variants_plot(model, accelerator, context_len, precision: Precision = BF1
 
 # 15.2.1: ITL ------------------------------------------------------------------------------------
 
+@yardstick
 def itl_plot(model, accelerator, precision: Precision = BF16, *, batches=(1, 8, 32, 64),
              context_lens=None, table_contexts=(512, 1024, 4096, 16384, 32768), book_points=()) -> Plot:
     """ITL (decode step time) against context length for several batches, log x: solid where the
@@ -484,6 +495,7 @@ def itl_plot(model, accelerator, precision: Precision = BF16, *, batches=(1, 8, 
                 {"context_lens": s, "itl_ms": series})
 
 
+@yardstick
 def weight_dtype_plot(model, accelerator, precision: Precision = BF16, *, prompt_len=1024,
                       context_len=1024, batch=1, dtypes=("bf16", "int8", "int4"), book_points=()) -> Plot:
     """TTFT and ITL for weight-only quantisation: `precision` with only its weight dtype changed
@@ -534,6 +546,7 @@ def _batches(limit, batches, at_least: float = 256):
                                      [limit] if limit else []])).astype(np.int64)
 
 
+@yardstick
 def experts_filled_batch(model, share: float = 0.95):
     """For a mixture of experts, the batch whose tokens touch `share` of every MoE layer's experts
     (`moe.tokens_touching`, uniform routing): where the weight read of a decode step stops growing.
@@ -543,6 +556,7 @@ def experts_filled_batch(model, share: float = 0.95):
     return tokens_touching(model.n_experts, model.experts_per_token, share) if model.is_moe else None
 
 
+@yardstick
 def step_time_title(model) -> str:
     """What the step-time panel shows: linear in B when every step reads all the weights (dense);
     a knee for a mixture of experts, whose weight read grows until the batch touches every expert."""
@@ -591,6 +605,7 @@ class ThroughputShape:
         return f"throughput: {'concave' if self.concave else 'not concave'}, {where}"
 
 
+@yardstick
 def throughput_shape(model, accelerator, context_len, precision: Precision = BF16, up_to: int | None = None) -> ThroughputShape:
     """`ThroughputShape` on an even grid of batches from 1 to `up_to` (default: the range
     `throughput_plot` draws). A dense model's curve is concave (the step time is a sum of maxima of
@@ -613,6 +628,7 @@ def throughput_shape(model, accelerator, context_len, precision: Precision = BF1
                            experts_filled_batch(model))
 
 
+@yardstick
 def throughput_plot(model, accelerator, context_len, precision: Precision = BF16, *, batches=None,
                     table_batches=(1, 8, 16, 32, 64, 128), book_step=(), book_throughput=()) -> Plot:
     """Decode step time and throughput against batch B (linear axes; log x for a mixture of experts,
@@ -669,6 +685,7 @@ def throughput_plot(model, accelerator, context_len, precision: Precision = BF16
                              "max_batch": limit, "tokens_per_s_at_b_star": at_bstar, "experts_filled_batch": filled})
 
 
+@yardstick
 def cost_plot(model, accelerator, context_len, usd_per_gpu_hour: float, precision: Precision = BF16, *,
               batches=None, table_batches=(1, 8, 32, 64), book_points=()) -> Plot:
     """Dollars per 1000 generated tokens against batch B (log-log), memory limit marked.
@@ -703,6 +720,7 @@ def cost_plot(model, accelerator, context_len, usd_per_gpu_hour: float, precisio
                 {"batches": b, "usd_per_1k": cost, "max_batch": limit})
 
 
+@yardstick
 def latency_throughput_plot(model, accelerator, context_len, precision: Precision = BF16, *,
                             batches=None, label_batches=(1, 8, 16, 32, 128, 256),
                             book_points=()) -> Plot:
@@ -746,6 +764,7 @@ def latency_throughput_plot(model, accelerator, context_len, precision: Precisio
                 {"batches": b, "itl_ms": itl, "tokens_per_s": tput, "max_batch": limit})
 
 
+@yardstick
 def kv_variants_throughput_plot(model, accelerator, context_len, precision: Precision = BF16, *,
                                 gqa_kv_heads: int = 8, batches=None, book_points=()) -> Plot:
     """Throughput against batch for MHA vs GQA vs int8 KV, each curve stopping at the largest batch
@@ -779,8 +798,3 @@ def kv_variants_throughput_plot(model, accelerator, context_len, precision: Prec
                 {"max_batch": limits})
 
 
-# Figures sweep prompt and context lengths past a model's maximum context on purpose (the book's
-# 100k-token yardstick on Llama-2 13B): every public function here runs inside beyond_context().
-from inferlab.core.context import mark_yardsticks  # noqa: E402
-
-mark_yardsticks(globals())

@@ -24,6 +24,7 @@ from dataclasses import replace
 from inferlab.claims import evaluate_claims, lost_formulas
 from inferlab.claims.render import errata_anchor, summary_line
 from inferlab.core.specs import BF16, Precision, get_accelerator, get_model, resolve_model
+from inferlab.core.context import yardstick  # @yardstick: sweeps past a model's context on purpose, no warning
 
 VERDICT_MARK = {"consistent": "\u2713", "approximation": "\u2248", "erratum": "\u2717", "unchecked": "\u2013"}
 VERDICT_WORD = {"consistent": "ok", "approximation": "approx.", "erratum": "erratum", "unchecked": "unchecked"}
@@ -93,6 +94,7 @@ class ClaimsTable:
         return table
 
 
+@yardstick
 def errata_markdown(claims) -> str:
     """One Markdown blockquote per erratum: what the book says, the corrected value and what it
     means for a reader, with a link to the erratum's entry in ERRATA.md, which derives the cause
@@ -123,6 +125,7 @@ class Errata:
         return "errata: " + ", ".join(c.id for c in self.claims)
 
 
+@yardstick
 def claims(section: str, *spans: str, topic: str | None = None) -> None:
     """Display the compact table of the selected claims (see `select`: a topic of
     data/claim_groups.toml, e.g. `claims("15.1.2", topic="memory-wall")`) and, below it, an erratum
@@ -135,6 +138,7 @@ def claims(section: str, *spans: str, topic: str | None = None) -> None:
         display(Errata(chosen))
 
 
+@yardstick
 def book_says(claim_id: str) -> str:
     """The book's value of one registry claim as printed, with its unit ("1024 FLOP/byte"): the only
     way a page attributes a number to the book (tests/test_named_quantities.py checks the rest)."""
@@ -142,6 +146,7 @@ def book_says(claim_id: str) -> str:
     return select(section, letter)[0].book_text
 
 
+@yardstick
 def book_input(claim_id: str, name: str):
     """One input of the book's own arithmetic for a claim (its `own` or `method` inputs in
     data/claims.toml), e.g. book_input("15.1.1-m", "params") -> 13e9."""
@@ -155,6 +160,7 @@ def book_input(claim_id: str, name: str):
     raise ValueError(f"no claim {claim_id!r} in the registry")
 
 
+@yardstick
 def claims_table(section: str, *spans: str, topic: str | None = None) -> ClaimsTable:
     return ClaimsTable(select(section, *spans, topic=topic))
 
@@ -171,6 +177,7 @@ def _section(section: str) -> tuple:
     return tuple(evaluate_claims(section))
 
 
+@yardstick
 def claim_groups(section: str) -> dict:
     """{topic: (title, [letters])} of `section` in data/claim_groups.toml, in the file's order."""
     import tomllib
@@ -181,6 +188,7 @@ def claim_groups(section: str) -> dict:
     return {e["topic"]: (e["title"], list(e["claims"])) for e in entries}
 
 
+@yardstick
 def select(section: str, *spans: str, topic: str | None = None) -> list:
     """The evaluated claims of `section`: those of a `topic` (data/claim_groups.toml), or those
     named by letters ("k") or inclusive spans in registry order ("k..v"); neither means the whole
@@ -212,6 +220,7 @@ def select(section: str, *spans: str, topic: str | None = None) -> list:
     return picked
 
 
+@yardstick
 def verdict_summary(section: str | None = None) -> str:
     """One line per section (or for one section): number of claims and count per verdict."""
     sections = [section] if section else ["15.1.1", "15.1.2", "15.2.1", "15.2.2"]
@@ -252,11 +261,13 @@ class Formulas:
         return "\n\n".join(parts)
 
 
+@yardstick
 def show_formulas(section: str) -> Formulas:
     """The section's lost formulas, reconstructed (display it as a cell's last expression)."""
     return Formulas(section)
 
 
+@yardstick
 def measure_it(check: str, *, attempts: int = 3, model: str = "tiny", threads: int | None = 1, **thresholds):
     """Time the chapter's effects live (`measure.quick_suite` on a tiny model, a few seconds on a
     CPU core) and evaluate one of `measure`'s checks, e.g. "itl_flat_with_context".
@@ -296,6 +307,7 @@ def measure_it(check: str, *, attempts: int = 3, model: str = "tiny", threads: i
 # The "What if?" scenario
 # ---------------------------------------------------------------------------------------------
 
+@yardstick
 def parse_whatif(text: str) -> tuple[str, str]:
     """"llama-3-8b@h200" -> ("llama-3-8b", "h200"); a clear error for anything else."""
     model, sep, gpu = (text or "").partition("@")
@@ -304,6 +316,7 @@ def parse_whatif(text: str) -> tuple[str, str]:
     return model.strip(), gpu.strip()
 
 
+@yardstick
 def what_if(model, accelerator, precision: Precision = BF16):
     """The notebook's scenario: the cell's model and accelerator, unless the environment variable
     INFERLAB_WHATIF=MODEL@ACCELERATOR names others (the tests re-run every notebook that way). The
@@ -315,6 +328,7 @@ def what_if(model, accelerator, precision: Precision = BF16):
     return resolve_model(model), get_accelerator(accelerator), precision
 
 
+@yardstick
 def is_book_setup(model, accelerator, precision: Precision = BF16) -> bool:
     """True when the scenario is the book's worked example (Llama-2 13B on one H100 SXM, bf16
     throughout): only then do the figures carry the book's markers."""
@@ -322,12 +336,14 @@ def is_book_setup(model, accelerator, precision: Precision = BF16) -> bool:
     return FigureScenario(resolve_model(model), get_accelerator(accelerator), precision).book
 
 
+@yardstick
 def book_points_if(book: bool, section: str, figure: str):
     """The book's markers for one figure when `book` is True, else None (no markers)."""
     from inferlab.notebook.figures import book_points
     return book_points(section, figure) if book else None
 
 
+@yardstick
 def context_note(model, tokens: int) -> str:
     """'' when `tokens` fits the model's context window, else a sentence saying it does not."""
     m = resolve_model(model)
@@ -338,10 +354,12 @@ def context_note(model, tokens: int) -> str:
             f"for the arithmetic, not a run the model can serve.")
 
 
+@yardstick
 def with_precision(precision: Precision, **kw) -> Precision:
     return replace(precision, **kw)
 
 
+@yardstick
 def draw(plot_function, *args, **kwargs):
     """`plot_function(*args, **kwargs)`, or, when the configuration does not fit on the device
     (`DoesNotFitError`), a figure that says so in words: never an empty plot, never a stopped Run All."""
@@ -353,6 +371,7 @@ def draw(plot_function, *args, **kwargs):
         return does_not_fit_plot(str(e))
 
 
+@yardstick
 def fit_message(model, accelerator, seq_len: int, precision: Precision = BF16) -> str:
     """'' when at least one sequence of `seq_len` tokens fits beside the weights on one device,
     else what does not fit and what would (the tensor-parallel degree, an int8 cache, a shorter
@@ -361,6 +380,7 @@ def fit_message(model, accelerator, seq_len: int, precision: Precision = BF16) -
     return fit_advice(get_model(model), get_accelerator(accelerator), seq_len, precision).sentence()
 
 
+@yardstick
 def draw_if_fits(message: str, plot_function, *args, **kwargs):
     """`draw(plot_function, ...)` when `message` (from `fit_message`) is empty, else a figure that
     says "does not fit" and why."""
@@ -383,11 +403,13 @@ class Details:
         return self.text
 
 
+@yardstick
 def details(summary: str, text: str) -> Details:
     """A table on demand: folded in JupyterLab, complete in the plain-text output."""
     return Details(summary, text)
 
 
+@yardstick
 def book_ratios(section: str, figure: str, model, accelerator, precision: Precision = BF16, batch: int = 1) -> str:
     """'2.9x at 2,048 tokens, ...': the book's prefill times (the figure's markers, in ms) over
     the library's full per-operator prefill time at the same prompt length."""
@@ -403,6 +425,7 @@ def book_ratios(section: str, figure: str, model, accelerator, precision: Precis
 GAP_LIMIT = 0.25  # a measured time further than this from the roofline prediction gets explained
 
 
+@yardstick
 def gap_sentence(run, kind: str, host_load=None) -> str:
     """One sentence on how far the measured times of `run`'s `kind` series ("ttft", "itl", ...)
     fall from the roofline prediction drawn from the same run's ceilings, and why when the gap
@@ -434,6 +457,7 @@ def gap_sentence(run, kind: str, host_load=None) -> str:
 FAR_LIMIT = 2.0  # a gap beyond this factor also says how fast this host was while it ran
 
 
+@yardstick
 def host_sentence(run, host_load=None) -> str:
     """What this host measured while the run ran (its copy bandwidth and matmul rate, the ceilings the
     prediction is drawn from) and how loaded it was (`host_load`: (1-minute load average, cores);
@@ -481,11 +505,13 @@ def _attention_label(m) -> str:
     return head if not slid else f"{head}, {slid}/{m.n_layers} layers window {m.sliding_window:,}"
 
 
+@yardstick
 def model(name_or_path):
     """A model by registered name, shipped config name (data/hf-configs) or config path (`specs.resolve_model`)."""
     return resolve_model(name_or_path)
 
 
+@yardstick
 def architecture_rows(accelerator, context: int, precision: Precision = BF16) -> list:
     """One row per architecture of ARCHITECTURE_MODELS at `context` tokens on one `accelerator`:
     (model, attention, KV cache dtype, KV bytes per token held, decode attention FLOPs per KV byte,
@@ -504,6 +530,7 @@ def architecture_rows(accelerator, context: int, precision: Precision = BF16) ->
     return rows
 
 
+@yardstick
 def architecture_table(accelerator, context: int, precision: Precision = BF16) -> str:
     """`architecture_rows` as a text table."""
     from inferlab.base.text_tables import text_table
@@ -514,6 +541,7 @@ def architecture_table(accelerator, context: int, precision: Precision = BF16) -
                       ["", "", "", ",.0f", ".2f", ",d"])
 
 
+@yardstick
 def moe_decode_rows(model, accelerator, context: int, precision: Precision = BF16, batches=(1, 8, 64, 256)) -> list:
     """A mixture of experts' decode step at each batch: (B, expected distinct experts per MoE layer,
     weight bytes the step reads, its time, the active and the total weights' read time), uniform
@@ -533,6 +561,7 @@ def moe_decode_rows(model, accelerator, context: int, precision: Precision = BF1
     return rows
 
 
+@yardstick
 def moe_decode_table(model, accelerator, context: int, precision: Precision = BF16, batches=(1, 8, 64, 256)) -> str:
     """`moe_decode_rows` as a text table (GB and ms)."""
     from inferlab.base.text_tables import text_table
@@ -541,13 +570,11 @@ def moe_decode_table(model, accelerator, context: int, precision: Precision = BF
     return text_table(["B", "experts touched", "weights read GB", "step ms", "active-weight read ms",
                        "all-weight read ms"], rows, ["d", ".2f", ".1f", ".2f", ".2f", ".2f"])
 
-from inferlab.core.context import mark_yardsticks  # noqa: E402
-
-mark_yardsticks(globals())
 
 
-# Every matplotlib Figure a notebook displays carries what it draws as its PNG's "alt" metadata
-# (the book's alt text; alttext.describe). A no-op outside IPython.
-from inferlab.notebook.alttext import register_ipython as _register_alt  # noqa: E402
-
-_register_alt()
+def install_display() -> None:
+    """Make every matplotlib Figure the notebook displays carry what it draws as its PNG's "alt"
+    metadata (the book's alt text, alttext.describe) and its phone variant. Called once, in each
+    chapter notebook's set-up cell; nothing happens outside IPython."""
+    from inferlab.notebook.alttext import register_ipython
+    register_ipython()

@@ -34,7 +34,7 @@ from inferlab.core.memory import kv_cache_bytes_per_token
 from inferlab.serving.engine import Replica, Req
 from inferlab.serving.kv import kv_capacity_blocks
 from inferlab.serving.metrics import SimResult
-from inferlab.serving.policies import ChunkedPrefill, PrefillFirst, StaticBatching
+from inferlab.serving.policies import ChunkedPrefill, PrefillFirst
 from inferlab.serving.simulate import ROUTERS, _result, serve
 from inferlab.serving.steptime import RooflineStepTime
 from inferlab.serving.workload import Workload
@@ -99,9 +99,9 @@ class Pool:
         if self.accelerator is not None:
             check_accelerator(self.accelerator)
         check_precision(self.precision)
-        if isinstance(self.policy, StaticBatching) or not hasattr(self.policy, "plan_step"):
-            raise ValueError(f"a pool's policy must be an iteration-level serving.policies class (not static); "
-                             f"got {self.policy!r}")
+        if not hasattr(self.policy, "plan_step"):
+            raise ValueError(f"a pool's policy must be a serving.policies class; got {self.policy!r}")
+        self.policy.check_runs_with("a disaggregated pool")
 
 
 def transfer_time_s(model, precision: Precision, prompt_tokens, kv_link: KVLink, tp: int = 1):

@@ -1,7 +1,7 @@
 """One model instance (a replica, tp devices) stepping through requests, iteration by iteration.
 
-Discrete-event, one event per engine step: the scheduler picks the step's work (policies.py), the
-step time comes from a StepTimeModel (steptime.py: `step_time_s(StepShape, t_s)`, told the step's
+Discrete-event, one event per engine step: the policy picks the step's work (serving.policies;
+the replica asks it through its methods and reads none of its fields), the step time comes from a StepTimeModel (steptime.py: `step_time_s(StepShape, t_s)`, told the step's
 work and its start), and the clock jumps by it. Per-token work is
 never done in Python: a decoding sequence takes part in every decode step from the one after its
 prefill until it finishes or is preempted, so its token times are a slice of the decode steps'
@@ -32,7 +32,6 @@ from __future__ import annotations
 from collections import defaultdict, deque
 
 from inferlab.serving.kv import blocks_for
-from inferlab.serving.policies import StaticBatching
 from inferlab.serving.steptime import StepShape
 
 INF = float("inf")
@@ -74,11 +73,6 @@ class Replica:
     def __init__(self, step_time, policy, kv_blocks: int, block_tokens: int,
                  watermark_blocks: int = 0, index: int = 0, prefix_caching: bool = False):
         self.step_time, self.policy = step_time, policy
-        self.static = isinstance(policy, StaticBatching)
-        # policies.PriorityScheduling: the queue kept in (level, arrival) order, victims least urgent first
-        self.by_priority = bool(getattr(policy, "priority_aware", False))
-        # chunked prefill off (policies.VllmV1): a prompt joins a step only when all of it fits the budget left
-        self.whole = bool(getattr(policy, "whole_prompts", False))
         self.total_blocks, self.bs = int(kv_blocks), int(block_tokens)
         self.watermark = int(watermark_blocks)
         self.index = index
@@ -95,11 +89,12 @@ class Replica:
         self.block_at = defaultdict(list)
         self.free = self.total_blocks
         self.admitted = 0
-        self.static_batch = None
+        self.static_batch = None   # a batch formed whole (StepPlan.form_batch), decoding together
         self.static_end_d = -1
+        self.arrivals_over = False  # run_until(final=True): no request will arrive any more
         self.requests: list = []
         # prefix cache: id -> [blocks, references, last use]; None when caching is off
-        self.pcache = {} if prefix_caching and not self.static else None
+        self.pcache = {} if prefix_caching else None
         self.uses = 0
         # time series, one entry per step
         self.log_start, self.log_dt, self.log_batch, self.log_tokens, self.log_kv = [], [], [], [], []
@@ -115,12 +110,8 @@ class Replica:
     def add(self, r: Req) -> None:
         r.replica = self.index
         self.requests.append(r)
-        limit = self.total_blocks - (0 if self.static else self.watermark)
-        if blocks_for(r.prompt + r.output, self.bs) > limit:
-            r.rejected = True  # can never fit, even alone
-            return
-        if self.whole and r.prompt + r.output - 1 > self.policy.token_budget:
-            r.rejected = True  # its prefill (a recompute's: prompt + all but the last token) never fits a step
+        if not self.policy.fits_alone(r.prompt, r.output, self.total_blocks, self.watermark, self.bs):
+            r.rejected = True  # can never be served, even alone
             return
         if not self.busy() and self.clock < r.arrival:
             self.clock = r.arrival
@@ -130,24 +121,15 @@ class Replica:
         self._enqueue(r, front=False)
 
     def _enqueue(self, r: Req, front: bool) -> None:
-        """Into the waiting queue: at the back (an arrival) or the front (a preempted request); by
-        (priority level, arrival order) under a priority policy."""
-        if not self.by_priority:
-            (self.waiting.appendleft if front else self.waiting.append)(r)
-            return
-        key = (r.prio, r.i)
-        pos = len(self.waiting)
-        while pos > 0 and (self.waiting[pos - 1].prio, self.waiting[pos - 1].i) > key:
-            pos -= 1
-        self.waiting.insert(pos, r)
+        """Into the waiting queue where the policy puts it (an arrival, or a preempted request: front)."""
+        self.policy.enqueue(self.waiting, r, front)
 
     def _finish(self, r: Req, t: float) -> None:
         r.finish = t
-        if not self.static:
-            self.free += r.blocks
-            r.blocks = 0
-            if r.pref:
-                self._unref(r)
+        self.free += r.blocks
+        r.blocks = 0
+        if r.pref:
+            self._unref(r)
 
     # -- prefix cache ------------------------------------------------------------------------------
     def _unref(self, r: Req) -> None:
@@ -192,9 +174,11 @@ class Replica:
         self.log_kv.append(self.total_blocks - self.free)
 
     # -- admission, blocks, preemption --------------------------------------------------------------
-    def _admit(self, t: float, token_cap=None, max_seqs=None, first_chunk=None) -> int:
-        """Admit waiting requests in FIFO order while blocks (beyond the watermark), the sequence
-        cap and the prompt-token cap allow; return the prompt tokens admitted."""
+    def _admit(self, t: float, token_cap=None, max_seqs=None, first_chunk=None, whole_prompts=False) -> int:
+        """Admit waiting requests in queue order while blocks (beyond the watermark), the sequence
+        cap and the prompt-token cap allow; return the prompt tokens admitted. A request gets the
+        blocks of the tokens its policy names (`kv_tokens_at_admission`), less those cached; with
+        `whole_prompts` a prompt that does not fit all of first_chunk waits (never split)."""
         admitted_tokens = 0
         while self.waiting and len(self.prefilling) + self.n_dec < max_seqs:
             r = self.waiting[0]
@@ -203,10 +187,10 @@ class Replica:
                 entry = self.pcache.get(r.pid)
                 if entry is not None:
                     cached = r.pblocks * self.bs
-            need = blocks_for(r.target - cached, self.bs)
+            need = blocks_for(self.policy.kv_tokens_at_admission(r) - cached, self.bs)
             left = r.target - cached
             take = left if first_chunk is None else min(first_chunk - admitted_tokens, left)
-            if self.whole and take < left:
+            if whole_prompts and take < left:
                 break  # chunked prefill off: the prompt waits until all of it fits
             if token_cap is not None and admitted_tokens + take > token_cap and admitted_tokens > 0:
                 break
@@ -244,7 +228,7 @@ class Replica:
         cap = self.policy.max_num_seqs
         while self.arrived and len(self.prefilling) + self.n_dec < cap:
             r = self.arrived[0]
-            need = blocks_for(r.prompt, self.bs)
+            need = blocks_for(self.policy.kv_tokens_at_admission(r), self.bs)
             if self.free < need + self.watermark:
                 break
             self.arrived.popleft()
@@ -294,7 +278,7 @@ class Replica:
         while self.free < len(needs):
             preempted = True
             victim = max((*self.decoding.values(), *self.prefilling),
-                         key=(lambda r: (r.prio, r.admit_seq)) if self.by_priority else (lambda r: r.admit_seq))
+                         key=self.policy.eviction_key)
             self._preempt(victim)
             if victim in needs:
                 needs.remove(victim)
@@ -318,7 +302,7 @@ class Replica:
         self.n_dec += 1
         self.sum_cache += r.c0
 
-    # -- the state a policy plans on (policies.plan_step) ------------------------------------------
+    # -- the state a policy plans on (its plan_step) ------------------------------------------------
     @property
     def n_decoding(self) -> int:
         return self.n_dec
@@ -330,15 +314,26 @@ class Replica:
     def reserve_decode(self) -> bool:
         return self._reserve_decode_blocks()
 
-    def admit(self, token_cap=None, max_seqs=None, first_chunk=None) -> int:
-        return self._admit(self.clock, token_cap, max_seqs, first_chunk)
+    def admit(self, token_cap=None, max_seqs=None, first_chunk=None, whole_prompts=False) -> int:
+        return self._admit(self.clock, token_cap, max_seqs, first_chunk, whole_prompts)
 
-    # -- one step of the iteration-level policies ---------------------------------------------------
-    def _step(self) -> bool:
+    # -- one step ---------------------------------------------------------------------------------------
+    def _step(self, t_next: float) -> bool:
+        """The step the policy plans: a whole batch formed (if it starts before t_next), the formed
+        batch's decode, or iteration-level work. False when there is nothing to do before t_next."""
         t0 = self.clock
         if self.arrived:
             self._admit_arrived(t0)
         plan = self.policy.plan_step(self)
+        if plan.form_batch:
+            if plan.start_s >= t_next:
+                return False
+            self.clock = plan.start_s
+            self._static_form(plan.form_batch)
+            return True
+        if self.static_batch:
+            self._static_decode()
+            return True
         chunks, do_decode = list(plan.chunks), plan.decode
         if not chunks and not do_decode:
             return False
@@ -388,11 +383,13 @@ class Replica:
         self.clock = t1
         return True
 
-    # -- static batching ----------------------------------------------------------------------------
-    def _static_form(self) -> None:
+    # -- whole batches (static batching) -------------------------------------------------------------
+    def _static_form(self, batch_size: int) -> None:
+        """Up to batch_size waiting requests, each reserving its whole sequence's blocks, prefilled
+        together padded to the longest prompt."""
         t0 = self.clock
         batch = []
-        while self.waiting and len(batch) < self.policy.batch_size:
+        while self.waiting and len(batch) < batch_size:
             r = self.waiting[0]
             need = blocks_for(r.prompt + r.output, self.bs)  # reserved for the whole generation
             if need > self.free:
@@ -455,28 +452,9 @@ class Replica:
     # -- driving ------------------------------------------------------------------------------------
     def run_until(self, t: float, final: bool = False) -> None:
         """Run every step that starts before time t (all remaining work when final)."""
+        self.arrivals_over = final
         while self.clock < t:
-            if self.static:
-                if self.policy.plan_step(self).decode:
-                    self._static_decode()
-                    continue
-                if not self.waiting:
-                    break
-                pol = self.policy
-                if len(self.waiting) >= pol.batch_size:
-                    ready = self.clock
-                elif pol.timeout_s is not None:  # the server cannot know no one else is coming
-                    ready = max(self.clock, self.waiting[0].arrival + pol.timeout_s)
-                elif final:  # no timeout: the last partial batch starts when arrivals end
-                    ready = self.clock
-                else:
-                    break
-                if ready >= t:
-                    break
-                self.clock = ready
-                self._static_form()
-                continue
             if not (self.waiting or self.arrived or self.busy()):
                 break
-            if not self._step():
+            if not self._step(t):
                 break

@@ -45,8 +45,8 @@ def simulate(workload: Workload, model: ModelConfig | None = None, accelerator: 
     its options are a server's launch flags (vLLM's), each with a working default."""
     if not isinstance(workload, Workload):
         raise ValueError(f"workload must be a serving.Workload; got {type(workload).__name__}")
-    if not hasattr(policy, "name"):
-        raise ValueError(f"policy must be one of the serving.policies classes; got {policy!r}")
+    if not hasattr(policy, "plan_step"):
+        raise ValueError(f"policy must be a serving.policies class (one with plan_step); got {policy!r}")
     book_model, book_accelerator = book_scenario()
     model = book_model if model is None else check_model(model)
     acc = book_accelerator if accelerator is None else check_accelerator(accelerator)
@@ -70,15 +70,12 @@ def simulate(workload: Workload, model: ModelConfig | None = None, accelerator: 
                                  f"given has its own: leave out one of them")
     if not isinstance(prefix_caching, (bool, np.bool_)):
         raise ValueError(f"prefix_caching must be True or False; got {prefix_caching!r}")
-    if prefix_caching and policy.name == "static":
-        raise ValueError("prefix_caching applies to the iteration-level policies (continuous, prefill-first, "
-                         "chunked); got policy static")
+    if prefix_caching:
+        policy.check_runs_with("prefix_caching")
     if speculative is not None:
         if not isinstance(speculative, Speculative):
             raise ValueError(f"speculative must be a serving.speculative.Speculative or None; got {speculative!r}")
-        if policy.name == "static":
-            raise ValueError("speculative applies to the iteration-level policies (continuous, prefill-first, "
-                             "chunked, priority); got policy static")
+        policy.check_runs_with("speculative")
         draft = None if speculative.draft == MTP else RooflineStepTime(
             speculative.draft, acc, precision, tp=tp, mfu=mfu, mbu=mbu, efficiency=efficiency)
         step_time = SpeculativeStepTime(step_time, speculative, draft, model.n_layers)

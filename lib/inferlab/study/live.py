@@ -17,8 +17,9 @@ max_len >= prompt + output tokens, so an admitted request always fits: there is 
 has no counterpart). The memory this reserves, 2 * n_layers * n_slots * max_len * kv_dim * bytes,
 is checked against free memory before anything is allocated.
 
-Scheduling: exactly engine.Replica._step's semantics for 'prefill-first', 'continuous' and
-'chunked' (FIFO admission, max_num_seqs, the prompt-token cap or the token budget); a prefill of
+Scheduling: the simulator's own policy objects (serving.policies), asked the same questions as
+engine.Replica asks them: each step's `plan_step`, and `enqueue` for every arrival (queue order);
+every registered policy that plans step by step runs here (not static batching); a prefill of
 n tokens samples one token, each decode step feeds the last sampled token and samples the next,
 and a request of N output tokens finishes with its Nth. A request becomes visible once
 time.perf_counter() - t0 >= its arrival; with nothing to do the loop sleeps until the next one.
@@ -35,12 +36,22 @@ import numpy as np
 
 from inferlab.core import attention
 from inferlab.serving.metrics import ReplicaTrace, SimResult
-from inferlab.serving.policies import ChunkedPrefill, ContinuousBatching, PrefillFirst, make_policy
+from inferlab.serving.policies import POLICIES, make_policy, option_fields
 from inferlab.serving.workload import Workload
 from inferlab.core.specs import check_model
 from inferlab.base.input_checks import DoesNotFitError, choice, nonneg_int, positive_int
 
-LIVE_POLICIES = ("prefill-first", "continuous", "chunked")
+
+
+def _runs_live(cls) -> bool:
+    try:
+        cls().check_runs_with("the live loop")
+    except ValueError:
+        return False
+    return True
+
+
+LIVE_POLICIES = tuple(name for name, cls in POLICIES.items() if _runs_live(cls))
 LIVE_DTYPES = ("fp32", "bf16", "fp16")
 LIVE_DEVICES = ("auto", "cpu", "cuda")
 MARGIN_BYTES = 0.5e9  # activations, allocator slack and the interpreter, beside weights and KV
@@ -186,11 +197,12 @@ class LiveResult:
 
 # -- the loop ----------------------------------------------------------------------------------------
 class _Req:
-    __slots__ = ("i", "arrival", "prompt", "output", "slot", "done", "generated", "tokens", "times",
+    __slots__ = ("i", "arrival", "prompt", "output", "prio", "slot", "done", "generated", "tokens", "times",
                  "first_sched")
 
-    def __init__(self, i, arrival, prompt_ids, output):
+    def __init__(self, i, arrival, prompt_ids, output, prio=1):
         self.i, self.arrival, self.prompt, self.output = i, arrival, prompt_ids, output
+        self.prio = prio       # priority level (workload.PRIORITY_CLASSES index; 0 most urgent)
         self.slot = -1
         self.done = 0          # prompt tokens prefilled so far
         self.generated = 0
@@ -198,18 +210,19 @@ class _Req:
         self.first_sched = None
 
 
-def _policy(policy, max_num_seqs, token_budget, max_batched_tokens):
-    if getattr(policy, "priority_aware", False):  # the live queues admit in arrival order only
-        raise ValueError(f"policy {policy.name} orders requests by priority class, which the live loop does not "
-                         f"carry; it is simulated only (serving.simulate)")
-    if isinstance(policy, (PrefillFirst, ContinuousBatching, ChunkedPrefill)):
-        return policy
-    if not isinstance(policy, str):
-        raise ValueError(f"policy must be one of {', '.join(LIVE_POLICIES)} or its policies.py class; "
+def live_policy(policy, max_num_seqs=None, token_budget=None, max_batched_tokens=None):
+    """A policy object as it is, or one made from its name with the settings that are its options
+    (None: the policy's default)."""
+    if isinstance(policy, str):
+        choice("policy", policy, LIVE_POLICIES)
+        names = [name for name, _, _ in option_fields(POLICIES[policy])]
+        given = {"max_num_seqs": max_num_seqs, "token_budget": token_budget, "max_batched_tokens": max_batched_tokens}
+        policy = make_policy(policy, **{k: v for k, v in given.items() if k in names and v is not None})
+    elif not hasattr(policy, "plan_step"):
+        raise ValueError(f"policy must be one of {', '.join(LIVE_POLICIES)} or a serving.policies class; "
                          f"got {policy!r}")
-    choice("policy", policy, LIVE_POLICIES)
-    return make_policy(policy, max_num_seqs=max_num_seqs, token_budget=token_budget,
-                       max_batched_tokens=max_batched_tokens)
+    policy.check_runs_with("the live loop")
+    return policy
 
 
 def resolve_device(device: str) -> str:
@@ -248,7 +261,7 @@ class LiveSettings:
     policy: object = "chunked"
     max_num_seqs: int = 8
     token_budget: int = 256
-    max_batched_tokens: int | None = 8192
+    max_batched_tokens: int | None = None
     max_len: int | None = None
     device: str = "auto"
     dtype: str | None = None
@@ -261,9 +274,9 @@ def run_live(workload: Workload, model_or_cfg=None, settings: LiveSettings = Liv
              on_token=None, prompt_ids=None) -> LiveResult:
     """Serve `workload` for real and return the measured LiveResult. settings: a LiveSettings.
 
-    policy: 'prefill-first', 'continuous' or 'chunked' (made with max_num_seqs, token_budget and
-    max_batched_tokens), or a PrefillFirst / ContinuousBatching / ChunkedPrefill, whose own
-    settings then apply; static batching is simulated only.
+    policy: a name of LIVE_POLICIES (made with those of max_num_seqs, token_budget and
+    max_batched_tokens that are its options; max_batched_tokens None: the policy's default), or a
+    serving.policies object, whose own settings then apply; static batching is simulated only.
     model_or_cfg: an inferlab.measure.model.Transformer (used as it is: its device and dtype win), or a
     ModelConfig built with random weights (measure.runner.random_model, `seed`); None: the `tiny`
     preset. Names are resolved at the edge (measure.plan.resolve_model: presets and models.toml). dtype: fp32 (default on CPU), bf16 (default on CUDA),
@@ -286,7 +299,7 @@ def run_live(workload: Workload, model_or_cfg=None, settings: LiveSettings = Liv
     nonneg_int("warmup", warmup)
     if threads is not None:
         positive_int("threads", threads)
-    pol = _policy(policy, max_num_seqs, settings.token_budget, settings.max_batched_tokens)
+    pol = live_policy(policy, max_num_seqs, settings.token_budget, settings.max_batched_tokens)
     n_slots = pol.max_num_seqs
     prompts = workload.prompt_tokens.tolist()
     outputs = workload.output_tokens.tolist()
@@ -327,8 +340,9 @@ def run_live(workload: Workload, model_or_cfg=None, settings: LiveSettings = Liv
         if any(not 0 <= t < cfg.vocab_size for ids in prompt_ids for t in ids):
             raise ValueError(f"prompt_ids must lie in 0..{cfg.vocab_size - 1} (the vocabulary)")
     cache = SlottedKVCache(cfg, n_slots, max_len, tdtype, device)
-    reqs = [_Req(i, a, ids, o) for i, (a, ids, o) in
-            enumerate(zip(workload.arrival_s.tolist(), prompt_ids, outputs))]
+    levels = workload.priority.tolist() if workload.priority is not None else [1] * len(prompts)
+    reqs = [_Req(i, a, ids, o, level) for i, (a, ids, o, level) in
+            enumerate(zip(workload.arrival_s.tolist(), prompt_ids, outputs, levels))]
     saved_threads = torch.get_num_threads()
     if threads is not None:
         torch.set_num_threads(int(threads))
@@ -384,14 +398,17 @@ class _Queues:
     def reserve_decode() -> bool:
         return False
 
-    def admit(self, token_cap=None, max_seqs=None, first_chunk=None):
-        """engine.Replica._admit without blocks: a free slot stands for the blocks."""
+    def admit(self, token_cap=None, max_seqs=None, first_chunk=None, whole_prompts=False):
+        """engine.Replica._admit without blocks: a free slot (max_len tokens, the whole sequence)
+        stands for the blocks."""
         t = self.clock
         cap = self.max_num_seqs if max_seqs is None else min(max_seqs, self.max_num_seqs)
         taken = 0
         while self.waiting and len(self.prefilling) + len(self.decoding) < cap:
             r = self.waiting[0]
             take = len(r.prompt) if first_chunk is None else min(first_chunk - taken, len(r.prompt))
+            if whole_prompts and take < len(r.prompt):
+                break
             if token_cap is not None and taken + take > token_cap and taken > 0:
                 break
             if take <= 0:
@@ -410,7 +427,7 @@ def _warm_up(run: _LiveRun, prompts) -> float:
     from inferlab.measure.device import synchronize
     pol, max_len = run.pol, run.max_len
     t_w = time.perf_counter()
-    first = min(max(prompts), pol.token_budget) if isinstance(pol, ChunkedPrefill) else max(prompts)
+    first = pol.largest_prefill(max(prompts))
     for _ in range(run.warmup):
         run.forward([Segment(0, (0,) * min(first, max_len), 0)])
         segs = [Segment(s, (0,), min(prompts[0], max_len - 1)) for s in range(run.n_slots)]
@@ -490,7 +507,7 @@ def _serve(run: _LiveRun, reqs, prompts, prompt_ids) -> LiveResult:
         while pending or q.waiting or q.prefilling or q.decoding:
             now = time.perf_counter() - t0
             while pending and pending[0].arrival <= now:
-                q.waiting.append(pending.popleft())
+                pol.enqueue(q.waiting, pending.popleft(), False)
             if not (q.waiting or q.prefilling or q.decoding):
                 time.sleep(max(0.0, pending[0].arrival - (time.perf_counter() - t0)))
                 continue
@@ -512,11 +529,11 @@ def _serve(run: _LiveRun, reqs, prompts, prompt_ids) -> LiveResult:
     steps = {k: np.asarray(v) for k, v in log.items()}
     result = _sim_result(reqs, steps, n_slots, f"live: {run.cfg.name} {run.dtype} on {run.device}, {pol}, "
                                                f"{n_slots} slots x {run.max_len} tokens")
+    options = {name: getattr(pol, name) for name, _, _ in option_fields(type(pol))}
     config = {"model": run.cfg.name, "dtype": run.dtype, "device": run.device, "policy": pol.name,
               "max_num_seqs": pol.max_num_seqs, "max_len": int(run.max_len), "seed": int(run.seed),
               "threads": torch.get_num_threads() if run.device == "cpu" else None,
-              "token_budget": getattr(pol, "token_budget", None),
-              "max_batched_tokens": getattr(pol, "max_batched_tokens", None)}
+              "token_budget": options.get("token_budget"), "max_batched_tokens": options.get("max_batched_tokens")}
     return LiveResult(result, steps, tuple(tuple(r.tokens) for r in reqs), tuple(prompt_ids),
                       config, _device_name(run.device), warmup_s, tuple(chunk_log))
 

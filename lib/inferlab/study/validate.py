@@ -282,8 +282,8 @@ def _measure_host(c: ValidationConfig, log) -> _Host:
 def _inferlab_fitted(c: ValidationConfig, host: _Host, log) -> _Engine:
     """The project's loop on a step time fitted to its own calibrations."""
     from inferlab.measure.runner import random_model
-    from inferlab.serving.policies import make_policy
-    pol = make_policy(c.policy, max_num_seqs=c.max_num_seqs, max_batched_tokens=c.max_num_seqs * c.max_len)
+    from inferlab.study.live import live_policy
+    pol = live_policy(c.policy, c.max_num_seqs, max_batched_tokens=c.max_num_seqs * c.max_len)
     log(f"inferlab: {c.model.name} ({host.dtype}), step time fitted to calibrations")
     return _Engine(None, {}, pol, c.max_num_seqs * -(-c.max_len // 16) + 1, 16,  # as _inferlab_profile's
                    random_model(c.model, host.kind, host.dtype, c.seed))
@@ -551,10 +551,10 @@ def _inferlab_profile(c: ValidationConfig, host: _Host, log) -> _Engine:
 
     from inferlab.measure.profile import measure_profile, pass_residual, time_probes
     from inferlab.measure.runner import random_model
-    from inferlab.serving.policies import make_policy
+    from inferlab.study.live import live_policy
     from inferlab.study.profiled import ProfileStepTime
     cfg, kind, dtype, seed = c.model, host.kind, host.dtype, c.seed
-    pol = make_policy(c.policy, max_num_seqs=c.max_num_seqs, max_batched_tokens=c.max_num_seqs * c.max_len)
+    pol = live_policy(c.policy, c.max_num_seqs, max_batched_tokens=c.max_num_seqs * c.max_len)
     block_tokens = 16
     kv_blocks = c.max_num_seqs * -(-c.max_len // block_tokens) + 1  # every admitted request fits: no preemption
     log(f"operator profile of {cfg.name} ({dtype})")
@@ -661,8 +661,7 @@ def _serve_live(c: ValidationConfig, host: _Host, eng: _Engine, w: Workload, see
     """Serve `w` live on the validation's engine."""
     if c.engine == "inferlab":
         from inferlab.study.live import LiveSettings, run_live
-        return run_live(w, eng.model_obj, LiveSettings(policy=c.policy, max_num_seqs=c.max_num_seqs, max_len=c.max_len,
-                                                       max_batched_tokens=getattr(eng.policy, "max_batched_tokens", None),
+        return run_live(w, eng.model_obj, LiveSettings(policy=eng.policy, max_num_seqs=c.max_num_seqs, max_len=c.max_len,
                                                        device=host.kind, dtype=host.dtype, seed=seed))
     from inferlab.study.engines.transformers_cb import TransformersSettings, run_transformers
     settings = TransformersSettings(max_batch_tokens=c.max_batch_tokens, max_requests_per_batch=c.max_num_seqs,
