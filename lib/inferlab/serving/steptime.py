@@ -76,7 +76,7 @@ class StepShape:
     def attn_pairs(self) -> float:
         pairs = float(self.decode_kv_tokens)
         for q, p in self.chunks:
-            pairs += q * p + q * (q + 1) / 2
+            pairs += attention.causal_pairs(q, p)
         return pairs
 
     @property
