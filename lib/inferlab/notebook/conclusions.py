@@ -388,12 +388,12 @@ def kv_cache_note(model, tokens: int, precision) -> str:
     """'' for a full-attention model with per-head K and V (the chapter's KV equations hold exactly);
     otherwise one or two sentences on what its cache holds instead (MLA's latent, a window, a chunk),
     with the library's bytes for one sequence of `tokens` tokens beside the equation's count."""
-    from inferlab.core.memory import kv_cache_bytes
-    from inferlab.base.units import GB, bytes_per_element
+    from inferlab.core.memory import kv_cache_bytes, kv_cache_rule_bytes
+    from inferlab.base.units import GB
     if model.full_attention_only:
         return ""
     held = kv_cache_bytes(model, tokens, 1, precision, beyond_context=True)
-    equation = 2 * model.n_layers * model.n_kv_heads * model.head_dim * bytes_per_element(precision.kv) * tokens
+    equation = kv_cache_rule_bytes(model, tokens, 1, precision)
     parts = []
     if model.is_mla:
         parts.append(f"{model.name} uses multi-head latent attention: each layer caches one "
