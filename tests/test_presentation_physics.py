@@ -28,7 +28,6 @@ CORE = LIB / "core"
 NOT_YET_READ = {
     "cheatsheet.py": "the cheat sheet's numbers move into core with the consistency test of issue 59, item 2",
     "interview.py": "the interview answers' numbers move into core with the consistency test of issue 59, item 2",
-    "interview_drills.py": "the interview drills move with interview.py (issue 59, item 2)",
 }
 
 # (module, function, expression as ast.unparse writes it): pure display, with the reason.
