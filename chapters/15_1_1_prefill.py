@@ -364,11 +364,12 @@ worked_examples.takeaway(f"Prefill leaves {kv_bytes / GB:.2f} GB of keys and val
 
 # %%
 # The measured kernels of this scenario (MEASURED is None where none were published)
+from inferlab.core import measured_latency
 from inferlab.notebook import measured_plots
 
-IDEAL, MEASURED = measured_plots.deployments(GPU, PREC)
-PROFILE = measured_plots.profile_for(MODEL)     # the profiled model with MODEL's matrix shapes, or None
-NOT_MEASURED = measured_plots.measured_reason(GPU, PREC)
+IDEAL, MEASURED = measured_latency.deployments(GPU, PREC)
+PROFILE = measured_latency.profile_for(MODEL)     # the profiled model with MODEL's matrix shapes, or None
+NOT_MEASURED = measured_latency.measured_reason(GPU, PREC)
 Markdown(conclusions.measured_source(MODEL, GPU, PROFILE, NOT_MEASURED, MEASURED))
 
 # %% [markdown]
@@ -389,12 +390,12 @@ reader.draw(measured_plots.kernel_roofline_plot, MODEL, GPU, PREC)
 
 # %%
 # The efficiency of one product with this scenario's numbers: the fused gate and up product over T tokens
-gate_up = measured_plots.kernel_point(MODEL, GPU, PREC, "mlp_up", T)
+gate_up = measured_latency.kernel_point(MODEL, GPU, PREC, "mlp_up", T)
 measured_plots.efficiency_worked(gate_up, GPU, PREC)
 
 # %%
 worked_examples.takeaway(conclusions.kernel_efficiency_takeaway(
-    gate_up, measured_plots.kernel_points(MODEL, GPU, PREC)))
+    gate_up, measured_latency.kernel_points(MODEL, GPU, PREC)))
 
 # %% [markdown]
 # ### TTFT, ideal and measured
@@ -410,14 +411,14 @@ worked_examples.takeaway(conclusions.kernel_efficiency_takeaway(
 reader.draw(measured_plots.ttft_measured_plot, MODEL, GPU, PREC, batch=BATCH)
 
 # %%
-ttft_measured = measured_plots.ttft(MODEL, GPU, PREC, PROMPT, BATCH)
+ttft_measured = measured_latency.ttft(MODEL, GPU, PREC, PROMPT, BATCH)
 Markdown(conclusions.measured_times(ttft_measured, f"For {BATCH} × {PROMPT:,} tokens"))
 
 # %%
 worked_examples.takeaway(conclusions.measured_ttft_takeaway(ttft_measured, PROMPT))
 
 # %%
-attn_measured = (measured_plots.attention_share(MODEL, MEASURED, prompt_len=PROMPT, batch=BATCH)
+attn_measured = (measured_latency.attention_share(MODEL, MEASURED, prompt_len=PROMPT, batch=BATCH)
                  if MEASURED else None)
 Markdown(conclusions.measured_limits(
     NOT_MEASURED, attn_measured, f"at $S$ = {PROMPT:,}", "A real server's TTFT is longer still."))

@@ -201,7 +201,7 @@ reader.details("every operator of one decode step", tables.operator_table(step, 
 reader.draw(plots.decode_intensity_plot, MODEL, GPU, PREC, context_len=CONTEXT)
 
 # %%
-mlp_ridge_b = plots.mlp_ridge_batch(MODEL, GPU, PREC, context_len=CONTEXT)
+mlp_ridge_b = roofline.mlp_ridge_batch(MODEL, GPU, PREC, context_len=CONTEXT)
 b_fit = memory.max_batch(MODEL, GPU, CONTEXT, PREC) if not FIT else 0
 layer_at_fit = costs.decode_costs(MODEL, max(b_fit, 1), CONTEXT, PREC).layer
 whole_intensity = layer_at_fit.flops / layer_at_fit.bytes
@@ -393,11 +393,12 @@ Markdown(f"At $B$ = 1 a step reads {moe[0][2] / GB:.1f} GB and takes {moe[0][3] 
 
 # %%
 # The measured kernels of this scenario (MEASURED is None where none were published)
+from inferlab.core import measured_latency
 from inferlab.notebook import measured_plots
 
-IDEAL, MEASURED = measured_plots.deployments(GPU, PREC)
-PROFILE = measured_plots.profile_for(MODEL)     # the profiled model with MODEL's matrix shapes, or None
-NOT_MEASURED = measured_plots.measured_reason(GPU, PREC)
+IDEAL, MEASURED = measured_latency.deployments(GPU, PREC)
+PROFILE = measured_latency.profile_for(MODEL)     # the profiled model with MODEL's matrix shapes, or None
+NOT_MEASURED = measured_latency.measured_reason(GPU, PREC)
 Markdown(conclusions.measured_source(MODEL, GPU, PROFILE, NOT_MEASURED, MEASURED))
 
 # %% [markdown]
@@ -407,15 +408,15 @@ Markdown(conclusions.measured_source(MODEL, GPU, PROFILE, NOT_MEASURED, MEASURED
 
 # %%
 # The achieved bandwidth of a B = 1 decode step with this scenario's numbers
-bytes_moved = measured_plots.step_bytes(MODEL, PREC, CONTEXT, 1)   # weights, one cache, activations
-step_one = measured_plots.itl(MODEL, GPU, PREC, CONTEXT, 1)         # ideal, fitted and profiled times
+bytes_moved = measured_latency.step_bytes(MODEL, PREC, CONTEXT, 1)   # weights, one cache, activations
+step_one = measured_latency.itl(MODEL, GPU, PREC, CONTEXT, 1)         # ideal, fitted and profiled times
 measured_plots.bandwidth_worked(bytes_moved, step_one, GPU)
 
 # %%
 worked_examples.takeaway(conclusions.decode_bandwidth_takeaway(bytes_moved, step_one, GPU.hbm_bytes_per_s))
 
 # %%
-layer_profiled, layer_fitted = measured_plots.layer_kernels_s(MODEL, GPU, 1) if MEASURED else (None, None)
+layer_profiled, layer_fitted = measured_latency.layer_kernels_s(MODEL, GPU, 1) if MEASURED else (None, None)
 display(Markdown(conclusions.layer_profile_note(layer_profiled, layer_fitted, PROFILE)))
 reader.details("each product's share of the bandwidth at B = 1, profiled and fitted",
                measured_plots.bandwidth_table(MODEL, GPU, PREC))
@@ -434,8 +435,8 @@ reader.draw_if_fits(FIT, measured_plots.decode_measured_plot, MODEL, GPU, CONTEX
 
 # %%
 b_last = max(b_max_dec, 1)
-step_last = measured_plots.itl(MODEL, GPU, PREC, CONTEXT, b_last)
-attn_last = (measured_plots.attention_share(
+step_last = measured_latency.itl(MODEL, GPU, PREC, CONTEXT, b_last)
+attn_last = (measured_latency.attention_share(
     MODEL, MEASURED, context_len=CONTEXT, batch=b_last) if MEASURED else None)
 step_text = conclusions.measured_step_batch(
     step_one, step_last, b_last, attn_last)

@@ -293,11 +293,12 @@ Markdown(conclusions.tp_speedups(tps, ttft_k, itl_k, ALLREDUCE_LATENCY_S))
 # %%
 # The measured kernels of this scenario (MEASURED is None where none were published) and a step overhead
 from inferlab.core import kernels
+from inferlab.core import measured_latency
 from inferlab.notebook import measured_plots
 
-IDEAL, MEASURED = measured_plots.deployments(GPU, PREC)
-PROFILE = measured_plots.profile_for(MODEL)     # the profiled model with MODEL's matrix shapes, or None
-NOT_MEASURED = measured_plots.measured_reason(GPU, PREC)
+IDEAL, MEASURED = measured_latency.deployments(GPU, PREC)
+PROFILE = measured_latency.profile_for(MODEL)     # the profiled model with MODEL's matrix shapes, or None
+NOT_MEASURED = measured_latency.measured_reason(GPU, PREC)
 OVERHEAD = kernels.StepOverhead.from_profile()  # CPU time per engine step (Vidur's A100 scheduler profile)
 Markdown(conclusions.measured_source(MODEL, GPU, PROFILE, NOT_MEASURED, MEASURED))
 
@@ -309,8 +310,8 @@ reader.draw(measured_plots.latency_measured_plot, MODEL, GPU, PREC, prompt_len=P
             batch=BATCH, step_overhead=OVERHEAD)
 
 # %%
-ttft_three = measured_plots.ttft(MODEL, GPU, PREC, PROMPT, BATCH, OVERHEAD)
-itl_three = measured_plots.itl(MODEL, GPU, PREC, PROMPT, BATCH, OVERHEAD)
+ttft_three = measured_latency.ttft(MODEL, GPU, PREC, PROMPT, BATCH, OVERHEAD)
+itl_three = measured_latency.itl(MODEL, GPU, PREC, PROMPT, BATCH, OVERHEAD)
 Markdown(conclusions.measured_latencies(ttft_three, itl_three, OVERHEAD.label))
 
 # %%
@@ -323,10 +324,10 @@ worked_examples.takeaway(conclusions.measured_latency_takeaway(ttft_three, itl_t
 # Vidur measured for its message size and GPU count:
 
 # %%
-tp_measured = measured_plots.tensor_parallel(MODEL, GPU, PREC, PROMPT, PROMPT, BATCH, tps)
+tp_measured = measured_latency.tensor_parallel(MODEL, GPU, PREC, PROMPT, PROMPT, BATCH, tps)
 display(reader.details("TTFT and ITL (ms) against K, ideal and measured; each speed-up is the ITL at K = 1 over "
-                       "the ITL at K; all-reduce % is its share of the measured ITL", tp_measured.table()))
-attn_step = (measured_plots.attention_share(MODEL, MEASURED, context_len=PROMPT, batch=BATCH)
+                       "the ITL at K; all-reduce % is its share of the measured ITL", measured_plots.tensor_parallel_table(tp_measured)))
+attn_step = (measured_latency.attention_share(MODEL, MEASURED, context_len=PROMPT, batch=BATCH)
              if MEASURED else None)
 Markdown(conclusions.measured_tp(tp_measured) + "\n\n" + conclusions.measured_limits(
     NOT_MEASURED, attn_step, f"of a decode step at context {PROMPT:,}",

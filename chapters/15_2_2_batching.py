@@ -41,7 +41,7 @@ from IPython.display import Markdown
 
 from inferlab import Precision
 from inferlab.notebook import conclusions, equations, figures, plots, reader
-from inferlab.core import latency, memory
+from inferlab.core import latency, memory, roofline
 from inferlab.core.memory_headroom import VLLM_DEFAULT_UTILISATION, headroom_fit
 from inferlab.base.units import GB, MS, bytes_per_element
 
@@ -123,8 +123,8 @@ b_max = memory.max_batch(MODEL, GPU, CONTEXT, PREC) if not FIT else 0
 tput_max = latency.throughput_tokens_per_s(MODEL, GPU, CONTEXT, b_max, PREC) if b_max else 0.0
 gain_1_to_2 = (latency.throughput_tokens_per_s(MODEL, GPU, CONTEXT, 2, PREC)
                / latency.throughput_tokens_per_s(MODEL, GPU, CONTEXT, 1, PREC))
-shape = plots.throughput_shape(MODEL, GPU, CONTEXT, PREC)   # read off the library's curve, as the figure's titles
-at_b_star = shape.at_b_star_words()
+shape = latency.throughput_shape(MODEL, GPU, CONTEXT, PREC)   # read off the library's curve, as the figure's titles
+at_b_star = plots.at_b_star_words(shape)
 Markdown(conclusions.or_not_fitting(FIT,
     f"Throughput never grows faster than the batch: each doubling below $B^*$ multiplies it by less than 2 "
     f"(from $B$ = 1 to 2: {gain_1_to_2:.2f}×), and at $B^*$ = {b_star:.0f} it is {at_b_star} of the ceiling of "
@@ -218,7 +218,7 @@ reader.draw_if_fits(FIT, plots.kv_variants_throughput_plot, MODEL, GPU, CONTEXT,
 # %%
 gqa = MODEL.gqa_variant(8) if MODEL.n_kv_heads > 8 else MODEL
 gqa_max = memory.max_batch(gqa, GPU, CONTEXT, PREC) if not FIT else 0
-mlp_ridge = plots.mlp_ridge_batch(gqa, GPU, PREC, context_len=CONTEXT)
+mlp_ridge = roofline.mlp_ridge_batch(gqa, GPU, PREC, context_len=CONTEXT)
 Markdown(conclusions.or_not_fitting(
     FIT, conclusions.gqa_batch_limit(gqa is MODEL, gqa_max, mlp_ridge), prefix="**Does not fit:** "))
 
@@ -291,11 +291,12 @@ worked_examples.takeaway(f"Static batching needs {n_static} steps for these {len
 
 # %%
 # The measured kernels of this scenario (MEASURED is None where none were published)
+from inferlab.core import measured_latency
 from inferlab.notebook import measured_plots
 
-IDEAL, MEASURED = measured_plots.deployments(GPU, PREC)
-PROFILE = measured_plots.profile_for(MODEL)     # the profiled model with MODEL's matrix shapes, or None
-NOT_MEASURED = measured_plots.measured_reason(GPU, PREC)
+IDEAL, MEASURED = measured_latency.deployments(GPU, PREC)
+PROFILE = measured_latency.profile_for(MODEL)     # the profiled model with MODEL's matrix shapes, or None
+NOT_MEASURED = measured_latency.measured_reason(GPU, PREC)
 Markdown(conclusions.measured_source(MODEL, GPU, PROFILE, NOT_MEASURED, MEASURED))
 
 # %%
@@ -305,7 +306,7 @@ Markdown(conclusions.measured_source(MODEL, GPU, PROFILE, NOT_MEASURED, MEASURED
 reader.draw_if_fits(FIT, measured_plots.throughput_measured_plot, MODEL, GPU, CONTEXT, PREC)
 
 # %%
-batching_measured = measured_plots.batching(MODEL, GPU, PREC, CONTEXT, USD_PER_GPU_HOUR)
+batching_measured = measured_latency.batching(MODEL, GPU, PREC, CONTEXT, USD_PER_GPU_HOUR)
 Markdown(conclusions.or_not_fitting(FIT, conclusions.measured_batching(batching_measured), prefix="**Does not fit:** "))
 
 # %%
@@ -416,7 +417,7 @@ interview.answer("15.2.2", 3, MODEL, GPU, PREC, context=CONTEXT, usd_per_gpu_hou
 cost_max = latency.cost_per_1k_tokens_usd(tput_max, USD_PER_GPU_HOUR) if b_max else float("nan")
 Markdown(
     conclusions.or_not_fitting(FIT,
-        f"- Throughput is {shape.shape_words()}; "
+        f"- Throughput is {plots.shape_words(shape)}; "
         f"for {MODEL.name} at {CONTEXT:,} tokens of context it reaches {at_b_star} of its "
         f"ceiling at $B^*$ = {b_star:.0f}, and memory stops the batch at {b_max} ({ratio:.1f} × $B^*$, from "
         "capacity over weights minus one).\n"

@@ -11,6 +11,7 @@ from inferlab.core.costs import decode_costs, forward_costs, prefill_costs
 from inferlab.core.memory import kv_cache_bytes, kv_cache_bytes_per_token, max_batch, weight_bytes
 from inferlab.core.moe import expected_experts
 from inferlab.core.specs import ModelConfig, Precision, from_hf_config, data_dir, get_accelerator, get_model
+from inferlab.core.context import beyond_context
 
 pytestmark = pytest.mark.core
 
@@ -195,3 +196,32 @@ def test_tensor_parallel_splits_experts_and_keeps_the_latent():
     # MLA's latent is not split: every device keeps 61 x 576 x 2 bytes per token.
     ds = from_hf_config(HF / "deepseek-v3")
     assert kv_cache_bytes_per_token(ds, tp=8) == 61 * 576 * 2
+
+
+def test_attention_flops_are_one_file(monkeypatch):
+    """A newcomer's change count (ARCHITECTURE.md): attention's FLOPs per query-key pair are set in
+    core/attention.py (`layer_shape`) alone. Tripling the PV kernel's FLOPs there moves the operator
+    costs, the latency and the simulator's step time together, and the step time still equals the
+    prefill time (the simulator reads no attention FLOPs of its own). Scenario: Llama-2 13B, an
+    8,192-token prompt, where attention is compute-bound."""
+    import dataclasses
+
+    from inferlab.core import attention
+    from inferlab.core.costs import prefill_costs
+    from inferlab.core.latency import prefill_time_s
+    from inferlab.serving.steptime import RooflineStepTime, prefill_shape
+    m, g, s = get_model("llama-2-13b"), get_accelerator("h100-sxm"), 8192
+
+    def measured():
+        with beyond_context():
+            return (float(prefill_costs(m, 1, s).per_layer["attn_values"].flops), prefill_time_s(m, g, s),
+                    RooflineStepTime(m, g).step_time_s(prefill_shape(s), 0.0))
+
+    flops, t_latency, t_sim = measured()
+    assert t_sim == pytest.approx(t_latency, rel=1e-12)
+    real = attention.layer_shape
+    monkeypatch.setattr(attention, "layer_shape", lambda model, precision: dataclasses.replace(
+        real(model, precision), value_flops_per_pair=3 * real(model, precision).value_flops_per_pair))
+    flops3, t_latency3, t_sim3 = measured()
+    assert flops3 == pytest.approx(3 * flops)
+    assert t_latency3 > t_latency and t_sim3 == pytest.approx(t_latency3, rel=1e-12)

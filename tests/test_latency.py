@@ -235,3 +235,29 @@ def test_chunked_prefill_is_the_sum_of_its_chunks_and_never_faster():
         assert got <= sum(chunks) + last + 1e-12          # logits only after the last chunk
         assert got >= sum(chunks) + last - 5 * extend_time_s(m, d, 1, 0)
         assert got > whole
+
+
+# --- what the pages ask instead of re-deriving (notebook.plots, panel, interactive) -------------------
+
+def test_weight_read_floor_and_throughput_ceiling_by_hand():
+    from inferlab.core.latency import throughput_ceiling_tokens_per_s, weight_read_floor_s
+    m, g = get_model("llama-2-13b"), get_accelerator("h100-sxm")
+    # 13,015,864,320 parameters * 2 bytes = 26.03 GB, read at 3.35 TB/s: 7.77 ms
+    assert weight_read_floor_s(m, g) == pytest.approx(26.031728640e9 / 3.35e12)
+    assert weight_read_floor_s(m, g, tokens=8) == pytest.approx(weight_read_floor_s(m, g))   # dense: all weights
+    # BW / C_kv at S = 1,000: 3.35e12 / 819.2e6 bytes = 4,089.4 tokens/s
+    assert throughput_ceiling_tokens_per_s(m, g, 1000) == pytest.approx(3.35e12 / 819.2e6)
+
+
+def test_ttft_curve_is_the_prefill_time_three_ways_and_the_same_point_by_point():
+    from inferlab.core.latency import ttft_curve, ttft_rule_s
+    m, g = get_model("llama-2-13b"), get_accelerator("h100-sxm")
+    lens = np.array([64, 512, 2048, 4096])
+    c = ttft_curve(m, g, lens, 2)
+    for i, s in enumerate(lens):      # the interactive grid used to call one length at a time: same bits
+        assert c.with_attention_s[i] == prefill_time_s(m, g, int(s), 2)
+        assert c.without_attention_s[i] == prefill_time_s(m, g, int(s), 2, include_attention=False)
+    assert np.all(c.without_attention_s <= c.with_attention_s)
+    # the rule: 2 * P * B * S / peak at S = 2048, B = 2
+    assert c.rule_s[2] == pytest.approx(2 * m.n_matmul_params * 2 * 2048 / g.peak("bf16"))
+    assert c.rule_s[2] == ttft_rule_s(m.n_matmul_params, 2048, g, "bf16", 2)

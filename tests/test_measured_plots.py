@@ -13,6 +13,7 @@ import pytest
 
 from inferlab.notebook import conclusions, phone_figures
 from inferlab.core import kernels, latency, parallel
+from inferlab.core import measured_latency as ml
 from inferlab.notebook import measured_plots as mp
 from inferlab.core.deployment import Deployment
 from inferlab.core.efficiency import MeasuredKernels, small_kernels_time_s
@@ -55,20 +56,20 @@ def fitted_layer_by_hand(accelerator, tokens: int) -> float:
 def test_a_profile_matches_only_a_model_with_every_linear_shape_equal():
     """Bug caught: matching on d and f alone (a GQA variant of Llama-2 13B, or the book's f = 4d
     stand-in, would borrow internlm-20b's rows)."""
-    assert mp.profile_for(LLAMA_13B) == "internlm-20b"
-    assert mp.profile_for(get_model("llama-2-7b")) == "Llama-2-7b-hf"
-    assert mp.profile_for(get_model("llama-2-70b")) == "Llama-2-70b-hf"
-    assert mp.profile_for(get_model("llama-2-13b-book")) is None
-    assert mp.profile_for(LLAMA_13B.gqa_variant(8)) is None
-    assert mp.profile_for(get_model("llama-3-8b")) is None
+    assert ml.profile_for(LLAMA_13B) == "internlm-20b"
+    assert ml.profile_for(get_model("llama-2-7b")) == "Llama-2-7b-hf"
+    assert ml.profile_for(get_model("llama-2-70b")) == "Llama-2-70b-hf"
+    assert ml.profile_for(get_model("llama-2-13b-book")) is None
+    assert ml.profile_for(LLAMA_13B.gqa_variant(8)) is None
+    assert ml.profile_for(get_model("llama-3-8b")) is None
 
 
 def test_linear_shapes_are_the_fused_products_a_server_runs():
     """Bug caught: the gate and up matrices timed as two products, or K and V left out of QKV."""
-    assert mp.linear_shapes(LLAMA_13B) == {"qkv": (5120, 15360), "o_proj": (5120, 5120),
+    assert ml.linear_shapes(LLAMA_13B) == {"qkv": (5120, 15360), "o_proj": (5120, 5120),
                                           "mlp_up": (5120, 27648), "mlp_down": (13824, 5120)}
     book = get_model("llama-2-13b-book")   # no gate: up alone
-    assert mp.linear_shapes(book)["mlp_up"] == (book.d_model, book.d_ff)
+    assert ml.linear_shapes(book)["mlp_up"] == (book.d_model, book.d_ff)
 
 
 # --- the profiled rows beside the fitted curve ---------------------------------------------------------
@@ -77,7 +78,7 @@ def test_linear_shapes_are_the_fused_products_a_server_runs():
 def test_one_layer_sums_the_profiled_row_and_the_fitted_curve(accelerator, tokens):
     """Bug caught: one residual add counted instead of two, a norm left out, or the fitted side
     summing other shapes than the profiled ones."""
-    profiled, fitted = mp.layer_kernels_s(LLAMA_13B, accelerator, tokens)
+    profiled, fitted = ml.layer_kernels_s(LLAMA_13B, accelerator, tokens)
     assert profiled == pytest.approx(layer_by_hand(profile_row(accelerator.name, "internlm-20b", tokens)), rel=1e-12)
     assert fitted == pytest.approx(fitted_layer_by_hand(accelerator, tokens), rel=1e-12)
 
@@ -85,7 +86,7 @@ def test_one_layer_sums_the_profiled_row_and_the_fitted_curve(accelerator, token
 def test_the_h100_b1_layer_is_257_us_in_the_profile():
     """The profile's own numbers (internlm-20b, one token, TP 1): 0.055 + 0.023 + 0.1 + 0.055 ms of
     products, 0.005 + 0.004 of norms, 0.005 rotary, 0.008 activation, 2 x 0.001 adds."""
-    assert mp.layer_kernels_s(LLAMA_13B, H100, 1)[0] == pytest.approx(257e-6, rel=1e-9)
+    assert ml.layer_kernels_s(LLAMA_13B, H100, 1)[0] == pytest.approx(257e-6, rel=1e-9)
 
 
 def test_profiled_times_replace_only_the_layers_kernels():
@@ -93,32 +94,32 @@ def test_profiled_times_replace_only_the_layers_kernels():
     of per layer (40 layers)."""
     row_1 = layer_by_hand(profile_row("h100-sxm", "internlm-20b", 1))
     decode = latency.decode_step_time_s(LLAMA_13B, MEASURED, 1000, 1)
-    assert mp.profiled_decode_step_time_s(LLAMA_13B, MEASURED, 1000, 1) == pytest.approx(
+    assert ml.profiled_decode_step_time_s(LLAMA_13B, MEASURED, 1000, 1) == pytest.approx(
         decode + 40 * (row_1 - fitted_layer_by_hand(H100, 1)), rel=1e-12)
     row_2048 = layer_by_hand(profile_row("h100-sxm", "internlm-20b", 2048))
     prefill = latency.prefill_time_s(LLAMA_13B, MEASURED, 2048)
-    assert mp.profiled_prefill_time_s(LLAMA_13B, MEASURED, 2048) == pytest.approx(
+    assert ml.profiled_prefill_time_s(LLAMA_13B, MEASURED, 2048) == pytest.approx(
         prefill + 40 * (row_2048 - fitted_layer_by_hand(H100, 2048)), rel=1e-12)
     # 2 x 1024 tokens is the profiled 2,048-token row as well
-    assert mp.profiled_prefill_time_s(LLAMA_13B, MEASURED, 1024, 2) == pytest.approx(
+    assert ml.profiled_prefill_time_s(LLAMA_13B, MEASURED, 1024, 2) == pytest.approx(
         latency.prefill_time_s(LLAMA_13B, MEASURED, 1024, 2) + 40 * (row_2048 - fitted_layer_by_hand(H100, 2048)))
 
 
 def test_no_profiled_time_where_the_profile_has_no_row_or_no_model():
-    assert mp.profiled_decode_step_time_s(LLAMA_13B, MEASURED, 1000, 3) is None       # 3 tokens: not profiled
-    assert mp.profiled_prefill_time_s(LLAMA_13B, MEASURED, 8192) is None              # beyond 4,096
-    assert mp.profiled_decode_step_time_s(get_model("llama-3-8b"), MEASURED, 1000, 1) is None
+    assert ml.profiled_decode_step_time_s(LLAMA_13B, MEASURED, 1000, 3) is None       # 3 tokens: not profiled
+    assert ml.profiled_prefill_time_s(LLAMA_13B, MEASURED, 8192) is None              # beyond 4,096
+    assert ml.profiled_decode_step_time_s(get_model("llama-3-8b"), MEASURED, 1000, 1) is None
     with pytest.raises(ValueError, match="MeasuredKernels"):
-        mp.profiled_decode_step_time_s(LLAMA_13B, Deployment(H100), 1000, 1)
+        ml.profiled_decode_step_time_s(LLAMA_13B, Deployment(H100), 1000, 1)
     with pytest.raises(ValueError, match="TP 1"):
-        mp.profiled_decode_step_time_s(LLAMA_13B, MEASURED.with_(tp=2), 1000, 1)
+        ml.profiled_decode_step_time_s(LLAMA_13B, MEASURED.with_(tp=2), 1000, 1)
 
 
 def test_kernel_point_efficiency_is_flops_over_time_over_the_roof():
     """Bug caught: the efficiency against the peak where the product is memory-bound, or the fitted
     time where a profiled row exists."""
     for tokens in (1, 2048):
-        p = mp.kernel_point(LLAMA_13B, H100, BF16, "mlp_up", tokens)
+        p = ml.kernel_point(LLAMA_13B, H100, BF16, "mlp_up", tokens)
         k, n = 5120, 2 * 13824
         flops, nbytes = 2.0 * tokens * k * n, 2.0 * (k * n + tokens * (k + n))
         roof = min(H100.peak("bf16"), flops / nbytes * H100.hbm_bytes_per_s)
@@ -128,7 +129,7 @@ def test_kernel_point_efficiency_is_flops_over_time_over_the_roof():
         assert p.fitted_s == pytest.approx(kernels.linear_time_s(H100, tokens, k, n))
         assert p.efficiency == pytest.approx(flops / t / roof, rel=1e-12)
     # T = 1: memory-bound, the roof is I * BW = about 1 FLOP/byte * 3.35 TB/s, far below the peak
-    assert mp.kernel_point(LLAMA_13B, H100, BF16, "qkv", 1).attainable_flops_per_s < H100.peak("bf16") / 100
+    assert ml.kernel_point(LLAMA_13B, H100, BF16, "qkv", 1).attainable_flops_per_s < H100.peak("bf16") / 100
 
 
 # --- times, ideal and measured ----------------------------------------------------------------------------
@@ -137,11 +138,11 @@ def test_ttft_and_itl_three_ways():
     """Bug caught: the measured time taken from the ideal deployment, or the step overhead added for
     one sequence whatever the batch."""
     over = kernels.StepOverhead.from_profile()
-    t = mp.ttft(LLAMA_13B, H100, BF16, 2048, 1, over)
+    t = ml.ttft(LLAMA_13B, H100, BF16, 2048, 1, over)
     assert t.ideal_s == latency.prefill_time_s(LLAMA_13B, Deployment(H100), 2048)
     assert t.measured_s == latency.prefill_time_s(LLAMA_13B, MEASURED, 2048)
     assert t.measured_s > t.ideal_s and t.ratio == t.measured_s / t.ideal_s
-    i = mp.itl(LLAMA_13B, H100, BF16, 1000, 16, over)
+    i = ml.itl(LLAMA_13B, H100, BF16, 1000, 16, over)
     assert i.overhead_s == pytest.approx(i.measured_s + over.fixed_s + 16 * over.per_sequence_s)
 
 
@@ -149,27 +150,27 @@ def test_the_ideal_decode_step_gets_the_datasheet_bandwidth_and_the_measured_les
     """At B = 1 every operator is memory-bound, so on the roofline bytes / time is exactly the
     datasheet's bandwidth. Bug caught: bytes counted for another shard, or the time of another batch."""
     ideal = Deployment(H100)
-    assert mp.decode_bandwidth(LLAMA_13B, ideal, 1000, 1) == pytest.approx(H100.hbm_bytes_per_s, rel=1e-9)
-    measured = mp.decode_bandwidth(LLAMA_13B, MEASURED, 1000, 1)
+    assert ml.decode_bandwidth(LLAMA_13B, ideal, 1000, 1) == pytest.approx(H100.hbm_bytes_per_s, rel=1e-9)
+    measured = ml.decode_bandwidth(LLAMA_13B, MEASURED, 1000, 1)
     assert 0.5 * H100.hbm_bytes_per_s < measured < H100.hbm_bytes_per_s
     # weights once (the embedding table is looked up, not read), one 1,000-token cache, activations
     weights = 40 * (4 * 5120 * 5120 + 3 * 5120 * 13824) * 2 + 32000 * 5120 * 2
     cache = 2 * 40 * 40 * 128 * 1000 * 2
-    assert weights + cache < mp.step_bytes(LLAMA_13B, BF16, 1000, 1) < 1.001 * (weights + cache)
+    assert weights + cache < ml.step_bytes(LLAMA_13B, BF16, 1000, 1) < 1.001 * (weights + cache)
 
 
 def test_attention_takes_half_the_step_at_about_b_star_on_the_roofline_and_later_measured():
     """Bug caught: the crossover found on the weights' share, or measured and ideal swapped."""
     b_star = (LLAMA_13B.n_params * 2) / (2 * 40 * 40 * 128 * 1024 * 2)
-    ideal = mp.attention_crossover_batch(LLAMA_13B, Deployment(H100), 1024)
+    ideal = ml.attention_crossover_batch(LLAMA_13B, Deployment(H100), 1024)
     assert abs(ideal - b_star) <= 1.5
-    assert mp.attention_crossover_batch(LLAMA_13B, MEASURED, 1024) > ideal + 3
+    assert ml.attention_crossover_batch(LLAMA_13B, MEASURED, 1024) > ideal + 3
 
 
 def test_tensor_parallel_measured_all_reduces_are_the_profiled_ones():
     """Bug caught: the measured side timing its all-reduces with the ideal ring formula, or counting
     one all-reduce per layer instead of two."""
-    tp = mp.tensor_parallel(LLAMA_13B, H100, BF16, 1024, 1024, 1, (1, 2, 8))
+    tp = ml.tensor_parallel(LLAMA_13B, H100, BF16, 1024, 1024, 1, (1, 2, 8))
     message = 1 * 5120 * 2                           # one token's activations, bf16
     for i, k in enumerate((2, 8), start=1):
         comm = 2 * 40 * kernels.allreduce_time_s(H100, message, k, node="nvswitch")
@@ -181,7 +182,7 @@ def test_tensor_parallel_measured_all_reduces_are_the_profiled_ones():
 
 
 def test_batching_costs_follow_the_throughput():
-    b = mp.batching(LLAMA_13B, H100, BF16, 1024, 4.0)
+    b = ml.batching(LLAMA_13B, H100, BF16, 1024, 4.0)
     assert b.max_batch == 64
     step = latency.decode_step_time_s(LLAMA_13B, MEASURED, 1024, 64)
     assert b.tokens_per_s_measured[1] == pytest.approx(64 / step)
@@ -194,20 +195,20 @@ def test_batching_costs_follow_the_throughput():
 @pytest.mark.parametrize("accelerator, precision, word", [(H200, BF16, "h200"),
                                                            (H100, Precision(weights="int8"), "int8")])
 def test_without_measured_kernels_every_function_answers_with_the_ideal_and_a_reason(accelerator, precision, word):
-    reason = mp.measured_reason(accelerator, precision)
+    reason = ml.measured_reason(accelerator, precision)
     assert word in reason and "ideal roofline alone" in reason
-    ideal, measured = mp.deployments(accelerator, precision)
+    ideal, measured = ml.deployments(accelerator, precision)
     assert measured is None and ideal.efficiency is None
-    t = mp.ttft(LLAMA_13B, accelerator, precision, 2048)
+    t = ml.ttft(LLAMA_13B, accelerator, precision, 2048)
     assert t.measured_s is None and t.profiled_s is None and t.reason == reason
     texts = [conclusions.measured_source(LLAMA_13B, accelerator, None, reason, None),
              conclusions.measured_times(t, "At S = 2,048"), conclusions.measured_ttft_takeaway(t, 2048),
              conclusions.measured_limits(reason, None, "here"),
-             conclusions.measured_tp(mp.tensor_parallel(LLAMA_13B, accelerator, precision)),
-             conclusions.measured_batching(mp.batching(LLAMA_13B, accelerator, precision)),
-             conclusions.measured_batching_takeaway(mp.batching(LLAMA_13B, accelerator, precision)),
+             conclusions.measured_tp(ml.tensor_parallel(LLAMA_13B, accelerator, precision)),
+             conclusions.measured_batching(ml.batching(LLAMA_13B, accelerator, precision)),
+             conclusions.measured_batching_takeaway(ml.batching(LLAMA_13B, accelerator, precision)),
              mp.bandwidth_table(LLAMA_13B, accelerator, precision),
-             mp.efficiency_worked(mp.kernel_point(LLAMA_13B, accelerator, precision, "mlp_up", 64),
+             mp.efficiency_worked(ml.kernel_point(LLAMA_13B, accelerator, precision, "mlp_up", 64),
                                   accelerator, precision).data]
     assert texts[0] == reason
     for text in texts:
@@ -222,7 +223,7 @@ def test_without_measured_kernels_every_function_answers_with_the_ideal_and_a_re
 
 def test_a_model_without_a_profile_gets_the_fitted_curve_alone():
     m = get_model("llama-3-8b")
-    p = mp.kernel_point(m, H100, BF16, "qkv", 64)
+    p = ml.kernel_point(m, H100, BF16, "qkv", 64)
     assert p.profiled_s is None and p.measured_s == p.fitted_s
     plot = mp.kernel_roofline_plot(m, H100, BF16)
     assert plot.table.startswith("no profiled model has llama-3-8b's shapes")
@@ -244,7 +245,7 @@ def test_the_allreduce_sentence_quotes_the_accelerators_own_numbers():
 
 
 def test_the_ttft_sentence_says_how_far_the_curve_is_from_the_profile():
-    t = mp.ttft(LLAMA_13B, H100, BF16, 2048)
+    t = ml.ttft(LLAMA_13B, H100, BF16, 2048)
     text = conclusions.measured_times(t, "At S = 2,048")
     off = abs(t.measured_s / t.profiled_s - 1)
     assert f"{off:.1%}" in text and f"{t.ratio:.2f}×" in text
@@ -252,11 +253,11 @@ def test_the_ttft_sentence_says_how_far_the_curve_is_from_the_profile():
 
 
 def test_the_tp_sentence_weighs_the_two_speedups_by_their_values():
-    tp = mp.tensor_parallel(LLAMA_13B, H100, BF16)
+    tp = ml.tensor_parallel(LLAMA_13B, H100, BF16)
     text = conclusions.measured_tp(tp)
     stronger = tp.itl_measured_s[0] / tp.itl_measured_s[-1] < tp.itl_ideal_s[0] / tp.itl_ideal_s[-1]
     assert ("stronger" in text) == stronger
-    flipped = mp.TensorParallel(tp.tps, tp.ttft_ideal_s, tuple(2 * t for t in tp.itl_measured_s), tp.ttft_measured_s,
+    flipped = ml.TensorParallel(tp.tps, tp.ttft_ideal_s, tuple(2 * t for t in tp.itl_measured_s), tp.ttft_measured_s,
                                 tp.itl_ideal_s, tp.allreduce_share)
     assert ("stronger" in conclusions.measured_tp(flipped)) == (not stronger)
 
@@ -299,7 +300,7 @@ def test_the_ttft_figure_marks_profiled_lengths_only_within_the_profiles():
         lengths = [s for s, _ in plot.data["profiled"]]
         assert lengths and max(lengths) * batch <= 4096
     assert math.isclose(dict(mp.ttft_measured_plot(LLAMA_13B, H100, BF16).data["profiled"])[2048],
-                        mp.profiled_prefill_time_s(LLAMA_13B, MEASURED, 2048))
+                        ml.profiled_prefill_time_s(LLAMA_13B, MEASURED, 2048))
 
 
 def test_the_tables_under_the_figures_print_no_rate_with_a_unit():

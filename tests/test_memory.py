@@ -176,3 +176,37 @@ def test_fit_advice_when_it_fits_is_silent():
     from inferlab.core.memory import fit_advice
     a = fit_advice(LLAMA_2_13B, H100_SXM, 1000)
     assert a.fits and a.max_batch == max_batch(LLAMA_2_13B, H100_SXM, 1000) and a.sentence() == ""
+
+
+# --- what the pages ask instead of re-deriving (notebook.plots, panel, interactive) -------------------
+
+def test_the_chapter_kv_closed_form_by_hand():
+    from inferlab.core.memory import kv_cache_rule_bytes
+    m = get_model("llama-2-13b")
+    # 2 (K, V) * 40 layers * 40 KV heads * 128 head dim * 2 bytes * 1,000 tokens = 819,200,000 bytes
+    assert kv_cache_rule_bytes(m, 1000, 1, Precision()) == 819_200_000
+    assert kv_cache_rule_bytes(m, 1000, 3, Precision()) == 3 * 819_200_000
+    assert kv_cache_bytes(m, 1000, 1, Precision()) == 819_200_000     # full attention: the library agrees
+
+
+def test_weights_fit_and_fit_limit_say_zero_instead_of_raising():
+    from inferlab.core.memory import fit_limit, weights_fit
+    m, h100, l4 = get_model("llama-2-13b"), get_accelerator("h100-sxm"), get_accelerator("l4")
+    big = get_model("llama-2-70b")
+    # 70B parameters in bf16 are about 140 GB: more than an L4's 24 GB; 13B (26 GB) fit an H100's 80 GB
+    assert weights_fit(m, h100) and not weights_fit(big, l4)
+    assert fit_limit(big, l4, 1024) == 0
+    with pytest.raises(DoesNotFitError):
+        max_batch(big, l4, 1024)
+    # (80e9 - 26.03e9) / 819.2e6 per sequence at S = 1,000 = 65.9: 65 sequences beside the weights
+    assert fit_limit(m, h100, 1000) == 65
+    assert list(fit_limit(m, h100, np.array([1000, 1_000_000]))) == [65, 0]   # arrays: 0 where none fits
+
+
+def test_active_weight_bytes():
+    from inferlab.core.memory import active_weight_bytes
+    from inferlab.core.specs import resolve_model
+    m = get_model("llama-2-13b")
+    assert active_weight_bytes(m) == weight_bytes(m)                    # dense: every weight is active
+    # Mixtral 8x7B: 2 of 8 experts per token, 12.9 B active parameters (Mistral AI's announcement)
+    assert active_weight_bytes(resolve_model("mixtral-8x7b-v0.1")) == pytest.approx(2 * 12.9e9, rel=0.01)

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from inferlab.notebook import figures, plots
-from inferlab.core.latency import throughput_tokens_per_s
+from inferlab.core.latency import throughput_shape, throughput_tokens_per_s
 from inferlab.core.specs import BF16, Precision, get_accelerator, get_model, resolve_model
 
 MIXTRAL = "mixtral-8x7b-v0.1"
@@ -18,16 +18,16 @@ def mixtral():
 
 
 def test_throughput_shape_is_read_off_the_curve(mixtral):
-    book = plots.throughput_shape(get_model("llama-2-13b"), get_accelerator("h100-sxm"), 1024, BF16)
+    book = throughput_shape(get_model("llama-2-13b"), get_accelerator("h100-sxm"), 1024, BF16)
     assert book.concave and book.half_at_b_star and book.experts_filled_batch is None
     h200 = get_accelerator("h200")
-    moe = plots.throughput_shape(mixtral, h200, 1024, BF16)
+    moe = throughput_shape(mixtral, h200, 1024, BF16)
     # not concave: the first sequences bring in experts of their own, so the slope rises (B = 2 to ~20)
     t = throughput_tokens_per_s(mixtral, h200, 1024, np.array([4, 8, 12]))
     assert t[2] - t[1] > t[1] - t[0]
     assert not moe.concave and moe.experts_filled_batch == pytest.approx(10.41, abs=0.01)
-    assert not moe.half_at_b_star and moe.at_b_star_words() == f"{moe.share_at_b_star:.0%}"
-    assert "not concave" in moe.title() and "experts of its own" in moe.shape_words()
+    assert not moe.half_at_b_star and plots.at_b_star_words(moe) == f"{moe.share_at_b_star:.0%}"
+    assert "not concave" in plots.throughput_title(moe) and "experts of its own" in plots.shape_words(moe)
     assert moe.tokens_per_s_at_b_star == pytest.approx(
         throughput_tokens_per_s(mixtral, h200, 1024, round(moe.b_star)), rel=0.01)
 

@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 
 from inferlab.notebook import plots
-from inferlab.core.costs import decode_costs, prefill_costs
+from inferlab.core.costs import decode_costs, group_costs, prefill_costs
 from inferlab.core.latency import decode_step_time_s, kv_crossover_batch, prefill_time_s
-from inferlab.core.memory import max_batch
+from inferlab.core.memory import fit_limit, kv_variants, max_batch
 from inferlab.core.roofline import attainable_flops_per_s, ridge_point
 from inferlab.base.text_tables import fmt, text_table
 from inferlab.notebook.tables import operator_table
@@ -60,7 +60,7 @@ def test_roofline_points_sit_on_the_roof_at_their_intensity():
     for phase, b, s, group, intensity, perf in p.data["points"]:
         assert perf == pytest.approx(attainable_flops_per_s(intensity, G) / 1e12)
         costs = prefill_costs(M, b, s) if phase == "prefill" else decode_costs(M, b, s)
-        flops, nbytes = plots.group_costs(costs)[group]
+        flops, nbytes = group_costs(costs)[group]
         assert intensity == pytest.approx(flops / nbytes)
     prefill = {g: i for ph, _, _, g, i, _ in p.data["points"] if ph == "prefill"}
     assert min(prefill.values()) > p.data["ridge"]  # S = 2048 prefill: every group compute-bound
@@ -75,7 +75,7 @@ def test_decode_intensity_mlp_grows_with_batch_attention_does_not():
     assert np.ptp(attn) < 1e-3
     b = p.data["mlp_ridge_batch"]
     ridge = ridge_point(G)
-    mlp_at = lambda n: plots.group_costs(decode_costs(M, n, 1024))["MLP"]  # noqa: E731
+    mlp_at = lambda n: group_costs(decode_costs(M, n, 1024))["MLP"]  # noqa: E731
     assert mlp_at(b)[0] / mlp_at(b)[1] >= ridge > mlp_at(b - 1)[0] / mlp_at(b - 1)[1]
 
 
@@ -94,14 +94,14 @@ def test_memory_budget_marks_the_library_max_batch():
 
 
 def test_fit_limit_is_zero_when_the_weights_alone_do_not_fit():
-    assert plots.fit_limit(LLAMA_2_70B, L4, 1024) == 0
-    assert list(plots.fit_limit(M, G, np.array([1000, 1000000]))) == [66, 0]
+    assert fit_limit(LLAMA_2_70B, L4, 1024) == 0
+    assert list(fit_limit(M, G, np.array([1000, 1000000]))) == [66, 0]
     p = plots.throughput_plot(LLAMA_2_70B, G, 1024)  # draws, all dotted
     assert p.data["max_batch"] == 0
 
 
 def test_kv_variants_shrink_the_cache_and_raise_the_batch():
-    v = plots.kv_variants(M)
+    v = kv_variants(M)
     assert list(v) == ["MHA 40 KV heads, bf16 KV", "MHA 40 KV heads, int8 KV",
                        "GQA 8 KV heads, bf16 KV", "GQA 8 KV heads, int8 KV"]
     assert [m.n_kv_heads for m, _ in v.values()] == [40, 40, 8, 8]
@@ -110,7 +110,7 @@ def test_kv_variants_shrink_the_cache_and_raise_the_batch():
     limits = plots.kv_variants_plot(M, G, 1000).data["max_batch"]
     assert list(limits.values()) == sorted(limits.values())
     # A model that already groups its heads is compared with its multi-head version.
-    assert [m.n_kv_heads for m, _ in plots.kv_variants(LLAMA_3_8B).values()] == [8, 8, 32, 32]
+    assert [m.n_kv_heads for m, _ in kv_variants(LLAMA_3_8B).values()] == [8, 8, 32, 32]
 
 
 def test_throughput_plot_marks_b_star_and_the_memory_limit():

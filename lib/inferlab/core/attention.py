@@ -45,12 +45,19 @@ def _seen(kind: str, span, n):
     return m * c * (c + 1) / 2 + r * (r + 1) / 2
 
 
+def causal_pairs(q_len, past_len):
+    """Query-key pairs of full causal attention per head per sequence: q p + q (q + 1) / 2 (query i
+    of the block sees the p cached keys and i + 1 new ones). Python numbers or numpy arrays alike:
+    the simulator's step shapes call it on plain ints, `pairs` on arrays."""
+    return q_len * past_len + q_len * (q_len + 1) / 2
+
+
 def pairs(kind: str, span, q_len, past_len, causal: bool = True):
     """Query-key pairs per head per sequence when q_len new tokens follow past_len cached ones
     (module doc); non-causal (full attention only): q (p + q)."""
     q, p = np.asarray(q_len, dtype=float), np.asarray(past_len, dtype=float)
-    if kind == "full":   # written as before so that full attention's numbers are unchanged
-        out = q * p + (q * (q + 1) / 2 if causal else q * q)
+    if kind == "full":
+        out = causal_pairs(q, p) if causal else q * p + q * q
     else:
         out = _seen(kind, span, p + q) - _seen(kind, span, p)
     return out if np.ndim(out) else float(out)

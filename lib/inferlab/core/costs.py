@@ -28,6 +28,14 @@ from inferlab.base.input_checks import nonneg_int, positive_int
 
 ATTENTION_OPS = ("attn_scores", "attn_values")
 
+# The operators of a layer in three groups, as the roofline figures place them: the attention
+# projections, the MLP (dense, router, experts and shared expert) and attention's two products.
+OPERATOR_GROUPS = {
+    "QKV/O projections": ("q_proj", "k_proj", "v_proj", "o_proj", "q_a_proj", "q_b_proj", "kv_a_proj", "kv_b_proj"),
+    "MLP": ("mlp_gate", "mlp_up", "mlp_down", "mlp_router", "mlp_experts", "mlp_shared"),
+    "attention QK\u1d40, PV": ATTENTION_OPS,
+}
+
 
 @dataclass(frozen=True)
 class Cost:
@@ -124,6 +132,15 @@ class ForwardCosts:
         cost = self.per_layer.get(name, self.head.get(name))
         out = np.asarray(cost.flops, dtype=float) / (2.0 * k * n)
         return out if out.ndim else float(out)
+
+
+def group_costs(costs: "ForwardCosts", groups=OPERATOR_GROUPS) -> dict:
+    """{group: (FLOPs, bytes)} of one layer: the operators of each group present in `costs` summed."""
+    out = {}
+    for name, ops in groups.items():
+        present = [costs.per_layer[o] for o in ops if o in costs.per_layer]
+        out[name] = (sum(c.flops for c in present), sum(c.bytes for c in present))
+    return out
 
 
 @enters(precision=Precision)

@@ -10,16 +10,20 @@ so a reader can set the book's shortcut beside the full count.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from inferlab.core.context import context_flag
 from inferlab.core.costs import ATTENTION_OPS, chunked_prefill_costs, decode_costs, forward_costs, prefill_costs
 from inferlab.core.deployment import as_deployment
 from inferlab.core.efficiency import communication_time_s
-from inferlab.core.memory import kv_cache_bytes, weight_bytes, weight_bytes_read
+from inferlab.core.memory import fit_limit, kv_cache_bytes, weight_bytes, weight_bytes_read
+from inferlab.core.moe import experts_filled_batch
 from inferlab.core.parallel import tp_shard
 from inferlab.core.boundary import enters
 from inferlab.core.specs import BF16, Accelerator, ModelConfig, Precision
+from inferlab.core.roofline import memory_time_s
 from inferlab.base.input_checks import finite_result, fraction, nonneg_int, positive_float, positive_int
 
 
@@ -146,6 +150,95 @@ def kv_crossover_batch(model, context_len, precision: Precision = BF16, tp: int 
             break
     out = 0.5 * (lo + hi)
     return out if out.ndim else float(out)
+
+
+def weight_read_floor_s(model, accelerator, precision: Precision = BF16, tokens=None):
+    """The time to read the weights once at full bandwidth, M / BW: the floor under a decode step and
+    under a short prompt. `tokens` given (a prompt's B x S, or an array of them): a mixture of experts
+    reads only the experts those tokens touch (`memory.weight_bytes_read`); None: every weight."""
+    nbytes = weight_bytes(model, precision) if tokens is None else weight_bytes_read(model, tokens, precision)
+    return memory_time_s(nbytes, accelerator)
+
+
+@enters(accelerator=Accelerator)
+def throughput_ceiling_tokens_per_s(model, accelerator, context_len, precision: Precision = BF16):
+    """The decode throughput no batch passes when every step reads each sequence's KV cache:
+    BW / C_kv, with C_kv one sequence's cache at `context_len` (the weights' read shared by the batch)."""
+    return accelerator.hbm_bytes_per_s / kv_cache_bytes(model, context_len, 1, precision)
+
+
+@dataclass(frozen=True)
+class TTFTCurve:
+    """TTFT (one prefill pass) against prompt length, three ways: the full per-operator count
+    (`with_attention_s`), the same without attention's quadratic products (`without_attention_s`),
+    and the chapter's rule 2 P S B / (mfu peak) (`rule_s`, `ttft_rule_s`)."""
+
+    prompt_lens: np.ndarray
+    with_attention_s: np.ndarray
+    without_attention_s: np.ndarray
+    rule_s: np.ndarray
+
+
+@enters(model=ModelConfig)
+@context_flag
+def ttft_curve(model, deployment, prompt_lens, batch=1, precision: Precision | None = None) -> TTFTCurve:
+    """`TTFTCurve` of `batch` prompts at each length of `prompt_lens` on `deployment` (a Deployment; an
+    Accelerator means Deployment(accelerator, precision or BF16)): the one TTFT curve that the
+    figures, the widget panels and the interactive grids draw."""
+    d = as_deployment(deployment, precision)
+    lens = np.asarray(prompt_lens, dtype=np.int64)
+    full = np.asarray(prefill_time_s(model, d, lens, batch), dtype=float)
+    linear = np.asarray(prefill_time_s(model, d, lens, batch, include_attention=False), dtype=float)
+    rule = np.asarray(ttft_rule_s(model.n_matmul_params, lens, d.accelerator,
+                                  d.precision.compute_dtype, batch, mfu=d.mfu), dtype=float)
+    return TTFTCurve(lens, full, linear, rule)
+
+
+@dataclass(frozen=True)
+class ThroughputShape:
+    """What the throughput curve of one scenario does, read off the computed curve (never assumed):
+    whether it is concave over batches 1..up_to, the throughput at B* and its share of the ceiling
+    BW / C_kv, and, for a mixture of experts, the batch that touches 95 % of the experts."""
+
+    concave: bool
+    b_star: float
+    tokens_per_s_at_b_star: float
+    ceiling_tokens_per_s: float
+    experts_filled_batch: float | None
+
+    @property
+    def share_at_b_star(self) -> float:
+        return self.tokens_per_s_at_b_star / self.ceiling_tokens_per_s
+
+    @property
+    def half_at_b_star(self) -> bool:
+        """The memory-bound model's "half the ceiling at B*", within 2 points."""
+        return abs(self.share_at_b_star - 0.5) < 0.02
+
+
+@enters(model=ModelConfig, accelerator=Accelerator)
+@context_flag
+def throughput_shape(model, accelerator, context_len, precision: Precision = BF16,
+                     up_to: int | None = None) -> ThroughputShape:
+    """`ThroughputShape` on an even grid of batches from 1 to `up_to` (default: max(2 B_max, 4 B*, 8),
+    the range the throughput figure draws). A dense model's curve is concave (the step time is a sum
+    of maxima of affine functions of B); a mixture of experts' is not where each added sequence
+    brings in experts no other uses."""
+    model, acc = model, accelerator
+    bstar = kv_crossover_batch(model, context_len, precision)
+    if up_to is None:
+        up_to = int(max(2 * fit_limit(model, acc, context_len, precision), 4 * bstar, 8))
+    positive_int("up_to", up_to)
+    grid = np.unique(np.linspace(1, max(up_to, 3), 400).round().astype(np.int64))
+    tput = throughput_tokens_per_s(model, acc, context_len, grid, precision)
+    slopes = np.diff(tput) / np.diff(grid)
+    concave = bool(np.all(np.diff(slopes) <= 1e-9 * np.max(np.abs(slopes))))
+    # B* is fractional: the throughput there, from the two whole batches around it
+    lo = max(int(np.floor(bstar)), 1)
+    t_lo, t_hi = throughput_tokens_per_s(model, acc, context_len, np.array([lo, lo + 1]), precision)
+    ceiling = throughput_ceiling_tokens_per_s(model, acc, context_len, precision)
+    return ThroughputShape(concave, bstar, float(t_lo + (bstar - lo) * (t_hi - t_lo)), float(ceiling),
+                           experts_filled_batch(model))
 
 
 def cost_per_1k_tokens_usd(tokens_per_s, usd_per_gpu_hour: float, n_gpus: int = 1):

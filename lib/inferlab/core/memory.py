@@ -14,7 +14,7 @@ from inferlab.core.moe import expected_experts
 from inferlab.core.context import check_context, context_flag
 from inferlab.core.parallel import tp_shard
 from inferlab.core.boundary import enters
-from inferlab.core.specs import BF16, Accelerator, ModelConfig, Precision
+from inferlab.core.specs import BF16, Accelerator, ModelConfig, Precision, model_variant
 from inferlab.base.units import GB, bytes_per_element
 from inferlab.base.input_checks import DoesNotFitError, positive_float, positive_int, scalar
 
@@ -46,6 +46,14 @@ def weight_bytes_read(model, tokens, precision: Precision = BF16, tp: int = 1):
     return out if out.ndim else float(out)
 
 
+@enters(model=ModelConfig, precision=Precision)
+def active_weight_bytes(model, precision: Precision = BF16, tp: int = 1) -> float:
+    """Bytes of the parameters one token uses (`ModelConfig.n_params_active`: a mixture of experts'
+    k routed experts per layer, not all E) on one of `tp` devices; `weight_bytes` for a dense model."""
+    shard = tp_shard(model, tp)
+    return shard.n_params_active * bytes_per_element(precision.weights)
+
+
 @enters(precision=Precision, model=ModelConfig)
 def kv_cache_bytes_per_token(model, precision: Precision = BF16, tp: int = 1) -> float:
     """2 * L * n_kv_heads * head_dim * bytes per element (per device under tensor parallelism); MLA
@@ -66,6 +74,14 @@ def kv_cache_bytes(model, seq_len, batch=1, precision: Precision = BF16, tp: int
     per_seq = attention.cache_bytes_per_sequence(tp_shard(model, tp), np.asarray(seq_len, dtype=float), precision)
     out = np.asarray(per_seq, dtype=float) * np.asarray(batch, dtype=float)
     return out if out.ndim else float(out)
+
+
+@enters(model=ModelConfig, precision=Precision)
+def kv_cache_rule_bytes(model, seq_len, batch=1, precision: Precision = BF16):
+    """The chapter's closed form C_kv = 2 L n_kv d_h b_kv S B: every layer full attention with
+    per-head K and V. Equal to `kv_cache_bytes` for such a model; MLA, windows and chunks hold less."""
+    return (2 * model.n_layers * model.n_kv_heads * model.head_dim * bytes_per_element(precision.kv)
+            * seq_len * batch)
 
 
 @dataclass(frozen=True)
@@ -128,6 +144,49 @@ def max_batch(model, accelerator, seq_len, precision: Precision = BF16, tp: int 
             f"{free / GB:.2f} GB is left beside the weights on {acc.name}; shorten seq_len, "
             "quantise the KV cache or add devices")
     return b if b.ndim else int(b)
+
+
+@enters(accelerator=Accelerator)
+def weights_fit(model, accelerator, precision: Precision = BF16, tp: int = 1) -> bool:
+    """Whether the weights alone fit one device: weight bytes <= capacity (`max_batch` raises
+    DoesNotFitError exactly when they do not)."""
+    return bool(weight_bytes(model, precision, tp) <= accelerator.memory_bytes)
+
+
+@context_flag
+def fit_limit(model, accelerator, seq_len, precision: Precision = BF16):
+    """Largest batch whose KV cache at `seq_len` fits beside the weights: `max_batch`, but 0 (instead
+    of an error) when not even the weights fit. Arrays of lengths give arrays."""
+    try:
+        out = max_batch(model, accelerator, seq_len, precision, allow_zero=True)
+    except DoesNotFitError:
+        out = np.zeros(np.shape(seq_len), dtype=np.int64)
+    return out if np.ndim(out) else int(out)
+
+
+@enters(model=ModelConfig)
+def kv_variants(model, precision: Precision = BF16, gqa_kv_heads: int = 8) -> dict:
+    """{label: (model, precision)}: the model as given, a grouped-query version with `gqa_kv_heads`
+    KV heads at the same parameter count (or, for a model that already groups, its full multi-head
+    version), and each with an int8 KV cache. The variant is the claims registry's
+    (`specs.model_variant`: the K/V weights saved widen the MLP, as in Llama-3), so the figures and
+    the book-vs-ours tables agree. Latent attention (MLA) has no KV heads to group: its latent in two
+    formats."""
+    int8 = Precision(precision.weights, precision.activations, "int8", precision.compute)
+    if model.is_mla:
+        return {f"MLA latent, {precision.kv} KV": (model, precision), "MLA latent, int8 KV": (model, int8)}
+    base = f"{model.attention_kind} {model.n_kv_heads} KV heads"
+    if model.n_kv_heads != gqa_kv_heads and model.n_heads % gqa_kv_heads == 0:
+        other = model_variant(model, gqa_kv_heads)
+    else:
+        other = model_variant(model, model.n_heads)
+    other_label = f"{other.attention_kind} {other.n_kv_heads} KV heads"
+    return {
+        f"{base}, {precision.kv} KV": (model, precision),
+        f"{base}, int8 KV": (model, int8),
+        f"{other_label}, {precision.kv} KV": (other, precision),
+        f"{other_label}, int8 KV": (other, int8),
+    }
 
 
 TP_DEGREES = (2, 4, 8, 16)   # tensor-parallel degrees fit_advice tries, smallest first
@@ -204,7 +263,7 @@ def fit_advice(model, accelerator, seq_len: int, precision: Precision = BF16) ->
     w = weight_bytes(model, precision)
     common = dict(model=model.name, accelerator=acc.name, seq_len=seq_len, weight_gb=w / GB,
                   memory_gb=acc.memory_bytes / GB)
-    b = max_batch(model, acc, seq_len, precision, allow_zero=True) if w <= acc.memory_bytes else 0
+    b = max_batch(model, acc, seq_len, precision, allow_zero=True) if weights_fit(model, acc, precision) else 0
     if b >= 1:
         return FitAdvice(max_batch=int(b), **common)
     reason = ""
@@ -223,7 +282,7 @@ def fit_advice(model, accelerator, seq_len: int, precision: Precision = BF16) ->
         tp = k
         break
     int8_b, longest = 0, 0
-    if w <= acc.memory_bytes:
+    if weights_fit(model, acc, precision):
         if precision.kv != "int8" and bytes_per_element(precision.kv) > 1:
             int8 = Precision(precision.weights, precision.activations, "int8", precision.compute)
             int8_b = int(max_batch(model, acc, seq_len, int8, allow_zero=True))

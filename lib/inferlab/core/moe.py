@@ -39,3 +39,10 @@ def tokens_touching(n_experts: int, experts_per_token: int, share: float) -> flo
     if experts_per_token == n_experts:
         return 1.0
     return max(1.0, float(np.log1p(-share) / np.log1p(-experts_per_token / n_experts)))
+
+
+def experts_filled_batch(model, share: float = 0.95):
+    """For a mixture of experts, the batch whose tokens touch `share` of every MoE layer's experts
+    (`tokens_touching`, uniform routing): where the weight read of a decode step stops growing.
+    None for a dense model."""
+    return tokens_touching(model.n_experts, model.experts_per_token, share) if model.is_moe else None

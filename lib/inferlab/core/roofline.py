@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from inferlab.core.costs import ForwardCosts
+from inferlab.core.costs import ForwardCosts, decode_costs, group_costs
 from inferlab.core.boundary import enters
-from inferlab.core.specs import Accelerator
+from inferlab.core.specs import Accelerator, BF16, Precision
 from inferlab.base.input_checks import choice, finite_result, fraction, positive_float
 
 OVERLAP_MODES = ("per_operator", "whole_model", "none")
@@ -20,6 +20,26 @@ def ridge_point(accelerator: Accelerator, dtype: str = "bf16") -> float:
     """FLOPs per byte at which compute and memory time are equal: peak / bandwidth."""
     acc = accelerator
     return acc.peak(dtype) / acc.hbm_bytes_per_s
+
+
+@enters(accelerator=Accelerator)
+def memory_time_s(bytes_moved, accelerator):
+    """Time to move `bytes_moved` at the accelerator's HBM bandwidth: bytes / bandwidth (e.g. the
+    weight-read floor of a decode step, M / BW)."""
+    acc = accelerator
+    return bytes_moved / acc.hbm_bytes_per_s
+
+
+def mlp_ridge_batch(model, accelerator, precision: Precision = BF16, context_len=1024,
+                    max_batch_searched: int = 1 << 16):
+    """Smallest decode batch at which the MLP's intensity (`costs.group_costs`, the MLP group of one
+    layer) reaches the ridge point; None if none up to max_batch_searched. The MLP's intensity is ~B,
+    so this is ~ the ridge point."""
+    ridge = ridge_point(accelerator, precision.compute_dtype)
+    b = np.arange(1, max_batch_searched + 1)
+    flops, nbytes = group_costs(decode_costs(model, b, context_len, precision))["MLP"]
+    hit = np.nonzero(np.asarray(flops / nbytes) >= ridge)[0]
+    return int(b[hit[0]]) if hit.size else None
 
 
 @enters(accelerator=Accelerator)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import sys
 import tomllib
 from dataclasses import dataclass, field
@@ -358,6 +359,10 @@ class Accelerator:
     allreduce_latency_s: float | None = None
     allreduce_bus_bytes_per_s: float | None = None
     allreduce_source: str = ""
+    # The device as torch.cuda.get_device_name reports it (e.g. 'NVIDIA H100 80GB HBM3'): a regular
+    # expression searched in that name; "" for a device a measurement never meets. No two rows may
+    # match one name (`accelerator_for_device`).
+    device_name_pattern: str = ""
 
     def __post_init__(self):
         """Every field's type is checked; numbers may be Python or numpy (stored as float). A
@@ -377,8 +382,13 @@ class Accelerator:
             if isinstance(peak, (bool, np.bool_)) or not isinstance(peak, (int, float, np.integer, np.floating)):
                 raise ValueError(f"peak_flops_per_s[{dtype}] must be a finite number >= 1; got {_short(peak)}")
             positive_float(f"peak_flops_per_s[{dtype}]", peak, minimum=1.0)
-        for name in ("description", "source", "reported_memory_source", "allreduce_source"):
+        for name in ("description", "source", "reported_memory_source", "allreduce_source", "device_name_pattern"):
             _check_str_field(self, name)
+        try:
+            re.compile(self.device_name_pattern)
+        except re.error as e:
+            raise ValueError(f"device_name_pattern of {self.name!r} must be a regular expression; "
+                             f"got {self.device_name_pattern!r} ({e})") from None
         if (self.allreduce_latency_s is None) != (self.allreduce_bus_bytes_per_s is None):
             raise ValueError("allreduce_latency_s and allreduce_bus_bytes_per_s come together (a measured "
                              f"all-reduce); got {self.allreduce_latency_s!r} and {self.allreduce_bus_bytes_per_s!r}")
@@ -513,6 +523,17 @@ def list_models() -> list[str]:
 
 def list_accelerators() -> list[str]:
     return list(_load("accelerators"))
+
+
+def accelerator_for_device(device_name: str) -> str | None:
+    """The data/accelerators.toml entry whose `device_name_pattern` is found in `device_name` (a
+    device name as torch reports it), or None. Two entries matching one name is an error in the data."""
+    found = [name for name in list_accelerators()
+             if (pattern := get_accelerator(name).device_name_pattern) and re.search(pattern, device_name)]
+    if len(found) > 1:
+        raise ValueError(f"device name {device_name!r} matches the device_name_pattern of {', '.join(found)} "
+                         "in data/accelerators.toml; each device must match one entry")
+    return found[0] if found else None
 
 
 def get_model(name: str | ModelConfig) -> ModelConfig:

@@ -18,20 +18,6 @@ from inferlab.base.input_checks import choice
 
 DEVICE_KINDS = ("auto", "cuda", "mps", "cpu")
 
-# Device names (as torch reports them) of accelerators that data/accelerators.toml describes.
-# Order matters: the first pattern that matches wins (PCIe before the SXM default).
-DATASHEET_PATTERNS = (
-    (r"H200", "h200"),
-    (r"H100.*PCIe", "h100-pcie"),
-    (r"H100(?!.*NVL)", "h100-sxm"),
-    (r"A100-SXM4-80GB", "a100-80gb"),
-    (r"A100-SXM4-40GB", "a100-40gb"),
-    (r"\bL4\b", "l4"),
-    (r"MI300X", "mi300x"),
-    (r"B200", "b200"),
-)
-
-
 @dataclass(frozen=True)
 class DeviceInfo:
     """One device as the harness sees it. Memory and cache sizes in bytes; `cache_bytes` is the
@@ -173,14 +159,11 @@ def blas_info() -> str:
 
 
 def datasheet_name(device_name: str) -> str | None:
-    """The data/accelerators.toml entry for a device name as torch reports it, or None."""
-    from inferlab.core.specs import list_accelerators
+    """The data/accelerators.toml entry for a device name as torch reports it, or None: the entry
+    whose `device_name_pattern` the name matches (`core.specs.accelerator_for_device`)."""
+    from inferlab.core.specs import accelerator_for_device
 
-    known = set(list_accelerators())
-    for pattern, name in DATASHEET_PATTERNS:
-        if re.search(pattern, device_name) and name in known:
-            return name
-    return None
+    return accelerator_for_device(device_name)
 
 
 def describe(kind: str = "auto") -> DeviceInfo:

@@ -132,7 +132,7 @@ def lines(model, accelerator, precision: Precision = BF16, *, usd_per_gpu_hour: 
 def rules_of_thumb(model, accelerator, precision: Precision = BF16, *,
                    usd_per_gpu_hour: float = USD_PER_GPU_HOUR) -> list[str]:
     """The chapter's rules of thumb, each with its number for `model` on `accelerator`."""
-    from inferlab.notebook.plots import mlp_ridge_batch
+    from inferlab.core.roofline import mlp_ridge_batch
     m, g, p = check_model(model), check_accelerator(accelerator), check_precision(precision)
     on = Deployment(g, p)
     ridge = ridge_point(g, p.compute_dtype)

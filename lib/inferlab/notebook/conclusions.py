@@ -172,7 +172,7 @@ def headroom_paragraph(fit, model_label: str, accelerator_label: str, utilisatio
 
 
 # The chapter on a real GPU (inferlab.notebook.measured_plots): each sentence takes the values a notebook
-# computed, and says only that no measured kernels exist where `reason` (measured_plots.measured_reason)
+# computed, and says only that no measured kernels exist where `reason` (measured_latency.measured_reason)
 # is not empty.
 
 def _ms(seconds: float) -> str:
@@ -182,7 +182,7 @@ def _ms(seconds: float) -> str:
 def measured_source(model, accelerator, profile, reason: str, measured) -> str:
     """15.x "The same on a real GPU": what the measured times are (the `measured` Deployment's
     efficiency), and whether a profiled model has `model`'s matrix shapes (`profile`, from
-    measured_plots.profile_for; None: the fitted curve alone); or `reason` when there is nothing measured."""
+    measured_latency.profile_for; None: the fitted curve alone); or `reason` when there is nothing measured."""
     if reason:
         return reason
     label = measured.efficiency_model.label_on(accelerator)
@@ -202,7 +202,7 @@ def not_measured(reason: str) -> str:
 
 
 def kernel_efficiency_takeaway(point, points) -> str:
-    """15.1.1: one product's efficiency (a measured_plots.KernelPoint) and the range over `points`
+    """15.1.1: one product's efficiency (a measured_latency.KernelPoint) and the range over `points`
     (the roofline figure's products and token counts)."""
     if point.measured_s is None:
         return "No measured kernels here: every product is assumed to run on its roof."
@@ -216,7 +216,7 @@ def kernel_efficiency_takeaway(point, points) -> str:
 
 
 def measured_times(m, setting: str) -> str:
-    """A measured_plots.Measured (TTFT or ITL) in one sentence: ideal, measured, their ratio, and the
+    """A measured_latency.Measured (TTFT or ITL) in one sentence: ideal, measured, their ratio, and the
     profiled rows summed against the fitted curve where there are (`setting`: 'at $S$ = 2,048')."""
     if m.measured_s is None:
         return not_measured(m.reason)
@@ -244,7 +244,7 @@ def measured_limits(reason: str, attention_share: float | None, where: str, extr
 
 
 def decode_bandwidth_takeaway(nbytes: float, step, datasheet_bytes_per_s: float) -> str:
-    """15.1.2: the bandwidth a B = 1 decode step gets (`step`, a measured_plots.Measured at B = 1)."""
+    """15.1.2: the bandwidth a B = 1 decode step gets (`step`, a measured_latency.Measured at B = 1)."""
     if step.measured_s is None:
         return f"Ideal roofline only: the step reads its {nbytes / 1e9:.1f} GB at the datasheet bandwidth."
     t = step.profiled_s if step.profiled_s is not None else step.measured_s
@@ -268,7 +268,7 @@ def layer_profile_note(profiled_s, fitted_s, profile) -> str:
 
 def measured_step_batch(first, last, batch: int, attention_share: float | None) -> str:
     """15.1.2: the measured step against the ideal at B = 1 (`first`) and at `batch` (`last`), both
-    measured_plots.Measured, and attention's share of the measured step there."""
+    measured_latency.Measured, and attention's share of the measured step there."""
     if last.measured_s is None:
         return not_measured(last.reason)
     return (f"At $B$ = 1 the measured step is {first.ratio:.2f}× the ideal, at $B$ = {batch} {last.ratio:.2f}×: the "
@@ -294,7 +294,7 @@ def allreduce_source(accelerator, latency_s: float, default_latency_s: float, bu
 
 
 def measured_latencies(ttft, itl, overhead_label: str) -> str:
-    """15.2.1: TTFT and ITL ideal, measured and measured plus a step overhead (measured_plots.Measured)."""
+    """15.2.1: TTFT and ITL ideal, measured and measured plus a step overhead (measured_latency.Measured)."""
     if ttft.measured_s is None:
         return not_measured(ttft.reason)
     worse = "TTFT" if ttft.ratio > itl.ratio else "ITL"
@@ -312,7 +312,7 @@ def measured_latencies(ttft, itl, overhead_label: str) -> str:
 
 
 def measured_tp(tp) -> str:
-    """15.2.1: ITL's speed-up at the largest K, ideal and measured (a measured_plots.TensorParallel)."""
+    """15.2.1: ITL's speed-up at the largest K, ideal and measured (a measured_latency.TensorParallel)."""
     if tp.itl_measured_s is None:
         return not_measured(tp.reason)
     k = tp.tps[-1]
@@ -328,7 +328,7 @@ def measured_tp(tp) -> str:
 
 def measured_batching(b) -> str:
     """15.2.2: throughput and cost per token at B = 1 and at the largest batch, ideal and measured, and the
-    batch at which attention takes half a step (a measured_plots.Batching)."""
+    batch at which attention takes half a step (a measured_latency.Batching)."""
     if b.tokens_per_s_measured is None:
         return not_measured(b.reason)
     (t1i, tmi), (t1m, tmm) = b.tokens_per_s_ideal, b.tokens_per_s_measured
@@ -350,7 +350,7 @@ def measured_batching(b) -> str:
 
 
 def measured_ttft_takeaway(m, prompt_len: int) -> str:
-    """15.1.1: the measured TTFT against the ideal at `prompt_len` (a measured_plots.Measured)."""
+    """15.1.1: the measured TTFT against the ideal at `prompt_len` (a measured_latency.Measured)."""
     if m.measured_s is None:
         return "No measured kernels here: the TTFT above is the roofline's, a lower bound on any real GPU."
     return (f"Measured, a {prompt_len:,}-token prefill takes {_ms(m.measured_s)}, {m.ratio:.2f}× its roofline time: "
@@ -360,7 +360,7 @@ def measured_ttft_takeaway(m, prompt_len: int) -> str:
 
 def measured_latency_takeaway(ttft, itl, accelerator_name: str) -> str:
     """15.2.1: how far the roofline's TTFT and ITL are from the measured ones, step overhead included
-    (measured_plots.Measured, each with its overhead_s)."""
+    (measured_latency.Measured, each with its overhead_s)."""
     if ttft.measured_s is None:
         return "No measured kernels here: both latencies are the roofline's, lower bounds on any real GPU."
     return (f"Measured on the {accelerator_name}, TTFT is {ttft.ratio:.2f}× and ITL {itl.ratio:.2f}× the roofline's, "
@@ -370,7 +370,7 @@ def measured_latency_takeaway(ttft, itl, accelerator_name: str) -> str:
 
 def measured_batching_takeaway(b) -> str:
     """15.2.2: what the measured kernels do to the batch where the caches take over and to the cost per
-    token (a measured_plots.Batching)."""
+    token (a measured_latency.Batching)."""
     if b.tokens_per_s_measured is None:
         return "No measured kernels here: the throughput and cost above are the roofline's, best cases on any real GPU."
     (c1i, cmi), (c1m, cmm) = b.usd_per_1k_ideal, b.usd_per_1k_measured
@@ -388,12 +388,12 @@ def kv_cache_note(model, tokens: int, precision) -> str:
     """'' for a full-attention model with per-head K and V (the chapter's KV equations hold exactly);
     otherwise one or two sentences on what its cache holds instead (MLA's latent, a window, a chunk),
     with the library's bytes for one sequence of `tokens` tokens beside the equation's count."""
-    from inferlab.core.memory import kv_cache_bytes
-    from inferlab.base.units import GB, bytes_per_element
+    from inferlab.core.memory import kv_cache_bytes, kv_cache_rule_bytes
+    from inferlab.base.units import GB
     if model.full_attention_only:
         return ""
     held = kv_cache_bytes(model, tokens, 1, precision, beyond_context=True)
-    equation = 2 * model.n_layers * model.n_kv_heads * model.head_dim * bytes_per_element(precision.kv) * tokens
+    equation = kv_cache_rule_bytes(model, tokens, 1, precision)
     parts = []
     if model.is_mla:
         parts.append(f"{model.name} uses multi-head latent attention: each layer caches one "

@@ -20,7 +20,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import FancyArrowPatch, Rectangle
 
 from inferlab.core.latency import decode_step_time_s, prefill_time_s
-from inferlab.core.memory import kv_cache_bytes_per_token
+from inferlab.core.memory import kv_cache_bytes_per_token, kv_cache_rule_bytes
 from inferlab.notebook.plots import FIGSIZE, Plot
 from inferlab.core.roofline import ridge_point
 from inferlab.core.specs import BF16, Precision, check_accelerator, check_model, check_precision
@@ -82,7 +82,7 @@ def kv_cache_sizes(model, precision: Precision = BF16, prompt_len: int = 1000, d
     positive_int("decode_steps", decode_steps)
     b = bytes_per_element(precision.kv)
     per_token = kv_cache_bytes_per_token(model, precision)
-    assert per_token == 2 * model.n_layers * model.n_kv_heads * model.head_dim * b
+    assert per_token == kv_cache_rule_bytes(model, 1, 1, precision)
     return KVCacheSizes(model.n_layers, model.n_kv_heads, model.head_dim, b, model.head_dim * b, per_token,
                         int(prompt_len), int(decode_steps))
 

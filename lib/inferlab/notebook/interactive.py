@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from inferlab.core.latency import decode_step_time_s, kv_crossover_batch, prefill_time_s, throughput_tokens_per_s
-from inferlab.core.memory import fit_advice, kv_cache_bytes, max_batch, weight_bytes
+from inferlab.core.latency import decode_step_time_s, kv_crossover_batch, throughput_tokens_per_s, ttft_curve
+from inferlab.core.memory import fit_advice, fit_limit, memory_budget, weight_bytes
 from inferlab.core.specs import BF16, Precision, check_accelerator, check_model, check_precision
 from inferlab.base.units import GB, MS
 from inferlab.base.input_checks import DoesNotFitError, positive_int
@@ -247,11 +247,9 @@ def ttft_grid(model, accelerator, precision: Precision = BF16, *, batches=(1, 2,
     xs = tuple(int(x) for x in (prompt_lens or np.unique(np.logspace(5, 15, 41, base=2).astype(int))))
     frames = []
     for b in batches:
-        frames.append((b, {
-            "with attention": _values(lambda s: prefill_time_s(model, accelerator, s, b, precision,
-                                                               beyond_context=True) / MS, xs),
-            "linear 2PS/peak": _values(lambda s: prefill_time_s(model, accelerator, s, b, precision,
-                                                                include_attention=False, beyond_context=True) / MS, xs)}))
+        curve = ttft_curve(model, accelerator, xs, b, precision, beyond_context=True)
+        frames.append((b, {"with attention": [float(t) for t in curve.with_attention_s / MS],
+                           "linear 2PS/peak": [float(t) for t in curve.without_attention_s / MS]}))
     note = _weights_note(model, accelerator, precision, "the times are the arithmetic of one device")
     return Grid(f"TTFT of {model.name} on one {accelerator.name}", xs, "prompt length (tokens)", "TTFT (ms)",
                 "batch", tuple(frames), batches.index(active_batch),
@@ -262,7 +260,7 @@ def ttft_grid(model, accelerator, precision: Precision = BF16, *, batches=(1, 2,
 def memory_grid(model, accelerator, precision: Precision = BF16, *, contexts=(512, 1000, 2048, 4096, 8192),
                 active_context: int = 1000, batches=None, models=(), accelerators=()) -> Grid | MenuGrid:
     """Device memory (GB) against batch, one frame per context length: the weights, the weights plus
-    every sequence's KV cache (`memory.kv_cache_bytes`), and the capacity."""
+    every sequence's KV cache (`memory.memory_budget`), and the capacity."""
     menus = _menus_or(memory_grid, model, accelerator, precision, models, accelerators,
                       dict(contexts=contexts, active_context=active_context, batches=batches))
     if menus is not None:
@@ -270,15 +268,13 @@ def memory_grid(model, accelerator, precision: Precision = BF16, *, contexts=(51
     model, accelerator, precision = check_model(model), check_accelerator(accelerator), check_precision(precision)
     contexts = _check_choices("contexts", contexts, active_context)
     w = weight_bytes(model, precision)
-    try:
-        top = max_batch(model, accelerator, min(contexts), precision)
-    except DoesNotFitError:
-        top = 16          # nothing fits (the figure's note says what would): a batch axis to 16
+    top = fit_limit(model, accelerator, min(contexts), precision) or 16   # nothing fits (the figure's
+    # note says what would): a batch axis to 16
     xs = tuple(int(b) for b in (batches or np.unique(np.linspace(1, max(2, int(top * 1.25)), 60).astype(int))))
     frames, marks, notes = [], [], []
     for s in contexts:
-        kv = [float(kv_cache_bytes(model, s, b, precision, beyond_context=True)) for b in xs]
-        frames.append((s, {"weights": [w / GB] * len(xs), "weights + KV cache": [(w + k) / GB for k in kv],
+        used = [float(memory_budget(model, accelerator, b, s, precision, beyond_context=True).used_bytes) for b in xs]
+        frames.append((s, {"weights": [w / GB] * len(xs), "weights + KV cache": [u / GB for u in used],
                            "capacity": [accelerator.memory_bytes / GB] * len(xs)}))
         fit = fit_advice(model, accelerator, s, precision, beyond_context=True)
         marks.append(((f"B_max = {fit.max_batch}", fit.max_batch),) if fit.fits else ())
@@ -300,11 +296,10 @@ def itl_grid(model, accelerator, precision: Precision = BF16, *, batches=(1, 8, 
     model, accelerator, precision = check_model(model), check_accelerator(accelerator), check_precision(precision)
     batches = _check_choices("batches", batches, active_batch)
     xs = tuple(int(x) for x in (contexts or np.unique(np.logspace(7, 15, 33, base=2).astype(int))))
-    w = weight_bytes(model, precision)
     frames = []
     for b in batches:
         def itl(s, b=b):
-            if w + float(kv_cache_bytes(model, s, b, precision, beyond_context=True)) > accelerator.memory_bytes:
+            if not memory_budget(model, accelerator, b, s, precision, beyond_context=True).fits:
                 raise DoesNotFitError(f"batch {b} at {s} tokens")
             return decode_step_time_s(model, accelerator, s, b, precision, beyond_context=True) / MS
         frames.append((b, {"ITL": _values(itl, xs)}))
@@ -325,10 +320,8 @@ def throughput_grid(model, accelerator, precision: Precision = BF16, *, contexts
         return menus
     model, accelerator, precision = check_model(model), check_accelerator(accelerator), check_precision(precision)
     contexts = _check_choices("contexts", contexts, active_context)
-    try:
-        top = max_batch(model, accelerator, min(contexts), precision)
-    except DoesNotFitError:
-        top = 16          # nothing fits (the figure's note says what would): a batch axis to 16
+    top = fit_limit(model, accelerator, min(contexts), precision) or 16   # nothing fits (the figure's
+    # note says what would): a batch axis to 16
     xs = tuple(int(b) for b in (batches or np.unique(np.linspace(1, max(2, top), 60).astype(int))))
     frames, marks, notes = [], [], []
     for s in contexts:

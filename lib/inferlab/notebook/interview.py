@@ -95,7 +95,7 @@ def _setup(model, accelerator, precision, seq_len: int):
 
 def _measured(dep: Deployment):
     """The same deployment on the measured kernels (efficiency.MeasuredKernels), or (None, why not)."""
-    from inferlab.notebook.measured_plots import deployments, measured_reason
+    from inferlab.core.measured_latency import deployments, measured_reason
     reason = measured_reason(dep.accelerator, dep.precision)
     if reason:
         return None, reason
@@ -167,7 +167,7 @@ def _prefill_1(model, accelerator, precision, **_) -> Answer:
 
 def _prefill_2(model, accelerator, precision, prompt: int = 2048, **_) -> Answer:
     from inferlab.core.costs import decode_costs, prefill_costs
-    from inferlab.notebook.plots import mlp_ridge_batch
+    from inferlab.core.roofline import mlp_ridge_batch
     drill = DRILLS["15.1.1-2"]
     model, acc, prec, dep, note = _setup(model, accelerator, precision, prompt)
     ridge = ridge_point(acc, prec.compute_dtype)
@@ -186,7 +186,7 @@ def _prefill_2(model, accelerator, precision, prompt: int = 2048, **_) -> Answer
         "token).",
     )
     if meas is not None:
-        from inferlab.notebook.measured_plots import decode_bandwidth
+        from inferlab.core.measured_latency import decode_bandwidth
         bw = decode_bandwidth(model, meas, prompt, 1)
         t_meas = prefill_time_s(model, meas, prompt)
         flops = 2 * model.n_matmul_params * prompt
@@ -333,7 +333,7 @@ def _decode_1(model, accelerator, precision, context: int = 1000, **_) -> Answer
     )
     meas, why = _measured(dep)
     if meas is not None:
-        from inferlab.notebook.measured_plots import decode_bandwidth
+        from inferlab.core.measured_latency import decode_bandwidth
         t_meas = decode_step_time_s(model, meas, context)
         strong += (f"In practice (the kernels measured on an H100) the step takes {_t(t_meas)}, the weights "
                    f"streaming at {decode_bandwidth(model, meas, context, 1) / acc.hbm_bytes_per_s:.0%} of the "
@@ -348,7 +348,7 @@ def _decode_1(model, accelerator, precision, context: int = 1000, **_) -> Answer
 
 
 def _decode_2(model, accelerator, precision, context: int = 1000, **_) -> Answer:
-    from inferlab.notebook.plots import mlp_ridge_batch
+    from inferlab.core.roofline import mlp_ridge_batch
     drill = DRILLS["15.1.2-2"]
     model, acc, prec, dep, note = _setup(model, accelerator, precision, context)
     ridge = ridge_point(acc, prec.compute_dtype)

@@ -14,6 +14,7 @@ from inferlab.notebook.plots import FIGSIZE, Plot, _figure
 # Run labels are long: the legend goes under the axes, full width, never over the measured points.
 LEGEND_BELOW = dict(fontsize=9, loc="upper center", bbox_to_anchor=(0.5, -0.16), borderaxespad=0.0)
 TALL = (FIGSIZE[0] - 0.2, FIGSIZE[1] + 1.6)   # the legend under the axes overhangs a little
+from inferlab.core.roofline import attainable_flops_per_s, ridge_point
 from inferlab.core.specs import get_accelerator
 from inferlab.base.text_tables import text_table
 
@@ -104,18 +105,18 @@ def roofline_plot(result, *, datasheet: bool = True) -> Plot:
     fig, ax = _figure(TALL)
     inten = np.array([p["intensity"] for p in pts])
     achieved = np.array([p["achieved_flops_per_s"] for p in pts])
-    ridge = acc.peak(dtype) / acc.hbm_bytes_per_s
+    ridge = ridge_point(acc, dtype)
     grid = np.logspace(np.log10(min(inten.min(), ridge) / 2), np.log10(max(inten.max(), ridge) * 2), 200)
-    ax.plot(grid, np.minimum(acc.peak(dtype), grid * acc.hbm_bytes_per_s) / 1e12, "-", color="black",
+    ax.plot(grid, attainable_flops_per_s(grid, acc, dtype) / 1e12, "-", color="black",
             label=f"measured ceilings: {acc.hbm_bytes_per_s / 1e9:.3g} GB/s, "
                   f"{acc.peak(dtype) / 1e12:.3g} TFLOP/s")
     ax.axvline(ridge, color="black", ls=":", lw=1, label=f"ridge {ridge:.0f} FLOP/byte")
     ds = r.data["predictions"].get("datasheet")
     if datasheet and ds:
         sheet = get_accelerator(ds["name"])
-        top = max(grid[-1], sheet.peak(dtype) / sheet.hbm_bytes_per_s * 2)
+        top = max(grid[-1], ridge_point(sheet, dtype) * 2)
         grid2 = np.logspace(np.log10(grid[0]), np.log10(top), 200)
-        ax.plot(grid2, np.minimum(sheet.peak(dtype), grid2 * sheet.hbm_bytes_per_s) / 1e12, "--",
+        ax.plot(grid2, attainable_flops_per_s(grid2, sheet, dtype) / 1e12, "--",
                 color="gray", label=f"datasheet {ds['name']}")
     ax.scatter(inten, achieved / 1e12, color="tab:red", zorder=5,
                label=f"M x ({pts[0]['d']} x {pts[0]['f']}) products, {dtype}")

@@ -88,12 +88,12 @@ def prefill_view(state: State, base: Precision) -> View:
     """TTFT against prompt length (full per-operator model and the linear 2PS/peak rule)."""
     m, a, p = _model(state.model), get_accelerator(state.accelerator), _precision(state, base)
     s = np.unique(np.geomspace(64, 65536, 40).astype(int))
-    full = np.asarray(latency.prefill_time_s(m, a, s, state.batch, p)) * 1e3
-    rule = np.asarray(latency.ttft_rule_s(m.n_matmul_params, s, a, p.compute_dtype, state.batch)) * 1e3
+    curve = latency.ttft_curve(m, a, s, state.batch, p)
+    full, rule = curve.with_attention_s * 1e3, curve.rule_s * 1e3
     ttft = float(latency.prefill_time_s(m, a, state.tokens, state.batch, p)) * 1e3
     numbers = (f"**TTFT** at S = {state.tokens:,}, B = {state.batch}: **{ttft:.1f} ms** at full peak; "
                f"KV cache written: {memory.kv_cache_bytes(m, state.tokens, state.batch, p) / 1e9:.2f} GB; "
-               f"weight-read floor {memory.weight_bytes(m, p) / a.hbm_bytes_per_s * 1e3:.1f} ms.")
+               f"weight-read floor {latency.weight_read_floor_s(m, a, p) * 1e3:.1f} ms.")
     if m.max_context_tokens and state.tokens > m.max_context_tokens:
         numbers += f" S is beyond the {m.max_context_tokens:,}-token context window."
     return View(s, {"with attention": full, "linear 2PS/peak": rule}, "prompt length S (tokens)",
@@ -113,19 +113,20 @@ def decode_view(state: State, base: Precision) -> View:
     """Device memory against batch: weights, weights + KV cache, capacity."""
     m, a, p = _model(state.model), get_accelerator(state.accelerator), _precision(state, base)
     w = memory.weight_bytes(m, p)
-    kv = memory.kv_cache_bytes(m, state.tokens, 1, p)
-    if w >= a.memory_bytes:
+    if not memory.weights_fit(m, a, p):
         return _weights_do_not_fit(m, a, w, "GB")
-    b_max = memory.max_batch(m, a, state.tokens, p, allow_zero=True)
+    b_max = memory.fit_limit(m, a, state.tokens, p)
     b = np.arange(1, max(2 * b_max, 8, state.batch) + 1)   # the scenario's batch always on the curve
     step = float(latency.decode_step_time_s(m, a, state.tokens, state.batch, p)) * 1e3
-    tput = state.batch / step * 1e3
+    tput = float(latency.throughput_tokens_per_s(m, a, state.tokens, state.batch, p))
     numbers = (f"**Largest batch** at context {state.tokens:,}: **{b_max}**; "
                f"at B = {state.batch}: step {step:.2f} ms, {tput:,.0f} tokens/s"
                + (" (does not fit)" if state.batch > b_max else "") + ".")
-    return View(b, {"weights": np.full(b.shape, w / 1e9), "weights + KV cache": (w + b * kv) / 1e9,
+    used = memory.memory_budget(m, a, b, state.tokens, p).used_bytes
+    used_here = memory.memory_budget(m, a, state.batch, state.tokens, p).used_bytes
+    return View(b, {"weights": np.full(b.shape, w / 1e9), "weights + KV cache": used / 1e9,
                     "capacity": np.full(b.shape, a.memory_bytes / 1e9)}, "batch B (sequences)",
-                "device memory (GB)", numbers, point=(state.batch, (w + state.batch * kv) / 1e9),
+                "device memory (GB)", numbers, point=(state.batch, used_here / 1e9),
                 vline=(b_max, f"B_max = {b_max}"),
                 point_label="this scenario" if state.batch <= b_max else f"B = {state.batch}: does not fit")
 
@@ -136,7 +137,7 @@ def latency_view(state: State, base: Precision) -> View:
     m, a, p = _model(state.model), get_accelerator(state.accelerator), _precision(state, base)
     ctx = np.unique(np.geomspace(128, 131072, 40).astype(int))
     itl = np.asarray(latency.decode_step_time_s(m, a, ctx, state.batch, p)) * 1e3
-    fits = memory.weight_bytes(m, p) + memory.kv_cache_bytes(m, ctx, state.batch, p) <= a.memory_bytes
+    fits = np.asarray(memory.memory_budget(m, a, state.batch, ctx, p).fits)
     itl = np.where(fits, itl, np.nan)
     ttft = float(latency.prefill_time_s(m, a, state.tokens, state.batch, p)) * 1e3
     one = float(latency.decode_step_time_s(m, a, state.tokens, state.batch, p)) * 1e3
@@ -144,8 +145,7 @@ def latency_view(state: State, base: Precision) -> View:
         return View(ctx, {}, "context (tokens)", "ITL (ms)", f"**Does not fit:** {m.name} with batch "
                     f"{state.batch} needs more than the {a.name}'s {a.memory_bytes / 1e9:.0f} GB at any context.",
                     message=f"{m.name}, B = {state.batch} on one {a.name}")
-    point_fits = bool(memory.weight_bytes(m, p) + memory.kv_cache_bytes(m, state.tokens, state.batch, p)
-                      <= a.memory_bytes)
+    point_fits = bool(memory.memory_budget(m, a, state.batch, state.tokens, p).fits)
     numbers = (f"At S = {state.tokens:,}, B = {state.batch}: **TTFT {ttft:.1f} ms** (compute), "
                f"**ITL {one:.2f} ms** (bandwidth)" + ("" if point_fits else "; this batch does not fit") + ".")
     # a scenario that does not fit has no curve under it: its marker sits at the last point that fits
@@ -160,15 +160,13 @@ def latency_view(state: State, base: Precision) -> View:
 def batching_view(state: State, base: Precision) -> View:
     """Decode throughput against batch (linear axes) with its ceiling BW/C_kv, B* and B_max."""
     m, a, p = _model(state.model), get_accelerator(state.accelerator), _precision(state, base)
-    w = memory.weight_bytes(m, p)
-    kv = memory.kv_cache_bytes(m, state.tokens, 1, p)
-    if w >= a.memory_bytes:
-        return _weights_do_not_fit(m, a, w, "tokens/s")
-    b_max = max(memory.max_batch(m, a, state.tokens, p, allow_zero=True), 1)
+    if not memory.weights_fit(m, a, p):
+        return _weights_do_not_fit(m, a, memory.weight_bytes(m, p), "tokens/s")
+    b_max = max(memory.fit_limit(m, a, state.tokens, p), 1)
     b = np.arange(1, b_max + 1)
     tput = np.asarray(latency.throughput_tokens_per_s(m, a, state.tokens, b, p))
-    ceiling = a.hbm_bytes_per_s / kv
-    b_star = w / kv
+    ceiling = latency.throughput_ceiling_tokens_per_s(m, a, state.tokens, p)
+    b_star = latency.kv_crossover_batch(m, state.tokens, p)
     numbers = (f"**B\\* = {b_star:.1f}**, **B_max = {b_max}** (B_max/B\\* = {b_max / b_star:.1f}); "
                f"throughput ceiling BW/C_kv = {ceiling:,.0f} tokens/s, reached at B_max: "
                f"{tput[-1]:,.0f} tokens/s ({tput[-1] / ceiling:.0%} of it).")

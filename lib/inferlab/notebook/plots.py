@@ -17,24 +17,19 @@ import matplotlib.ticker
 import numpy as np
 from matplotlib.figure import Figure
 
-from inferlab.core.costs import ATTENTION_OPS, decode_costs, prefill_costs
+from inferlab.core.costs import decode_costs, group_costs, prefill_costs
 from inferlab.core.deployment import Deployment
-from inferlab.core.latency import (cost_per_1k_tokens_usd, decode_step_time_s, kv_crossover_batch,
-                              prefill_time_s, throughput_tokens_per_s)
-from inferlab.core.memory import kv_cache_bytes, max_batch, weight_bytes, weight_bytes_read
-from inferlab.core.roofline import attainable_flops_per_s, ridge_point
-from inferlab.core.specs import BF16, Precision, check_accelerator, check_model, model_variant
+from inferlab.core.latency import (ThroughputShape, cost_per_1k_tokens_usd, decode_step_time_s, kv_crossover_batch,
+                                   prefill_time_s, throughput_shape, throughput_tokens_per_s, ttft_curve,
+                                   weight_read_floor_s)
+from inferlab.core.memory import fit_limit, kv_cache_bytes, kv_variants, memory_budget, weight_bytes
+from inferlab.core.moe import experts_filled_batch
+from inferlab.core.roofline import attainable_flops_per_s, mlp_ridge_batch, ridge_point
+from inferlab.core.specs import BF16, Precision, check_accelerator, check_model
 from inferlab.base.text_tables import text_table
 from inferlab.base.units import GB, MS, TFLOP, bytes_per_element
-from inferlab.base.input_checks import DoesNotFitError, positive_int
 from inferlab.core.context import yardstick  # @yardstick: sweeps past a model's context on purpose, no warning
 
-# Operator groups placed on the roofline (their per-layer FLOPs and bytes are summed).
-OPERATOR_GROUPS = {
-    "QKV/O projections": ("q_proj", "k_proj", "v_proj", "o_proj", "q_a_proj", "q_b_proj", "kv_a_proj", "kv_b_proj"),
-    "MLP": ("mlp_gate", "mlp_up", "mlp_down", "mlp_router", "mlp_experts", "mlp_shared"),
-    "attention QK\u1d40, PV": ATTENTION_OPS,
-}
 GROUP_COLORS = {"QKV/O projections": "tab:blue", "MLP": "tab:orange", "attention QK\u1d40, PV": "tab:green"}
 GROUP_MARKER_SIZE = {"QKV/O projections": 18, "MLP": 70, "attention QK\u1d40, PV": 36}
 GROUP_ZORDER = {"QKV/O projections": 6, "MLP": 4, "attention QK\u1d40, PV": 5}
@@ -43,6 +38,8 @@ FIGSIZE = (7.0, 4.2)
 DISPLAY_DPI = 96  # the width a notebook shows a figure at, in CSS pixels per inch
 RETINA_DPI = 2 * DISPLAY_DPI
 WIDE = (10.5, 4.0)
+# Legends sit outside the axes, right of the frame: never over data. (Kept for callers; the
+# chapter's figures use legend_below, which does not take width from a narrow column.)
 
 
 @yardstick
@@ -165,27 +162,6 @@ def shade_context_window(ax, model, x_max):
                    label=f"beyond the {limit:,}-token context window")
 
 
-@yardstick
-def fit_limit(model, accelerator, context_len, precision: Precision = BF16):
-    """Largest batch whose KV cache at `context_len` fits beside the weights: `memory.max_batch`,
-    but 0 (instead of an error) when not even the weights fit. Arrays of lengths give arrays."""
-    try:
-        out = max_batch(model, accelerator, context_len, precision, allow_zero=True)
-    except DoesNotFitError:
-        out = np.zeros(np.shape(context_len), dtype=np.int64)
-    return out if np.ndim(out) else int(out)
-
-
-@yardstick
-def group_costs(costs, groups=OPERATOR_GROUPS):
-    """{group: (FLOPs, bytes)} of one layer, summing the operators present in each group."""
-    out = {}
-    for name, ops in groups.items():
-        present = [costs.per_layer[o] for o in ops if o in costs.per_layer]
-        out[name] = (sum(c.flops for c in present), sum(c.bytes for c in present))
-    return out
-
-
 # 15.1.1 / 15.1.2: the roofline ---------------------------------------------------------------------
 
 @yardstick
@@ -294,18 +270,6 @@ def decode_intensity_plot(model, accelerator, precision: Precision = BF16, *,
     return Plot(fig, table, {"batches": b, "intensity": series, "ridge": ridge, "mlp_ridge_batch": mlp_cross})
 
 
-@yardstick
-def mlp_ridge_batch(model, accelerator, precision: Precision = BF16, context_len=1024,
-                    max_batch_searched: int = 1 << 16):
-    """Smallest decode batch at which the MLP's intensity reaches the ridge point (None if none
-    up to max_batch_searched). The MLP's intensity is ~B, so this is ~ the ridge point."""
-    ridge = ridge_point(accelerator, precision.compute_dtype)
-    b = np.arange(1, max_batch_searched + 1)
-    flops, nbytes = group_costs(decode_costs(model, b, context_len, precision))["MLP"]
-    hit = np.nonzero(np.asarray(flops / nbytes) >= ridge)[0]
-    return int(b[hit[0]]) if hit.size else None
-
-
 # 15.1.1 / 15.2.1: TTFT ----------------------------------------------------------------------------
 
 @yardstick
@@ -322,8 +286,8 @@ def ttft_plot(model, accelerator, precision: Precision = BF16, *, batch=1,
     if prompt_lens is not None:
         lens = np.asarray(prompt_lens, dtype=np.int64)
     dep = Deployment(acc, precision, mfu=mfu)
-    linear = prefill_time_s(model, dep, lens, batch, include_attention=False)
-    full = prefill_time_s(model, dep, lens, batch)
+    curve = ttft_curve(model, dep, lens, batch)
+    linear, full = curve.without_attention_s, curve.with_attention_s
     fig, ax = _figure()
     # A mixture of experts' prompt computes with its active parameters and reads the experts its S
     # tokens touch (all of them soon): the floor grows with S until every expert is read.
@@ -331,11 +295,11 @@ def ttft_plot(model, accelerator, precision: Precision = BF16, *, batch=1,
     ax.plot(lens, linear / MS, ls="--", color="tab:blue", label=f"TTFT without attention (≈ 2·{p_name}·S / peak)")
     ax.plot(lens, full / MS, color="tab:red", label="TTFT with causal attention (S² term)")
     if model.is_moe:
-        floor_ms = weight_bytes_read(model, lens * batch, precision) / acc.hbm_bytes_per_s / MS
+        floor_ms = weight_read_floor_s(model, acc, precision, tokens=lens * batch) / MS
         ax.plot(lens, floor_ms, color="0.5", ls=":", lw=1,
                 label=f"weight-read floor (experts the prompt touches), up to {floor_ms.max():.1f} ms")
     else:
-        floor_ms = weight_bytes(model, precision) / acc.hbm_bytes_per_s / MS
+        floor_ms = weight_read_floor_s(model, acc, precision) / MS
         ax.axhline(floor_ms, color="0.5", ls=":", lw=1, label=f"weight-read floor M/BW = {floor_ms:.1f} ms")
     shade_context_window(ax, model, lens[-1])
     _book(ax, book_points)
@@ -344,8 +308,8 @@ def ttft_plot(model, accelerator, precision: Precision = BF16, *, batch=1,
            title=title or f"{model.name} on {acc.name}, B={batch}\nTTFT ∝ S until attention takes over")
     legend_below(fig)
     ax.grid(True, which="major", alpha=0.3)
-    t_lin = prefill_time_s(model, dep, np.asarray(table_lens), batch, include_attention=False)
-    t_full = prefill_time_s(model, dep, np.asarray(table_lens), batch)
+    at_table = ttft_curve(model, dep, np.asarray(table_lens), batch)
+    t_lin, t_full = at_table.without_attention_s, at_table.with_attention_s
     rows = [(s, a / MS, f / MS, 100 * (f - a) / f) for s, a, f in zip(table_lens, t_lin, t_full)]
     table = text_table(("S", "linear ms", "with attention ms", "attention share %"), rows,
                        ("d", ",.1f", ",.1f", ".1f"))
@@ -365,10 +329,9 @@ def memory_budget_plot(model, accelerator, context_len, precision: Precision = B
     if batches is None:
         batches = np.arange(1, max(2 * limit, 16) + 1)
     b = np.asarray(batches, dtype=float)
-    w = weight_bytes(model, precision) / GB
-    kv = kv_cache_bytes(model, context_len, b.astype(np.int64), precision) / GB
-    cap = acc.memory_bytes / GB
-    free = np.maximum(cap - w - kv, 0.0)
+    budget = memory_budget(model, acc, b.astype(np.int64), context_len, precision)
+    w, kv, cap = budget.weight_bytes / GB, budget.kv_bytes / GB, budget.capacity_bytes / GB
+    free = np.maximum(budget.free_bytes / GB, 0.0)
     fig, ax = _figure()
     ax.stackplot(b, np.full_like(b, w), kv, free, labels=("weights", "KV cache", "free"),
                  colors=("tab:blue", "tab:orange", "0.85"))
@@ -386,38 +349,14 @@ def memory_budget_plot(model, accelerator, context_len, precision: Precision = B
                "the KV cache eats the free memory" if limit else f"the weights alone exceed {cap:.0f} GB"))
     legend_below(fig)
     tb = sorted({int(x) for x in table_batches} | ({limit} if limit else set()))
-    kv_t = kv_cache_bytes(model, context_len, np.asarray(tb), precision) / GB
-    rows = [(bi, w, k, cap - w - k, bool(cap - w - k >= 0)) for bi, k in zip(tb, kv_t)]
+    at_table = memory_budget(model, acc, np.asarray(tb), context_len, precision)
+    rows = [(bi, w, k / GB, f / GB, bool(ok)) for bi, k, f, ok in
+            zip(tb, at_table.kv_bytes, at_table.free_bytes, at_table.fits)]
     table = text_table(("B", "weights GB", "KV GB", "free GB", "fits"), rows,
                        ("d", ".2f", ".2f", ".2f", "s"))
     table = f"capacity {cap:.0f} GB; max batch at context {context_len}: {limit}\n" + table
     return Plot(fig, _with_book(table, book_points, "B", "book GB"),
                 {"batches": b, "weights_gb": w, "kv_gb": kv, "free_gb": free, "max_batch": limit})
-
-
-@yardstick
-def kv_variants(model, precision: Precision = BF16, gqa_kv_heads: int = 8) -> dict:
-    """{label: (model, precision)}: the model as given, a grouped-query version with
-    `gqa_kv_heads` KV heads at the same parameter count (or, for a model that already groups,
-    its full multi-head version), and each with an int8 KV cache. The variant is the claims
-    registry's (`specs.model_variant`: the K/V weights saved widen the MLP, as in
-    Llama-3), so the figures and the book-vs-ours tables agree."""
-    model = check_model(model)
-    int8 = Precision(precision.weights, precision.activations, "int8", precision.compute)
-    if model.is_mla:   # latent attention has no KV heads to group: the latent, in two formats
-        return {f"MLA latent, {precision.kv} KV": (model, precision), "MLA latent, int8 KV": (model, int8)}
-    base = f"{model.attention_kind} {model.n_kv_heads} KV heads"
-    if model.n_kv_heads != gqa_kv_heads and model.n_heads % gqa_kv_heads == 0:
-        other = model_variant(model, gqa_kv_heads)
-    else:
-        other = model_variant(model, model.n_heads)
-    other_label = f"{other.attention_kind} {other.n_kv_heads} KV heads"
-    return {
-        f"{base}, {precision.kv} KV": (model, precision),
-        f"{base}, int8 KV": (model, int8),
-        f"{other_label}, {precision.kv} KV": (other, precision),
-        f"{other_label}, int8 KV": (other, int8),
-    }
 
 
 @yardstick
@@ -436,11 +375,11 @@ def kv_variants_plot(model, accelerator, context_len, precision: Precision = BF1
     fig, ax = _figure()
     rows = []
     for (label, (m, p)), color in zip(variants.items(), ("tab:red", "tab:orange", "tab:blue", "tab:cyan")):
-        total = (weight_bytes(m, p) + kv_cache_bytes(m, context_len, b, p)) / GB
+        total = memory_budget(m, acc, b, context_len, p).used_bytes / GB
         lim = limits[label]
         ax.plot(b, total, color=color, label=f"{label}: max B = {lim}")
         if lim:
-            ax.scatter([lim], [(weight_bytes(m, p) + kv_cache_bytes(m, context_len, lim, p)) / GB],
+            ax.scatter([lim], [memory_budget(m, acc, lim, context_len, p).used_bytes / GB],
                        color=color, zorder=4)
         rows.append((label, kv_cache_bytes(m, context_len, 1, p) / GB, weight_bytes(m, p) / GB,
                      kv_crossover_batch(m, context_len, p), lim))
@@ -547,16 +486,6 @@ def _batches(limit, batches, at_least: float = 256):
 
 
 @yardstick
-def experts_filled_batch(model, share: float = 0.95):
-    """For a mixture of experts, the batch whose tokens touch `share` of every MoE layer's experts
-    (`moe.tokens_touching`, uniform routing): where the weight read of a decode step stops growing.
-    None for a dense model."""
-    from inferlab.core.moe import tokens_touching
-    model = check_model(model)
-    return tokens_touching(model.n_experts, model.experts_per_token, share) if model.is_moe else None
-
-
-@yardstick
 def step_time_title(model) -> str:
     """What the step-time panel shows: linear in B when every step reads all the weights (dense);
     a knee for a mixture of experts, whose weight read grows until the batch touches every expert."""
@@ -566,66 +495,28 @@ def step_time_title(model) -> str:
     return f"step time: a knee at B ≈ {filled:.0f} (95 % of experts read)"
 
 
-@dataclass(frozen=True)
-class ThroughputShape:
-    """What the throughput curve of one scenario does, read off the computed curve (never assumed):
-    whether it is concave over batches 1..up_to, the throughput at B* and its share of the ceiling
-    BW / C_kv, and, for a mixture of experts, the batch that touches 95 % of the experts."""
-
-    concave: bool
-    b_star: float
-    tokens_per_s_at_b_star: float
-    ceiling_tokens_per_s: float
-    experts_filled_batch: float | None
-
-    @property
-    def share_at_b_star(self) -> float:
-        return self.tokens_per_s_at_b_star / self.ceiling_tokens_per_s
-
-    @property
-    def half_at_b_star(self) -> bool:
-        """The memory-bound model's "half the ceiling at B*", within 2 points."""
-        return abs(self.share_at_b_star - 0.5) < 0.02
-
-    def at_b_star_words(self) -> str:
-        """'half' or 'NN%': the share of the ceiling at B*."""
-        return "half" if self.half_at_b_star else f"{self.share_at_b_star:.0%}"
-
-    def shape_words(self) -> str:
-        """'concave in $B$' or why not (Markdown)."""
-        if self.concave:
-            return "concave in $B$"
-        if self.experts_filled_batch is None:
-            return "not concave in $B$ here"
-        return (f"not concave in $B$ here: up to $B$ ≈ {self.experts_filled_batch:.0f} each new sequence brings "
-                "in experts of its own, so the first sequences cost more than the later ones")
-
-    def title(self) -> str:
-        where = "half its ceiling at B*" if self.half_at_b_star else f"{self.share_at_b_star:.0%} of its ceiling at B*"
-        return f"throughput: {'concave' if self.concave else 'not concave'}, {where}"
+@yardstick
+def at_b_star_words(shape: ThroughputShape) -> str:
+    """'half' or 'NN%': the share of the ceiling at B* (`latency.ThroughputShape`)."""
+    return "half" if shape.half_at_b_star else f"{shape.share_at_b_star:.0%}"
 
 
 @yardstick
-def throughput_shape(model, accelerator, context_len, precision: Precision = BF16, up_to: int | None = None) -> ThroughputShape:
-    """`ThroughputShape` on an even grid of batches from 1 to `up_to` (default: the range
-    `throughput_plot` draws). A dense model's curve is concave (the step time is a sum of maxima of
-    affine functions of B); a mixture of experts' is not where each added sequence brings in experts
-    no other uses."""
-    model, acc = check_model(model), check_accelerator(accelerator)
-    bstar = kv_crossover_batch(model, context_len, precision)
-    if up_to is None:
-        up_to = int(max(2 * fit_limit(model, acc, context_len, precision), 4 * bstar, 8))
-    positive_int("up_to", up_to)
-    grid = np.unique(np.linspace(1, max(up_to, 3), 400).round().astype(np.int64))
-    tput = throughput_tokens_per_s(model, acc, context_len, grid, precision)
-    slopes = np.diff(tput) / np.diff(grid)
-    concave = bool(np.all(np.diff(slopes) <= 1e-9 * np.max(np.abs(slopes))))
-    # B* is fractional: the throughput there, from the two whole batches around it
-    lo = max(int(np.floor(bstar)), 1)
-    t_lo, t_hi = throughput_tokens_per_s(model, acc, context_len, np.array([lo, lo + 1]), precision)
-    ceiling = acc.hbm_bytes_per_s / kv_cache_bytes(model, context_len, 1, precision)
-    return ThroughputShape(concave, bstar, float(t_lo + (bstar - lo) * (t_hi - t_lo)), float(ceiling),
-                           experts_filled_batch(model))
+def shape_words(shape: ThroughputShape) -> str:
+    """'concave in $B$' or why not (Markdown)."""
+    if shape.concave:
+        return "concave in $B$"
+    if shape.experts_filled_batch is None:
+        return "not concave in $B$ here"
+    return (f"not concave in $B$ here: up to $B$ ≈ {shape.experts_filled_batch:.0f} each new sequence brings "
+            "in experts of its own, so the first sequences cost more than the later ones")
+
+
+@yardstick
+def throughput_title(shape: ThroughputShape) -> str:
+    """The throughput panel's title, read off the curve."""
+    where = "half its ceiling at B*" if shape.half_at_b_star else f"{shape.share_at_b_star:.0%} of its ceiling at B*"
+    return f"throughput: {'concave' if shape.concave else 'not concave'}, {where}"
 
 
 @yardstick
@@ -668,7 +559,7 @@ def throughput_plot(model, accelerator, context_len, precision: Precision = BF16
     a2.scatter([bstar], [at_bstar], color="tab:green", zorder=5, label=f"at B*: {at_bstar / ceiling:.0%} of the ceiling")
     a2.set_ylim(0, ceiling * 1.08)
     a1.set_title(step_time_title(model))
-    a2.set_title(shape.title())
+    a2.set_title(throughput_title(shape))
     legend_below(fig)
     fig.suptitle(f"{model.name} on {acc.name}, context {context_len}")
     tb = sorted({int(x) for x in table_batches} | ({limit} if limit else set()))
@@ -796,5 +687,3 @@ def kv_variants_throughput_plot(model, accelerator, context_len, precision: Prec
                        ("s", ".1f", "d", ",.0f", ",.0f"))
     return Plot(fig, _with_book(table, book_points, "B", "book tokens/s", x_fmt="d"),
                 {"max_batch": limits})
-
-

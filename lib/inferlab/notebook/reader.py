@@ -547,17 +547,17 @@ def moe_decode_rows(model, accelerator, context: int, precision: Precision = BF1
     weight bytes the step reads, its time, the active and the total weights' read time), uniform
     routing (`moe.expected_experts`)."""
     from inferlab.core.costs import decode_costs
-    from inferlab.core.latency import decode_step_time_s
+    from inferlab.core.latency import decode_step_time_s, weight_read_floor_s
+    from inferlab.core.memory import active_weight_bytes
     from inferlab.core.moe import expected_experts
-    from inferlab.base.units import bytes_per_element
+    from inferlab.core.roofline import memory_time_s
     m, acc = resolve_model(model), get_accelerator(accelerator)
-    wb = bytes_per_element(precision.weights)
     rows = []
     for b in batches:
         touched = expected_experts(m.n_experts, m.experts_per_token, b)
         w = float(decode_costs(m, b, context, precision).total.weight_bytes)
         rows.append((b, touched, w, decode_step_time_s(m, acc, context, b, precision),
-                     m.n_params_active * wb / acc.hbm_bytes_per_s, m.n_params * wb / acc.hbm_bytes_per_s))
+                     memory_time_s(active_weight_bytes(m, precision), acc), weight_read_floor_s(m, acc, precision)))
     return rows
 
 

@@ -7,7 +7,7 @@ token this step (every decode, and each prefill whose last chunk runs). Under th
 per-operator roofline (`roofline.pass_time_s`, overlap='per_operator'):
 
     step_time = sum over projections, MLP, embedding of max(compute, memory)(T)
-              + L * 2 * max(F_pair * pairs / peak, (T * q_dim * b_act + K * kv_dim * b_kv) / BW)
+              + L * sum over QK^T and PV of max(F_pair * pairs / peak, (T * q_dim * b_act + K * kv_dim * b_kv) / BW)
               + max(compute, memory) of the LM head over `logits` rows
               + tensor-parallel all-reduces of T tokens (`efficiency.communication_time_s`)
               + the engine's CPU time for the step's sequences (a deployment's step_overhead; none by default)
@@ -76,7 +76,7 @@ class StepShape:
     def attn_pairs(self) -> float:
         pairs = float(self.decode_kv_tokens)
         for q, p in self.chunks:
-            pairs += q * p + q * (q + 1) / 2
+            pairs += attention.causal_pairs(q, p)
         return pairs
 
     @property
@@ -143,11 +143,14 @@ class RooflineStepTime:
         shape = attention.layer_shape(s, self.precision)
         self._general = not s.full_attention_only
         self._flop_s = 1.0 / (self.mfu * self.accelerator.peak(dtype))
-        self._pair_s = s.n_layers * shape.score_flops_per_pair * self._flop_s
+        self._score_pair_s = s.n_layers * shape.score_flops_per_pair * self._flop_s
+        self._value_pair_s = s.n_layers * shape.value_flops_per_pair * self._flop_s
         bw = self.mbu * self.accelerator.hbm_bytes_per_s
         self._byte_s = 1.0 / bw
         self._q_byte_s = s.n_layers * shape.query_bytes_per_token / bw
+        self._o_byte_s = s.n_layers * shape.output_bytes_per_token / bw
         self._kv_byte_s = s.n_layers * shape.score_bytes_per_key / bw
+        self._v_byte_s = s.n_layers * shape.value_bytes_per_key / bw
         self._linear: list[float] = [0.0]
         self._head: list[float] = [0.0]
         self._overhead: list[float] = []
@@ -176,9 +179,10 @@ class RooflineStepTime:
                                          dtype=float).tolist())
 
     def attention_time_s(self, tokens: int, attn_pairs: float, attn_kv_tokens: float) -> float:
-        """Both attention kernels over all layers: 2 * max(compute, memory) of one."""
-        return 2.0 * max(self._pair_s * attn_pairs,
-                         self._q_byte_s * tokens + self._kv_byte_s * attn_kv_tokens)
+        """Both attention kernels over all layers, each max(compute, memory), with the FLOPs and bytes
+        per pair, token and key of `attention.layer_shape`."""
+        return (max(self._score_pair_s * attn_pairs, self._q_byte_s * tokens + self._kv_byte_s * attn_kv_tokens)
+                + max(self._value_pair_s * attn_pairs, self._o_byte_s * tokens + self._v_byte_s * attn_kv_tokens))
 
     def _general_attention_s(self, step: StepShape) -> float:
         """Both attention kernels of a step, all layers, from `attention.step_account` (windows,
@@ -207,9 +211,7 @@ class RooflineStepTime:
         if self._general:
             raise ValueError(f"{self.model.name} has windowed, chunked or latent attention: its step time needs "
                              "each sequence's keys; call step_time_s(StepShape(...), t_s)")
-        return self._timed(tokens, logits, 2.0 * max(self._pair_s * attn_pairs,
-                                                     self._q_byte_s * tokens + self._kv_byte_s * attn_kv_tokens),
-                           sequences)
+        return self._timed(tokens, logits, self.attention_time_s(tokens, attn_pairs, attn_kv_tokens), sequences)
 
     def _timed(self, tokens: int, logits: int, attention_s: float, sequences: int | None) -> float:
         """Projections, MLP and embedding of `tokens`, the LM head of `logits`, attention, overhead."""
