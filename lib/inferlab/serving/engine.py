@@ -1,9 +1,9 @@
 """One model instance (a replica, tp devices) stepping through requests, iteration by iteration.
 
-Discrete-event, one event per engine step: the policy picks the step's work (serving.policies;
-the replica asks it through its methods and reads none of its fields), the step time comes from a StepTimeModel (steptime.py: `step_time_s(StepShape, t_s)`, told the step's
-work and its start), and the clock jumps by it. Per-token work is
-never done in Python: a decoding sequence takes part in every decode step from the one after its
+Discrete-event, one event per engine step: the policy picks the step's work (serving.policies; the
+replica asks it through its methods, never its type or flags), the step time comes from a
+StepTimeModel (steptime.py: `step_time_s(StepShape, t_s)`, told the step's work and its start), and
+the clock jumps by it. Per-token work is never done in Python: a decoding sequence takes part in every decode step from the one after its
 prefill until it finishes or is preempted, so its token times are a slice of the decode steps'
 end times, and its finish and its next KV block are scheduled by decode-step index.
 

@@ -20,7 +20,9 @@ at construction and, with the command line's option names as labels, in `check_o
 (study.live._Queues): both offer `n_decoding`, `prefilling`, `waiting`, `clock`, `left(r)` (prompt
 tokens r still has to feed), `reserve_decode()` (a block for every decode crossing a block boundary;
 True when it had to evict) and `admit(token_cap, max_seqs, first_chunk, whole_prompts)` (waiting
-requests join in queue order while blocks or slots, the sequence cap and the token cap allow).
+requests join in queue order while blocks or slots, the sequence cap and the token cap allow). A
+policy that forms whole batches (static) also reads the replica's `static_batch` (the batch running,
+or None) and `arrivals_over` (no request will arrive any more); the live loop runs no such policy.
 """
 from __future__ import annotations
 
