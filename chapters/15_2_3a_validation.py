@@ -55,7 +55,7 @@ reader.install_display()  # every figure shown carries its alt text and a phone 
 # numbers.
 
 # %%
-from inferlab.serving import validate
+from inferlab.study import validate
 
 validation = validate.recorded(step_model="profile")[-1]
 print(validate.table(validation))

@@ -309,7 +309,8 @@ def test_multi_panel_figures_keep_a_single_figure_width():
 
 # ---- the serving lab's figures (small runs of the lab's experiments; the notebook's are larger)
 def _lab_figures():
-    from inferlab.serving import ChunkedPrefill, ContinuousBatching, StaticBatching, validate
+    from inferlab.serving import ChunkedPrefill, ContinuousBatching, StaticBatching
+    from inferlab.study import validate
     from inferlab.notebook import lab, labplots
     small = lab.Scenario(n_requests=120)
     policies = lab.policy_sweep(small, (2.0, 4.0, 8.0), {

@@ -1,5 +1,5 @@
 """Serving engines set against the simulator (serving.engines, serving.fitted, policies.TransformersFIFO,
-the engine side of serving.validate). Hand-derived expectations; no wall-clock thresholds."""
+the engine side of study.validate). Hand-derived expectations; no wall-clock thresholds."""
 import json
 
 import numpy as np

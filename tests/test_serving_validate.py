@@ -1,4 +1,4 @@
-"""Live loop against simulator: the comparison's arithmetic and bounds (serving.validate)."""
+"""Live loop against simulator: the comparison's arithmetic and bounds (study.validate)."""
 import pytest
 
 from inferlab.measure.plan import TINY_MODEL

@@ -189,7 +189,7 @@ def prefix_conclusion(sweep: PrefixSweep, tpot_s: float) -> str:
 
 def simulator_error_note(capacity: Capacity, rel_tol: float, sim_err: dict) -> str:
     """The capacities' ranking at the bisection's `rel_tol`, then again with the simulator's own error
-    against a live server added (`sim_err`, from `serving.validate.capacity_uncertainty`: measured on
+    against a live server added (`sim_err`, from `study.validate.capacity_uncertainty`: measured on
     one CPU device, without TP or replicas)."""
     rank = capacity_ranking(capacity, rel_tol)
     if rank is None:

@@ -57,8 +57,8 @@ from inferlab.study.reports import _moves
 from inferlab.study.engines.vllm_validate import (VLLM_REPEAT_DISTURBED, VLLM_REPEAT_DISTURBED_MAX,
                                                           VllmValidation, validate_vllm)
 
-# Re-exported: the notebooks, pages and tests read these as `validate.X` (and the `serving.validate`
-# shim takes them with `import *`); each is defined in the module it is imported from.
+# Re-exported: the notebooks, pages and tests read these as `validate.X`; each is defined in the
+# module it is imported from.
 from inferlab.study.records import (PREDICTIONS, PREDICTION_KEYS, ALTERNATIVES, record_step_model,
                                             recorded, METRIC_NAMES, ERROR_KEYS)  # noqa: F401
 from inferlab.study.reports import (quantile_plot, table, misses, runs_table, repeatability,
