@@ -217,16 +217,16 @@ MUTANTS = [
     M("measure/efficiency", "measure/efficiency.py", "_measure", "if sum(r[\"clean\"] for r in rows) >= config.rounds:",
       "if len(rows) >= config.rounds:", "contended rounds counted as clean"),
     # serving/engine -------------------------------------------------------------------------------
-    M("serving/engine", "serving/engine.py", "Replica.add", "limit = self.total_blocks - (0 if self.static else self.watermark)",
-      "limit = self.total_blocks", "a request that fits only inside the watermark accepted (blocks every later one)"),
-    M("serving/engine", "serving/engine.py", "Replica.add", "if blocks_for(r.prompt + r.output, self.bs) > limit:",
-      "if blocks_for(r.prompt + r.output, self.bs) >= limit:", "a request that exactly fits the pool rejected"),
-    M("serving/engine", "serving/engine.py", "Replica.add", "if blocks_for(r.prompt + r.output, self.bs) > limit:",
-      "if blocks_for(r.prompt, self.bs) > limit:", "rejection ignores the output's blocks"),
+    M("serving/engine", "serving/policies/base.py", "Policy.fits_alone", "<= total_blocks - watermark_blocks",
+      "<= total_blocks", "a request that fits only inside the watermark accepted (blocks every later one)"),
+    M("serving/engine", "serving/policies/base.py", "Policy.fits_alone", "blocks_for(prompt + output, block_tokens) <= total_blocks",
+      "blocks_for(prompt + output, block_tokens) < total_blocks", "a request that exactly fits the pool rejected"),
+    M("serving/engine", "serving/policies/base.py", "Policy.fits_alone", "blocks_for(prompt + output, block_tokens)",
+      "blocks_for(prompt, block_tokens)", "rejection ignores the output's blocks"),
     M("serving/engine", "serving/engine.py", "Replica._admit", "            if self.free - need < self.watermark:\n",
       "            if self.free - need < 0:\n", "admission ignores the watermark"),
-    M("serving/engine", "serving/engine.py", "Replica._enqueue", "(self.waiting.appendleft if front else self.waiting.append)(r)",
-      "self.waiting.append(r)",
+    M("serving/engine", "serving/policies/base.py", "Policy.enqueue", "(waiting.appendleft if front else waiting.append)(r)",
+      "waiting.append(r)",
       "a preempted request goes to the back of the queue"),
     M("serving/engine", "serving/engine.py", "Replica._preempt", "        v.target = v.prompt + v.generated", "        v.target = v.prompt",
       "recompute forgets the generated tokens"),
@@ -235,10 +235,10 @@ MUTANTS = [
       "the oldest sequence preempted, not the latest admitted"),
     M("serving/engine", "serving/engine.py", "Replica._join_decoding", "r.end_d = self.d + (r.output - r.generated) - 1",
       "r.end_d = self.d + (r.output - r.generated)", "one decode step too many"),
-    M("serving/engine", "serving/policies.py", "ChunkedPrefill.plan_step", "_fill(state, self.token_budget - state.n_decoding,",
-      "_fill(state, self.token_budget,",
+    M("serving/engine", "serving/policies/chunked.py", "ChunkedPrefill.plan_step", "fill(state, self.token_budget - state.n_decoding,",
+      "fill(state, self.token_budget,",
       "chunked budget not shared with the decodes"),
-    M("serving/engine", "serving/policies.py", "ContinuousBatching.plan_step",
+    M("serving/engine", "serving/policies/continuous.py", "ContinuousBatching.plan_step",
       "        if not preempted:\n            state.admit(self.max_batched_tokens, self.max_num_seqs)",
       "        if True:\n            state.admit(self.max_batched_tokens, self.max_num_seqs)", "continuous admits in a step that had to evict",
       equivalent="the victim heads the queue and needs at least the blocks it freed, more than the short pool "
@@ -255,14 +255,14 @@ MUTANTS = [
       "s = min(r.prompt for r in batch)  # prompts padded", "static batch padded to the shortest prompt"),
     M("serving/engine", "serving/engine.py", "Replica._static_form", "need = blocks_for(r.prompt + r.output, self.bs)  # reserved",
       "need = blocks_for(r.prompt, self.bs)  # reserved", "static batching reserves the prompt only"),
-    M("serving/engine", "serving/engine.py", "Replica.run_until", "ready = max(self.clock, self.waiting[0].arrival + pol.timeout_s)",
-      "ready = self.waiting[0].arrival + pol.timeout_s", "a late timeout moves the clock back"),
+    M("serving/engine", "serving/policies/static.py", "StaticBatching.plan_step", "ready = max(state.clock, state.waiting[0].arrival + self.timeout_s)",
+      "ready = state.waiting[0].arrival + self.timeout_s", "a late timeout moves the clock back"),
     M("serving/engine", "serving/engine.py", "Replica._step", "                if r.first_token is None:\n                    r.first_token = t1",
       "                if True:\n                    r.first_token = t1", "TTFT taken after a preemption's recompute"),
     M("serving/engine", "serving/engine.py", "Replica._admit", "            if r.first_sched is None:\n                r.first_sched = t",
       "            if True:\n                r.first_sched = t", "queueing delay measured to the last admission"),
-    M("serving/engine", "serving/engine.py", "Replica.run_until", "if len(self.waiting) >= pol.batch_size:",
-      "if len(self.waiting) > pol.batch_size:", "a full static batch waits for one more"),
+    M("serving/engine", "serving/policies/static.py", "StaticBatching.plan_step", "if len(state.waiting) >= self.batch_size:",
+      "if len(state.waiting) > self.batch_size:", "a full static batch waits for one more"),
     M("serving/engine", "serving/engine.py", "Replica._finish", "            self.free += r.blocks\n            r.blocks = 0\n            if r.pref:",
       "            r.blocks = 0\n            if r.pref:", "a finished request's blocks leak"),
     # serving/lab ----------------------------------------------------------------------------------
@@ -367,8 +367,8 @@ MUTANTS = [
     M("serving/levers", "serving/disaggregation.py", "transfer_time_s",
       "return kv_link.latency_s + np.asarray(prompt_tokens, dtype=float) * per_token / kv_link.link_bytes_per_s",
       "return np.asarray(prompt_tokens, dtype=float) * per_token / kv_link.link_bytes_per_s", "the KV link's latency dropped"),
-    M("serving/levers", "serving/engine.py", "Replica._enqueue", "while pos > 0 and (self.waiting[pos - 1].prio, self.waiting[pos - 1].i) > key:",
-      "while pos > 0 and (self.waiting[pos - 1].prio, self.waiting[pos - 1].i) < key:", "priorities served backwards"),
+    M("serving/levers", "serving/policies/priority.py", "PriorityScheduling.enqueue", "while pos > 0 and (waiting[pos - 1].prio, waiting[pos - 1].i) > key:",
+      "while pos > 0 and (waiting[pos - 1].prio, waiting[pos - 1].i) < key:", "priorities served backwards"),
     # exercises/core -------------------------------------------------------------------------------
     M("exercises/core", "exercises/core.py", "_matches", "return abs(value - expected) <= max(part.rel_tol * abs(expected), part.abs_tol)",
       "return abs(value - expected) <= max(5 * part.rel_tol * abs(expected), part.abs_tol)",
@@ -451,9 +451,18 @@ def locate(m: Mutant, source: str) -> tuple[list[tuple[int, int]], str]:
 
 
 def mutate(m: Mutant, source: str) -> str:
-    """`source` with the one match of `m.before` in its function replaced by `m.after`."""
+    """`source` with the one match of `m.before` in its function replaced by `m.after`. The match starts at
+    its first token, so `after` loses the indentation `before` starts with, and its later lines are moved
+    by the difference between that indentation and the code's (a block re-indented stays a block)."""
     (start, end), = locate(m, source)[0]
-    return source[:start] + m.after + source[end:]
+    lead = m.before[:len(m.before) - len(m.before.lstrip())].rsplit("\n", 1)[-1]
+    line_start = source.rfind("\n", 0, start) + 1
+    actual = source[line_start:start] if not source[line_start:start].strip() else lead
+    first, *rest = m.after.split("\n")
+    first = first[len(lead):] if first.startswith(lead) else first.lstrip() if lead else first
+    if lead:  # a snippet that starts mid-line says nothing of its block's indentation: lines kept as written
+        rest = [actual + line[len(lead):] if line.startswith(lead) else line for line in rest]
+    return source[:start] + "\n".join([first, *rest]) + source[end:]
 
 
 def stale(mutants, lib: Path | None = None) -> list[str]:

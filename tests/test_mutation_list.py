@@ -25,6 +25,18 @@ def test_every_mutant_applies_exactly_once(mutation):
     assert mutation.stale(mutation.MUTANTS) == []
 
 
+def test_every_mutant_applied_is_still_python(mutation):
+    # a mutant that breaks the syntax is "killed" by the import, not by a test: it would inflate the score
+    broken = []
+    for m in mutation.MUTANTS:
+        source = (ROOT / "lib" / "inferlab" / m.path).read_text()
+        try:
+            compile(mutation.mutate(m, source), m.path, "exec")
+        except SyntaxError as err:
+            broken.append(f"{m.module}: {m.what}: {err}")
+    assert broken == []
+
+
 def test_every_mutant_names_its_tests_and_they_exist(mutation):
     assert {m.module for m in mutation.MUTANTS} <= set(mutation.TESTS)
     assert [t for tests in mutation.TESTS.values() for t in tests if not (ROOT / t).is_file()] == []
@@ -63,6 +75,16 @@ def test_a_mutant_survives_reformatting_but_not_a_changed_token(mutation):
     assert len(mutation.locate(m, changed)[0]) == 0
     elsewhere = "def area(w, h):\n    return max(w, h) * 2\n\n\nclass C:\n    def area(self, w, h):\n        return w + h\n"
     assert mutation.locate(m, elsewhere)[0] == []   # the same text in another function is not its target
+
+
+def test_a_block_mutant_follows_the_code_when_it_is_re_indented(mutation):
+    # written against code indented 12 spaces; the code now sits at 8: the mutant's lines move with it
+    m = mutation.Mutant("costs", "a.py", "f", "            free += n\n            n = 0\n            if done:",
+                        "            n = 0\n            if done:", "blocks leak")
+    code = "def f(free, n, done):\n    if n:\n        free += n\n        n = 0\n        if done:\n            return free\n"
+    mutated = mutation.mutate(m, code)
+    assert mutated == "def f(free, n, done):\n    if n:\n        n = 0\n        if done:\n            return free\n"
+    compile(mutated, "a.py", "exec")   # still Python: a kill must come from a test, not a syntax error
 
 
 def test_the_development_pages_table_counts_the_list_as_it_is(mutation):
