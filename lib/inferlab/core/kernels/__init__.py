@@ -10,7 +10,7 @@ MIT), fitted into curves that answer any shape.
 - `allreduce_time_s`, `send_recv_time_s`: collectives by message size and GPU count (`kernels.collectives`);
 - `StepOverhead`: an engine's CPU time per step, optional (`kernels.overhead`);
 - `report`: each fit's error on its own rows and leave one model out (`kernels.report`).
-Only the accelerators in MEASURED_ACCELERATORS have profiles; those in TRANSFERS (the H200, the H800) are
+Only the accelerators in MEASURED_ACCELERATORS have profiles; those in TRANSFERS (the H200) are
 carried from the H100's by the resource each term stands for (`kernels.measured`); any other is refused by name.
 """
 from inferlab.core.kernels.collectives import NODES, allreduce_time_s, collective_fit, send_recv_time_s

@@ -30,7 +30,7 @@ from inferlab.core.specs import Accelerator
 
 FP8_BYTES = (1.0, 1.0, 2.0)  # weight, input, output (BF16) bytes per element
 # The accelerators the published FP8 table stands for directly (the H800 SXM5's twin in SMs, clocks,
-# HBM and peaks); others with FP8 kernels are carried from it (kernels.measured.TRANSFERS).
+# HBM and peaks); others with FP8 kernels are carried from it (kernels.measured.TRANSFERS: the H200).
 FP8_MEASURED = ("h100-sxm",)
 
 

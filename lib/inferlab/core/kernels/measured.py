@@ -19,11 +19,11 @@ from inferlab.core.specs import Accelerator, check_accelerator, get_accelerator
 # The profiles' A100 is not named in the source; it is taken as the 80 GB SXM card.
 MEASURED_ACCELERATORS = ("h100-sxm", "a100-80gb")
 # A part carried over from a profiled one (module doc): its name -> the profiled accelerator's.
-TRANSFERS = {"h200": "h100-sxm", "h800": "h100-sxm"}
+TRANSFERS = {"h200": "h100-sxm"}
+# (An H800 SXM would take the same transfer with its NVLink ratio; it is not in data/accelerators.toml.)
 # Streaming multiprocessors, for the linear model's wave count: NVIDIA H100 Tensor Core GPU
-# Architecture whitepaper (H100 SXM5: 132 SMs; the H200 and H800 SXM are the same GH100 part with
-# 132 SMs) and NVIDIA A100 Tensor Core GPU Architecture whitepaper (A100: 108 SMs).
-SM_COUNT = {"h100-sxm": 132, "a100-80gb": 108, "h200": 132, "h800": 132}
+# Architecture whitepaper (H100 SXM5: 132 SMs; the H200 SXM is the same GH100 part with 132 SMs) and NVIDIA A100 Tensor Core GPU Architecture whitepaper (A100: 108 SMs).
+SM_COUNT = {"h100-sxm": 132, "a100-80gb": 108, "h200": 132}
 
 
 def check_measured(accelerator, param: str = "accelerator") -> Accelerator:
