@@ -302,9 +302,13 @@ def test_verify_lists_only_the_practice_claims_it_shows(capsys):
     assert main(["verify", "--section", "15.2.1", "--verdict", "erratum"]) == 0
     assert M.TITLE not in capsys.readouterr().out  # neither erratum of 15.2.1 is a practice claim
     assert main(["verify", "--section", "15.1.2"]) == 0
-    section = capsys.readouterr().out.split(M.TITLE, 1)[1]
+    out = capsys.readouterr().out
+    section = out.split(M.TITLE, 1)[1].split(M.QUANTIZATION_TITLE)[0]
     assert {x.split()[0] for x in section.splitlines() if x.startswith("15.")} == {
         "15.1.2-af", "15.1.2-ag", "15.1.2-ah", "15.1.2-ai"}
+    # 15.1.2-ad (an int8 KV cache doubles the batch) is a quantization statement, listed after them with its reason
+    quantization = out.split(M.QUANTIZATION_TITLE, 1)[1]
+    assert "15.1.2-ad" in quantization and "no measured twin" in quantization
 
 
 def test_markdown_table_for_a_notebook(rows):
@@ -332,8 +336,8 @@ def test_markdown_table_of_a_section_without_practice_claims_says_so(monkeypatch
         assert text.startswith(f"Section {section} states no practice time or throughput") and "|" not in text
         assert text.endswith(".") and "\n" not in text
     assert "15.1.2-" not in M.markdown_table("15.1.2").split(":", 1)[1]   # 15.1.2 leaves nothing out
-    assert ("left out: 15.2.1-u (int4 weights: the measured kernels were profiled on 16-bit products only); "
-            "15.2.1-w (int8 weights") in M.markdown_table("15.2.1")
+    assert ("left out: 15.2.1-u (int4 weights: no 4-bit kernel timings are published here; judged in QUANTIZATION, "
+            "which says so); 15.2.1-w (int8 weights") in M.markdown_table("15.2.1")
 
 
 # --- the statements on the measured node -----------------------------------------------------------

@@ -264,6 +264,9 @@ QUANTIZATION = (
 )
 
 
+QUANTIZATION_TITLE = "The chapter's quantization advice against measurement"
+
+
 @dataclass(frozen=True)
 class QuantizationClaim:
     """A quantization statement: the registry's ideal verdict beside its measured twin (None: `why` says why)."""
@@ -320,7 +323,7 @@ def quantization_claims(registry: Registry | None = None) -> list[QuantizationCl
 
 def quantization_table(rows: list[QuantizationClaim]) -> str:
     """The verify section for the quantization statements: one line each, then why."""
-    lines = ["The chapter's quantization advice against measurement", ""]
+    lines = [QUANTIZATION_TITLE, ""]
     for q in rows:
         twin = (f"measured (FP8 W8A8) {display(q.measured.value)} {q.unit} {q.measured.verdict}" if q.measured
                 else "no measured twin")
@@ -397,7 +400,7 @@ def markdown_table(section: str, explain: bool = False) -> str:
 
 
 __all__ = ["LEFT_OUT", "MODES", "OVERHEAD_PROFILE", "PRACTICE", "QUANTIZATION", "TITLE", "TWINS", "Judged",
-           "PracticeClaim", "QuantizationClaim", "decode_step_ms_w8a8", "quantization_claims", "quantization_markdown",
+           "PracticeClaim", "QUANTIZATION_TITLE", "QuantizationClaim", "decode_step_ms_w8a8", "quantization_claims", "quantization_markdown",
            "quantization_table",
            "as_dicts", "as_json", "deployment", "explanation", "judge", "legend", "markdown_table",
            "practice_claims", "table"]
