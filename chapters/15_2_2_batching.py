@@ -334,6 +334,22 @@ Markdown(conclusions.measured_limits(
 # </details>
 
 # %% [markdown]
+# ### Beyond 16-bit on the H100: FP8 and the H200
+#
+# A Hopper GPU is usually run in FP8: weights, activations and the KV cache in one byte each, and the
+# matrix products at twice the 16-bit peak. The ideal roofline halves every time for it. Real FP8
+# products were timed by DeepSeek (their DeepGEMM kernels on an H800, an H100 in all but NVLink), and
+# the H200 is an H100's chip with 4.8 TB/s of memory in place of 3.35: its measured times are the
+# H100's curves with every memory time scaled by that ratio (an assumption, not a measurement;
+# `docs/kernels.md`). The page's model at batch 32, each way:
+
+# %%
+# The page's model on the H100 and the H200, bf16 and FP8 W8A8, ideal and measured
+from inferlab.notebook import precision_rows
+
+Markdown(precision_rows.markdown(MODEL, CONTEXT, CONTEXT, 32))
+
+# %% [markdown]
 # ## Try it
 # <!-- lab -->Move the controls: the throughput curve, its ceiling, $B^*$ and $B_\text{max}$ follow.
 # (Without a live kernel the panel shows its default state, the scenario of the "What if?"

@@ -302,9 +302,13 @@ def test_verify_lists_only_the_practice_claims_it_shows(capsys):
     assert main(["verify", "--section", "15.2.1", "--verdict", "erratum"]) == 0
     assert M.TITLE not in capsys.readouterr().out  # neither erratum of 15.2.1 is a practice claim
     assert main(["verify", "--section", "15.1.2"]) == 0
-    section = capsys.readouterr().out.split(M.TITLE, 1)[1]
+    out = capsys.readouterr().out
+    section = out.split(M.TITLE, 1)[1].split(M.QUANTIZATION_TITLE)[0]
     assert {x.split()[0] for x in section.splitlines() if x.startswith("15.")} == {
         "15.1.2-af", "15.1.2-ag", "15.1.2-ah", "15.1.2-ai"}
+    # 15.1.2-ad (an int8 KV cache doubles the batch) is a quantization statement, listed after them with its reason
+    quantization = out.split(M.QUANTIZATION_TITLE, 1)[1]
+    assert "15.1.2-ad" in quantization and "no measured twin" in quantization
 
 
 def test_markdown_table_for_a_notebook(rows):
@@ -332,8 +336,8 @@ def test_markdown_table_of_a_section_without_practice_claims_says_so(monkeypatch
         assert text.startswith(f"Section {section} states no practice time or throughput") and "|" not in text
         assert text.endswith(".") and "\n" not in text
     assert "15.1.2-" not in M.markdown_table("15.1.2").split(":", 1)[1]   # 15.1.2 leaves nothing out
-    assert ("left out: 15.2.1-u (int4 weights: the measured kernels were profiled on 16-bit products only); "
-            "15.2.1-w (int8 weights") in M.markdown_table("15.2.1")
+    assert ("left out: 15.2.1-u (int4 weights: no 4-bit kernel timings are published here; judged in QUANTIZATION, "
+            "which says so); 15.2.1-w (int8 weights") in M.markdown_table("15.2.1")
 
 
 # --- the statements on the measured node -----------------------------------------------------------
@@ -449,3 +453,36 @@ def test_the_roofline_only_experiments_are_unchanged():
     assert [c.label for c in E.tp_comm_dominates().cases] == [f"all-reduce latency {x} us" for x in (0, 10, 20, 30)]
     assert E.tp_decode_vs_prefill().sweep == () and E.replica_scaling().node == ""
     assert math.isclose(E.tp_speedup().values["roofline_k2"], 1.6795, abs_tol=1e-3)
+
+
+# --- the chapter's quantization advice against measurement (issue 61, item 10) ---------------------------------
+
+def test_quantization_statements_carry_a_twin_or_say_why_none(registry):
+    from inferlab.core.specs import Precision, get_accelerator, get_model
+    from inferlab.core.deployment import Deployment
+    from inferlab.core.efficiency import MeasuredKernels
+    from inferlab.core.latency import decode_step_time_s
+    rows = {q.id: q for q in M.quantization_claims(registry)}
+    assert set(rows) == {"15.2.1-w", "15.2.1-u", "15.1.2-ad"}
+    # 15.2.1-w (INT8 weights, ~4 ms): its twin is the 13B's B = 1, S = 1,024 step with FP8 weights and activations
+    # (KV bf16, as in the claim) on measured kernels.
+    w = rows["15.2.1-w"]
+    on = Deployment(get_accelerator("h100-sxm"), Precision(weights="fp8", activations="fp8"), efficiency=MeasuredKernels())
+    assert w.measured.value == pytest.approx(1e3 * decode_step_time_s(get_model("llama-2-13b"), on, 1024), rel=1e-12)
+    # The registry's rule for a printed "4": |delta| <= 0.5 is consistent; the FP8 step is further off than that.
+    assert abs(w.measured.value - 4) > 0.5 and w.measured.verdict == "erratum"
+    assert "FP8 W8A8" in w.why and "weight-only INT8" in w.why
+    # The other two have no measured twin, and say why.
+    assert rows["15.2.1-u"].measured is None and "4-bit" in rows["15.2.1-u"].why
+    assert rows["15.1.2-ad"].measured is None and "capacity" in rows["15.1.2-ad"].why
+    # Every LEFT_OUT quantization claim is judged here.
+    assert {"15.2.1-u", "15.2.1-w"} <= set(rows) and {"15.2.1-u", "15.2.1-w"} <= set(dict(M.LEFT_OUT))
+
+
+def test_verify_prints_the_quantization_twins_for_their_section(capsys):
+    from inferlab.cli import main
+    assert main(["verify", "--section", "15.2.1", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert [q["id"] for q in out["quantization_measured"]] == ["15.2.1-w", "15.2.1-u"]
+    assert main(["verify", "--section", "15.1.1", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["quantization_measured"] == []

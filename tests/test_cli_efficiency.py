@@ -101,14 +101,28 @@ def test_the_vidur_profile_is_the_models_own_entry_or_says_what_stands_in(capsys
 
 
 @pytest.mark.parametrize("argv, words", [
-    (["estimate", "--gpu", "h200", "--efficiency", "measured"], ["--efficiency measured", "--gpu", "'h200'",
-                                                                 "h100-sxm, a100-80gb"]),
+    (["estimate", "--gpu", "l4", "--efficiency", "measured"], ["--efficiency measured", "--gpu", "'l4'",
+                                                               "h100-sxm, a100-80gb", "h200"]),
     (["estimate", "--efficiency", "measured", "--mfu", "0.5"], ["--efficiency measured", "--mfu 0.5", "must stay 1"]),
     (["estimate", "--efficiency", "measured", "--weights-dtype", "int8"], ["--weights-dtype", "bf16, fp16", "int8"]),
+    # FP8 compute on a GPU without FP8 tensor cores, measured or ideal; FP8 weights alone (weight-only) measured
+    (["estimate", "--gpu", "a100-80gb", "--efficiency", "measured", "--weights-dtype", "fp8", "--activations-dtype",
+      "fp8"], ["--activations-dtype fp8", "a100-80gb", "no FP8"]),
+    (["serve", "--gpu", "a100-80gb", "--weights-dtype", "fp8", "--activations-dtype", "fp8"],
+     ["--activations-dtype fp8", "a100-80gb", "no FP8"]),
+    (["estimate", "--efficiency", "measured", "--weights-dtype", "fp8"], ["--weights-dtype", "FP8 W8A8",
+                                                                          "activations bf16"]),
+    (["estimate", "--engine-overhead", "trt-llm"], ["--engine-overhead", "'trt-llm'", "python-scheduler"]),
+    (["serve", "--engine-overhead", "cpp"], ["--engine-overhead", "'cpp'", "python-scheduler"]),
+    (["estimate", "--engine-overhead", "python-scheduler", "--step-overhead-ms", "1"],
+     ["--step-overhead-ms 1", "--engine-overhead python-scheduler"]),
+    (["estimate", "--attention", "published"], ["--attention published", "--efficiency measured"]),
+    (["estimate", "--attention", "published", "--efficiency", "measured", "--gpu", "a100-80gb"],
+     ["--attention published", "a100-80gb", "Hopper"]),
     (["estimate", "--efficiency", "measured", "--allreduce-latency-us", "0"], ["--allreduce-latency-us", "leave it out"]),
     (["estimate", "--efficiency", "fast"], ["--efficiency", "'fast'", "ideal", "measured"]),
     (["estimate", "--step-overhead-ms", "1", "--step-overhead", "vidur-a100"], ["--step-overhead-ms",
-                                                                                "--step-overhead", "not both"]),
+                                                                                "--step-overhead", "one engine time"]),
     (["estimate", "--step-overhead-ms", "-1"], ["--step-overhead-ms", "-1", ">= 0"]),
     (["estimate", "--step-overhead-ms", "nan"], ["--step-overhead-ms", "nan"]),
     (["estimate", "--step-overhead", "vidur-h100"], ["--step-overhead", "vidur-h100", "vidur-a100"]),
@@ -116,7 +130,7 @@ def test_the_vidur_profile_is_the_models_own_entry_or_says_what_stands_in(capsys
     (["estimate", "--context", "5000"], ["5000", "4096", "--beyond-context"]),
     (["estimate", "--model", "llama-2-70b", "--gpu", "a100-80gb", "--tp", "16", "--efficiency", "measured"],
      ["tp=16", "all_reduce of 16 GPUs"]),
-    (["serve", "--gpu", "h200", "--efficiency", "measured"], ["--efficiency measured", "'h200'"]),
+    (["serve", "--gpu", "l4", "--efficiency", "measured"], ["--efficiency measured", "'l4'"]),
     (["serve", "--efficiency", "measured", "--mbu", "0.9"], ["--mbu 0.9", "must stay 1"]),
     (["serve", "--live", "--step-overhead-ms", "1"], ["--step-overhead-ms", "simulator only"]),
 ])
@@ -142,3 +156,34 @@ def test_serve_runs_on_the_measured_kernels_with_a_step_overhead(capsys):
     header = capsys.readouterr().out.splitlines()[0]
     assert header.endswith("; efficiency: measured kernels (Vidur's published h100-sxm profiles; attention on the "
                            "ideal roofline); step overhead: none")
+
+
+def test_fp8_w8a8_and_the_h200_run_measured_and_say_so(capsys):
+    # FP8 W8A8 on an H100 SXM: the header names the FP8 table, the decode step is the library's own on that
+    # deployment, and it is faster than the 16-bit one (half the weight bytes).
+    from inferlab.core.specs import Precision
+    fp8 = Deployment(G, Precision(weights="fp8", activations="fp8", kv="fp8"), efficiency=MeasuredKernels())
+    code, out, _ = run(capsys, "estimate", "--model", "llama-2-13b", "--efficiency", "measured", "--weights-dtype", "fp8",
+                       "--activations-dtype", "fp8", "--kv-dtype", "fp8", "--json")
+    e = json.loads(out)
+    assert code == 0 and "DeepGEMM" in e["efficiency"]["label"]
+    assert e["itl_s"] == pytest.approx(decode_step_time_s(M, fp8, 1024), rel=1e-9)
+    assert e["itl_s"] < 0.75 * decode_step_time_s(M, MEASURED, 1024)
+    code, out, _ = run(capsys, "serve", "--gpu", "h200", "--efficiency", "measured", "--weights-dtype", "fp8",
+                       "--activations-dtype", "fp8", "--rate", "1", "--duration", "5")
+    assert code == 0 and "h200 carried from h100-sxm" in out.splitlines()[0] and "DeepGEMM" in out.splitlines()[0]
+
+
+def test_engine_overhead_is_named_in_the_scenario_line_and_added(capsys):
+    # --engine-overhead python-scheduler is Vidur's A100 scheduler profile (the model's own entry, else Llama-2 7B):
+    # the same step time as --step-overhead vidur-a100, named as the engine time in the header.
+    code, out, _ = run(capsys, "estimate", "--efficiency", "measured", "--engine-overhead", "python-scheduler", "--json")
+    named = json.loads(out)
+    code2, out2, _ = run(capsys, "estimate", "--efficiency", "measured", "--step-overhead", "vidur-a100", "--json")
+    profile = json.loads(out2)
+    assert code == code2 == 0 and named["itl_s"] == pytest.approx(profile["itl_s"], rel=1e-12)
+    assert named["step_overhead"].startswith("engine time python-scheduler, Vidur's A100 scheduler profile")
+    code, out, _ = run(capsys, "serve", "--rate", "1", "--duration", "5", "--engine-overhead", "python-scheduler")
+    assert code == 0 and "step overhead: engine time python-scheduler" in out.splitlines()[0]
+    code, out, _ = run(capsys, "serve", "--rate", "1", "--duration", "5")
+    assert code == 0 and out.splitlines()[0].endswith("step overhead: none")

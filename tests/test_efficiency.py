@@ -209,12 +209,15 @@ def test_simulate_runs_one_request_on_the_measured_kernels():
 
 # -- what is refused, by name, in one line --------------------------------------------------------------
 @pytest.mark.parametrize("kwargs, match", [
-    (dict(accelerator=H200), r"^efficiency=MeasuredKernels\(\): accelerator: no measured kernel profiles for 'h200'; "
-                             r"measured timings exist for h100-sxm, a100-80gb"),
+    (dict(accelerator=get_accelerator("l4")), r"^efficiency=MeasuredKernels\(\): accelerator: no measured kernel profiles "
+                                              r"for 'l4'; measured timings exist for h100-sxm, a100-80gb .* h200"),
     (dict(mfu=0.5), r"^efficiency=MeasuredKernels\(\) times kernels as measured; mfu and mbu .* must be 1; "
                     r"got mfu=0.5, mbu=1.0$"),
-    (dict(precision=Precision(weights="int8")), r"^efficiency=MeasuredKernels\(\) was measured on 16-bit products; "
-                                                r"precision weights must be one of bf16, fp16; got int8$"),
+    (dict(precision=Precision(weights="int8")), r"^efficiency=MeasuredKernels\(\): precision weights: the measured kernels "
+                                                r"time 16-bit products \(bf16, fp16\) and FP8 W8A8 .*got weights int8, "
+                                                r"activations bf16$"),
+    (dict(accelerator=get_accelerator("a100-80gb"), precision=Precision(weights="fp8", activations="fp8")),
+     r"^efficiency=MeasuredKernels\(\): accelerator: no FP8 kernel times for 'a100-80gb'"),
     (dict(overlap="whole_model"), r"overlap must be 'per_operator'; got 'whole_model'$"),
     (dict(allreduce_latency_s=0.0), r"leave allreduce_latency_s at its default; got 0.0$"),
     (dict(tp=16), r"^efficiency=MeasuredKernels\(\) with tp=16: n_gpus: no profiled all_reduce of 16 GPUs"),

@@ -196,7 +196,8 @@ def test_fp8_weights_activations_and_kv(capsys):
     active = json.loads(out)["params_active"]
     assert json.loads(out)["ttft_s"] >= 2 * (active - 32000 * 4096) * 4096 / 1978.9e12
     rc, out, err = _estimate(capsys, "--model", path, "--gpu", "a100-80gb", *fp8, "--json")
-    assert rc == 2 and "dtype 'fp8' has no peak on accelerator 'a100-80gb'" in err and err.count("\n") == 1
+    # One line naming the option (issue 61): FP8 compute on a GPU without FP8 tensor cores.
+    assert rc == 2 and "--activations-dtype fp8: the a100-80gb has no FP8 tensor cores" in err and err.count("\n") == 1
 
 
 def test_what_if_takes_a_config_path(monkeypatch):

@@ -258,7 +258,8 @@ REGIONS = {"verdict-counts": verdict_counts, "practice-measured": practice_measu
            "vllm-held-out-speed": vllm_held_out_speed, "vllm-held-out-conclusion": vllm_held_out_conclusion,
            "vllm-development-reniced": vllm_development_reniced,
            "kernel-fit-errors": lambda: _kernel_report().markdown(),
-           "kernel-fit-numbers": lambda: _kernel_report().fitted_markdown()}
+           "kernel-fit-numbers": lambda: _kernel_report().fitted_markdown(),
+           "kernel-fit-fp8": lambda: _kernel_report().fp8_markdown()}
 
 
 def _kernel_report():

@@ -58,8 +58,9 @@ PRACTICE = (
 )
 # Practice claims of a time or throughput kind that are not judged here, and why.
 LEFT_OUT = (
-    ("15.2.1-u", "int4 weights: the measured kernels were profiled on 16-bit products only"),
-    ("15.2.1-w", "int8 weights: the measured kernels were profiled on 16-bit products only"),
+    ("15.2.1-u", "int4 weights: no 4-bit kernel timings are published here; judged in QUANTIZATION, which says so"),
+    ("15.2.1-w", "int8 weights: weight-only INT8 kernels have no published timings here; QUANTIZATION judges its "
+                 "FP8 W8A8 twin"),
     ("15.2.2-aa", "a price: dollars per 1k tokens follow from 15.2.2-z's throughput, judged here"),
     ("15.2.2-ac", "a price: dollars per 1k tokens follow from 15.2.2-ab's throughput, judged here"),
     ("15.2.2-ad", "a ratio of two prices, which the kernel model moves together"),
@@ -247,6 +248,102 @@ def practice_claims(section: str | None = None, ids=None, registry: Registry | N
 
 
 # --------------------------------------------------------------------------------------------------
+# The chapter's quantization advice against measurement
+# --------------------------------------------------------------------------------------------------
+
+# 15.2.1 calls quantization the highest-leverage, lowest-risk way to cut ITL. Each statement: the twin computed
+# on measured kernels ('fp8': FP8 W8A8, the 8-bit format whose products were measured) or None, and why.
+QUANTIZATION = (
+    ("15.2.1-w", "fp8", "INT8 weights halve the 13B's ITL (8 -> ~4 ms). Its measured twin is FP8 W8A8 on DeepGEMM's "
+                        "published products (weights and activations 8-bit, KV cache bf16 as in the claim); weight-only "
+                        "INT8 (W8A16) kernels have no published timing table here, so the INT8 value itself is not measured"),
+    ("15.2.1-u", None, "INT4 weights bring ITL to ~25 % of bf16. No measured twin: no published timing table of 4-bit "
+                       "weight-only kernels is vendored (DeepGEMM's is FP8), so only the ideal verdict stands"),
+    ("15.1.2-ad", None, "an int8 KV cache doubles the batch that fits (to ~130 at S = 1,000). No measured twin: it is a "
+                        "memory capacity, which kernel times do not change; the ideal value is the answer"),
+)
+
+
+QUANTIZATION_TITLE = "The chapter's quantization advice against measurement"
+
+
+@dataclass(frozen=True)
+class QuantizationClaim:
+    """A quantization statement: the registry's ideal verdict beside its measured twin (None: `why` says why)."""
+
+    id: str
+    description: str
+    book: str
+    unit: str
+    ideal: Judged
+    measured: Judged | None
+    twin: str | None
+    why: str
+
+    def as_dict(self) -> dict:
+        out = {"id": self.id, "description": self.description, "book": self.book, "unit": self.unit,
+               "twin": self.twin, "why": self.why}
+        for mode in ("ideal", "measured"):
+            j = getattr(self, mode)
+            out[mode] = None if j is None else {"value": j.value, "display": display(j.value), "verdict": j.verdict,
+                                                "band": j.band}
+        return out
+
+
+def decode_step_ms_w8a8(model, accelerator, context_len, batch=1, kv="bf16"):
+    """One decode step with FP8 weights and activations (W8A8) on measured kernels, ms."""
+    model = get_model(model)
+    accelerator = get_accelerator(accelerator)
+    on = Deployment(accelerator, Precision(weights="fp8", activations="fp8", kv=kv), efficiency=MeasuredKernels())
+    return 1e3 * decode_step_time_s(model, on, context_len, batch)
+
+
+def quantization_claims(registry: Registry | None = None) -> list[QuantizationClaim]:
+    """QUANTIZATION's statements, each with its ideal verdict and, where one exists, its measured twin judged by
+    the registry's rule with the same book's method value."""
+    registry = registry or load_registry()
+    by_id = {c.id: c for c in registry.claims}
+    out = []
+    for claim_id, twin, why in QUANTIZATION:
+        claim = by_id[claim_id]
+        ev = evaluate(claim, registry.defaults)
+        measured = None
+        if twin == "fp8":
+            inputs = {k: v for k, v in claim.function.inputs.items() if k in ("context_len", "batch", "kv")}
+            value = decode_step_ms_w8a8(registry.defaults["model"], registry.defaults["accelerator"], **inputs)
+            measured = _judge(claim, value, ev.method_value)
+            bf16 = decode_step_ms(registry.defaults["model"], registry.defaults["accelerator"],
+                                  **{k: v for k, v in inputs.items() if k != "kv"})
+            why += (f"; as measured, the FP8 W8A8 step is {100 * value / bf16:.0f} % of the measured bf16 one "
+                    f"({display(bf16)} ms)")
+        out.append(QuantizationClaim(claim.id, claim.description, ev.book_text, claim.unit,
+                                     _judge(claim, ev.ours, ev.method_value), measured, twin, why))
+    return out
+
+
+def quantization_table(rows: list[QuantizationClaim]) -> str:
+    """The verify section for the quantization statements: one line each, then why."""
+    lines = [QUANTIZATION_TITLE, ""]
+    for q in rows:
+        twin = (f"measured (FP8 W8A8) {display(q.measured.value)} {q.unit} {q.measured.verdict}" if q.measured
+                else "no measured twin")
+        lines.append(f"{q.id}  book {q.book}  ideal {display(q.ideal.value)} {q.unit} {q.ideal.verdict}  {twin}")
+    return "\n".join(lines + [""] + [f"{q.id}: {q.why}." for q in rows])
+
+
+def quantization_markdown() -> str:
+    """QUANTIZATION as a Markdown table: the book, the ideal value and verdict, the measured twin or why none."""
+    out = ["| claim | the book | ideal roofline | measured twin |", "|---|---|---|---|"]
+    for q in quantization_claims():
+        twin = (f"{display(q.measured.value)} {q.unit}, {q.measured.verdict} (FP8 W8A8)" if q.measured is not None
+                else "none")
+        out.append(f"| {q.id}: {_md(q.description)} | {_md(q.book)} | {display(q.ideal.value)} {q.unit}, "
+                   f"{q.ideal.verdict} | {twin} |")
+    out += [""] + [f"- **{q.id}**: {_md(q.why)}." for q in quantization_claims()]
+    return "\n".join(out)
+
+
+# --------------------------------------------------------------------------------------------------
 # Rendering: the verify section, JSON, a notebook's Markdown table
 # --------------------------------------------------------------------------------------------------
 
@@ -302,6 +399,8 @@ def markdown_table(section: str, explain: bool = False) -> str:
     return "\n".join(out)
 
 
-__all__ = ["LEFT_OUT", "MODES", "OVERHEAD_PROFILE", "PRACTICE", "TITLE", "TWINS", "Judged", "PracticeClaim",
+__all__ = ["LEFT_OUT", "MODES", "OVERHEAD_PROFILE", "PRACTICE", "QUANTIZATION", "TITLE", "TWINS", "Judged",
+           "PracticeClaim", "QUANTIZATION_TITLE", "QuantizationClaim", "decode_step_ms_w8a8", "quantization_claims", "quantization_markdown",
+           "quantization_table",
            "as_dicts", "as_json", "deployment", "explanation", "judge", "legend", "markdown_table",
            "practice_claims", "table"]

@@ -105,7 +105,13 @@ def errata_document(claims: list[EvaluatedClaim], defaults: dict | None = None, 
         contradictions = crosscheck.contradictions(
             load_registry(), load_statements(), claim_verdicts={c.id: c.verdict for c in claims},
             statement_verdicts={s.id: s.verdict for s in statements})
-    return ("\n".join(out) + "\n\n" + crosscheck.markdown(contradictions) + "\n" + errata_section(statements))
+    from inferlab.claims.measured import quantization_markdown
+    quantization = ["## The quantization advice against measured kernels", "",
+                    "15.2.1 calls quantization the highest-leverage, lowest-risk way to cut ITL. Each statement's ideal "
+                    "verdict (above) beside its measured twin, where a measurement exists (docs/kernels.md):", "",
+                    quantization_markdown(), ""]
+    return ("\n".join(out) + "\n\n" + crosscheck.markdown(contradictions) + "\n" + "\n".join(quantization) + "\n"
+            + errata_section(statements))
 
 
 def _errata_preamble(claims, defaults: dict, source: str | None) -> list[str]:

@@ -81,8 +81,12 @@ def _cmd_verify(args) -> int:
     from inferlab.claims import measured
     # The practice claims among those listed, against measured kernels (the registry's verdicts stay the ideal's).
     practice = measured.practice_claims(ids={c.id for c in claims}, registry=registry)
+    listed = {c.id for c in claims}
+    quantization = ([q for q in measured.quantization_claims(registry) if q.id in listed]
+                    if listed & {cid for cid, _, _ in measured.QUANTIZATION} else [])
     if args.json:
-        print(as_json(claims, extra={"practice_measured": measured.as_dicts(practice)}))
+        print(as_json(claims, extra={"practice_measured": measured.as_dicts(practice),
+                                     "quantization_measured": [q.as_dict() for q in quantization]}))
         return 0
     print(table(claims))
     notes = explanations(claims)
@@ -91,6 +95,8 @@ def _cmd_verify(args) -> int:
         print(notes)
     if practice:
         print("\n" + measured.table(practice))
+    if quantization:
+        print("\n" + measured.quantization_table(quantization))
     from inferlab.claims import crosscheck
     from inferlab.claims.statements import load_statements
     found = crosscheck.contradictions(registry, load_statements(), claim_verdicts={c.id: c.verdict for c in claims})

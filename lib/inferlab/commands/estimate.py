@@ -118,7 +118,7 @@ def _print_estimate_json(args, e: _Estimate) -> None:
     eff = dep.efficiency_model
     print(json.dumps({
         "model": model.name, "accelerator": acc.name, "tp": args.tp,
-        "efficiency": {"name": eff.name, "label": eff.label_on(acc)},
+        "efficiency": {"name": eff.name, "label": eff.label_on(acc, prec)},
         "step_overhead": None if overhead is None else overhead.label + e.overhead_note,
         "step_overhead_s": None if overhead is None else overhead.time_s(args.batch),
         "batch": args.batch, "prompt": args.prompt, "output": args.output, "context": e.decode_context,

@@ -37,9 +37,9 @@ def _engine_options(p) -> None:
     p.add_argument("--block-tokens", type=int, default=16, help="KV block size in tokens")
     p.add_argument("--kv-blocks", type=int, default=None,
                    help="KV blocks per replica (default: what fits beside the weights at 90%% of memory)")
-    for cls in ("weights", "kv"):
-        p.add_argument(f"--{cls}-dtype", default="bf16", choices=list(DTYPES),
-                       help=f"number format of the {'weights' if cls == 'weights' else 'KV cache'}")
+    for cls, what in (("weights", "weights"), ("activations", "activations (fp8 with fp8 weights: W8A8, FP8 "
+                                                                "matrix products)"), ("kv", "KV cache")):
+        p.add_argument(f"--{cls}-dtype", default="bf16", choices=list(DTYPES), help=f"number format of the {what}")
     p.add_argument("--mfu", type=float, default=1.0, help="achieved fraction of peak FLOP/s")
     p.add_argument("--mbu", type=float, default=1.0, help="achieved fraction of peak bandwidth")
     add_efficiency_options(p)
@@ -132,7 +132,7 @@ def _check_block_tokens(args) -> None:
     from inferlab.core.memory import kv_cache_bytes_per_token, weight_bytes
     from inferlab.base.units import GB
     model, acc = resolve_model(args.model), get_accelerator(args.gpu)
-    prec = Precision(weights=args.weights_dtype, kv=args.kv_dtype)
+    prec = Precision(weights=args.weights_dtype, activations=args.activations_dtype, kv=args.kv_dtype)
     free = acc.memory_bytes * 0.9 - weight_bytes(model, prec, args.tp)
     per_token = kv_cache_bytes_per_token(model, prec, args.tp)
     if free > per_token and per_token * args.block_tokens > free:
@@ -184,7 +184,7 @@ def _check_engine(args, default_policy: str, default_budget: int):
     slo = SLO(ttft_s=args.slo_ttft_ms * MS if args.slo_ttft_ms is not None else None,
               tpot_s=args.slo_tpot_ms * MS if args.slo_tpot_ms is not None else None,
               itl_s=args.slo_itl_ms * MS if args.slo_itl_ms is not None else None)
-    precision = Precision(weights=args.weights_dtype, kv=args.kv_dtype)
+    precision = Precision(weights=args.weights_dtype, activations=args.activations_dtype, kv=args.kv_dtype)
     efficiency, overhead, note = efficiency_from_options(args, model, acc, precision, args.tp)
     # The deployment the step time will build, checked now: one line before any work.
     line = Deployment(acc, precision, tp=args.tp, mfu=args.mfu, mbu=args.mbu, efficiency=efficiency,
@@ -203,7 +203,8 @@ LIVE_DEFAULTS = {"model": "cpu-0.5b", "max_num_seqs": 8, "rate": 0.5, "duration"
                  "prompt": 64, "output": 16, "token_budget": 256}
 # Options of the simulated hardware and KV pool; --live refuses them when set.
 SIM_ONLY = ("gpu", "tp", "replicas", "router", "batch_size", "timeout_ms", "block_tokens", "kv_blocks",
-            "weights_dtype", "kv_dtype", "mfu", "mbu", "efficiency", "step_overhead_ms", "step_overhead",
+            "weights_dtype", "activations_dtype", "kv_dtype", "mfu", "mbu", "efficiency", "attention",
+            "engine_overhead", "step_overhead_ms", "step_overhead",
             "shared_prefix", "prefix_caching", "disaggregate", "kv_link_gbps", "kv_link_latency_us", "kv_stream",
             "speculative", "acceptance", "draft", "priority_mix")
 LIVE_ONLY = ("device", "dtype", "max_len", "threads", "out")

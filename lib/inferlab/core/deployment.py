@@ -10,7 +10,8 @@
                          one where published, else parallel.DEFAULT_ALLREDUCE_LATENCY_S); 0: the book's idealisation
     efficiency           how fast each kernel runs (efficiency.py): None is Roofline(mfu, mbu), the
                          ideal roofline or fixed knobs; MeasuredKernels() times the products and small
-                         kernels as Vidur measured them (mfu = mbu = 1, an accelerator with profiles)
+                         kernels as measured (mfu = mbu = 1, an accelerator with profiles or carried from
+                         one; 16-bit, or FP8 weights and activations where FP8 products were measured)
     step_overhead        the CPU time of each engine step (kernels.StepOverhead); None: none counted
 
 The core's time functions take one (`latency.prefill_time_s(model, deployment, prompt_len)`); an
@@ -25,8 +26,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from inferlab.core.efficiency import MEASURED_DTYPES, MeasuredKernels, Roofline
+from inferlab.core.efficiency import MeasuredKernels, Roofline, check_measured_precision
 from inferlab.core.kernels import StepOverhead, allreduce_time_s, check_measured
+from inferlab.core.kernels.attention_published import check_published_attention
 from inferlab.core.roofline import OVERLAP_MODES
 from inferlab.core.specs import BF16, Accelerator, Precision, function_name
 from inferlab.base.input_checks import choice, fraction, positive_float, positive_int
@@ -89,12 +91,12 @@ class Deployment:
                 check_measured(self.accelerator)
             except ValueError as err:
                 raise ValueError(f"efficiency=MeasuredKernels(): {err}") from None
-            for name in ("weights", "activations", "compute_dtype"):
-                dtype = getattr(self.precision, name)
-                if dtype not in MEASURED_DTYPES:
-                    raise ValueError(f"efficiency=MeasuredKernels() was measured on 16-bit products; precision "
-                                     f"{name.removesuffix('_dtype')} must be one of {', '.join(MEASURED_DTYPES)}; "
-                                     f"got {dtype}")
+            try:
+                check_measured_precision(self.precision, self.accelerator)
+                if self.efficiency.attention == "published":
+                    check_published_attention(self.accelerator, self.precision.compute_dtype)
+            except ValueError as err:
+                raise ValueError(f"efficiency=MeasuredKernels(): {err}") from None
             if self.overlap != "per_operator":
                 raise ValueError(f"efficiency=MeasuredKernels() runs the measured kernels back to back; overlap "
                                  f"must be 'per_operator'; got {self.overlap!r}")
@@ -118,7 +120,8 @@ class Deployment:
     def describe(self) -> str:
         """One line: which efficiency and which step overhead the times use."""
         overhead = self.step_overhead.label if self.step_overhead is not None else "none"
-        return f"efficiency: {self.efficiency_model.label_on(self.accelerator)}; step overhead: {overhead}"
+        return (f"efficiency: {self.efficiency_model.label_on(self.accelerator, self.precision)}; "
+                f"step overhead: {overhead}")
 
     def with_(self, **changes) -> "Deployment":
         """A copy with `changes` applied (validated again)."""

@@ -65,6 +65,10 @@ def measured_reason(accelerator, precision: Precision = BF16) -> str:
     """'' when the measured kernels time `accelerator` at `precision`, else one sentence saying why not
     (no profiles for the accelerator, or a number format the profiles lack)."""
     acc = accelerator
+    if acc.name in kernels.TRANSFERS:
+        return (f"No measured kernels exist for the {acc.name}: Vidur published kernel profiles for the "
+                f"{' and '.join(kernels.MEASURED_ACCELERATORS)} only, so this section's curves show the ideal roofline "
+                f"alone; its times carried from the {kernels.TRANSFERS[acc.name]} are in the FP8 and H200 table below.")
     if acc.name not in kernels.MEASURED_ACCELERATORS:
         return (f"No measured kernels exist for the {acc.name}: Vidur published kernel profiles for the "
                 f"{' and '.join(kernels.MEASURED_ACCELERATORS)} only, so this section shows the ideal roofline alone.")

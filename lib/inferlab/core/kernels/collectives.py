@@ -6,11 +6,14 @@ profiles (`data/vidur/network.csv`; NCCL on H100 and A100 nodes).
 fitted by relative least squares over every profiled size (2 kB-64 MB; small messages are noisy).
 latency_s is what a decode-sized message (kilobytes) pays per call; algorithm_bytes_per_s is the
 message size over the time (NCCL's "algbw"); a ring's bus bandwidth is 2 (K - 1) / K of it.
+A part carried from a profiled one (`kernels.measured`) keeps the latency; its algorithm bandwidth
+scales by its NVLink bandwidth over the profiled part's.
 Node kinds: 'nvswitch' (every GPU reaches every other at full NVLink bandwidth, a DGX/HGX node) and
 'pairwise_nvlink' (GPUs linked in pairs). Only the GPU counts profiled are answered.
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 from dataclasses import dataclass
 
@@ -18,7 +21,7 @@ import numpy as np
 
 from inferlab.base.input_checks import choice, finite_result, positive_float, positive_int
 from inferlab.core.kernels.fit import fit_affine_relative
-from inferlab.core.kernels.measured import check_measured
+from inferlab.core.kernels.measured import check_measured, link_ratio, profiled_name, source_accelerator
 from inferlab.core.kernels.profiles import collective_rows, profiled_collectives
 
 NODES = ("nvswitch", "pairwise_nvlink")
@@ -68,7 +71,11 @@ def allreduce_time_s(accelerator, message_bytes, n_gpus: int, node: str = "nvswi
     choice("node", node, NODES)
     if int(n_gpus) == 1:
         return 0.0 * np.asarray(message_bytes, dtype=float) if np.ndim(message_bytes) else 0.0
-    out = collective_fit(acc.name, "all_reduce", node, int(n_gpus)).time_s(message_bytes)
+    fit = collective_fit(profiled_name(acc), "all_reduce", node, int(n_gpus))
+    if profiled_name(acc) != acc.name:  # carried from a profiled part: the bandwidth by the NVLink ratio
+        fit = dataclasses.replace(fit, accelerator=acc.name, algorithm_bytes_per_s=fit.algorithm_bytes_per_s
+                                  * link_ratio(acc, source_accelerator(acc)))
+    out = fit.time_s(message_bytes)
     out = np.where(np.asarray(message_bytes) > 0, out, 0.0)
     finite_result("allreduce_time_s", out, message_bytes=message_bytes)
     return out if np.ndim(out) else float(out)
@@ -80,7 +87,11 @@ def send_recv_time_s(accelerator, message_bytes, across_nodes: bool = False):
     acc = check_measured(accelerator)
     positive_float("message_bytes", message_bytes, allow_zero=True)
     node = "across_nodes" if across_nodes else "nvswitch"
-    out = collective_fit(acc.name, "send_recv", node, 2).time_s(message_bytes)
+    fit = collective_fit(profiled_name(acc), "send_recv", node, 2)
+    if profiled_name(acc) != acc.name and node == "nvswitch":  # inside a node: NVLink, carried by its ratio
+        fit = dataclasses.replace(fit, accelerator=acc.name, algorithm_bytes_per_s=fit.algorithm_bytes_per_s
+                                  * link_ratio(acc, source_accelerator(acc)))
+    out = fit.time_s(message_bytes)
     out = np.where(np.asarray(message_bytes) > 0, out, 0.0)
     return out if np.ndim(out) else float(out)
 

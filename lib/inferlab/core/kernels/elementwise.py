@@ -10,9 +10,11 @@ shards. `width` is the elements per token the kernel writes:
 - norm: d (one RMSNorm; a layer has two);  add: d (one residual add; a layer has two);
 - rope: (query heads + KV heads of the shard) x head dim;  act: f of the shard (a gated MLP's SiLU-and-
   multiply reads 2f, writes f: the profiles are all gated);  embedding: d (the lookup, once per pass).
+A part carried from a profiled one (`kernels.measured`) keeps t0 and q; b scales by the HBM bandwidths.
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 from dataclasses import dataclass
 
@@ -20,7 +22,7 @@ import numpy as np
 
 from inferlab.base.input_checks import choice, finite_result, positive_int
 from inferlab.core.kernels.fit import fit_affine_relative, fit_log
-from inferlab.core.kernels.measured import check_measured
+from inferlab.core.kernels.measured import check_measured, hbm_ratio, profiled_name, source_accelerator
 from inferlab.core.kernels.profiles import small_rows
 
 KINDS = ("norm", "rope", "act", "add", "embedding")
@@ -72,6 +74,10 @@ def elementwise_time_s(accelerator, kind: str, tokens, width):
     choice("kind", kind, KINDS)
     positive_int("tokens", tokens, minimum=0)
     positive_int("width", width)
-    out = elementwise_fit(acc.name, kind).time_s(tokens, width)
+    fit = elementwise_fit(profiled_name(acc), kind)
+    if profiled_name(acc) != acc.name:  # a part carried from a profiled one: its per-element (HBM) term scaled
+        fit = dataclasses.replace(fit, accelerator=acc.name,
+                                  per_element_s=fit.per_element_s * hbm_ratio(acc, source_accelerator(acc)))
+    out = fit.time_s(tokens, width)
     finite_result("elementwise_time_s", out, tokens=tokens, width=width)
     return out if np.ndim(out) else float(out)

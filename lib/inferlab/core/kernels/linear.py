@@ -1,10 +1,14 @@
-"""Time of one 16-bit linear product (T x k) @ (k x n) on a real accelerator, fitted on Vidur's
-published kernel profiles (`data/vidur/compute.csv`).
+"""Time of one linear product (T x k) @ (k x n) on a real accelerator, fitted on Vidur's published
+16-bit kernel profiles (`data/vidur/compute.csv`); FP8 products on DeepGEMM's (`kernels.fp8`).
 
     t = t0 + (t_c^p + t_m^p)^(1/p)
     t_c = 2 k [T n + w (W - T n)] / (e_c * peak),   W = waves * SMs * 128 * 128,
           waves = ceil(ceil(T / 128) * ceil(n / 128) / SMs)
-    t_m = 2 (k n + T (k + n)) / (e_m * BW)
+    t_m = (b_w k n + T (b_a k + b_o n)) / (e_m * BW)      (16-bit: b_w = b_a = b_o = 2)
+
+A grouped product (a mixture of experts' routed experts in one kernel: G groups of m rows, each with
+its own k x n weight) is the same curve with one launch, the tiles of every group in the wave count
+(G ceil(m / 128) ceil(n / 128)), G m n useful outputs and G weights read.
 
 The roofline's two times (compute, and weights plus activations read and written once) with a
 fitted compute efficiency e_c and bandwidth efficiency e_m, joined smoothly by the exponent p
@@ -21,6 +25,7 @@ curve); beyond 4096 tokens the curve extrapolates along its compute-bound asympt
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 from dataclasses import dataclass
 
@@ -28,7 +33,7 @@ import numpy as np
 
 from inferlab.base.input_checks import finite_result, positive_int
 from inferlab.core.kernels.fit import fit_log
-from inferlab.core.kernels.measured import SM_COUNT, check_measured
+from inferlab.core.kernels.measured import SM_COUNT, TRANSFERS, check_measured, source_accelerator
 from inferlab.core.kernels.profiles import linear_rows
 from inferlab.core.specs import Accelerator
 
@@ -47,22 +52,33 @@ class LinearFit:
     sharpness: float
     wave_share: float
     fitted_on: tuple
+    # The operands' format: the peak the compute term runs at and the bytes (weight, input, output) per element.
+    peak_dtype: str = "fp16"
+    element_bytes: tuple = (BYTES_16BIT, BYTES_16BIT, BYTES_16BIT)
 
     def time_s(self, tokens, k, n):
         """Seconds of one product; tokens == 0 gives 0 (an operator that does not run)."""
-        t = np.asarray(tokens, dtype=float)
+        return self.grouped_time_s(1.0, tokens, k, n)
+
+    def grouped_time_s(self, groups, rows_per_group, k, n):
+        """Seconds of one grouped product: `groups` weights of k x n, each over `rows_per_group` rows, in one
+        kernel (module doc); groups = 1 is time_s. rows_per_group == 0 gives 0."""
+        t = np.asarray(rows_per_group, dtype=float)
         return _curve(t, np.asarray(k, dtype=float), np.asarray(n, dtype=float), self.accelerator,
                       self.compute_efficiency, self.bandwidth_efficiency, self.launch_s, self.sharpness,
-                      self.wave_share)
+                      self.wave_share, np.asarray(groups, dtype=float), self.peak_dtype, self.element_bytes)
 
 
-def _curve(t, k, n, acc: Accelerator, e_c, e_m, launch_s, p, wave_share):
+def _curve(t, k, n, acc: Accelerator, e_c, e_m, launch_s, p, wave_share, groups=1.0, peak_dtype="fp16",
+           element_bytes=(BYTES_16BIT, BYTES_16BIT, BYTES_16BIT)):
     sms = SM_COUNT[acc.name]
-    tiles = np.ceil(t / TILE) * np.ceil(n / TILE)
+    b_w, b_a, b_o = element_bytes
+    tiles = groups * np.ceil(t / TILE) * np.ceil(n / TILE)
     padded = np.ceil(tiles / sms) * sms * TILE * TILE  # output elements computed, whole waves
+    useful = groups * t * n
     with np.errstate(divide="ignore", invalid="ignore"):
-        compute_s = 2.0 * k * (t * n + wave_share * (padded - t * n)) / (e_c * acc.peak("fp16"))
-        memory_s = BYTES_16BIT * (k * n + t * (k + n)) / (e_m * acc.hbm_bytes_per_s)
+        compute_s = 2.0 * k * (useful + wave_share * (padded - useful)) / (e_c * acc.peak(peak_dtype))
+        memory_s = groups * (b_w * k * n + t * (b_a * k + b_o * n)) / (e_m * acc.hbm_bytes_per_s)
         # Scaled by the larger term, so the p-norm neither overflows nor underflows.
         big = np.maximum(compute_s, memory_s)
         joined = big * ((compute_s / big) ** p + (memory_s / big) ** p) ** (1.0 / p)
@@ -74,6 +90,8 @@ def linear_fit(accelerator: Accelerator, exclude_model: str | None = None) -> Li
     """Fit the module doc's five numbers on `accelerator`'s profiled products (without
     `exclude_model`'s rows, for a leave-one-model-out check)."""
     acc = check_measured(accelerator)
+    if acc.name in TRANSFERS:  # the profiled part's fit, evaluated at this part's peak and bandwidth (kernels.measured)
+        return dataclasses.replace(linear_fit(source_accelerator(acc), exclude_model), accelerator=acc)
     rows = linear_rows(acc.name)
     keep = rows.model != exclude_model
     t, k, n, meas = rows.tokens[keep], rows.k[keep], rows.n[keep], rows.time_s[keep]

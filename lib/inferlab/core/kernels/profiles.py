@@ -140,3 +140,25 @@ def cpu_overhead_rows() -> dict:
         out.setdefault(key, []).append((int(row["batch_size"]), total_ms * 1e-3))
     return {k: (np.array([b for b, _ in sorted(v)], dtype=float), np.array([t for _, t in sorted(v)]))
             for k, v in out.items()}
+
+
+@dataclass(frozen=True)
+class GroupedRows:
+    """Published FP8 products (data/deepgemm/): one row per shape; groups = 1 for a dense product."""
+
+    layout: np.ndarray
+    groups: np.ndarray
+    rows_per_group: np.ndarray
+    k: np.ndarray
+    n: np.ndarray
+    time_s: np.ndarray
+
+
+@functools.cache
+def fp8_rows() -> GroupedRows:
+    """DeepGEMM's FP8 products on an H800 SXM5, time recovered from the printed TFLOPS:
+    t = 2 M N K groups / (TFLOPS 1e12)."""
+    with (data_dir() / "deepgemm" / "fp8_gemm.csv").open() as fh:
+        rows = list(csv.DictReader(fh))
+    g, m, n, k, tflops = (np.array([float(r[c]) for r in rows]) for c in ("groups", "m_per_group", "n", "k", "tflops"))
+    return GroupedRows(np.array([r["layout"] for r in rows]), g, m, k, n, 2.0 * m * n * k * g / (tflops * 1e12))

@@ -10,9 +10,11 @@ import numpy as np
 
 from inferlab.core.kernels.collectives import collective_fit
 from inferlab.core.kernels.elementwise import KINDS, elementwise_fit
+from inferlab.core.kernels.fp8 import FP8_MEASURED, fp8_fit, shape_of
 from inferlab.core.kernels.linear import linear_fit
 from inferlab.core.kernels.measured import MEASURED_ACCELERATORS
-from inferlab.core.kernels.profiles import LINEAR_OPS, collective_rows, linear_rows, profiled_collectives, small_rows
+from inferlab.core.kernels.profiles import (LINEAR_OPS, collective_rows, fp8_rows, linear_rows, profiled_collectives,
+                                            small_rows)
 from inferlab.core.specs import get_accelerator
 
 OP_CLASSES = {"attn_pre_proj": "QKV", "attn_post_proj": "output projection", "mlp_up_proj": "MLP up/gate",
@@ -90,6 +92,47 @@ def collective_table() -> list[dict]:
                             "latency_s": fit.latency_s, "bus_bytes_per_s": fit.bus_bytes_per_s,
                             "median": float(np.median(err)), "p90": float(np.percentile(err, 90))})
     return out
+
+
+FP8_LAYOUTS = ("dense", "grouped-contiguous")
+
+
+def fp8_table() -> list[dict]:
+    """DeepGEMM's FP8 rows per layout: the ideal roofline at the FP8 peak, the fit on every row, and leave one
+    weight shape (K x N) out (fit on the other shapes, dense and grouped, predict the held-out shape's rows)."""
+    rows = fp8_rows()
+    acc = get_accelerator(FP8_MEASURED[0])
+    shapes = np.array([shape_of(k, n) for k, n in zip(rows.k, rows.n)])
+    own = fp8_fit(acc).grouped_time_s(rows.groups, rows.rows_per_group, rows.k, rows.n)
+    held = np.empty_like(rows.time_s)
+    for shape in sorted(set(shapes.tolist())):
+        m = shapes == shape
+        held[m] = fp8_fit(acc, shape).grouped_time_s(rows.groups[m], rows.rows_per_group[m], rows.k[m], rows.n[m])
+    g, t, k, n = rows.groups, rows.rows_per_group, rows.k, rows.n
+    ideal = np.maximum(2 * g * t * k * n / acc.peak("fp8"), g * (k * n + t * k + 2 * t * n) / acc.hbm_bytes_per_s)
+    out = []
+    for layout in FP8_LAYOUTS:
+        m = rows.layout == layout
+        err = {name: np.abs(p[m] / rows.time_s[m] - 1) for name, p in (("roofline", ideal), ("own", own), ("held", held))}
+        out.append({"layout": layout, "rows": int(m.sum()), "shapes": len(set(shapes[m].tolist())),
+                    "roofline_median": float(np.median(err["roofline"])), "own_median": float(np.median(err["own"])),
+                    "held_out_median": float(np.median(err["held"])), "held_out_max": float(np.max(err["held"]))})
+    return out
+
+
+def fp8_markdown() -> str:
+    """The FP8 fit's numbers and its leave-one-shape-out table (docs/kernels.md)."""
+    f = fp8_fit(get_accelerator(FP8_MEASURED[0]))
+    lines = ["| e_c (of the FP8 peak) | e_m | launch floor t0 | join exponent p | wave share w | fitted on |",
+             "|---|---|---|---|---|---|",
+             f"| {f.compute_efficiency:.3f} | {f.bandwidth_efficiency:.3f} | {f.launch_s * 1e6:.2f} us | {f.sharpness:.2f} "
+             f"| {f.wave_share:.2f} (fixed) | {len(f.fitted_on)} weight shapes |", "",
+             "| layout | rows | weight shapes | ideal roofline, median | fit on every row, median "
+             "| leave one shape out, median / max |", "|---|---|---|---|---|---|"]
+    for r in fp8_table():
+        lines.append(f"| {r['layout']} | {r['rows']} | {r['shapes']} | {_pct(r['roofline_median'])} | {_pct(r['own_median'])} "
+                     f"| {_pct(r['held_out_median'])} / {_pct(r['held_out_max'])} |")
+    return "\n".join(lines) + "\n"
 
 
 def _pct(x: float) -> str:
