@@ -156,6 +156,8 @@ def weight_read_floor_s(model, accelerator, precision: Precision = BF16, tokens=
     """The time to read the weights once at full bandwidth, M / BW: the floor under a decode step and
     under a short prompt. `tokens` given (a prompt's B x S, or an array of them): a mixture of experts
     reads only the experts those tokens touch (`memory.weight_bytes_read`); None: every weight."""
+    model, accelerator = check_model(model), check_accelerator(accelerator)
+    check_precision(precision)
     nbytes = weight_bytes(model, precision) if tokens is None else weight_bytes_read(model, tokens, precision)
     return memory_time_s(nbytes, accelerator)
 
@@ -163,7 +165,10 @@ def weight_read_floor_s(model, accelerator, precision: Precision = BF16, tokens=
 def throughput_ceiling_tokens_per_s(model, accelerator, context_len, precision: Precision = BF16):
     """The decode throughput no batch passes when every step reads each sequence's KV cache:
     BW / C_kv, with C_kv one sequence's cache at `context_len` (the weights' read shared by the batch)."""
-    return check_accelerator(accelerator).hbm_bytes_per_s / kv_cache_bytes(model, context_len, 1, precision)
+    model, acc = check_model(model), check_accelerator(accelerator)
+    check_precision(precision)
+    positive_int("context_len", context_len)
+    return acc.hbm_bytes_per_s / kv_cache_bytes(model, context_len, 1, precision)
 
 
 @dataclass(frozen=True)
@@ -184,10 +189,13 @@ def ttft_curve(model, deployment, prompt_lens, batch=1, precision: Precision | N
     Accelerator means Deployment(accelerator, precision or BF16)): the one TTFT curve that the
     figures, the widget panels and the interactive grids draw."""
     d = as_deployment(deployment, precision)
+    model = check_model(model)
+    positive_int("prompt_lens", prompt_lens)
+    positive_int("batch", batch)
     lens = np.asarray(prompt_lens, dtype=np.int64)
     full = np.asarray(prefill_time_s(model, d, lens, batch), dtype=float)
     linear = np.asarray(prefill_time_s(model, d, lens, batch, include_attention=False), dtype=float)
-    rule = np.asarray(ttft_rule_s(check_model(model).n_matmul_params, lens, d.accelerator,
+    rule = np.asarray(ttft_rule_s(model.n_matmul_params, lens, d.accelerator,
                                   d.precision.compute_dtype, batch, mfu=d.mfu), dtype=float)
     return TTFTCurve(lens, full, linear, rule)
 
@@ -222,6 +230,8 @@ def throughput_shape(model, accelerator, context_len, precision: Precision = BF1
     of maxima of affine functions of B); a mixture of experts' is not where each added sequence
     brings in experts no other uses."""
     model, acc = check_model(model), check_accelerator(accelerator)
+    check_precision(precision)
+    positive_int("context_len", context_len)
     bstar = kv_crossover_batch(model, context_len, precision)
     if up_to is None:
         up_to = int(max(2 * fit_limit(model, acc, context_len, precision), 4 * bstar, 8))
