@@ -78,6 +78,20 @@ GOOD = {
     specs.resolve_model: dict(name_or_path="mixtral-8x7b-v0.1"),
     specs.from_hf_config: dict(path=specs.data_dir() / "hf-configs" / "mistral-7b-v0.1", name="mistral-7b-v0.1"),
     units.bytes_per_element: dict(dtype="bf16"),
+    costs.group_costs: dict(costs=FC),
+    roofline.memory_time_s: dict(bytes_moved=1e9, accelerator=H100_SXM),
+    roofline.mlp_ridge_batch: dict(model=BOOK, accelerator=H100_SXM, precision=BF16, context_len=16,
+                                   max_batch_searched=1024),
+    memory.active_weight_bytes: dict(model=BOOK, precision=BF16, tp=1),
+    memory.kv_cache_rule_bytes: dict(model=BOOK, seq_len=16, batch=2, precision=BF16),
+    memory.weights_fit: dict(model=BOOK, accelerator=H100_SXM, precision=BF16, tp=1),
+    memory.fit_limit: dict(model=BOOK, accelerator=H100_SXM, seq_len=16, precision=BF16),
+    memory.kv_variants: dict(model=BOOK, precision=BF16, gqa_kv_heads=8),
+    latency.weight_read_floor_s: dict(model=BOOK, accelerator=H100_SXM, precision=BF16, tokens=8),
+    latency.throughput_ceiling_tokens_per_s: dict(model=BOOK, accelerator=H100_SXM, context_len=16, precision=BF16),
+    latency.ttft_curve: dict(model=BOOK, deployment=H100_SXM, prompt_lens=np.array([16, 64]), batch=1, precision=BF16),
+    latency.throughput_shape: dict(model=BOOK, accelerator=H100_SXM, context_len=16, precision=BF16, up_to=64),
+    specs.accelerator_for_device: dict(device_name="NVIDIA H100 80GB HBM3"),
 }
 
 COUNT = [0, -3, 2.5, "8", True, None, np.array([4, 0])]  # a batch, a length, a head count ...
@@ -124,9 +138,15 @@ BAD_NAME = {("get_model", "name"): BAD["model"], ("get_accelerator", "name"): BA
                                                        "extend_time_s", "chunked_prefill_time_s")},
             # tokens may be fractional or 0 (B* solves for a real batch): only negative or not a number
             ("weight_bytes_read", "tokens"): [-1, -0.5, math.nan, math.inf, None, "4"],
-            ("extend_time_s", "new_tokens"): COUNT, ("extend_time_s", "cached_tokens"): NONNEG_COUNT}
+            ("extend_time_s", "new_tokens"): COUNT, ("extend_time_s", "cached_tokens"): NONNEG_COUNT,
+            ("mlp_ridge_batch", "max_batch_searched"): COUNT, ("kv_variants", "gqa_kv_heads"): [0, -3, 2.5, "8", True],
+            ("ttft_curve", "prompt_lens"): COUNT, ("ttft_curve", "precision"): ["bf16", 2],
+            ("throughput_shape", "up_to"): [0, -3, 2.5, "8", True],
+            # None reads every weight; a fractional or zero token count is a real input (weight_bytes_read)
+            ("weight_read_floor_s", "tokens"): [-1, math.nan, "4"],
+            ("accelerator_for_device", "device_name"): [None, 3]}
 # Helpers outside the contract: display conversions, listings, aggregation and the checkers themselves.
-EXEMPT = {"as_deployment", "check_model", "check_accelerator", "check_precision", "data_dir", "list_models", "list_accelerators", "list_hf_configs", "book_scenario", "to_gb", "to_ms", "total_cost", "as_precision",
+EXEMPT = {"function_name", "as_deployment", "check_model", "check_accelerator", "check_precision", "data_dir", "list_models", "list_accelerators", "list_hf_configs", "book_scenario", "to_gb", "to_ms", "total_cost", "as_precision",
           "positive_int", "nonneg_int", "positive_float", "fraction", "choice", "writable_file", "writable_dir", "finite_result", "scalar"}
 
 
@@ -168,6 +188,10 @@ def test_the_valid_calls_succeed(func, good):
         out = [out.free_bytes, out.used_bytes]
     if hasattr(out, "remedies"):    # a FitAdvice
         out = [out.max_batch, out.weight_gb, out.memory_gb]
+    if hasattr(out, "rule_s"):      # a TTFTCurve
+        out = [out.with_attention_s, out.without_attention_s, out.rule_s]
+    if hasattr(out, "b_star"):      # a ThroughputShape
+        out = [out.b_star, out.tokens_per_s_at_b_star, out.ceiling_tokens_per_s]
     if isinstance(out, (str, dict)) or hasattr(out, "name") or isinstance(out, Deployment):
         return  # a regime, a table of regimes, a model, accelerator or deployment: checked by their own tests
     assert np.all(np.isfinite(np.asarray(out, dtype=float))), out
@@ -188,7 +212,7 @@ def test_bad_argument_is_rejected_by_name(func, good, param, value):
         with pytest.raises(TypeError) as info:
             func(**{**good, param: value})
         msg = str(info.value)
-        assert msg.startswith(f"{func.__module__.removeprefix('inferlab.')}.{func.__name__}({param}=...): "
+        assert msg.startswith(f"{func.__module__.removeprefix('inferlab.core.').removeprefix('inferlab.')}.{func.__name__}({param}=...): "
                               f"expected {OBJECTS[param]}, got {type(value).__name__} {value!r}; "), msg
         assert RESOLVER[param] in msg and "\n" not in msg, msg
         return

@@ -134,10 +134,13 @@ class ForwardCosts:
         return out if out.ndim else float(out)
 
 
-def group_costs(costs: "ForwardCosts", groups=OPERATOR_GROUPS) -> dict:
-    """{group: (FLOPs, bytes)} of one layer: the operators of each group present in `costs` summed."""
+def group_costs(costs: "ForwardCosts") -> dict:
+    """{group: (FLOPs, bytes)} of one layer: the operators of each OPERATOR_GROUPS group present in
+    `costs` summed."""
+    if not isinstance(costs, ForwardCosts):
+        raise ValueError(f"costs must be a ForwardCosts (costs.prefill_costs, decode_costs, forward_costs); got {costs!r}")
     out = {}
-    for name, ops in groups.items():
+    for name, ops in OPERATOR_GROUPS.items():
         present = [costs.per_layer[o] for o in ops if o in costs.per_layer]
         out[name] = (sum(c.flops for c in present), sum(c.bytes for c in present))
     return out

@@ -152,6 +152,7 @@ def kv_crossover_batch(model, context_len, precision: Precision = BF16, tp: int 
     return out if out.ndim else float(out)
 
 
+@enters(precision=Precision, model=ModelConfig, accelerator=Accelerator)
 def weight_read_floor_s(model, accelerator, precision: Precision = BF16, tokens=None):
     """The time to read the weights once at full bandwidth, M / BW: the floor under a decode step and
     under a short prompt. `tokens` given (a prompt's B x S, or an array of them): a mixture of experts
@@ -160,11 +161,13 @@ def weight_read_floor_s(model, accelerator, precision: Precision = BF16, tokens=
     return memory_time_s(nbytes, accelerator)
 
 
-@enters(accelerator=Accelerator)
+@enters(precision=Precision, model=ModelConfig, accelerator=Accelerator)
 def throughput_ceiling_tokens_per_s(model, accelerator, context_len, precision: Precision = BF16):
     """The decode throughput no batch passes when every step reads each sequence's KV cache:
     BW / C_kv, with C_kv one sequence's cache at `context_len` (the weights' read shared by the batch)."""
-    return accelerator.hbm_bytes_per_s / kv_cache_bytes(model, context_len, 1, precision)
+    model, acc = model, accelerator
+    positive_int("context_len", context_len)
+    return acc.hbm_bytes_per_s / kv_cache_bytes(model, context_len, 1, precision)
 
 
 @dataclass(frozen=True)
@@ -186,6 +189,8 @@ def ttft_curve(model, deployment, prompt_lens, batch=1, precision: Precision | N
     Accelerator means Deployment(accelerator, precision or BF16)): the one TTFT curve that the
     figures, the widget panels and the interactive grids draw."""
     d = as_deployment(deployment, precision)
+    positive_int("prompt_lens", prompt_lens)
+    positive_int("batch", batch)
     lens = np.asarray(prompt_lens, dtype=np.int64)
     full = np.asarray(prefill_time_s(model, d, lens, batch), dtype=float)
     linear = np.asarray(prefill_time_s(model, d, lens, batch, include_attention=False), dtype=float)
@@ -216,7 +221,7 @@ class ThroughputShape:
         return abs(self.share_at_b_star - 0.5) < 0.02
 
 
-@enters(model=ModelConfig, accelerator=Accelerator)
+@enters(precision=Precision, model=ModelConfig, accelerator=Accelerator)
 @context_flag
 def throughput_shape(model, accelerator, context_len, precision: Precision = BF16,
                      up_to: int | None = None) -> ThroughputShape:
@@ -225,6 +230,7 @@ def throughput_shape(model, accelerator, context_len, precision: Precision = BF1
     of maxima of affine functions of B); a mixture of experts' is not where each added sequence
     brings in experts no other uses."""
     model, acc = model, accelerator
+    positive_int("context_len", context_len)
     bstar = kv_crossover_batch(model, context_len, precision)
     if up_to is None:
         up_to = int(max(2 * fit_limit(model, acc, context_len, precision), 4 * bstar, 8))

@@ -80,6 +80,8 @@ def kv_cache_bytes(model, seq_len, batch=1, precision: Precision = BF16, tp: int
 def kv_cache_rule_bytes(model, seq_len, batch=1, precision: Precision = BF16):
     """The chapter's closed form C_kv = 2 L n_kv d_h b_kv S B: every layer full attention with
     per-head K and V. Equal to `kv_cache_bytes` for such a model; MLA, windows and chunks hold less."""
+    positive_int("seq_len", seq_len)
+    positive_int("batch", batch)
     return (2 * model.n_layers * model.n_kv_heads * model.head_dim * bytes_per_element(precision.kv)
             * seq_len * batch)
 
@@ -146,17 +148,20 @@ def max_batch(model, accelerator, seq_len, precision: Precision = BF16, tp: int 
     return b if b.ndim else int(b)
 
 
-@enters(accelerator=Accelerator)
+@enters(precision=Precision, model=ModelConfig, accelerator=Accelerator)
 def weights_fit(model, accelerator, precision: Precision = BF16, tp: int = 1) -> bool:
     """Whether the weights alone fit one device: weight bytes <= capacity (`max_batch` raises
     DoesNotFitError exactly when they do not)."""
-    return bool(weight_bytes(model, precision, tp) <= accelerator.memory_bytes)
+    model, acc = model, accelerator
+    return bool(weight_bytes(model, precision, tp) <= acc.memory_bytes)
 
 
+@enters(precision=Precision, model=ModelConfig, accelerator=Accelerator)
 @context_flag
 def fit_limit(model, accelerator, seq_len, precision: Precision = BF16):
     """Largest batch whose KV cache at `seq_len` fits beside the weights: `max_batch`, but 0 (instead
     of an error) when not even the weights fit. Arrays of lengths give arrays."""
+    positive_int("seq_len", seq_len)
     try:
         out = max_batch(model, accelerator, seq_len, precision, allow_zero=True)
     except DoesNotFitError:
@@ -164,7 +169,7 @@ def fit_limit(model, accelerator, seq_len, precision: Precision = BF16):
     return out if np.ndim(out) else int(out)
 
 
-@enters(model=ModelConfig)
+@enters(model=ModelConfig, precision=Precision)
 def kv_variants(model, precision: Precision = BF16, gqa_kv_heads: int = 8) -> dict:
     """{label: (model, precision)}: the model as given, a grouped-query version with `gqa_kv_heads`
     KV heads at the same parameter count (or, for a model that already groups, its full multi-head
@@ -172,6 +177,7 @@ def kv_variants(model, precision: Precision = BF16, gqa_kv_heads: int = 8) -> di
     (`specs.model_variant`: the K/V weights saved widen the MLP, as in Llama-3), so the figures and
     the book-vs-ours tables agree. Latent attention (MLA) has no KV heads to group: its latent in two
     formats."""
+    positive_int("gqa_kv_heads", gqa_kv_heads)
     int8 = Precision(precision.weights, precision.activations, "int8", precision.compute)
     if model.is_mla:
         return {f"MLA latent, {precision.kv} KV": (model, precision), "MLA latent, int8 KV": (model, int8)}

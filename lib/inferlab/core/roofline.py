@@ -9,8 +9,8 @@ import numpy as np
 
 from inferlab.core.costs import ForwardCosts, decode_costs, group_costs
 from inferlab.core.boundary import enters
-from inferlab.core.specs import Accelerator, BF16, Precision
-from inferlab.base.input_checks import choice, finite_result, fraction, positive_float
+from inferlab.core.specs import BF16, Accelerator, ModelConfig, Precision
+from inferlab.base.input_checks import choice, finite_result, fraction, positive_float, positive_int
 
 OVERLAP_MODES = ("per_operator", "whole_model", "none")
 
@@ -27,14 +27,18 @@ def memory_time_s(bytes_moved, accelerator):
     """Time to move `bytes_moved` at the accelerator's HBM bandwidth: bytes / bandwidth (e.g. the
     weight-read floor of a decode step, M / BW)."""
     acc = accelerator
+    positive_float("bytes_moved", bytes_moved, allow_zero=True)
     return bytes_moved / acc.hbm_bytes_per_s
 
 
+@enters(model=ModelConfig, accelerator=Accelerator, precision=Precision)
 def mlp_ridge_batch(model, accelerator, precision: Precision = BF16, context_len=1024,
                     max_batch_searched: int = 1 << 16):
     """Smallest decode batch at which the MLP's intensity (`costs.group_costs`, the MLP group of one
     layer) reaches the ridge point; None if none up to max_batch_searched. The MLP's intensity is ~B,
     so this is ~ the ridge point."""
+    positive_int("context_len", context_len)
+    positive_int("max_batch_searched", max_batch_searched)
     ridge = ridge_point(accelerator, precision.compute_dtype)
     b = np.arange(1, max_batch_searched + 1)
     flops, nbytes = group_costs(decode_costs(model, b, context_len, precision))["MLP"]

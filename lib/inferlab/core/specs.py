@@ -528,6 +528,8 @@ def list_accelerators() -> list[str]:
 def accelerator_for_device(device_name: str) -> str | None:
     """The data/accelerators.toml entry whose `device_name_pattern` is found in `device_name` (a
     device name as torch reports it), or None. Two entries matching one name is an error in the data."""
+    if not isinstance(device_name, str):
+        raise ValueError(f"device_name must be a string (the device's name as torch reports it); got {device_name!r}")
     found = [name for name in list_accelerators()
              if (pattern := get_accelerator(name).device_name_pattern) and re.search(pattern, device_name)]
     if len(found) > 1:
