@@ -100,7 +100,9 @@ LLAMA = dict(model_type="llama", hidden_size=64, num_hidden_layers=2, num_attent
 
 @pytest.mark.parametrize("change, words", [
     (dict(model_type="bert"), "model_type 'bert' is not supported"),
-    (dict(hidden_size=None), "missing field 'hidden_size'"),
+    # transformers fills a Llama config's missing hidden_size with its default; a type it does not know
+    # (kimi_k2) is read as written, and a field missing there is named
+    (dict(model_type="kimi_k2", hidden_size=None), "missing field 'hidden_size'"),
     (dict(intermediate_size=0), "intermediate_size must be a positive integer"),
     (dict(num_hidden_layers=-2), "num_hidden_layers must be a positive integer"),
     (dict(model_type="mistral", sliding_window=4096), "sliding_window=4096 is longer than the context"),
