@@ -336,6 +336,9 @@ def hf_fields(path, name: str | None = None) -> dict:
     tied = cfg.get("tie_word_embeddings")
     tied = _TIED_DEFAULT.get(family, False) if tied is None else bool(tied)
     context, context_source = context_limit(cfg, where)
+    written = raw.get("text_config", raw) if family in ("gemma3_text", "llama4_text") else raw
+    if context and "max_position_embeddings" in context_source and "max_position_embeddings" not in (written or {}):
+        context_source = f"max_position_embeddings {context:,}: the default of {reader} (absent from {where})"
     types = _layer_types(cfg, family, n_layers, context)
     bias = bool(cfg.get("attention_bias", False))
     dtype = str(raw.get("torch_dtype") or raw.get("dtype") or cfg.get("torch_dtype") or cfg.get("dtype") or "bfloat16")

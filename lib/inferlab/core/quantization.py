@@ -90,10 +90,14 @@ class Quantization:
             extra += 4.0 * inp
         return values + extra
 
-    def describe(self) -> str:
-        """'mxfp4 (experts), the rest bf16': the stored formats in words."""
-        parts = ", ".join(p for p in PARTS if p in self.parts)
-        note = f"; {len(self.excluded)} part(s) of single layers left {self.unquantized}" if self.excluded else ""
+    def describe(self, model=None) -> str:
+        """'mxfp4 (experts; mxfp4), the rest bf16': the stored formats in words; with `model`, only the
+        parts it has, and the count of single layers' parts left unquantized."""
+        whole = {p for p, layer in self.excluded if layer is None}
+        present = {m[0] for m in layer_matrices(model)} | {"embedding", "lm_head"} if model is not None else set(PARTS)
+        parts = ", ".join(p for p in PARTS if p in self.parts and p not in whole and p in present) or "nothing"
+        single = sum(1 for p, layer in self.excluded if layer is not None and p in present)
+        note = f"; {single} single-layer part(s) left {self.unquantized}" if single else ""
         return f"{self.fmt} ({parts}; {self.method}), the rest {self.unquantized}{note}"
 
 
@@ -181,11 +185,13 @@ def weight_bytes_by_format(model, precision) -> dict:
 
 
 def checkpoint_compute(q: Quantization, accelerator) -> tuple[str, str]:
-    """(compute dtype, how it runs): W8A8 on FP8 tensor cores where the checkpoint quantizes the
-    activations to FP8 and `accelerator` has an FP8 peak; otherwise weight-only, dequantized to the
-    unquantized format (`q.unquantized`)."""
-    if q.activations == "fp8" and "fp8" in accelerator.peak_flops_per_s:
-        return "fp8", f"W8A8: {q.fmt} weights and FP8 activations on {accelerator.name}'s FP8 tensor cores"
-    why = ("the checkpoint keeps activations in " + q.unquantized if q.activations != "fp8"
-           else f"{accelerator.name} has no FP8 peak")
+    """(compute dtype, how it runs): W8A8 (or W4A4) on the low-precision tensor cores where the checkpoint
+    quantizes the activations too (`q.activations`) and `accelerator` has a peak in that format;
+    otherwise weight-only, dequantized to the unquantized format (`q.unquantized`)."""
+    quantized = q.activations != q.unquantized and q.activations != "bf16"
+    if quantized and q.activations in accelerator.peak_flops_per_s:
+        return q.activations, (f"computed in {q.activations} ({q.fmt} weights, activations quantized as the "
+                               f"checkpoint says) on {accelerator.name}'s {q.activations} tensor cores")
+    why = (f"{accelerator.name} has no {q.activations} peak" if quantized
+           else "the checkpoint keeps activations in " + q.unquantized)
     return q.unquantized, f"weight-only: {q.fmt} weights dequantized to {q.unquantized} ({why})"
