@@ -86,6 +86,9 @@ def _estimate(args) -> _Estimate:
     # Memory kept free on each device: at most all of it (beyond, every configuration is "does not fit").
     positive_float("--reserved-gb", args.reserved_gb, allow_zero=True, maximum=acc.memory_bytes / GB)
     prec, weights_note = _precision(args, model, acc)
+    if prec.checkpoint is not None and getattr(args, "efficiency", None) == "measured":
+        raise ValueError(f"--efficiency measured was measured on 16-bit products; the checkpoint of {model.name} stores "
+                         f"{prec.checkpoint.describe(model)}; add --weights-dtype bf16 to cost it in bf16")
     efficiency, overhead, overhead_note = efficiency_from_options(args, model, acc, prec, args.tp)
     if efficiency is not None and args.allreduce_latency_us != args.allreduce_latency_default_us:
         raise ValueError(f"--allreduce-latency-us applies to --efficiency ideal (the measured all-reduces include "
