@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from inferlab.base.input_checks import MAX_INT, fraction, nonneg_int, positive_float, positive_int
 from inferlab.base.units import DTYPES, GB, MS
+from inferlab.commands.checkpoint_options import checkpoint_precision
 from inferlab.commands.efficiency_options import add_efficiency_options, efficiency_from_options
 from inferlab.core.specs import Precision, get_accelerator, resolve_model
 
@@ -114,22 +115,8 @@ def _estimate(args) -> _Estimate:
 
 
 def _precision(args, model, acc) -> tuple:
-    """(Precision, how the weights are held): a quantized checkpoint's own formats (`model.quantization`)
-    unless --weights-dtype overrides them; compute W8A8 where the checkpoint quantizes activations and the
-    accelerator has the peak (`quantization.checkpoint_compute`), else weight-only."""
-    from inferlab.core.quantization import checkpoint_compute
-
-    q = model.quantization
-    if q is None or args.weights_dtype is not None:
-        weights = args.weights_dtype or "bf16"
-        note = "" if q is None else (f"{weights} for every parameter: --weights-dtype overrides the checkpoint's "
-                                     f"{q.describe(model)}")
-        return Precision(weights=weights, activations=args.activations_dtype, kv=args.kv_dtype), note
-    compute, how = checkpoint_compute(q, acc)
-    if args.activations_dtype != "bf16":   # the activations' format was chosen: it is the compute format
-        compute, how = None, f"{q.fmt} weights, {args.activations_dtype} activations (--activations-dtype)"
-    prec = Precision(weights=q.fmt, activations=args.activations_dtype, kv=args.kv_dtype, compute=compute, checkpoint=q)
-    return prec, f"as the checkpoint stores them: {q.describe(model)}; {how}"
+    """(Precision, how the weights are held): `checkpoint_precision` with the options as given."""
+    return checkpoint_precision(model, acc, args.weights_dtype, args.activations_dtype, args.kv_dtype)
 
 
 def _print_estimate_json(args, e: _Estimate) -> None:
