@@ -19,7 +19,8 @@ BASE = dict(hidden_size=64, intermediate_size=96, num_hidden_layers=4, num_atten
             vocab_size=128, head_dim=24, max_position_embeddings=256)
 MLA = dict(kv_lora_rank=16, qk_rope_head_dim=8, qk_nope_head_dim=16, v_head_dim=12, n_group=1, topk_group=1)
 FAMILIES = {
-    "llama": {}, "llama-bias": dict(attention_bias=True), "mistral": dict(sliding_window=32),
+    "llama": {}, "llama-bias": dict(attention_bias=True), "llama-mlpbias": dict(mlp_bias=True),
+    "mistral": dict(sliding_window=32), "phi3": dict(sliding_window=32, pad_token_id=0),
     "mixtral": dict(num_local_experts=4, num_experts_per_tok=2),
     "qwen2": {}, "qwen3": {}, "qwen3-tied": dict(tie_word_embeddings=True),
     "qwen2_moe": dict(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=48,
@@ -100,7 +101,9 @@ LLAMA = dict(model_type="llama", hidden_size=64, num_hidden_layers=2, num_attent
 
 @pytest.mark.parametrize("change, words", [
     (dict(model_type="bert"), "model_type 'bert' is not supported"),
-    (dict(hidden_size=None), "missing field 'hidden_size'"),
+    # transformers fills a Llama config's missing hidden_size with its default; a type it does not know
+    # (kimi_k2) is read as written, and a field missing there is named
+    (dict(model_type="kimi_k2", hidden_size=None), "missing field 'hidden_size'"),
     (dict(intermediate_size=0), "intermediate_size must be a positive integer"),
     (dict(num_hidden_layers=-2), "num_hidden_layers must be a positive integer"),
     (dict(model_type="mistral", sliding_window=4096), "sliding_window=4096 is longer than the context"),

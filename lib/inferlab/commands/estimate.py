@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from inferlab.base.input_checks import MAX_INT, fraction, nonneg_int, positive_float, positive_int
 from inferlab.base.units import DTYPES, GB, MS
+from inferlab.commands.checkpoint_options import checkpoint_precision
 from inferlab.commands.efficiency_options import add_efficiency_options, efficiency_from_options
 from inferlab.core.specs import Precision, get_accelerator, resolve_model
 
@@ -36,6 +37,7 @@ class _Estimate:
     bmax: int | None
     bmax_text: str
     yard: dict             # beyond_context, passed to every call
+    weights_note: str      # how the weights are stored and computed (the checkpoint's, or --weights-dtype)
 
 
 def _check_estimate_options(args) -> None:
@@ -84,7 +86,10 @@ def _estimate(args) -> _Estimate:
     model, acc = resolve_model(args.model), get_accelerator(args.gpu)
     # Memory kept free on each device: at most all of it (beyond, every configuration is "does not fit").
     positive_float("--reserved-gb", args.reserved_gb, allow_zero=True, maximum=acc.memory_bytes / GB)
-    prec = Precision(weights=args.weights_dtype, activations=args.activations_dtype, kv=args.kv_dtype)
+    prec, weights_note = _precision(args, model, acc)
+    if prec.checkpoint is not None and getattr(args, "efficiency", None) == "measured":
+        raise ValueError(f"--efficiency measured was measured on 16-bit products; the checkpoint of {model.name} stores "
+                         f"{prec.checkpoint.describe(model)}; add --weights-dtype bf16 to cost it in bf16")
     efficiency, overhead, overhead_note = efficiency_from_options(args, model, acc, prec, args.tp)
     if efficiency is not None and args.allreduce_latency_us != args.allreduce_latency_default_us:
         raise ValueError(f"--allreduce-latency-us applies to --efficiency ideal (the measured all-reduces include "
@@ -106,12 +111,18 @@ def _estimate(args) -> _Estimate:
     except ValueError as err:
         bmax, bmax_text = None, f"none ({err})"
     return _Estimate(model, acc, prec, dep, efficiency, overhead, overhead_note, shard, context, decode_context,
-                     budget, ttft, itl, bmax, bmax_text, yard)
+                     budget, ttft, itl, bmax, bmax_text, yard, weights_note)
+
+
+def _precision(args, model, acc) -> tuple:
+    """(Precision, how the weights are held): `checkpoint_precision` with the options as given."""
+    return checkpoint_precision(model, acc, args.weights_dtype, args.activations_dtype, args.kv_dtype)
 
 
 def _print_estimate_json(args, e: _Estimate) -> None:
     from inferlab.core.latency import prefill_time_s
     from inferlab.core.memory import kv_cache_bytes, weight_bytes
+    from inferlab.core.quantization import weight_bytes_by_format
 
     model, acc, prec, dep, overhead, yard = e.model, e.acc, e.prec, e.dep, e.overhead, e.yard
     alone = prefill_time_s(model, dep, args.prompt, 1, **yard)
@@ -122,8 +133,18 @@ def _print_estimate_json(args, e: _Estimate) -> None:
         "step_overhead": None if overhead is None else overhead.label + e.overhead_note,
         "step_overhead_s": None if overhead is None else overhead.time_s(args.batch),
         "batch": args.batch, "prompt": args.prompt, "output": args.output, "context": e.decode_context,
+        "config_reader": model.config_reader or "data/models.toml",
+        "max_context_tokens": model.max_context_tokens, "max_context_source": model.max_context_source,
         "params_total": model.n_params, "params_active": model.n_params_active,  # MoE: the experts a token uses
+        "params_active_with_input_embedding": model.n_params_active,
+        "params_active_without_input_embedding": model.n_params_active - model.vocab_size * model.d_model,
+        "not_counted": [{"part": part, "params": params} for part, params in model.not_counted],
+        "weights": {"stored_as": e.weights_note or f"{prec.weights} (every parameter)",
+                    "checkpoint": None if model.quantization is None else model.quantization.describe(model),
+                    "overrides_checkpoint": model.quantization is not None and prec.checkpoint is None,
+                    "compute_dtype": prec.compute_dtype},
         "weights_bytes": weight_bytes(model, prec),
+        "weights_bytes_by_format": weight_bytes_by_format(model, prec),
         "kv_cache_bytes_per_sequence": kv_cache_bytes(model, e.context, 1, prec, **yard),
         "per_device": {"weights_bytes": e.budget.weight_bytes, "kv_cache_bytes": e.budget.kv_bytes,
                        "free_bytes": e.budget.free_bytes},
@@ -150,6 +171,11 @@ def _print_estimate_text(args, e: _Estimate) -> None:
           f"KV {prec.kv}; {dep.describe()}{e.overhead_note}"
           + (f"; all-reduce latency {args.allreduce_latency_us:g} us"
              if args.tp > 1 and not args.no_allreduce and e.efficiency is None else ""))
+    if e.weights_note:
+        print(f"weights {e.weights_note}")
+    if model.not_counted:
+        print("not counted: " + "; ".join(f"{part} ({'parameters not described' if n is None else f'{n:,} parameters'})"
+                                           for part, n in model.not_counted))
     if not within_context(model, context):
         print(f"warning: {context_message(model, context)}", file=sys.stderr)
     print(f"ridge point {ridge_point(acc, dtype):.0f} FLOP/byte ({dtype})")
@@ -174,7 +200,9 @@ def _print_estimate_text(args, e: _Estimate) -> None:
 
 def _cmd_estimate(args) -> int:
     """`inferlab estimate`: one configuration's memory, TTFT, ITL, throughput and cost, as text or JSON.
-    Exit status 2 where the configuration does not fit in memory (the times are then for an impossible run)."""
+    --json: exit status 0 whenever it answered (`fits` true or false); a refused input is exit 2 with one
+    line on stderr and nothing on stdout (raised before anything is printed). Text: exit status 2 where
+    the configuration does not fit in memory (the times are then for an impossible run)."""
     from inferlab.core.context import context_message, within_context
 
     e = _estimate(args)
@@ -187,7 +215,7 @@ def _cmd_estimate(args) -> int:
     if not e.budget.fits:
         print("warning: this configuration does not fit in memory; times are for an impossible run",
               file=sys.stderr)
-        return 2
+        return 0 if args.json else 2
     return 0
 
 
@@ -213,7 +241,10 @@ def register(sub) -> None:
     est.add_argument("--allreduce-latency-us", type=float, default=DEFAULT_ALLREDUCE_LATENCY_S * 1e6,
                      help="start-up latency of each all-reduce under tensor parallelism, microseconds "
                           "(NVLink; peer calculators use 5-10; 0 reproduces the book's idealisation)")
-    for cls, default in (("weights", "bf16"), ("activations", "bf16"), ("kv", "bf16")):
+    est.add_argument("--weights-dtype", default=None, choices=list(DTYPES),
+                     help="number format of every weight (unset: a quantized checkpoint's own formats, "
+                          "else bf16)")
+    for cls, default in (("activations", "bf16"), ("kv", "bf16")):
         est.add_argument(f"--{cls}-dtype", default=default, choices=list(DTYPES),
                          help=f"number format of the {cls}")
     est.add_argument("--mfu", type=float, default=1.0, help="achieved fraction of peak FLOP/s")

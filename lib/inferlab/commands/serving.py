@@ -14,6 +14,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 
 from inferlab.base.atomicio import write_text_atomic
+from inferlab.commands.checkpoint_options import checkpoint_precision
 from inferlab.commands.efficiency_options import add_efficiency_options, efficiency_from_options
 from inferlab.core.specs import Precision, get_accelerator, resolve_model
 from inferlab.base.units import DTYPES, MS
@@ -37,9 +38,11 @@ def _engine_options(p) -> None:
     p.add_argument("--block-tokens", type=int, default=16, help="KV block size in tokens")
     p.add_argument("--kv-blocks", type=int, default=None,
                    help="KV blocks per replica (default: what fits beside the weights at 90%% of memory)")
-    for cls, what in (("weights", "weights"), ("activations", "activations (fp8 with fp8 weights: W8A8, FP8 "
-                                                                "matrix products)"), ("kv", "KV cache")):
-        p.add_argument(f"--{cls}-dtype", default="bf16", choices=list(DTYPES), help=f"number format of the {what}")
+    p.add_argument("--weights-dtype", default=None, choices=list(DTYPES),
+                   help="number format of every weight (unset: a quantized checkpoint's own formats, else bf16)")
+    p.add_argument("--activations-dtype", default="bf16", choices=list(DTYPES),
+                   help="number format of the activations (fp8 with fp8 weights: W8A8, FP8 matrix products)")
+    p.add_argument("--kv-dtype", default="bf16", choices=list(DTYPES), help="number format of the KV cache")
     p.add_argument("--mfu", type=float, default=1.0, help="achieved fraction of peak FLOP/s")
     p.add_argument("--mbu", type=float, default=1.0, help="achieved fraction of peak bandwidth")
     add_efficiency_options(p)
@@ -126,13 +129,18 @@ def _refuse_ignored(args, policy_name: str) -> None:
         raise ValueError(f"--router {args.router} needs --replicas > 1 (one replica has nothing to route between)")
 
 
+def _serving_precision(args, model, acc) -> tuple:
+    """A quantized checkpoint's own formats unless --weights-dtype was given (`checkpoint_precision`)."""
+    return checkpoint_precision(model, acc, args.weights_dtype, args.activations_dtype, args.kv_dtype)
+
+
 def _check_block_tokens(args) -> None:
     """With the default KV pool (what fits beside the weights), one block must fit: refuse a
     --block-tokens whose single block needs more memory than the weights leave free."""
     from inferlab.core.memory import kv_cache_bytes_per_token, weight_bytes
     from inferlab.base.units import GB
     model, acc = resolve_model(args.model), get_accelerator(args.gpu)
-    prec = Precision(weights=args.weights_dtype, activations=args.activations_dtype, kv=args.kv_dtype)
+    prec, _ = _serving_precision(args, model, acc)
     free = acc.memory_bytes * 0.9 - weight_bytes(model, prec, args.tp)
     per_token = kv_cache_bytes_per_token(model, prec, args.tp)
     if free > per_token and per_token * args.block_tokens > free:
@@ -184,11 +192,11 @@ def _check_engine(args, default_policy: str, default_budget: int):
     slo = SLO(ttft_s=args.slo_ttft_ms * MS if args.slo_ttft_ms is not None else None,
               tpot_s=args.slo_tpot_ms * MS if args.slo_tpot_ms is not None else None,
               itl_s=args.slo_itl_ms * MS if args.slo_itl_ms is not None else None)
-    precision = Precision(weights=args.weights_dtype, activations=args.activations_dtype, kv=args.kv_dtype)
+    precision, weights_note = _serving_precision(args, model, acc)
     efficiency, overhead, note = efficiency_from_options(args, model, acc, precision, args.tp)
     # The deployment the step time will build, checked now: one line before any work.
     line = Deployment(acc, precision, tp=args.tp, mfu=args.mfu, mbu=args.mbu, efficiency=efficiency,
-                      step_overhead=overhead).describe() + note
+                      step_overhead=overhead).describe() + note + (f"; weights {weights_note}" if weights_note else "")
     kwargs = dict(precision=precision, tp=args.tp,
                   replicas=args.replicas, router=args.router, block_tokens=args.block_tokens,
                   kv_blocks=args.kv_blocks, mfu=args.mfu, mbu=args.mbu, efficiency=efficiency,

@@ -38,8 +38,11 @@ def beyond_context(allowed: bool = True):
 
 
 def context_message(model, tokens: int) -> str:
+    """The warning's words, naming where the limit came from: data/models.toml for a registered model,
+    the config's field (max_position_embeddings, or the RoPE scaling) for one read from a config.json."""
+    where = model.max_context_source if getattr(model, "config_reader", "") and model.max_context_source else "data/models.toml"
     return (f"{tokens} tokens exceed the maximum context of {model.name} ({model.max_context_tokens} "
-            "tokens, data/models.toml); the result is a yardstick for a model that cannot run it")
+            f"tokens, {where}); the result is a yardstick for a model that cannot run it")
 
 
 @enters(model=ModelConfig)

@@ -23,6 +23,7 @@ from inferlab.core.context import check_context, context_flag
 from inferlab.core.moe import expected_experts
 from inferlab.core.boundary import enters
 from inferlab.core.specs import BF16, ModelConfig, Precision
+from inferlab.core.quantization import bytes_per_param
 from inferlab.base.units import bytes_per_element
 from inferlab.base.input_checks import nonneg_int, positive_int
 
@@ -147,13 +148,16 @@ def group_costs(costs: "ForwardCosts") -> dict:
 
 
 @enters(precision=Precision)
-def linear_cost(tokens, d_in: int, d_out: int, precision: Precision = BF16) -> Cost:
+def linear_cost(tokens, d_in: int, d_out: int, precision: Precision = BF16, bytes_per_weight: float | None = None) -> Cost:
     """y = x W for x: tokens x d_in, W: d_in x d_out.
-    FLOPs 2*tokens*d_in*d_out; bytes: W once, x read and y written (activation dtype)."""
+    FLOPs 2*tokens*d_in*d_out; bytes: W once, x read and y written (activation dtype).
+    bytes_per_weight: W's stored bytes per parameter, scales included (a quantized checkpoint's part,
+    `quantization.bytes_per_param`); None: bytes_per_element(precision.weights)."""
     positive_int("tokens", tokens)
     positive_int("d_in", d_in)
     positive_int("d_out", d_out)
-    wb, ab = bytes_per_element(precision.weights), bytes_per_element(precision.activations)
+    wb = bytes_per_element(precision.weights) if bytes_per_weight is None else bytes_per_weight
+    ab = bytes_per_element(precision.activations)
     tokens = np.asarray(tokens, dtype=float) if np.ndim(tokens) else float(tokens)
     return Cost(flops=2.0 * tokens * d_in * d_out,
                 weight_bytes=float(d_in * d_out) * wb + 0.0 * tokens,
@@ -188,12 +192,13 @@ def forward_costs(model: ModelConfig, batch=1, q_len=1, past_len=0,
     tokens = b * q
     ab = bytes_per_element(precision.activations)
     kvb = bytes_per_element(precision.kv)
-    wb = bytes_per_element(precision.weights)
+    bpw = bytes_per_param(model, precision)   # stored bytes per weight of each part (one value unless a checkpoint)
+    wa, wm = bpw["attention"], bpw["mlp"]
     d, f = model.d_model, model.d_ff
 
     def kv_proj(width: int) -> Cost:
         # The projection's output goes straight into the KV cache, in the KV dtype.
-        lin = linear_cost(tokens, d, width, precision)
+        lin = linear_cost(tokens, d, width, precision, wa)
         return Cost(lin.flops, lin.weight_bytes, tokens * d * ab, tokens * width * kvb)
 
     per_layer, dims = {}, {}
@@ -205,31 +210,31 @@ def forward_costs(model: ModelConfig, batch=1, q_len=1, past_len=0,
         else:
             dims.update(q_proj=(d, H * qk))
         for name, (k, n) in dims.items():
-            per_layer[name] = linear_cost(tokens, k, n, precision)
+            per_layer[name] = linear_cost(tokens, k, n, precision, wa)
         per_layer["kv_a_proj"] = kv_proj(r + rope)
-        per_layer["kv_b_proj"] = linear_cost(tokens, r, H * (model.head_dim + v), precision)
+        per_layer["kv_b_proj"] = linear_cost(tokens, r, H * (model.head_dim + v), precision, wa)
         dims.update(kv_a_proj=(d, r + rope), kv_b_proj=(r, H * (model.head_dim + v)))
         o_in = H * v
     else:
-        per_layer = {"q_proj": linear_cost(tokens, d, model.q_dim, precision),
+        per_layer = {"q_proj": linear_cost(tokens, d, model.q_dim, precision, wa),
                      "k_proj": kv_proj(model.kv_dim), "v_proj": kv_proj(model.kv_dim)}
         dims = {"q_proj": (d, model.q_dim), "k_proj": (d, model.kv_dim), "v_proj": (d, model.kv_dim)}
         o_in = model.q_dim
     att = attention.account(model, b, q, past_len, precision, causal=causal)
     per_layer["attn_scores"] = Cost(att.score_flops, 0.0, att.query_bytes, att.score_kv_bytes)   # Q K^T
     per_layer["attn_values"] = Cost(att.value_flops, 0.0, att.output_bytes, att.value_kv_bytes)  # P V -> O
-    per_layer["o_proj"] = linear_cost(tokens, o_in, d, precision)
+    per_layer["o_proj"] = linear_cost(tokens, o_in, d, precision, wa)
     dims["o_proj"] = (o_in, d)
     dense_share = 1.0 if not model.is_moe else len(model.dense_layers) / model.n_layers
     if dense_share > 0:
-        mlp = {"mlp_up": linear_cost(tokens, d, f, precision), "mlp_down": linear_cost(tokens, f, d, precision)}
+        mlp = {"mlp_up": linear_cost(tokens, d, f, precision, wm), "mlp_down": linear_cost(tokens, f, d, precision, wm)}
         if model.gated_mlp:
-            mlp = {"mlp_gate": linear_cost(tokens, d, f, precision), **mlp}
+            mlp = {"mlp_gate": linear_cost(tokens, d, f, precision, wm), **mlp}
             dims["mlp_gate"] = (d, f)
         per_layer.update(mlp if dense_share == 1.0 else {n: c * dense_share for n, c in mlp.items()})
         dims.update(mlp_up=(d, f), mlp_down=(f, d))
     if model.is_moe:
-        per_layer.update(_moe_costs(model, tokens, precision))
+        per_layer.update(_moe_costs(model, tokens, precision, bpw))
         dims.update(mlp_router=(d, model.n_experts), mlp_experts=(d, 3 * model.expert_d_ff))
         if model.shared_d_ff:
             dims["mlp_shared"] = (d, 3 * model.shared_d_ff)
@@ -237,27 +242,28 @@ def forward_costs(model: ModelConfig, batch=1, q_len=1, past_len=0,
     logit_tokens = tokens if all_logits else b
     head = {
         # A lookup: one row of the table per token, no FLOPs.
-        "embedding": Cost(0.0 * tokens, np.minimum(tokens, model.vocab_size) * d * wb,
+        "embedding": Cost(0.0 * tokens, np.minimum(tokens, model.vocab_size) * d * bpw["embedding"],
                           tokens * d * ab, 0.0),
-        "lm_head": linear_cost(logit_tokens, d, model.vocab_size, precision),
+        "lm_head": linear_cost(logit_tokens, d, model.vocab_size, precision,
+                               bpw["embedding" if model.tied_embeddings else "lm_head"]),
     }
     return ForwardCosts(per_layer, head, model.n_layers, dims, tokens if tokens.ndim else float(tokens))
 
 
-def _moe_costs(model: ModelConfig, tokens, precision: Precision) -> dict:
+def _moe_costs(model: ModelConfig, tokens, precision: Precision, bpw: dict) -> dict:
     """The mixture-of-experts MLP per layer (weighted by the share of MoE layers): the router
     (d x E), the routed experts (each token through k experts of 3 d f_e; the weights of the expected
     distinct experts the T tokens touch read once, `moe.expected_experts`) and the shared experts."""
     share = model.moe_layers / model.n_layers
     d, fe = model.d_model, model.expert_d_ff
-    ab, wb = bytes_per_element(precision.activations), bytes_per_element(precision.weights)
+    ab = bytes_per_element(precision.activations)
     routed = tokens * model.experts_per_token
     touched = expected_experts(model.n_experts, model.experts_per_token, tokens)
-    out = {"mlp_router": linear_cost(tokens, d, model.n_experts, precision),
-           "mlp_experts": Cost(2.0 * routed * 3 * d * fe, touched * 3 * d * fe * wb, routed * 3 * (d + fe) * ab, 0.0)}
+    out = {"mlp_router": linear_cost(tokens, d, model.n_experts, precision, bpw["router"]),
+           "mlp_experts": Cost(2.0 * routed * 3 * d * fe, touched * 3 * d * fe * bpw["experts"], routed * 3 * (d + fe) * ab, 0.0)}
     if model.shared_d_ff:
         s = model.shared_d_ff
-        out["mlp_shared"] = Cost(2.0 * tokens * 3 * d * s, 3.0 * d * s * wb + 0.0 * tokens, tokens * 3 * (d + s) * ab, 0.0)
+        out["mlp_shared"] = Cost(2.0 * tokens * 3 * d * s, 3.0 * d * s * bpw["shared"] + 0.0 * tokens, tokens * 3 * (d + s) * ab, 0.0)
     return {n: c * share for n, c in out.items()} if share != 1.0 else out
 
 

@@ -16,14 +16,17 @@ from inferlab.core.parallel import tp_shard
 from inferlab.core.boundary import enters
 from inferlab.core.specs import BF16, Accelerator, ModelConfig, Precision, model_variant
 from inferlab.base.units import GB, bytes_per_element
+from inferlab.core.quantization import bytes_per_param, stored_weight_bytes
 from inferlab.base.input_checks import DoesNotFitError, positive_float, positive_int, scalar
 
 
 @enters(model=ModelConfig, precision=Precision)
 def weight_bytes(model, precision: Precision = BF16, tp: int = 1) -> float:
-    """Bytes of all parameters (embeddings and norms included) on one of `tp` devices."""
+    """Bytes of all parameters (embeddings and norms included) on one of `tp` devices: n_params x
+    bytes_per_element(weights), or, for a quantized checkpoint (`precision.checkpoint`), each matrix
+    in its own format with its scales (`quantization.stored_weight_bytes`)."""
     shard = tp_shard(model, tp)
-    return shard.n_params * bytes_per_element(precision.weights)
+    return stored_weight_bytes(shard, precision)
 
 
 @enters(model=ModelConfig, precision=Precision)
@@ -35,14 +38,14 @@ def weight_bytes_read(model, tokens, precision: Precision = BF16, tp: int = 1):
     per layer at T = 1 and all E as T grows. The embedding table counts whole, as in `weight_bytes`.
     `tokens` may be fractional (B* solves for it) or an array."""
     shard = tp_shard(model, tp)
-    total = shard.n_params * bytes_per_element(precision.weights)
+    total = stored_weight_bytes(shard, precision)
     positive_float("tokens", tokens, allow_zero=True)
     t = np.asarray(tokens, dtype=float)
     if not shard.is_moe:
         out = np.full(t.shape, float(total))
     else:
         untouched = shard.n_experts - np.asarray(expected_experts(shard.n_experts, shard.experts_per_token, t))
-        out = total - shard.moe_layers * untouched * shard.expert_params * bytes_per_element(precision.weights)
+        out = total - shard.moe_layers * untouched * shard.expert_params * bytes_per_param(shard, precision)["experts"]
     return out if out.ndim else float(out)
 
 

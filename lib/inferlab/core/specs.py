@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from inferlab.base.units import DTYPES
+from inferlab.core.quantization import Quantization
 from inferlab.base.input_checks import _short, choice, positive_float, positive_int
 
 
@@ -116,6 +117,16 @@ class ModelConfig:
     attention_sinks: bool = False
     norms_per_layer: int = 2
     family: str = ""
+    # biases on the MLP's gate, up and down projections (Llama's `mlp_bias`)
+    mlp_bias: bool = False
+    # -- the checkpoint beyond the architecture (Hugging Face configs only) -----------------------
+    # how its weights are stored (core.quantization.Quantization; None: one format, Precision.weights)
+    quantization: object = None
+    # parts of the checkpoint the counts leave out: (("vision tower", 427_000_000), ("multi-token
+    # prediction layer", None), ...), the parameter count None where the config does not describe it
+    not_counted: tuple = ()
+    # which reader turned the config into these fields (transformers' config class, or inferlab's own)
+    config_reader: str = ""
 
     def __post_init__(self):
         """Every field's type is checked: integers (Python or numpy) > 0, booleans True/False (not
@@ -144,9 +155,13 @@ class ModelConfig:
             _check_int_field(self, "shared_d_ff")
         _check_int_field(self, "norms_per_layer")
         for name in ("shared_expert_gate", "router_bias", "expert_bias", "attention_bias", "o_bias", "qk_norm",
-                     "attention_sinks"):
+                     "attention_sinks", "mlp_bias"):
             _check_bool_field(self, name)
         _check_str_field(self, "family")
+        _check_str_field(self, "config_reader")
+        if self.quantization is not None and not isinstance(self.quantization, Quantization):
+            raise ValueError(f"quantization must be a core.quantization.Quantization or None; got {_short(self.quantization)}")
+        _set(self, "not_counted", tuple((str(n), None if p is None else int(p)) for n, p in self.not_counted))
         types = tuple(self.layer_types)
         for t in types:
             if t not in ("full", "sliding", "chunked"):
@@ -267,8 +282,10 @@ class ModelConfig:
 
     @property
     def mlp_params_per_layer(self) -> int:
-        """(3 if gated else 2) matrices of d x d_ff."""
-        return self.n_mlp_matrices * self.d_model * self.d_ff
+        """(3 if gated else 2) matrices of d x d_ff, plus their biases (d_ff each on gate and up, d on
+        down) where `mlp_bias`."""
+        bias = ((self.n_mlp_matrices - 1) * self.d_ff + self.d_model) if self.mlp_bias else 0
+        return self.n_mlp_matrices * self.d_model * self.d_ff + bias
 
     @property
     def params_per_layer(self) -> int:
@@ -415,18 +432,24 @@ class Accelerator:
 @dataclass(frozen=True)
 class Precision:
     """Number formats per tensor class. `compute` is the format the matrix units run in
-    (defaults to the activations' format: weight-only int8/int4 is dequantised to it)."""
+    (defaults to the activations' format: weight-only int8/int4 is dequantised to it).
+    `checkpoint`: the weights as a quantized checkpoint stores them (core.quantization.Quantization:
+    each part in its own format, scales included; `weights` then names its quantized format); None:
+    every parameter in `weights`."""
 
     weights: str = "bf16"
     activations: str = "bf16"
     kv: str = "bf16"
     compute: str | None = None
+    checkpoint: object = None
 
     def __post_init__(self):
         for name in ("weights", "activations", "kv"):
             choice(f"{name} dtype", getattr(self, name), DTYPES)
         if self.compute is not None:
             choice("compute dtype", self.compute, DTYPES)
+        if self.checkpoint is not None and not isinstance(self.checkpoint, Quantization):
+            raise ValueError(f"checkpoint must be a core.quantization.Quantization or None; got {_short(self.checkpoint)}")
 
     @property
     def compute_dtype(self) -> str:
@@ -550,9 +573,22 @@ def get_model(name: str | ModelConfig) -> ModelConfig:
 def from_hf_config(path, name: str | None = None) -> ModelConfig:
     """The ModelConfig of a Hugging Face config.json on disk (a file or a folder holding one; never
     the hub): Llama, Mistral, Mixtral, Qwen2/3 and their MoE, Gemma 2/3, DeepSeek-V2/V3, gpt-oss,
-    Llama 4 and GLM-4 MoE (`hf_config.FAMILIES`). A bad config is one ValueError naming the field."""
+    Llama 4, GLM-4 MoE, Phi-3/Phi-4 and Kimi-K2 (`hf_config.FAMILIES`). A bad config is one ValueError
+    naming the field. Multi-token-prediction layers (`num_nextn_predict_layers`) are not counted and are
+    named in `not_counted` with their parameters: one decoder layer (MoE where the model has experts),
+    the 2d x d projection and three norms of d each (their copies of the embedding and head aside)."""
+    from dataclasses import replace
+
     from inferlab.core.hf_config import hf_fields
-    return ModelConfig(**hf_fields(path, name))
+    fields = hf_fields(path, name)
+    mtp = fields.pop("_mtp_layers", 0)
+    model = ModelConfig(**fields)
+    if mtp:   # DeepSeek-V3 / GLM-4.5: the next-token-prediction module beside the counted layers
+        layer = (model.attention_params_per_layer + model.norms_per_layer * model.d_model
+                 + (model.moe_params_per_layer if model.is_moe else model.mlp_params_per_layer))
+        per = layer + 2 * model.d_model * model.d_model + 3 * model.d_model   # + eh_proj (2d x d), enorm, hnorm, head norm
+        model = replace(model, not_counted=model.not_counted + ((f"multi-token prediction layers ({mtp})", mtp * per),))
+    return model
 
 
 def resolve_model(name_or_path) -> ModelConfig:
