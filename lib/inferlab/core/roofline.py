@@ -28,7 +28,8 @@ def memory_time_s(bytes_moved, accelerator):
     weight-read floor of a decode step, M / BW)."""
     acc = accelerator
     positive_float("bytes_moved", bytes_moved, allow_zero=True)
-    return bytes_moved / acc.hbm_bytes_per_s
+    out = np.asarray(bytes_moved, dtype=float) / acc.hbm_bytes_per_s
+    return out if out.ndim else float(out)
 
 
 @enters(model=ModelConfig, accelerator=Accelerator, precision=Precision)
