@@ -146,7 +146,7 @@ BAD_NAME = {("get_model", "name"): BAD["model"], ("get_accelerator", "name"): BA
             ("weight_read_floor_s", "tokens"): [-1, math.nan, "4"],
             ("accelerator_for_device", "device_name"): [None, 3]}
 # Helpers outside the contract: display conversions, listings, aggregation and the checkers themselves.
-EXEMPT = {"function_name", "as_deployment", "check_model", "check_accelerator", "check_precision", "data_dir", "list_models", "list_accelerators", "list_hf_configs", "book_scenario", "to_gb", "to_ms", "total_cost", "as_precision",
+EXEMPT = {"function_name", "function_label", "wrong_type", "as_deployment", "check_model", "check_accelerator", "check_precision", "data_dir", "list_models", "list_accelerators", "list_hf_configs", "book_scenario", "to_gb", "to_ms", "total_cost", "as_precision",
           "positive_int", "nonneg_int", "positive_float", "fraction", "choice", "writable_file", "writable_dir", "finite_result", "scalar"}
 
 
