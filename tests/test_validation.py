@@ -129,7 +129,9 @@ BAD_NAME = {("get_model", "name"): BAD["model"], ("get_accelerator", "name"): BA
             # a path to no config, a folder without one, not a path at all; `name` is a label (any string)
             ("from_hf_config", "path"): ["no/such/config.json", "/", "", None, 3],
             ("from_hf_config", "name"): [],
-            ("roofline_time_s", "overlap"): ["max", True, False],  # one vocabulary with pass_time_s
+            ("roofline_time_s", "overlap"): ["max", True, False],
+            # a quantized part's stored bytes per weight (scales included): > 0, at most 8 (fp64)
+            ("linear_cost", "bytes_per_weight"): [0, -1, math.nan, math.inf, 9.0, "1", True],  # one vocabulary with pass_time_s
             # an efficiency or a step overhead is an object (efficiency.MeasuredKernels(), kernels.StepOverhead)
             ("Deployment", "efficiency"): ["measured", 0.5, True],
             ("Deployment", "step_overhead"): [0.001, "vidur-a100"],

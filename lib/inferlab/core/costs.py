@@ -25,7 +25,7 @@ from inferlab.core.boundary import enters
 from inferlab.core.specs import BF16, ModelConfig, Precision
 from inferlab.core.quantization import bytes_per_param
 from inferlab.base.units import bytes_per_element
-from inferlab.base.input_checks import nonneg_int, positive_int
+from inferlab.base.input_checks import nonneg_int, positive_float, positive_int
 
 ATTENTION_OPS = ("attn_scores", "attn_values")
 
@@ -156,7 +156,9 @@ def linear_cost(tokens, d_in: int, d_out: int, precision: Precision = BF16, byte
     positive_int("tokens", tokens)
     positive_int("d_in", d_in)
     positive_int("d_out", d_out)
-    wb = bytes_per_element(precision.weights) if bytes_per_weight is None else bytes_per_weight
+    if bytes_per_weight is not None:
+        positive_float("bytes_per_weight", bytes_per_weight, maximum=8.0)
+    wb = bytes_per_element(precision.weights) if bytes_per_weight is None else float(bytes_per_weight)
     ab = bytes_per_element(precision.activations)
     tokens = np.asarray(tokens, dtype=float) if np.ndim(tokens) else float(tokens)
     return Cost(flops=2.0 * tokens * d_in * d_out,
