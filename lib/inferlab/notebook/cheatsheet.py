@@ -126,7 +126,7 @@ def lines(model, accelerator, precision: Precision = BF16, *, usd_per_gpu_hour: 
                 f"{max_batch(m, g, CONTEXT, p)} on paper", Mdev=usable, M=M, C=C).value
     read_2k, kv_2k = _step_bytes(m, p, PROMPT)
     add("Latency (15.2.1)", "TTFT and ITL", equations.TTFT_ITL,
-        f"ITL at $S$ = {PROMPT:,}, $B$ = 1 ($M_\\text{{weights}}$ as in the decode step; TTFT as in the prefill line)",
+        f"ITL at $S$ = {PROMPT:,}, $B$ = 1, $M_\\text{{weights}}$ as in the decode step; TTFT as in the prefill line",
         parts=["itl"], P=m.n_matmul_params, B=1, S=PROMPT, peak=peak, M=read_2k, C=kv_2k, bw=bw)
     itl1 = decode_step_time_s(m, Deployment(g, p), CONTEXT)
     add("Latency (15.2.1)", "Tensor parallelism", equations.TP_TIME,
@@ -158,12 +158,12 @@ def rules_of_thumb(model, accelerator, precision: Precision = BF16, *,
     b_max = max_batch_usable(m, g, CONTEXT, p, 1, SERVING)
     thr1, thr_max = (throughput_tokens_per_s(m, on, CONTEXT, b) for b in (1, b_max))
     long_note = "" if m.max_context_tokens is None or 8192 <= m.max_context_tokens else (
-        f" (8,192 tokens is past {m.name}'s {m.max_context_tokens:,}-token window: a yardstick)")
+        f" 8,192 tokens is past {m.name}'s {m.max_context_tokens:,}-token window: a yardstick.")
     out = [
         f"Prefill is compute-bound once about {mlp_ridge_batch(m, g, p, context_len=1):,} tokens are in flight "
         f"(the MLP meets the ridge of {ridge:.0f} FLOP/byte); decode at $B$ = 1 runs at about 1 FLOP/byte.",
         f"TTFT grows about linearly with the prompt: 2,048 → 8,192 tokens is {t8k / t2k:.2f}× "
-        f"({t2k * 1e3:.1f} → {t8k * 1e3:.0f} ms{long_note}), a little more than 4× from attention's $S^2$ term.",
+        f"({t2k * 1e3:.1f} → {t8k * 1e3:.0f} ms), a little more than 4× from attention's $S^2$ term.{long_note}",
         f"ITL at $B$ = 1 is mostly the weight read: {weights_read / GB:.2f} GB at {g.hbm_bytes_per_s / 1e12:.2f} TB/s, "
         f"{weights_read / g.hbm_bytes_per_s * 1e3:.2f} ms, {weights_read / g.hbm_bytes_per_s / step1:.0%} of the step.",
     ]
