@@ -111,13 +111,13 @@ def _measured(dep: Deployment):
 
 
 def _usable_sentence(acc) -> str:
-    """'the usable 72.0 GB (vLLM's default 0.9 of the 80 GB datasheet capacity; of the 85.5 GB the card
-    reports it would keep 77.0 GB)': the page's usable-memory convention with the condition that flips a fit."""
+    """'the usable 72.0 GB (vLLM's default 0.9 of the 80 GB datasheet capacity, 77.0 GB of the 85.5 GB the
+    card reports)': the page's usable-memory convention with the condition that flips a fit."""
     text = (f"the usable {SERVING.usable_bytes(acc) / GB:.1f} GB (vLLM's default {SERVING.fraction:g} of the "
             f"{acc.memory_bytes / GB:.0f} GB datasheet capacity")
     if acc.reported_memory_bytes is not None:
-        text += (f"; of the {acc.reported_memory_bytes / GB:.1f} GB the card reports it would keep "
-                 f"{VLLM_ON_CARD.usable_bytes(acc) / GB:.1f} GB")
+        text += (f", {VLLM_ON_CARD.usable_bytes(acc) / GB:.1f} GB of the {acc.reported_memory_bytes / GB:.1f} GB "
+                 "the card reports")
     return text + ")"
 
 
