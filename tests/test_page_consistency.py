@@ -17,7 +17,7 @@ NUM = r"(\d[\d,]*(?:\.\d+)?)"
 # S = 1,000; 15.2.x and the cheat sheet at 1,024; 15.1.1 at its 2,048-token prompt), so a key names its context.
 QUANTITIES = {
     "ridge point, FLOP/byte": [
-        rf"ridge(?: point)? of {NUM}", rf"reach the ridge \({NUM} FLOP/byte", rf"I_\\text\{{ridge\}} = \\mathbf\{{{NUM}\}}",
+        rf"ridge(?: point)? of {NUM}", rf"reach the ridge \({NUM} FLOP/byte", rf"I_\\text\{{ridge\}} = \\mathbf\{{\\?\$?{NUM}",
         rf"meets the ridge of {NUM}"],
     "bandwidth, TB/s": [rf"{NUM} TB/s"],
     "peak, TFLOP/s": [rf"{NUM} TFLOP/s"],
@@ -27,23 +27,24 @@ QUANTITIES = {
         rf"2,048 → 8,192 tokens is [\d.]+× \({NUM} →", rf"a 2,048-token prefill costs {NUM} ms"],
     "decode step, B = 1, S = 1,024, ms": [
         rf"decode step {NUM} ms\)", rf"against {NUM} ms for a decode step", rf"caches: {NUM} ms at \$B\$ = 1,",
-        rf"t_\\text\{{step\}}\(B\) = \\mathbf\{{{NUM}\}}"],
+        rf"t_\\text\{{step\}}\(B\) = \\mathbf\{{\\?\$?{NUM}"],
     "decode step, B = 1, S = 1,000, ms": [rf"{NUM} ms per step at \$S\$ = 1,000"],
-    "decode step, B = 1, S = 2,048, ms": [rf"\({NUM} ms per step, a whole read", rf"\\text\{{ITL\}} = \\mathbf\{{{NUM}\}}"],
+    "decode step, B = 1, S = 2,048, ms": [rf"\({NUM} ms per step, a whole read", rf"\\text\{{ITL\}} = \\mathbf\{{\\?\$?{NUM}"],
     "throughput, B = 1, S = 1,024, tokens/s": [
-        rf"{NUM} tokens/s at \$B\$ = 1", rf"\\text\{{throughput\}}\(B\) = \\mathbf\{{{NUM}\}}", rf"multiplies throughput \d+× \({NUM} →"],
+        rf"{NUM} tokens/s at \$B\$ = 1", rf"\\text\{{throughput\}}\(B\) = \\mathbf\{{\\?\$?{NUM}", rf"multiplies throughput \d+× \({NUM} →"],
     "throughput, B = 1, S = 1,000, tokens/s": [rf"1,000, of which \d+% is that read at [\d.]+ TB/s; {NUM} tokens/s",
                                                rf"throughput grows from {NUM} to"],
     "largest batch in usable memory, S = 1,024": [
         rf"holds in the usable .*? is {NUM}; throughput", rf"at the largest batch a server holds, {NUM},",
-        rf"B_\\text\{{max\}} = \\mathbf\{{{NUM}\}}", rf"\(\$B\$ = {NUM} in the usable memory\)", rf"\$B_\\text\{{max\}}\$ = {NUM} against"],
+        rf"B_\\text\{{max\}} = \\mathbf\{{\\?\$?{NUM}", rf"\(\$B\$ = {NUM} in the usable memory\)", rf"\$B_\\text\{{max\}}\$ = {NUM} against"],
     "weights a decode step reads, GB": [rf"each step reads {NUM} GB of weights", rf"mostly the weight read: {NUM} GB"],
-    "B*, S = 1,024": [rf"C_\\text\{{kv\}}\$ = {NUM} and the largest", rf"B\^\* = \\mathbf\{{{NUM}\}}", rf"against \$B\^\*\$ = {NUM}"],
+    "B*, S = 1,024": [rf"C_\\text\{{kv\}}\$ = {NUM} and the largest", rf"B\^\* = \\mathbf\{{\\?\$?{NUM}", rf"against \$B\^\*\$ = {NUM}"],
     "largest batch with an int8 cache, S = 1,024": [
         rf"An int8 KV cache halves .*?\$B_\\text\{{max\}}\$ = {NUM}\.", rf"An int8 KV cache doubles the batch that fits \(\d+ → {NUM}\)"],
     "largest batch of the 8-KV-head variant, S = 1,024": [
         rf"parameter count\): \$B_\\text\{{max\}}\$ = {NUM}", rf"raises the batch that fits to {NUM}"],
-    "cost per 1k tokens at B = 1, US$": [rf"US\\\$([\d.]+) per thousand tokens at \$B\$ = 1", rf"\(\\\$([\d.]+) → \\\$"],
+    "cost per 1k tokens at B = 1, US$": [rf"US\\\$([\d.]+) per thousand tokens at \$B\$ = 1", rf"\(\\\$([\d.]+) → \\\$",
+                                         rf"\\text\{{cost per 1k tokens\}} = \\mathbf\{{\\?\$?{NUM}"],
 }
 # the quantities each scenario must print at least twice (else the check is vacuous)
 SHARED = {"ridge point, FLOP/byte", "bandwidth, TB/s", "usable memory, GB", "prefill of 2,048 tokens, ms",
@@ -87,12 +88,26 @@ def conflicts(pairs) -> dict:
 # --- the extractor catches a planted disagreement --------------------------------------------
 
 def test_the_extractor_finds_a_planted_disagreement():
-    sheet = r"t_\text{step}(B) = \mathbf{7.93}\ \text{ms}, \text{throughput}(B) = \mathbf{126}"
+    # the cheat sheet as it renders, its decode step and throughput; and a drill's sentence
+    sheet = r"\Rightarrow\ t_\text{step}(B) = \mathbf{7.93\ \text{ms}},\ \text{throughput}(B) = \mathbf{126\ \text{tokens/s}}"
     drill = "Against the h100-sxm (prefill of 2,048 tokens 54.4 ms, decode step 7.92 ms): faster."
     pairs = extract(sheet + "\n" + drill)
     assert ("decode step, B = 1, S = 1,024, ms", "7.93") in pairs
     assert ("decode step, B = 1, S = 1,024, ms", "7.92") in pairs
+    assert ("throughput, B = 1, S = 1,024, tokens/s", "126") in pairs
     assert conflicts(pairs) == {"decode step, B = 1, S = 1,024, ms": ["7.92", "7.93"]}
+
+
+def test_a_disagreement_planted_in_the_rendered_sheet_is_caught():
+    """The book's sheet with its decode step changed by one in the last digit fails the check."""
+    model, gpu = resolve_model("llama-2-13b"), get_accelerator("h100-sxm")
+    sheet = cheatsheet.markdown(model, gpu, BF16)
+    [(_, step)] = [p for p in extract(sheet) if p[0] == "decode step, B = 1, S = 1,024, ms"]
+    changed = f"{float(step) + 0.01:.2f}"
+    planted = sheet.replace(f"\\mathbf{{{step}", f"\\mathbf{{{changed}", 1)
+    answer = interview.answer("15.2.1", 1, model, gpu, BF16, prompt=1024, context=1024).body()
+    assert conflicts(extract(sheet) + extract(answer)) == {}
+    assert "decode step, B = 1, S = 1,024, ms" in conflicts(extract(planted) + extract(answer))
 
 
 def test_roundings_of_one_number_agree_and_different_numbers_do_not():
