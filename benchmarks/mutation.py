@@ -104,7 +104,7 @@ MUTANTS = [
       "shard = check_model(model)\n    return shard.n_params", "weights not split by tp"),
     M("memory", "core/memory.py", "b = np.floor(free / np.asarray(per_seq))", "b = np.ceil(free / np.asarray(per_seq))",
       "max batch rounded up"),
-    M("memory", "core/memory.py", "free = acc.memory_bytes - w - reserved_bytes", "free = acc.memory_bytes - w",
+    M("memory", "core/memory.py", "free = capacity - w - reserved_bytes", "free = capacity - w",
       "reserved memory ignored by max_batch"),
     M("memory", "core/memory.py", "return self.free_bytes >= 0", "return self.free_bytes > 0",
       "an exact fit reported as not fitting"),
