@@ -109,7 +109,7 @@ MUTANTS = [
       "shard = model\n    return stored_weight_bytes(shard", "weights not split by tp"),
     M("memory", "core/memory.py", "max_batch", "b = np.floor(free / np.asarray(per_seq))", "b = np.ceil(free / np.asarray(per_seq))",
       "max batch rounded up"),
-    M("memory", "core/memory.py", "max_batch", "free = acc.memory_bytes - w - reserved_bytes", "free = acc.memory_bytes - w",
+    M("memory", "core/memory.py", "max_batch", "free = capacity - w - reserved_bytes", "free = capacity - w",
       "reserved memory ignored by max_batch"),
     M("memory", "core/memory.py", "MemoryBudget.fits", "return self.free_bytes >= 0", "return self.free_bytes > 0",
       "an exact fit reported as not fitting"),

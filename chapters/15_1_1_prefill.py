@@ -64,11 +64,7 @@ PROMPT = 2048                          # prompt length S, tokens
 BATCH = 1                              # prompts prefilled together
 # ---------------------------------------------------------------------------------------------
 BOOK = reader.is_book_setup(MODEL, GPU, PREC)  # the book's own setup? (then its markers are drawn)
-Markdown(f"**Scenario:** {MODEL.name} ({MODEL.n_params / 1e9:.2f} B parameters, {MODEL.n_layers} layers, "
-         f"$d$ = {MODEL.d_model:,}, {MODEL.attention_kind} with {MODEL.n_kv_heads} KV heads, context window "
-         f"{MODEL.max_context_tokens:,} tokens) on one {GPU.name} ({GPU.peak(PREC.compute_dtype) / TFLOP:.1f} "
-         f"TFLOP/s dense {PREC.compute_dtype}, {GPU.hbm_bytes_per_s / 1e12:.2f} TB/s, "
-         f"{GPU.memory_bytes / GB:.0f} GB); prefill of {BATCH} × {PROMPT:,} tokens. " + conclusions.setup_note(BOOK))
+Markdown(conclusions.scenario_line("15.1.1", MODEL, GPU, PREC, BOOK, prompt=PROMPT, batch=BATCH))
 
 # %% [markdown]
 # ## 1. Intensity and the ridge point

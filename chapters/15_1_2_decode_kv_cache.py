@@ -65,9 +65,7 @@ BATCH = 16                             # sequences decoded together
 # ---------------------------------------------------------------------------------------------
 BOOK = reader.is_book_setup(MODEL, GPU, PREC) and CONTEXT == 1000
 FIT = reader.fit_message(MODEL, GPU, CONTEXT, PREC)  # '' when at least one sequence fits
-Markdown(f"**Scenario:** {MODEL.name} on one {GPU.name} ({GPU.hbm_bytes_per_s / 1e12:.2f} TB/s, "
-         f"{GPU.memory_bytes / GB:.0f} GB), context {CONTEXT:,}, batch {BATCH}; weights {PREC.weights}, "
-         f"KV cache {PREC.kv}. " + conclusions.setup_note(BOOK, FIT))
+Markdown(conclusions.scenario_line("15.1.2", MODEL, GPU, PREC, BOOK, FIT, context=CONTEXT, batch=BATCH))
 
 # %% [markdown]
 # ## 1. What the KV cache holds, and why decode needs it

@@ -60,8 +60,7 @@ ALLREDUCE_LATENCY_S = parallel.allreduce_latency_s(GPU)  # per all-reduce under 
 # ---------------------------------------------------------------------------------------------
 BOOK = reader.is_book_setup(MODEL, GPU, PREC) and PROMPT == 1024 and BATCH == 1
 FIT = reader.fit_message(MODEL, GPU, PROMPT, PREC)
-Markdown(f"**Scenario:** {MODEL.name} on one {GPU.name}, prompt {PROMPT:,}, batch {BATCH}; weights "
-         f"{PREC.weights}, KV cache {PREC.kv}. " + conclusions.setup_note(BOOK, FIT))
+Markdown(conclusions.scenario_line("15.2.1", MODEL, GPU, PREC, BOOK, FIT, prompt=PROMPT, batch=BATCH))
 
 # %% [markdown]
 # ## 1. The life of a request

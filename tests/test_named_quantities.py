@@ -51,8 +51,9 @@ def _plain(text: str) -> str:
 #   label under another capacity), prose ("the 65 sequences that fit", "hold 65 sequences",
 #   "12.85e9 matrix parameters", "at the 81,559 MiB the device reports") and table cells (a column
 #   whose header names the quantity, keyed by the row's label).
-# The convention qualifies a mention: a capacity in binary units (GiB, MiB) or called "reported" is
-# what the device reports, any other capacity the datasheet's; a clause that credits the book
+# The convention qualifies a mention: a capacity in a clause that calls it "usable" is a server's share
+# (core.usable_memory), one in binary units (GiB, MiB) or called "reported" is what the device
+# reports, any other capacity the datasheet's; a clause that credits the book
 # ("the book counts P = 13.0e9", "the book's inputs (P = ...)") is the book's convention. Two
 # mentions of one (quantity, convention, row) must agree within the rounding of both.
 NUM = r"(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:e\d+)?"
@@ -113,6 +114,8 @@ PROSE = [  # (quantity, regex with `value` and optional `unit`)
 def _convention(quantity, clause, qual="", unit=""):
     text = f"{qual} {unit} {clause if quantity not in ('B_max', 'capacity') or not qual else ''}"
     if quantity in ("B_max", "capacity"):
+        if re.search(r"\busable\b", f"{qual} {clause}"):   # a server's share (core.usable_memory): its own convention
+            return "usable"
         if re.search(r"GiB|MiB|reported|reports", f"{qual} {unit}") or (
                 not qual and not unit and re.search(r"GiB|MiB|reported|reports", clause)):
             return "reported"

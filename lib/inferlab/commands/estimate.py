@@ -38,6 +38,7 @@ class _Estimate:
     bmax_text: str
     yard: dict             # beyond_context, passed to every call
     weights_note: str      # how the weights are stored and computed (the checkpoint's, or --weights-dtype)
+    usable_note: str = ""  # the usable-memory convention, in words
 
 
 def _check_estimate_options(args) -> None:
@@ -74,18 +75,33 @@ def _estimate_contexts(args, model) -> tuple:
     return decode_context, context
 
 
+def _convention(args, acc):
+    """--gpu-memory-utilization and --memory-capacity as a core.usable_memory convention: unset, the
+    chapter's arithmetic (all of the capacity); set, vLLM's fraction of the total."""
+    from inferlab.core.usable_memory import MemoryConvention
+    u = args.gpu_memory_utilization
+    if u is not None and not 0 < u <= 1:
+        raise ValueError(f"--gpu-memory-utilization must be in (0, 1]; got {u:g}")
+    conv = MemoryConvention("book" if u is None else "vllm", args.memory_capacity, u)
+    if args.memory_capacity == "reported" and acc.reported_memory_bytes is None:
+        raise ValueError(f"--memory-capacity reported: {acc.name} has no reported capacity in data/accelerators.toml; "
+                         "allowed: datasheet")
+    return conv
+
+
 def _estimate(args) -> _Estimate:
     """Check the options, resolve the model and accelerator, and compute the configuration's memory
     budget, TTFT, ITL and largest batch."""
     from inferlab.core.deployment import Deployment
     from inferlab.core.latency import decode_step_time_s, prefill_time_s
-    from inferlab.core.memory import max_batch, memory_budget
+    from inferlab.core.memory import max_batch, memory_budget, weight_bytes
     from inferlab.core.parallel import tp_shard
 
     _check_estimate_options(args)
     model, acc = resolve_model(args.model), get_accelerator(args.gpu)
     # Memory kept free on each device: at most all of it (beyond, every configuration is "does not fit").
-    positive_float("--reserved-gb", args.reserved_gb, allow_zero=True, maximum=acc.memory_bytes / GB)
+    convention = _convention(args, acc)
+    positive_float("--reserved-gb", args.reserved_gb, allow_zero=True, maximum=convention.capacity_bytes(acc) / GB)
     prec, weights_note = _precision(args, model, acc)
     if prec.checkpoint is not None and getattr(args, "efficiency", None) == "measured":
         raise ValueError(f"--efficiency measured was measured on 16-bit products; the checkpoint of {model.name} stores "
@@ -101,17 +117,21 @@ def _estimate(args) -> _Estimate:
     dep = Deployment(acc, prec, tp=args.tp, mfu=args.mfu, mbu=args.mbu, allreduce=not args.no_allreduce,
                      allreduce_latency_s=latency_s, efficiency=efficiency, step_overhead=overhead)
     yard = dict(beyond_context=args.beyond_context)
+    w = weight_bytes(model, prec, args.tp)
+    usable = convention.usable_bytes(acc, w)
     budget = memory_budget(model, acc, args.batch, context, prec, tp=args.tp,
-                           reserved_bytes=args.reserved_gb * GB, **yard)
+                           reserved_bytes=args.reserved_gb * GB, usable_bytes=usable, **yard)
     ttft = prefill_time_s(model, dep, args.prompt, args.batch, **yard)
     itl = decode_step_time_s(model, dep, decode_context, args.batch, **yard)
     try:
-        bmax = max_batch(model, acc, context, prec, tp=args.tp, reserved_bytes=args.reserved_gb * GB, **yard)
+        bmax = max_batch(model, acc, context, prec, tp=args.tp, reserved_bytes=args.reserved_gb * GB,
+                         usable_bytes=usable, **yard)
         bmax_text = str(bmax)
     except ValueError as err:
         bmax, bmax_text = None, f"none ({err})"
     return _Estimate(model, acc, prec, dep, efficiency, overhead, overhead_note, shard, context, decode_context,
-                     budget, ttft, itl, bmax, bmax_text, yard, weights_note)
+                     budget, ttft, itl, bmax, bmax_text, yard, weights_note,
+                     convention.describe(acc, w))
 
 
 def _precision(args, model, acc) -> tuple:
@@ -150,6 +170,7 @@ def _print_estimate_json(args, e: _Estimate) -> None:
                        "free_bytes": e.budget.free_bytes},
         "ttft_s": alone, "prefill_batch_s": e.ttft, "itl_s": e.itl,
         "throughput_tokens_per_s": args.batch / e.itl, "max_batch": e.bmax, "fits": bool(e.budget.fits),
+        "usable_memory": {"bytes": e.budget.capacity_bytes, "convention": e.usable_note},
     }, indent=2))
 
 
@@ -179,11 +200,11 @@ def _print_estimate_text(args, e: _Estimate) -> None:
     if not within_context(model, context):
         print(f"warning: {context_message(model, context)}", file=sys.stderr)
     print(f"ridge point {ridge_point(acc, dtype):.0f} FLOP/byte ({dtype})")
-    print("memory per device (GB = 1e9 bytes):")
+    print(f"memory per device (GB = 1e9 bytes; usable: {e.usable_note}):")
     print(f"  weights {budget.weight_bytes / GB:8.2f} GB")
     print(f"  KV cache {budget.kv_bytes / GB:7.2f} GB  ({kv_cache_bytes(model, context, 1, prec, args.tp, **yard) / GB:.3f} GB "
           f"per sequence of {context} tokens)")
-    print(f"  free     {budget.free_bytes / GB:8.2f} GB of {acc.memory_bytes / GB:.0f} GB  -> "
+    print(f"  free     {budget.free_bytes / GB:8.2f} GB of {budget.capacity_bytes / GB:.1f} GB usable  -> "
           f"{'fits' if budget.fits else 'DOES NOT FIT'}; max batch at this context: {e.bmax_text}")
     print(f"prefill / TTFT   {ttft / MS:9.2f} ms   ({pre_regime}-bound)")
     if args.batch > 1:
@@ -254,6 +275,11 @@ def register(sub) -> None:
                      help="print one JSON object: the configuration, efficiency, memory, TTFT of one prompt, ITL, "
                           "throughput, max batch, fits")
     est.add_argument("--reserved-gb", type=float, default=0.0, help="memory kept free (activations, slack)")
+    est.add_argument("--gpu-memory-utilization", type=float, default=None,
+                     help="as in vLLM: the fraction of each device's memory for weights, activations and KV cache "
+                          "(unset: all of it, the chapter's arithmetic)")
+    est.add_argument("--memory-capacity", default="datasheet", choices=["datasheet", "reported"],
+                     help="the capacity: the datasheet's (H100: 80 GB) or what the card reports (85.5 GB)")
     est.add_argument("--usd-per-gpu-hour", type=float, default=0.0,
                      help="price of one GPU-hour in dollars; 0: no cost line")
     est.set_defaults(func=_cmd_estimate, allreduce_latency_default_us=est.get_default("allreduce_latency_us"))

@@ -16,7 +16,7 @@ from pathlib import Path
 from inferlab.base.atomicio import write_text_atomic
 from inferlab.commands.checkpoint_options import checkpoint_precision
 from inferlab.commands.efficiency_options import add_efficiency_options, efficiency_from_options
-from inferlab.core.specs import Precision, get_accelerator, resolve_model
+from inferlab.core.specs import get_accelerator, resolve_model
 from inferlab.base.units import DTYPES, MS
 from inferlab.base.input_checks import choice, fraction, positive_float, positive_int
 
@@ -37,7 +37,12 @@ def _engine_options(p) -> None:
         p.add_argument("--" + dest.replace("_", "-"), type=opt.type, default=opt.default, help=opt.help)
     p.add_argument("--block-tokens", type=int, default=16, help="KV block size in tokens")
     p.add_argument("--kv-blocks", type=int, default=None,
-                   help="KV blocks per replica (default: what fits beside the weights at 90%% of memory)")
+                   help="KV blocks per replica (default: what fits beside the weights in the usable memory)")
+    p.add_argument("--gpu-memory-utilization", type=float, default=0.9,
+                   help="as in vLLM: the fraction of each device's memory for weights, activations and KV pool")
+    p.add_argument("--memory-capacity", default="datasheet", choices=["datasheet", "reported"],
+                   help="the capacity the fraction is of: the datasheet's (H100: 80 GB) or what the card reports "
+                        "(H100: 81,559 MiB = 85.5 GB)")
     p.add_argument("--weights-dtype", default=None, choices=list(DTYPES),
                    help="number format of every weight (unset: a quantized checkpoint's own formats, else bf16)")
     p.add_argument("--activations-dtype", default="bf16", choices=list(DTYPES),
@@ -134,6 +139,19 @@ def _serving_precision(args, model, acc) -> tuple:
     return checkpoint_precision(model, acc, args.weights_dtype, args.activations_dtype, args.kv_dtype)
 
 
+def _convention(args):
+    """The usable-memory convention of --gpu-memory-utilization and --memory-capacity (core.usable_memory)."""
+    from inferlab.core.usable_memory import MemoryConvention
+    if not 0 < args.gpu_memory_utilization <= 1:
+        raise ValueError(f"--gpu-memory-utilization must be in (0, 1]; got {args.gpu_memory_utilization:g}")
+    conv = MemoryConvention("vllm", args.memory_capacity, args.gpu_memory_utilization)
+    acc = get_accelerator(args.gpu)
+    if args.memory_capacity == "reported" and acc.reported_memory_bytes is None:
+        raise ValueError(f"--memory-capacity reported: {acc.name} has no reported capacity in data/accelerators.toml; "
+                         "allowed: datasheet")
+    return conv
+
+
 def _check_block_tokens(args) -> None:
     """With the default KV pool (what fits beside the weights), one block must fit: refuse a
     --block-tokens whose single block needs more memory than the weights leave free."""
@@ -141,7 +159,8 @@ def _check_block_tokens(args) -> None:
     from inferlab.base.units import GB
     model, acc = resolve_model(args.model), get_accelerator(args.gpu)
     prec, _ = _serving_precision(args, model, acc)
-    free = acc.memory_bytes * 0.9 - weight_bytes(model, prec, args.tp)
+    w = weight_bytes(model, prec, args.tp)
+    free = _convention(args).usable_bytes(acc, w) - w
     per_token = kv_cache_bytes_per_token(model, prec, args.tp)
     if free > per_token and per_token * args.block_tokens > free:
         raise ValueError(f"--block-tokens must be <= {int(free // per_token):,} (one block of that many tokens fills "
@@ -200,7 +219,10 @@ def _check_engine(args, default_policy: str, default_budget: int):
     kwargs = dict(precision=precision, tp=args.tp,
                   replicas=args.replicas, router=args.router, block_tokens=args.block_tokens,
                   kv_blocks=args.kv_blocks, mfu=args.mfu, mbu=args.mbu, efficiency=efficiency,
-                  step_overhead=overhead)
+                  step_overhead=overhead, memory_utilization=args.gpu_memory_utilization,
+                  memory_capacity=args.memory_capacity)
+    if args.kv_blocks is None:
+        line += f"; KV pool in {_convention(args).describe(acc)} beside the weights"
     return policy, slo, kwargs, line
 
 
@@ -211,6 +233,7 @@ LIVE_DEFAULTS = {"model": "cpu-0.5b", "max_num_seqs": 8, "rate": 0.5, "duration"
                  "prompt": 64, "output": 16, "token_budget": 256}
 # Options of the simulated hardware and KV pool; --live refuses them when set.
 SIM_ONLY = ("gpu", "tp", "replicas", "router", "batch_size", "timeout_ms", "block_tokens", "kv_blocks",
+            "gpu_memory_utilization", "memory_capacity",
             "weights_dtype", "activations_dtype", "kv_dtype", "mfu", "mbu", "efficiency", "attention",
             "engine_overhead", "step_overhead_ms", "step_overhead",
             "shared_prefix", "prefix_caching", "disaggregate", "kv_link_gbps", "kv_link_latency_us", "kv_stream",
@@ -392,7 +415,7 @@ def _serve_disaggregated(args, workload, model, gpu, policy, kwargs):
                  decode=Pool(n_d, tp, gpu, prec, policy))
     result = simulate_disaggregated(workload, model, gpu, **pools, kv_link=kv_link, streaming=bool(args.kv_stream),
                                     block_tokens=kwargs["block_tokens"], mfu=kwargs["mfu"], mbu=kwargs["mbu"],
-                                    efficiency=kwargs["efficiency"])
+                                    efficiency=kwargs["efficiency"], memory_utilization=kwargs["memory_utilization"])
     label = (f"disaggregated {n_p}:{n_d} (prefill pool prefill-first, decode pool {policy}), KV over "
              f"{kv_link.gbps:g} Gbit/s + {kv_link.latency_s * 1e6:g} us"
              + (", streamed layer by layer" if args.kv_stream else ""))

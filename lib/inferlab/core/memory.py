@@ -114,31 +114,35 @@ class MemoryBudget:
 @enters(model=ModelConfig, precision=Precision, accelerator=Accelerator)
 @context_flag
 def memory_budget(model, accelerator, batch, seq_len, precision: Precision = BF16, tp: int = 1,
-                  reserved_bytes: float = 0.0) -> MemoryBudget:
-    """Weights + KV cache + a reserved margin (activations, allocator slack) on one device."""
+                  reserved_bytes: float = 0.0, usable_bytes: float | None = None) -> MemoryBudget:
+    """Weights + KV cache + a reserved margin (activations, allocator slack) on one device, against
+    `usable_bytes` (`core.usable_memory`; None: the datasheet's whole capacity, the chapter's)."""
     acc = accelerator
     scalar("reserved_bytes", reserved_bytes)
     positive_float("reserved_bytes", reserved_bytes, allow_zero=True)
-    return MemoryBudget(acc.memory_bytes, weight_bytes(model, precision, tp),
+    capacity = acc.memory_bytes if usable_bytes is None else positive_float("usable_bytes", usable_bytes)
+    return MemoryBudget(capacity, weight_bytes(model, precision, tp),
                         kv_cache_bytes(model, seq_len, batch, precision, tp), float(reserved_bytes))
 
 
 @enters(precision=Precision, model=ModelConfig, accelerator=Accelerator)
 @context_flag
 def max_batch(model, accelerator, seq_len, precision: Precision = BF16, tp: int = 1,
-              reserved_bytes: float = 0.0, allow_zero: bool = False):
-    """Largest B with weights + B * KV(seq_len) + reserved <= capacity (floor, per device).
+              reserved_bytes: float = 0.0, allow_zero: bool = False, usable_bytes: float | None = None):
+    """Largest B with weights + B * KV(seq_len) + reserved <= capacity (floor, per device); capacity is
+    `usable_bytes` (`core.usable_memory`), None the datasheet's whole memory (the chapter's B_max).
     Raises DoesNotFitError when the weights alone do not fit, and (unless allow_zero) when not
     even one sequence of seq_len tokens fits beside them."""
     acc = accelerator
     scalar("reserved_bytes", reserved_bytes)
     positive_float("reserved_bytes", reserved_bytes, allow_zero=True)
     w = weight_bytes(model, precision, tp)
-    free = acc.memory_bytes - w - reserved_bytes
+    capacity = acc.memory_bytes if usable_bytes is None else positive_float("usable_bytes", usable_bytes)
+    free = capacity - w - reserved_bytes
     if free < 0:
         raise DoesNotFitError(
             f"{model.name} weights need {w / GB:.1f} GB per device (tp={tp}, {precision.weights}) "
-            f"plus reserved_bytes={reserved_bytes / GB:.3g} GB, but {acc.name} has {acc.memory_bytes / GB:.0f} GB; "
+            f"plus reserved_bytes={reserved_bytes / GB:.3g} GB, but {acc.name} has {capacity / GB:.0f} GB usable; "
             "use more devices (tp), a smaller weight dtype or a smaller model")
     per_seq = kv_cache_bytes(model, seq_len, 1, precision, tp)
     b = np.floor(free / np.asarray(per_seq)).astype(np.int64)

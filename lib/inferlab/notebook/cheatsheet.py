@@ -15,7 +15,9 @@ from inferlab.notebook import equations
 from inferlab.core.deployment import Deployment
 from inferlab.notebook.figures import BOOK_USD_PER_GPU_HOUR
 from inferlab.core.latency import (cost_per_1k_tokens_usd, decode_step_time_s, prefill_time_s, throughput_tokens_per_s)
+from inferlab.core.costs import decode_costs
 from inferlab.core.memory import kv_cache_bytes, max_batch, weight_bytes
+from inferlab.core.usable_memory import SERVING, max_batch_usable
 from inferlab.core.parallel import allreduce_bus_bytes_per_s, allreduce_latency_s
 from inferlab.core.roofline import ridge_point
 from inferlab.core.specs import BF16, Precision, check_accelerator, check_model, check_precision
@@ -75,6 +77,13 @@ def _values(eq: equations.Equation, worked: equations.Worked, parts=None) -> str
     return r",\ ".join(f"{eq.symbols[n].tex} = \\mathbf{{{eq.symbols[n].number(worked.values[n])}}}" for n in names)
 
 
+def _step_bytes(m, p, context: int) -> tuple[float, float]:
+    """(bytes a decode step at B = 1 reads besides the KV cache, the KV bytes it reads): the library's own
+    count (`costs.decode_costs`), so the step-time equation gives the step the library computes."""
+    total = decode_costs(m, 1, context, p).total
+    return float(total.weight_bytes + total.activation_bytes), float(total.kv_bytes)
+
+
 @yardstick
 def lines(model, accelerator, precision: Precision = BF16, *, usd_per_gpu_hour: float = USD_PER_GPU_HOUR) -> list[Line]:
     """The sheet's lines for `model` on `accelerator` (objects), every value from the library."""
@@ -108,12 +117,20 @@ def lines(model, accelerator, precision: Precision = BF16, *, usd_per_gpu_hour: 
         "$B$ = 1: a matrix-vector product", B=1, d=d, f=f, bw=b_w, ba=b_a)
     add("Decode and the KV cache (15.1.2)", "Decode attention intensity", equations.DECODE_ATTENTION_INTENSITY,
         "whatever the batch", bkv=b_kv, N=m.n_heads, Nkv=m.n_kv_heads)
+    read, read_kv = _step_bytes(m, p, CONTEXT)
     add("Decode and the KV cache (15.1.2)", "Decode step and throughput", equations.STEP_TIME,
-        f"$B$ = 1, $S$ = {CONTEXT:,}", B=1, M=M, C=C, bw=bw)
-    b_max = add("Decode and the KV cache (15.1.2)", "Largest batch", equations.MAX_BATCH, f"$S$ = {CONTEXT:,}",
-                Mdev=g.memory_bytes, M=M, C=C).value
-    add("Latency (15.2.1)", "TTFT and ITL", equations.TTFT_ITL, f"$S$ = {PROMPT:,}, $B$ = 1",
-        P=m.n_matmul_params, B=1, S=PROMPT, peak=peak, M=M, C=kv_cache_bytes(m, PROMPT, 1, p), bw=bw)
+        f"$B$ = 1, $S$ = {CONTEXT:,}; $M_\\text{{weights}}$ is what a step reads besides the cache, "
+        f"{read / GB:.2f} GB: the weights but the embedding table's unused rows, and the activations",
+        B=1, M=read, C=read_kv, bw=bw)
+    usable = SERVING.usable_bytes(g)
+    b_max = add("Decode and the KV cache (15.1.2)", "Largest batch", equations.MAX_BATCH,
+                f"$S$ = {CONTEXT:,}; $M_\\text{{device}}$ is the usable memory, {SERVING.describe(g)}; all "
+                f"{g.memory_bytes / GB:.0f} GB, with nothing left for activations or the runtime, would hold "
+                f"{max_batch(m, g, CONTEXT, p)} on paper", Mdev=usable, M=M, C=C).value
+    read_2k, kv_2k = _step_bytes(m, p, PROMPT)
+    add("Latency (15.2.1)", "TTFT and ITL", equations.TTFT_ITL,
+        f"ITL at $S$ = {PROMPT:,}, $B$ = 1, $M_\\text{{weights}}$ as in the decode step; TTFT as in the prefill line",
+        parts=["itl"], P=m.n_matmul_params, B=1, S=PROMPT, peak=peak, M=read_2k, C=kv_2k, bw=bw)
     itl1 = decode_step_time_s(m, Deployment(g, p), CONTEXT)
     add("Latency (15.2.1)", "Tensor parallelism", equations.TP_TIME,
         f"a decode step on $K$ = {TP} GPUs, each all-reduce {allreduce_latency_s(g) * 1e6:.1f} µs to start",
@@ -121,7 +138,8 @@ def lines(model, accelerator, precision: Precision = BF16, *, usd_per_gpu_hour: 
     thr = add("Throughput (15.2.2)", "Throughput and the crossover batch", equations.THROUGHPUT,
               f"$S$ = {CONTEXT:,}; throughput at $B^*$ is half the ceiling", M=M, C=C, bw=bw)
     add("Throughput (15.2.2)", "The memory limit against B*", equations.BMAX_OVER_BSTAR,
-        f"$B_\\text{{max}}$ = {b_max} against $B^*$ = {thr.values['bstar']:.1f}", Mdev=g.memory_bytes, M=M)
+        f"$B_\\text{{max}}$ = {b_max} against $B^*$ = {thr.values['bstar']:.1f}, $M_\\text{{device}}$ the usable "
+        "memory", Mdev=usable, M=M)
     add("Throughput (15.2.2)", "Cost per token", equations.COST_PER_TOKEN,
         f"at \\${usd_per_gpu_hour:g} per GPU-hour, $B$ = 1", usd=usd_per_gpu_hour,
         thr=throughput_tokens_per_s(m, Deployment(g, p), CONTEXT, 1))
@@ -138,31 +156,44 @@ def rules_of_thumb(model, accelerator, precision: Precision = BF16, *,
     ridge = ridge_point(g, p.compute_dtype)
     t2k, t8k = prefill_time_s(m, on, 2048), prefill_time_s(m, on, 8192, beyond_context=True)
     step1 = decode_step_time_s(m, on, CONTEXT)
-    b_max = max_batch(m, g, CONTEXT, p)
-    thr1, thr_max = (throughput_tokens_per_s(m, on, CONTEXT, b) for b in (1, b_max))
     int8 = Precision(p.weights, p.activations, "int8", p.compute)
     w8 = Precision("int8", p.activations, p.kv, p.compute)
+    weights_read = float(decode_costs(m, 1, CONTEXT, p).total.weight_bytes)
+    b_max = max_batch_usable(m, g, CONTEXT, p, 1, SERVING)
+    thr1, thr_max = (throughput_tokens_per_s(m, on, CONTEXT, b) for b in (1, b_max))
+    long_note = "" if m.max_context_tokens is None or 8192 <= m.max_context_tokens else (
+        f" 8,192 tokens is past {m.name}'s {m.max_context_tokens:,}-token window: a yardstick.")
     out = [
         f"Prefill is compute-bound once about {mlp_ridge_batch(m, g, p, context_len=1):,} tokens are in flight "
         f"(the MLP meets the ridge of {ridge:.0f} FLOP/byte); decode at $B$ = 1 runs at about 1 FLOP/byte.",
         f"TTFT grows about linearly with the prompt: 2,048 → 8,192 tokens is {t8k / t2k:.2f}× "
-        f"({t2k * 1e3:.0f} → {t8k * 1e3:.0f} ms), a little more than 4× from attention's $S^2$ term.",
-        f"ITL at $B$ = 1 is the weight read: {weight_bytes(m, p) / g.hbm_bytes_per_s * 1e3:.2f} ms of the {step1 * 1e3:.2f} ms step; "
-        f"{1 / step1:,.0f} tokens/s.",
-        f"Int8 weights halve ITL at $B$ = 1 "
-        f"({decode_step_time_s(m, Deployment(g, w8), CONTEXT) * 1e3:.2f} ms) and leave TTFT alone "
-        f"({prefill_time_s(m, Deployment(g, w8), 2048) * 1e3:.0f} ms at 2,048 tokens).",
-        f"Batching to the memory limit ($B$ = {b_max}) multiplies throughput {thr_max / thr1:.0f}× "
-        f"({thr1:,.0f} → {thr_max:,.0f} tokens/s) and divides the cost of a token as much "
+        f"({t2k * 1e3:.1f} → {t8k * 1e3:.0f} ms), a little more than 4× from attention's $S^2$ term.{long_note}",
+        f"ITL at $B$ = 1 is mostly the weight read: {weights_read / GB:.2f} GB at {g.hbm_bytes_per_s / 1e12:.2f} TB/s, "
+        f"{weights_read / g.hbm_bytes_per_s * 1e3:.2f} ms, {weights_read / g.hbm_bytes_per_s / step1:.0%} of the step.",
+    ]
+    w8_on = Deployment(g, w8)
+    rule = (f"Weight-only int8 (activations and products still {p.activations}) halves ITL at $B$ = 1 "
+            f"({decode_step_time_s(m, w8_on, CONTEXT) * 1e3:.2f} ms) and leaves TTFT alone "
+            f"({prefill_time_s(m, w8_on, 2048) * 1e3:.1f} ms at 2,048 tokens)")
+    if "int8" in g.peak_flops_per_s:
+        w8a8 = Deployment(g, Precision("int8", "int8", p.kv, "int8"))
+        rule += (f"; W8A8, whose products run at the int8 peak of {g.peak('int8') / 1e12:,.0f} TOP/s, cuts TTFT "
+                 f"to {prefill_time_s(m, w8a8, 2048) * 1e3:.1f} ms")
+    out.append(rule + ".")
+    out += [
+        f"Batching to the memory limit ($B$ = {b_max} in the usable memory) multiplies throughput "
+        f"{thr_max / thr1:.0f}× ({thr1:,.0f} → {thr_max:,.0f} tokens/s) and divides the cost of a token as much "
         f"(\\${cost_per_1k_tokens_usd(thr1, usd_per_gpu_hour):.4f} → \\${cost_per_1k_tokens_usd(thr_max, usd_per_gpu_hour):.5f} "
         "per 1k tokens).",
-        f"An int8 KV cache doubles the batch that fits ({b_max} → {max_batch(m, g, CONTEXT, int8)}); int8 weights "
-        f"raise it less ({max_batch(m, g, CONTEXT, w8)}) and halve $B^*$.",
+        f"An int8 KV cache doubles the batch that fits ({b_max} → {max_batch_usable(m, g, CONTEXT, int8, 1, SERVING)}); "
+        f"weight-only int8 raises it less ({max_batch_usable(m, g, CONTEXT, w8, 1, SERVING)}) and halves $B^*$.",
     ]
     if m.n_kv_heads > 8:
         v = m.gqa_variant(8)
-        out.append(f"Grouped-query attention with 8 KV heads instead of {m.n_kv_heads} divides $C_\\text{{kv}}$ by "
-                   f"{m.n_kv_heads / 8:g} and raises the batch that fits to {max_batch(v, g, CONTEXT, p)}.")
+        out.append(f"Grouped-query attention with 8 KV heads instead of {m.n_kv_heads} (the variant whose MLP is "
+                   f"widened by the K and V weights it saves, so the weights stay {weight_bytes(v, p) / GB:.1f} GB) "
+                   f"divides $C_\\text{{kv}}$ by {m.n_kv_heads / 8:g} and raises the batch that fits to "
+                   f"{max_batch_usable(v, g, CONTEXT, p, 1, SERVING)}.")
     tp = Deployment(g, p, tp=TP)
     out.append(f"Tensor parallelism over {TP} GPUs: prefill {t2k / prefill_time_s(m, tp, 2048):.2f}× faster, "
                f"decode {step1 / decode_step_time_s(m, tp, CONTEXT):.2f}× (the all-reduces cost decode more).")
@@ -180,7 +211,8 @@ def markdown(model, accelerator, precision: Precision = BF16, *, usd_per_gpu_hou
              f"{m.head_dim}; weights {p.weights}, KV cache {p.kv}) on one **{g.name}** "
              f"({g.peak(p.compute_dtype) / 1e12:,.1f} TFLOP/s {p.compute_dtype}, {g.hbm_bytes_per_s / 1e12:.2f} TB/s, "
              f"{g.memory_bytes / GB:.0f} GB). Every number is computed by `inferlab` from the specs in `data/`; "
-             "GB = 10⁹ bytes. Printed, it fits one sheet.", ""]
+             f"GB = 10⁹ bytes. A batch fits when it fits the usable memory, {SERVING.describe(g)}. "
+             "Printed, it fits one sheet.", ""]
     section = None
     for line in lines(m, g, p, usd_per_gpu_hour=usd_per_gpu_hour):
         if line.section != section:

@@ -409,3 +409,29 @@ def kv_cache_note(model, tokens: int, precision) -> str:
     return (("; ".join(parts)) + f". One sequence of {tokens:,} tokens holds {held / GB:.3f} GB "
             f"(the library's attention account), where the equation, which counts per-head K and V of every "
             f"token in every layer, gives {equation / GB:.3f} GB.")
+
+
+def scenario_line(section: str, model, accelerator, precision, book: bool, fit: str = "", **page) -> str:
+    """The What-if cell's scenario sentence of `section` (15.1.1, 15.1.2, 15.2.1, 15.2.2) with its page
+    settings (`prompt`, `batch`, `context`, `usd_per_gpu_hour`), ending in `setup_note`."""
+    from inferlab.base.units import GB, TFLOP
+    m, g, p = model, accelerator, precision
+    if section == "15.1.1":
+        text = (f"**Scenario:** {m.name} ({m.n_params / 1e9:.2f} B parameters, {m.n_layers} layers, "
+                f"$d$ = {m.d_model:,}, {m.attention_kind} with {m.n_kv_heads} KV heads, context window "
+                f"{m.max_context_tokens:,} tokens) on one {g.name} ({g.peak(p.compute_dtype) / TFLOP:.1f} "
+                f"TFLOP/s dense {p.compute_dtype}, {g.hbm_bytes_per_s / 1e12:.2f} TB/s, "
+                f"{g.memory_bytes / GB:.0f} GB); prefill of {page['batch']} × {page['prompt']:,} tokens. ")
+    elif section == "15.1.2":
+        text = (f"**Scenario:** {m.name} on one {g.name} ({g.hbm_bytes_per_s / 1e12:.2f} TB/s, "
+                f"{g.memory_bytes / GB:.0f} GB), context {page['context']:,}, batch {page['batch']}; weights {p.weights}, "
+                f"KV cache {p.kv}. ")
+    elif section == "15.2.1":
+        text = (f"**Scenario:** {m.name} on one {g.name}, prompt {page['prompt']:,}, batch {page['batch']}; weights "
+                f"{p.weights}, KV cache {p.kv}. ")
+    elif section == "15.2.2":
+        text = (f"**Scenario:** {m.name} on one {g.name}, context {page['context']:,}; weights {p.weights}, "
+                f"KV cache {p.kv}; ${page['usd_per_gpu_hour']:g} per GPU-hour. ")
+    else:
+        raise ValueError(f"section must be one of 15.1.1, 15.1.2, 15.2.1, 15.2.2; got {section!r}")
+    return text + setup_note(book, fit)

@@ -235,8 +235,8 @@ TP_TIME = Equation("tp-time", {
     "t1": Symbol("t(1)", r"\text{ms}", 1e-3), "K": _count("K"), "L": _count("L"),
     "msg": Symbol(r"\text{message bytes}", r"\text{B}"), "link": Symbol(r"\text{link BW}", r"\text{GB/s}", 1e9),
     "lat": Symbol(r"t_\text{latency}", r"\mu\text{s}", 1e-6), "tk": Symbol("t(K)", r"\text{ms}", 1e-3)}, (
-    Part("tk", r"\frac{[t1]}{[K]} + 2[*][L]\left(\frac{[msg]}{[link]} + [lat]\right)",
-         lambda t1, K, L, msg, link, lat: t1 / K + 2 * L * (msg / link + lat), approx=True),))
+    Part("tk", r"\frac{[t1]}{[K]} + 2[*][L]\left(\frac{2([K]-1)}{[K]}\cdot\frac{[msg]}{[link]} + [lat]\right)",
+         lambda t1, K, L, msg, link, lat: t1 / K + 2 * L * (2 * (K - 1) / K * msg / link + lat), approx=True),))
 
 THROUGHPUT = Equation("throughput", {
     "thrB": Symbol(r"\text{throughput}(B)"), "B": _count("B"), "bw": BW,

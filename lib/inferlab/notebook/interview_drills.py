@@ -50,8 +50,7 @@ DRILLS = {d.id: d for d in (
 )}
 
 
-# What the library cannot answer yet, one sentence per drill: replace it when the MoE, MLA and
-# sliding-window models land.
+# What the library cannot answer, one sentence per drill (MoE, MLA and sliding windows are modelled).
 NOT_MODELLED = {
     "15.1.2-3": "Not modelled: diffusion language models are outside the library.",
 }

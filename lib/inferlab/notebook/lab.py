@@ -631,17 +631,25 @@ def priority_load(scenario: Scenario, rate_per_s: float, *, high_share: float = 
     return PriorityLoad(float(rate_per_s), float(high_share), ttft, tpot)
 
 
-def sustainable_rate(scenario: Scenario, load: float = 1.0) -> float:
-    """`load` times the requests/s one replica of the scenario sustains: one prefill of the mean prompt
-    plus the mean output's share of decode steps at the largest batch that fits (2 significant digits)."""
+def request_time_s(scenario: Scenario, batch: int | None = None) -> float:
+    """Seconds of one replica's time a mean request costs: one prefill of the mean prompt plus the mean
+    output's share of decode steps at `batch` (None: the largest batch the KV pool holds at the mean
+    context, at most 256). Its inverse is what one replica sustains, requests/s."""
     from inferlab.core.deployment import Deployment as _Dep
     from inferlab.core.latency import decode_step_time_s, prefill_time_s
-    positive_float("load", load)
     sc = scenario
     dep = _Dep(sc.accelerator, sc.precision, tp=sc.tp)
     prompt, out = sc.prompt.mean, sc.output.mean
     ctx = int(prompt + out)
-    b = max(1, min(256, int(kv_capacity_blocks(sc.model, sc.accelerator, sc.precision, sc.tp, LAB_BLOCK_TOKENS)
-                            * LAB_BLOCK_TOKENS // ctx)))
-    per_request = prefill_time_s(sc.model, dep, int(prompt)) + out * decode_step_time_s(sc.model, dep, ctx, b) / b
-    return float(f"{load / per_request:.2g}")
+    if batch is None:
+        batch = max(1, min(256, int(kv_capacity_blocks(sc.model, sc.accelerator, sc.precision, sc.tp,
+                                                       LAB_BLOCK_TOKENS) * LAB_BLOCK_TOKENS // ctx)))
+    positive_int("batch", batch)
+    return prefill_time_s(sc.model, dep, int(prompt)) + out * decode_step_time_s(sc.model, dep, ctx, batch) / batch
+
+
+def sustainable_rate(scenario: Scenario, load: float = 1.0) -> float:
+    """`load` times the requests/s one replica of the scenario sustains (`request_time_s` at the largest
+    batch that fits), to 2 significant digits."""
+    positive_float("load", load)
+    return float(f"{load / request_time_s(scenario):.2g}")

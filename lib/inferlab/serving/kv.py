@@ -1,13 +1,15 @@
 """Paged KV cache (vLLM's PagedAttention): memory as blocks of `block_tokens` tokens.
 
 A sequence holding n tokens occupies ceil(n / block_tokens) blocks; only the last block has slack.
-Blocks per device = floor((memory * utilisation - weights) / (KV bytes per token * block_tokens)),
-with weights and KV bytes per token per device under tensor parallelism (`memory`).
+Blocks per device = floor((usable - weights) / (KV bytes per token * block_tokens)), usable memory as
+`core.usable_memory` defines it (vLLM's utilisation of the datasheet or the reported capacity), with
+weights and KV bytes per token per device under tensor parallelism (`memory`).
 """
 from __future__ import annotations
 
 from inferlab.core.memory import kv_cache_bytes_per_token, weight_bytes
 from inferlab.core.specs import BF16, Precision, check_accelerator, check_model
+from inferlab.core.usable_memory import MemoryConvention
 from inferlab.base.units import GB
 from inferlab.base.input_checks import DoesNotFitError, fraction, positive_int
 
@@ -18,14 +20,17 @@ def blocks_for(tokens: int, block_tokens: int) -> int:
 
 
 def kv_capacity_blocks(model, accelerator, precision: Precision = BF16, tp: int = 1,
-                       block_tokens: int = 16, memory_utilization: float = 0.9) -> int:
-    """KV blocks that fit beside the weights on each device (vLLM's gpu_memory_utilization
-    default 0.9 leaves 10 % for activations and the allocator)."""
+                       block_tokens: int = 16, memory_utilization: float = 0.9,
+                       memory_capacity: str = "datasheet") -> int:
+    """KV blocks that fit beside the weights on each device: `memory_utilization` (vLLM's
+    gpu_memory_utilization, default 0.9) of the `memory_capacity` ("datasheet" or "reported") leaves the
+    rest for activations and the allocator."""
     model, acc = check_model(model), check_accelerator(accelerator)
     positive_int("block_tokens", block_tokens)
     fraction("memory_utilization", memory_utilization)
     w = weight_bytes(model, precision, tp)
-    free = acc.memory_bytes * memory_utilization - w
+    convention = MemoryConvention("vllm", memory_capacity, memory_utilization)
+    free = convention.usable_bytes(acc, w) - w
     per_block = kv_cache_bytes_per_token(model, precision, tp) * block_tokens
     n = int(free // per_block) if free > 0 else 0
     per_token = per_block / block_tokens
@@ -37,6 +42,6 @@ def kv_capacity_blocks(model, accelerator, precision: Precision = BF16, tp: int 
     if n < 1:
         raise DoesNotFitError(
             f"{model.name} weights take {w / GB:.1f} GB per device (tp={tp}) of the "
-            f"{memory_utilization:g} x {acc.memory_bytes / GB:.0f} GB usable on {acc.name}: no room "
+            f"{convention.describe(acc)} usable on {acc.name}: no room "
             "for a KV block; use more devices (tp), a smaller weight dtype or a smaller model")
     return n

@@ -27,13 +27,14 @@ def simulate(workload: Workload, model: ModelConfig | None = None, accelerator: 
              policy=ContinuousBatching(), *, precision: Precision = BF16, tp: int = 1,
              replicas: int = 1, router: str = "round-robin", block_tokens: int = 16,
              kv_blocks: int | None = None, memory_utilization: float = 0.9,
-             watermark: float = 0.01, mfu: float = 1.0, mbu: float = 1.0,
+             memory_capacity: str = "datasheet", watermark: float = 0.01, mfu: float = 1.0, mbu: float = 1.0,
              step_time=None, prefix_caching: bool = False, efficiency=None,
              step_overhead=None, speculative: Speculative | None = None) -> SimResult:
     """Run `workload` to completion. model, accelerator: objects (`specs.get_model`, `get_accelerator`);
     None for either is the chapter's scenario (`specs.book_scenario`: Llama-2 13B as the book counts it,
     one H100 SXM), so `simulate(workload)` runs. KV blocks per replica: `kv_blocks`, or what fits beside the
-    weights (`kv.kv_capacity_blocks`). watermark: fraction of blocks kept free at admission
+    weights (`kv.kv_capacity_blocks`: `memory_utilization` of the "datasheet" or "reported" `memory_capacity`,
+    `core.usable_memory`). watermark: fraction of blocks kept free at admission
     (vLLM's 1 %). step_time: a StepTimeModel (`step_time_s(step, t_s)`); default the roofline (`RooflineStepTime`).
     efficiency, step_overhead: the default step time's kernel times and CPU time per step, as
     `deployment.Deployment` takes them (None: the roofline at mfu, mbu; no CPU term).
@@ -55,7 +56,8 @@ def simulate(workload: Workload, model: ModelConfig | None = None, accelerator: 
     choice("router", router, ROUTERS)
     positive_float("watermark", watermark, maximum=0.5, allow_zero=True)
     if kv_blocks is None:
-        kv_blocks = kv_capacity_blocks(model, acc, precision, tp, block_tokens, memory_utilization)
+        kv_blocks = kv_capacity_blocks(model, acc, precision, tp, block_tokens, memory_utilization,
+                                       memory_capacity)
     else:
         positive_int("kv_blocks", kv_blocks)
         fraction("memory_utilization", memory_utilization)
