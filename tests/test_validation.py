@@ -131,7 +131,9 @@ BAD_NAME = {("get_model", "name"): BAD["model"], ("get_accelerator", "name"): BA
             ("from_hf_config", "name"): [],
             ("roofline_time_s", "overlap"): ["max", True, False],
             # a quantized part's stored bytes per weight (scales included): > 0, at most 8 (fp64)
-            ("linear_cost", "bytes_per_weight"): [0, -1, math.nan, math.inf, 9.0, "1", True],  # one vocabulary with pass_time_s
+            ("linear_cost", "bytes_per_weight"): [0, -1, math.nan, math.inf, 9.0, "1", True],
+            # the bytes a convention lets a deployment use (core.usable_memory): > 0, a number
+            **{(f, "usable_bytes"): [0, -1, math.nan, math.inf, "72e9", True] for f in ("memory_budget", "max_batch")},  # one vocabulary with pass_time_s
             # an efficiency or a step overhead is an object (efficiency.MeasuredKernels(), kernels.StepOverhead)
             ("Deployment", "efficiency"): ["measured", 0.5, True],
             ("Deployment", "step_overhead"): [0.001, "vidur-a100"],
