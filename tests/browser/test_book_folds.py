@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from waits import open_page, wait_for, wait_for_page
+
 ROOT = Path(__file__).resolve().parents[2]
 BOOK = ROOT / "build" / "book"
 CHAPTERS = sorted(p.name for p in BOOK.glob("15_1_*.html")) + sorted(p.name for p in BOOK.glob("15_2_[12]_*.html")) \
@@ -39,7 +41,7 @@ def offline(driver, book_dir):
 
 @pytest.mark.parametrize("page", CHAPTERS)
 def test_the_audit_is_folded_after_the_lesson_with_its_counts(offline, page):
-    offline.get((BOOK / page).as_uri())
+    open_page(offline, (BOOK / page).as_uri())
     s = offline.execute_script(STATE)
     assert s["audit"], f"{page}: no folded audit section"
     assert not s["audit"]["open"], f"{page}: the audit section is open by default"
@@ -52,7 +54,7 @@ def test_the_audit_is_folded_after_the_lesson_with_its_counts(offline, page):
 
 @pytest.mark.parametrize("page", CHAPTERS[:2])
 def test_printing_opens_every_fold_and_closes_them_after(offline, page):
-    offline.get((BOOK / page).as_uri())
+    open_page(offline, (BOOK / page).as_uri())
     before = offline.execute_script(STATE)
     assert before["n_open"] < before["n_details"]
     offline.execute_script("window.dispatchEvent(new Event('beforeprint'))")
@@ -64,19 +66,21 @@ def test_printing_opens_every_fold_and_closes_them_after(offline, page):
 
 def test_a_link_into_the_audit_opens_it(offline):
     page = BOOK / "15_1_2_decode_kv_cache.html"
-    offline.get(page.as_uri())
+    open_page(offline, page.as_uri())
     anchor = offline.execute_script(
         "const e = document.querySelector('details.audit [id^=\"erratum-\"], details.audit tr[id^=\"claim-\"]');"
         "return e ? e.id : null")
     assert anchor, "no erratum or claim anchor inside the audit of 15.1.2"
-    offline.get(page.as_uri() + "#" + anchor)
-    assert offline.execute_script(STATE)["audit"]["open"] is True
+    open_page(offline, page.as_uri() + "#" + anchor)     # the same document: folds.js acts on hashchange
+    s = wait_for(offline, f"the link to #{anchor} to open the audit section", STATE,
+                 lambda s: s["audit"] and s["audit"]["open"])
+    assert s["audit"]["open"] is True
 
 
 def test_the_reference_part_lists_the_docs_pages(offline):
     docs = sorted((ROOT / "docs").glob("*.md"))
     assert docs, "docs/ has no page"
-    offline.get((BOOK / "index.html").as_uri())
+    open_page(offline, (BOOK / "index.html").as_uri())
     links = offline.execute_script(
         "return [...document.querySelectorAll('.bd-sidebar a[href]')].map(a => a.getAttribute('href'))")
     for d in docs:
@@ -85,13 +89,12 @@ def test_the_reference_part_lists_the_docs_pages(offline):
 
 
 def test_search_from_file_finds_sections_without_errors(offline):
-    import time
     offline.get_log("browser")                                   # discard earlier pages' messages
-    offline.get((BOOK / "search.html").as_uri() + "?q=KV+cache")
-    for _ in range(80):                  # the index script loads, then the results render one by one
-        if "Search finished" in offline.execute_script("return document.body.innerText"):
-            break
-        time.sleep(0.25)
+    open_page(offline, (BOOK / "search.html").as_uri() + "?q=KV+cache")
+    # the index script loads, then the results render one by one, then the status line says it is done
+    wait_for(offline, "the search for 'KV cache' to finish (its status line)",
+             "const s = document.querySelector('.search-summary'); return s ? s.innerText : null",
+             lambda status: status and ("Search finished" in status or "did not match any documents" in status))
     links = offline.execute_script(
         "return [...document.querySelectorAll('#search-results a, ul.search a')].map(a => a.getAttribute('href'))")
     assert links, "the search for 'KV cache' from file:// found nothing"
@@ -117,10 +120,8 @@ return {first: first, first_id: figs.length ? figs[0].id : null, wide: wide,
 @pytest.mark.parametrize("page", CHAPTERS + ["15_2_3_serving_lab.html"])
 def test_at_1280_px_the_first_figure_is_within_two_screens_and_nothing_scrolls_sideways(offline, page):
     offline.set_window_size(1280, 900)
-    offline.get((BOOK / page).as_uri())
-    offline.execute_script("return MathJax && MathJax.startup ? MathJax.startup.promise : null")
-    import time
-    time.sleep(1.0)                       # MathJax typesets the equations asynchronously
+    open_page(offline, (BOOK / page).as_uri())
+    wait_for_page(offline, page)           # MathJax typesets the equations, the figure is drawn, after loading
     s = offline.execute_script(FIRST)
     screen = offline.get_window_size()["height"]          # the 1280 x 900 screen of the issue
     assert s["first"] is not None and s["first"] < 2 * screen, f"{page}: first figure at {s['first']:.0f} px"
@@ -131,7 +132,7 @@ def test_at_1280_px_the_first_figure_is_within_two_screens_and_nothing_scrolls_s
 
 
 def test_the_serving_labs_audit_is_folded_after_the_lesson_with_its_statement_counts(offline):
-    offline.get((BOOK / "15_2_3_serving_lab.html").as_uri())
+    open_page(offline, (BOOK / "15_2_3_serving_lab.html").as_uri())
     s = offline.execute_script(STATE)
     assert s["audit"] and not s["audit"]["open"], "the lab's closing section is not folded"
     m = re.search(r"Checking the book.s numbers: (\d+) statements checked: (\d+) \u2713", s["audit"]["summary"])

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from waits import open_page, wait_for, wait_for_page
+
 ROOT = Path(__file__).resolve().parents[2]
 BOOK = ROOT / "build" / "book"
 CHAPTERS = sorted(p.name for p in BOOK.glob("15_[12]_[12]_*.html")) if BOOK.is_dir() else []
@@ -48,7 +50,8 @@ def test_the_interactive_figure_responds_to_its_slider(offline, page):
     from selenium.webdriver.common.action_chains import ActionChains
     from selenium.webdriver.common.by import By
 
-    offline.get((BOOK / page).as_uri())
+    open_page(offline, (BOOK / page).as_uri())
+    wait_for_page(offline, page)                   # the figure drawn by the page's script (data-ready)
     before = offline.execute_script(DRAWN)
     assert before, f"{page}: no interactive figure"
     fig = before[0]
@@ -61,7 +64,8 @@ def test_the_interactive_figure_responds_to_its_slider(offline, page):
     # the slider's active step is the scenario's; click the end of the rail furthest from it
     x = (width / 2 - 3) if fig["step"] < fig["steps"] / 2 else -(width / 2 - 3)
     ActionChains(offline).move_to_element_with_offset(rail, int(x), 0).click().perform()
-    after = offline.execute_script(DRAWN)[0]
+    after = wait_for(offline, f"{page}: the slider to change the visible series and the plotted lines", DRAWN,
+                     lambda s: s[0]["visible"] != fig["visible"] and s[0]["paths"] != fig["paths"])[0]
     assert after["visible"] != fig["visible"], f"{page}: the slider did not change the visible series"
     assert after["paths"] != fig["paths"], f"{page}: the plotted lines did not change"
 
@@ -83,7 +87,8 @@ def test_each_menu_changes_the_plot(offline, page):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import Select
 
-    offline.get((BOOK / page).as_uri())
+    open_page(offline, (BOOK / page).as_uri())
+    wait_for_page(offline, page)           # the figure drawn and its menus built (data-ready)
     menus = offline.find_elements(By.CSS_SELECTOR, "div.inferlab-menus select")
     assert menus, f"{page}: the figure's menus were not drawn"
     for menu in menus:
@@ -93,7 +98,10 @@ def test_each_menu_changes_the_plot(offline, page):
         choice = Select(menu)
         now = int(choice.first_selected_option.get_attribute("value"))
         choice.select_by_value(str(1 if now == 0 else 0))
-        after = offline.execute_script(DRAWN)[0]
+        after = wait_for(offline, f"{page}: another {name} to change the visible series and the plotted lines, "
+                                  "with a series visible", DRAWN,
+                         lambda s: sum(s[0]["visible"]) >= 1 and s[0]["visible"] != before["visible"]
+                         and s[0]["paths"] != before["paths"])[0]
         assert sum(after["visible"]) >= 1, f"{page}: nothing visible after choosing another {name}"
         assert after["visible"] != before["visible"], f"{page}: the {name} menu did not change the visible series"
         assert after["paths"] != before["paths"], f"{page}: the {name} menu did not change the plotted lines"

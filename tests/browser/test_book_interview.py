@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import base64
 import re
-import time
 from pathlib import Path
 
 import pytest
+
+from waits import open_page, wait_for, wait_for_page
 
 ROOT = Path(__file__).resolve().parents[2]
 BOOK = ROOT / "build" / "book"
@@ -36,17 +37,6 @@ def offline(driver, book_dir):
     return driver
 
 
-def wait_for_figures(driver, timeout: float = 15.0) -> None:
-    """Until every interactive figure of the page has been drawn and decluttered (data-ready)."""
-    end = time.time() + timeout
-    while time.time() < end:
-        if driver.execute_script("return [...document.querySelectorAll('div.inferlab-interactive')]"
-                                 ".every(d => d.getAttribute('data-ready') === '1')"):
-            return
-        time.sleep(0.2)
-    raise AssertionError("the interactive figures were not drawn")
-
-
 DRILL = """
 const anchor = document.getElementById(arguments[0]);
 if (!anchor) return null;
@@ -68,7 +58,8 @@ return {
 def test_each_drill_opens_its_folded_answer_with_numbers(offline, section, number):
     from selenium.webdriver.common.by import By
     anchor = f"interview-{section.replace('.', '-')}-{number}"
-    offline.get((BOOK / SECTIONS[section]).as_uri() + "#" + anchor)
+    open_page(offline, (BOOK / SECTIONS[section]).as_uri() + "#" + anchor)
+    wait_for_page(offline, SECTIONS[section])    # nothing moves under the click: typeset, figure drawn
     s = offline.execute_script(DRILL, anchor)
     assert s, f"{SECTIONS[section]}: no element with id {anchor}"
     assert s["answer"] and s["open"] is False, f"{anchor}: no folded answer ({s})"
@@ -78,6 +69,8 @@ def test_each_drill_opens_its_folded_answer_with_numbers(offline, section, numbe
     summary = details.find_element(By.TAG_NAME, "summary")
     offline.execute_script("arguments[0].scrollIntoView({block: 'center'})", summary)
     summary.click()
+    wait_for(offline, f"{anchor}: the click on its summary to open the answer", lambda d: details.get_attribute("open"),
+             lambda opened: opened is not None)
     assert details.get_attribute("open") is not None, f"{anchor}: clicking the summary did not open it"
     text = details.text
     assert len(WITH_UNIT.findall(text)) >= 3, f"{anchor}: the opened answer has no numbers: {text[:300]!r}"
@@ -102,14 +95,17 @@ return {notes: ((d.layout || {}).annotations || []).map(a => a.text.replace(/<br
 
 @pytest.mark.parametrize("page", ["15_1_2_decode_kv_cache.html", "15_2_2_batching.html"])
 def test_llama_2_70b_on_one_h100_says_it_does_not_fit_and_which_tp_degree_does(offline, page):
-    offline.get((BOOK / page).as_uri())
-    wait_for_figures(offline)
+    open_page(offline, (BOOK / page).as_uri())
+    wait_for_page(offline, page)                       # the figure drawn, its menus built (data-ready)
     before = offline.execute_script(NOTES)
     assert before["notes"] == [] and any(n.startswith("B_max = ") for n in before["marks"]), \
         f"{page}: the book's scenario should fit and mark B_max: {before}"
     assert offline.execute_script(SELECT, "model", "llama-2-70b") and offline.execute_script(SELECT, "accelerator", "h100-sxm")
-    time.sleep(0.5)
-    after = offline.execute_script(NOTES)
+    # the menus' change redraws the plot and its note (Plotly.restyle, then Plotly.relayout)
+    after = wait_for(offline, f"{page}: the note that llama-2-70b does not fit on one h100-sxm, drawn, and no B_max mark",
+                     NOTES, lambda s: "does not fit on one h100-sxm" in " ".join(s["notes"])
+                     and "tensor parallelism 2" in " ".join(s["notes"]) and s["shown"]
+                     and not any(n.startswith("B_max = ") for n in s["marks"]))
     note = " ".join(after["notes"])
     assert "does not fit on one h100-sxm" in note and "tensor parallelism 2" in note, after
     assert "tensor parallelism 2" in " ".join(after["shown"]).replace("  ", " ") or after["shown"], after
@@ -142,8 +138,8 @@ def test_on_a_phone_no_toolbar_covers_a_title_and_no_legend_covers_a_control(dri
     driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
                            {"width": 390, "height": 844, "deviceScaleFactor": 3, "mobile": True})
     try:
-        driver.get((BOOK / page).as_uri())
-        wait_for_figures(driver)
+        open_page(driver, (BOOK / page).as_uri())
+        wait_for_page(driver, page)                    # drawn and decluttered (data-ready)
         figs = driver.execute_script(BOXES)
     finally:
         driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
@@ -174,11 +170,8 @@ def test_on_a_phone_an_equation_that_scrolls_says_so(driver, book_dir):
     wide = []
     try:
         for page in list(SECTIONS.values()) + ["cheatsheet.html"]:
-            driver.get((BOOK / page).as_uri())
-            for _ in range(100):
-                if driver.execute_script("return document.body.getAttribute('data-scroll-cues')") == "done":
-                    break
-                time.sleep(0.1)
+            open_page(driver, (BOOK / page).as_uri())
+            wait_for_page(driver, page)                # typeset, then the cues placed (data-scroll-cues)
             for eq in driver.execute_script(CUES):
                 if eq["wide"]:
                     wide.append((page, eq))
@@ -195,7 +188,8 @@ TEXT = "document.querySelectorAll('details').forEach(d => { d.open = true; }); r
 def test_no_page_shows_the_test_runners_markers_or_tells_a_static_image_to_move(offline):
     assert len(PAGES) > 10
     for page in PAGES:
-        offline.get((BOOK / page).as_uri())
+        open_page(offline, (BOOK / page).as_uri())
+        wait_for_page(offline, page)                   # with what the page's scripts add (titles, menus)
         text = offline.execute_script(TEXT)
         assert "NBVAL" not in text, f"{page} shows a test marker"
         if not page.startswith("docs/"):
@@ -207,12 +201,11 @@ def test_no_page_shows_the_test_runners_markers_or_tells_a_static_image_to_move(
 def test_the_cheat_sheet_is_in_the_book_and_prints_on_one_sheet(offline):
     page = BOOK / "cheatsheet.html"
     assert page.is_file(), "no cheat sheet in the book"
-    offline.get((BOOK / "index.html").as_uri())
+    open_page(offline, (BOOK / "index.html").as_uri())
     links = offline.execute_script("return [...document.querySelectorAll('.bd-sidebar a[href]')].map(a => a.getAttribute('href'))")
     assert "cheatsheet.html" in links, "the cheat sheet is not in the book's navigation"
-    offline.get(page.as_uri())
-    offline.execute_script("return MathJax && MathJax.startup ? MathJax.startup.promise : null")
-    time.sleep(1.0)
+    open_page(offline, page.as_uri())
+    wait_for_page(offline, page.name)                  # typeset: the text and the printed height as read
     text = offline.execute_script("return document.querySelector('article').innerText")
     assert "Rules of thumb" in text and "295" in text and "FLOP/byte" in text
     pdf = base64.b64decode(offline.execute_cdp_cmd("Page.printToPDF", {

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from waits import open_page, wait_for_page
+
 ROOT = Path(__file__).resolve().parents[2]
 BOOK = ROOT / "build" / "book"
 PAGES = sorted(p.name for p in BOOK.glob("15_*.html")) if BOOK.is_dir() else []
@@ -27,7 +29,8 @@ return {page_px: box.height, lecture_px: auditTop - box.top, audit: !!audit};
 
 
 def lecture_share(driver, page: str) -> dict:
-    driver.get((BOOK / page).as_uri())
+    open_page(driver, (BOOK / page).as_uri())
+    wait_for_page(driver, page)         # heights as read: equations typeset, interactive figures drawn
     m = driver.execute_script(MEASURE)
     m["share"] = m["lecture_px"] / m["page_px"]
     return m

@@ -16,6 +16,8 @@ from urllib.parse import unquote, urlsplit
 
 import pytest
 
+from waits import open_page, wait_for, wait_for_page
+
 ROOT = Path(__file__).resolve().parents[2]
 BOOK = ROOT / "build" / "book"
 SHOTS = ROOT / "build" / "book-shots"
@@ -29,20 +31,6 @@ MATH_PAGES = ["index.html", *CHAPTERS, "references.html"]
 # TeX that MathJax should have replaced: delimiters, or a command with a brace argument.
 RAW_TEX = re.compile(r"\$\$|\\\(|\\\)|\\\[|\\\]|\\(frac|text|left|right|approx|cdot|qquad|mathrm)\b"
                      r"|\$[^$\n]{0,80}[\\^_{}][^$\n]{0,80}\$|\$[A-Za-z]\$")
-
-WAIT_FOR_PAGE = """
-const done = arguments[arguments.length - 1];
-(async () => {
-  if (window.MathJax && MathJax.startup && MathJax.startup.promise) await MathJax.startup.promise;
-  for (const img of document.images) {      // lazy images load once they are near the viewport
-    img.loading = 'eager';
-    img.scrollIntoView();
-    try { await img.decode(); } catch (e) {}
-  }
-  window.scrollTo(0, 0);
-  done('ready');
-})().catch(e => done('error: ' + e));
-"""
 
 MEASURE = """
 const main = document.querySelector('main') || document.body;
@@ -79,13 +67,16 @@ return {
 
 def _window_for_content_width(driver, width_px: int) -> None:
     """Resize the window so that the book's text column is `width_px` wide."""
-    driver.get((BOOK / CHAPTERS[0]).as_uri() if CHAPTERS else (BOOK / "index.html").as_uri())
+    open_page(driver, (BOOK / CHAPTERS[0]).as_uri() if CHAPTERS else (BOOK / "index.html").as_uri())
     for _ in range(6):
         w = driver.execute_script("return document.querySelector('article.bd-article').clientWidth")
         if width_px <= w <= width_px + 2:
             return
         size = driver.get_window_size()
         driver.set_window_size(size["width"] + width_px - w, size["height"])
+        width = driver.get_window_size()["width"]
+        wait_for(driver, f"the page to take the window's new width, {width} px", "return window.outerWidth",
+                 lambda outer: outer == width)
     pytest.fail(f"could not size the text column to {width_px} px (it stays at {w} px)")
 
 
@@ -113,8 +104,8 @@ def rendered(driver, book_dir):
     SHOTS.mkdir(parents=True, exist_ok=True)
     results = {}
     for page in PAGES:
-        driver.get((book_dir / page).as_uri())
-        state = driver.execute_async_script(WAIT_FOR_PAGE)
+        open_page(driver, (book_dir / page).as_uri())
+        state = wait_for_page(driver, page, images=True)
         data = driver.execute_script(MEASURE)
         data["state"] = state
         data["console_errors"] = [e["message"] for e in driver.get_log("browser") if e["level"] == "SEVERE"]

@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from test_book_pages import PAGES, WAIT_FOR_PAGE
+from test_book_pages import PAGES
+from waits import open_page, wait_for_page
 
 ROOT = Path(__file__).resolve().parents[2]
 SHOTS = ROOT / "build" / "book-shots"
@@ -104,10 +105,10 @@ def measured(driver, book_dir):
             driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
                                    {"width": w, "height": h, "deviceScaleFactor": dpr, "mobile": mobile})
             for page in PAGES:
-                driver.get((book_dir / page).as_uri())
+                open_page(driver, (book_dir / page).as_uri())
                 # every fold open, as when printing or when a reader unfolds it: folded text must fit too
                 driver.execute_script("document.querySelectorAll('details').forEach(d => { d.open = true; })")
-                assert driver.execute_async_script(WAIT_FOR_PAGE) == "ready"
+                assert wait_for_page(driver, f"{size}-{page}", images=True) == "ready"
                 results[size, page] = driver.execute_script(PROBE)
                 shot = driver.execute_cdp_cmd("Page.captureScreenshot", {"format": "jpeg", "quality": 60})
                 (SHOTS / f"{size}-{page.replace('.html', '.jpg')}").write_bytes(base64.b64decode(shot["data"]))

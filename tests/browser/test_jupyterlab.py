@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pytest
 
+from waits import WAIT_S
+
 ROOT = Path(__file__).resolve().parents[2]
 CHAPTER = "15_2_1_ttft_itl.ipynb"     # the chapter notebook run through the UI
 RUN_ALL_TIMEOUT_S = 420
@@ -150,18 +152,18 @@ def test_run_all_cells_of_a_chapter_through_the_jupyterlab_ui(driver, lab_server
     assert before["cells"] and all(not c["errors"] for c in before["cells"])
 
     # Run -> Run All Cells, through the menu bar
-    menu = [e for e in driver.find_elements(By.CSS_SELECTOR, ".lm-MenuBar-itemLabel") if e.text == "Run"]
-    assert menu, "no Run menu in the menu bar"
+    menu = wait_until(lambda: [e for e in driver.find_elements(By.CSS_SELECTOR, ".lm-MenuBar-itemLabel")
+                               if e.text == "Run"], WAIT_S, "the Run menu in the menu bar")
     menu[0].click()
     item = wait_until(lambda: driver.find_elements(
-        By.CSS_SELECTOR, 'li.lm-Menu-item[data-command="runmenu:run-all"]'), 10, "Run All Cells in the Run menu")
+        By.CSS_SELECTOR, 'li.lm-Menu-item[data-command="runmenu:run-all"]'), WAIT_S, "Run All Cells in the Run menu")
     assert "Run All Cells" in item[0].text, item[0].text
     item[0].click()
 
     # the run has started once a cell is queued or running (its count cleared) or the kernel is busy;
     # until then the counts on screen are the stored ones
     wait_until(lambda: (lambda s: s["kernel"] == "busy" or any(c["count"] is None for c in s["cells"]))(
-        driver.execute_script(CURRENT)), 30, "Run All to start", interval_s=0.1)
+        driver.execute_script(CURRENT)), WAIT_S, "Run All to start", interval_s=0.1)
 
     def finished():
         s = driver.execute_script(CURRENT)
