@@ -117,6 +117,8 @@ def test_the_vidur_profile_is_the_models_own_entry_or_says_what_stands_in(capsys
     (["estimate", "--engine-overhead", "python-scheduler", "--step-overhead-ms", "1"],
      ["--step-overhead-ms 1", "--engine-overhead python-scheduler"]),
     (["estimate", "--attention", "published"], ["--attention published", "--efficiency measured"]),
+    # the simulator times attention on the ideal roofline: the option would be ignored, so it is refused
+    (["serve", "--attention", "published", "--efficiency", "measured"], ["--attention published", "inferlab estimate"]),
     (["estimate", "--attention", "published", "--efficiency", "measured", "--gpu", "a100-80gb"],
      ["--attention published", "a100-80gb", "Hopper"]),
     (["estimate", "--efficiency", "measured", "--allreduce-latency-us", "0"], ["--allreduce-latency-us", "leave it out"]),

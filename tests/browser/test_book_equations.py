@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from test_book_pages import PAGES, WAIT_FOR_PAGE
+from test_book_pages import PAGES
+from waits import open_page, wait_for_page
 
 LAPTOP = (1280, 900)
 SLACK_PX = 1.0
@@ -39,9 +40,10 @@ def equations(driver, book_dir):
                            {"width": w, "height": h, "deviceScaleFactor": 1, "mobile": False})
     try:
         for page in PAGES:
-            driver.get((book_dir / page).as_uri())
+            open_page(driver, (book_dir / page).as_uri())
+            wait_for_page(driver, page)
             driver.execute_script("document.querySelectorAll('details').forEach(d => { d.open = true; })")
-            assert driver.execute_async_script(WAIT_FOR_PAGE) == "ready"
+            wait_for_page(driver, page)   # MathJax typesets what the folds opened
             out[page] = driver.execute_script(PROBE)
     finally:
         driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})

@@ -213,6 +213,10 @@ def _check_engine(args, default_policy: str, default_budget: int):
               itl_s=args.slo_itl_ms * MS if args.slo_itl_ms is not None else None)
     precision, weights_note = _serving_precision(args, model, acc)
     efficiency, overhead, note = efficiency_from_options(args, model, acc, precision, args.tp)
+    if getattr(args, "attention", "ideal") != "ideal":
+        # The simulator's step time (serving.steptime) times attention itself, on the ideal roofline.
+        raise ValueError(f"--attention {args.attention} applies to inferlab estimate; the simulator times attention "
+                         f"on the ideal roofline (serving.steptime), so leave it out here")
     # The deployment the step time will build, checked now: one line before any work.
     line = Deployment(acc, precision, tp=args.tp, mfu=args.mfu, mbu=args.mbu, efficiency=efficiency,
                       step_overhead=overhead).describe() + note + (f"; weights {weights_note}" if weights_note else "")
