@@ -44,7 +44,7 @@ from inferlab.notebook import conclusions, equations, plots, reader, tables, wor
 from inferlab.core import costs, latency, memory, roofline
 from inferlab.base.units import GB, MS, bytes_per_element
 
-reader.install_display()  # every figure shown carries its alt text
+reader.install_display();  # every figure shown carries its alt text
 
 # %% [markdown]
 # ## What if?

@@ -43,7 +43,7 @@ from inferlab.core import latency, memory, parallel, roofline
 from inferlab.core.deployment import Deployment
 from inferlab.base.units import MS, bytes_per_element
 
-reader.install_display()  # every figure shown carries its alt text
+reader.install_display();  # every figure shown carries its alt text
 
 # %% [markdown]
 # ## What if?
@@ -224,11 +224,11 @@ Markdown(f"From {PREC.weights} to int4 weights the weight bytes fall to {w_int4 
 # Splitting every layer over $K$ devices ([Shoeybi et al. 2019](../book/references.md#shoeybi2019))
 # divides the FLOPs and the weight bytes per device by $K$, so both TTFT and ITL fall; what they
 # pay back is two all-reduces of the activations per layer, each costing its bytes over the
-# interconnect plus a fixed start-up latency (`ALLREDUCE_LATENCY_S` in the "What if?" cell; where
+# interconnect (a ring all-reduce sends $2(K-1)/K$ of them from each device) plus a fixed start-up latency (`ALLREDUCE_LATENCY_S` in the "What if?" cell; where
 # they come from is under the equation):
 #
 # <!-- equation: eq-tp-time -->
-# $$t(K) \approx \frac{t(1)}{K} + 2L\left(\frac{\text{message bytes}}{\text{link BW}} + t_\text{latency}\right).$$
+# $$t(K) \approx \frac{t(1)}{K} + 2L\left(\frac{2(K-1)}{K}\cdot\frac{\text{message bytes}}{\text{link BW}} + t_\text{latency}\right).$$
 
 # %%
 Markdown(conclusions.allreduce_source(

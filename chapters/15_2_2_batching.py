@@ -45,7 +45,7 @@ from inferlab.core import latency, memory, roofline
 from inferlab.core.memory_headroom import VLLM_DEFAULT_UTILISATION, headroom_fit
 from inferlab.base.units import GB, MS, bytes_per_element
 
-reader.install_display()  # every figure shown carries its alt text
+reader.install_display();  # every figure shown carries its alt text
 
 # %% [markdown]
 # ## What if?

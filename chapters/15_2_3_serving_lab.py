@@ -41,7 +41,7 @@ from inferlab.core.memory import kv_cache_bytes_per_token
 from inferlab.serving.definitions import metrics_table
 from inferlab.base.units import GB, MS
 
-reader.install_display()  # every figure shown carries its alt text
+reader.install_display();  # every figure shown carries its alt text
 
 # %% [markdown]
 # ## What if?

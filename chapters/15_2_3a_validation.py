@@ -35,7 +35,7 @@ from IPython.display import Markdown
 
 from inferlab.notebook import reader
 
-reader.install_display()  # every figure shown carries its alt text and a phone variant
+reader.install_display();  # every figure shown carries its alt text and a phone variant
 
 # %% [markdown]
 # ## 1. Measured on this machine: the simulator against a real server

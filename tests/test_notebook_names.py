@@ -89,5 +89,5 @@ def test_the_costs_module_rebound_by_an_exercise_is_named():
     assert planted != text
     assert "costs" in clashes(planted)
     # and an exercise that imports the object the lecture imports is no clash
-    same = text.replace("# SOLUTION\n", "# SOLUTION\nfrom inferlab import memory\n", 1)
+    same = text.replace("# SOLUTION\n", "# SOLUTION\nfrom inferlab.core import memory\n", 1)
     assert clashes(same) == {}

@@ -44,11 +44,23 @@ def python_of(source: str) -> str:
     return "\n".join("" if line.lstrip().startswith(("%", "!")) else line for line in source.splitlines())
 
 
+def _code_of(source: str) -> str:
+    """The source without its comments and trailing blanks (a `;` before a comment still silences)."""
+    import io
+    import tokenize
+    comments = [t for t in tokenize.generate_tokens(io.StringIO(python_of(source)).readline) if t.type == tokenize.COMMENT]
+    lines = python_of(source).splitlines()
+    for t in reversed(comments):
+        row, col = t.start
+        lines[row - 1] = lines[row - 1][:col]
+    return "\n".join(lines).rstrip()
+
+
 def shows_something(source: str) -> bool:
     """True when a cell prints, displays, or ends in an expression (whose value Jupyter shows)."""
     tree = ast.parse(python_of(source))
     calls = {n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
-    ends_in_expr = bool(tree.body) and isinstance(tree.body[-1], ast.Expr) and not source.rstrip().endswith(";")
+    ends_in_expr = bool(tree.body) and isinstance(tree.body[-1], ast.Expr) and not _code_of(source).endswith(";")
     return bool(calls & {"print", "display"}) or ends_in_expr
 
 
