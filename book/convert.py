@@ -437,18 +437,22 @@ def has_interactive(nb: dict) -> bool:
 
 
 _IMPORT_LINE = re.compile(r"^\s*(#.*|%.*|(from\s+\S+\s+)?import\s+.+|)$")
+# The set-up cell's one call besides imports: the notebook's display formatter (alt text on figures).
+_SETUP_CALL = re.compile(r"^\s*reader\.install_display\(\);?\s*(#.*)?$")
 
 
 def setup_cell(source: str) -> bool:
     """A cell the book folds to its output (code under "Show code cell source"): the What-if cell
     (first line `# What if?`), whose scenario line is what a reader of the page needs, and a cell of
-    imports only. The figure cells and the computations stay open."""
+    imports only (with the display formatter's installation). The figure cells and the computations stay
+    open."""
     lines = source.strip().splitlines()
     if not lines:
         return False
     if lines[0].startswith("# What if?"):
         return True
-    return all(_IMPORT_LINE.match(line) for line in lines) and any("import" in line for line in lines)
+    return (all(_IMPORT_LINE.match(line) or _SETUP_CALL.match(line) for line in lines)
+            and any("import" in line for line in lines))
 
 
 def convert_code_cell(cell: dict, where: str) -> dict:

@@ -62,8 +62,8 @@ USD_PER_GPU_HOUR = figures.BOOK_USD_PER_GPU_HOUR  # the book's price; put your o
 # ---------------------------------------------------------------------------------------------
 BOOK = reader.is_book_setup(MODEL, GPU, PREC) and CONTEXT == 1024
 FIT = reader.fit_message(MODEL, GPU, CONTEXT, PREC)
-Markdown(conclusions.scenario_line("15.2.2", MODEL, GPU, PREC, BOOK, FIT, context=CONTEXT,
-                                   usd_per_gpu_hour=USD_PER_GPU_HOUR))
+Markdown(conclusions.scenario_line(
+    "15.2.2", MODEL, GPU, PREC, BOOK, FIT, context=CONTEXT, usd_per_gpu_hour=USD_PER_GPU_HOUR))
 
 # %% [markdown]
 # ## 1. Step time, throughput and the crossover batch

@@ -727,6 +727,8 @@ def test_the_index_entry_of_a_defined_term_reaches_the_page(built):
 
 @pytest.mark.parametrize("source, folded", [
     ("# %matplotlib inline\nfrom IPython.display import Markdown\n\nfrom inferlab import plots, reader", True),
+    ("from inferlab.notebook import reader\n\nreader.install_display();  # alt text on every figure", True),
+    ("from inferlab.notebook import reader\nreader.install_display()\nprint(reader.x)", False),
     ("# What if? ----\nMODEL, GPU, PREC = reader.what_if('llama-2-13b', 'h100-sxm')\nBATCH = 16", True),
     ("from inferlab import diagrams\n\ndiagrams.kv_cache_diagram(MODEL, PREC)", True),   # the picture is the lesson
     ("reader.draw(plots.ttft_plot, MODEL, GPU, PREC)", True),       # a figure: the picture is what reads
