@@ -735,6 +735,10 @@ def _length_words(dist) -> str:
 
 
 def _tail_latency_at_peak(model, accelerator, precision, **_) -> Answer:
+    """15.2.2, question 2: the workload and its load factors, the diagnosis read off the peak run's
+    slowest steps, the fixes in the order the evidence ranks them, and the capped run's stability.
+    Reason: one answer's paragraphs, each from the simulations it runs; split, each piece would need
+    the same six runs passed in."""
     from inferlab.notebook import lab
     from inferlab.serving.metrics import SLO
     from inferlab.serving.policies import ChunkedPrefill, ContinuousBatching

@@ -71,6 +71,10 @@ class LinearFit:
 
 def _curve(t, k, n, acc: Accelerator, e_c, e_m, launch_s, p, wave_share, groups=1.0, peak_dtype="fp16",
            element_bytes=(BYTES_16BIT, BYTES_16BIT, BYTES_16BIT)):
+    """t0 + (C^p + M^p)^(1/p): compute C = 2 k (useful + w (padded - useful)) / (e_c peak) over whole waves
+    of TILE x TILE tiles, memory M = groups (b_w k n + t (b_a k + b_o n)) / (e_m BW), joined by a p-norm.
+    Reason: the fit's five numbers (e_c, e_m, t0, p, w) are positional so the least-squares fit and the
+    curve read them in one order; the shape and formats beside them are the product being timed."""
     sms = SM_COUNT[acc.name]
     b_w, b_a, b_o = element_bytes
     tiles = groups * np.ceil(t / TILE) * np.ceil(n / TILE)
